@@ -1,0 +1,25 @@
+/*
+ * The communicators of one planning epoch, rebuilt from a plan with MPI_Comm_split
+ * on MPI_COMM_WORLD (a collective: every rank, rank 0 included, calls
+ * comms_rebuild with the same plan). A communicator a rank is not part of is
+ * MPI_COMM_NULL. See plan.h for what each one is for.
+ */
+#ifndef LIBRA_COMMS_H
+#define LIBRA_COMMS_H
+
+#include <mpi.h>
+
+#include "libra/plan.h"
+
+struct comms {
+    MPI_Comm role;        /* same role; for train ranks this is the DP communicator */
+    MPI_Comm instance;    /* the rollout instance (TP group) */
+    MPI_Comm sync;        /* training root (rank 0 in it) + all rollout ranks */
+    MPI_Comm hybrid_lane; /* training root (rank 0 in it) + hybrid ranks */
+};
+
+void comms_init(struct comms *c);
+void comms_rebuild(struct comms *c, const struct plan *p, int world_rank);
+void comms_free(struct comms *c);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * The program's entry points, kept out of main.c: the MPI job (driver_run_job) and
+ * the single-process commands (--check-config, --describe-workload, --devices,
+ * --config-reference). Each returns the process exit code.
+ */
+#ifndef LIBRA_DRIVER_H
+#define LIBRA_DRIVER_H
+
+#include "libra/config.h"
+#include "libra/cost.h"
+#include "libra/workload.h"
+
+/* Everything a rank needs besides the config: loaded once by rank 0, broadcast. */
+struct job_inputs {
+    struct cost_model cm;
+    struct workload wl;
+};
+
+int driver_run_job(int argc, char **argv);
+int cmd_check_config(const char *path);
+int cmd_describe_workload(int argc, char **argv);
+int cmd_config_reference(void);
+int cmd_devices(void);
+/* Loads the profiles and workload a config names; 0 or -1 with a message. */
+int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, char *err,
+                       size_t errlen);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * A Plan: the role of every rank for one planning epoch, and the communicator
+ * colors that follow from it.
+ *
+ * Placement (plan_build): worker slots are ranks 1..world-1. Rollout instances come
+ * first, largest TP first, each on consecutive ranks -- so an instance of TP t
+ * starts at a slot that is a multiple of t and never straddles a node whose GPU
+ * count is a multiple of 8. Then the hybrid (lent) ranks, then the training ranks
+ * (DP index in rank order; the first is the training root), then idle ranks.
+ *
+ * Communicators (plan_colors, built by comms_rebuild with MPI_Comm_split on world):
+ *   role        all ranks of the same role (rollout | train | hybrid)
+ *   instance    the ranks of one rollout instance (its TP group)
+ *   sync        the training root (key 0) and every rollout rank: weight broadcast
+ *   hybrid lane the training root (key 0) and the hybrid ranks: lent gradients,
+ *               kept apart so the core training communicator is never touched
+ */
+#ifndef LIBRA_PLAN_H
+#define LIBRA_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/config.h"
+
+enum role { ROLE_CONTROLLER = 0, ROLE_ROLLOUT = 1, ROLE_TRAIN = 2, ROLE_HYBRID = 3, ROLE_IDLE = 4 };
+
+struct rank_assign {
+    int32_t role;     /* enum role */
+    int32_t instance; /* rollout: instance index; else -1 */
+    int32_t tp;       /* rollout: TP degree of the instance; else 0 */
+    int32_t index;    /* rollout: rank within instance; train/hybrid: DP index; else 0 */
+};
+
+struct instance_desc {
+    int32_t leader; /* world rank of the instance's first rank */
+    int32_t tp;
+};
+
+struct plan {
+    int32_t epoch, step, world;
+    int32_t n_train, n_hybrid, n_rollout_ranks, n_instances, n_idle;
+    char reason[64];
+    struct rank_assign *ranks;  /* (world) */
+    struct instance_desc *inst; /* (n_instances) */
+};
+
+struct plan_colors {
+    int role, instance, sync, hybrid_lane; /* MPI_UNDEFINED where the rank is not a member */
+    int key;                               /* ordering key inside sync / hybrid lane */
+};
+
+void plan_init(struct plan *p, int world);
+void plan_free(struct plan *p);
+void plan_copy(struct plan *dst, const struct plan *src);
+/* Builds the plan of spec on world ranks; -1 with a message if it does not fit. */
+int plan_build(const struct plan_spec *spec, int world, int epoch, int step, const char *reason,
+               struct plan *out, char *err, size_t errlen);
+void plan_colors(const struct plan *p, int rank, struct plan_colors *c);
+/* World rank of the training root (DP index 0), -1 if none. */
+int plan_train_root(const struct plan *p);
+/* Index in p of the instance led by leader with the same TP as in old; -1 if gone. */
+int plan_find_instance(const struct plan *p, int leader, int tp);
+/* 1 if rank's instance in old exists unchanged (same leader, same TP) in new. */
+int plan_instance_survives(const struct plan *old, const struct plan *new_plan, int rank);
+/* "4,2,2,1" */
+void plan_format_tp(const struct plan *p, char *buf, size_t len);
+const char *role_name(int role);
+
+/* Wire form: a header then world rank_assign entries and n_instances instance_desc. */
+size_t plan_packed_size(const struct plan *p);
+void plan_pack(const struct plan *p, void *buf);
+int plan_unpack(const void *buf, size_t len, struct plan *p);
+
+#endif

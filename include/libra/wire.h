@@ -1,0 +1,155 @@
+/*
+ * Every message tag and wire struct of the control plane, in one place.
+ *
+ * Messages are fixed headers followed by variable arrays, sent as MPI_BYTE between
+ * ranks of one job (one architecture, one compiler: the layouts below have no
+ * implicit padding and are checked by static asserts). They carry token ids and
+ * counts, never text. In the emulated backend a turn carries counts only
+ * (n_tokens = 0): the tokens themselves are synthetic and never materialised.
+ *
+ * Who sends what:
+ *   rank 0 -> rollout leader   TAG_TURN_REQ       one turn of one trajectory
+ *   rollout leader -> rank 0   TAG_TURN_RESULT    the turn's tokens and tool return
+ *   rollout leader -> rank 0   TAG_HANDBACK       in-flight turns of a dissolved instance
+ *   rank 0 -> every worker     TAG_PLAN           the next epoch's plan (then all split)
+ *   rank 0 -> sync members     TAG_SYNC           broadcast weights of version v now
+ *   sync member -> rank 0      TAG_SYNC_DONE      weights of version v received/sent
+ *   rank 0 -> train, hybrid    TAG_TRAIN_BATCH    this rank's share of a step's batch
+ *   train root -> rank 0       TAG_TRAIN_DONE     the optimizer step is done
+ *   hybrid -> train root       TAG_HYBRID_GRAD    (on the hybrid lane) a lent replica's gradient
+ *   rank 0 -> every worker     TAG_SHUTDOWN       finish: hand back and exit the loop
+ */
+#ifndef LIBRA_WIRE_H
+#define LIBRA_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum wire_tag {
+    TAG_TURN_REQ = 101,
+    TAG_TURN_RESULT = 102,
+    TAG_HANDBACK = 103,
+    TAG_PLAN = 104,
+    TAG_SYNC = 105,
+    TAG_SYNC_DONE = 106,
+    TAG_TRAIN_BATCH = 107,
+    TAG_TRAIN_DONE = 108,
+    TAG_HYBRID_GRAD = 109,
+    TAG_SHUTDOWN = 110,
+};
+
+const char *wire_tag_name(int tag);
+
+/* One turn to generate. Followed by n_tokens int32 token ids: the context the
+ * instance does not already hold (ctx_tokens - n_tokens are expected cached). */
+struct wire_turn_req {
+    int64_t traj_id;
+    int64_t prompt_id;
+    int32_t turn;             /* 0-based turn index */
+    int32_t ctx_tokens;       /* context length before this turn */
+    int32_t budget;           /* tokens this turn may generate at most */
+    int32_t resume_generated; /* tokens of this turn generated before a hand-back */
+    int32_t n_failures;       /* failed / timed-out tool returns so far */
+    int32_t last_failed;      /* last tool return failed or timed out */
+    int32_t last_large;       /* last tool payload was large */
+    int32_t step_start;       /* training step when the trajectory started (drift) */
+    int32_t n_tokens;         /* token ids that follow */
+    int32_t pad_;
+};
+
+/* A finished (or handed-back) turn. Followed by n_tokens int32 ids and n_tokens
+ * float behaviour log-probs. */
+struct wire_turn_result {
+    int64_t traj_id;
+    int32_t turn;
+    int32_t leader;           /* world rank of the instance that ran it */
+    int32_t gen_tokens;       /* tokens of this turn generated (incl. resumed ones) */
+    int32_t version_first;    /* policy version of the turn's first new token */
+    int32_t version_last;     /* policy version of its last token */
+    int32_t final;            /* trajectory ends after this turn */
+    int32_t partial;          /* handed back mid-turn: resume from gen_tokens */
+    int32_t tool;             /* tool index, -1 if none */
+    int32_t tool_status;      /* enum tool_status */
+    int32_t payload_tokens;   /* tool-return tokens to append */
+    double tool_latency_s;    /* emulated seconds the tool took */
+    double busy_rank_s;       /* instance busy rank-seconds since the last report */
+    int32_t n_tokens;         /* token ids (and log-probs) that follow */
+    int32_t pad_;
+};
+
+/* A handback: count, then count results (no token arrays in a handback). */
+struct wire_handback_hdr {
+    int32_t count;
+    int32_t leader;
+};
+
+struct wire_sync {
+    int32_t version;
+    int32_t sync_id;
+};
+
+struct wire_sync_done {
+    int32_t version;
+    int32_t sync_id;
+};
+
+/* One trajectory of a training share. */
+struct wire_train_item {
+    int64_t traj_id;
+    int32_t tokens;      /* prompt + generated + tool tokens */
+    int32_t gen_tokens;  /* tokens with loss mask 1 */
+};
+
+/* A training rank's share of one step; followed by n_items wire_train_item. */
+struct wire_train_batch {
+    int32_t step;          /* the step being computed (1-based) */
+    int32_t version;       /* policy version the batch is trained at */
+    int32_t n_items;
+    int32_t n_replicas;    /* data-parallel replicas taking part (train + hybrid) */
+    int64_t global_tokens; /* tokens in the whole batch (loss normalisation) */
+    int64_t global_gen_tokens;
+};
+
+struct wire_train_done {
+    int32_t step;
+    int32_t n_replicas;
+    double compute_s;      /* slowest replica's compute, wall seconds */
+    double comm_s;         /* gradient reduction, wall seconds */
+    double busy_rank_s;    /* compute rank-seconds over all replicas */
+    double grad_norm;      /* norm of the reduced (emulated) gradient */
+};
+
+/* The head of a hybrid's gradient message; followed by the gradient doubles. */
+struct wire_hybrid_grad {
+    int32_t step;
+    int32_t n;
+    double compute_s;
+};
+
+/* A growable byte buffer for packing variable-length messages. */
+struct wire_buf {
+    char *data;
+    size_t len, cap;
+};
+
+void wire_buf_reset(struct wire_buf *b);
+void wire_buf_put(struct wire_buf *b, const void *p, size_t n);
+void wire_buf_free(struct wire_buf *b);
+
+/* Packers append a whole message to b (after wire_buf_reset if it is to be alone). */
+void wire_pack_turn_req(struct wire_buf *b, const struct wire_turn_req *h, const int32_t *tokens);
+void wire_pack_turn_result(struct wire_buf *b, const struct wire_turn_result *h,
+                           const int32_t *tokens, const float *logprobs);
+
+/* Unpackers validate sizes against the message length: 0 or -1 (malformed). The
+ * returned array pointers point into msg. */
+int wire_unpack_turn_req(const void *msg, size_t len, struct wire_turn_req *h,
+                         const int32_t **tokens);
+int wire_unpack_turn_result(const void *msg, size_t len, struct wire_turn_result *h,
+                            const int32_t **tokens, const float **logprobs);
+int wire_unpack_handback(const void *msg, size_t len, struct wire_handback_hdr *h,
+                         const struct wire_turn_result **items);
+int wire_unpack_train_batch(const void *msg, size_t len, struct wire_train_batch *h,
+                            const struct wire_train_item **items);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * Ranks 1..N-1: the workers. One loop serves whatever role the current plan gives
+ * the rank (rollout instance member or leader, training replica, hybrid replica,
+ * idle) and follows rank 0's messages: turns, plans, weight syncs, training batches
+ * and shutdown. With the emulated device the model math is replaced by the cost
+ * model (durations) and the workload model (tokens); the messages, communicators
+ * and collectives are the real ones.
+ *
+ * Emulated weights are a small parameter vector (WORKER_EMU_PARAMS doubles) so the
+ * data path is real: gradients are reduced over the training communicator and the
+ * hybrid lane, the optimizer updates the root's copy, and weight syncs broadcast it
+ * to every rollout rank.
+ */
+#ifndef LIBRA_WORKER_H
+#define LIBRA_WORKER_H
+
+#include <mpi.h>
+
+#include "libra/comms.h"
+#include "libra/config.h"
+#include "libra/cost.h"
+#include "libra/engine.h"
+#include "libra/outbox.h"
+#include "libra/plan.h"
+#include "libra/wire.h"
+#include "libra/workload.h"
+
+#define WORKER_EMU_PARAMS 64
+#define WORKER_EMU_LR 1e-2
+
+enum train_phase { TP_IDLE = 0, TP_COMPUTE, TP_REDUCE, TP_COMM_DELAY, TP_HYBRIDS };
+
+struct worker_train {
+    int phase;               /* enum train_phase */
+    int step, n_replicas;
+    double until;            /* wall time the current emulated phase ends */
+    double compute_s;        /* this rank's compute, wall seconds */
+    double comm_s;
+    double grad[WORKER_EMU_PARAMS + 1];  /* local gradient; last = compute seconds */
+    double sum[WORKER_EMU_PARAMS + 1];   /* reduced */
+    MPI_Request req;
+    int hybrids_left;        /* root: hybrid gradients still expected */
+};
+
+struct worker_sync {
+    int active, version, sync_id;
+    MPI_Request req;
+    double buf[WORKER_EMU_PARAMS + 1]; /* params, then the version */
+};
+
+struct worker {
+    const struct libra_config *cfg;
+    const struct cost_model *cm;
+    const struct workload *wl;
+    int rank, world;
+    double t0, time_scale;
+    struct plan plan;
+    struct comms comms;
+    struct outbox ob;
+    struct wire_buf msg, pack;
+
+    struct engine eng;       /* rollout leader only */
+    int have_engine;
+    struct wire_turn_result *res;
+    int n_res, cap_res;
+
+    double params[WORKER_EMU_PARAMS];
+    int version;             /* version of params, -1 none */
+    struct worker_train tr;
+    struct worker_sync sync;
+    int stop;
+};
+
+/* Runs a worker rank until shutdown; returns the process exit code. */
+int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
+               const struct workload *wl, int rank, int world);
+
+/* worker_rollout.c */
+int wr_is_leader(const struct worker *w);
+double wr_virtual_now(const struct worker *w);
+void wr_on_turn_req(struct worker *w, const void *msg, size_t len);
+int wr_progress(struct worker *w);
+void wr_handback(struct worker *w);
+void wr_start_engine(struct worker *w);
+double wr_next_wake(const struct worker *w);
+
+/* worker_train.c */
+void wt_on_batch(struct worker *w, const void *msg, size_t len);
+int wt_progress(struct worker *w);
+
+/* worker.c: weight sync (both sides) */
+void ws_on_sync(struct worker *w, const struct wire_sync *s);
+int ws_progress(struct worker *w);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * The configuration schema table (see config_schema.h) and the few helpers that
+ * turn a row into words, shared by the loader's messages and the reference so the
+ * two can never disagree. Adding a key = adding a field to include/libra/config.h
+ * and one row here; regenerate docs/config.md afterwards.
+ */
+#include "config_schema.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(f) offsetof(struct libra_config, f)
+#define SZ(f) sizeof(((struct libra_config *)0)->f)
+#define SOFF(f) offsetof(struct plan_spec, f)
+#define SSZ(f) sizeof(((struct plan_spec *)0)->f)
+
+#define INT_KEY(sec, k, f, d, lo, hi, u, doc_)                                              \
+    {.section = sec, .key = k, .type = CFG_INT, .offset = OFF(f), .size = SZ(f), .def = d, \
+     .min = lo, .max = hi, .units = u, .doc = doc_}
+#define FLOAT_KEY(sec, k, f, d, lo, hi, u, doc_)                                              \
+    {.section = sec, .key = k, .type = CFG_FLOAT, .offset = OFF(f), .size = SZ(f), .def = d, \
+     .min = lo, .max = hi, .units = u, .doc = doc_}
+/* Strings: lo..hi is the length; t is CFG_STRING, CFG_NAME or CFG_PATH. */
+#define STR_KEY(sec, k, t, f, d, lo, hi, doc_)                                         \
+    {.section = sec, .key = k, .type = t, .offset = OFF(f), .size = SZ(f), .def_s = d, \
+     .min = lo, .max = hi, .units = "", .doc = doc_}
+#define ENUM_KEY(sec, k, f, d, vals, doc_)                                                   \
+    {.section = sec, .key = k, .type = CFG_ENUM, .offset = OFF(f), .size = SZ(f), .def_s = d, \
+     .allowed = vals, .units = "", .doc = doc_}
+#define SPEC_INT_KEY(k, fl, f, d, lo, hi, doc_)                                                \
+    {.section = "plan", .key = k, .type = CFG_INT, .flags = CFG_SPEC | fl, .offset = SOFF(f),  \
+     .size = SSZ(f), .def = d, .min = lo, .max = hi, .units = "ranks", .doc = doc_}
+
+/* 10^7 etc. spelled out so the reference prints plain numbers. */
+#define E6 1000000.0
+#define E7 10000000.0
+
+const struct cfg_section cfg_sections[] = {
+    {"run", "what to run and how it reports"},
+    {"device", "the device backend, and the efficiency knobs of the cost model (emu)"},
+    {"model", "the policy model"},
+    {"rollout", "generation: GRPO group size and token budgets"},
+    {"train", "the optimizer batch, staleness bound and weight sync"},
+    {"plan", "the resource plan: which worker ranks train, lend, or serve rollouts"},
+    {"sched", "routing of turns to rollout instances"},
+    {"env", "the environment that runs tools and scores trajectories"},
+    {"workload", "the emulated workload (device.type = emu)"},
+    {"output", "where the metrics file goes"},
+    {NULL, NULL},
+};
+
+const struct cfg_key cfg_schema[] = {
+    STR_KEY("run", "name", CFG_NAME, run.name, "libra", 1, CFG_NAME_MAX - 1,
+            "run name, used in output file names"),
+    INT_KEY("run", "steps", run.steps, 20, 1, E7, "steps", "optimizer steps to run"),
+    {.section = "run", .key = "seed", .type = CFG_INT64, .offset = OFF(run.seed),
+     .size = SZ(run.seed), .def = 1, .min = 0, .max = 9223372036854775807.0, .units = "",
+     .doc = "root of every random stream (write 5000000000L beyond 2^31-1)"},
+    ENUM_KEY("run", "log_level", run.log_level, "info", "error, warn, info, debug",
+             "least severe message printed"),
+    FLOAT_KEY("run", "progress_interval_s", run.progress_interval_s, 2.0, 0.05, 3600, "s",
+              "period of rank 0's progress line, wall clock"),
+
+    ENUM_KEY("device", "type", device.type, "emu", "emu, cpu, cuda",
+             "emu: emulated GPUs; cpu: C reference; cuda: real GPUs"),
+    STR_KEY("device", "hardware", CFG_PATH, device.hardware, "hardware/a800.cfg", 1,
+            CFG_PATH_MAX - 1, "hardware profile of one device (cost model, planner)"),
+    FLOAT_KEY("device", "time_scale", device.time_scale, 1.0, 1e-3, 1e9, "emulated s / wall s",
+              "emulation speed-up"),
+    FLOAT_KEY("device", "decode_bw_util", device.decode_bw_util, 0.85, 0.05, 1, "fraction",
+              "share of HBM bandwidth a decode step reaches"),
+    FLOAT_KEY("device", "prefill_mfu", device.prefill_mfu, 0.55, 0.01, 1, "fraction",
+              "model FLOP utilisation of prefill"),
+    FLOAT_KEY("device", "train_mfu", device.train_mfu, 0.40, 0.01, 1, "fraction",
+              "model FLOP utilisation of training"),
+    FLOAT_KEY("device", "gpu_memory_utilization", device.gpu_memory_utilization, 0.90, 0.1, 1,
+              "fraction", "share of HBM a rollout instance may use"),
+    FLOAT_KEY("device", "kv_frag_rate", device.kv_frag_rate, 0.04, 0, 0.5, "fraction",
+              "KV-cache capacity lost to fragmentation"),
+    FLOAT_KEY("device", "act_workspace_gb", device.act_workspace_gb, 1.0, 0, 64, "GB",
+              "activation workspace reserved per GPU"),
+
+    STR_KEY("model", "profile", CFG_PATH, model.profile, "models/qwen3-14b.cfg", 1,
+            CFG_PATH_MAX - 1, "model profile (architecture numbers)"),
+
+    INT_KEY("rollout", "n_samples", rollout.n_samples, 4, 1, 1024, "trajectories",
+            "trajectories per prompt (one GRPO group)"),
+    INT_KEY("rollout", "max_turns", rollout.max_turns, 12, 1, 256, "turns",
+            "turns per trajectory at most"),
+    INT_KEY("rollout", "max_tokens_per_turn", rollout.max_tokens_per_turn, 4096, 1, E6,
+            "tokens", "generated tokens per turn at most; <= max_tokens"),
+    INT_KEY("rollout", "max_tokens", rollout.max_tokens, 32768, 16, E7, "tokens",
+            "context tokens per trajectory at most"),
+    INT_KEY("rollout", "max_inflight_groups", rollout.max_inflight_groups, 0, 0, E6, "groups",
+            "groups in flight at most; 0 = derived from the staleness bound"),
+
+    INT_KEY("train", "batch_size", train.batch_size, 32, 1, E6, "trajectories",
+            "trajectories per optimizer step; a multiple of rollout.n_samples"),
+    INT_KEY("train", "max_staleness", train.max_staleness, 1, 0, 1000, "versions",
+            "policy versions a trajectory may lag when it is trained on"),
+    INT_KEY("train", "sync_interval", train.sync_interval, 1, 1, E6, "steps",
+            "optimizer steps between weight syncs to rollout"),
+
+    ENUM_KEY("plan", "mode", plan.mode, "static", "static, schedule",
+             "static: one fixed plan; schedule: plan.schedule, one entry per epoch"),
+    INT_KEY("plan", "interval", plan.interval, 5, 1, E6, "steps", "steps per planning epoch"),
+    SPEC_INT_KEY("n_train", CFG_GROUP_REQUIRED, n_train, 4, 1, 65536, "training ranks (mode = static)"),
+    SPEC_INT_KEY("n_hybrid", 0, n_hybrid, 0, 0, 65536,
+                 "rollout ranks lent to training as extra replicas (mode = static)"),
+    {.section = "plan", .key = "rollout_tp", .type = CFG_TP_LIST, .flags = CFG_SPEC | CFG_GROUP_REQUIRED,
+     .offset = SOFF(rollout_tp), .size = SSZ(rollout_tp), .def_s = "[1, 1, 1, 1]", .min = 1,
+     .max = CFG_MAX_TP, .allowed = "1, 2, 4, 8", .units = "ranks",
+     .doc = "one rollout instance per entry, its TP degree (mode = static)"},
+    {.section = "plan", .key = "schedule", .type = CFG_SCHEDULE, .offset = OFF(plan.schedule),
+     .size = SZ(plan.schedule), .def_s = "()", .min = 1, .max = CFG_MAX_SCHEDULE, .units = "",
+     .doc = "list of plan groups, epoch e uses entry e % n (mode = schedule)"},
+
+    ENUM_KEY("sched", "policy", sched.policy, "least_loaded", "least_loaded",
+             "turn router (C-MLFQ and the baselines come later)"),
+    ENUM_KEY("env", "name", env.name, "emu", "emu",
+             "emu: tokens and tool returns drawn from the workload model"),
+    STR_KEY("workload", "preset", CFG_PATH, workload.preset, "workloads/r2e-gym.cfg", 1,
+            CFG_PATH_MAX - 1, "workload preset (lengths, turns, tools)"),
+
+    STR_KEY("output", "dir", CFG_STRING, output.dir, "runs", 1, CFG_PATH_MAX - 1,
+            "directory for the metrics file (relative to the working directory)"),
+    STR_KEY("output", "file", CFG_STRING, output.file, "", 0, CFG_PATH_MAX - 1,
+            "metrics file; \"\" = <dir>/<run.name>-<timestamp>.h5"),
+    {.section = NULL},
+};
+
+const struct cfg_key *cfg_schema_find(const char *section, const char *key)
+{
+    for (const struct cfg_key *k = cfg_schema; k->section; k++)
+        if (strcmp(k->section, section) == 0 && strcmp(k->key, key) == 0) return k;
+    return NULL;
+}
+
+const char *cfg_type_name(enum cfg_type type)
+{
+    switch (type) {
+    case CFG_INT: return "int";
+    case CFG_INT64: return "int64";
+    case CFG_FLOAT: return "float";
+    case CFG_STRING: return "string";
+    case CFG_NAME: return "name";
+    case CFG_ENUM: return "enum";
+    case CFG_PATH: return "path";
+    case CFG_TP_LIST: return "int array";
+    case CFG_SCHEDULE: return "list of groups";
+    }
+    return "?";
+}
+
+int cfg_allowed_has(const struct cfg_key *k, const char *value)
+{
+    size_t n = strlen(value);
+    for (const char *p = k->allowed; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, value, n) == 0) return 1;
+        p += len;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    return 0;
+}
+
+void cfg_format_double(double v, char *buf, size_t n)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    if (isfinite(v) && !strpbrk(buf, ".e")) {
+        size_t len = strlen(buf);
+        if (len + 3 <= n) memcpy(buf + len, ".0", 3);
+    }
+}
+
+/* Integers of the table are whole doubles well inside 2^53. */
+static void range_numbers(const struct cfg_key *k, char *buf, size_t n)
+{
+    char lo[32], hi[32];
+    if (k->type == CFG_FLOAT) {
+        cfg_format_double(k->min, lo, sizeof lo);
+        cfg_format_double(k->max, hi, sizeof hi);
+    } else {
+        snprintf(lo, sizeof lo, "%.0f", k->min);
+        snprintf(hi, sizeof hi, "%.0f", k->max);
+    }
+    if (k->max >= 9e18)
+        snprintf(buf, n, ">= %s", lo);
+    else
+        snprintf(buf, n, "%s .. %s", lo, hi);
+}
+
+void cfg_range_text(const struct cfg_key *k, char *buf, size_t n)
+{
+    switch (k->type) {
+    case CFG_INT:
+    case CFG_INT64:
+    case CFG_FLOAT: range_numbers(k, buf, n); return;
+    case CFG_STRING:
+        snprintf(buf, n, "%.0f .. %.0f characters", k->min, k->max);
+        return;
+    case CFG_NAME:
+        snprintf(buf, n, "%.0f .. %.0f characters of [A-Za-z0-9_.-]", k->min, k->max);
+        return;
+    case CFG_ENUM: snprintf(buf, n, "one of %s", k->allowed); return;
+    case CFG_PATH: snprintf(buf, n, "an existing file (see Paths)"); return;
+    case CFG_TP_LIST:
+        snprintf(buf, n, "%.0f .. %.0f entries, each %s", k->min, k->max, k->allowed);
+        return;
+    case CFG_SCHEDULE: snprintf(buf, n, "%.0f .. %.0f groups", k->min, k->max); return;
+    }
+    snprintf(buf, n, "?");
+}
+
+void cfg_default_text(const struct cfg_key *k, char *buf, size_t n)
+{
+    switch (k->type) {
+    case CFG_INT:
+    case CFG_INT64: snprintf(buf, n, "%.0f", k->def); return;
+    case CFG_FLOAT: cfg_format_double(k->def, buf, n); return;
+    case CFG_STRING:
+    case CFG_NAME:
+    case CFG_ENUM:
+    case CFG_PATH: snprintf(buf, n, "\"%s\"", k->def_s); return;
+    case CFG_TP_LIST:
+    case CFG_SCHEDULE: snprintf(buf, n, "%s", k->def_s); return;
+    }
+    snprintf(buf, n, "?");
+}

@@ -1,0 +1,536 @@
+/*
+ * Rank 0's event loop: launch, dispatch, collect, batch, step (controller.h).
+ * Planning epochs and weight syncs are in epoch.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "libra/controller.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/log.h"
+#include "libra/mpi_wait.h"
+
+static double now_s(const struct controller *c) { return wall_time() - c->t0; }
+
+static int instance_index(const struct controller *c, int leader)
+{
+    for (int i = 0; i < c->plan.n_instances; i++)
+        if (c->inst[i].leader == leader) return i;
+    return -1;
+}
+
+/* ---- trajectories ---- */
+
+static void finish_traj(struct controller *c, struct traj *t)
+{
+    struct wl_traj_state st = {.traj_id = t->id,
+                               .turn = t->turn,
+                               .ctx_tokens = t->ctx_tokens,
+                               .n_failures = t->n_failures,
+                               .last_failed = t->last_failed,
+                               .last_large = t->last_large,
+                               .step = t->step_start};
+    t->reward = workload_reward(c->wl, c->cfg->run.seed, &st);
+    if (t->version_start < 0) t->version_start = c->rollout_version;
+    if (t->version_end < 0) t->version_end = t->version_start;
+    tt_finish(&c->tt, t->id, now_s(c));
+}
+
+static int turn_budget(const struct controller *c, const struct traj *t)
+{
+    int left = c->cfg->rollout.max_tokens - t->ctx_tokens;
+    int b = c->cfg->rollout.max_tokens_per_turn;
+    return left < b ? left : b;
+}
+
+static void launch_groups(struct controller *c)
+{
+    const struct libra_config *cfg = c->cfg;
+    int64_t cap = (int64_t)(c->rollout_version + cfg->train.max_staleness + 1) * c->groups_per_batch;
+    int64_t max_inflight = cfg->rollout.max_inflight_groups;
+    while ((int64_t)c->tt.n_group < cap &&
+           (max_inflight <= 0 || tt_groups_in_flight(&c->tt) < max_inflight)) {
+        int64_t pid = c->next_prompt++;
+        int ptok = workload_prompt_tokens(c->wl, cfg->run.seed, pid);
+        if (ptok > cfg->rollout.max_tokens - 1) ptok = cfg->rollout.max_tokens - 1;
+        tt_launch_group(&c->tt, pid, ptok, c->step, now_s(c));
+    }
+}
+
+static void dispatch_one(struct controller *c, struct traj *t)
+{
+    int budget = turn_budget(c, t);
+    if (budget <= 0) {
+        finish_traj(c, t);
+        return;
+    }
+    struct sched_turn st = {t->id, t->turn, t->ctx_tokens, budget,
+                            t->leader >= 0 ? instance_index(c, t->leader) : -1, t->n_failures};
+    int i = sched_route(&c->sched, &st, c->inst, c->plan.n_instances);
+    struct sched_instance *in = &c->inst[i];
+    if (t->leader >= 0 && t->leader != in->leader) {
+        t->migrations++;
+        c->stats.migrations++;
+    }
+    struct wire_turn_req req = {.traj_id = t->id,
+                                .prompt_id = t->prompt_id,
+                                .turn = t->turn,
+                                .ctx_tokens = t->ctx_tokens,
+                                .budget = budget,
+                                .resume_generated = t->resume_generated,
+                                .n_failures = t->n_failures,
+                                .last_failed = t->last_failed,
+                                .last_large = t->last_large,
+                                .step_start = t->step_start};
+    wire_buf_reset(&c->pack);
+    wire_pack_turn_req(&c->pack, &req, NULL);
+    outbox_send(&c->ob, c->pack.data, c->pack.len, in->leader, TAG_TURN_REQ, MPI_COMM_WORLD);
+    t->dispatched_load = t->ctx_tokens + budget;
+    in->load += t->dispatched_load;
+    in->n_turns++;
+    t->leader = in->leader;
+    t->state = TS_RUNNING;
+    c->stats.dispatches++;
+}
+
+static void dispatch_queued(struct controller *c)
+{
+    int64_t id;
+    while (tt_queue_pop(&c->tt, &id)) dispatch_one(c, &c->tt.t[id]);
+}
+
+/* Applies one turn result (or a handed-back partial turn) to its trajectory. */
+static void on_turn_result(struct controller *c, const struct wire_turn_result *r)
+{
+    if (r->traj_id < 0 || (size_t)r->traj_id >= c->tt.n_traj)
+        FATAL("turn result for unknown trajectory %lld from rank %d", (long long)r->traj_id,
+              r->leader);
+    struct traj *t = &c->tt.t[r->traj_id];
+    if (t->state != TS_RUNNING || t->leader != r->leader || t->turn != r->turn)
+        FATAL("unexpected turn result: trajectory %lld turn %d from rank %d (expected turn %d "
+              "on rank %d, state %d)",
+              (long long)t->id, r->turn, r->leader, t->turn, t->leader, t->state);
+    int i = instance_index(c, r->leader);
+    if (i >= 0) {
+        c->inst[i].load -= t->dispatched_load;
+        c->inst[i].n_turns--;
+    }
+    c->acc.rollout_busy_rank_s += r->busy_rank_s;
+    c->stats.results++;
+    if (t->version_start < 0 && r->gen_tokens > 0 && r->version_first >= 0)
+        t->version_start = r->version_first;
+    if (r->partial) {
+        t->resume_generated = r->gen_tokens;
+        c->stats.handed_back++;
+        tt_queue_push_front(&c->tt, t->id);
+        return;
+    }
+    t->gen_tokens += r->gen_tokens;
+    t->ctx_tokens += r->gen_tokens;
+    t->resume_generated = 0;
+    t->version_end = r->version_last;
+    if (r->final) {
+        finish_traj(c, t);
+        return;
+    }
+    t->tool_tokens += r->payload_tokens;
+    t->ctx_tokens += r->payload_tokens;
+    t->last_failed = r->tool_status == TOOL_FAILURE || r->tool_status == TOOL_TIMEOUT;
+    t->n_failures += t->last_failed;
+    t->last_large = r->payload_tokens >= c->wl->large_payload;
+    t->turn++;
+    if (t->turn >= c->cfg->rollout.max_turns || t->ctx_tokens >= c->cfg->rollout.max_tokens)
+        finish_traj(c, t);
+    else
+        tt_queue_push(&c->tt, t->id);
+}
+
+/* ---- training ---- */
+
+struct batch_item {
+    struct wire_train_item item;
+    int replica;
+};
+
+static int cmp_tokens_desc(const void *a, const void *b)
+{
+    const struct batch_item *x = a, *y = b;
+    if (x->item.tokens != y->item.tokens) return y->item.tokens - x->item.tokens;
+    return x->item.traj_id < y->item.traj_id ? -1 : 1;
+}
+
+static void write_traj_row(struct controller *c, const struct traj *t, int fate)
+{
+    struct metrics_traj_row row = {
+        t->id, t->prompt_id, t->group_id, fate == TRAJ_TRAINED ? t->step_consumed : -1, fate,
+        t->version_start, t->version_end, t->prompt_tokens, t->gen_tokens, t->tool_tokens,
+        t->turn + (t->state >= TS_DONE ? 1 : 0), t->n_failures, t->migrations, t->reward,
+        t->t_start, t->t_end};
+    if (metrics_traj(c->m, &row)) FATAL("metrics: cannot append trajectory %lld", (long long)t->id);
+}
+
+/* The training replicas of the plan in DP order: training ranks, then hybrids. */
+static int replica_ranks(const struct plan *p, int *out)
+{
+    int n = 0;
+    for (int r = 1; r < p->world; r++)
+        if (p->ranks[r].role == ROLE_TRAIN) out[p->ranks[r].index] = r, n++;
+    int base = n;
+    for (int r = 1; r < p->world; r++)
+        if (p->ranks[r].role == ROLE_HYBRID) out[base + p->ranks[r].index] = r, n++;
+    return n;
+}
+
+/* Token-balanced split (longest first onto the least-loaded replica) and send. */
+static void send_batch(struct controller *c, struct batch_item *items, int n_items)
+{
+    int *ranks = xmalloc((size_t)c->world * sizeof *ranks);
+    int n_rep = replica_ranks(&c->plan, ranks);
+    int64_t *load = xcalloc((size_t)n_rep, sizeof *load);
+    int64_t total = 0, total_gen = 0;
+    qsort(items, (size_t)n_items, sizeof *items, cmp_tokens_desc);
+    for (int i = 0; i < n_items; i++) {
+        int best = 0;
+        for (int k = 1; k < n_rep; k++)
+            if (load[k] < load[best]) best = k;
+        items[i].replica = best;
+        load[best] += items[i].item.tokens;
+        total += items[i].item.tokens;
+        total_gen += items[i].item.gen_tokens;
+    }
+    for (int k = 0; k < n_rep; k++) {
+        struct wire_train_batch h = {c->step + 1, c->version, 0, n_rep, total, total_gen};
+        for (int i = 0; i < n_items; i++) h.n_items += items[i].replica == k;
+        wire_buf_reset(&c->pack);
+        wire_buf_put(&c->pack, &h, sizeof h);
+        for (int i = 0; i < n_items; i++)
+            if (items[i].replica == k) wire_buf_put(&c->pack, &items[i].item, sizeof items[i].item);
+        outbox_send(&c->ob, c->pack.data, c->pack.len, ranks[k], TAG_TRAIN_BATCH, MPI_COMM_WORLD);
+    }
+    free(load);
+    free(ranks);
+}
+
+static void try_train(struct controller *c)
+{
+    if (c->train_inflight || c->epoch_pending || c->step >= c->cfg->run.steps) return;
+    int n = tt_select_batch(&c->tt, c->groups_per_batch, c->version, c->cfg->train.max_staleness,
+                            c->rollout_version, c->batch_groups);
+    if (n == 0) return;
+    int n_items = n * c->tt.n_samples;
+    struct batch_item *items = xmalloc((size_t)n_items * sizeof *items);
+    double rsum = 0, rsq = 0, ssum = 0;
+    int k = 0, smax = 0;
+    int64_t gen = 0, tool = 0;
+    tt_mark_trained(&c->tt, c->batch_groups, n, c->step + 1);
+    for (int g = 0; g < n; g++) {
+        const struct group *grp = &c->tt.g[c->batch_groups[g]];
+        for (int s = 0; s < grp->n; s++, k++) {
+            struct traj *t = &c->tt.t[grp->first_traj + s];
+            items[k].item = (struct wire_train_item){
+                t->id, t->prompt_tokens + t->gen_tokens + t->tool_tokens, t->gen_tokens};
+            int stale = c->version - t->version_start;
+            if (stale > c->cfg->train.max_staleness)
+                FATAL("staleness bound broken: trajectory %lld started at version %d, training at "
+                      "%d (bound %d)",
+                      (long long)t->id, t->version_start, c->version, c->cfg->train.max_staleness);
+            ssum += stale;
+            if (stale > smax) smax = stale;
+            rsum += t->reward;
+            rsq += t->reward * t->reward;
+            gen += t->gen_tokens;
+            tool += t->tool_tokens;
+            write_traj_row(c, t, TRAJ_TRAINED);
+        }
+    }
+    c->batch.n_traj = n_items;
+    c->batch.tokens_gen = gen;
+    c->batch.tokens_tool = tool;
+    c->batch.reward_mean = rsum / n_items;
+    c->batch.reward_std = sqrt(fmax(0.0, rsq / n_items - (rsum / n_items) * (rsum / n_items)));
+    c->batch.staleness_mean = ssum / n_items;
+    c->batch.staleness_max = smax;
+    send_batch(c, items, n_items);
+    free(items);
+    c->train_inflight = 1;
+}
+
+static void on_train_done(struct controller *c, const struct wire_train_done *d)
+{
+    if (!c->train_inflight || d->step != c->step + 1)
+        FATAL("unexpected TRAIN_DONE for step %d (controller at step %d, in flight %d)", d->step,
+              c->step, c->train_inflight);
+    c->train_inflight = 0;
+    c->step++;
+    c->version++; /* one version per optimizer step */
+    double now = now_s(c);
+    double step_s = now - c->acc.t_start;
+    const struct ctl_batch *b = &c->batch;
+    int n_rep = c->plan.n_train + c->plan.n_hybrid;
+    struct metrics_step_row row = {
+        c->step, now, step_s, c->version, b->n_traj, b->tokens_gen, b->tokens_tool,
+        b->reward_mean, b->reward_std, b->staleness_mean, b->staleness_max,
+        step_s > 0 ? c->acc.rollout_busy_rank_s / (c->plan.n_rollout_ranks * step_s) : 0,
+        step_s > 0 ? d->busy_rank_s / (n_rep * step_s) : 0,
+        c->plan.n_rollout_ranks, c->plan.n_train, c->plan.n_hybrid};
+    if (metrics_step(c->m, &row) || metrics_flush(c->m)) FATAL("metrics: cannot write step %d", c->step);
+    c->stats.traj_trained += b->n_traj;
+    c->stats.tokens_trained += b->tokens_gen + b->tokens_tool;
+    c->stats.reward_sum += b->reward_mean * b->n_traj;
+    c->acc.rollout_busy_rank_s = 0;
+    c->acc.t_start = now;
+    if (c->step % c->cfg->train.sync_interval == 0 && c->step < c->cfg->run.steps)
+        c->sync_wanted = c->version;
+    if (c->step % c->cfg->plan.interval == 0 && c->step < c->cfg->run.steps) c->epoch_pending = 1;
+}
+
+static void on_handback(struct controller *c, const void *msg, size_t len, int source)
+{
+    struct wire_handback_hdr h;
+    const struct wire_turn_result *items;
+    if (wire_unpack_handback(msg, len, &h, &items))
+        FATAL("malformed handback (%zu bytes) from rank %d", len, source);
+    for (int i = 0; i < h.count; i++) {
+        struct wire_turn_result r;
+        memcpy(&r, &items[i], sizeof r);
+        on_turn_result(c, &r);
+    }
+    if (c->handbacks_pending <= 0) FATAL("unexpected handback from rank %d", source);
+    c->handbacks_pending--;
+}
+
+/* Receives one message (already probed) and acts on it. */
+void ctl_handle_message(struct controller *c, int source, int tag)
+{
+    MPI_Status st;
+    int len = 0;
+    MPI_CHECK(MPI_Probe(source, tag, MPI_COMM_WORLD, &st));
+    MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &len));
+    XGROW(c->msg.data, c->msg.cap, (size_t)len + 1);
+    MPI_CHECK(MPI_Recv(c->msg.data, len, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    c->msg.len = (size_t)len;
+    switch (tag) {
+    case TAG_TURN_RESULT: {
+        struct wire_turn_result r;
+        if (wire_unpack_turn_result(c->msg.data, c->msg.len, &r, NULL, NULL))
+            FATAL("malformed turn result (%d bytes) from rank %d", len, source);
+        on_turn_result(c, &r);
+        break;
+    }
+    case TAG_HANDBACK: on_handback(c, c->msg.data, c->msg.len, source); break;
+    case TAG_TRAIN_DONE: {
+        struct wire_train_done d;
+        if ((size_t)len != sizeof d) FATAL("malformed TRAIN_DONE from rank %d", source);
+        memcpy(&d, c->msg.data, sizeof d);
+        on_train_done(c, &d);
+        break;
+    }
+    case TAG_SYNC_DONE: {
+        struct wire_sync_done d;
+        if ((size_t)len != sizeof d) FATAL("malformed SYNC_DONE from rank %d", source);
+        memcpy(&d, c->msg.data, sizeof d);
+        ctl_on_sync_done(c, &d);
+        break;
+    }
+    default: FATAL("unexpected message tag %d (%s) from rank %d", tag, wire_tag_name(tag), source);
+    }
+}
+
+/* Handles every message waiting now; returns how many. */
+int ctl_poll(struct controller *c)
+{
+    int n = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
+        if (!flag) break;
+        ctl_handle_message(c, st.MPI_SOURCE, st.MPI_TAG);
+        n++;
+    }
+    outbox_progress(&c->ob);
+    return n;
+}
+
+/* ---- progress and summary ---- */
+
+static void fmt_duration(double s, char *buf, size_t len)
+{
+    if (!isfinite(s) || s < 0) {
+        snprintf(buf, len, "--");
+        return;
+    }
+    int t = (int)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, len, "%dh%02dm", t / 3600, t / 60 % 60);
+    else
+        snprintf(buf, len, "%dm%02ds", t / 60, t % 60);
+}
+
+static void print_progress(struct controller *c, int force)
+{
+    double now = now_s(c);
+    if (!force && now - c->last_progress < c->cfg->run.progress_interval_s) return;
+    c->last_progress = now;
+    char eta[32];
+    double per_step = c->step > 0 ? now / c->step : NAN;
+    fmt_duration(per_step * (c->cfg->run.steps - c->step), eta, sizeof eta);
+    printf("step %d/%d | %.1f traj/s | %.0f tok/s | reward %.3f | stale %.2f | roll %d train %d "
+           "hyb %d | queue %zu | ETA %s\n",
+           c->step, c->cfg->run.steps, now > 0 ? c->stats.traj_trained / now : 0,
+           now > 0 ? c->stats.tokens_trained / now : 0, c->batch.reward_mean,
+           c->batch.staleness_mean, c->plan.n_rollout_ranks, c->plan.n_train, c->plan.n_hybrid,
+           c->tt.q_len, eta);
+    fflush(stdout);
+}
+
+static void print_summary(struct controller *c)
+{
+    double wall = now_s(c);
+    printf("\nlibra: %d steps in %.1f s | %lld trajectories trained (%.2f traj/s, %.0f tok/s) | "
+           "mean reward %.3f\n",
+           c->step, wall, (long long)c->stats.traj_trained,
+           wall > 0 ? c->stats.traj_trained / wall : 0,
+           wall > 0 ? c->stats.tokens_trained / wall : 0,
+           c->stats.traj_trained ? c->stats.reward_sum / c->stats.traj_trained : 0);
+    printf("libra: %lld turns dispatched, %lld migrations, %d re-splits (mean %.1f ms, max %.1f "
+           "ms), %lld turns handed back\n",
+           (long long)c->stats.dispatches, (long long)c->stats.migrations, c->stats.n_resplits,
+           c->stats.n_resplits ? 1e3 * c->stats.resplit_s_sum / c->stats.n_resplits : 0,
+           1e3 * c->stats.resplit_s_max, (long long)c->stats.handed_back);
+    printf("libra: metrics in %s\n", metrics_path(c->m));
+    fflush(stdout);
+}
+
+/* ---- shutdown ---- */
+
+static void shutdown_workers(struct controller *c)
+{
+    c->stopping = 1;
+    int32_t dummy = 0;
+    for (int r = 1; r < c->world; r++)
+        outbox_send(&c->ob, &dummy, sizeof dummy, r, TAG_SHUTDOWN, MPI_COMM_WORLD);
+    c->handbacks_pending = c->plan.n_instances;
+    struct backoff b;
+    backoff_reset(&b);
+    while (c->handbacks_pending > 0) {
+        if (ctl_poll(c))
+            backoff_reset(&b);
+        else
+            backoff_sleep(&b);
+    }
+    /* Whatever was not trained is recorded: buffered (complete group) or in flight. */
+    for (size_t i = 0; i < c->tt.n_traj; i++) {
+        struct traj *t = &c->tt.t[i];
+        if (t->state == TS_TRAINED) continue;
+        write_traj_row(c, t, t->state == TS_BUFFERED ? TRAJ_BUFFERED : TRAJ_IN_FLIGHT);
+    }
+    outbox_drain(&c->ob);
+}
+
+static void write_run_attrs(struct controller *c)
+{
+    const struct libra_config *cfg = c->cfg;
+    int rc = metrics_attr_int(c->m, "steps_requested", cfg->run.steps) |
+             metrics_attr_int(c->m, "max_staleness", cfg->train.max_staleness) |
+             metrics_attr_int(c->m, "n_traj_started", (int64_t)c->tt.n_traj) |
+             metrics_attr_int(c->m, "turns_dispatched", c->stats.dispatches) |
+             metrics_attr_int(c->m, "migrations", c->stats.migrations) |
+             metrics_attr_double(c->m, "wall_s", now_s(c));
+    if (rc) FATAL("metrics: cannot write run attributes");
+}
+
+/* ---- the loop ---- */
+
+static void controller_init(struct controller *c, const struct libra_config *cfg,
+                            const struct cost_model *cm, const struct workload *wl,
+                            struct metrics *m, int world)
+{
+    memset(c, 0, sizeof *c);
+    c->cfg = cfg;
+    c->cm = cm;
+    c->wl = wl;
+    c->m = m;
+    c->world = world;
+    c->t0 = wall_time();
+    c->groups_per_batch = cfg->train.batch_size / cfg->rollout.n_samples;
+    c->batch_groups = xmalloc((size_t)c->groups_per_batch * sizeof *c->batch_groups);
+    c->sync_wanted = -1;
+    comms_init(&c->comms);
+    plan_init(&c->plan, world);
+    planner_init(&c->planner, &cfg->plan, world);
+    outbox_init(&c->ob);
+    tt_init(&c->tt, cfg->rollout.n_samples);
+    char err[512];
+    if (sched_init(&c->sched, &cfg->sched, err, sizeof err)) FATAL("%s", err);
+}
+
+static void controller_free(struct controller *c)
+{
+    outbox_free(&c->ob);
+    comms_free(&c->comms);
+    plan_free(&c->plan);
+    tt_free(&c->tt);
+    wire_buf_free(&c->msg);
+    wire_buf_free(&c->pack);
+    free(c->inst);
+    free(c->batch_groups);
+}
+
+static void start_epoch(struct controller *c, int epoch)
+{
+    struct plan next;
+    char err[512];
+    plan_init(&next, c->world);
+    if (planner_next(&c->planner, epoch, c->step, &next, err, sizeof err))
+        FATAL("planner: epoch %d: %s", epoch, err);
+    ctl_apply_plan(c, &next, next.reason);
+    plan_free(&next);
+}
+
+int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
+                   const struct workload *wl, struct metrics *m, int world)
+{
+    struct controller c;
+    controller_init(&c, cfg, cm, wl, m, world);
+    start_epoch(&c, 0);
+    c.acc.t_start = 0;
+    struct backoff b;
+    backoff_reset(&b);
+    while (c.step < cfg->run.steps || c.train_inflight || c.sync_acks_pending) {
+        int work = ctl_poll(&c);
+        if (c.epoch_pending && !c.train_inflight && c.sync_acks_pending == 0) {
+            start_epoch(&c, c.plan.epoch + 1);
+            work = 1;
+        }
+        if (!c.epoch_pending) {
+            if (c.sync_wanted > c.rollout_version && c.sync_acks_pending == 0) {
+                ctl_start_sync(&c, c.sync_wanted);
+                work = 1;
+            }
+            if (c.step < cfg->run.steps) {
+                size_t before = c.tt.n_traj;
+                launch_groups(&c);
+                work |= c.tt.n_traj != before || c.tt.q_len > 0;
+                dispatch_queued(&c);
+                int inflight = c.train_inflight;
+                try_train(&c);
+                work |= c.train_inflight != inflight;
+            }
+        }
+        print_progress(&c, 0);
+        if (work)
+            backoff_reset(&b);
+        else
+            backoff_sleep(&b);
+    }
+    print_progress(&c, 1);
+    shutdown_workers(&c);
+    write_run_attrs(&c);
+    print_summary(&c);
+    controller_free(&c);
+    return 0;
+}

@@ -1,0 +1,130 @@
+/*
+ * Rank 0's side of planning epochs and weight syncs.
+ *
+ * Re-split protocol (ctl_apply_plan), run only at a quiet point (no training step
+ * and no weight sync in flight):
+ *   1. rank 0 sends TAG_PLAN to every worker;
+ *   2. the leader of every rollout instance that does not survive (same leader and
+ *      TP in the new plan) hands its in-flight turns back in one TAG_HANDBACK --
+ *      sent non-blocking, before the split, so it cannot deadlock against it;
+ *   3. every rank, rank 0 included, rebuilds its communicators (MPI_Comm_split);
+ *   4. rank 0 collects the expected handbacks (serving other messages meanwhile),
+ *      requeues the handed-back turns at the front of the queue, and starts a
+ *      weight sync so ranks that became rollout ranks get the current weights.
+ * Surviving instances keep their in-flight work and KV caches; nothing waits for a
+ * long trajectory to finish and nothing is dropped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/controller.h"
+#include "libra/log.h"
+#include "libra/mpi_wait.h"
+
+void ctl_rebuild_instances(struct controller *c, const struct plan *old)
+{
+    struct sched_instance *next = xcalloc((size_t)c->plan.n_instances + 1, sizeof *next);
+    for (int i = 0; i < c->plan.n_instances; i++) {
+        const struct instance_desc *d = &c->plan.inst[i];
+        next[i] = (struct sched_instance){d->leader, d->tp, cost_kv_capacity_tokens(c->cm, d->tp), 0, 0};
+        int j = old ? plan_find_instance(old, d->leader, d->tp) : -1;
+        if (j >= 0 && c->inst) {
+            next[i].load = c->inst[j].load;
+            next[i].n_turns = c->inst[j].n_turns;
+        }
+    }
+    free(c->inst);
+    c->inst = next;
+}
+
+static int count_dissolved(const struct plan *old, const struct plan *next)
+{
+    int n = 0;
+    for (int i = 0; i < old->n_instances; i++)
+        n += plan_find_instance(next, old->inst[i].leader, old->inst[i].tp) < 0;
+    return n;
+}
+
+void ctl_apply_plan(struct controller *c, const struct plan *next, const char *why)
+{
+    double t0 = wall_time();
+    int first = c->plan.n_instances == 0 && c->plan.n_train == 0;
+    struct plan old;
+    plan_init(&old, c->world);
+    plan_copy(&old, &c->plan);
+
+    size_t len = plan_packed_size(next);
+    char *buf = xmalloc(len);
+    plan_pack(next, buf);
+    for (int r = 1; r < c->world; r++) outbox_send(&c->ob, buf, len, r, TAG_PLAN, MPI_COMM_WORLD);
+    free(buf);
+
+    comms_rebuild(&c->comms, next, 0);
+    c->handbacks_pending = first ? 0 : count_dissolved(&old, next);
+    struct backoff b;
+    backoff_reset(&b);
+    while (c->handbacks_pending > 0) {
+        if (ctl_poll(c))
+            backoff_reset(&b);
+        else
+            backoff_sleep(&b);
+    }
+    int64_t handed = c->stats.handed_back;
+    plan_copy(&c->plan, next);
+    ctl_rebuild_instances(c, first ? NULL : &old);
+    double dt = wall_time() - t0;
+    if (!first) {
+        c->stats.n_resplits++;
+        c->stats.resplit_s_sum += dt;
+        if (dt > c->stats.resplit_s_max) c->stats.resplit_s_max = dt;
+    }
+
+    double now = wall_time() - c->t0;
+    struct metrics_plan_row row = {c->plan.epoch, c->step, now, c->plan.n_train,
+                                   c->plan.n_rollout_ranks, c->plan.n_hybrid, "", "", dt, 0};
+    plan_format_tp(&c->plan, row.rollout_tp, sizeof row.rollout_tp);
+    snprintf(row.reason, sizeof row.reason, "%s", why);
+    row.handed_back = (int32_t)(c->stats.handed_back - handed);
+    char detail[256];
+    snprintf(detail, sizeof detail,
+             "epoch %d: train %d, hybrid %d, rollout tp [%s] (%s); %.2f ms, %d turns handed back",
+             c->plan.epoch, c->plan.n_train, c->plan.n_hybrid, row.rollout_tp, why, 1e3 * dt,
+             row.handed_back);
+    if (metrics_plan(c->m, &row) ||
+        metrics_event(c->m, now, c->step, first ? "plan" : "resplit", detail) || metrics_flush(c->m))
+        FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);
+    LOG_I("%s", detail);
+    plan_free(&old);
+    c->epoch_pending = 0;
+    /* New rollout ranks need the current weights before they decode. */
+    ctl_start_sync(c, c->version);
+}
+
+void ctl_start_sync(struct controller *c, int version)
+{
+    struct wire_sync s = {version, ++c->sync_id};
+    int root = plan_train_root(&c->plan);
+    int n = 0;
+    for (int r = 1; r < c->world; r++) {
+        if (r != root && c->plan.ranks[r].role != ROLE_ROLLOUT) continue;
+        outbox_send(&c->ob, &s, sizeof s, r, TAG_SYNC, MPI_COMM_WORLD);
+        n++;
+    }
+    c->sync_acks_pending = n;
+    c->sync_version_pending = version;
+}
+
+void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d)
+{
+    if (c->sync_acks_pending <= 0 || d->sync_id != c->sync_id)
+        FATAL("unexpected SYNC_DONE (sync %d, version %d; expected sync %d)", d->sync_id,
+              d->version, c->sync_id);
+    if (--c->sync_acks_pending > 0) return;
+    c->rollout_version = c->sync_version_pending;
+    char detail[128];
+    snprintf(detail, sizeof detail, "weights of version %d on %d rollout ranks", c->rollout_version,
+             c->plan.n_rollout_ranks);
+    if (metrics_event(c->m, wall_time() - c->t0, c->step, "weight_sync", detail))
+        FATAL("metrics: cannot record weight sync");
+}

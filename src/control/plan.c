@@ -1,0 +1,189 @@
+/* Plans: placement of roles on ranks, communicator colors, wire form (plan.h). */
+#include "libra/plan.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/log.h"
+
+void plan_init(struct plan *p, int world)
+{
+    memset(p, 0, sizeof *p);
+    p->world = world;
+    p->ranks = xcalloc((size_t)world, sizeof *p->ranks);
+    p->inst = xcalloc((size_t)world, sizeof *p->inst);
+}
+
+void plan_free(struct plan *p)
+{
+    if (!p) return;
+    free(p->ranks);
+    free(p->inst);
+    p->ranks = NULL;
+    p->inst = NULL;
+}
+
+void plan_copy(struct plan *dst, const struct plan *src)
+{
+    if (dst->world != src->world) {
+        plan_free(dst);
+        plan_init(dst, src->world);
+    }
+    struct rank_assign *r = dst->ranks;
+    struct instance_desc *in = dst->inst;
+    *dst = *src;
+    dst->ranks = r;
+    dst->inst = in;
+    memcpy(r, src->ranks, (size_t)src->world * sizeof *r);
+    memcpy(in, src->inst, (size_t)src->n_instances * sizeof *in);
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    return *(const int *)b - *(const int *)a;
+}
+
+int plan_build(const struct plan_spec *spec, int world, int epoch, int step, const char *reason,
+               struct plan *out, char *err, size_t errlen)
+{
+    int need = plan_spec_workers(spec);
+    if (need > world - 1) {
+        snprintf(err, errlen, "plan needs %d workers but the job has %d (world size %d)", need,
+                 world - 1, world);
+        return -1;
+    }
+    if (out->world != world) {
+        plan_free(out);
+        plan_init(out, world);
+    }
+    int tps[CFG_MAX_TP];
+    memcpy(tps, spec->rollout_tp, (size_t)spec->n_tp * sizeof(int));
+    qsort(tps, (size_t)spec->n_tp, sizeof(int), cmp_desc);
+
+    out->epoch = epoch;
+    out->step = step;
+    out->n_train = spec->n_train;
+    out->n_hybrid = spec->n_hybrid;
+    out->n_instances = spec->n_tp;
+    out->n_rollout_ranks = 0;
+    snprintf(out->reason, sizeof out->reason, "%s", reason ? reason : "");
+    out->ranks[0] = (struct rank_assign){ROLE_CONTROLLER, -1, 0, 0};
+    int r = 1;
+    for (int i = 0; i < spec->n_tp; i++) {
+        out->inst[i] = (struct instance_desc){r, tps[i]};
+        for (int k = 0; k < tps[i]; k++, r++)
+            out->ranks[r] = (struct rank_assign){ROLE_ROLLOUT, i, tps[i], k};
+        out->n_rollout_ranks += tps[i];
+    }
+    for (int k = 0; k < spec->n_hybrid; k++, r++)
+        out->ranks[r] = (struct rank_assign){ROLE_HYBRID, -1, 0, k};
+    for (int k = 0; k < spec->n_train; k++, r++)
+        out->ranks[r] = (struct rank_assign){ROLE_TRAIN, -1, 0, k};
+    out->n_idle = world - r;
+    for (; r < world; r++) out->ranks[r] = (struct rank_assign){ROLE_IDLE, -1, 0, 0};
+    return 0;
+}
+
+int plan_train_root(const struct plan *p)
+{
+    for (int r = 1; r < p->world; r++)
+        if (p->ranks[r].role == ROLE_TRAIN && p->ranks[r].index == 0) return r;
+    return -1;
+}
+
+void plan_colors(const struct plan *p, int rank, struct plan_colors *c)
+{
+    const struct rank_assign *a = &p->ranks[rank];
+    int root = plan_train_root(p);
+    c->role = (a->role == ROLE_ROLLOUT || a->role == ROLE_TRAIN || a->role == ROLE_HYBRID)
+                  ? a->role
+                  : MPI_UNDEFINED;
+    c->instance = a->role == ROLE_ROLLOUT ? a->instance : MPI_UNDEFINED;
+    c->sync = (a->role == ROLE_ROLLOUT || rank == root) ? 0 : MPI_UNDEFINED;
+    c->hybrid_lane = (a->role == ROLE_HYBRID || rank == root) ? 0 : MPI_UNDEFINED;
+    c->key = rank == root ? 0 : rank;
+}
+
+int plan_find_instance(const struct plan *p, int leader, int tp)
+{
+    for (int i = 0; i < p->n_instances; i++)
+        if (p->inst[i].leader == leader && p->inst[i].tp == tp) return i;
+    return -1;
+}
+
+int plan_instance_survives(const struct plan *old, const struct plan *new_plan, int rank)
+{
+    const struct rank_assign *a = &old->ranks[rank];
+    if (a->role != ROLE_ROLLOUT) return 0;
+    return plan_find_instance(new_plan, old->inst[a->instance].leader, a->tp) >= 0;
+}
+
+void plan_format_tp(const struct plan *p, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->n_instances && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, i ? ",%d" : "%d", p->inst[i].tp);
+}
+
+const char *role_name(int role)
+{
+    static const char *names[] = {"controller", "rollout", "train", "hybrid", "idle"};
+    return role >= 0 && role <= ROLE_IDLE ? names[role] : "?";
+}
+
+/* Wire header: the scalar fields of struct plan, fixed size. */
+struct plan_wire_hdr {
+    int32_t epoch, step, world, n_train, n_hybrid, n_rollout_ranks, n_instances, n_idle;
+    char reason[64];
+};
+
+size_t plan_packed_size(const struct plan *p)
+{
+    return sizeof(struct plan_wire_hdr) + (size_t)p->world * sizeof(struct rank_assign) +
+           (size_t)p->n_instances * sizeof(struct instance_desc);
+}
+
+void plan_pack(const struct plan *p, void *buf)
+{
+    struct plan_wire_hdr h = {p->epoch, p->step, p->world, p->n_train, p->n_hybrid,
+                              p->n_rollout_ranks, p->n_instances, p->n_idle, {0}};
+    memcpy(h.reason, p->reason, sizeof h.reason);
+    char *o = buf;
+    memcpy(o, &h, sizeof h);
+    o += sizeof h;
+    memcpy(o, p->ranks, (size_t)p->world * sizeof *p->ranks);
+    o += (size_t)p->world * sizeof *p->ranks;
+    memcpy(o, p->inst, (size_t)p->n_instances * sizeof *p->inst);
+}
+
+int plan_unpack(const void *buf, size_t len, struct plan *p)
+{
+    struct plan_wire_hdr h;
+    if (len < sizeof h) return -1;
+    memcpy(&h, buf, sizeof h);
+    if (h.world < 1 || h.n_instances < 0 || h.n_instances > h.world) return -1;
+    size_t need = sizeof h + (size_t)h.world * sizeof(struct rank_assign) +
+                  (size_t)h.n_instances * sizeof(struct instance_desc);
+    if (len != need) return -1;
+    if (p->world != h.world) {
+        plan_free(p);
+        plan_init(p, h.world);
+    }
+    p->epoch = h.epoch;
+    p->step = h.step;
+    p->n_train = h.n_train;
+    p->n_hybrid = h.n_hybrid;
+    p->n_rollout_ranks = h.n_rollout_ranks;
+    p->n_instances = h.n_instances;
+    p->n_idle = h.n_idle;
+    memcpy(p->reason, h.reason, sizeof p->reason);
+    p->reason[sizeof p->reason - 1] = '\0';
+    const char *i = (const char *)buf + sizeof h;
+    memcpy(p->ranks, i, (size_t)h.world * sizeof *p->ranks);
+    memcpy(p->inst, i + (size_t)h.world * sizeof *p->ranks,
+           (size_t)h.n_instances * sizeof *p->inst);
+    return 0;
+}

@@ -1,0 +1,180 @@
+/* Rank 0's trajectory and group book-keeping (include/libra/traj_table.h). */
+#include "libra/traj_table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/log.h"
+
+void tt_init(struct traj_table *tt, int n_samples)
+{
+    memset(tt, 0, sizeof *tt);
+    tt->n_samples = n_samples;
+}
+
+void tt_free(struct traj_table *tt)
+{
+    free(tt->t);
+    free(tt->g);
+    free(tt->queue);
+    free(tt->buffered);
+    memset(tt, 0, sizeof *tt);
+}
+
+int64_t tt_launch_group(struct traj_table *tt, int64_t prompt_id, int prompt_tokens, int step,
+                        double now)
+{
+    XGROW(tt->g, tt->cap_group, tt->n_group + 1);
+    XGROW(tt->t, tt->cap_traj, tt->n_traj + (size_t)tt->n_samples);
+    int64_t gid = (int64_t)tt->n_group++;
+    struct group *g = &tt->g[gid];
+    *g = (struct group){gid, prompt_id, (int64_t)tt->n_traj, tt->n_samples, 0, 0};
+    for (int s = 0; s < tt->n_samples; s++) {
+        int64_t id = (int64_t)tt->n_traj++;
+        struct traj *t = &tt->t[id];
+        memset(t, 0, sizeof *t);
+        t->id = id;
+        t->prompt_id = prompt_id;
+        t->group_id = gid;
+        t->state = TS_QUEUED;
+        t->ctx_tokens = t->prompt_tokens = prompt_tokens;
+        t->leader = -1;
+        t->step_start = step;
+        t->version_start = -1;
+        t->version_end = -1;
+        t->step_consumed = -1;
+        t->t_start = now;
+        t->t_end = -1;
+        tt_queue_push(tt, id);
+    }
+    return gid;
+}
+
+static void queue_grow(struct traj_table *tt)
+{
+    if (tt->q_len < tt->q_cap) return;
+    size_t cap = tt->q_cap ? 2 * tt->q_cap : 256;
+    int64_t *q = xmalloc(cap * sizeof *q);
+    for (size_t i = 0; i < tt->q_len; i++) q[i] = tt->queue[(tt->q_head + i) % tt->q_cap];
+    free(tt->queue);
+    tt->queue = q;
+    tt->q_cap = cap;
+    tt->q_head = 0;
+}
+
+void tt_queue_push(struct traj_table *tt, int64_t traj_id)
+{
+    queue_grow(tt);
+    tt->queue[(tt->q_head + tt->q_len++) % tt->q_cap] = traj_id;
+    tt->t[traj_id].state = TS_QUEUED;
+}
+
+void tt_queue_push_front(struct traj_table *tt, int64_t traj_id)
+{
+    queue_grow(tt);
+    tt->q_head = (tt->q_head + tt->q_cap - 1) % tt->q_cap;
+    tt->queue[tt->q_head] = traj_id;
+    tt->q_len++;
+    tt->t[traj_id].state = TS_QUEUED;
+}
+
+int tt_queue_pop(struct traj_table *tt, int64_t *traj_id)
+{
+    if (tt->q_len == 0) return 0;
+    *traj_id = tt->queue[tt->q_head];
+    tt->q_head = (tt->q_head + 1) % tt->q_cap;
+    tt->q_len--;
+    return 1;
+}
+
+int tt_finish(struct traj_table *tt, int64_t traj_id, double now)
+{
+    struct traj *t = &tt->t[traj_id];
+    struct group *g = &tt->g[t->group_id];
+    t->state = TS_DONE;
+    t->t_end = now;
+    if (++g->n_done < g->n) return 0;
+    for (int s = 0; s < g->n; s++) tt->t[g->first_traj + s].state = TS_BUFFERED;
+    XGROW(tt->buffered, tt->cap_buffered, tt->n_buffered + 1);
+    tt->buffered[tt->n_buffered++] = g->id;
+    return 1;
+}
+
+int tt_group_version_start(const struct traj_table *tt, const struct group *g, int floor_version)
+{
+    int v = -1;
+    for (int s = 0; s < g->n; s++) {
+        int vs = tt->t[g->first_traj + s].version_start;
+        if (vs < 0) vs = floor_version;
+        if (v < 0 || vs < v) v = vs;
+    }
+    return v;
+}
+
+struct version_id {
+    int version;
+    int64_t id;
+};
+
+static int cmp_version_id(const void *a, const void *b)
+{
+    const struct version_id *x = a, *y = b;
+    if (x->version != y->version) return x->version < y->version ? -1 : 1;
+    return x->id < y->id ? -1 : (x->id > y->id);
+}
+
+int tt_select_batch(struct traj_table *tt, int want, int v, int max_staleness,
+                    int floor_version, int64_t *out)
+{
+    if ((int)tt->n_buffered < want) return 0;
+    /* A group that would be too stale for the next step must be in this one. */
+    int64_t must_go = 0;
+    for (size_t i = (size_t)tt->groups_trained; i < tt->n_group; i++) {
+        const struct group *g = &tt->g[i];
+        if (g->trained) continue;
+        if (tt_group_version_start(tt, g, floor_version) > v - max_staleness) continue;
+        if (g->n_done < g->n) return 0;
+        must_go++;
+    }
+    if (must_go > want) return 0; /* cannot happen under the launch cap; refuse safely */
+    /* Oldest first (by version_start, then id). */
+    struct version_id *c = xmalloc(tt->n_buffered * sizeof *c);
+    for (size_t i = 0; i < tt->n_buffered; i++) {
+        int64_t gid = tt->buffered[i];
+        c[i] = (struct version_id){tt_group_version_start(tt, &tt->g[gid], floor_version), gid};
+    }
+    qsort(c, tt->n_buffered, sizeof *c, cmp_version_id);
+    int n = 0;
+    for (size_t i = 0; i < tt->n_buffered && n < want; i++)
+        if (v - c[i].version <= max_staleness) out[n++] = c[i].id;
+    free(c);
+    return n == want ? n : 0;
+}
+
+void tt_mark_trained(struct traj_table *tt, const int64_t *groups, int n, int step)
+{
+    for (int i = 0; i < n; i++) {
+        struct group *g = &tt->g[groups[i]];
+        g->trained = 1;
+        for (int s = 0; s < g->n; s++) {
+            struct traj *t = &tt->t[g->first_traj + s];
+            t->state = TS_TRAINED;
+            t->step_consumed = step;
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < tt->n_buffered; i++)
+        if (!tt->g[tt->buffered[i]].trained) tt->buffered[k++] = tt->buffered[i];
+    tt->n_buffered = k;
+    /* groups_trained: the prefix of group ids that are all trained (scan start). */
+    while ((size_t)tt->groups_trained < tt->n_group && tt->g[tt->groups_trained].trained)
+        tt->groups_trained++;
+}
+
+int64_t tt_groups_in_flight(const struct traj_table *tt)
+{
+    int64_t n = 0;
+    for (size_t i = (size_t)tt->groups_trained; i < tt->n_group; i++)
+        if (tt->g[i].n_done < tt->g[i].n) n++;
+    return n;
+}

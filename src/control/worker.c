@@ -1,0 +1,185 @@
+/*
+ * The worker loop (include/libra/worker.h): follow rank 0's messages, run the
+ * current role, apply plans (hand back, re-split), take part in weight syncs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/log.h"
+#include "libra/mpi_wait.h"
+#include "libra/rng.h"
+#include "libra/worker.h"
+
+/* ---- weight sync: the training root broadcasts, rollout ranks receive ---- */
+
+void ws_on_sync(struct worker *w, const struct wire_sync *s)
+{
+    struct worker_sync *y = &w->sync;
+    if (y->active) FATAL("weight sync %d requested while sync %d is in flight", s->sync_id, y->sync_id);
+    if (w->comms.sync == MPI_COMM_NULL)
+        FATAL("weight sync reached rank %d, which is not in the sync communicator", w->rank);
+    int root = plan_train_root(&w->plan) == w->rank;
+    if (root) {
+        memcpy(y->buf, w->params, sizeof w->params);
+        y->buf[WORKER_EMU_PARAMS] = s->version;
+    }
+    y->version = s->version;
+    y->sync_id = s->sync_id;
+    MPI_CHECK(MPI_Ibcast(y->buf, WORKER_EMU_PARAMS + 1, MPI_DOUBLE, 0, w->comms.sync, &y->req));
+    y->active = 1;
+}
+
+int ws_progress(struct worker *w)
+{
+    struct worker_sync *y = &w->sync;
+    if (!y->active) return 0;
+    int done = 0;
+    MPI_CHECK(MPI_Test(&y->req, &done, MPI_STATUS_IGNORE));
+    if (!done) return 0;
+    y->active = 0;
+    if ((int)y->buf[WORKER_EMU_PARAMS] != y->version)
+        FATAL("weight sync %d delivered version %d, expected %d", y->sync_id,
+              (int)y->buf[WORKER_EMU_PARAMS], y->version);
+    if (plan_train_root(&w->plan) != w->rank) {
+        memcpy(w->params, y->buf, sizeof w->params);
+        w->version = y->version;
+        if (w->have_engine)
+            engine_set_version(&w->eng, y->version, cost_weight_sync_s(w->cm));
+    }
+    struct wire_sync_done d = {y->version, y->sync_id};
+    outbox_send(&w->ob, &d, sizeof d, 0, TAG_SYNC_DONE, MPI_COMM_WORLD);
+    return 1;
+}
+
+/* ---- plans ---- */
+
+static void on_plan(struct worker *w, const void *msg, size_t len)
+{
+    struct plan next;
+    plan_init(&next, w->world);
+    if (plan_unpack(msg, len, &next) || next.world != w->world)
+        FATAL("malformed plan (%zu bytes) from rank 0", len);
+    if (w->tr.phase != TP_IDLE || w->sync.active)
+        FATAL("plan for epoch %d arrived while a training step or weight sync is in flight",
+              next.epoch);
+    if (w->have_engine && !plan_instance_survives(&w->plan, &next, w->rank)) wr_handback(w);
+    comms_rebuild(&w->comms, &next, w->rank);
+    plan_copy(&w->plan, &next);
+    plan_free(&next);
+    if (wr_is_leader(w) && !w->have_engine) wr_start_engine(w);
+    LOG_D("epoch %d: %s (instance %d, tp %d, index %d)", w->plan.epoch,
+          role_name(w->plan.ranks[w->rank].role), w->plan.ranks[w->rank].instance,
+          w->plan.ranks[w->rank].tp, w->plan.ranks[w->rank].index);
+}
+
+/* ---- the loop ---- */
+
+static void on_message(struct worker *w, const MPI_Status *st)
+{
+    int len = 0;
+    MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &len));
+    XGROW(w->msg.data, w->msg.cap, (size_t)len + 1);
+    MPI_CHECK(MPI_Recv(w->msg.data, len, MPI_BYTE, 0, st->MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    switch (st->MPI_TAG) {
+    case TAG_TURN_REQ: wr_on_turn_req(w, w->msg.data, (size_t)len); break;
+    case TAG_PLAN: on_plan(w, w->msg.data, (size_t)len); break;
+    case TAG_TRAIN_BATCH: wt_on_batch(w, w->msg.data, (size_t)len); break;
+    case TAG_SYNC: {
+        struct wire_sync s;
+        if ((size_t)len != sizeof s) FATAL("malformed SYNC message (%d bytes)", len);
+        memcpy(&s, w->msg.data, sizeof s);
+        ws_on_sync(w, &s);
+        break;
+    }
+    case TAG_SHUTDOWN:
+        if (wr_is_leader(w)) wr_handback(w);
+        w->stop = 1;
+        break;
+    default:
+        FATAL("unexpected message tag %d (%s) from rank 0", st->MPI_TAG, wire_tag_name(st->MPI_TAG));
+    }
+}
+
+static int poll_messages(struct worker *w)
+{
+    int n = 0;
+    while (!w->stop) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_CHECK(MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
+        if (!flag) break;
+        on_message(w, &st);
+        n++;
+    }
+    return n;
+}
+
+static void worker_init(struct worker *w, const struct libra_config *cfg,
+                        const struct cost_model *cm, const struct workload *wl, int rank, int world)
+{
+    memset(w, 0, sizeof *w);
+    w->cfg = cfg;
+    w->cm = cm;
+    w->wl = wl;
+    w->rank = rank;
+    w->world = world;
+    w->t0 = wall_time();
+    w->time_scale = cfg->device.time_scale;
+    w->version = -1;
+    plan_init(&w->plan, world);
+    for (int r = 0; r < world; r++) w->plan.ranks[r].role = r ? ROLE_IDLE : ROLE_CONTROLLER;
+    comms_init(&w->comms);
+    outbox_init(&w->ob);
+    /* Every replica starts from the same emulated weights (keyed by the seed only). */
+    struct rng r;
+    rng_init(&r, cfg->run.seed, 0, 0x7061726dULL, 0);
+    for (int i = 0; i < WORKER_EMU_PARAMS; i++) w->params[i] = rng_normal(&r);
+}
+
+static void worker_free(struct worker *w)
+{
+    if (w->have_engine) engine_free(&w->eng);
+    free(w->res);
+    outbox_free(&w->ob);
+    comms_free(&w->comms);
+    plan_free(&w->plan);
+    wire_buf_free(&w->msg);
+    wire_buf_free(&w->pack);
+}
+
+int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
+               const struct workload *wl, int rank, int world)
+{
+    struct worker *w = xmalloc(sizeof *w);
+    worker_init(w, cfg, cm, wl, rank, world);
+    struct backoff b;
+    backoff_reset(&b);
+    while (!w->stop) {
+        int work = poll_messages(w);
+        if (w->stop) break;
+        work += ws_progress(w);
+        work += wr_progress(w);
+        work += wt_progress(w);
+        outbox_progress(&w->ob);
+        if (work) {
+            backoff_reset(&b);
+            continue;
+        }
+        /* Sleep to the next emulated event, but wake for messages within the back-off. */
+        double wake = wr_next_wake(w);
+        if (w->tr.phase == TP_COMPUTE || w->tr.phase == TP_COMM_DELAY)
+            wake = fmin(wake, w->tr.until);
+        double dt = wake - wall_time();
+        if (dt < b.sleep_s) {
+            sleep_seconds(dt);
+            continue;
+        }
+        backoff_sleep(&b);
+    }
+    if (w->sync.active) mpi_wait_backoff(&w->sync.req, NULL);
+    outbox_drain(&w->ob);
+    worker_free(w);
+    free(w);
+    return 0;
+}

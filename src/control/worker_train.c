@@ -1,0 +1,153 @@
+/*
+ * A worker's training role (train replica or lent hybrid replica), emulated: the
+ * step's compute time comes from the cost model for this rank's token share; the
+ * gradient is a real vector reduced over the training communicator (MPI) plus the
+ * hybrid lane, so the data path and its synchronisation are the real ones.
+ *
+ * Loss normalisation is per token over the whole batch: each replica contributes
+ * sum_{its items} tokens * g(item) / global_tokens, so the reduced gradient is the
+ * same whatever the split and however many hybrids join -- the correct form of the
+ * reference's 1/(DP + H) weighting (reference/planner.md §6.10).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "libra/log.h"
+#include "libra/mpi_wait.h"
+#include "libra/rng.h"
+#include "libra/worker.h"
+
+/* The emulated per-trajectory gradient direction, keyed by (seed, trajectory). */
+static void item_gradient(uint64_t seed, int64_t traj_id, double weight, double *g)
+{
+    struct rng r;
+    rng_init(&r, seed, (uint64_t)traj_id, 0x6772616400ULL, 0);
+    for (int i = 0; i < WORKER_EMU_PARAMS; i++) g[i] += weight * (2.0 * rng_uniform(&r) - 1.0);
+}
+
+void wt_on_batch(struct worker *w, const void *msg, size_t len)
+{
+    struct wire_train_batch h;
+    const struct wire_train_item *items;
+    int role = w->plan.ranks[w->rank].role;
+    if (wire_unpack_train_batch(msg, len, &h, &items))
+        FATAL("malformed training batch (%zu bytes) from rank 0", len);
+    if (role != ROLE_TRAIN && role != ROLE_HYBRID)
+        FATAL("training batch reached rank %d whose role is %s", w->rank, role_name(role));
+    if (w->tr.phase != TP_IDLE)
+        FATAL("training batch for step %d while step %d is still running", h.step, w->tr.step);
+    struct worker_train *t = &w->tr;
+    memset(t->grad, 0, sizeof t->grad);
+    double tokens = 0, sum_sq = 0;
+    for (int i = 0; i < h.n_items; i++) {
+        struct wire_train_item it;
+        memcpy(&it, &items[i], sizeof it);
+        tokens += it.tokens;
+        sum_sq += (double)it.tokens * it.tokens;
+        item_gradient(w->cfg->run.seed, it.traj_id, (double)it.tokens / (double)h.global_tokens,
+                      t->grad);
+    }
+    t->step = h.step;
+    t->n_replicas = h.n_replicas;
+    t->compute_s = cost_train_compute_s(w->cm, tokens, sum_sq) / w->time_scale;
+    t->grad[WORKER_EMU_PARAMS] = t->compute_s;
+    t->until = wall_time() + t->compute_s;
+    t->phase = TP_COMPUTE;
+}
+
+static int is_root(const struct worker *w) { return plan_train_root(&w->plan) == w->rank; }
+
+static void finish_step(struct worker *w)
+{
+    struct worker_train *t = &w->tr;
+    double norm = 0;
+    for (int i = 0; i < WORKER_EMU_PARAMS; i++) {
+        w->params[i] -= WORKER_EMU_LR * t->sum[i];
+        norm += t->sum[i] * t->sum[i];
+    }
+    w->version = t->step;
+    struct wire_train_done d = {t->step, t->n_replicas, t->compute_s, t->comm_s,
+                                t->sum[WORKER_EMU_PARAMS], sqrt(norm)};
+    outbox_send(&w->ob, &d, sizeof d, 0, TAG_TRAIN_DONE, MPI_COMM_WORLD);
+    t->phase = TP_IDLE;
+}
+
+/* Root: adds the hybrid gradients of this step as they arrive on the lane. */
+static int collect_hybrids(struct worker *w)
+{
+    struct worker_train *t = &w->tr;
+    int n = 0;
+    while (t->hybrids_left > 0) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, TAG_HYBRID_GRAD, w->comms.hybrid_lane, &flag, &st));
+        if (!flag) break;
+        struct {
+            struct wire_hybrid_grad h;
+            double g[WORKER_EMU_PARAMS + 1];
+        } m;
+        int len = 0;
+        MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &len));
+        if ((size_t)len != sizeof m) FATAL("malformed hybrid gradient (%d bytes)", len);
+        MPI_CHECK(MPI_Recv(&m, len, MPI_BYTE, st.MPI_SOURCE, TAG_HYBRID_GRAD, w->comms.hybrid_lane,
+                           MPI_STATUS_IGNORE));
+        if (m.h.step != t->step)
+            FATAL("hybrid gradient of step %d arrived during step %d", m.h.step, t->step);
+        for (int i = 0; i <= WORKER_EMU_PARAMS; i++) t->sum[i] += m.g[i];
+        t->hybrids_left--;
+        n++;
+    }
+    if (t->hybrids_left == 0) finish_step(w);
+    return n + (t->phase == TP_IDLE);
+}
+
+static void after_compute(struct worker *w)
+{
+    struct worker_train *t = &w->tr;
+    if (w->plan.ranks[w->rank].role == ROLE_HYBRID) {
+        struct {
+            struct wire_hybrid_grad h;
+            double g[WORKER_EMU_PARAMS + 1];
+        } m;
+        m.h = (struct wire_hybrid_grad){t->step, WORKER_EMU_PARAMS + 1, t->compute_s};
+        memcpy(m.g, t->grad, sizeof m.g);
+        outbox_send(&w->ob, &m, sizeof m, 0, TAG_HYBRID_GRAD, w->comms.hybrid_lane);
+        t->phase = TP_IDLE;
+        return;
+    }
+    MPI_CHECK(MPI_Iallreduce(t->grad, t->sum, WORKER_EMU_PARAMS + 1, MPI_DOUBLE, MPI_SUM,
+                             w->comms.role, &t->req));
+    t->phase = TP_REDUCE;
+}
+
+int wt_progress(struct worker *w)
+{
+    struct worker_train *t = &w->tr;
+    switch (t->phase) {
+    case TP_COMPUTE:
+        if (wall_time() < t->until) return 0;
+        after_compute(w);
+        return 1;
+    case TP_REDUCE: {
+        int done = 0;
+        MPI_CHECK(MPI_Test(&t->req, &done, MPI_STATUS_IGNORE));
+        if (!done) return 0;
+        int dp = w->plan.n_train;
+        t->comm_s = cost_grad_allreduce_s(w->cm, dp + w->plan.n_hybrid) / w->time_scale;
+        t->until = wall_time() + t->comm_s;
+        t->phase = TP_COMM_DELAY;
+        return 1;
+    }
+    case TP_COMM_DELAY:
+        if (wall_time() < t->until) return 0;
+        if (!is_root(w)) {
+            t->phase = TP_IDLE;
+            return 1;
+        }
+        t->hybrids_left = w->plan.n_hybrid;
+        t->phase = TP_HYBRIDS;
+        return collect_hybrids(w) + 1;
+    case TP_HYBRIDS: return collect_hybrids(w);
+    default: return 0;
+    }
+}

@@ -1,0 +1,146 @@
+/*
+ * The MPI job: rank 0 reads and validates the configuration and its inputs,
+ * broadcasts them (plain structs: no shared file system needed for inputs), opens
+ * the metrics file and runs the controller; every other rank runs a worker.
+ *
+ * Bad input ends the job with one message from rank 0 and MPI_Abort, before any
+ * metrics file exists; a metrics file is only ever marked "complete" by a run that
+ * finished.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "libra/controller.h"
+#include "libra/driver.h"
+#include "libra/log.h"
+#include "libra/metrics.h"
+#include "libra/mpi_wait.h"
+#include "libra/worker.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1.0"
+#endif
+
+int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, char *err,
+                       size_t errlen)
+{
+    memset(in, 0, sizeof *in);
+    if (profile_load_hw(cfg->device.hardware, &in->cm.hw, err, errlen)) return -1;
+    if (profile_load_model(cfg->model.profile, &in->cm.model, err, errlen)) return -1;
+    if (workload_load(cfg->workload.preset, &in->wl, err, errlen)) return -1;
+    const struct device_config *d = &cfg->device;
+    in->cm.p = (struct cost_params){d->decode_bw_util, d->prefill_mfu, d->train_mfu,
+                                    d->gpu_memory_utilization, d->kv_frag_rate,
+                                    d->act_workspace_gb * 1e9, 16.0};
+    return 0;
+}
+
+/* mkdir -p for the output directory; 0 or -1 with a message. */
+static int make_dirs(const char *dir, char *err, size_t errlen)
+{
+    char path[CFG_PATH_MAX];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1;; p++) {
+        char c = *p;
+        if (c != '/' && c != '\0') continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "output.dir: cannot create '%s': %s (check the path and its "
+                     "permissions, or set output.dir)", path, strerror(errno));
+            return -1;
+        }
+        *p = c;
+        if (c == '\0') return 0;
+    }
+}
+
+static int output_path(const struct libra_config *cfg, char *out, size_t len, char *err,
+                       size_t errlen)
+{
+    if (cfg->output.file[0]) {
+        snprintf(out, len, "%s", cfg->output.file);
+        return 0;
+    }
+    if (make_dirs(cfg->output.dir, err, errlen)) return -1;
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    const char *job = getenv("SLURM_JOB_ID");
+    int n = snprintf(out, len, "%s/%s-%s%s%s.h5", cfg->output.dir, cfg->run.name, stamp,
+                     job && *job ? "-job" : "", job && *job ? job : "");
+    if (n < 0 || (size_t)n >= len) {
+        snprintf(err, errlen, "output.dir: the metrics file path is too long (shorten output.dir)");
+        return -1;
+    }
+    return 0;
+}
+
+/* Rank 0: everything that can fail on bad input, before anything is written. */
+static struct metrics *prepare(const char *path, int world, struct libra_config *cfg,
+                               struct job_inputs *in)
+{
+    char err[1024];
+    if (config_load(path, cfg, err, sizeof err) || config_check_world(cfg, world, err, sizeof err) ||
+        driver_load_inputs(cfg, in, err, sizeof err))
+        FATAL("%s", err);
+    char out[2 * CFG_PATH_MAX];
+    if (output_path(cfg, out, sizeof out, err, sizeof err)) FATAL("%s", err);
+    char *text = config_to_string(cfg);
+    printf("libra %s: %d ranks (1 controller + %d workers), device %s\n", PACKAGE_VERSION, world,
+           world - 1, cfg->device.type);
+    printf("---- resolved configuration ----\n%s--------------------------------\n", text);
+    fflush(stdout);
+    struct metrics *m = metrics_open(out, text, world, cfg->device.type, err, sizeof err);
+    free(text);
+    if (!m) FATAL("%s", err);
+    return m;
+}
+
+static void bcast_bytes(void *p, size_t n)
+{
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(p, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
+    mpi_wait_backoff(&req, NULL);
+}
+
+int driver_run_job(int argc, char **argv)
+{
+    if (argc < 2) FATAL("usage: mpirun -np N libra CONFIG");
+    int provided = 0, rank = 0, world = 0;
+    MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    log_set_rank(rank);
+    struct libra_config *cfg = xcalloc(1, sizeof *cfg);
+    struct job_inputs *in = xcalloc(1, sizeof *in);
+    struct metrics *m = NULL;
+    if (rank == 0) {
+        if (world < 2)
+            FATAL("libra needs at least 2 ranks (1 controller + workers); run it with "
+                  "mpirun -np N (N >= 2)");
+        m = prepare(argv[1], world, cfg, in);
+    }
+    bcast_bytes(cfg, sizeof *cfg);
+    bcast_bytes(in, sizeof *in);
+    log_set_level((enum log_level)log_parse_level(cfg->run.log_level));
+    int rc = rank == 0 ? controller_run(cfg, &in->cm, &in->wl, m, world)
+                       : worker_run(cfg, &in->cm, &in->wl, rank, world);
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    mpi_wait_backoff(&req, NULL);
+    if (rank == 0 && metrics_close(m, rc == 0 ? "complete" : "failed"))
+        FATAL("metrics: cannot close the metrics file");
+    free(cfg);
+    free(in);
+    MPI_CHECK(MPI_Finalize());
+    return rc;
+}

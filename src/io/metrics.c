@@ -1,0 +1,700 @@
+/*
+ * The run's HDF5 metrics file (see include/libra/metrics.h and docs/metrics.md).
+ *
+ * One process (rank 0) writes it with the serial HDF5 API and default property lists.
+ * Every table is a 1-D chunked dataset with an unlimited dimension and a compound type
+ * whose members are named exactly like the fields of the row struct. The file type is
+ * packed and made of standard little-endian types; the memory type is the C struct, so
+ * HDF5 converts member by member and struct padding never reaches the file. Rows are
+ * buffered per table and appended (extend + hyperslab write) only by metrics_flush()
+ * and metrics_close(): HDF5 (without SWMR) makes no crash-consistency promise between
+ * a write and the next H5Fflush, so confining writes to the flush keeps the window in
+ * which a kill can damage the file to the flush itself. Memory is one step's rows.
+ *
+ * Limits and choices:
+ *  - Not thread-safe; one writer. Table strings are fixed width: longer values are
+ *    truncated (NUL-terminated, tail zeroed).
+ *  - The default (earliest) file format on purpose: superblock v0 has no "open for
+ *    write" flag, so a killed writer leaves a file that h5py/h5dump open without h5clear.
+ *  - HDF5's automatic error printing is switched off only for the duration of each
+ *    call into this module and restored before it returns (never left off for other
+ *    HDF5 users such as checkpoints). Failures report the call, file:line and the HDF5
+ *    error stack text; metrics_open() writes it to err, the others log it (LOG_E).
+ */
+#define _POSIX_C_SOURCE 200809L
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include "libra/metrics.h"
+
+#include "libra/log.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1.0"
+#endif
+
+/* Bumped when a table, column or root attribute changes meaning (docs/metrics.md). */
+#define METRICS_SCHEMA_VERSION 1
+
+#define EVENT_KIND_LEN 32
+#define EVENT_DETAIL_LEN 256
+
+/* The /events row; callers pass its fields to metrics_event(). */
+struct event_row {
+    double wall_s;
+    int32_t step;
+    char kind[EVENT_KIND_LEN];
+    char detail[EVENT_DETAIL_LEN];
+};
+
+enum col_kind { COL_I32, COL_I64, COL_F64, COL_STR };
+
+struct col {
+    const char *name;  /* = the struct field name */
+    size_t offset;     /* in the struct */
+    size_t size;       /* bytes in the struct (string width including the NUL) */
+    enum col_kind kind;
+    const char *units; /* "1" dimensionless, "text" for strings */
+};
+
+#define FSIZE(s, f) sizeof(((struct s *)0)->f)
+#define COL(s, f, k, u) { #f, offsetof(struct s, f), FSIZE(s, f), k, u }
+
+static const struct col step_cols[] = {
+    COL(metrics_step_row, step, COL_I32, "1"),
+    COL(metrics_step_row, wall_s, COL_F64, "s"),
+    COL(metrics_step_row, step_s, COL_F64, "s"),
+    COL(metrics_step_row, version, COL_I32, "1"),
+    COL(metrics_step_row, n_traj, COL_I32, "trajectories"),
+    COL(metrics_step_row, tokens_gen, COL_I64, "tokens"),
+    COL(metrics_step_row, tokens_tool, COL_I64, "tokens"),
+    COL(metrics_step_row, reward_mean, COL_F64, "1"),
+    COL(metrics_step_row, reward_std, COL_F64, "1"),
+    COL(metrics_step_row, staleness_mean, COL_F64, "versions"),
+    COL(metrics_step_row, staleness_max, COL_I32, "versions"),
+    COL(metrics_step_row, rollout_busy_frac, COL_F64, "1"),
+    COL(metrics_step_row, train_busy_frac, COL_F64, "1"),
+    COL(metrics_step_row, n_rollout_ranks, COL_I32, "ranks"),
+    COL(metrics_step_row, n_train_ranks, COL_I32, "ranks"),
+    COL(metrics_step_row, n_hybrid_ranks, COL_I32, "ranks"),
+};
+
+static const struct col traj_cols[] = {
+    COL(metrics_traj_row, traj_id, COL_I64, "1"),
+    COL(metrics_traj_row, prompt_id, COL_I64, "1"),
+    COL(metrics_traj_row, group_id, COL_I64, "1"),
+    COL(metrics_traj_row, step_consumed, COL_I32, "1"),
+    COL(metrics_traj_row, fate, COL_I32, "1"),
+    COL(metrics_traj_row, version_start, COL_I32, "1"),
+    COL(metrics_traj_row, version_end, COL_I32, "1"),
+    COL(metrics_traj_row, prompt_tokens, COL_I32, "tokens"),
+    COL(metrics_traj_row, gen_tokens, COL_I32, "tokens"),
+    COL(metrics_traj_row, tool_tokens, COL_I32, "tokens"),
+    COL(metrics_traj_row, turns, COL_I32, "turns"),
+    COL(metrics_traj_row, tool_failures, COL_I32, "tool calls"),
+    COL(metrics_traj_row, migrations, COL_I32, "migrations"),
+    COL(metrics_traj_row, reward, COL_F64, "1"),
+    COL(metrics_traj_row, t_start, COL_F64, "s"),
+    COL(metrics_traj_row, t_end, COL_F64, "s"),
+};
+
+static const struct col event_cols[] = {
+    COL(event_row, wall_s, COL_F64, "s"),
+    COL(event_row, step, COL_I32, "1"),
+    COL(event_row, kind, COL_STR, "text"),
+    COL(event_row, detail, COL_STR, "text"),
+};
+
+static const struct col plan_cols[] = {
+    COL(metrics_plan_row, epoch, COL_I32, "1"),
+    COL(metrics_plan_row, step, COL_I32, "1"),
+    COL(metrics_plan_row, wall_s, COL_F64, "s"),
+    COL(metrics_plan_row, n_train, COL_I32, "ranks"),
+    COL(metrics_plan_row, n_rollout, COL_I32, "ranks"),
+    COL(metrics_plan_row, n_hybrid, COL_I32, "ranks"),
+    COL(metrics_plan_row, rollout_tp, COL_STR, "text"),
+    COL(metrics_plan_row, reason, COL_STR, "text"),
+    COL(metrics_plan_row, resplit_s, COL_F64, "s"),
+    COL(metrics_plan_row, handed_back, COL_I32, "turns"),
+};
+
+struct table_def {
+    const char *name;
+    const char *description;
+    const struct col *cols;
+    int ncols;
+    size_t rowsize;
+    hsize_t chunk;           /* rows per chunk */
+    const char *extra_name;  /* one more string attribute, or NULL */
+    const char *extra_value;
+};
+
+#define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_COUNT };
+
+static const struct table_def table_defs[T_COUNT] = {
+    [T_STEPS] = {"steps",
+                 "one row per optimizer step, globally reduced over all ranks; wall_s is the "
+                 "end of the step, seconds since the run started",
+                 step_cols, NCOLS(step_cols), sizeof(struct metrics_step_row), 256, NULL, NULL},
+    [T_TRAJ] = {"trajectories",
+                "one row per trajectory started in the run: trained ones when their step "
+                "finishes, buffered and in-flight ones at the end",
+                traj_cols, NCOLS(traj_cols), sizeof(struct metrics_traj_row), 4096,
+                "values.fate", "0=trained 1=buffered 2=in_flight"},
+    [T_EVENTS] = {"events",
+                  "timestamped run events (resplit, tool failures, checkpoints, warnings); "
+                  "kind is a short keyword, detail free text",
+                  event_cols, NCOLS(event_cols), sizeof(struct event_row), 256, NULL, NULL},
+    [T_PLANS] = {"plans",
+                 "one row per planning epoch: the resource plan the planner broadcast, why, "
+                 "and what the re-split cost",
+                 plan_cols, NCOLS(plan_cols), sizeof(struct metrics_plan_row), 256, NULL, NULL},
+};
+
+struct table {
+    const struct table_def *def;
+    hid_t dset;           /* the dataset, open for the file's lifetime */
+    hid_t mtype;          /* memory compound type (the C struct) */
+    unsigned char *buf;   /* (cap, def->rowsize) rows not yet written */
+    size_t nbuf, cap;
+    hsize_t written;      /* rows already in the file */
+};
+
+struct metrics {
+    char *path;
+    hid_t file;
+    struct table tab[T_COUNT];
+    char err[1024];       /* last error of a call other than metrics_open */
+};
+
+/* ---- errors ---- */
+
+struct h5quiet {
+    H5E_auto2_t fn;
+    void *data;
+};
+
+static void quiet_begin(struct h5quiet *q)
+{
+    q->fn = NULL;
+    q->data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static void quiet_end(const struct h5quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
+
+struct h5walk {
+    char inner[512]; /* where the error was detected (most specific) */
+    char outer[256]; /* the API call's own message */
+    unsigned depth;
+};
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
+{
+    struct h5walk *w = data;
+    char minor[128] = "";
+    if (H5Eget_msg(e->min_num, NULL, minor, sizeof minor) < 0) minor[0] = '\0';
+    if (n == 0)
+        snprintf(w->inner, sizeof w->inner, "%s (%s, in %s)", e->desc ? e->desc : "?", minor,
+                 e->func_name ? e->func_name : "?");
+    else
+        snprintf(w->outer, sizeof w->outer, "%s", e->desc ? e->desc : "?");
+    w->depth = n + 1;
+    return 0;
+}
+
+/* Formats "<call> failed (file:line): <HDF5 stack text>" into err and clears the stack. */
+static void h5_error(char *err, size_t errlen, const char *expr, const char *file, int line)
+{
+    /* "x = H5Fcreate(path, ...)" -> "H5Fcreate" */
+    char call[64];
+    const char *c = strstr(expr, "H5");
+    c = c ? c : expr;
+    size_t n = strcspn(c, "(");
+    snprintf(call, sizeof call, "%.*s", (int)(n < sizeof call ? n : sizeof call - 1), c);
+    struct h5walk w = {"", "", 0};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &w);
+    if (w.depth == 0)
+        snprintf(err, errlen, "%s failed (%s:%d): no HDF5 error stack", call, file, line);
+    else if (w.depth == 1)
+        snprintf(err, errlen, "%s failed (%s:%d): %s", call, file, line, w.inner);
+    else
+        snprintf(err, errlen, "%s failed (%s:%d): %s: %s", call, file, line, w.outer, w.inner);
+    H5Eclear2(H5E_DEFAULT);
+}
+
+__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
+                                                            const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Needs `char *err; size_t errlen;` and a `fail:` label in scope. */
+#define H5TRY(expr)                                                    \
+    do {                                                               \
+        if ((expr) < 0) {                                              \
+            h5_error(err, errlen, #expr, __FILE__, __LINE__);          \
+            goto fail;                                                 \
+        }                                                              \
+    } while (0)
+
+static void close_id(hid_t *id, herr_t (*closer)(hid_t))
+{
+    if (*id >= 0) closer(*id);
+    *id = H5I_INVALID_HID;
+}
+
+/* ---- attributes ---- */
+
+/* Writes a scalar attribute, replacing an existing one of the same name. */
+static int attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
+                    char *err, size_t errlen)
+{
+    hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID;
+    htri_t exists;
+    H5TRY(exists = H5Aexists(obj, name));
+    if (exists) H5TRY(H5Adelete(obj, name));
+    H5TRY(space = H5Screate(H5S_SCALAR));
+    H5TRY(attr = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT));
+    H5TRY(H5Awrite(attr, mtype, value));
+    H5TRY(H5Aclose(attr));
+    H5TRY(H5Sclose(space));
+    return 0;
+fail:
+    close_id(&attr, H5Aclose);
+    close_id(&space, H5Sclose);
+    return -1;
+}
+
+/* Variable-length UTF-8 string: any length (the config is KBs), read by h5py as str. */
+static int attr_put_string(hid_t obj, const char *name, const char *value, char *err,
+                           size_t errlen)
+{
+    hid_t type = H5I_INVALID_HID;
+    H5TRY(type = H5Tcopy(H5T_C_S1));
+    H5TRY(H5Tset_size(type, H5T_VARIABLE));
+    H5TRY(H5Tset_cset(type, H5T_CSET_UTF8));
+    const char *v = value ? value : "";
+    if (attr_put(obj, name, type, type, &v, err, errlen) != 0) goto fail;
+    H5TRY(H5Tclose(type));
+    return 0;
+fail:
+    close_id(&type, H5Tclose);
+    return -1;
+}
+
+static int attr_put_i64(hid_t obj, const char *name, int64_t value, char *err, size_t errlen)
+{
+    return attr_put(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, err, errlen);
+}
+
+/* ---- tables ---- */
+
+static hid_t string_type(size_t width, char *err, size_t errlen)
+{
+    hid_t t = H5I_INVALID_HID;
+    H5TRY(t = H5Tcopy(H5T_C_S1));
+    H5TRY(H5Tset_size(t, width));
+    H5TRY(H5Tset_strpad(t, H5T_STR_NULLTERM));
+    return t;
+fail:
+    close_id(&t, H5Tclose);
+    return H5I_INVALID_HID;
+}
+
+/* The memory type (native, at struct offsets) or the file type (packed, little-endian). */
+static hid_t compound_type(const struct table_def *d, bool in_file, char *err, size_t errlen)
+{
+    hid_t t = H5I_INVALID_HID, s = H5I_INVALID_HID;
+    size_t packed = 0;
+    for (int i = 0; i < d->ncols; i++) packed += d->cols[i].size;
+    H5TRY(t = H5Tcreate(H5T_COMPOUND, in_file ? packed : d->rowsize));
+    size_t off = 0;
+    for (int i = 0; i < d->ncols; i++) {
+        const struct col *c = &d->cols[i];
+        hid_t member;
+        switch (c->kind) {
+        case COL_I32:
+            assert(c->size == 4);
+            member = in_file ? H5T_STD_I32LE : H5T_NATIVE_INT32;
+            break;
+        case COL_I64:
+            assert(c->size == 8);
+            member = in_file ? H5T_STD_I64LE : H5T_NATIVE_INT64;
+            break;
+        case COL_F64:
+            assert(c->size == 8);
+            member = in_file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE;
+            break;
+        default:
+            if ((s = string_type(c->size, err, errlen)) < 0) goto fail;
+            member = s;
+            break;
+        }
+        H5TRY(H5Tinsert(t, c->name, in_file ? off : c->offset, member));
+        close_id(&s, H5Tclose);
+        off += c->size;
+    }
+    return t;
+fail:
+    close_id(&s, H5Tclose);
+    close_id(&t, H5Tclose);
+    return H5I_INVALID_HID;
+}
+
+static int table_create(hid_t file, struct table *t, const struct table_def *d, char *err,
+                        size_t errlen)
+{
+    hid_t ftype = H5I_INVALID_HID, space = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
+    hsize_t dims = 0, maxdims = H5S_UNLIMITED, chunk = d->chunk;
+    t->def = d;
+    if ((t->mtype = compound_type(d, false, err, errlen)) < 0) goto fail;
+    if ((ftype = compound_type(d, true, err, errlen)) < 0) goto fail;
+    H5TRY(space = H5Screate_simple(1, &dims, &maxdims));
+    H5TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE));
+    H5TRY(H5Pset_chunk(dcpl, 1, &chunk));
+    H5TRY(t->dset = H5Dcreate2(file, d->name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    if (attr_put_string(t->dset, "description", d->description, err, errlen) != 0) goto fail;
+    for (int i = 0; i < d->ncols; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "units.%s", d->cols[i].name);
+        if (attr_put_string(t->dset, name, d->cols[i].units, err, errlen) != 0) goto fail;
+    }
+    if (d->extra_name && attr_put_string(t->dset, d->extra_name, d->extra_value, err, errlen))
+        goto fail;
+    H5TRY(H5Pclose(dcpl));
+    H5TRY(H5Sclose(space));
+    H5TRY(H5Tclose(ftype));
+    return 0;
+fail:
+    close_id(&dcpl, H5Pclose);
+    close_id(&space, H5Sclose);
+    close_id(&ftype, H5Tclose);
+    return -1; /* t->dset and t->mtype are closed by the caller */
+}
+
+/* Appends the buffered rows to the dataset; the buffer is kept if the write fails. */
+static int table_write(struct table *t, char *err, size_t errlen)
+{
+    hid_t fspace = H5I_INVALID_HID, mspace = H5I_INVALID_HID;
+    if (t->nbuf == 0) return 0;
+    hsize_t start = t->written, count = t->nbuf, total = t->written + t->nbuf;
+    H5TRY(H5Dset_extent(t->dset, &total));
+    H5TRY(fspace = H5Dget_space(t->dset));
+    H5TRY(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, NULL, &count, NULL));
+    H5TRY(mspace = H5Screate_simple(1, &count, NULL));
+    H5TRY(H5Dwrite(t->dset, t->mtype, mspace, fspace, H5P_DEFAULT, t->buf));
+    H5TRY(H5Sclose(mspace));
+    H5TRY(H5Sclose(fspace));
+    t->written = total;
+    t->nbuf = 0;
+    return 0;
+fail:
+    close_id(&mspace, H5Sclose);
+    close_id(&fspace, H5Sclose);
+    return -1;
+}
+
+/*
+ * Copies a row field by field into a zeroed slot (padding never holds the caller's stack
+ * bytes) and NUL-terminates strings. Only memory: cannot fail.
+ */
+static void table_append(struct table *t, const void *row)
+{
+    const struct table_def *d = t->def;
+    xgrow_at((void **)&t->buf, &t->cap, t->nbuf + 1, d->rowsize, __FILE__, __LINE__);
+    unsigned char *dst = t->buf + t->nbuf * d->rowsize;
+    const unsigned char *src = row;
+    memset(dst, 0, d->rowsize);
+    for (int i = 0; i < d->ncols; i++) {
+        const struct col *c = &d->cols[i];
+        if (c->kind == COL_STR) {
+            size_t n = strnlen((const char *)src + c->offset, c->size - 1);
+            memcpy(dst + c->offset, src + c->offset, n);
+        } else {
+            memcpy(dst + c->offset, src + c->offset, c->size);
+        }
+    }
+    t->nbuf++;
+}
+
+static void table_close(struct table *t)
+{
+    close_id(&t->dset, H5Dclose);
+    close_id(&t->mtype, H5Tclose);
+    free(t->buf);
+    t->buf = NULL;
+    t->nbuf = t->cap = 0;
+}
+
+/* ---- the file ---- */
+
+/* Explains why path cannot be created, before HDF5 gives a less direct message. */
+static int check_creatable(const char *path, char *err, size_t errlen)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, sizeof dir, ".");
+    } else if (slash == path) {
+        snprintf(dir, sizeof dir, "/");
+    } else {
+        if ((size_t)(slash - path) >= sizeof dir) {
+            set_error(err, errlen, "cannot create metrics file %s: path too long", path);
+            return -1;
+        }
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            set_error(err, errlen,
+                      "cannot create metrics file %s: directory %s does not exist "
+                      "(create it, or choose another output path)", path, dir);
+        else
+            set_error(err, errlen, "cannot create metrics file %s: directory %s: %s", path, dir,
+                      strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        set_error(err, errlen, "cannot create metrics file %s: %s is not a directory", path, dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        set_error(err, errlen,
+                  "cannot create metrics file %s: permission denied in directory %s (%s)", path,
+                  dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(path, &st) == 0) {
+        set_error(err, errlen,
+                  "cannot create metrics file %s: file exists (metrics files are never "
+                  "overwritten; remove it or choose another run name)", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void iso8601_utc(char *buf, size_t n)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!gmtime_r(&now, &tm) || strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(buf, n, "unknown");
+}
+
+static void metrics_free(struct metrics *m)
+{
+    for (int i = 0; i < T_COUNT; i++) table_close(&m->tab[i]);
+    close_id(&m->file, H5Fclose);
+    free(m->path);
+    free(m);
+}
+
+struct metrics *metrics_open(const char *path, const char *config_text, int world_size,
+                             const char *device_type, char *err, size_t errlen)
+{
+    if (!path || !*path) {
+        set_error(err, errlen, "metrics_open: empty output path");
+        return NULL;
+    }
+    if (check_creatable(path, err, errlen) != 0) return NULL;
+
+    struct h5quiet q;
+    quiet_begin(&q);
+    struct metrics *m = xcalloc(1, sizeof *m);
+    m->path = xstrdup(path);
+    m->file = H5I_INVALID_HID;
+    for (int i = 0; i < T_COUNT; i++) {
+        m->tab[i].dset = H5I_INVALID_HID;
+        m->tab[i].mtype = H5I_INVALID_HID;
+    }
+    /* EXCL: never truncate, even if the file appeared after check_creatable(). */
+    H5TRY(m->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
+
+    char created[32];
+    iso8601_utc(created, sizeof created);
+    if (attr_put_i64(m->file, "schema_version", METRICS_SCHEMA_VERSION, err, errlen) ||
+        attr_put_string(m->file, "config", config_text, err, errlen) ||
+        attr_put_string(m->file, "libra_version", PACKAGE_VERSION, err, errlen) ||
+        attr_put_i64(m->file, "world_size", world_size, err, errlen) ||
+        attr_put_string(m->file, "device_type", device_type ? device_type : "unknown", err,
+                        errlen) ||
+        attr_put_string(m->file, "status", "running", err, errlen) ||
+        attr_put_string(m->file, "created", created, err, errlen))
+        goto fail;
+    for (int i = 0; i < T_COUNT; i++)
+        if (table_create(m->file, &m->tab[i], &table_defs[i], err, errlen) != 0) goto fail;
+    H5TRY(H5Fflush(m->file, H5F_SCOPE_GLOBAL));
+    quiet_end(&q);
+    return m;
+fail:;
+    /* A half-made file would block the retry ("exists"): remove what we created. */
+    bool created_file = m->file >= 0;
+    metrics_free(m);
+    if (created_file) unlink(path);
+    H5Eclear2(H5E_DEFAULT);
+    quiet_end(&q);
+    return NULL;
+}
+
+/* Logs the error of a call other than metrics_open (STYLE 6: the driver decides). */
+static int fail_logged(struct metrics *m, const char *what)
+{
+    LOG_E("metrics file %s: %s: %s", m->path, what, m->err);
+    return -1;
+}
+
+static int append(struct metrics *m, int table, const void *row)
+{
+    if (!m || !row) return -1;
+    table_append(&m->tab[table], row);
+    return 0;
+}
+
+int metrics_step(struct metrics *m, const struct metrics_step_row *row)
+{
+    return append(m, T_STEPS, row);
+}
+
+int metrics_traj(struct metrics *m, const struct metrics_traj_row *row)
+{
+    return append(m, T_TRAJ, row);
+}
+
+int metrics_plan(struct metrics *m, const struct metrics_plan_row *row)
+{
+    return append(m, T_PLANS, row);
+}
+
+int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,
+                  const char *detail)
+{
+    struct event_row e;
+    memset(&e, 0, sizeof e);
+    e.wall_s = wall_s;
+    e.step = step;
+    snprintf(e.kind, sizeof e.kind, "%s", kind ? kind : "");
+    snprintf(e.detail, sizeof e.detail, "%s", detail ? detail : "");
+    return append(m, T_EVENTS, &e);
+}
+
+enum attr_kind { A_F64, A_I64, A_STR };
+
+static int attr_root(struct metrics *m, const char *name, enum attr_kind kind, double d,
+                     int64_t i, const char *s)
+{
+    if (!m || !name) return -1;
+    char *err = m->err;
+    size_t errlen = sizeof m->err;
+    struct h5quiet q;
+    quiet_begin(&q);
+    int rc;
+    if (kind == A_F64)
+        rc = attr_put(m->file, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &d, err, errlen);
+    else if (kind == A_I64)
+        rc = attr_put_i64(m->file, name, i, err, errlen);
+    else
+        rc = attr_put_string(m->file, name, s, err, errlen);
+    quiet_end(&q);
+    if (rc == 0) return 0;
+    char what[192];
+    snprintf(what, sizeof what, "writing root attribute '%s'", name);
+    return fail_logged(m, what);
+}
+
+int metrics_attr_double(struct metrics *m, const char *name, double value)
+{
+    return attr_root(m, name, A_F64, value, 0, NULL);
+}
+
+int metrics_attr_int(struct metrics *m, const char *name, int64_t value)
+{
+    return attr_root(m, name, A_I64, 0.0, value, NULL);
+}
+
+int metrics_attr_string(struct metrics *m, const char *name, const char *value)
+{
+    return attr_root(m, name, A_STR, 0.0, 0, value);
+}
+
+static int write_all(struct metrics *m)
+{
+    for (int i = 0; i < T_COUNT; i++)
+        if (table_write(&m->tab[i], m->err, sizeof m->err) != 0) return -1;
+    return 0;
+}
+
+int metrics_flush(struct metrics *m)
+{
+    if (!m) return -1;
+    char *err = m->err;
+    size_t errlen = sizeof m->err;
+    struct h5quiet q;
+    quiet_begin(&q);
+    if (write_all(m) != 0) goto fail;
+    H5TRY(H5Fflush(m->file, H5F_SCOPE_GLOBAL));
+    quiet_end(&q);
+    return 0;
+fail:
+    quiet_end(&q);
+    return fail_logged(m, "flushing");
+}
+
+/*
+ * Writes what is buffered, sets status and closes. If the rows cannot be written the
+ * status becomes "failed" whatever was asked, so a damaged file never reads "complete".
+ * Everything is released on every path.
+ */
+int metrics_close(struct metrics *m, const char *status)
+{
+    if (!m) return 0;
+    char *err = m->err;
+    size_t errlen = sizeof m->err;
+    const char *what = "writing buffered rows";
+    int rc = 0;
+    struct h5quiet q;
+    quiet_begin(&q);
+    if (write_all(m) != 0) {
+        rc = fail_logged(m, what);
+        status = "failed";
+    }
+    what = "setting status";
+    if (attr_put_string(m->file, "status", status ? status : "complete", err, errlen) != 0)
+        goto fail;
+    for (int i = 0; i < T_COUNT; i++) table_close(&m->tab[i]);
+    what = "closing";
+    hid_t file = m->file;
+    m->file = H5I_INVALID_HID;
+    H5TRY(H5Fclose(file));
+    metrics_free(m);
+    quiet_end(&q);
+    return rc;
+fail:
+    fail_logged(m, what);
+    metrics_free(m);
+    H5Eclear2(H5E_DEFAULT);
+    quiet_end(&q);
+    return -1;
+}
+
+const char *metrics_path(const struct metrics *m) { return m ? m->path : NULL; }

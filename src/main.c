@@ -1,0 +1,46 @@
+/* libra: agentic RL post-training as one MPI job. Thin entry point (see driver.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "libra/driver.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "libra %s: agentic RL post-training as one MPI job\n"
+            "usage:\n"
+            "  mpirun -np N libra CONFIG          run a job (rank 0 controller, N-1 workers)\n"
+            "  libra --check-config CONFIG        validate, print the resolved configuration\n"
+            "  libra --describe-workload FILE [--n N] [--seed S] [--step K]\n"
+            "                                     statistics of a workload preset\n"
+            "  libra --config-reference           every configuration key (Markdown)\n"
+            "  libra --devices                    GPUs this build can use\n"
+            "  libra --version | --help\n",
+            PACKAGE_VERSION);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *a = argv[1];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return usage(stdout), 0;
+    if (strcmp(a, "--version") == 0) return printf("libra %s\n", PACKAGE_VERSION), 0;
+    if (strcmp(a, "--check-config") == 0) {
+        if (argc != 3) return usage(stderr), 2;
+        return cmd_check_config(argv[2]);
+    }
+    if (strcmp(a, "--describe-workload") == 0) return cmd_describe_workload(argc - 2, argv + 2);
+    if (strcmp(a, "--config-reference") == 0) return cmd_config_reference();
+    if (strcmp(a, "--devices") == 0) return cmd_devices();
+    if (a[0] == '-') {
+        fprintf(stderr, "libra: unknown option '%s'\n", a);
+        usage(stderr);
+        return 2;
+    }
+    return driver_run_job(argc, argv);
+}

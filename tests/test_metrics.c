@@ -1,0 +1,968 @@
+/*
+ * Tests of the HDF5 metrics writer (src/io/metrics.c) and of tests/check_run.
+ *
+ * The writer is checked by reading its files back with the plain HDF5 API, through
+ * memory types built here from the header's structs (so a renamed column or a changed
+ * layout fails): every column of every row, the column names in order, the units and
+ * description attributes, the root attributes. A forked child that is SIGKILLed after
+ * metrics_flush() proves that a killed run leaves a readable file.
+ *
+ * check_run is exercised on one consistent synthetic run and on a series of broken ones
+ * (each must fail with the expected message). The binary is $CHECK_RUN, else
+ * $top_builddir/tests/check_run; without either that part is skipped with a notice.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "libra/metrics.h"
+
+#include "libra/log.h"
+#include "testutil.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+static const char *scratch(const char *file)
+{
+    static char dir[1024];
+    static char buf[8][1200];
+    static int next;
+    if (!dir[0]) {
+        const char *d = test_scratch_dir("metrics");
+        if (!d) {
+            fprintf(stderr, "test_metrics: cannot create a scratch directory under "
+                            "$top_builddir/tests/out (is top_builddir right?)\n");
+            exit(2);
+        }
+        snprintf(dir, sizeof dir, "%s", d);
+    }
+    char *out = buf[next++ % 8];
+    snprintf(out, sizeof buf[0], "%s/%s", dir, file);
+    unlink(out); /* a rerun in the same pid is impossible, but be explicit */
+    return out;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return xstrdup("");
+    size_t cap = 4096, n = 0;
+    char *s = xmalloc(cap);
+    size_t got;
+    while ((got = fread(s + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) s = xrealloc(s, cap *= 2);
+    }
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Row i of each table: every field a different function of i, strings included. */
+static struct metrics_step_row make_step(int i)
+{
+    struct metrics_step_row r;
+    memset(&r, 0xA5, sizeof r); /* padding garbage must not matter */
+    r.step = i + 1;
+    r.wall_s = 1.5 * i + 0.25;
+    r.step_s = 0.125 + i;
+    r.version = i + 1;
+    r.n_traj = 8 + i % 3;
+    r.tokens_gen = 1000000000LL * 5 + i; /* needs 64 bits */
+    r.tokens_tool = 77LL * i;
+    r.reward_mean = 0.5 / (i + 1);
+    r.reward_std = 0.1 * i;
+    r.staleness_mean = 0.3 * (i % 4);
+    r.staleness_max = i % 4;
+    r.rollout_busy_frac = 0.9 - 0.001 * i;
+    r.train_busy_frac = 0.4 + 0.001 * i;
+    r.n_rollout_ranks = 5 + i % 2;
+    r.n_train_ranks = 2;
+    r.n_hybrid_ranks = i % 3;
+    return r;
+}
+
+static struct metrics_traj_row make_traj(int i)
+{
+    struct metrics_traj_row r;
+    memset(&r, 0x5A, sizeof r);
+    r.traj_id = i;
+    r.prompt_id = 3000000000LL + i / 4;
+    r.group_id = i / 4;
+    r.step_consumed = i % 5 == 0 ? -1 : 1 + i / 10;
+    r.fate = i % 5 == 0 ? 1 + i % 2 : 0;
+    r.version_start = i / 10;
+    r.version_end = i / 10 + i % 2;
+    r.prompt_tokens = 100 + i % 50;
+    r.gen_tokens = 2000 + i;
+    r.tool_tokens = 300 + i % 7;
+    r.turns = 1 + i % 6;
+    r.tool_failures = i % 3;
+    r.migrations = i % 2;
+    r.reward = (i % 3) * 0.5 - 0.25;
+    r.t_start = 0.01 * i;
+    r.t_end = i % 5 == 0 ? -1.0 : 0.01 * i + 3.0;
+    return r;
+}
+
+static struct metrics_plan_row make_plan(int i)
+{
+    struct metrics_plan_row r;
+    memset(&r, 0x33, sizeof r);
+    r.epoch = i;
+    r.step = 10 * i;
+    r.wall_s = 100.0 * i;
+    r.n_train = 2 + i % 2;
+    r.n_rollout = 5 - i % 2;
+    r.n_hybrid = i % 3;
+    snprintf(r.rollout_tp, sizeof r.rollout_tp, "%d,2,1", 4 - i % 2);
+    snprintf(r.reason, sizeof r.reason, i == 0 ? "initial" : "rollout-bound %d", i);
+    r.resplit_s = 0.002 * i;
+    r.handed_back = 3 * i;
+    return r;
+}
+
+static void make_event(int i, double *wall_s, int32_t *step, char *kind, char *detail)
+{
+    *wall_s = 2.0 * i + 0.5;
+    *step = i / 2;
+    snprintf(kind, 32, "%s", i % 2 ? "resplit" : "tool_failure");
+    snprintf(detail, 256, "event %d: ranks 3->%d", i, i % 7);
+}
+
+/* Memory types built here from the header's structs, independently of the writer. */
+#define INS(t, s, f, ty) H5Tinsert(t, #f, offsetof(struct s, f), ty)
+
+static hid_t step_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_step_row));
+    INS(t, metrics_step_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, wall_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, step_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, version, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, n_traj, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, tokens_gen, H5T_NATIVE_INT64);
+    INS(t, metrics_step_row, tokens_tool, H5T_NATIVE_INT64);
+    INS(t, metrics_step_row, reward_mean, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, reward_std, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, staleness_mean, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, staleness_max, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, rollout_busy_frac, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, train_busy_frac, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, n_rollout_ranks, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, n_train_ranks, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, n_hybrid_ranks, H5T_NATIVE_INT32);
+    return t;
+}
+
+static hid_t traj_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_traj_row));
+    INS(t, metrics_traj_row, traj_id, H5T_NATIVE_INT64);
+    INS(t, metrics_traj_row, prompt_id, H5T_NATIVE_INT64);
+    INS(t, metrics_traj_row, group_id, H5T_NATIVE_INT64);
+    INS(t, metrics_traj_row, step_consumed, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, fate, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, version_start, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, version_end, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, prompt_tokens, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, gen_tokens, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, tool_tokens, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, turns, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, tool_failures, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, migrations, H5T_NATIVE_INT32);
+    INS(t, metrics_traj_row, reward, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_traj_row, t_start, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_traj_row, t_end, H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+static hid_t str_type(size_t n)
+{
+    hid_t s = H5Tcopy(H5T_C_S1);
+    H5Tset_size(s, n);
+    H5Tset_strpad(s, H5T_STR_NULLTERM);
+    return s;
+}
+
+static hid_t plan_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_plan_row));
+    hid_t tp = str_type(128), reason = str_type(64);
+    INS(t, metrics_plan_row, epoch, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, wall_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_plan_row, n_train, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, n_rollout, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, n_hybrid, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, rollout_tp, tp);
+    INS(t, metrics_plan_row, reason, reason);
+    INS(t, metrics_plan_row, resplit_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_plan_row, handed_back, H5T_NATIVE_INT32);
+    H5Tclose(tp);
+    H5Tclose(reason);
+    return t;
+}
+
+struct event_read {
+    double wall_s;
+    int32_t step;
+    char kind[32];
+    char detail[256];
+};
+
+static hid_t event_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct event_read));
+    hid_t k = str_type(32), d = str_type(256);
+    INS(t, event_read, wall_s, H5T_NATIVE_DOUBLE);
+    INS(t, event_read, step, H5T_NATIVE_INT32);
+    INS(t, event_read, kind, k);
+    INS(t, event_read, detail, d);
+    H5Tclose(k);
+    H5Tclose(d);
+    return t;
+}
+
+/* Reads a whole table (poisoned first, so an unread column shows); NULL if unreadable. */
+static void *read_table(hid_t file, const char *name, hid_t mtype, size_t rowsize, size_t *n)
+{
+    *n = 0;
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+    if (d < 0) return NULL;
+    hid_t sp = H5Dget_space(d);
+    hssize_t rows = H5Sget_simple_extent_npoints(sp);
+    void *buf = xmalloc(((size_t)rows + 1) * rowsize);
+    memset(buf, 0xEE, ((size_t)rows + 1) * rowsize);
+    if (rows > 0 && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+        free(buf);
+        buf = NULL;
+    } else {
+        *n = (size_t)rows;
+    }
+    H5Sclose(sp);
+    H5Dclose(d);
+    return buf;
+}
+
+static bool attr_string(hid_t obj, const char *name, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (H5Aexists(obj, name) <= 0) return false;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t ft = H5Aget_type(a);
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    bool ok = false;
+    H5Tset_cset(mt, H5Tget_cset(ft));
+    if (H5Tis_variable_str(ft) > 0) {
+        char *s = NULL;
+        H5Tset_size(mt, H5T_VARIABLE);
+        if (H5Aread(a, mt, &s) >= 0 && s) {
+            snprintf(out, n, "%s", s);
+            H5free_memory(s);
+            ok = true;
+        }
+    }
+    H5Tclose(mt);
+    H5Tclose(ft);
+    H5Aclose(a);
+    return ok;
+}
+
+static bool attr_num(hid_t obj, const char *name, hid_t mtype, void *out)
+{
+    if (H5Aexists(obj, name) <= 0) return false;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    bool ok = H5Aread(a, mtype, out) >= 0;
+    H5Aclose(a);
+    return ok;
+}
+
+/* The file's column names, in order, and units.<column> on the dataset. */
+static void check_columns(hid_t file, const char *table, const char *const *names,
+                          const char *const *units, int n)
+{
+    hid_t d = H5Dopen2(file, table, H5P_DEFAULT);
+    CU_ASSERT_FATAL(d >= 0);
+    hid_t t = H5Dget_type(d);
+    CU_ASSERT_EQUAL(H5Tget_nmembers(t), n);
+    for (int i = 0; i < n && i < H5Tget_nmembers(t); i++) {
+        char *m = H5Tget_member_name(t, (unsigned)i);
+        CU_ASSERT_STRING_EQUAL(m, names[i]);
+        H5free_memory(m);
+        char an[128], val[64];
+        snprintf(an, sizeof an, "units.%s", names[i]);
+        CU_ASSERT(attr_string(d, an, val, sizeof val));
+        CU_ASSERT_STRING_EQUAL(val, units[i]);
+    }
+    char desc[512];
+    CU_ASSERT(attr_string(d, "description", desc, sizeof desc));
+    CU_ASSERT(strlen(desc) > 20);
+    hid_t dcpl = H5Dget_create_plist(d);
+    CU_ASSERT_EQUAL(H5Pget_layout(dcpl), H5D_CHUNKED);
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims, maxdims;
+    H5Sget_simple_extent_dims(sp, &dims, &maxdims);
+    CU_ASSERT_EQUAL(maxdims, H5S_UNLIMITED);
+    H5Sclose(sp);
+    H5Pclose(dcpl);
+    H5Tclose(t);
+    H5Dclose(d);
+}
+
+/* ---- round trip ---- */
+
+enum { N_STEPS = 300, N_TRAJ = 9000, N_EVENTS = 40, N_PLANS = 12 };
+
+static const char *const step_names[] = {
+    "step", "wall_s", "step_s", "version", "n_traj", "tokens_gen", "tokens_tool", "reward_mean",
+    "reward_std", "staleness_mean", "staleness_max", "rollout_busy_frac", "train_busy_frac",
+    "n_rollout_ranks", "n_train_ranks", "n_hybrid_ranks"};
+static const char *const step_units[] = {
+    "1", "s", "s", "1", "trajectories", "tokens", "tokens", "1", "1", "versions", "versions",
+    "1", "1", "ranks", "ranks", "ranks"};
+static const char *const traj_names[] = {
+    "traj_id", "prompt_id", "group_id", "step_consumed", "fate", "version_start", "version_end",
+    "prompt_tokens", "gen_tokens", "tool_tokens", "turns", "tool_failures", "migrations",
+    "reward", "t_start", "t_end"};
+static const char *const traj_units[] = {
+    "1", "1", "1", "1", "1", "1", "1", "tokens", "tokens", "tokens", "turns", "tool calls",
+    "migrations", "1", "s", "s"};
+static const char *const event_names[] = {"wall_s", "step", "kind", "detail"};
+static const char *const event_units[] = {"s", "1", "text", "text"};
+static const char *const plan_names_full[] = {
+    "epoch", "step", "wall_s", "n_train", "n_rollout", "n_hybrid", "rollout_tp", "reason",
+    "resplit_s", "handed_back"};
+static const char *const plan_units[] = {"1", "1", "s", "ranks", "ranks", "ranks", "text",
+                                         "text", "s", "turns"};
+
+static void check_steps(hid_t f, size_t expect)
+{
+    hid_t mt = step_mtype();
+    size_t n;
+    struct metrics_step_row *rows = read_table(f, "steps", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_step_row e = make_step((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->wall_s, e.wall_s);
+        CU_ASSERT_EQUAL(g->step_s, e.step_s);
+        CU_ASSERT_EQUAL(g->version, e.version);
+        CU_ASSERT_EQUAL(g->n_traj, e.n_traj);
+        CU_ASSERT_EQUAL(g->tokens_gen, e.tokens_gen);
+        CU_ASSERT_EQUAL(g->tokens_tool, e.tokens_tool);
+        CU_ASSERT_EQUAL(g->reward_mean, e.reward_mean);
+        CU_ASSERT_EQUAL(g->reward_std, e.reward_std);
+        CU_ASSERT_EQUAL(g->staleness_mean, e.staleness_mean);
+        CU_ASSERT_EQUAL(g->staleness_max, e.staleness_max);
+        CU_ASSERT_EQUAL(g->rollout_busy_frac, e.rollout_busy_frac);
+        CU_ASSERT_EQUAL(g->train_busy_frac, e.train_busy_frac);
+        CU_ASSERT_EQUAL(g->n_rollout_ranks, e.n_rollout_ranks);
+        CU_ASSERT_EQUAL(g->n_train_ranks, e.n_train_ranks);
+        CU_ASSERT_EQUAL(g->n_hybrid_ranks, e.n_hybrid_ranks);
+    }
+    free(rows);
+}
+
+static void check_trajs(hid_t f, size_t expect)
+{
+    hid_t mt = traj_mtype();
+    size_t n;
+    struct metrics_traj_row *rows = read_table(f, "trajectories", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_traj_row e = make_traj((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->traj_id, e.traj_id);
+        CU_ASSERT_EQUAL(g->prompt_id, e.prompt_id);
+        CU_ASSERT_EQUAL(g->group_id, e.group_id);
+        CU_ASSERT_EQUAL(g->step_consumed, e.step_consumed);
+        CU_ASSERT_EQUAL(g->fate, e.fate);
+        CU_ASSERT_EQUAL(g->version_start, e.version_start);
+        CU_ASSERT_EQUAL(g->version_end, e.version_end);
+        CU_ASSERT_EQUAL(g->prompt_tokens, e.prompt_tokens);
+        CU_ASSERT_EQUAL(g->gen_tokens, e.gen_tokens);
+        CU_ASSERT_EQUAL(g->tool_tokens, e.tool_tokens);
+        CU_ASSERT_EQUAL(g->turns, e.turns);
+        CU_ASSERT_EQUAL(g->tool_failures, e.tool_failures);
+        CU_ASSERT_EQUAL(g->migrations, e.migrations);
+        CU_ASSERT_EQUAL(g->reward, e.reward);
+        CU_ASSERT_EQUAL(g->t_start, e.t_start);
+        CU_ASSERT_EQUAL(g->t_end, e.t_end);
+    }
+    free(rows);
+}
+
+static void check_events(hid_t f, size_t expect)
+{
+    hid_t mt = event_mtype();
+    size_t n;
+    struct event_read *rows = read_table(f, "events", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        double w;
+        int32_t s;
+        char kind[32], detail[256];
+        make_event((int)i, &w, &s, kind, detail);
+        CU_ASSERT_EQUAL(rows[i].wall_s, w);
+        CU_ASSERT_EQUAL(rows[i].step, s);
+        CU_ASSERT_STRING_EQUAL(rows[i].kind, kind);
+        CU_ASSERT_STRING_EQUAL(rows[i].detail, detail);
+    }
+    free(rows);
+}
+
+static void check_plans(hid_t f, size_t expect)
+{
+    hid_t mt = plan_mtype();
+    size_t n;
+    struct metrics_plan_row *rows = read_table(f, "plans", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_plan_row e = make_plan((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->epoch, e.epoch);
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->wall_s, e.wall_s);
+        CU_ASSERT_EQUAL(g->n_train, e.n_train);
+        CU_ASSERT_EQUAL(g->n_rollout, e.n_rollout);
+        CU_ASSERT_EQUAL(g->n_hybrid, e.n_hybrid);
+        CU_ASSERT_STRING_EQUAL(g->rollout_tp, e.rollout_tp);
+        CU_ASSERT_STRING_EQUAL(g->reason, e.reason);
+        CU_ASSERT_EQUAL(g->resplit_s, e.resplit_s);
+        CU_ASSERT_EQUAL(g->handed_back, e.handed_back);
+    }
+    free(rows);
+}
+
+/* A config text larger than the 64 KiB object-header limit for compact attributes. */
+static char *big_config(void)
+{
+    size_t n = 100000;
+    char *s = xmalloc(n + 1);
+    size_t off = 0;
+    for (int i = 0; off + 64 < n; i++)
+        off += (size_t)snprintf(s + off, n - off, "key_%d = %d; # comment line\n", i, i * 7);
+    s[off] = '\0';
+    return s;
+}
+
+static void test_round_trip(void)
+{
+    const char *path = scratch("roundtrip.h5");
+    char err[512] = "";
+    char *config = big_config();
+    struct metrics *m = metrics_open(path, config, 9, "emulated-h100", err, sizeof err);
+    CU_ASSERT_FATAL(m != NULL);
+    CU_ASSERT_STRING_EQUAL(metrics_path(m), path);
+
+    /* Half the rows, flush (a partial trajectory chunk on disk), then the rest, some of
+     * which only reach the file at close. */
+    for (int i = 0; i < N_STEPS / 2; i++) {
+        struct metrics_step_row r = make_step(i);
+        CU_ASSERT_EQUAL(metrics_step(m, &r), 0);
+    }
+    for (int i = 0; i < 1000; i++) {
+        struct metrics_traj_row r = make_traj(i);
+        CU_ASSERT_EQUAL(metrics_traj(m, &r), 0);
+    }
+    CU_ASSERT_EQUAL(metrics_flush(m), 0);
+    for (int i = N_STEPS / 2; i < N_STEPS; i++) {
+        struct metrics_step_row r = make_step(i);
+        CU_ASSERT_EQUAL(metrics_step(m, &r), 0);
+    }
+    for (int i = 1000; i < N_TRAJ; i++) {
+        struct metrics_traj_row r = make_traj(i);
+        CU_ASSERT_EQUAL(metrics_traj(m, &r), 0);
+    }
+    for (int i = 0; i < N_EVENTS; i++) {
+        double w;
+        int32_t s;
+        char kind[32], detail[256];
+        make_event(i, &w, &s, kind, detail);
+        CU_ASSERT_EQUAL(metrics_event(m, w, s, kind, detail), 0);
+    }
+    for (int i = 0; i < N_PLANS; i++) {
+        struct metrics_plan_row r = make_plan(i);
+        CU_ASSERT_EQUAL(metrics_plan(m, &r), 0);
+    }
+    CU_ASSERT_EQUAL(metrics_attr_int(m, "steps_requested", N_STEPS), 0);
+    CU_ASSERT_EQUAL(metrics_attr_double(m, "throughput", 1.25), 0);
+    CU_ASSERT_EQUAL(metrics_attr_string(m, "note", "first"), 0);
+    CU_ASSERT_EQUAL(metrics_attr_int(m, "steps_requested", 2 * N_STEPS), 0); /* overwrite */
+    CU_ASSERT_EQUAL(metrics_attr_string(m, "note", "second, longer value"), 0);
+    CU_ASSERT_EQUAL(metrics_close(m, "complete"), 0);
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    check_columns(f, "steps", step_names, step_units, 16);
+    check_columns(f, "trajectories", traj_names, traj_units, 16);
+    check_columns(f, "events", event_names, event_units, 4);
+    check_columns(f, "plans", plan_names_full, plan_units, 10);
+    check_steps(f, N_STEPS);
+    check_trajs(f, N_TRAJ);
+    check_events(f, N_EVENTS);
+    check_plans(f, N_PLANS);
+
+    hid_t d = H5Dopen2(f, "trajectories", H5P_DEFAULT);
+    hid_t dcpl = H5Dget_create_plist(d);
+    hsize_t chunk = 0;
+    H5Pget_chunk(dcpl, 1, &chunk);
+    CU_ASSERT(chunk > 0 && N_TRAJ > 2 * chunk); /* the table spans several chunks */
+    char fates[128];
+    CU_ASSERT(attr_string(d, "values.fate", fates, sizeof fates));
+    CU_ASSERT(strstr(fates, "0=trained") != NULL);
+    H5Pclose(dcpl);
+    H5Dclose(d);
+
+    char s[128];
+    int64_t v = 0;
+    double x = 0;
+    char *cfg = xcalloc(200000, 1);
+    CU_ASSERT(attr_string(f, "config", cfg, 200000));
+    CU_ASSERT_STRING_EQUAL(cfg, config);
+    free(cfg);
+    CU_ASSERT(attr_string(f, "status", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "complete");
+    CU_ASSERT(attr_string(f, "device_type", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "emulated-h100");
+    CU_ASSERT(attr_string(f, "libra_version", s, sizeof s));
+    CU_ASSERT(strlen(s) >= 5 && strchr(s, '.') != NULL);
+    CU_ASSERT(attr_string(f, "created", s, sizeof s));
+    CU_ASSERT(strlen(s) == 20 && s[4] == '-' && s[10] == 'T' && s[19] == 'Z');
+    CU_ASSERT(attr_num(f, "world_size", H5T_NATIVE_INT64, &v));
+    CU_ASSERT_EQUAL(v, 9);
+    CU_ASSERT(attr_num(f, "schema_version", H5T_NATIVE_INT64, &v));
+    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT(attr_num(f, "steps_requested", H5T_NATIVE_INT64, &v));
+    CU_ASSERT_EQUAL(v, 2 * N_STEPS);
+    CU_ASSERT(attr_num(f, "throughput", H5T_NATIVE_DOUBLE, &x));
+    CU_ASSERT_EQUAL(x, 1.25);
+    CU_ASSERT(attr_string(f, "note", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "second, longer value");
+    CU_ASSERT_EQUAL(H5Fget_obj_count(f, H5F_OBJ_ALL), 1); /* only the file: nothing leaked */
+    H5Fclose(f);
+    free(config);
+}
+
+/* Empty tables, NULL strings, over-long strings, "failed" status. */
+static void test_edge_values(void)
+{
+    const char *path = scratch("edge.h5");
+    char err[512] = "";
+    struct metrics *m = metrics_open(path, NULL, 1, NULL, err, sizeof err);
+    CU_ASSERT_FATAL(m != NULL);
+    char longtext[600];
+    memset(longtext, 'x', sizeof longtext - 1);
+    longtext[sizeof longtext - 1] = '\0';
+    CU_ASSERT_EQUAL(metrics_event(m, 1.0, 2, longtext, longtext), 0);
+    CU_ASSERT_EQUAL(metrics_event(m, 2.0, 3, NULL, NULL), 0);
+    struct metrics_plan_row p = make_plan(0);
+    memset(p.rollout_tp, '7', sizeof p.rollout_tp); /* not terminated: must be cut */
+    CU_ASSERT_EQUAL(metrics_plan(m, &p), 0);
+    CU_ASSERT_EQUAL(metrics_close(m, "failed"), 0);
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    char s[64];
+    CU_ASSERT(attr_string(f, "status", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "failed");
+    CU_ASSERT(attr_string(f, "device_type", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "unknown");
+    CU_ASSERT(attr_string(f, "config", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "");
+    size_t n;
+    hid_t mt = step_mtype();
+    void *rows = read_table(f, "steps", mt, sizeof(struct metrics_step_row), &n);
+    CU_ASSERT(rows != NULL);
+    CU_ASSERT_EQUAL(n, 0);
+    free(rows);
+    H5Tclose(mt);
+    mt = event_mtype();
+    struct event_read *ev = read_table(f, "events", mt, sizeof *ev, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(ev != NULL);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(strlen(ev[0].kind), 31);
+    CU_ASSERT_EQUAL(strlen(ev[0].detail), 255);
+    CU_ASSERT_STRING_EQUAL(ev[1].kind, "");
+    free(ev);
+    mt = plan_mtype();
+    struct metrics_plan_row *pl = read_table(f, "plans", mt, sizeof *pl, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(pl != NULL);
+    CU_ASSERT_EQUAL(strlen(pl[0].rollout_tp), 127);
+    free(pl);
+    H5Fclose(f);
+
+    CU_ASSERT_EQUAL(metrics_close(NULL, "complete"), 0);
+    CU_ASSERT_PTR_NULL(metrics_path(NULL));
+    CU_ASSERT_EQUAL(metrics_flush(NULL), -1);
+    CU_ASSERT_EQUAL(metrics_step(NULL, NULL), -1);
+}
+
+static void test_open_existing_fails(void)
+{
+    const char *path = scratch("exists.h5");
+    FILE *fp = fopen(path, "w");
+    CU_ASSERT_FATAL(fp != NULL);
+    fputs("precious", fp);
+    fclose(fp);
+    char err[512] = "";
+    struct metrics *m = metrics_open(path, "x", 1, "cpu", err, sizeof err);
+    CU_ASSERT_PTR_NULL(m);
+    metrics_close(m, "failed");
+    CU_ASSERT(strstr(err, "exists") != NULL);
+    CU_ASSERT(strstr(err, path) != NULL);
+    char *content = slurp(path);
+    CU_ASSERT_STRING_EQUAL(content, "precious"); /* never truncated */
+    free(content);
+
+    /* A metrics file from an earlier run is not overwritten either. */
+    const char *again = scratch("again.h5");
+    m = metrics_open(again, "x", 1, "cpu", err, sizeof err);
+    CU_ASSERT_FATAL(m != NULL);
+    CU_ASSERT_EQUAL(metrics_close(m, "complete"), 0);
+    err[0] = '\0';
+    CU_ASSERT_PTR_NULL(metrics_open(again, "x", 1, "cpu", err, sizeof err));
+    CU_ASSERT(strstr(err, "exists") != NULL);
+}
+
+static void test_open_missing_dir_fails(void)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/no-such-dir/run.h5", scratch(""));
+    char err[512] = "";
+    CU_ASSERT_PTR_NULL(metrics_open(path, "x", 1, "cpu", err, sizeof err));
+    CU_ASSERT(strstr(err, "does not exist") != NULL);
+    CU_ASSERT(strstr(err, "no-such-dir") != NULL);
+
+    const char *file = scratch("plainfile");
+    FILE *fp = fopen(file, "w");
+    CU_ASSERT_FATAL(fp != NULL);
+    fclose(fp);
+    snprintf(path, sizeof path, "%s/run.h5", file);
+    err[0] = '\0';
+    CU_ASSERT_PTR_NULL(metrics_open(path, "x", 1, "cpu", err, sizeof err));
+    CU_ASSERT(strstr(err, "not a directory") != NULL);
+
+    err[0] = '\0';
+    CU_ASSERT_PTR_NULL(metrics_open("", "x", 1, "cpu", err, sizeof err));
+    CU_ASSERT(err[0] != '\0');
+}
+
+/* An HDF5 failure after open is reported (logged) with the call and HDF5's reason. */
+static void test_hdf5_error_message(void)
+{
+    const char *path = scratch("h5err.h5");
+    const char *log = scratch("h5err.log");
+    char err[512] = "";
+    struct metrics *m = metrics_open(path, "x", 1, "cpu", err, sizeof err);
+    CU_ASSERT_FATAL(m != NULL);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *lf = fopen(log, "w");
+    CU_ASSERT_FATAL(lf != NULL && saved >= 0);
+    dup2(fileno(lf), 2);
+    int rc = metrics_attr_int(m, "", 1); /* HDF5 rejects an empty attribute name */
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(lf);
+    CU_ASSERT_EQUAL(rc, -1);
+    char *text = slurp(log);
+    CU_ASSERT(strstr(text, "H5A") != NULL);        /* names the call */
+    CU_ASSERT(strstr(text, "attribute name") != NULL); /* HDF5's own reason */
+    CU_ASSERT(strstr(text, path) != NULL);
+    CU_ASSERT(strstr(text, "HDF5-DIAG") == NULL);  /* HDF5's auto printing was off */
+    free(text);
+    /* The writer still works after a failed call. */
+    struct metrics_step_row r = make_step(0);
+    CU_ASSERT_EQUAL(metrics_step(m, &r), 0);
+    CU_ASSERT_EQUAL(metrics_close(m, "complete"), 0);
+    /* ...and HDF5's automatic printing is back on for other code. */
+    H5E_auto2_t fn = NULL;
+    void *data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &fn, &data);
+    CU_ASSERT(fn != NULL);
+}
+
+/* A run killed after metrics_flush(): its file opens, has the flushed rows, reads "running". */
+static void test_killed_run_readable(void)
+{
+    const char *path = scratch("killed.h5");
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        char err[512];
+        struct metrics *m = metrics_open(path, "cfg", 4, "cpu", err, sizeof err);
+        if (!m) _exit(3);
+        for (int i = 0; i < 3; i++) {
+            struct metrics_step_row r = make_step(i);
+            struct metrics_traj_row t = make_traj(i);
+            if (metrics_step(m, &r) || metrics_traj(m, &t)) _exit(4);
+        }
+        if (metrics_event(m, 1.0, 3, "resplit", "before kill") || metrics_flush(m)) _exit(5);
+        struct metrics_step_row r = make_step(3); /* buffered, never flushed: lost */
+        metrics_step(m, &r);
+        raise(SIGKILL);
+        _exit(6);
+    }
+    int status = 0;
+    CU_ASSERT_FATAL(waitpid(pid, &status, 0) == pid);
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    if (WIFEXITED(status)) fprintf(stderr, "child exited with %d\n", WEXITSTATUS(status));
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    check_steps(f, 3);
+    check_trajs(f, 3);
+    char s[64];
+    CU_ASSERT(attr_string(f, "status", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "running");
+    H5Fclose(f);
+}
+
+/* ---- check_run ---- */
+
+enum corrupt {
+    C_NONE, C_STATUS, C_NO_ATTR, C_STEPS_REQUESTED, C_STEP_GAP, C_VERSION, C_STEP_STALE,
+    C_ZERO_NTRAJ, C_LOST_TRAJ, C_DUP_TRAJ, C_BAD_FATE, C_TRAJ_STALE, C_VERSION_END,
+    C_UNTRAINED_STEP, C_PER_STEP, C_EPOCH, C_NO_RESPLIT, C_NO_MOVES, C_UNCLOSED
+};
+
+/*
+ * A consistent run: steps 1..n_steps, per_step trajectories each, staleness up to
+ * max_staleness, then buffered and in-flight leftovers; plans every 3 steps, moving
+ * ranks between train and rollout; a resplit event per plan change. c breaks one thing.
+ */
+static int fake_rows(struct metrics *m, enum corrupt c)
+{
+    const int n_steps = 12, per_step = 6, max_stale = 2, n_plans = 4;
+    int64_t id = 0;
+    for (int k = 1; k <= n_steps; k++) {
+        int smax = 0;
+        int n = per_step + (c == C_PER_STEP && k == 5 ? -1 : 0);
+        for (int j = 0; j < n; j++) {
+            struct metrics_traj_row t = make_traj((int)id);
+            t.traj_id = c == C_DUP_TRAJ && id == 7 ? 3 : id;
+            id++;
+            t.fate = c == C_BAD_FATE && k == 2 && j == 0 ? 7 : TRAJ_TRAINED;
+            t.step_consumed = k;
+            int stale = j % (max_stale + 1);
+            if (c == C_TRAJ_STALE && k == 9 && j == 1) stale = max_stale + 2;
+            t.version_start = k - 1 - stale < 0 ? 0 : k - 1 - stale;
+            t.version_end = c == C_VERSION_END && k == 4 && j == 0 ? t.version_start - 1
+                                                                     : t.version_start;
+            if (k - 1 - t.version_start > smax) smax = k - 1 - t.version_start;
+            metrics_traj(m, &t);
+        }
+        if (c == C_PER_STEP && k == 6) { /* the one missing from step 5, filed under 6 */
+            struct metrics_traj_row t = make_traj((int)id);
+            t.traj_id = id++;
+            t.fate = TRAJ_TRAINED;
+            t.step_consumed = k;
+            t.version_start = t.version_end = k - 1;
+            metrics_traj(m, &t);
+        }
+        struct metrics_step_row s = make_step(k - 1);
+        s.step = c == C_STEP_GAP && k >= 7 ? k + 1 : k;
+        s.version = c == C_VERSION && k == 10 ? k - 1 : k;
+        s.n_traj = c == C_ZERO_NTRAJ && k == 3 ? 0 : per_step;
+        s.staleness_max = c == C_STEP_STALE && k == 8 ? max_stale + 1 : smax;
+        metrics_step(m, &s);
+        if (k % 3 == 0 && k / 3 < n_plans) {
+            struct metrics_plan_row p = make_plan(k / 3);
+            p.epoch = c == C_EPOCH && k / 3 == 2 ? 5 : k / 3;
+            if (c == C_NO_MOVES) {
+                struct metrics_plan_row p0 = make_plan(0);
+                p.n_train = p0.n_train;
+                p.n_rollout = p0.n_rollout;
+                p.n_hybrid = p0.n_hybrid;
+                memcpy(p.rollout_tp, p0.rollout_tp, sizeof p.rollout_tp);
+            }
+            metrics_plan(m, &p);
+            if (c != C_NO_RESPLIT) metrics_event(m, p.wall_s, k, "resplit", "moved ranks");
+        }
+        if (k == 1) {
+            struct metrics_plan_row p = make_plan(0);
+            metrics_plan(m, &p);
+        }
+        metrics_event(m, k, k, "tool_failure", "search timed out");
+        if (metrics_flush(m) != 0) return -1;
+    }
+    for (int j = 0; j < 5; j++) { /* leftovers: buffered, in flight */
+        struct metrics_traj_row t = make_traj((int)id);
+        t.traj_id = id++;
+        t.fate = j < 3 ? TRAJ_BUFFERED : TRAJ_IN_FLIGHT;
+        t.step_consumed = c == C_UNTRAINED_STEP && j == 0 ? 4 : -1;
+        t.version_start = t.version_end = n_steps;
+        metrics_traj(m, &t);
+    }
+    metrics_attr_int(m, "steps_requested", c == C_STEPS_REQUESTED ? n_steps + 1 : n_steps);
+    if (c != C_NO_ATTR) metrics_attr_int(m, "max_staleness", max_stale);
+    metrics_attr_int(m, "n_traj_started", c == C_LOST_TRAJ ? id + 1 : id);
+    return 0;
+}
+
+/* Writes the fake run to path; C_UNCLOSED is written by a child SIGKILLed before close. */
+static int write_fake_run(const char *path, enum corrupt c)
+{
+    char err[512];
+    pid_t pid = c == C_UNCLOSED ? fork() : 0;
+    if (pid < 0) return -1;
+    if (pid > 0) {
+        int st = 0;
+        waitpid(pid, &st, 0);
+        return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : -1;
+    }
+    struct metrics *m = metrics_open(path, "fake = true;", 8, "cpu", err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "%s\n", err);
+        if (c == C_UNCLOSED) _exit(3);
+        return -1;
+    }
+    int rc = fake_rows(m, c);
+    if (c == C_UNCLOSED) {
+        if (rc == 0 && metrics_flush(m) == 0) raise(SIGKILL);
+        _exit(4);
+    }
+    if (metrics_close(m, c == C_STATUS ? "failed" : "complete") != 0) rc = -1;
+    return rc;
+}
+
+static const char *check_run_binary(void)
+{
+    static char buf[1024];
+    const char *env = getenv("CHECK_RUN");
+    if (env && *env) return env;
+    const char *top = getenv("top_builddir");
+    snprintf(buf, sizeof buf, "%s/tests/check_run", top && *top ? top : ".");
+    return access(buf, X_OK) == 0 ? buf : NULL;
+}
+
+/* Runs check_run; returns its exit code and its output in *out (caller frees). */
+static int run_check(const char *bin, const char *file, const char *args, char **out)
+{
+    const char *log = scratch("check_run.out");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s > '%s' 2>&1", bin, file, args, log);
+    int st = system(cmd);
+    *out = slurp(log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_check_run(void)
+{
+    const char *bin = check_run_binary();
+    if (!bin) {
+        printf("\n    check_run binary not found: set CHECK_RUN=/path/to/check_run (skipped) ");
+        return;
+    }
+    static const struct {
+        enum corrupt c;
+        const char *args;
+        const char *expect; /* in a FAIL line */
+    } cases[] = {
+        {C_STATUS, "", "status (\"complete\" vs failed)"},
+        {C_UNCLOSED, "", "status (\"complete\" vs running)"},
+        {C_NO_ATTR, "", "max_staleness (int) (present vs missing)"},
+        {C_STEPS_REQUESTED, "", "/steps rows == steps_requested (13 vs 12)"},
+        {C_NONE, "--min-steps 20", "--min-steps (20 vs 12)"},
+        {C_STEP_GAP, "", "row 6: step (7 vs 8)"},
+        {C_VERSION, "", "version = previous + 1 (10 vs 9)"},
+        {C_STEP_STALE, "", "staleness_max <= max_staleness (<= 2 vs 3)"},
+        {C_ZERO_NTRAJ, "", "n_traj > 0 (> 0 vs 0)"},
+        {C_LOST_TRAJ, "", "(lost) (present vs missing)"},
+        {C_DUP_TRAJ, "", "traj_id 3 unique (occurrences) (1 vs 2)"},
+        {C_BAD_FATE, "", "fate (0, 1 or 2 vs 7)"},
+        {C_TRAJ_STALE, "", "version_start (<= 2 vs 4)"},
+        {C_VERSION_END, "", "version_end >= version_start"},
+        {C_UNTRAINED_STEP, "", "step_consumed (-1 vs 4)"},
+        {C_PER_STEP, "", "step_consumed == 5 == /steps n_traj (6 vs 5)"},
+        {C_EPOCH, "", "/plans row 2: epoch (2 vs 5)"},
+        {C_NONE, "--min-plans 9", "--min-plans (9 vs 4)"},
+        {C_NO_RESPLIT, "", "\"resplit\" row"},
+        {C_NO_MOVES, "--expect-moves", "--expect-moves"},
+    };
+    char *out = NULL;
+    const char *good = scratch("good.h5");
+    CU_ASSERT_FATAL(write_fake_run(good, C_NONE) == 0);
+    CU_ASSERT_EQUAL(run_check(bin, good, "--min-steps 12 --min-plans 4 --expect-moves", &out), 0);
+    CU_ASSERT(strstr(out, "check_run: OK: ") != NULL);
+    CU_ASSERT(strstr(out, "FAIL") == NULL);
+    if (!strstr(out, "check_run: OK: ")) printf("\n%s", out);
+    free(out);
+    /* The moveless run is fine without --expect-moves. */
+    const char *still = scratch("still.h5");
+    CU_ASSERT_FATAL(write_fake_run(still, C_NO_MOVES) == 0);
+    CU_ASSERT_EQUAL(run_check(bin, still, "", &out), 0);
+    free(out);
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "bad%zu.h5", i);
+        const char *bad = scratch(name);
+        CU_ASSERT_FATAL(write_fake_run(bad, cases[i].c) == 0);
+        int rc = run_check(bin, bad, cases[i].args, &out);
+        bool ok = rc == 1 && strstr(out, "check_run: FAIL: ") && strstr(out, cases[i].expect) &&
+                  !strstr(out, "check_run: OK");
+        CU_ASSERT(ok);
+        if (!ok) printf("\n  case %zu (expect '%s', rc %d):\n%s", i, cases[i].expect, rc, out);
+        free(out);
+    }
+    /* Not an HDF5 file, missing file, bad usage. */
+    const char *junk = scratch("junk.h5");
+    FILE *fp = fopen(junk, "w");
+    CU_ASSERT_FATAL(fp != NULL);
+    fputs("not hdf5", fp);
+    fclose(fp);
+    CU_ASSERT_EQUAL(run_check(bin, junk, "", &out), 1);
+    CU_ASSERT(strstr(out, "not an HDF5 file") != NULL);
+    free(out);
+    CU_ASSERT_EQUAL(run_check(bin, scratch("missing.h5"), "", &out), 1);
+    CU_ASSERT(strstr(out, "No such file") != NULL);
+    free(out);
+    CU_ASSERT_EQUAL(run_check(bin, good, "--min-steps x", &out), 2);
+    CU_ASSERT(strstr(out, "usage") != NULL);
+    free(out);
+}
+
+int main(void)
+{
+    static const struct test_case writer[] = {
+        {"round trip: every column of every table, attributes", test_round_trip},
+        {"edge values: empty table, long/NULL strings, failed", test_edge_values},
+        {"open refuses an existing file (exists)", test_open_existing_fails},
+        {"open in a missing directory fails clearly", test_open_missing_dir_fails},
+        {"HDF5 errors name the call and the reason", test_hdf5_error_message},
+        {"a run killed after flush leaves a readable file", test_killed_run_readable},
+        {NULL, NULL},
+    };
+    static const struct test_case checker[] = {
+        {"check_run accepts a good run, rejects broken ones", test_check_run},
+        {NULL, NULL},
+    };
+    static const struct test_suite suites[] = {
+        {"metrics writer", writer},
+        {"check_run", checker},
+        {NULL, NULL},
+    };
+    return test_main(suites);
+}

@@ -1,0 +1,272 @@
+/* Plans, communicator colors, the scripted planner, the scheduler and the staleness
+ * rule of the trajectory book. */
+#include <math.h>
+#include <mpi.h>
+#include <string.h>
+
+#include "libra/plan.h"
+#include "libra/planner.h"
+#include "libra/sched.h"
+#include "libra/traj_table.h"
+#include "testutil.h"
+
+static struct plan_spec spec(int n_train, int n_hybrid, int n_tp, const int *tp)
+{
+    struct plan_spec s = {.n_train = n_train, .n_hybrid = n_hybrid, .n_tp = n_tp};
+    memcpy(s.rollout_tp, tp, (size_t)n_tp * sizeof(int));
+    return s;
+}
+
+static void test_build_placement(void)
+{
+    int tp[] = {1, 4, 2, 1};
+    struct plan_spec s = spec(3, 1, 4, tp);
+    struct plan p;
+    char err[256];
+    plan_init(&p, 13);
+    CU_ASSERT_EQUAL_FATAL(plan_build(&s, 13, 2, 10, "test", &p, err, sizeof err), 0);
+    /* instances largest TP first, consecutive, aligned to their TP */
+    CU_ASSERT_EQUAL(p.n_instances, 4);
+    int want_tp[] = {4, 2, 1, 1}, want_leader[] = {1, 5, 7, 8};
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(p.inst[i].tp, want_tp[i]);
+        CU_ASSERT_EQUAL(p.inst[i].leader, want_leader[i]);
+        CU_ASSERT_EQUAL((p.inst[i].leader - 1) % p.inst[i].tp, 0);
+    }
+    CU_ASSERT_EQUAL(p.n_rollout_ranks, 8);
+    CU_ASSERT_EQUAL(p.ranks[0].role, ROLE_CONTROLLER);
+    CU_ASSERT_EQUAL(p.ranks[6].role, ROLE_ROLLOUT);
+    CU_ASSERT_EQUAL(p.ranks[6].instance, 1);
+    CU_ASSERT_EQUAL(p.ranks[6].index, 1);
+    CU_ASSERT_EQUAL(p.ranks[9].role, ROLE_HYBRID);
+    for (int r = 10; r <= 12; r++) {
+        CU_ASSERT_EQUAL(p.ranks[r].role, ROLE_TRAIN);
+        CU_ASSERT_EQUAL(p.ranks[r].index, r - 10);
+    }
+    CU_ASSERT_EQUAL(plan_train_root(&p), 10);
+    CU_ASSERT_EQUAL(p.n_idle, 0);
+    char buf[64];
+    plan_format_tp(&p, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "4,2,1,1");
+    plan_free(&p);
+}
+
+static void test_build_idle_and_too_big(void)
+{
+    int tp[] = {2};
+    struct plan_spec s = spec(1, 0, 1, tp);
+    struct plan p;
+    char err[256];
+    plan_init(&p, 6);
+    CU_ASSERT_EQUAL(plan_build(&s, 6, 0, 0, "", &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p.n_idle, 2);
+    CU_ASSERT_EQUAL(p.ranks[4].role, ROLE_IDLE);
+    CU_ASSERT_EQUAL(p.ranks[5].role, ROLE_IDLE);
+    CU_ASSERT_EQUAL(plan_build(&s, 3, 0, 0, "", &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs 3 workers but the job has 2"));
+    plan_free(&p);
+}
+
+static void test_colors(void)
+{
+    int tp[] = {2, 1};
+    struct plan_spec s = spec(2, 1, 2, tp);
+    struct plan p;
+    char err[256];
+    plan_init(&p, 7);
+    CU_ASSERT_EQUAL_FATAL(plan_build(&s, 7, 0, 0, "", &p, err, sizeof err), 0);
+    /* ranks: 1,2 tp2 | 3 tp1 | 4 hybrid | 5,6 train (root 5) */
+    struct plan_colors c;
+    plan_colors(&p, 0, &c);
+    CU_ASSERT_EQUAL(c.role, MPI_UNDEFINED);
+    CU_ASSERT_EQUAL(c.sync, MPI_UNDEFINED);
+    CU_ASSERT_EQUAL(c.hybrid_lane, MPI_UNDEFINED);
+    plan_colors(&p, 2, &c);
+    CU_ASSERT_EQUAL(c.role, ROLE_ROLLOUT);
+    CU_ASSERT_EQUAL(c.instance, 0);
+    CU_ASSERT_EQUAL(c.sync, 0);
+    CU_ASSERT_EQUAL(c.hybrid_lane, MPI_UNDEFINED);
+    plan_colors(&p, 3, &c);
+    CU_ASSERT_EQUAL(c.instance, 1);
+    plan_colors(&p, 4, &c);
+    CU_ASSERT_EQUAL(c.role, ROLE_HYBRID);
+    CU_ASSERT_EQUAL(c.instance, MPI_UNDEFINED);
+    CU_ASSERT_EQUAL(c.sync, MPI_UNDEFINED);
+    CU_ASSERT_EQUAL(c.hybrid_lane, 0);
+    plan_colors(&p, 5, &c); /* training root: in sync and hybrid lane, first */
+    CU_ASSERT_EQUAL(c.role, ROLE_TRAIN);
+    CU_ASSERT_EQUAL(c.sync, 0);
+    CU_ASSERT_EQUAL(c.hybrid_lane, 0);
+    CU_ASSERT_EQUAL(c.key, 0);
+    plan_colors(&p, 6, &c);
+    CU_ASSERT_EQUAL(c.sync, MPI_UNDEFINED);
+    CU_ASSERT_EQUAL(c.hybrid_lane, MPI_UNDEFINED);
+    CU_ASSERT_EQUAL(c.key, 6);
+    plan_free(&p);
+}
+
+static void test_pack_roundtrip_and_survival(void)
+{
+    int tp1[] = {2, 1, 1}, tp2[] = {2, 2};
+    struct plan_spec s1 = spec(2, 0, 3, tp1), s2 = spec(2, 0, 2, tp2);
+    struct plan a, b, c;
+    char err[256];
+    plan_init(&a, 7);
+    plan_init(&b, 7);
+    plan_init(&c, 1);
+    CU_ASSERT_EQUAL_FATAL(plan_build(&s1, 7, 3, 9, "schedule[1]", &a, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(plan_build(&s2, 7, 4, 12, "x", &b, err, sizeof err), 0);
+    size_t n = plan_packed_size(&a);
+    char buf[4096];
+    plan_pack(&a, buf);
+    CU_ASSERT_EQUAL_FATAL(plan_unpack(buf, n, &c), 0);
+    CU_ASSERT_EQUAL(c.world, 7);
+    CU_ASSERT_EQUAL(c.epoch, 3);
+    CU_ASSERT_EQUAL(c.step, 9);
+    CU_ASSERT_STRING_EQUAL(c.reason, "schedule[1]");
+    CU_ASSERT_EQUAL(memcmp(c.ranks, a.ranks, 7 * sizeof *a.ranks), 0);
+    CU_ASSERT_EQUAL(memcmp(c.inst, a.inst, 3 * sizeof *a.inst), 0);
+    CU_ASSERT_EQUAL(plan_unpack(buf, n - 1, &c), -1);
+    CU_ASSERT_EQUAL(plan_unpack(buf, n + 4, &c), -1);
+    /* a: [1,2]=tp2 3=tp1 4=tp1; b: [1,2]=tp2 [3,4]=tp2 */
+    CU_ASSERT_EQUAL(plan_instance_survives(&a, &b, 1), 1);
+    CU_ASSERT_EQUAL(plan_instance_survives(&a, &b, 3), 0);
+    CU_ASSERT_EQUAL(plan_instance_survives(&a, &b, 4), 0);
+    CU_ASSERT_EQUAL(plan_instance_survives(&a, &b, 5), 0); /* training rank */
+    plan_free(&a);
+    plan_free(&b);
+    plan_free(&c);
+}
+
+static void test_planner_schedule_cycles(void)
+{
+    struct plan_config pc;
+    memset(&pc, 0, sizeof pc);
+    strcpy(pc.mode, "schedule");
+    pc.interval = 2;
+    pc.n_schedule = 2;
+    int t1[] = {1, 1}, t2[] = {2};
+    pc.schedule[0] = spec(2, 0, 2, t1);
+    pc.schedule[1] = spec(1, 1, 1, t2);
+    struct planner pl;
+    planner_init(&pl, &pc, 5);
+    struct plan p;
+    char err[256];
+    plan_init(&p, 5);
+    for (int e = 0; e < 5; e++) {
+        CU_ASSERT_EQUAL_FATAL(planner_next(&pl, e, 2 * e, &p, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(p.epoch, e);
+        CU_ASSERT_EQUAL(p.n_train, e % 2 ? 1 : 2);
+        CU_ASSERT_EQUAL(p.n_hybrid, e % 2 ? 1 : 0);
+        CU_ASSERT_STRING_EQUAL(p.reason, e % 2 ? "schedule[1]" : "schedule[0]");
+    }
+    plan_free(&p);
+}
+
+static void test_sched_least_loaded(void)
+{
+    struct sched s;
+    struct sched_config sc = {"least_loaded"};
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(sched_init(&s, &sc, err, sizeof err), 0);
+    struct sched_instance in[3] = {{1, 1, 1000, 500, 1}, {2, 4, 8000, 2000, 1}, {6, 1, 1000, 100, 1}};
+    struct sched_turn t = {7, 0, 100, 100, -1, 0};
+    /* normalised loads 0.5, 0.25, 0.1 */
+    CU_ASSERT_EQUAL(sched_route(&s, &t, in, 3), 2);
+    /* sticky: previous instance within the margin keeps the trajectory */
+    in[2].load = 300; /* 0.3 vs 0.25 */
+    t.prev = 2;
+    CU_ASSERT_EQUAL(sched_route(&s, &t, in, 3), 2);
+    /* beyond the margin it migrates */
+    in[2].load = 400; /* 0.4 */
+    CU_ASSERT_EQUAL(sched_route(&s, &t, in, 3), 1);
+    CU_ASSERT_EQUAL(s.migrated, 1);
+    /* ties rotate */
+    struct sched_instance eq[4] = {{1, 1, 10, 0, 0}, {2, 1, 10, 0, 0}, {3, 1, 10, 0, 0}, {4, 1, 10, 0, 0}};
+    t.prev = -1;
+    int seen[4] = {0};
+    for (int k = 0; k < 4; k++) seen[sched_route(&s, &t, eq, 4)]++;
+    for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(seen[k], 1);
+    struct sched_config bad = {"fifo"};
+    CU_ASSERT_EQUAL(sched_init(&s, &bad, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "least_loaded"));
+}
+
+/* Runs a trajectory to completion with the given first-token version. */
+static void finish(struct traj_table *tt, int64_t id, int version)
+{
+    tt->t[id].version_start = version;
+    tt_finish(tt, id, 1.0);
+}
+
+static void test_staleness_rule(void)
+{
+    struct traj_table tt;
+    tt_init(&tt, 2);
+    int64_t q;
+    for (int g = 0; g < 3; g++) tt_launch_group(&tt, g, 10, 0, 0.0);
+    while (tt_queue_pop(&tt, &q)) {}
+    int64_t out[2];
+    /* group 0 (v0) incomplete, groups 1, 2 complete with v1 */
+    finish(&tt, 0, 0);
+    finish(&tt, 2, 1), finish(&tt, 3, 1);
+    finish(&tt, 4, 1), finish(&tt, 5, 1);
+    /* training at v1 with S=1: group 0 (v0) would be too stale at v2, must go now,
+     * but it is incomplete: no batch */
+    CU_ASSERT_EQUAL(tt_select_batch(&tt, 1, 1, 1, 0, out), 0);
+    /* with a looser bound nothing is must-go and the complete groups form a batch */
+    CU_ASSERT_EQUAL(tt_select_batch(&tt, 2, 1, 2, 0, out), 2);
+    finish(&tt, 1, 0);
+    CU_ASSERT_EQUAL(tt_select_batch(&tt, 2, 1, 1, 0, out), 2);
+    CU_ASSERT_EQUAL(out[0], 0); /* oldest first */
+    tt_mark_trained(&tt, out, 2, 2);
+    CU_ASSERT_EQUAL(tt.t[0].state, TS_TRAINED);
+    CU_ASSERT_EQUAL(tt.t[0].step_consumed, 2);
+    CU_ASSERT_EQUAL(tt.n_buffered, 1);
+    /* unstarted trajectories count at the floor version */
+    tt_launch_group(&tt, 9, 10, 0, 0.0);
+    CU_ASSERT_EQUAL(tt_group_version_start(&tt, &tt.g[3], 4), 4);
+    /* must-go includes an unstarted group when the floor is old enough */
+    CU_ASSERT_EQUAL(tt_select_batch(&tt, 1, 5, 1, 4, out), 0);
+    tt_free(&tt);
+}
+
+static void test_queue_order(void)
+{
+    struct traj_table tt;
+    tt_init(&tt, 1);
+    for (int g = 0; g < 300; g++) tt_launch_group(&tt, g, 10, 0, 0.0);
+    int64_t id;
+    for (int i = 0; i < 300; i++) {
+        CU_ASSERT_EQUAL(tt_queue_pop(&tt, &id), 1);
+        CU_ASSERT_EQUAL(id, i);
+    }
+    tt_queue_push(&tt, 5);
+    tt_queue_push_front(&tt, 7);
+    CU_ASSERT_EQUAL(tt_queue_pop(&tt, &id), 1);
+    CU_ASSERT_EQUAL(id, 7);
+    CU_ASSERT_EQUAL(tt_queue_pop(&tt, &id), 1);
+    CU_ASSERT_EQUAL(id, 5);
+    CU_ASSERT_EQUAL(tt_queue_pop(&tt, &id), 0);
+    tt_free(&tt);
+}
+
+int main(void)
+{
+    static const struct test_case plan_cases[] = {
+        {"placement: largest TP first, aligned, roles", test_build_placement},
+        {"idle ranks and a plan too big for the job", test_build_idle_and_too_big},
+        {"plan -> communicator colors", test_colors},
+        {"wire round trip, instance survival", test_pack_roundtrip_and_survival},
+        {"scripted planner cycles the schedule", test_planner_schedule_cycles},
+        {NULL, NULL}};
+    static const struct test_case sched_cases[] = {
+        {"least loaded: normalised, sticky, rotating", test_sched_least_loaded}, {NULL, NULL}};
+    static const struct test_case tt_cases[] = {
+        {"staleness bound: must-go groups, oldest first", test_staleness_rule},
+        {"dispatch queue order", test_queue_order},
+        {NULL, NULL}};
+    static const struct test_suite suites[] = {
+        {"plan", plan_cases}, {"sched", sched_cases}, {"traj_table", tt_cases}, {NULL, NULL}};
+    return test_main(suites);
+}

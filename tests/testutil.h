@@ -1,0 +1,31 @@
+/*
+ * Shared CUnit driver: every suite is a table of {name, function}; test_main runs the
+ * tables in basic mode (verbose), prints CUnit's run summary and returns non-zero if
+ * any assertion failed. Tests find fixtures through test_path().
+ */
+#ifndef LIBRA_TESTUTIL_H
+#define LIBRA_TESTUTIL_H
+
+#include <CUnit/CUnit.h>
+
+struct test_case {
+    const char *name;
+    void (*fn)(void);
+};
+
+struct test_suite {
+    const char *name;
+    const struct test_case *cases; /* terminated by {NULL, NULL} */
+};
+
+/* Runs the suites (terminated by {NULL, NULL}); returns the process exit code. */
+int test_main(const struct test_suite *suites);
+/* $top_srcdir/rel (top_srcdir from the environment, else the configure-time path). */
+const char *test_path(const char *rel);
+/* A fresh scratch directory under the build tree (tests/out/<name>-<pid>). */
+const char *test_scratch_dir(const char *name);
+
+#define CU_ASSERT_CLOSE(a, b, rel)                                                     \
+    CU_ASSERT(fabs((double)(a) - (double)(b)) <= (rel) * fmax(1.0, fabs((double)(b))))
+
+#endif
