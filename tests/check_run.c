@@ -2,7 +2,7 @@
  * check_run: asserts that a finished run's metrics file (docs/metrics.md) is
  * self-consistent; used by the multi-rank integration tests.
  *
- *   check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves]
+ *   check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] [--expect-handback]
  *
  * Every property is one small function; each failed check prints
  *   check_run: FAIL: <what> (<expected> vs <found>)
@@ -87,7 +87,7 @@ struct run {
 
     bool has_plans;
     size_t nplans;
-    int64_t *epoch, *n_train, *n_rollout, *n_hybrid;
+    int64_t *epoch, *n_train, *n_rollout, *n_hybrid, *handed_back;
     char *rollout_tp; /* (nplans, TP_WIDTH) */
 
     bool has_events;
@@ -99,6 +99,7 @@ struct options {
     const char *path;
     long min_steps, min_plans;
     bool expect_moves;
+    bool expect_handback;
 };
 
 /* ---- reading ---- */
@@ -279,9 +280,11 @@ static int run_load(struct run *r, const char *path)
                             &r->version_end};
     r->has_traj = read_table(r->file, "trajectories", traj_cols, traj_dst, 5, &r->ntraj);
 
-    static const char *const plan_cols[] = {"epoch", "n_train", "n_rollout", "n_hybrid"};
-    int64_t **plan_dst[] = {&r->epoch, &r->n_train, &r->n_rollout, &r->n_hybrid};
-    r->has_plans = read_table(r->file, "plans", plan_cols, plan_dst, 4, &r->nplans);
+    static const char *const plan_cols[] = {"epoch", "n_train", "n_rollout", "n_hybrid",
+                                            "handed_back"};
+    int64_t **plan_dst[] = {&r->epoch, &r->n_train, &r->n_rollout, &r->n_hybrid,
+                            &r->handed_back};
+    r->has_plans = read_table(r->file, "plans", plan_cols, plan_dst, 5, &r->nplans);
     size_t n;
     if (r->has_plans &&
         read_str(r->file, "plans", "rollout_tp", TP_WIDTH, &r->rollout_tp, &n) != 0)
@@ -295,7 +298,7 @@ static void run_free(struct run *r)
 {
     int64_t *cols[] = {r->step, r->version, r->staleness_max, r->n_traj, r->traj_id, r->fate,
                        r->step_consumed, r->version_start, r->version_end, r->epoch, r->n_train,
-                       r->n_rollout, r->n_hybrid};
+                       r->n_rollout, r->n_hybrid, r->handed_back};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) free(cols[i]);
     free(r->rollout_tp);
     free(r->kind);
@@ -546,6 +549,17 @@ static void check_moves(const struct run *r, const struct options *o)
                       "n_hybrid, rollout_tp)", ">= 1 move", "0");
 }
 
+static void check_handback(const struct run *r, const struct options *o)
+{
+    struct prop p = {"handback", 0};
+    if (!o->expect_handback || !r->has_plans) return;
+    int64_t n = 0;
+    for (size_t i = 0; i < r->nplans; i++) n += r->handed_back[i];
+    if (n == 0)
+        prop_fail(&p, "--expect-handback: in-flight turns handed back at a re-split",
+                  ">= 1 turn", "0");
+}
+
 static size_t count_kind(const struct run *r, const char *kind)
 {
     size_t n = 0;
@@ -566,7 +580,7 @@ static void check_resplit_events(const struct run *r)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves]\n");
+    fprintf(f, "usage: check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] [--expect-handback]\n");
 }
 
 static int parse_long(const char *flag, const char *s, long *out)
@@ -596,6 +610,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             if (parse_long(a, i + 1 < argc ? argv[++i] : NULL, &o->min_plans)) return -1;
         } else if (strcmp(a, "--expect-moves") == 0) {
             o->expect_moves = true;
+        } else if (strcmp(a, "--expect-handback") == 0) {
+            o->expect_handback = true;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -640,6 +656,7 @@ int main(int argc, char **argv)
     check_trained_counts(&r);
     check_plans(&r, &o);
     check_moves(&r, &o);
+    check_handback(&r, &o);
     check_resplit_events(&r);
 
     if (g_failed == 0) {

@@ -1,8 +1,11 @@
 /*
- * The communicators of one planning epoch, rebuilt from a plan with MPI_Comm_split
- * on MPI_COMM_WORLD (a collective: every rank, rank 0 included, calls
- * comms_rebuild with the same plan). A communicator a rank is not part of is
- * MPI_COMM_NULL. See plan.h for what each one is for.
+ * The communicators of one planning epoch, rebuilt from a plan. Every rank, rank 0
+ * included, calls comms_rebuild with the same plan: one MPI_Comm_split of
+ * MPI_COMM_WORLD by role (the only job-wide collective), the instance comms split
+ * from the rollout role comm, and the sync and hybrid-lane comms made with
+ * MPI_Comm_create_group by their members only -- so a re-split costs one world
+ * collective, not four. A communicator a rank is not part of is MPI_COMM_NULL. See
+ * plan.h for what each one is for.
  */
 #ifndef LIBRA_COMMS_H
 #define LIBRA_COMMS_H

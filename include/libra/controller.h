@@ -64,6 +64,8 @@ struct controller {
     struct outbox ob;
     struct wire_buf msg;       /* receive buffer */
     struct wire_buf pack;      /* packing scratch */
+    struct wire_buf *out_batch; /* (n_out_batch >= plan.n_instances) turn batch per instance */
+    int n_out_batch;
     struct traj_table tt;
 
     int step, version;         /* optimizer steps done; version == step */

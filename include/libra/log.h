@@ -26,12 +26,16 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
     __attribute__((format(printf, 4, 5)));
 _Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Bad user input (config, paths, job size): the message already says where in the
+ * input; no source location is added. Ends the job like FATAL. */
+_Noreturn void log_fatal_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define LOG_E(...) log_msg(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_W(...) log_msg(LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_I(...) log_msg(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_D(...) log_msg(LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
 #define FATAL(...) log_fatal(__FILE__, __LINE__, __VA_ARGS__)
+#define FATAL_INPUT(...) log_fatal_input(__VA_ARGS__)
 
 /* MPI: aborts the job with the MPI error string. */
 void mpi_check_fail(int rc, const char *call, const char *file, int line);

@@ -1,6 +1,10 @@
 /*
  * Every message tag and wire struct of the control plane, in one place.
  *
+ * Turns travel in batches (struct wire_batch_hdr, then count items): one message per
+ * instance per controller loop iteration, not one per turn, which is what lets rank 0
+ * sustain its dispatch rate when many ranks share few cores.
+ *
  * Messages are fixed headers followed by variable arrays, sent as MPI_BYTE between
  * ranks of one job (one architecture, one compiler: the layouts below have no
  * implicit padding and are checked by static asserts). They carry token ids and
@@ -8,9 +12,10 @@
  * (n_tokens = 0): the tokens themselves are synthetic and never materialised.
  *
  * Who sends what:
- *   rank 0 -> rollout leader   TAG_TURN_REQ       one turn of one trajectory
- *   rollout leader -> rank 0   TAG_TURN_RESULT    the turn's tokens and tool return
- *   rollout leader -> rank 0   TAG_HANDBACK       in-flight turns of a dissolved instance
+ *   rank 0 -> rollout leader   TAG_TURN_REQ       a batch of turns (one per trajectory)
+ *   rollout leader -> rank 0   TAG_TURN_RESULT    a batch of finished turns and tool returns
+ *   rollout leader -> rank 0   TAG_HANDBACK       a batch: in-flight turns of a dissolved
+ *                                                 instance (partial or awaiting rank 0)
  *   rank 0 -> every worker     TAG_PLAN           the next epoch's plan (then all split)
  *   rank 0 -> sync members     TAG_SYNC           broadcast weights of version v now
  *   sync member -> rank 0      TAG_SYNC_DONE      weights of version v received/sent
@@ -77,10 +82,10 @@ struct wire_turn_result {
     int32_t pad_;
 };
 
-/* A handback: count, then count results (no token arrays in a handback). */
-struct wire_handback_hdr {
+/* Head of a batch message: count items follow (turn requests or turn results). */
+struct wire_batch_hdr {
     int32_t count;
-    int32_t leader;
+    int32_t sender; /* world rank that packed it */
 };
 
 struct wire_sync {
@@ -136,19 +141,30 @@ void wire_buf_reset(struct wire_buf *b);
 void wire_buf_put(struct wire_buf *b, const void *p, size_t n);
 void wire_buf_free(struct wire_buf *b);
 
-/* Packers append a whole message to b (after wire_buf_reset if it is to be alone). */
-void wire_pack_turn_req(struct wire_buf *b, const struct wire_turn_req *h, const int32_t *tokens);
-void wire_pack_turn_result(struct wire_buf *b, const struct wire_turn_result *h,
-                           const int32_t *tokens, const float *logprobs);
+/* Batches: begin (writes the header), add items, then send b->data, b->len. */
+void wire_batch_begin(struct wire_buf *b, int32_t sender);
+void wire_batch_add_turn_req(struct wire_buf *b, const struct wire_turn_req *h,
+                             const int32_t *tokens);
+void wire_batch_add_turn_result(struct wire_buf *b, const struct wire_turn_result *h,
+                                const int32_t *tokens, const float *logprobs);
+int32_t wire_batch_count(const struct wire_buf *b);
 
-/* Unpackers validate sizes against the message length: 0 or -1 (malformed). The
- * returned array pointers point into msg. */
-int wire_unpack_turn_req(const void *msg, size_t len, struct wire_turn_req *h,
-                         const int32_t **tokens);
-int wire_unpack_turn_result(const void *msg, size_t len, struct wire_turn_result *h,
-                            const int32_t **tokens, const float **logprobs);
-int wire_unpack_handback(const void *msg, size_t len, struct wire_handback_hdr *h,
-                         const struct wire_turn_result **items);
+/* Reading a batch: every item is validated against the bytes left; the returned
+ * array pointers point into the message. */
+struct wire_reader {
+    const char *p;
+    size_t left;
+    int32_t remaining;
+    int32_t sender;
+};
+
+/* Returns the item count, or -1 if the header is malformed. */
+int wire_reader_init(struct wire_reader *r, const void *msg, size_t len);
+/* 1: an item was read; 0: the batch is done (and had no trailing bytes); -1: malformed. */
+int wire_next_turn_req(struct wire_reader *r, struct wire_turn_req *h, const int32_t **tokens);
+int wire_next_turn_result(struct wire_reader *r, struct wire_turn_result *h,
+                          const int32_t **tokens, const float **logprobs);
+
 int wire_unpack_train_batch(const void *msg, size_t len, struct wire_train_batch *h,
                             const struct wire_train_item **items);
 

@@ -6,6 +6,7 @@
 #include "libra/controller.h"
 
 #include <math.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,9 +86,9 @@ static void dispatch_one(struct controller *c, struct traj *t)
                                 .last_failed = t->last_failed,
                                 .last_large = t->last_large,
                                 .step_start = t->step_start};
-    wire_buf_reset(&c->pack);
-    wire_pack_turn_req(&c->pack, &req, NULL);
-    outbox_send(&c->ob, c->pack.data, c->pack.len, in->leader, TAG_TURN_REQ, MPI_COMM_WORLD);
+    struct wire_buf *b = &c->out_batch[i];
+    if (b->len == 0) wire_batch_begin(b, 0);
+    wire_batch_add_turn_req(b, &req, NULL);
     t->dispatched_load = t->ctx_tokens + budget;
     in->load += t->dispatched_load;
     in->n_turns++;
@@ -96,10 +97,17 @@ static void dispatch_one(struct controller *c, struct traj *t)
     c->stats.dispatches++;
 }
 
+/* Routes every queued turn, then sends one batch per instance. */
 static void dispatch_queued(struct controller *c)
 {
     int64_t id;
     while (tt_queue_pop(&c->tt, &id)) dispatch_one(c, &c->tt.t[id]);
+    for (int i = 0; i < c->plan.n_instances; i++) {
+        struct wire_buf *b = &c->out_batch[i];
+        if (b->len == 0) continue;
+        outbox_send(&c->ob, b->data, b->len, c->inst[i].leader, TAG_TURN_REQ, MPI_COMM_WORLD);
+        wire_buf_reset(b);
+    }
 }
 
 /* Applies one turn result (or a handed-back partial turn) to its trajectory. */
@@ -124,7 +132,6 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
         t->version_start = r->version_first;
     if (r->partial) {
         t->resume_generated = r->gen_tokens;
-        c->stats.handed_back++;
         tt_queue_push_front(&c->tt, t->id);
         return;
     }
@@ -287,17 +294,18 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
     if (c->step % c->cfg->plan.interval == 0 && c->step < c->cfg->run.steps) c->epoch_pending = 1;
 }
 
-static void on_handback(struct controller *c, const void *msg, size_t len, int source)
+/* A batch of turn results (TAG_TURN_RESULT) or a handback (TAG_HANDBACK). */
+static void on_result_batch(struct controller *c, const void *msg, size_t len, int source,
+                            int handback)
 {
-    struct wire_handback_hdr h;
-    const struct wire_turn_result *items;
-    if (wire_unpack_handback(msg, len, &h, &items))
-        FATAL("malformed handback (%zu bytes) from rank %d", len, source);
-    for (int i = 0; i < h.count; i++) {
-        struct wire_turn_result r;
-        memcpy(&r, &items[i], sizeof r);
-        on_turn_result(c, &r);
-    }
+    struct wire_reader rd;
+    struct wire_turn_result r;
+    int n = wire_reader_init(&rd, msg, len), got;
+    if (n < 0) FATAL("malformed %s (%zu bytes) from rank %d", handback ? "handback" : "turn results", len, source);
+    while ((got = wire_next_turn_result(&rd, &r, NULL, NULL)) == 1) on_turn_result(c, &r);
+    if (got < 0) FATAL("malformed %s (%zu bytes) from rank %d", handback ? "handback" : "turn results", len, source);
+    if (!handback) return;
+    c->stats.handed_back += n;
     if (c->handbacks_pending <= 0) FATAL("unexpected handback from rank %d", source);
     c->handbacks_pending--;
 }
@@ -313,14 +321,8 @@ void ctl_handle_message(struct controller *c, int source, int tag)
     MPI_CHECK(MPI_Recv(c->msg.data, len, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     c->msg.len = (size_t)len;
     switch (tag) {
-    case TAG_TURN_RESULT: {
-        struct wire_turn_result r;
-        if (wire_unpack_turn_result(c->msg.data, c->msg.len, &r, NULL, NULL))
-            FATAL("malformed turn result (%d bytes) from rank %d", len, source);
-        on_turn_result(c, &r);
-        break;
-    }
-    case TAG_HANDBACK: on_handback(c, c->msg.data, c->msg.len, source); break;
+    case TAG_TURN_RESULT: on_result_batch(c, c->msg.data, c->msg.len, source, 0); break;
+    case TAG_HANDBACK: on_result_batch(c, c->msg.data, c->msg.len, source, 1); break;
     case TAG_TRAIN_DONE: {
         struct wire_train_done d;
         if ((size_t)len != sizeof d) FATAL("malformed TRAIN_DONE from rank %d", source);
@@ -387,9 +389,20 @@ static void print_progress(struct controller *c, int force)
     fflush(stdout);
 }
 
+/* CPU seconds rank 0 has used: its dispatch capacity is dispatches per CPU second,
+ * a figure that holds even when the ranks share oversubscribed cores. */
+static double controller_cpu_s(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return NAN;
+    return (double)ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * ru.ru_stime.tv_usec;
+}
+
 static void print_summary(struct controller *c)
 {
     double wall = now_s(c);
+    double cpu = controller_cpu_s();
     printf("\nlibra: %d steps in %.1f s | %lld trajectories trained (%.2f traj/s, %.0f tok/s) | "
            "mean reward %.3f\n",
            c->step, wall, (long long)c->stats.traj_trained,
@@ -401,6 +414,9 @@ static void print_summary(struct controller *c)
            (long long)c->stats.dispatches, (long long)c->stats.migrations, c->stats.n_resplits,
            c->stats.n_resplits ? 1e3 * c->stats.resplit_s_sum / c->stats.n_resplits : 0,
            1e3 * c->stats.resplit_s_max, (long long)c->stats.handed_back);
+    printf("libra: controller: %.0f turn dispatches/s over the run, %.0f per CPU-second of rank 0 "
+           "(%.1f CPU-s)\n",
+           wall > 0 ? c->stats.dispatches / wall : 0, cpu > 0 ? c->stats.dispatches / cpu : 0, cpu);
     printf("libra: metrics in %s\n", metrics_path(c->m));
     fflush(stdout);
 }
@@ -439,7 +455,8 @@ static void write_run_attrs(struct controller *c)
              metrics_attr_int(c->m, "n_traj_started", (int64_t)c->tt.n_traj) |
              metrics_attr_int(c->m, "turns_dispatched", c->stats.dispatches) |
              metrics_attr_int(c->m, "migrations", c->stats.migrations) |
-             metrics_attr_double(c->m, "wall_s", now_s(c));
+             metrics_attr_double(c->m, "wall_s", now_s(c)) |
+             metrics_attr_double(c->m, "controller_cpu_s", controller_cpu_s());
     if (rc) FATAL("metrics: cannot write run attributes");
 }
 
@@ -476,6 +493,8 @@ static void controller_free(struct controller *c)
     tt_free(&c->tt);
     wire_buf_free(&c->msg);
     wire_buf_free(&c->pack);
+    for (int i = 0; i < c->n_out_batch; i++) wire_buf_free(&c->out_batch[i]);
+    free(c->out_batch);
     free(c->inst);
     free(c->batch_groups);
 }

@@ -36,6 +36,12 @@ void ctl_rebuild_instances(struct controller *c, const struct plan *old)
     }
     free(c->inst);
     c->inst = next;
+    if (c->n_out_batch < c->plan.n_instances) {
+        c->out_batch = xrealloc(c->out_batch, (size_t)c->plan.n_instances * sizeof *c->out_batch);
+        memset(c->out_batch + c->n_out_batch, 0,
+               (size_t)(c->plan.n_instances - c->n_out_batch) * sizeof *c->out_batch);
+        c->n_out_batch = c->plan.n_instances;
+    }
 }
 
 static int count_dissolved(const struct plan *old, const struct plan *next)
@@ -49,6 +55,7 @@ static int count_dissolved(const struct plan *old, const struct plan *next)
 void ctl_apply_plan(struct controller *c, const struct plan *next, const char *why)
 {
     double t0 = wall_time();
+    int64_t handed = c->stats.handed_back;
     int first = c->plan.n_instances == 0 && c->plan.n_train == 0;
     struct plan old;
     plan_init(&old, c->world);
@@ -70,7 +77,6 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
         else
             backoff_sleep(&b);
     }
-    int64_t handed = c->stats.handed_back;
     plan_copy(&c->plan, next);
     ctl_rebuild_instances(c, first ? NULL : &old);
     double dt = wall_time() - t0;

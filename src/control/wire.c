@@ -1,6 +1,7 @@
 /* Packing and validated unpacking of control-plane messages (include/libra/wire.h). */
 #include "libra/wire.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,70 +45,106 @@ void wire_buf_free(struct wire_buf *b)
     b->len = b->cap = 0;
 }
 
-void wire_pack_turn_req(struct wire_buf *b, const struct wire_turn_req *h, const int32_t *tokens)
+void wire_batch_begin(struct wire_buf *b, int32_t sender)
+{
+    struct wire_batch_hdr h = {0, sender};
+    wire_buf_reset(b);
+    wire_buf_put(b, &h, sizeof h);
+}
+
+int32_t wire_batch_count(const struct wire_buf *b)
+{
+    struct wire_batch_hdr h;
+    memcpy(&h, b->data, sizeof h);
+    return h.count;
+}
+
+static void batch_bump(struct wire_buf *b)
+{
+    struct wire_batch_hdr h;
+    memcpy(&h, b->data, sizeof h);
+    h.count++;
+    memcpy(b->data, &h, sizeof h);
+}
+
+void wire_batch_add_turn_req(struct wire_buf *b, const struct wire_turn_req *h,
+                             const int32_t *tokens)
 {
     wire_buf_put(b, h, sizeof *h);
     wire_buf_put(b, tokens, (size_t)h->n_tokens * sizeof(int32_t));
+    batch_bump(b);
 }
 
-void wire_pack_turn_result(struct wire_buf *b, const struct wire_turn_result *h,
-                           const int32_t *tokens, const float *logprobs)
+void wire_batch_add_turn_result(struct wire_buf *b, const struct wire_turn_result *h,
+                                const int32_t *tokens, const float *logprobs)
 {
     wire_buf_put(b, h, sizeof *h);
     wire_buf_put(b, tokens, (size_t)h->n_tokens * sizeof(int32_t));
     wire_buf_put(b, logprobs, (size_t)h->n_tokens * sizeof(float));
+    batch_bump(b);
 }
 
-/* Copies a header out of msg; check_tail then checks the length it announces. */
-static int unpack_head(const void *msg, size_t len, void *h, size_t hsize)
+int wire_reader_init(struct wire_reader *r, const void *msg, size_t len)
 {
-    if (len < hsize) return -1;
-    memcpy(h, msg, hsize);
-    return 0;
+    struct wire_batch_hdr h;
+    if (len < sizeof h) return -1;
+    memcpy(&h, msg, sizeof h);
+    if (h.count < 0) return -1;
+    r->p = (const char *)msg + sizeof h;
+    r->left = len - sizeof h;
+    r->remaining = h.count;
+    r->sender = h.sender;
+    return h.count;
 }
 
-static int check_tail(size_t len, size_t hsize, int32_t count, size_t elem)
+/* Takes one item: hsize header bytes (copied to h), then n * elem array bytes, n
+ * being the int32 at count_off in the header. Returns the arrays' start or NULL. */
+static const char *take(struct wire_reader *r, void *h, size_t hsize, size_t count_off,
+                        size_t elem)
 {
-    if (count < 0) return -1;
-    return len == hsize + (size_t)count * elem ? 0 : -1;
+    if (r->left < hsize) return NULL;
+    memcpy(h, r->p, hsize);
+    int32_t n;
+    memcpy(&n, (const char *)h + count_off, sizeof n);
+    if (n < 0 || (size_t)n > (r->left - hsize) / elem) return NULL;
+    const char *arrays = r->p + hsize;
+    r->p += hsize + (size_t)n * elem;
+    r->left -= hsize + (size_t)n * elem;
+    r->remaining--;
+    return arrays;
 }
 
-int wire_unpack_turn_req(const void *msg, size_t len, struct wire_turn_req *h,
-                         const int32_t **tokens)
+int wire_next_turn_req(struct wire_reader *r, struct wire_turn_req *h, const int32_t **tokens)
 {
-    if (unpack_head(msg, len, h, sizeof *h)) return -1;
-    if (check_tail(len, sizeof *h, h->n_tokens, sizeof(int32_t))) return -1;
+    if (r->remaining == 0) return r->left == 0 ? 0 : -1;
+    const char *a = take(r, h, sizeof *h, offsetof(struct wire_turn_req, n_tokens),
+                         sizeof(int32_t));
+    if (!a) return -1;
     if (h->turn < 0 || h->ctx_tokens < 0 || h->budget < 0 || h->resume_generated < 0) return -1;
-    if (tokens) *tokens = (const int32_t *)((const char *)msg + sizeof *h);
-    return 0;
+    if (tokens) *tokens = (const int32_t *)a;
+    return 1;
 }
 
-int wire_unpack_turn_result(const void *msg, size_t len, struct wire_turn_result *h,
-                            const int32_t **tokens, const float **logprobs)
+int wire_next_turn_result(struct wire_reader *r, struct wire_turn_result *h,
+                          const int32_t **tokens, const float **logprobs)
 {
-    if (unpack_head(msg, len, h, sizeof *h)) return -1;
-    if (check_tail(len, sizeof *h, h->n_tokens, sizeof(int32_t) + sizeof(float))) return -1;
+    if (r->remaining == 0) return r->left == 0 ? 0 : -1;
+    const char *a = take(r, h, sizeof *h, offsetof(struct wire_turn_result, n_tokens),
+                         sizeof(int32_t) + sizeof(float));
+    if (!a) return -1;
     if (h->gen_tokens < 0 || h->payload_tokens < 0) return -1;
-    const char *p = (const char *)msg + sizeof *h;
-    if (tokens) *tokens = (const int32_t *)p;
-    if (logprobs) *logprobs = (const float *)(p + (size_t)h->n_tokens * sizeof(int32_t));
-    return 0;
-}
-
-int wire_unpack_handback(const void *msg, size_t len, struct wire_handback_hdr *h,
-                         const struct wire_turn_result **items)
-{
-    if (unpack_head(msg, len, h, sizeof *h)) return -1;
-    if (check_tail(len, sizeof *h, h->count, sizeof(struct wire_turn_result))) return -1;
-    *items = (const struct wire_turn_result *)((const char *)msg + sizeof *h);
-    return 0;
+    if (tokens) *tokens = (const int32_t *)a;
+    if (logprobs) *logprobs = (const float *)(a + (size_t)h->n_tokens * sizeof(int32_t));
+    return 1;
 }
 
 int wire_unpack_train_batch(const void *msg, size_t len, struct wire_train_batch *h,
                             const struct wire_train_item **items)
 {
-    if (unpack_head(msg, len, h, sizeof *h)) return -1;
-    if (check_tail(len, sizeof *h, h->n_items, sizeof(struct wire_train_item))) return -1;
+    if (len < sizeof *h) return -1;
+    memcpy(h, msg, sizeof *h);
+    if (h->n_items < 0 || len != sizeof *h + (size_t)h->n_items * sizeof(struct wire_train_item))
+        return -1;
     *items = (const struct wire_train_item *)((const char *)msg + sizeof *h);
     return 0;
 }

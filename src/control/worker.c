@@ -60,9 +60,11 @@ static void on_plan(struct worker *w, const void *msg, size_t len)
     plan_init(&next, w->world);
     if (plan_unpack(msg, len, &next) || next.world != w->world)
         FATAL("malformed plan (%zu bytes) from rank 0", len);
-    if (w->tr.phase != TP_IDLE || w->sync.active)
-        FATAL("plan for epoch %d arrived while a training step or weight sync is in flight",
-              next.epoch);
+    wt_settle(w);
+    if (w->sync.active) ws_progress(w);
+    if (w->sync.active)
+        FATAL("plan for epoch %d arrived while weight sync %d is in flight", next.epoch,
+              w->sync.sync_id);
     if (w->have_engine && !plan_instance_survives(&w->plan, &next, w->rank)) wr_handback(w);
     comms_rebuild(&w->comms, &next, w->rank);
     plan_copy(&w->plan, &next);

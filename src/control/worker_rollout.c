@@ -31,27 +31,30 @@ void wr_start_engine(struct worker *w)
 
 void wr_on_turn_req(struct worker *w, const void *msg, size_t len)
 {
+    struct wire_reader rd;
     struct wire_turn_req req;
-    if (wire_unpack_turn_req(msg, len, &req, NULL))
-        FATAL("malformed turn request (%zu bytes) from rank 0", len);
     if (!w->have_engine)
-        FATAL("turn request for trajectory %lld reached rank %d, which leads no rollout instance "
-              "(role %s)",
-              (long long)req.traj_id, w->rank, role_name(w->plan.ranks[w->rank].role));
+        FATAL("turn requests reached rank %d, which leads no rollout instance (role %s)", w->rank,
+              role_name(w->plan.ranks[w->rank].role));
     engine_advance(&w->eng, wr_virtual_now(w), &w->res, &w->n_res, &w->cap_res);
-    engine_submit(&w->eng, &req);
+    int got = wire_reader_init(&rd, msg, len) < 0 ? -1 : 1;
+    while (got == 1 && (got = wire_next_turn_req(&rd, &req, NULL)) == 1) engine_submit(&w->eng, &req);
+    if (got < 0) FATAL("malformed turn requests (%zu bytes) from rank 0", len);
 }
 
-/* Sends the collected results; busy time goes with the first. */
-static void send_results(struct worker *w)
+/* Sends the collected results as one batch (tag TAG_TURN_RESULT or TAG_HANDBACK);
+ * the busy time since the last report goes with the first. A handback is sent even
+ * when empty: rank 0 counts them. */
+static void send_results(struct worker *w, int tag)
 {
+    if (w->n_res == 0 && tag != TAG_HANDBACK) return;
+    wire_batch_begin(&w->pack, w->rank);
     for (int i = 0; i < w->n_res; i++) {
         struct wire_turn_result *r = &w->res[i];
         r->busy_rank_s = i == 0 ? engine_take_busy(&w->eng) / w->time_scale : 0;
-        wire_buf_reset(&w->pack);
-        wire_pack_turn_result(&w->pack, r, NULL, NULL);
-        outbox_send(&w->ob, w->pack.data, w->pack.len, 0, TAG_TURN_RESULT, MPI_COMM_WORLD);
+        wire_batch_add_turn_result(&w->pack, r, NULL, NULL);
     }
+    outbox_send(&w->ob, w->pack.data, w->pack.len, 0, tag, MPI_COMM_WORLD);
     w->n_res = 0;
 }
 
@@ -60,7 +63,7 @@ int wr_progress(struct worker *w)
     if (!w->have_engine) return 0;
     engine_advance(&w->eng, wr_virtual_now(w), &w->res, &w->n_res, &w->cap_res);
     int n = w->n_res;
-    send_results(w);
+    send_results(w, TAG_TURN_RESULT);
     return n;
 }
 
@@ -75,16 +78,9 @@ void wr_handback(struct worker *w)
 {
     if (!w->have_engine) return;
     engine_advance(&w->eng, wr_virtual_now(w), &w->res, &w->n_res, &w->cap_res);
-    send_results(w);
+    send_results(w, TAG_TURN_RESULT);
     engine_handback(&w->eng, &w->res, &w->n_res, &w->cap_res);
-    struct wire_handback_hdr h = {w->n_res, w->rank};
-    double busy = engine_take_busy(&w->eng) / w->time_scale;
-    if (w->n_res > 0) w->res[0].busy_rank_s = busy;
-    wire_buf_reset(&w->pack);
-    wire_buf_put(&w->pack, &h, sizeof h);
-    wire_buf_put(&w->pack, w->res, (size_t)w->n_res * sizeof *w->res);
-    outbox_send(&w->ob, w->pack.data, w->pack.len, 0, TAG_HANDBACK, MPI_COMM_WORLD);
-    w->n_res = 0;
+    send_results(w, TAG_HANDBACK);
     engine_free(&w->eng);
     w->have_engine = 0;
 }

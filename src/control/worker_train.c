@@ -151,3 +151,15 @@ int wt_progress(struct worker *w)
     default: return 0;
     }
 }
+
+void wt_settle(struct worker *w)
+{
+    struct worker_train *t = &w->tr;
+    if (t->phase == TP_IDLE) return;
+    /* Rank 0 only sends a plan after TRAIN_DONE, so the root has finished and every
+     * replica has entered the reduction: completing it here cannot block for long. */
+    if (is_root(w) || (t->phase != TP_REDUCE && t->phase != TP_COMM_DELAY))
+        FATAL("plan arrived while step %d is in phase %d on rank %d", t->step, t->phase, w->rank);
+    if (t->phase == TP_REDUCE) mpi_wait_backoff(&t->req, NULL);
+    t->phase = TP_IDLE;
+}

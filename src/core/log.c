@@ -48,14 +48,13 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
     va_end(ap);
 }
 
-_Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
+/* Prints the one fatal line, then ends the whole job (or the process before MPI). */
+static _Noreturn void die(const char *msg, const char *file, int line)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    char msg[2048];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[rank %d] fatal: %s (%s:%d)\n", g_rank, msg, file, line);
+    if (file)
+        fprintf(stderr, "[rank %d] fatal: %s (%s:%d)\n", g_rank, msg, file, line);
+    else
+        fprintf(stderr, "[rank %d] fatal: %s\n", g_rank, msg);
     fflush(stderr);
     fflush(stdout);
     int up = 0, down = 0;
@@ -63,6 +62,26 @@ _Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
     MPI_Finalized(&down);
     if (up && !down) MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
+}
+
+_Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    die(msg, file, line);
+}
+
+_Noreturn void log_fatal_input(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    die(msg, NULL, 0);
 }
 
 void mpi_check_fail(int rc, const char *call, const char *file, int line)

@@ -90,9 +90,9 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     char err[1024];
     if (config_load(path, cfg, err, sizeof err) || config_check_world(cfg, world, err, sizeof err) ||
         driver_load_inputs(cfg, in, err, sizeof err))
-        FATAL("%s", err);
+        FATAL_INPUT("%s", err);
     char out[2 * CFG_PATH_MAX];
-    if (output_path(cfg, out, sizeof out, err, sizeof err)) FATAL("%s", err);
+    if (output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
     char *text = config_to_string(cfg);
     printf("libra %s: %d ranks (1 controller + %d workers), device %s\n", PACKAGE_VERSION, world,
            world - 1, cfg->device.type);
@@ -100,7 +100,7 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     fflush(stdout);
     struct metrics *m = metrics_open(out, text, world, cfg->device.type, err, sizeof err);
     free(text);
-    if (!m) FATAL("%s", err);
+    if (!m) FATAL_INPUT("%s", err);
     return m;
 }
 
@@ -113,7 +113,7 @@ static void bcast_bytes(void *p, size_t n)
 
 int driver_run_job(int argc, char **argv)
 {
-    if (argc < 2) FATAL("usage: mpirun -np N libra CONFIG");
+    if (argc < 2) FATAL_INPUT("usage: mpirun -np N libra CONFIG");
     int provided = 0, rank = 0, world = 0;
     MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -125,7 +125,7 @@ int driver_run_job(int argc, char **argv)
     struct metrics *m = NULL;
     if (rank == 0) {
         if (world < 2)
-            FATAL("libra needs at least 2 ranks (1 controller + workers); run it with "
+            FATAL_INPUT("libra needs at least 2 ranks (1 controller + workers); run it with "
                   "mpirun -np N (N >= 2)");
         m = prepare(argv[1], world, cfg, in);
     }

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Bad input under mpirun: one clear message from rank 0 (not one per rank), a
+# non-zero exit, and no metrics file that looks complete.
+. "$(dirname "$0")/mpi_common.sh"
+out=$(scratch mpibad)
+
+# expect_failure NAME NP CONFIG MESSAGE-SUBSTRING
+expect_failure() {
+    if $MPIRUN -np "$2" "$LIBRA" "$3" > "$out/$1.out" 2> "$out/$1.err"; then
+        fail "$1: the job succeeded"
+    fi
+    n=$(grep -c "$4" "$out/$1.err")
+    [ "$n" = 1 ] || { cat "$out/$1.err"; fail "$1: expected the message '$4' once on stderr, found $n"; }
+    grep -q "^\[rank 0\] fatal: " "$out/$1.err" || fail "$1: the message does not come from rank 0"
+    if grep -q "^\[rank [1-9]" "$out/$1.err"; then cat "$out/$1.err"; fail "$1: workers printed errors"; fi
+    echo "ok: $1: $(grep -m1 "$4" "$out/$1.err")"
+}
+
+printf 'run = { steps = 0; };\n' > "$out/range.cfg"
+expect_failure range 3 "$out/range.cfg" "range.cfg:1: run.steps"
+
+printf 'run = { stepz = 5; };\n' > "$out/unknown.cfg"
+expect_failure unknown 3 "$out/unknown.cfg" "unknown key"
+
+printf 'run = { steps = 5 \n' > "$out/syntax.cfg"
+expect_failure syntax 3 "$out/syntax.cfg" "syntax.cfg:"
+
+expect_failure missing 3 "$out/does-not-exist.cfg" "does-not-exist.cfg"
+
+# the default plan needs 8 workers
+printf 'run = { steps = 2; };\n' > "$out/small.cfg"
+expect_failure too_few_ranks 3 "$out/small.cfg" "needs 8 workers"
+
+emu_config "$out/unwritable.cfg" 2 1 "/proc/libra-test/run.h5" '{ n_train = 1; rollout_tp = [1]; }'
+expect_failure unwritable 3 "$out/unwritable.cfg" "/proc/libra-test"
+
+ls "$out"/*.h5 > /dev/null 2>&1 && fail "a metrics file was left behind"
+[ -n "${KEEP:-}" ] || rm -rf "$out"
