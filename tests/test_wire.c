@@ -1,41 +1,74 @@
-/* Message packing: round trips and rejection of malformed messages. */
+/* Message packing: batch round trips and rejection of malformed messages. */
 #include <string.h>
 
 #include "libra/wire.h"
 #include "testutil.h"
 
-static void test_turn_req_roundtrip(void)
+static struct wire_turn_req sample_req(int64_t id, int32_t n_tokens)
+{
+    return (struct wire_turn_req){.traj_id = id, .prompt_id = 42, .turn = 3, .ctx_tokens = 900,
+                                  .budget = 512, .resume_generated = 17, .n_failures = 2,
+                                  .last_failed = 1, .last_large = 0, .step_start = 9,
+                                  .n_tokens = n_tokens};
+}
+
+static void test_turn_req_batch(void)
 {
     struct wire_buf b = {0};
-    struct wire_turn_req h = {.traj_id = 1234567890123LL, .prompt_id = 42, .turn = 3,
-                              .ctx_tokens = 900, .budget = 512, .resume_generated = 17,
-                              .n_failures = 2, .last_failed = 1, .last_large = 0,
-                              .step_start = 9, .n_tokens = 5};
     int32_t tok[5] = {1, 2, 3, 151935, 0};
-    wire_pack_turn_req(&b, &h, tok);
-    CU_ASSERT_EQUAL(b.len, sizeof h + sizeof tok);
+    struct wire_turn_req h1 = sample_req(1234567890123LL, 5), h2 = sample_req(7, 0);
+    wire_batch_begin(&b, 0);
+    wire_batch_add_turn_req(&b, &h1, tok);
+    wire_batch_add_turn_req(&b, &h2, NULL);
+    CU_ASSERT_EQUAL(wire_batch_count(&b), 2);
+    CU_ASSERT_EQUAL(b.len, sizeof(struct wire_batch_hdr) + 2 * sizeof h1 + sizeof tok);
+
+    struct wire_reader rd;
     struct wire_turn_req g;
     const int32_t *gt;
-    CU_ASSERT_EQUAL_FATAL(wire_unpack_turn_req(b.data, b.len, &g, &gt), 0);
-    CU_ASSERT_EQUAL(memcmp(&g, &h, sizeof h), 0);
+    CU_ASSERT_EQUAL_FATAL(wire_reader_init(&rd, b.data, b.len), 2);
+    CU_ASSERT_EQUAL(rd.sender, 0);
+    CU_ASSERT_EQUAL_FATAL(wire_next_turn_req(&rd, &g, &gt), 1);
+    CU_ASSERT_EQUAL(memcmp(&g, &h1, sizeof h1), 0);
     CU_ASSERT_EQUAL(memcmp(gt, tok, sizeof tok), 0);
-    CU_ASSERT_EQUAL(wire_unpack_turn_req(b.data, b.len - 1, &g, &gt), -1);
-    CU_ASSERT_EQUAL(wire_unpack_turn_req(b.data, 10, &g, &gt), -1);
-    /* a count that disagrees with the length */
-    h.n_tokens = 6;
-    wire_buf_reset(&b);
-    wire_pack_turn_req(&b, &h, (int32_t[6]){0});
-    CU_ASSERT_EQUAL(wire_unpack_turn_req(b.data, b.len - 4, &g, &gt), -1);
-    /* negative fields */
-    h.n_tokens = 0;
-    h.budget = -1;
-    wire_buf_reset(&b);
-    wire_pack_turn_req(&b, &h, NULL);
-    CU_ASSERT_EQUAL(wire_unpack_turn_req(b.data, b.len, &g, &gt), -1);
+    CU_ASSERT_EQUAL_FATAL(wire_next_turn_req(&rd, &g, &gt), 1);
+    CU_ASSERT_EQUAL(g.traj_id, 7);
+    CU_ASSERT_EQUAL(wire_next_turn_req(&rd, &g, &gt), 0);
+
+    /* truncated anywhere: malformed, never a read past the end */
+    for (size_t cut = 0; cut < b.len; cut += 7) {
+        int n = wire_reader_init(&rd, b.data, cut), got = n < 0 ? -1 : 1;
+        while (got == 1) got = wire_next_turn_req(&rd, &g, &gt);
+        CU_ASSERT_EQUAL(got, -1);
+    }
+    /* trailing bytes after the announced items */
+    wire_buf_put(&b, "xxxx", 4);
+    CU_ASSERT_EQUAL_FATAL(wire_reader_init(&rd, b.data, b.len), 2);
+    CU_ASSERT_EQUAL(wire_next_turn_req(&rd, &g, &gt), 1);
+    CU_ASSERT_EQUAL(wire_next_turn_req(&rd, &g, &gt), 1);
+    CU_ASSERT_EQUAL(wire_next_turn_req(&rd, &g, &gt), -1);
+    /* a token count that runs past the message */
+    struct wire_turn_req big = sample_req(1, 1000000);
+    wire_batch_begin(&b, 0);
+    wire_buf_put(&b, &big, sizeof big);
+    struct wire_batch_hdr one = {1, 0};
+    memcpy(b.data, &one, sizeof one);
+    CU_ASSERT_EQUAL_FATAL(wire_reader_init(&rd, b.data, b.len), 1);
+    CU_ASSERT_EQUAL(wire_next_turn_req(&rd, &g, &gt), -1);
+    /* negative fields and counts */
+    struct wire_turn_req neg = sample_req(1, 0);
+    neg.budget = -1;
+    wire_batch_begin(&b, 0);
+    wire_batch_add_turn_req(&b, &neg, NULL);
+    CU_ASSERT_EQUAL_FATAL(wire_reader_init(&rd, b.data, b.len), 1);
+    CU_ASSERT_EQUAL(wire_next_turn_req(&rd, &g, &gt), -1);
+    struct wire_batch_hdr negc = {-1, 0};
+    CU_ASSERT_EQUAL(wire_reader_init(&rd, &negc, sizeof negc), -1);
+    CU_ASSERT_EQUAL(wire_reader_init(&rd, &negc, 3), -1);
     wire_buf_free(&b);
 }
 
-static void test_turn_result_roundtrip(void)
+static void test_turn_result_batch(void)
 {
     struct wire_buf b = {0};
     struct wire_turn_result h = {.traj_id = 77, .turn = 1, .leader = 5, .gen_tokens = 300,
@@ -45,39 +78,34 @@ static void test_turn_result_roundtrip(void)
                                  .busy_rank_s = 0.25, .n_tokens = 3};
     int32_t tok[3] = {10, 11, 12};
     float lp[3] = {-0.5f, -1.25f, -3.0f};
-    wire_pack_turn_result(&b, &h, tok, lp);
+    wire_batch_begin(&b, 5);
+    wire_batch_add_turn_result(&b, &h, tok, lp);
+    struct wire_turn_result p = {.traj_id = 78, .partial = 1, .gen_tokens = 9, .tool = -1};
+    wire_batch_add_turn_result(&b, &p, NULL, NULL);
+    struct wire_reader rd;
     struct wire_turn_result g;
     const int32_t *gt;
     const float *gl;
-    CU_ASSERT_EQUAL_FATAL(wire_unpack_turn_result(b.data, b.len, &g, &gt, &gl), 0);
+    CU_ASSERT_EQUAL_FATAL(wire_reader_init(&rd, b.data, b.len), 2);
+    CU_ASSERT_EQUAL(rd.sender, 5);
+    CU_ASSERT_EQUAL_FATAL(wire_next_turn_result(&rd, &g, &gt, &gl), 1);
     CU_ASSERT_EQUAL(memcmp(&g, &h, sizeof h), 0);
     CU_ASSERT_EQUAL(memcmp(gt, tok, sizeof tok), 0);
     CU_ASSERT_EQUAL(memcmp(gl, lp, sizeof lp), 0);
-    CU_ASSERT_EQUAL(wire_unpack_turn_result(b.data, b.len + 8, &g, &gt, &gl), -1);
+    CU_ASSERT_EQUAL_FATAL(wire_next_turn_result(&rd, &g, &gt, &gl), 1);
+    CU_ASSERT_EQUAL(g.partial, 1);
+    CU_ASSERT_EQUAL(g.gen_tokens, 9);
+    CU_ASSERT_EQUAL(wire_next_turn_result(&rd, &g, &gt, &gl), 0);
+    /* an empty batch (an idle instance's handback) is valid */
+    wire_batch_begin(&b, 5);
+    CU_ASSERT_EQUAL(wire_reader_init(&rd, b.data, b.len), 0);
+    CU_ASSERT_EQUAL(wire_next_turn_result(&rd, &g, &gt, &gl), 0);
     wire_buf_free(&b);
 }
 
-static void test_handback_and_batch(void)
+static void test_train_batch(void)
 {
     struct wire_buf b = {0};
-    struct wire_handback_hdr hh = {2, 9};
-    struct wire_turn_result r[2] = {{.traj_id = 1, .partial = 1, .gen_tokens = 5},
-                                    {.traj_id = 2, .tool = 0, .payload_tokens = 7}};
-    wire_buf_put(&b, &hh, sizeof hh);
-    wire_buf_put(&b, r, sizeof r);
-    struct wire_handback_hdr gh;
-    const struct wire_turn_result *gi;
-    CU_ASSERT_EQUAL_FATAL(wire_unpack_handback(b.data, b.len, &gh, &gi), 0);
-    CU_ASSERT_EQUAL(gh.count, 2);
-    CU_ASSERT_EQUAL(gi[1].payload_tokens, 7);
-    CU_ASSERT_EQUAL(wire_unpack_handback(b.data, b.len - 1, &gh, &gi), -1);
-    /* empty handback is valid */
-    hh.count = 0;
-    CU_ASSERT_EQUAL(wire_unpack_handback(&hh, sizeof hh, &gh, &gi), 0);
-    hh.count = -3;
-    CU_ASSERT_EQUAL(wire_unpack_handback(&hh, sizeof hh, &gh, &gi), -1);
-
-    wire_buf_reset(&b);
     struct wire_train_batch th = {4, 3, 2, 3, 1000, 600};
     struct wire_train_item it[2] = {{5, 400, 300}, {6, 600, 300}};
     wire_buf_put(&b, &th, sizeof th);
@@ -88,6 +116,7 @@ static void test_handback_and_batch(void)
     CU_ASSERT_EQUAL(gb.n_replicas, 3);
     CU_ASSERT_EQUAL(gti[1].tokens, 600);
     CU_ASSERT_EQUAL(wire_unpack_train_batch(b.data, sizeof th + 8, &gb, &gti), -1);
+    CU_ASSERT_EQUAL(wire_unpack_train_batch(b.data, 4, &gb, &gti), -1);
     wire_buf_free(&b);
 }
 
@@ -101,9 +130,9 @@ static void test_tag_names(void)
 int main(void)
 {
     static const struct test_case cases[] = {
-        {"turn request round trip and malformed lengths", test_turn_req_roundtrip},
-        {"turn result round trip", test_turn_result_roundtrip},
-        {"handback and training batch", test_handback_and_batch},
+        {"turn request batch: round trip, truncation, bad counts", test_turn_req_batch},
+        {"turn result batch: round trip, partial, empty", test_turn_result_batch},
+        {"training batch", test_train_batch},
         {"tag names", test_tag_names},
         {NULL, NULL}};
     static const struct test_suite suites[] = {{"wire", cases}, {NULL, NULL}};

@@ -57,6 +57,8 @@ void plan_copy(struct plan *dst, const struct plan *src);
 int plan_build(const struct plan_spec *spec, int world, int epoch, int step, const char *reason,
                struct plan *out, char *err, size_t errlen);
 void plan_colors(const struct plan *p, int rank, struct plan_colors *c);
+/* 1 if both plans give every rank the same role, instance and index. */
+int plan_same_roles(const struct plan *a, const struct plan *b);
 /* World rank of the training root (DP index 0), -1 if none. */
 int plan_train_root(const struct plan *p);
 /* Index in p of the instance led by leader with the same TP as in old; -1 if gone. */

@@ -87,8 +87,9 @@ double wr_next_wake(const struct worker *w);
 /* worker_train.c */
 void wt_on_batch(struct worker *w, const void *msg, size_t len);
 int wt_progress(struct worker *w);
-/* Before a re-split: a non-root replica finishes the tail of its last step (the
- * reduction may still be completing locally when rank 0 already has TRAIN_DONE). */
+/* Before a re-split or the next batch: a non-root replica finishes the tail of its
+ * last step (its reduction may still be completing locally when rank 0 already has
+ * TRAIN_DONE from the root). */
 void wt_settle(struct worker *w);
 
 /* worker.c: weight sync (both sides) */

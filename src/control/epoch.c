@@ -52,8 +52,27 @@ static int count_dissolved(const struct plan *old, const struct plan *next)
     return n;
 }
 
+/* A new epoch whose plan equals the current one: recorded, nothing re-split. */
+static void keep_plan(struct controller *c, const struct plan *next, const char *why)
+{
+    c->plan.epoch = next->epoch;
+    c->plan.step = next->step;
+    double now = wall_time() - c->t0;
+    struct metrics_plan_row row = {c->plan.epoch, c->step, now, c->plan.n_train,
+                                   c->plan.n_rollout_ranks, c->plan.n_hybrid, "", "", 0.0, 0};
+    plan_format_tp(&c->plan, row.rollout_tp, sizeof row.rollout_tp);
+    snprintf(row.reason, sizeof row.reason, "%s (unchanged)", why);
+    if (metrics_plan(c->m, &row) || metrics_flush(c->m))
+        FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);
+    c->epoch_pending = 0;
+}
+
 void ctl_apply_plan(struct controller *c, const struct plan *next, const char *why)
 {
+    if (c->plan.n_instances > 0 && plan_same_roles(&c->plan, next)) {
+        keep_plan(c, next, why);
+        return;
+    }
     double t0 = wall_time();
     int64_t handed = c->stats.handed_back;
     int first = c->plan.n_instances == 0 && c->plan.n_train == 0;

@@ -86,6 +86,13 @@ int plan_build(const struct plan_spec *spec, int world, int epoch, int step, con
     return 0;
 }
 
+int plan_same_roles(const struct plan *a, const struct plan *b)
+{
+    return a->world == b->world && a->n_instances == b->n_instances &&
+           memcmp(a->ranks, b->ranks, (size_t)a->world * sizeof *a->ranks) == 0 &&
+           memcmp(a->inst, b->inst, (size_t)a->n_instances * sizeof *a->inst) == 0;
+}
+
 int plan_train_root(const struct plan *p)
 {
     for (int r = 1; r < p->world; r++)

@@ -34,8 +34,7 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
         FATAL("malformed training batch (%zu bytes) from rank 0", len);
     if (role != ROLE_TRAIN && role != ROLE_HYBRID)
         FATAL("training batch reached rank %d whose role is %s", w->rank, role_name(role));
-    if (w->tr.phase != TP_IDLE)
-        FATAL("training batch for step %d while step %d is still running", h.step, w->tr.step);
+    wt_settle(w);
     struct worker_train *t = &w->tr;
     memset(t->grad, 0, sizeof t->grad);
     double tokens = 0, sum_sq = 0;
@@ -156,10 +155,12 @@ void wt_settle(struct worker *w)
 {
     struct worker_train *t = &w->tr;
     if (t->phase == TP_IDLE) return;
-    /* Rank 0 only sends a plan after TRAIN_DONE, so the root has finished and every
-     * replica has entered the reduction: completing it here cannot block for long. */
+    /* Rank 0 sends a plan or the next batch only after TRAIN_DONE, so the root has
+     * finished and every replica has entered the reduction: completing it here
+     * cannot block for long. Anything else is a protocol error. */
     if (is_root(w) || (t->phase != TP_REDUCE && t->phase != TP_COMM_DELAY))
-        FATAL("plan arrived while step %d is in phase %d on rank %d", t->step, t->phase, w->rank);
+        FATAL("rank 0 moved on while step %d is in phase %d on rank %d", t->step, t->phase,
+              w->rank);
     if (t->phase == TP_REDUCE) mpi_wait_backoff(&t->req, NULL);
     t->phase = TP_IDLE;
 }

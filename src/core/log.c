@@ -27,15 +27,18 @@ int log_parse_level(const char *name)
     return -1;
 }
 
-static void vlog(const char *tag, const char *file, int line, const char *fmt, va_list ap)
+/* Errors and warnings go to stderr, information to stdout (in order with the
+ * progress lines). One fprintf per message so ranks do not interleave mid-line. */
+static void vlog(FILE *out, const char *tag, const char *file, int line, const char *fmt,
+                 va_list ap)
 {
     char msg[2048];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    /* One fprintf per message so lines from different ranks do not interleave mid-line. */
     if (g_level >= LOG_DEBUG)
-        fprintf(stderr, "[rank %d] %s%s (%s:%d)\n", g_rank, tag, msg, file, line);
+        fprintf(out, "[rank %d] %s%s (%s:%d)\n", g_rank, tag, msg, file, line);
     else
-        fprintf(stderr, "[rank %d] %s%s\n", g_rank, tag, msg);
+        fprintf(out, "[rank %d] %s%s\n", g_rank, tag, msg);
+    if (out == stdout) fflush(stdout);
 }
 
 void log_msg(enum log_level level, const char *file, int line, const char *fmt, ...)
@@ -44,7 +47,7 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
     static const char *tags[] = {"error: ", "warning: ", "", "debug: "};
     va_list ap;
     va_start(ap, fmt);
-    vlog(tags[level], file, line, fmt, ap);
+    vlog(level <= LOG_WARN ? stderr : stdout, tags[level], file, line, fmt, ap);
     va_end(ap);
 }
 

@@ -91,6 +91,10 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     if (config_load(path, cfg, err, sizeof err) || config_check_world(cfg, world, err, sizeof err) ||
         driver_load_inputs(cfg, in, err, sizeof err))
         FATAL_INPUT("%s", err);
+    if (strcmp(cfg->device.type, "emu") != 0)
+        FATAL_INPUT("%s: device.type = \"%s\": this version runs the emulated device only (set "
+                    "device.type = \"emu\"); the cpu and cuda engines come with the model issues",
+                    cfg->source, cfg->device.type);
     char out[2 * CFG_PATH_MAX];
     if (output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
     char *text = config_to_string(cfg);
