@@ -289,8 +289,8 @@ static void test_examples(void)
     struct libra_config q;
     CU_ASSERT_EQUAL_FATAL(load_ok(test_path("inputs/emu-quick.cfg"), &q), 0);
     CU_ASSERT_STRING_EQUAL(q.run.name, "emu-quick");
-    CU_ASSERT_EQUAL(q.run.steps, 12);
-    CU_ASSERT(q.device.time_scale == 200.0);
+    CU_ASSERT_EQUAL(q.run.steps, 40);
+    CU_ASSERT(q.device.time_scale == 40.0);
     CU_ASSERT_EQUAL(q.train.batch_size, 16);
     CU_ASSERT_EQUAL_FATAL(q.plan.n_schedule, 4);
     for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(plan_spec_workers(&q.plan.schedule[i]), 8);

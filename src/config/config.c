@@ -825,6 +825,22 @@ static int check_tokens(const struct load_ctx *c, const config_setting_t *root,
                 r->max_tokens_per_turn, r->max_tokens);
 }
 
+/* Rollout ranks hold weights up to sync_interval - 1 versions old, so a trajectory
+ * can be that stale at birth: a smaller bound could never be met (and the launch
+ * cap would stall the run). */
+static int check_staleness(const struct load_ctx *c, const config_setting_t *root,
+                           const struct libra_config *cfg)
+{
+    const struct train_config *t = &cfg->train;
+    if (t->max_staleness >= t->sync_interval - 1) return 0;
+    const config_setting_t *s = lookup(root, "train", "max_staleness");
+    if (!s) s = lookup(root, "train", "sync_interval");
+    return fail(c, s, "train.max_staleness",
+                "%d is below train.sync_interval - 1 = %d (rollout weights lag training by up "
+                "to sync_interval - 1 versions: raise max_staleness or lower sync_interval)",
+                t->max_staleness, t->sync_interval - 1);
+}
+
 /* ---- public ------------------------------------------------------------------- */
 
 static void key_default(const struct cfg_key *k, void *base)
@@ -882,7 +898,7 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     str_set(cfg->source, sizeof cfg->source, path);
     if (check_wide_literals(&c, text, root) || check_names(&c, root) ||
         read_sections(&c, root, cfg) || read_plan(&c, root, cfg) || check_batch(&c, root, cfg) ||
-        check_tokens(&c, root, cfg))
+        check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg))
         goto done;
     *out = *cfg;
     rc = 0;
