@@ -192,50 +192,127 @@ static void test_sched_least_loaded(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "least_loaded"));
 }
 
-/* Runs a trajectory to completion with the given first-token version. */
-static void finish(struct traj_table *tt, int64_t id, int version)
+/* Finishes every trajectory of group g, their first tokens at version v. */
+static void finish_group(struct traj_table *tt, int64_t g, int v)
 {
-    tt->t[id].version_start = version;
-    tt_finish(tt, id, 1.0);
+    for (int s = 0; s < tt->g[g].n; s++) {
+        int64_t id = tt->g[g].first_traj + s;
+        tt->t[id].version_start = v;
+        tt_finish(tt, id, 1.0);
+    }
 }
 
-static void test_staleness_rule(void)
+static void drain_queue(struct traj_table *tt)
+{
+    int64_t q;
+    while (tt_queue_pop(tt, &q)) {}
+}
+
+static void test_staleness_must_go(void)
 {
     struct traj_table tt;
-    tt_init(&tt, 2);
-    int64_t q;
-    for (int g = 0; g < 3; g++) tt_launch_group(&tt, g, 10, 0, 0.0);
-    while (tt_queue_pop(&tt, &q)) {}
     int64_t out[2];
-    /* group 0 (v0) incomplete, groups 1, 2 complete with v1 */
-    finish(&tt, 0, 0);
-    finish(&tt, 2, 1), finish(&tt, 3, 1);
-    finish(&tt, 4, 1), finish(&tt, 5, 1);
-    /* training at v1 with S=1: group 0 (v0) would be too stale at v2, must go now,
-     * but it is incomplete: no batch */
-    CU_ASSERT_EQUAL(tt_select_batch(&tt, 1, 1, 1, 0, out), 0);
-    /* with a looser bound nothing is must-go and the complete groups form a batch */
-    CU_ASSERT_EQUAL(tt_select_batch(&tt, 2, 1, 2, 0, out), 2);
-    finish(&tt, 1, 0);
-    CU_ASSERT_EQUAL(tt_select_batch(&tt, 2, 1, 1, 0, out), 2);
-    CU_ASSERT_EQUAL(out[0], 0); /* oldest first */
-    tt_mark_trained(&tt, out, 2, 2);
-    CU_ASSERT_EQUAL(tt.t[0].state, TS_TRAINED);
-    CU_ASSERT_EQUAL(tt.t[0].step_consumed, 2);
+    tt_init(&tt, 2);
+    tt_launch_group(&tt, 0, 10, 0, 0, 0.0); /* A, L = 0 */
+    tt_launch_group(&tt, 1, 10, 0, 0, 0.0); /* B, L = 0 */
+    drain_queue(&tt);
+    finish_group(&tt, 1, 0);
+    /* v = 0, S = 1: A may still wait one step */
+    CU_ASSERT_EQUAL_FATAL(tt_select_batch(&tt, 1, 0, 1, out), 1);
+    CU_ASSERT_EQUAL(out[0], 1);
+    tt_mark_trained(&tt, out, 1, 1);
+    CU_ASSERT_EQUAL(tt.t[2].state, TS_TRAINED);
+    CU_ASSERT_EQUAL(tt.t[2].step_consumed, 1);
+    tt_launch_group(&tt, 2, 10, 1, 1, 0.0); /* C, L = 1 */
+    drain_queue(&tt);
+    finish_group(&tt, 2, 1);
+    /* v = 1: A (L = 0) is due now and incomplete; C must not take its slot */
+    CU_ASSERT_EQUAL(tt_select_batch(&tt, 1, 1, 1, out), 0);
+    finish_group(&tt, 0, 0);
+    CU_ASSERT_EQUAL_FATAL(tt_select_batch(&tt, 1, 1, 1, out), 1);
+    CU_ASSERT_EQUAL(out[0], 0); /* oldest launch version first */
+    tt_mark_trained(&tt, out, 1, 2);
     CU_ASSERT_EQUAL(tt.n_buffered, 1);
-    /* unstarted trajectories count at the floor version */
-    tt_launch_group(&tt, 9, 10, 0, 0.0);
-    CU_ASSERT_EQUAL(tt_group_version_start(&tt, &tt.g[3], 4), 4);
-    /* must-go includes an unstarted group when the floor is old enough */
-    CU_ASSERT_EQUAL(tt_select_batch(&tt, 1, 5, 1, 4, out), 0);
+    CU_ASSERT_EQUAL_FATAL(tt_select_batch(&tt, 1, 2, 1, out), 1);
+    CU_ASSERT_EQUAL(out[0], 2);
     tt_free(&tt);
+}
+
+/* The deadlock the first version of the rule had (found by tools/bench-control):
+ * newer groups overtook older incomplete ones until more than one batch of groups
+ * was due at once. The rule must refuse the overtaking step instead. */
+static void test_staleness_no_overtaking_deadlock(void)
+{
+    struct traj_table tt;
+    int64_t out[1];
+    tt_init(&tt, 1);
+    for (int g = 0; g < 3; g++) tt_launch_group(&tt, g, 10, 0, 0, 0.0); /* cap (0+2+1)*1 */
+    drain_queue(&tt);
+    finish_group(&tt, 1, 0);
+    CU_ASSERT_EQUAL_FATAL(tt_select_batch(&tt, 1, 0, 2, out), 1); /* S = 2: G0, G2 can wait */
+    tt_mark_trained(&tt, out, 1, 1);
+    tt_launch_group(&tt, 3, 10, 1, 1, 0.0);
+    drain_queue(&tt);
+    finish_group(&tt, 3, 1);
+    /* v = 1: taking G3 would leave G0 and G2 (L = 0) for the single step v = 2 */
+    CU_ASSERT_EQUAL(tt_select_batch(&tt, 1, 1, 2, out), 0);
+    finish_group(&tt, 2, 0);
+    CU_ASSERT_EQUAL_FATAL(tt_select_batch(&tt, 1, 1, 2, out), 1);
+    CU_ASSERT_EQUAL(out[0], 2);
+    tt_mark_trained(&tt, out, 1, 2);
+    /* v = 2: G0 is due and incomplete: wait; then it goes */
+    CU_ASSERT_EQUAL(tt_select_batch(&tt, 1, 2, 2, out), 0);
+    finish_group(&tt, 0, 0);
+    CU_ASSERT_EQUAL_FATAL(tt_select_batch(&tt, 1, 2, 2, out), 1);
+    CU_ASSERT_EQUAL(out[0], 0);
+    tt_free(&tt);
+}
+
+/* Randomised: launch under the cap, complete in random order, train whenever a
+ * batch may form. Every trained group must satisfy the bound, and once everything
+ * is complete a batch must always form (no deadlock). */
+static void test_staleness_random(void)
+{
+    for (int seed = 1; seed <= 20; seed++) {
+        struct traj_table tt;
+        const int B = 3, S = seed % 3, steps = 40;
+        int64_t out[3];
+        unsigned x = (unsigned)seed * 2654435761u;
+        tt_init(&tt, 1);
+        int v = 0;
+        while (v < steps) {
+            while ((int64_t)tt.n_group < (int64_t)(v + S + 1) * B)
+                tt_launch_group(&tt, (int64_t)tt.n_group, 10, v, v, 0.0);
+            drain_queue(&tt);
+            /* finish a random incomplete group (first tokens at its launch version) */
+            int open = 0;
+            for (size_t g = 0; g < tt.n_group; g++) open += tt.g[g].n_done < tt.g[g].n;
+            if (open > 0 && (x = x * 1103515245u + 12345u) % 3 != 0) {
+                int k = (int)((x >> 8) % (unsigned)open);
+                for (size_t g = 0; g < tt.n_group; g++)
+                    if (tt.g[g].n_done < tt.g[g].n && k-- == 0) {
+                        finish_group(&tt, (int64_t)g, tt.g[g].launch_version);
+                        break;
+                    }
+            }
+            int n = tt_select_batch(&tt, B, v, S, out);
+            if (n == 0) {
+                CU_ASSERT_FATAL(open > 0); /* all complete, yet no batch: deadlock */
+                continue;
+            }
+            for (int i = 0; i < n; i++) CU_ASSERT(v - tt.g[out[i]].launch_version <= S);
+            tt_mark_trained(&tt, out, n, v + 1);
+            v++;
+        }
+        tt_free(&tt);
+    }
 }
 
 static void test_queue_order(void)
 {
     struct traj_table tt;
     tt_init(&tt, 1);
-    for (int g = 0; g < 300; g++) tt_launch_group(&tt, g, 10, 0, 0.0);
+    for (int g = 0; g < 300; g++) tt_launch_group(&tt, g, 10, 0, 0, 0.0);
     int64_t id;
     for (int i = 0; i < 300; i++) {
         CU_ASSERT_EQUAL(tt_queue_pop(&tt, &id), 1);
@@ -263,7 +340,9 @@ int main(void)
     static const struct test_case sched_cases[] = {
         {"least loaded: normalised, sticky, rotating", test_sched_least_loaded}, {NULL, NULL}};
     static const struct test_case tt_cases[] = {
-        {"staleness bound: must-go groups, oldest first", test_staleness_rule},
+        {"staleness: due groups go first, oldest first", test_staleness_must_go},
+        {"staleness: no overtaking into a deadlock", test_staleness_no_overtaking_deadlock},
+        {"staleness: randomised completion order", test_staleness_random},
         {"dispatch queue order", test_queue_order},
         {NULL, NULL}};
     static const struct test_suite suites[] = {

@@ -5,15 +5,18 @@
  *
  * Staleness (DESIGN §7, reference trainer_envs.md §8.5): a trajectory's
  * version_start is the policy version of its first generated token. The step that
- * trains at version v may only take trajectories with v - version_start <= S. To
- * make that bound hold without dropping anything, tt_select_batch refuses to form a
- * batch while a "must-go" group -- one with version_start <= v - S, which would be
- * too stale for the next step -- is still incomplete, and takes the oldest groups
- * first; and the controller launches group g only while
- *     groups_launched < (rollout_version + S + 1) * groups_per_batch,
- * which caps the must-go groups at one batch. Unstarted trajectories count with
- * the lower bound rollout_version (the oldest weights any instance may hold).
- */
+ * trains at version v may only take trajectories with v - version_start <= S, and
+ * the bound must hold without dropping anything. The book reasons with a group's
+ * launch version L (the rollout version when it was launched), a lower bound of
+ * every member's version_start:
+ *   - the controller launches only while groups_launched < (rollout_version + S + 1)
+ *     * groups_per_batch, so at most (u + S + 1) * B groups ever have L <= u;
+ *   - tt_select_batch takes complete groups in (L, id) order and forms the batch
+ *     only if, afterwards, for every u the untrained groups with L <= u number at
+ *     most max(0, u + S - v) * B -- i.e. the steps still allowed to train them can.
+ * Taking newer groups while older ones are still generating is allowed exactly as
+ * far as that invariant permits; when every group is complete the greedy choice
+ * always satisfies it, so the run cannot deadlock. */
 #ifndef LIBRA_TRAJ_TABLE_H
 #define LIBRA_TRAJ_TABLE_H
 
@@ -51,6 +54,7 @@ struct group {
     int64_t first_traj;  /* its trajectories are first_traj .. first_traj + n - 1 */
     int n, n_done;
     int trained;
+    int launch_version;  /* rollout version at launch: <= every member's version_start */
 };
 
 struct traj_table {
@@ -70,19 +74,16 @@ void tt_init(struct traj_table *tt, int n_samples);
 void tt_free(struct traj_table *tt);
 /* Starts a group of n_samples trajectories, queued for their first turn. */
 int64_t tt_launch_group(struct traj_table *tt, int64_t prompt_id, int prompt_tokens, int step,
-                        double now);
+                        int launch_version, double now);
 void tt_queue_push(struct traj_table *tt, int64_t traj_id);
 /* Front push: a handed-back turn goes before new work. */
 void tt_queue_push_front(struct traj_table *tt, int64_t traj_id);
 int tt_queue_pop(struct traj_table *tt, int64_t *traj_id);
 /* Marks a trajectory finished; returns 1 if that completed its group. */
 int tt_finish(struct traj_table *tt, int64_t traj_id, double now);
-/* Lower bound of a group's version_start (unstarted members count as floor_version). */
-int tt_group_version_start(const struct traj_table *tt, const struct group *g, int floor_version);
-/* Chooses the groups of the step that trains at version v, oldest first. Returns
- * the number written to out (== want) or 0 if the batch may not be formed yet. */
-int tt_select_batch(struct traj_table *tt, int want, int v, int max_staleness,
-                    int floor_version, int64_t *out);
+/* Chooses the groups of the step that trains at version v (see above). Returns the
+ * number written to out (== want) or 0 if the batch may not be formed yet. */
+int tt_select_batch(struct traj_table *tt, int want, int v, int max_staleness, int64_t *out);
 /* Marks the groups trained at step (removes them from the buffer). */
 void tt_mark_trained(struct traj_table *tt, const int64_t *groups, int n, int step);
 int64_t tt_groups_in_flight(const struct traj_table *tt);

@@ -57,7 +57,7 @@ static void launch_groups(struct controller *c)
         int64_t pid = c->next_prompt++;
         int ptok = workload_prompt_tokens(c->wl, cfg->run.seed, pid);
         if (ptok > cfg->rollout.max_tokens - 1) ptok = cfg->rollout.max_tokens - 1;
-        tt_launch_group(&c->tt, pid, ptok, c->step, now_s(c));
+        tt_launch_group(&c->tt, pid, ptok, c->step, c->rollout_version, now_s(c));
     }
 }
 
@@ -225,7 +225,7 @@ static void try_train(struct controller *c)
 {
     if (c->train_inflight || c->epoch_pending || c->step >= c->cfg->run.steps) return;
     int n = tt_select_batch(&c->tt, c->groups_per_batch, c->version, c->cfg->train.max_staleness,
-                            c->rollout_version, c->batch_groups);
+                            c->batch_groups);
     if (n == 0) return;
     int n_items = n * c->tt.n_samples;
     struct batch_item *items = xmalloc((size_t)n_items * sizeof *items);

@@ -22,13 +22,13 @@ void tt_free(struct traj_table *tt)
 }
 
 int64_t tt_launch_group(struct traj_table *tt, int64_t prompt_id, int prompt_tokens, int step,
-                        double now)
+                        int launch_version, double now)
 {
     XGROW(tt->g, tt->cap_group, tt->n_group + 1);
     XGROW(tt->t, tt->cap_traj, tt->n_traj + (size_t)tt->n_samples);
     int64_t gid = (int64_t)tt->n_group++;
     struct group *g = &tt->g[gid];
-    *g = (struct group){gid, prompt_id, (int64_t)tt->n_traj, tt->n_samples, 0, 0};
+    *g = (struct group){gid, prompt_id, (int64_t)tt->n_traj, tt->n_samples, 0, 0, launch_version};
     for (int s = 0; s < tt->n_samples; s++) {
         int64_t id = (int64_t)tt->n_traj++;
         struct traj *t = &tt->t[id];
@@ -100,17 +100,6 @@ int tt_finish(struct traj_table *tt, int64_t traj_id, double now)
     return 1;
 }
 
-int tt_group_version_start(const struct traj_table *tt, const struct group *g, int floor_version)
-{
-    int v = -1;
-    for (int s = 0; s < g->n; s++) {
-        int vs = tt->t[g->first_traj + s].version_start;
-        if (vs < 0) vs = floor_version;
-        if (v < 0 || vs < v) v = vs;
-    }
-    return v;
-}
-
 struct version_id {
     int version;
     int64_t id;
@@ -123,32 +112,59 @@ static int cmp_version_id(const void *a, const void *b)
     return x->id < y->id ? -1 : (x->id > y->id);
 }
 
-int tt_select_batch(struct traj_table *tt, int want, int v, int max_staleness,
-                    int floor_version, int64_t *out)
+static int in_list(const int64_t *ids, int n, int64_t id)
 {
-    if ((int)tt->n_buffered < want) return 0;
-    /* A group that would be too stale for the next step must be in this one. */
-    int64_t must_go = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+/* After training `chosen` at version v, can the later steps still train every
+ * remaining group in time?  For each u: untrained groups with L <= u must number at
+ * most max(0, u + S - v) * want. */
+static int leaves_feasible(const struct traj_table *tt, const int64_t *chosen, int n, int v, int S,
+                           int want)
+{
+    /* Count the remaining untrained groups per launch version, then accumulate. */
+    int lo = v + 1, hi = -1;
     for (size_t i = (size_t)tt->groups_trained; i < tt->n_group; i++) {
         const struct group *g = &tt->g[i];
-        if (g->trained) continue;
-        if (tt_group_version_start(tt, g, floor_version) > v - max_staleness) continue;
-        if (g->n_done < g->n) return 0;
-        must_go++;
+        if (g->trained || in_list(chosen, n, g->id)) continue;
+        if (g->launch_version < lo) lo = g->launch_version;
+        if (g->launch_version > hi) hi = g->launch_version;
     }
-    if (must_go > want) return 0; /* cannot happen under the launch cap; refuse safely */
-    /* Oldest first (by version_start, then id). */
+    if (hi < 0) return 1;
+    int64_t *count = xcalloc((size_t)(hi - lo + 1), sizeof *count);
+    for (size_t i = (size_t)tt->groups_trained; i < tt->n_group; i++) {
+        const struct group *g = &tt->g[i];
+        if (!g->trained && !in_list(chosen, n, g->id)) count[g->launch_version - lo]++;
+    }
+    int ok = 1;
+    int64_t below = 0;
+    for (int u = lo; u <= hi && ok; u++) {
+        below += count[u - lo];
+        int64_t room = u + S - v > 0 ? (int64_t)(u + S - v) * want : 0;
+        ok = below <= room;
+    }
+    free(count);
+    return ok;
+}
+
+int tt_select_batch(struct traj_table *tt, int want, int v, int max_staleness, int64_t *out)
+{
+    if ((int)tt->n_buffered < want) return 0;
     struct version_id *c = xmalloc(tt->n_buffered * sizeof *c);
     for (size_t i = 0; i < tt->n_buffered; i++) {
         int64_t gid = tt->buffered[i];
-        c[i] = (struct version_id){tt_group_version_start(tt, &tt->g[gid], floor_version), gid};
+        c[i] = (struct version_id){tt->g[gid].launch_version, gid};
     }
     qsort(c, tt->n_buffered, sizeof *c, cmp_version_id);
     int n = 0;
     for (size_t i = 0; i < tt->n_buffered && n < want; i++)
         if (v - c[i].version <= max_staleness) out[n++] = c[i].id;
     free(c);
-    return n == want ? n : 0;
+    if (n < want || !leaves_feasible(tt, out, n, v, max_staleness, want)) return 0;
+    return n;
 }
 
 void tt_mark_trained(struct traj_table *tt, const int64_t *groups, int n, int step)
