@@ -98,8 +98,9 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
 void ctl_start_sync(struct controller *c, int version);
 void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d);
 /* Shared by controller.c and epoch.c. */
-void ctl_handle_message(struct controller *c, int source, int tag);
 int ctl_poll(struct controller *c);
+/* Serves messages until `expected` TAG_HANDBACK messages have arrived. */
+void ctl_wait_handbacks(struct controller *c, int expected);
 void ctl_rebuild_instances(struct controller *c, const struct plan *old);
 
 #endif

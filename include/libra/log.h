@@ -37,6 +37,10 @@ _Noreturn void log_fatal_input(const char *fmt, ...) __attribute__((format(print
 #define FATAL(...) log_fatal(__FILE__, __LINE__, __VA_ARGS__)
 #define FATAL_INPUT(...) log_fatal_input(__VA_ARGS__)
 
+/* Called once, with the message, just before a fatal error ends the job (rank 0
+ * uses it to record the error in the metrics file and mark it "failed"). */
+void log_set_fatal_hook(void (*hook)(void *ctx, const char *msg), void *ctx);
+
 /* MPI: aborts the job with the MPI error string. */
 void mpi_check_fail(int rc, const char *call, const char *file, int line);
 #define MPI_CHECK(call)                                                   \

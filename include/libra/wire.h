@@ -28,6 +28,7 @@
 #define LIBRA_WIRE_H
 
 #include <stddef.h>
+#include <mpi.h>
 #include <stdint.h>
 
 enum wire_tag {
@@ -140,6 +141,8 @@ struct wire_buf {
 void wire_buf_reset(struct wire_buf *b);
 void wire_buf_put(struct wire_buf *b, const void *p, size_t n);
 void wire_buf_free(struct wire_buf *b);
+/* Receives the message st describes (already probed on comm) into b, grown to fit. */
+void wire_recv(struct wire_buf *b, const MPI_Status *st, MPI_Comm comm);
 
 /* Batches: begin (writes the header), add items, then send b->data, b->len. */
 void wire_batch_begin(struct wire_buf *b, int32_t sender);

@@ -300,39 +300,36 @@ static void on_result_batch(struct controller *c, const void *msg, size_t len, i
 {
     struct wire_reader rd;
     struct wire_turn_result r;
-    int n = wire_reader_init(&rd, msg, len), got;
-    if (n < 0) FATAL("malformed %s (%zu bytes) from rank %d", handback ? "handback" : "turn results", len, source);
-    while ((got = wire_next_turn_result(&rd, &r, NULL, NULL)) == 1) on_turn_result(c, &r);
-    if (got < 0) FATAL("malformed %s (%zu bytes) from rank %d", handback ? "handback" : "turn results", len, source);
+    int n = wire_reader_init(&rd, msg, len), got = n < 0 ? -1 : 1;
+    while (got == 1 && (got = wire_next_turn_result(&rd, &r, NULL, NULL)) == 1) on_turn_result(c, &r);
+    if (got < 0)
+        FATAL("malformed %s (%zu bytes) from rank %d", handback ? "handback" : "turn results", len,
+              source);
     if (!handback) return;
     c->stats.handed_back += n;
     if (c->handbacks_pending <= 0) FATAL("unexpected handback from rank %d", source);
     c->handbacks_pending--;
 }
 
-/* Receives one message (already probed) and acts on it. */
-void ctl_handle_message(struct controller *c, int source, int tag)
+/* Receives one probed message and acts on it. */
+static void handle_message(struct controller *c, const MPI_Status *st)
 {
-    MPI_Status st;
-    int len = 0;
-    MPI_CHECK(MPI_Probe(source, tag, MPI_COMM_WORLD, &st));
-    MPI_CHECK(MPI_Get_count(&st, MPI_BYTE, &len));
-    XGROW(c->msg.data, c->msg.cap, (size_t)len + 1);
-    MPI_CHECK(MPI_Recv(c->msg.data, len, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-    c->msg.len = (size_t)len;
+    int source = st->MPI_SOURCE, tag = st->MPI_TAG;
+    wire_recv(&c->msg, st, MPI_COMM_WORLD);
+    size_t len = c->msg.len;
     switch (tag) {
     case TAG_TURN_RESULT: on_result_batch(c, c->msg.data, c->msg.len, source, 0); break;
     case TAG_HANDBACK: on_result_batch(c, c->msg.data, c->msg.len, source, 1); break;
     case TAG_TRAIN_DONE: {
         struct wire_train_done d;
-        if ((size_t)len != sizeof d) FATAL("malformed TRAIN_DONE from rank %d", source);
+        if (len != sizeof d) FATAL("malformed TRAIN_DONE from rank %d", source);
         memcpy(&d, c->msg.data, sizeof d);
         on_train_done(c, &d);
         break;
     }
     case TAG_SYNC_DONE: {
         struct wire_sync_done d;
-        if ((size_t)len != sizeof d) FATAL("malformed SYNC_DONE from rank %d", source);
+        if (len != sizeof d) FATAL("malformed SYNC_DONE from rank %d", source);
         memcpy(&d, c->msg.data, sizeof d);
         ctl_on_sync_done(c, &d);
         break;
@@ -350,7 +347,7 @@ int ctl_poll(struct controller *c)
         MPI_Status st;
         MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
         if (!flag) break;
-        ctl_handle_message(c, st.MPI_SOURCE, st.MPI_TAG);
+        handle_message(c, &st);
         n++;
     }
     outbox_progress(&c->ob);
@@ -429,15 +426,7 @@ static void shutdown_workers(struct controller *c)
     int32_t dummy = 0;
     for (int r = 1; r < c->world; r++)
         outbox_send(&c->ob, &dummy, sizeof dummy, r, TAG_SHUTDOWN, MPI_COMM_WORLD);
-    c->handbacks_pending = c->plan.n_instances;
-    struct backoff b;
-    backoff_reset(&b);
-    while (c->handbacks_pending > 0) {
-        if (ctl_poll(c))
-            backoff_reset(&b);
-        else
-            backoff_sleep(&b);
-    }
+    ctl_wait_handbacks(c, c->plan.n_instances);
     /* Whatever was not trained is recorded: buffered (complete group) or in flight. */
     for (size_t i = 0; i < c->tt.n_traj; i++) {
         struct traj *t = &c->tt.t[i];

@@ -22,6 +22,22 @@
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
 
+/* One /events row per rank whose role, instance or TP changed. */
+static void record_role_changes(struct controller *c, const struct plan *old, double now)
+{
+    for (int r = 1; r < c->world; r++) {
+        const struct rank_assign *a = &old->ranks[r], *b = &c->plan.ranks[r];
+        if (a->role == b->role && a->tp == b->tp && a->index == b->index &&
+            (a->role != ROLE_ROLLOUT || plan_instance_survives(old, &c->plan, r)))
+            continue;
+        char detail[128];
+        snprintf(detail, sizeof detail, "rank %d: %s (tp %d, index %d) -> %s (tp %d, index %d)", r,
+                 role_name(a->role), a->tp, a->index, role_name(b->role), b->tp, b->index);
+        if (metrics_event(c->m, now, c->step, "role_change", detail))
+            FATAL("metrics: cannot record a role change");
+    }
+}
+
 void ctl_rebuild_instances(struct controller *c, const struct plan *old)
 {
     struct sched_instance *next = xcalloc((size_t)c->plan.n_instances + 1, sizeof *next);
@@ -41,6 +57,19 @@ void ctl_rebuild_instances(struct controller *c, const struct plan *old)
         memset(c->out_batch + c->n_out_batch, 0,
                (size_t)(c->plan.n_instances - c->n_out_batch) * sizeof *c->out_batch);
         c->n_out_batch = c->plan.n_instances;
+    }
+}
+
+void ctl_wait_handbacks(struct controller *c, int expected)
+{
+    struct backoff b;
+    backoff_reset(&b);
+    c->handbacks_pending = expected;
+    while (c->handbacks_pending > 0) {
+        if (ctl_poll(c))
+            backoff_reset(&b);
+        else
+            backoff_sleep(&b);
     }
 }
 
@@ -87,15 +116,7 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
     free(buf);
 
     comms_rebuild(&c->comms, next, 0);
-    c->handbacks_pending = first ? 0 : count_dissolved(&old, next);
-    struct backoff b;
-    backoff_reset(&b);
-    while (c->handbacks_pending > 0) {
-        if (ctl_poll(c))
-            backoff_reset(&b);
-        else
-            backoff_sleep(&b);
-    }
+    ctl_wait_handbacks(c, first ? 0 : count_dissolved(&old, next));
     plan_copy(&c->plan, next);
     ctl_rebuild_instances(c, first ? NULL : &old);
     double dt = wall_time() - t0;
@@ -117,8 +138,10 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
              c->plan.epoch, c->plan.n_train, c->plan.n_hybrid, row.rollout_tp, why, 1e3 * dt,
              row.handed_back);
     if (metrics_plan(c->m, &row) ||
-        metrics_event(c->m, now, c->step, first ? "plan" : "resplit", detail) || metrics_flush(c->m))
+        metrics_event(c->m, now, c->step, first ? "plan" : "resplit", detail))
         FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);
+    if (!first) record_role_changes(c, &old, now);
+    if (metrics_flush(c->m)) FATAL("metrics: cannot flush the plan of epoch %d", c->plan.epoch);
     LOG_I("%s", detail);
     plan_free(&old);
     c->epoch_pending = 0;

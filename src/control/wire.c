@@ -45,6 +45,15 @@ void wire_buf_free(struct wire_buf *b)
     b->len = b->cap = 0;
 }
 
+void wire_recv(struct wire_buf *b, const MPI_Status *st, MPI_Comm comm)
+{
+    int len = 0;
+    MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &len));
+    XGROW(b->data, b->cap, (size_t)len + 1);
+    MPI_CHECK(MPI_Recv(b->data, len, MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, comm, MPI_STATUS_IGNORE));
+    b->len = (size_t)len;
+}
+
 void wire_batch_begin(struct wire_buf *b, int32_t sender)
 {
     struct wire_batch_hdr h = {0, sender};

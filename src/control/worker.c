@@ -79,17 +79,15 @@ static void on_plan(struct worker *w, const void *msg, size_t len)
 
 static void on_message(struct worker *w, const MPI_Status *st)
 {
-    int len = 0;
-    MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &len));
-    XGROW(w->msg.data, w->msg.cap, (size_t)len + 1);
-    MPI_CHECK(MPI_Recv(w->msg.data, len, MPI_BYTE, 0, st->MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    wire_recv(&w->msg, st, MPI_COMM_WORLD);
+    size_t len = w->msg.len;
     switch (st->MPI_TAG) {
-    case TAG_TURN_REQ: wr_on_turn_req(w, w->msg.data, (size_t)len); break;
-    case TAG_PLAN: on_plan(w, w->msg.data, (size_t)len); break;
-    case TAG_TRAIN_BATCH: wt_on_batch(w, w->msg.data, (size_t)len); break;
+    case TAG_TURN_REQ: wr_on_turn_req(w, w->msg.data, len); break;
+    case TAG_PLAN: on_plan(w, w->msg.data, len); break;
+    case TAG_TRAIN_BATCH: wt_on_batch(w, w->msg.data, len); break;
     case TAG_SYNC: {
         struct wire_sync s;
-        if ((size_t)len != sizeof s) FATAL("malformed SYNC message (%d bytes)", len);
+        if (len != sizeof s) FATAL("malformed SYNC message (%zu bytes)", len);
         memcpy(&s, w->msg.data, sizeof s);
         ws_on_sync(w, &s);
         break;

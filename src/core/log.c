@@ -13,6 +13,14 @@
 
 static int g_rank = -1;
 static enum log_level g_level = LOG_INFO;
+static void (*g_fatal_hook)(void *, const char *);
+static void *g_fatal_ctx;
+
+void log_set_fatal_hook(void (*hook)(void *ctx, const char *msg), void *ctx)
+{
+    g_fatal_hook = hook;
+    g_fatal_ctx = ctx;
+}
 
 void log_set_rank(int rank) { g_rank = rank; }
 void log_set_level(enum log_level level) { g_level = level; }
@@ -60,6 +68,9 @@ static _Noreturn void die(const char *msg, const char *file, int line)
         fprintf(stderr, "[rank %d] fatal: %s\n", g_rank, msg);
     fflush(stderr);
     fflush(stdout);
+    void (*hook)(void *, const char *) = g_fatal_hook;
+    g_fatal_hook = NULL; /* a fatal error inside the hook must not recurse */
+    if (hook) hook(g_fatal_ctx, msg);
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);

@@ -108,6 +108,20 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     return m;
 }
 
+/* Rank 0's last act on a fatal error: the message goes into /events and the file is
+ * closed as "failed", so what was written survives and says why it ended. */
+struct fatal_ctx {
+    struct metrics *m;
+    double t0;
+};
+
+static void record_fatal(void *ctx, const char *msg)
+{
+    struct fatal_ctx *f = ctx;
+    metrics_event(f->m, wall_time() - f->t0, -1, "error", msg);
+    metrics_close(f->m, "failed");
+}
+
 static void bcast_bytes(void *p, size_t n)
 {
     MPI_Request req;
@@ -127,11 +141,15 @@ int driver_run_job(int argc, char **argv)
     struct libra_config *cfg = xcalloc(1, sizeof *cfg);
     struct job_inputs *in = xcalloc(1, sizeof *in);
     struct metrics *m = NULL;
+    struct fatal_ctx fatal = {NULL, 0};
     if (rank == 0) {
         if (world < 2)
             FATAL_INPUT("libra needs at least 2 ranks (1 controller + workers); run it with "
                   "mpirun -np N (N >= 2)");
         m = prepare(argv[1], world, cfg, in);
+        fatal.m = m;
+        fatal.t0 = wall_time();
+        log_set_fatal_hook(record_fatal, &fatal);
     }
     bcast_bytes(cfg, sizeof *cfg);
     bcast_bytes(in, sizeof *in);
@@ -141,8 +159,11 @@ int driver_run_job(int argc, char **argv)
     MPI_Request req;
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
     mpi_wait_backoff(&req, NULL);
-    if (rank == 0 && metrics_close(m, rc == 0 ? "complete" : "failed"))
-        FATAL("metrics: cannot close the metrics file");
+    if (rank == 0) {
+        log_set_fatal_hook(NULL, NULL);
+        if (metrics_close(m, rc == 0 ? "complete" : "failed"))
+            FATAL("metrics: cannot close the metrics file");
+    }
     free(cfg);
     free(in);
     MPI_CHECK(MPI_Finalize());

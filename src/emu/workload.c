@@ -26,14 +26,12 @@
  */
 #include "libra/workload.h"
 
+#include "libra/cfg_table.h"
 #include "libra/log.h"
 #include "libra/rng.h"
 
-#include <errno.h>
-#include <libconfig.h>
 #include <math.h>
-#include <stdarg.h>
-#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,25 +55,12 @@ enum wl_purpose {
 /* Loading                                                                  */
 /* ======================================================================== */
 
-enum fkind { F_REAL, F_INT, F_STR, F_LIST };
+#define W_REAL(k, lo, hi, open, h) CFGT_REAL_FIELD(struct workload, k, lo, hi, open, h)
+#define W_INT(k, lo, hi, h) CFGT_INT_FIELD(struct workload, k, lo, hi, h)
+#define T_REAL(k, lo, hi, open, h) CFGT_REAL_FIELD(struct wl_tool, k, lo, hi, open, h)
 
-/* One required key: where it goes and what it may hold (numbers in [lo, hi], or
- * (lo, hi] when lo_open). F_LIST members are read by their own code. */
-struct field {
-    const char *key;
-    enum fkind kind;
-    size_t off;
-    double lo, hi;
-    int lo_open;
-    const char *hint;
-};
-
-#define W_REAL(k, lo, hi, open, h) {#k, F_REAL, offsetof(struct workload, k), lo, hi, open, h}
-#define W_INT(k, lo, hi, h) {#k, F_INT, offsetof(struct workload, k), lo, hi, 0, h}
-#define T_REAL(k, lo, hi, open, h) {#k, F_REAL, offsetof(struct wl_tool, k), lo, hi, open, h}
-
-static const struct field wl_fields[] = {
-    {"name", F_STR, offsetof(struct workload, name), 0, 0, 0, "a short label such as \"r2e-gym\""},
+static const struct cfgt_field wl_fields[] = {
+    CFGT_STRING_FIELD(struct workload, name, "a short label such as \"r2e-gym\""),
     W_REAL(prompt_median, 0, 1e7, 1, "median prompt tokens"),
     W_REAL(prompt_sigma, 0, 5, 0, "lognormal sigma of the prompt length, 0 = fixed"),
     W_INT(prompt_min, 1, 1e8, "shortest prompt, tokens"),
@@ -89,7 +74,7 @@ static const struct field wl_fields[] = {
     W_REAL(p_continue_fail_bonus, 0, 1, 0, "added to p_continue after a failed or timed-out tool"),
     W_REAL(p_continue_large_bonus, 0, 1, 0, "added to p_continue after a payload >= large_payload"),
     W_INT(large_payload, 1, 1e8, "payload tokens that count as large"),
-    {"tools", F_LIST, 0, 0, 0, 0, "a list of tool groups: tools = ( { name = \"...\"; ... }, ... );"},
+    CFGT_CUSTOM_FIELD(tools, "a list of tool groups: tools = ( { name = \"...\"; ... }, ... );"),
     W_REAL(drift_gen_per_step, -0.5, 0.5, 0, "relative growth of gen_median per step, e.g. 0.002"),
     W_REAL(drift_continue_per_step, -1, 1, 0, "added to p_continue per step"),
     W_INT(drift_max_steps, 0, 1e7, "steps after which the drift stops"),
@@ -98,12 +83,12 @@ static const struct field wl_fields[] = {
     W_REAL(reward_per_failure, 0, 1, 0, "subtracted from P(reward = 1) per failed tool"),
 };
 
-static const struct field tool_fields[] = {
-    {"name", F_STR, offsetof(struct wl_tool, name), 0, 0, 0, "the tool's name, e.g. \"run_tests\""},
+static const struct cfgt_field tool_fields[] = {
+    CFGT_STRING_FIELD(struct wl_tool, name, "the tool's name, e.g. \"run_tests\""),
     T_REAL(weight, 0, 1e9, 1, "relative frequency among tool calls"),
     T_REAL(payload_median, 0, 1e7, 1, "median tokens a successful call returns"),
     T_REAL(payload_sigma, 0, 5, 0, "lognormal sigma of the payload"),
-    {"payload_max", F_INT, offsetof(struct wl_tool, payload_max), 1, 1e8, 0, "cap on payload tokens"},
+    CFGT_INT_FIELD(struct wl_tool, payload_max, 1, 1e8, "cap on payload tokens"),
     T_REAL(latency_median_s, 0, 86400, 1, "median seconds a call takes"),
     T_REAL(latency_sigma, 0, 5, 0, "lognormal sigma of the latency"),
     T_REAL(p_fail, 0, 1, 0, "probability a call fails"),
@@ -111,248 +96,82 @@ static const struct field tool_fields[] = {
     T_REAL(timeout_s, 0, 86400, 1, "seconds a timed-out call takes"),
 };
 
-#define NF(t) ((int)(sizeof(t) / sizeof((t)[0])))
-
-/* Context of one load: the file and the error buffer. */
-struct ld {
-    const char *path;
-    char *err;
-    size_t errlen;
-};
-
-/* Writes "path:line: <prefix><key>: <fmt>" and returns -1. */
-static int fail_at(const struct ld *ld, int line, const char *prefix, const char *key, const char *fmt,
-                   ...) __attribute__((format(printf, 5, 6)));
-
-static int fail_at(const struct ld *ld, int line, const char *prefix, const char *key, const char *fmt,
-                   ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(ld->err, ld->errlen, "%s:%d: %s%s: %s", ld->path, line, prefix, key, msg);
-    return -1;
-}
-
-static const char *type_name(int type)
-{
-    switch (type) {
-    case CONFIG_TYPE_GROUP: return "a group";
-    case CONFIG_TYPE_ARRAY: return "an array";
-    case CONFIG_TYPE_LIST: return "a list";
-    case CONFIG_TYPE_INT:
-    case CONFIG_TYPE_INT64: return "an integer";
-    case CONFIG_TYPE_FLOAT: return "a number";
-    case CONFIG_TYPE_STRING: return "a string";
-    case CONFIG_TYPE_BOOL: return "a boolean";
-    default: return "something else";
-    }
-}
-
-static int line_of(const config_setting_t *grp, const char *key)
-{
-    const config_setting_t *s = config_setting_get_member(grp, key);
-    return config_setting_source_line(s ? s : grp);
-}
-
-static int reject_unknown(const struct ld *ld, const config_setting_t *grp, const char *prefix,
-                          const struct field *f, int nf)
-{
-    for (int i = 0; i < config_setting_length(grp); i++) {
-        const config_setting_t *s = config_setting_get_elem(grp, (unsigned)i);
-        const char *name = config_setting_name(s);
-        int known = 0;
-        for (int k = 0; k < nf && !known; k++) known = strcmp(f[k].key, name) == 0;
-        if (known) continue;
-        char list[512] = "";
-        for (int k = 0; k < nf; k++) {
-            strncat(list, f[k].key, sizeof list - strlen(list) - 1);
-            if (k + 1 < nf) strncat(list, ", ", sizeof list - strlen(list) - 1);
-        }
-        return fail_at(ld, config_setting_source_line(s), prefix, name, "unknown key (known keys: %s)", list);
-    }
-    return 0;
-}
-
-/* Reads a string into dst[size] (non-empty, fits with its NUL). */
-static int read_str(const struct ld *ld, const config_setting_t *s, const char *prefix,
-                    const struct field *f, char *dst, size_t size)
-{
-    int line = config_setting_source_line(s);
-    if (config_setting_type(s) != CONFIG_TYPE_STRING)
-        return fail_at(ld, line, prefix, f->key, "is %s, expected a string in quotes (%s)",
-                       type_name(config_setting_type(s)), f->hint);
-    const char *v = config_setting_get_string(s);
-    if (!*v || strlen(v) >= size)
-        return fail_at(ld, line, prefix, f->key, "\"%s\" must have 1 to %zu characters (%s)", v,
-                       size - 1, f->hint);
-    memcpy(dst, v, strlen(v) + 1);
-    return 0;
-}
-
-/* Reads a number field (F_REAL or F_INT) into the struct at base. */
-static int read_num(const struct ld *ld, const config_setting_t *s, const char *prefix,
-                    const struct field *f, char *base)
-{
-    int line = config_setting_source_line(s), type = config_setting_type(s);
-    double v;
-    if (type == CONFIG_TYPE_INT)
-        v = config_setting_get_int(s);
-    else if (type == CONFIG_TYPE_INT64)
-        v = (double)config_setting_get_int64(s);
-    else if (type == CONFIG_TYPE_FLOAT)
-        v = config_setting_get_float(s);
-    else
-        return fail_at(ld, line, prefix, f->key, "is %s, expected a number (%s)", type_name(type), f->hint);
-    if (f->kind == F_INT && type == CONFIG_TYPE_FLOAT)
-        return fail_at(ld, line, prefix, f->key,
-                       "%g must be an integer, written without a decimal point (%s)", v, f->hint);
-    int below = f->lo_open ? !(v > f->lo) : !(v >= f->lo);
-    if (below || !(v <= f->hi))
-        return fail_at(ld, line, prefix, f->key, "%g is out of range, must be in %s%g, %g] (%s)", v,
-                       f->lo_open ? "(" : "[", f->lo, f->hi, f->hint);
-    if (f->kind == F_INT)
-        *(int *)(base + f->off) = (int)v;
-    else
-        *(double *)(base + f->off) = v;
-    return 0;
-}
-
-/* Reads every required number field of the table (strings and lists are read by
- * the caller, which knows their buffers). */
-static int read_numbers(const struct ld *ld, const config_setting_t *grp, const char *prefix,
-                        const struct field *f, int nf, void *dst)
-{
-    for (int i = 0; i < nf; i++) {
-        const config_setting_t *s = config_setting_get_member(grp, f[i].key);
-        if (!s)
-            return fail_at(ld, config_setting_source_line(grp), prefix, f[i].key,
-                           "missing (every key is required: %s)", f[i].hint);
-        if ((f[i].kind == F_REAL || f[i].kind == F_INT) && read_num(ld, s, prefix, &f[i], dst) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int read_tool(const struct ld *ld, const config_setting_t *g, int idx, struct wl_tool *t)
+static int read_tool(const struct cfgt_ctx *ctx, const config_setting_t *g, int idx, struct wl_tool *t)
 {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "tools[%d].", idx);
     if (!config_setting_is_group(g)) {
         prefix[strlen(prefix) - 1] = '\0'; /* "tools[i]" names the element itself */
-        return fail_at(ld, config_setting_source_line(g), "", prefix,
-                       "is %s, expected a group { name = \"...\"; weight = ...; ... }",
-                       type_name(config_setting_type(g)));
+        return cfgt_fail(ctx, config_setting_source_line(g), "", prefix,
+                         "is %s, expected a group { name = \"...\"; weight = ...; ... }",
+                         cfgt_type_name(config_setting_type(g)));
     }
-    if (reject_unknown(ld, g, prefix, tool_fields, NF(tool_fields)) != 0) return -1;
-    if (read_numbers(ld, g, prefix, tool_fields, NF(tool_fields), t) != 0) return -1;
-    if (read_str(ld, config_setting_get_member(g, "name"), prefix, &tool_fields[0], t->name,
-                 sizeof t->name) != 0)
-        return -1;
+    if (cfgt_read_fields(ctx, g, prefix, tool_fields, CFGT_COUNT(tool_fields), t) != 0) return -1;
     if (t->p_fail + t->p_timeout > 1.0)
-        return fail_at(ld, line_of(g, "p_timeout"), prefix, "p_timeout",
-                       "p_fail %g + p_timeout %g exceeds 1 (they are exclusive outcomes of one call)",
-                       t->p_fail, t->p_timeout);
+        return cfgt_fail(ctx, cfgt_line_of(g, "p_timeout"), prefix, "p_timeout",
+                         "p_fail %g + p_timeout %g exceeds 1 (they are exclusive outcomes of one call)",
+                         t->p_fail, t->p_timeout);
     if (t->latency_median_s > t->timeout_s)
-        return fail_at(ld, line_of(g, "latency_median_s"), prefix, "latency_median_s",
-                       "%g s exceeds timeout_s %g s (calls that do not time out are capped at timeout_s)",
-                       t->latency_median_s, t->timeout_s);
+        return cfgt_fail(ctx, cfgt_line_of(g, "latency_median_s"), prefix, "latency_median_s",
+                         "%g s exceeds timeout_s %g s (calls that do not time out are capped at timeout_s)",
+                         t->latency_median_s, t->timeout_s);
     return 0;
 }
 
-static int read_tools(const struct ld *ld, const config_setting_t *grp, struct workload *wl)
+static int read_tools(const struct cfgt_ctx *ctx, const config_setting_t *grp, struct workload *wl)
 {
     const config_setting_t *l = config_setting_get_member(grp, "tools");
     int line = config_setting_source_line(l);
     if (!config_setting_is_list(l))
-        return fail_at(ld, line, "", "tools", "is %s, expected a list ( { ... }, { ... } )",
-                       type_name(config_setting_type(l)));
+        return cfgt_fail(ctx, line, "", "tools", "is %s, expected a list ( { ... }, { ... } )",
+                         cfgt_type_name(config_setting_type(l)));
     int n = config_setting_length(l);
     if (n > WL_MAX_TOOLS)
-        return fail_at(ld, line, "", "tools", "%d tools, at most %d are supported", n, WL_MAX_TOOLS);
+        return cfgt_fail(ctx, line, "", "tools", "%d tools, at most %d are supported", n, WL_MAX_TOOLS);
     if (n == 0 && wl->max_turns > 1)
-        return fail_at(ld, line, "", "tools", "empty, but max_turns = %d needs a tool between turns "
-                       "(add a tool or set max_turns = 1)", wl->max_turns);
+        return cfgt_fail(ctx, line, "", "tools", "empty, but max_turns = %d needs a tool between turns "
+                         "(add a tool or set max_turns = 1)", wl->max_turns);
     for (int i = 0; i < n; i++) {
-        if (read_tool(ld, config_setting_get_elem(l, (unsigned)i), i, &wl->tools[i]) != 0) return -1;
+        if (read_tool(ctx, config_setting_get_elem(l, (unsigned)i), i, &wl->tools[i]) != 0) return -1;
         for (int j = 0; j < i; j++) {
             if (strcmp(wl->tools[j].name, wl->tools[i].name) != 0) continue;
             char prefix[32];
             snprintf(prefix, sizeof prefix, "tools[%d].", i);
-            return fail_at(ld, line_of(config_setting_get_elem(l, (unsigned)i), "name"), prefix, "name",
-                           "\"%s\" is also the name of tools[%d] (tool names must be unique)",
-                           wl->tools[i].name, j);
+            return cfgt_fail(ctx, cfgt_line_of(config_setting_get_elem(l, (unsigned)i), "name"), prefix, "name",
+                             "\"%s\" is also the name of tools[%d] (tool names must be unique)",
+                             wl->tools[i].name, j);
         }
     }
     wl->n_tools = n;
     return 0;
 }
 
-/* Cross-key rules of the workload group. */
-static int check_workload(const struct ld *ld, const config_setting_t *g, const struct workload *wl)
+/* Cross-key rules of the workload group, then its tools list. */
+static int check_workload(const struct cfgt_ctx *ctx, const config_setting_t *g, void *dst)
 {
+    struct workload *wl = dst;
     if (wl->prompt_min > wl->prompt_max)
-        return fail_at(ld, line_of(g, "prompt_max"), "", "prompt_max", "%d is below prompt_min %d",
-                       wl->prompt_max, wl->prompt_min);
+        return cfgt_fail(ctx, cfgt_line_of(g, "prompt_max"), "", "prompt_max", "%d is below prompt_min %d",
+                         wl->prompt_max, wl->prompt_min);
     if (wl->prompt_median < wl->prompt_min || wl->prompt_median > wl->prompt_max)
-        return fail_at(ld, line_of(g, "prompt_median"), "", "prompt_median",
-                       "%g lies outside [prompt_min %d, prompt_max %d]", wl->prompt_median,
-                       wl->prompt_min, wl->prompt_max);
+        return cfgt_fail(ctx, cfgt_line_of(g, "prompt_median"), "", "prompt_median",
+                         "%g lies outside [prompt_min %d, prompt_max %d]", wl->prompt_median,
+                         wl->prompt_min, wl->prompt_max);
     if (wl->gen_median > wl->gen_max)
-        return fail_at(ld, line_of(g, "gen_median"), "", "gen_median", "%g exceeds gen_max %d",
-                       wl->gen_median, wl->gen_max);
+        return cfgt_fail(ctx, cfgt_line_of(g, "gen_median"), "", "gen_median", "%g exceeds gen_max %d",
+                         wl->gen_median, wl->gen_max);
     if (wl->min_turns > wl->max_turns)
-        return fail_at(ld, line_of(g, "min_turns"), "", "min_turns", "%d exceeds max_turns %d",
-                       wl->min_turns, wl->max_turns);
-    return 0;
+        return cfgt_fail(ctx, cfgt_line_of(g, "min_turns"), "", "min_turns", "%d exceeds max_turns %d",
+                         wl->min_turns, wl->max_turns);
+    return read_tools(ctx, g, wl);
 }
 
 int workload_load(const char *path, struct workload *wl, char *err, size_t errlen)
 {
-    struct ld ld = {path, err, errlen};
-    config_t cfg;
-    int rc = -1;
+    const struct cfgt_ctx ctx = {path, err, errlen};
     memset(wl, 0, sizeof *wl);
-    config_init(&cfg);
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        goto done;
-    }
-    int ok = config_read(&cfg, fp);
-    fclose(fp);
-    if (ok != CONFIG_TRUE) {
-        snprintf(err, errlen, "%s:%d: cannot parse: %s (libconfig syntax: key = value; groups in { }, lists in ( ))",
-                 path, config_error_line(&cfg), config_error_text(&cfg));
-        goto done;
-    }
-    const config_setting_t *root = config_root_setting(&cfg);
-    for (int i = 0; i < config_setting_length(root); i++) {
-        const config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
-        if (strcmp(config_setting_name(s), "workload") != 0) {
-            fail_at(&ld, config_setting_source_line(s), "", config_setting_name(s),
-                    "unknown top-level setting (this file holds one group: workload = { ... };)");
-            goto done;
-        }
-    }
-    const config_setting_t *g = config_setting_get_member(root, "workload");
-    if (!g || !config_setting_is_group(g)) {
-        fail_at(&ld, g ? config_setting_source_line(g) : 1, "", "workload",
-                g ? "is not a group (expected workload = { ... };)" : "missing group (expected workload = { ... };)");
-        goto done;
-    }
-    if (reject_unknown(&ld, g, "", wl_fields, NF(wl_fields)) != 0) goto done;
-    if (read_numbers(&ld, g, "", wl_fields, NF(wl_fields), wl) != 0) goto done;
-    if (read_str(&ld, config_setting_get_member(g, "name"), "", &wl_fields[0], wl->name, sizeof wl->name) != 0)
-        goto done;
-    if (check_workload(&ld, g, wl) != 0) goto done;
-    if (read_tools(&ld, g, wl) != 0) goto done;
-    rc = 0;
-done:
-    config_destroy(&cfg);
-    return rc;
+    return cfgt_load(&ctx, "key = value; groups in { }, lists in ( )", "workload", wl_fields,
+                     CFGT_COUNT(wl_fields), wl, check_workload);
 }
 
 /* ======================================================================== */
