@@ -147,42 +147,6 @@ static const char model_ok[] =
     "  dtype_bytes = 2;\n"
     "};\n";
 
-/* base with the line that starts with `key =` replaced by `repl` ("" drops it),
- * or repl appended before the closing brace when key is NULL. */
-static void edit_text(char *out, size_t n, const char *base, const char *key, const char *repl)
-{
-    out[0] = '\0';
-    char line[256];
-    const char *p = base;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        size_t len = (size_t)(nl - p) + 1;
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        char pat[64];
-        snprintf(pat, sizeof pat, "  %s =", key ? key : "");
-        if (key && strncmp(line, pat, strlen(pat)) == 0) {
-            strncat(out, repl, n - strlen(out) - 1);
-        } else {
-            if (!key && strcmp(line, "};\n") == 0) strncat(out, repl, n - strlen(out) - 1);
-            strncat(out, line, n - strlen(out) - 1);
-        }
-        p += len;
-    }
-}
-
-static const char *write_case(const char *name, const char *text)
-{
-    static char path[1024];
-    const char *dir = test_scratch_dir("profiles");
-    CU_ASSERT_FATAL(dir != NULL);
-    snprintf(path, sizeof path, "%s/%s.cfg", dir, name);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fputs(text, f);
-    fclose(f);
-    return path;
-}
-
 struct bad_case {
     int model;         /* 0: hardware file, 1: model file */
     const char *key;   /* line to replace (NULL: append repl) */
@@ -242,9 +206,9 @@ static const struct bad_case moe_cases[] = {
 static void check_case(const char *base, const struct bad_case *c, int idx)
 {
     char text[4096], err[1024], name[32];
-    edit_text(text, sizeof text, base, c->key, c->repl);
+    test_edit_config(text, sizeof text, base, c->key, c->repl);
     snprintf(name, sizeof name, "bad%d-%d", c->model, idx);
-    const char *path = write_case(name, text);
+    const char *path = test_write_file("profiles", name, text);
     union {
         struct hw_profile hw;
         struct model_profile m;
@@ -262,9 +226,9 @@ static void test_bad_profiles(void)
     struct hw_profile hw;
     struct model_profile m;
     /* The unedited bases load, so each case fails for its own edit only. */
-    CU_ASSERT_FATAL(profile_load_hw(write_case("hw_ok", hw_ok), &hw, err, sizeof err) == 0);
-    CU_ASSERT_FATAL(profile_load_model(write_case("model_ok", model_ok), &m, err, sizeof err) == 0);
-    CU_ASSERT_FATAL(profile_load_model(write_case("moe_ok", moe_ok), &m, err, sizeof err) == 0);
+    CU_ASSERT_FATAL(profile_load_hw(test_write_file("profiles", "hw_ok", hw_ok), &hw, err, sizeof err) == 0);
+    CU_ASSERT_FATAL(profile_load_model(test_write_file("profiles", "model_ok", model_ok), &m, err, sizeof err) == 0);
+    CU_ASSERT_FATAL(profile_load_model(test_write_file("profiles", "moe_ok", moe_ok), &m, err, sizeof err) == 0);
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
         check_case(bad_cases[i].model ? model_ok : hw_ok, &bad_cases[i], (int)i);
     for (size_t i = 0; i < sizeof moe_cases / sizeof moe_cases[0]; i++)
@@ -281,9 +245,9 @@ static void test_bad_files(void)
     /* A model file given where a hardware file is expected. */
     CU_ASSERT(profile_load_hw(test_path("inputs/models/qwen3-4b.cfg"), &hw, err, sizeof err) == -1);
     CU_ASSERT(strstr(err, ": model: unknown top-level setting (this file holds one group: hardware") != NULL);
-    CU_ASSERT(profile_load_model(write_case("empty", "# nothing\n"), &m, err, sizeof err) == -1);
+    CU_ASSERT(profile_load_model(test_write_file("profiles", "empty", "# nothing\n"), &m, err, sizeof err) == -1);
     CU_ASSERT(strstr(err, ":1: model: missing group") != NULL);
-    CU_ASSERT(profile_load_model(write_case("notgroup", "model = 3;\n"), &m, err, sizeof err) == -1);
+    CU_ASSERT(profile_load_model(test_write_file("profiles", "notgroup", "model = 3;\n"), &m, err, sizeof err) == -1);
     CU_ASSERT(strstr(err, ":1: model: is an integer, expected a group") != NULL);
 }
 

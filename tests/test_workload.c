@@ -464,40 +464,6 @@ static const char wl_ok[] =
     "  reward_per_failure = 0.1;\n"        /* 22 */
     "};\n";
 
-/* wl_ok with the line starting "  key =" replaced by repl ("" drops it), or repl
- * added before the closing brace when key is NULL. */
-static void edit_text(char *out, size_t n, const char *key, const char *repl)
-{
-    char line[1024], pat[64];
-    const char *p = wl_ok;
-    out[0] = '\0';
-    snprintf(pat, sizeof pat, "  %s =", key ? key : "");
-    while (*p) {
-        size_t len = (size_t)(strchr(p, '\n') - p) + 1;
-        snprintf(line, sizeof line, "%.*s", (int)len, p);
-        if (key && strncmp(line, pat, strlen(pat)) == 0) {
-            strncat(out, repl, n - strlen(out) - 1);
-        } else {
-            if (!key && strcmp(line, "};\n") == 0) strncat(out, repl, n - strlen(out) - 1);
-            strncat(out, line, n - strlen(out) - 1);
-        }
-        p += len;
-    }
-}
-
-static const char *write_case(const char *name, const char *text)
-{
-    static char path[1024];
-    const char *dir = test_scratch_dir("workloads");
-    CU_ASSERT_FATAL(dir != NULL);
-    snprintf(path, sizeof path, "%s/%s.cfg", dir, name);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fputs(text, f);
-    fclose(f);
-    return path;
-}
-
 static const struct {
     const char *key, *repl, *want;
 } bad_cases[] = {
@@ -536,13 +502,13 @@ static void test_bad_files(void)
 {
     char text[8192], err[1024], name[32];
     struct workload wl;
-    CU_ASSERT_FATAL(workload_load(write_case("ok", wl_ok), &wl, err, sizeof err) == 0);
+    CU_ASSERT_FATAL(workload_load(test_write_file("workloads", "ok", wl_ok), &wl, err, sizeof err) == 0);
     CU_ASSERT_EQUAL(wl.n_tools, 1);
     CU_ASSERT_DOUBLE_EQUAL(wl.tools[0].p_timeout, 0.1, 0);
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
-        edit_text(text, sizeof text, bad_cases[i].key, bad_cases[i].repl);
+        test_edit_config(text, sizeof text, wl_ok, bad_cases[i].key, bad_cases[i].repl);
         snprintf(name, sizeof name, "bad%zu", i);
-        const char *path = write_case(name, text);
+        const char *path = test_write_file("workloads", name, text);
         CU_ASSERT(workload_load(path, &wl, err, sizeof err) == -1);
         int ok = strncmp(err, path, strlen(path)) == 0 && strstr(err, bad_cases[i].want) != NULL;
         if (!ok) fprintf(stderr, "\n  case %zu: want \"%s\"\n  got  \"%s\"\n", i, bad_cases[i].want, err);
@@ -558,8 +524,8 @@ static void test_bad_files(void)
         strncat(tools, one, sizeof tools - strlen(tools) - 1);
     }
     strncat(tools, " );\n", sizeof tools - strlen(tools) - 1);
-    edit_text(text, sizeof text, "tools", tools);
-    CU_ASSERT(workload_load(write_case("ninetools", text), &wl, err, sizeof err) == -1);
+    test_edit_config(text, sizeof text, wl_ok, "tools", tools);
+    CU_ASSERT(workload_load(test_write_file("workloads", "ninetools", text), &wl, err, sizeof err) == -1);
     CU_ASSERT(strstr(err, "16: tools: 9 tools, at most 8 are supported") != NULL);
     CU_ASSERT(workload_load("/nonexistent/w.cfg", &wl, err, sizeof err) == -1);
     CU_ASSERT_STRING_EQUAL(err, "/nonexistent/w.cfg: cannot read: No such file or directory");

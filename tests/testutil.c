@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,4 +56,36 @@ const char *test_scratch_dir(const char *name)
     snprintf(buf, sizeof buf, "%s/tests/out/%s-%ld", top, name, (long)getpid());
     if (mkdir(buf, 0755) != 0 && errno != EEXIST) return NULL;
     return buf;
+}
+
+const char *test_write_file(const char *subdir, const char *name, const char *text)
+{
+    static char path[1024];
+    const char *dir = test_scratch_dir(subdir);
+    CU_ASSERT_FATAL(dir != NULL);
+    snprintf(path, sizeof path, "%s/%s.cfg", dir, name);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+void test_edit_config(char *out, size_t n, const char *base, const char *key, const char *repl)
+{
+    char line[1024], pat[64];
+    out[0] = '\0';
+    snprintf(pat, sizeof pat, "  %s =", key ? key : "");
+    for (const char *p = base; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) + 1 : strlen(p);
+        snprintf(line, sizeof line, "%.*s", (int)len, p);
+        if (key && strncmp(line, pat, strlen(pat)) == 0) {
+            strncat(out, repl, n - strlen(out) - 1);
+        } else {
+            if (!key && strcmp(line, "};\n") == 0) strncat(out, repl, n - strlen(out) - 1);
+            strncat(out, line, n - strlen(out) - 1);
+        }
+        p += len;
+    }
 }

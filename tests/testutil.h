@@ -7,6 +7,7 @@
 #define LIBRA_TESTUTIL_H
 
 #include <CUnit/CUnit.h>
+#include <stddef.h>
 
 struct test_case {
     const char *name;
@@ -24,6 +25,13 @@ int test_main(const struct test_suite *suites);
 const char *test_path(const char *rel);
 /* A fresh scratch directory under the build tree (tests/out/<name>-<pid>). */
 const char *test_scratch_dir(const char *name);
+
+/* Writes text to <scratch subdir>/<name>.cfg and returns the path (static buffer,
+ * valid until the next call). Asserts (fatally) on failure. */
+const char *test_write_file(const char *subdir, const char *name, const char *text);
+/* A copy of a libconfig text with the line "  key = ..." replaced by repl, or, with
+ * key NULL, with repl inserted before the closing "};" line. */
+void test_edit_config(char *out, size_t n, const char *base, const char *key, const char *repl);
 
 #define CU_ASSERT_CLOSE(a, b, rel)                                                     \
     CU_ASSERT(fabs((double)(a) - (double)(b)) <= (rel) * fmax(1.0, fabs((double)(b))))
