@@ -17,6 +17,10 @@ static void usage(FILE *out)
             "                                     statistics of a workload preset\n"
             "  libra --config-reference           every configuration key (Markdown)\n"
             "  libra --devices                    GPUs this build can use\n"
+            "  libra score MODEL.h5 TOKENS_FILE   log-prob of each token given the ones before\n"
+            "  libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
+            "                 [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
+            "  libra --bench-engine [tiny|small|100m ...]   CPU engine throughput\n"
             "  libra --version | --help\n",
             PACKAGE_VERSION);
 }
@@ -37,6 +41,9 @@ int main(int argc, char **argv)
     if (strcmp(a, "--describe-workload") == 0) return cmd_describe_workload(argc - 2, argv + 2);
     if (strcmp(a, "--config-reference") == 0) return cmd_config_reference();
     if (strcmp(a, "--devices") == 0) return cmd_devices();
+    if (strcmp(a, "score") == 0) return cmd_score(argc - 2, argv + 2);
+    if (strcmp(a, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);
     if (a[0] == '-') {
         fprintf(stderr, "libra: unknown option '%s'\n", a);
         usage(stderr);

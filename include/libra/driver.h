@@ -21,6 +21,11 @@ int cmd_check_config(const char *path);
 int cmd_describe_workload(int argc, char **argv);
 int cmd_config_reference(void);
 int cmd_devices(void);
+/* cmd_model.c: commands on a model file */
+int cmd_score(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+/* bench_engine.c */
+int cmd_bench_engine(int argc, char **argv);
 /* Loads the profiles and workload a config names; 0 or -1 with a message. */
 int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, char *err,
                        size_t errlen);

@@ -1,0 +1,38 @@
+/*
+ * AdamW with bias correction (decoupled weight decay, as torch.optim.AdamW), global
+ * gradient-norm clipping and a learning-rate schedule (constant, or linear warm-up
+ * then cosine decay to min_lr_ratio * lr). Moments live in one allocation (m then v).
+ * Weight decay applies to every parameter, as torch.optim.AdamW over model.parameters().
+ */
+#ifndef LIBRA_ADAMW_H
+#define LIBRA_ADAMW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum lr_schedule { LR_CONSTANT = 0, LR_COSINE = 1 };
+
+struct adamw_config {
+    float lr, beta1, beta2, eps, weight_decay;
+    float clip_norm;        /* <= 0: no clipping */
+    int schedule;           /* enum lr_schedule */
+    int64_t warmup_steps, total_steps;
+    float min_lr_ratio;
+};
+
+struct adamw {
+    struct adamw_config c;
+    float *m, *v; /* (n) each, carved from one allocation */
+    size_t n;
+    int64_t step; /* steps taken */
+};
+
+void adamw_init(struct adamw *o, const struct adamw_config *c, size_t n);
+void adamw_free(struct adamw *o);
+/* Learning rate of step (1-based). */
+float adamw_lr(const struct adamw_config *c, int64_t step);
+/* One step on params given grads (both n floats); grads are clipped in place.
+ * Returns the global gradient norm before clipping. */
+double adamw_step(struct adamw *o, float *params, float *grads);
+
+#endif

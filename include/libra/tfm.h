@@ -1,0 +1,126 @@
+/*
+ * The transformer policy (device.type = "cpu"): a decoder-only model of the Llama /
+ * Qwen2 / Qwen3 family, its parameters, and the training path.
+ *
+ * Glossary (used in every shape comment):
+ *   V vocab_size   C hidden_size   L n_layers   H n_heads   K n_kv_heads
+ *   D head_dim     F intermediate_size   T tokens of a packed batch   S sequences
+ *
+ * Architecture (Hugging Face conventions, so imported weights work unchanged):
+ *   x = embed[tokens]
+ *   per layer: h = rmsnorm(x) * ln1;  q = h Wq^T (+bq), k = h Wk^T (+bk), v = h Wv^T (+bv)
+ *              [qwen3: q, k RMS-normalised per head with q_norm, k_norm]
+ *              rotary on q, k (rotate-half: pairs (i, i + D/2), theta rope_theta)
+ *              causal grouped-query attention (head h reads kv head h / (H/K)),
+ *              scale 1/sqrt(D), never across sequence boundaries of a packed batch
+ *              x += attn Wo^T;  h = rmsnorm(x) * ln2;  x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *   logits = rmsnorm(x) * ln_f  lm_head^T   (lm_head = embed when tied)
+ * rmsnorm(x) = x / sqrt(mean(x^2) + eps). Weights are stored (out, in) like
+ * torch.nn.Linear, row-major. Positions restart at 0 in every sequence.
+ *
+ * Three structs kept apart (STYLE 2): tfm_config (hyper-parameters), tfm_params
+ * (pointers carved out of ONE allocation; the same layout serves gradients and the
+ * AdamW moments), tfm_state (activations and scratch of the training path).
+ */
+#ifndef LIBRA_TFM_H
+#define LIBRA_TFM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum tfm_family { TFM_LLAMA = 0, TFM_QWEN2 = 1, TFM_QWEN3 = 2 };
+
+struct tfm_config {
+    int family;            /* enum tfm_family (model_type llama | qwen2 | qwen3) */
+    int vocab_size;        /* V */
+    int hidden_size;       /* C */
+    int n_layers;          /* L */
+    int n_heads;           /* H */
+    int n_kv_heads;        /* K, divides H */
+    int head_dim;          /* D, even */
+    int intermediate_size; /* F */
+    int max_position_embeddings;
+    float rms_norm_eps;
+    float rope_theta;
+    int tie_word_embeddings; /* 1: the output head is the embedding */
+    int attention_bias;      /* q/k/v projections have biases (qwen2) */
+    int qk_norm;             /* per-head RMSNorm on q and k (qwen3) */
+};
+
+struct tfm_params {
+    float *embed;   /* (V, C)      model.embed_tokens.weight */
+    float *ln1;     /* (L, C)      model.layers.i.input_layernorm.weight */
+    float *wq;      /* (L, H*D, C) model.layers.i.self_attn.q_proj.weight */
+    float *bq;      /* (L, H*D)    ...q_proj.bias          (attention_bias, else NULL) */
+    float *wk;      /* (L, K*D, C) ...k_proj.weight */
+    float *bk;      /* (L, K*D)    ...k_proj.bias          (attention_bias, else NULL) */
+    float *wv;      /* (L, K*D, C) ...v_proj.weight */
+    float *bv;      /* (L, K*D)    ...v_proj.bias          (attention_bias, else NULL) */
+    float *q_norm;  /* (L, D)      ...self_attn.q_norm.weight (qk_norm, else NULL) */
+    float *k_norm;  /* (L, D)      ...self_attn.k_norm.weight (qk_norm, else NULL) */
+    float *wo;      /* (L, C, H*D) ...self_attn.o_proj.weight */
+    float *ln2;     /* (L, C)      ...post_attention_layernorm.weight */
+    float *w_gate;  /* (L, F, C)   ...mlp.gate_proj.weight */
+    float *w_up;    /* (L, F, C)   ...mlp.up_proj.weight */
+    float *w_down;  /* (L, C, F)   ...mlp.down_proj.weight */
+    float *ln_f;    /* (C)         model.norm.weight */
+    float *lm_head; /* (V, C)      lm_head.weight; == embed when tied */
+    float *mem;     /* the one allocation all of the above point into */
+    size_t n;       /* floats in mem */
+};
+
+/* Checks the hyper-parameters (positive, K | H, D even, ...); 0 or -1 + message. */
+int tfm_config_check(const struct tfm_config *c, char *err, size_t errlen);
+size_t tfm_param_count(const struct tfm_config *c);
+/* Allocates one zeroed block of tfm_param_count floats and carves the pointers. */
+void tfm_params_alloc(struct tfm_params *p, const struct tfm_config *c);
+void tfm_params_free(struct tfm_params *p);
+/* Initialisation for tests and fresh models: normal(0, std) for matrices and
+ * embeddings, keyed by (seed, tensor, index); 1 for norm weights; 0 for biases. */
+void tfm_params_init_random(struct tfm_params *p, const struct tfm_config *c, uint64_t seed,
+                            float std);
+
+/* One Hugging Face tensor: a view into tfm_params (per-layer tensors are slices). */
+struct tfm_tensor {
+    char name[96];   /* e.g. "model.layers.3.self_attn.q_proj.weight" */
+    float *data;
+    int ndim;
+    int64_t dims[2];
+};
+/* Fills out (capacity max) with every tensor in Hugging Face order; returns the count
+ * (lm_head only when untied, biases / q_norm / k_norm only when present). */
+int tfm_tensors(const struct tfm_config *c, const struct tfm_params *p, struct tfm_tensor *out,
+                int max);
+
+/* A packed batch of variable-length sequences. */
+struct tfm_batch {
+    int n_seq;                /* S */
+    const int *seq_len;       /* (S) tokens of each sequence; sum = T */
+    const int32_t *tokens;    /* (T) input tokens */
+    const int32_t *targets;   /* (T) next tokens to score; -1 = no target here */
+    const float *weights;     /* (T) per-token objective weights; NULL = 1 where target >= 0 */
+    float temperature;        /* log-probs of softmax(logits / temperature); > 0 */
+};
+
+struct tfm_state; /* activations and scratch of the training path (src/model/) */
+
+/* Sized for batches of at most max_tokens tokens. Activations are bounded: only the
+ * residual stream entering each layer is kept (L x T x C) and a layer's internals are
+ * recomputed in backward; logits are processed in chunks of tokens. */
+struct tfm_state *tfm_state_create(const struct tfm_config *c, int max_tokens);
+void tfm_state_free(struct tfm_state *s);
+/* Bytes of activation memory the state holds (reported by the benchmarks). */
+size_t tfm_state_bytes(const struct tfm_state *s);
+
+/* Forward: logprob[t] = log softmax(logits_t / temperature)[targets[t]] (0 where no
+ * target), entropy[t] of the same distribution (if entropy != NULL), logits (T, V)
+ * copied out if logits != NULL. Returns sum_t w_t logprob_t. */
+double tfm_forward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
+                   const struct tfm_batch *b, float *logprob, float *entropy, float *logits);
+/* Backward of the loss  J = - sum_t w_t logprob_t  (the weights carry any
+ * normalisation); gradients are ADDED into g (same layout as p; zero it first).
+ * Runs its own forward (recompute); returns J. */
+double tfm_backward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
+                    const struct tfm_batch *b, struct tfm_params *g);
+
+#endif

@@ -1,0 +1,181 @@
+/*
+ * `libra --bench-engine [SIZE...]`: throughput of the CPU transformer engine.
+ *
+ * First it measures this machine's single-precision GEMM peak (the best of several
+ * 2048^3 cblas_sgemm calls through the same BLAS and threads the engine uses), then
+ * for each model size (tiny ~1M, small ~10M, 100m ~113M parameters; byte-level
+ * vocabulary) it times:
+ *   - training: tfm_backward (forward + recompute + backward) on a packed batch of
+ *     4 x 256 tokens; model FLOPs = 3 x forward FLOPs (the usual MFU convention; the
+ *     recompute is not counted as useful work);
+ *   - prefill: 256-token contexts into decode slots;
+ *   - decode: one-token steps at batch 1, 8 and 64 after a 64-token prefill;
+ * and prints tokens/s, GFLOP/s and the fraction of the measured GEMM peak, plus the
+ * memory the engine holds (parameters, gradients, activations, KV caches).
+ * Forward FLOPs per token: 2 x (matrix parameters, lm_head included) + attention
+ * 4 x L x H x D x (mean context).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/driver.h"
+#include "libra/log.h"
+#include "libra/rng.h"
+#include "libra/tfm.h"
+#include "libra/tfm_decode.h"
+#include "libra/tokenizer.h"
+
+struct bench_size {
+    const char *name;
+    struct tfm_config c;
+};
+
+static const struct bench_size sizes[] = {
+    {"tiny", {TFM_QWEN3, TOK_VOCAB_SIZE, 128, 4, 4, 2, 32, 384, 4096, 1e-6f, 1e6f, 1, 0, 1}},
+    {"small", {TFM_QWEN3, TOK_VOCAB_SIZE, 384, 6, 6, 2, 64, 1024, 4096, 1e-6f, 1e6f, 1, 0, 1}},
+    {"100m", {TFM_LLAMA, TOK_VOCAB_SIZE, 768, 12, 12, 12, 64, 3072, 4096, 1e-6f, 1e4f, 0, 0, 0}},
+};
+
+static double gemm_peak_gflops(void)
+{
+    const int n = 2048;
+    float *a = xmalloc((size_t)n * n * sizeof *a), *b = xmalloc((size_t)n * n * sizeof *b);
+    float *c = xmalloc((size_t)n * n * sizeof *c);
+    for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = (float)((i % 17) - 8) * 0.01f;
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = wall_time();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double dt = wall_time() - t0;
+        double gf = 2.0 * n * (double)n * n / dt / 1e9;
+        if (gf > best) best = gf;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+/* Forward FLOPs of one token at mean attention context ctx. */
+static double forward_flops_per_token(const struct tfm_config *c, double ctx)
+{
+    double C = c->hidden_size, HD = (double)c->n_heads * c->head_dim;
+    double KD = (double)c->n_kv_heads * c->head_dim, F = c->intermediate_size;
+    double per_layer = 2.0 * (C * HD + 2 * C * KD + HD * C + 3 * C * F);
+    double attn = 4.0 * c->n_heads * c->head_dim * ctx;
+    return c->n_layers * (per_layer + attn) + 2.0 * c->vocab_size * C;
+}
+
+static void random_tokens(int32_t *t, int n, uint64_t key)
+{
+    struct rng r;
+    rng_init(&r, 1234, key, 0, 0);
+    for (int i = 0; i < n; i++) t[i] = (int32_t)rng_below(&r, 256);
+}
+
+static void print_row(const char *what, double tok_s, double gflops, double peak)
+{
+    printf("  %-22s %12.1f tok/s %10.2f GFLOP/s %7.1f %% of peak\n", what, tok_s, gflops,
+           100.0 * gflops / peak);
+}
+
+static void bench_train(const struct tfm_config *c, const struct tfm_params *p, double peak,
+                        size_t *act_bytes)
+{
+    enum { S = 4, LEN = 256, T = S * LEN };
+    int seq_len[S] = {LEN, LEN, LEN, LEN};
+    int32_t *tok = xmalloc(T * sizeof *tok), *tgt = xmalloc(T * sizeof *tgt);
+    random_tokens(tok, T, 1);
+    for (int i = 0; i < T; i++) tgt[i] = (i + 1) % LEN ? tok[i + 1] : -1;
+    struct tfm_batch b = {S, seq_len, tok, tgt, NULL, 1.0f};
+    struct tfm_state *s = tfm_state_create(c, T);
+    struct tfm_params g;
+    tfm_params_alloc(&g, c);
+    tfm_backward(c, p, s, &b, &g); /* warm-up */
+    double best = INFINITY;
+    for (int rep = 0; rep < 2; rep++) {
+        memset(g.mem, 0, g.n * sizeof *g.mem);
+        double t0 = wall_time();
+        tfm_backward(c, p, s, &b, &g);
+        double dt = wall_time() - t0;
+        if (dt < best) best = dt;
+    }
+    double flops = 3.0 * forward_flops_per_token(c, (LEN + 1) / 2.0) * T;
+    print_row("training (4 x 256)", T / best, flops / best / 1e9, peak);
+    *act_bytes = tfm_state_bytes(s);
+    tfm_params_free(&g);
+    tfm_state_free(s);
+    free(tok);
+    free(tgt);
+}
+
+static void bench_decode(const struct tfm_config *c, const struct tfm_params *p, double peak,
+                         size_t *kv_bytes)
+{
+    enum { SLOTS = 64, PROMPT = 64, STEPS = 32, PREFILL = 256 };
+    struct tfm_decoder *d = tfm_decoder_create(c, p, SLOTS, PREFILL + STEPS + 8, 64);
+    int32_t *tok = xmalloc(PREFILL * sizeof *tok);
+    float *logits = xmalloc((size_t)SLOTS * c->vocab_size * sizeof *logits);
+    random_tokens(tok, PREFILL, 2);
+    double t0 = wall_time();
+    for (int s = 0; s < 4; s++) tfm_decoder_prefill(d, s, tok, PREFILL, logits);
+    double dt = wall_time() - t0;
+    print_row("prefill (4 x 256)", 4.0 * PREFILL / dt,
+              forward_flops_per_token(c, (PREFILL + 1) / 2.0) * 4 * PREFILL / dt / 1e9, peak);
+    static const int batches[] = {1, 8, 64};
+    for (int k = 0; k < 3; k++) {
+        int n = batches[k];
+        int slots[SLOTS];
+        int32_t next[SLOTS];
+        for (int s = 0; s < n; s++) {
+            tfm_decoder_truncate(d, s, 0);
+            tfm_decoder_prefill(d, s, tok, PROMPT, NULL);
+            slots[s] = s;
+            next[s] = tok[s % PROMPT];
+        }
+        t0 = wall_time();
+        for (int step = 0; step < STEPS; step++) tfm_decoder_step(d, slots, next, n, logits);
+        dt = wall_time() - t0;
+        char what[32];
+        snprintf(what, sizeof what, "decode batch %d", n);
+        double ctx = PROMPT + STEPS / 2.0;
+        print_row(what, (double)n * STEPS / dt,
+                  forward_flops_per_token(c, ctx) * n * STEPS / dt / 1e9, peak);
+    }
+    *kv_bytes = tfm_decoder_bytes(d);
+    free(tok);
+    free(logits);
+    tfm_decoder_free(d);
+}
+
+int cmd_bench_engine(int argc, char **argv)
+{
+    double peak = gemm_peak_gflops();
+    printf("libra bench-engine: sgemm peak %.1f GFLOP/s (2048^3, best of 5, %d BLAS threads)\n",
+           peak, openblas_get_num_threads());
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        int wanted = argc == 0;
+        for (int a = 0; a < argc; a++) wanted |= strcmp(argv[a], sizes[i].name) == 0;
+        if (!wanted) continue;
+        const struct tfm_config *c = &sizes[i].c;
+        struct tfm_params p;
+        tfm_params_alloc(&p, c);
+        tfm_params_init_random(&p, c, 1, 0.02f);
+        printf("%s: %.2fM parameters (C %d, L %d, H %d, K %d, D %d, F %d, V %d)\n", sizes[i].name,
+               (double)tfm_param_count(c) / 1e6, c->hidden_size, c->n_layers, c->n_heads,
+               c->n_kv_heads, c->head_dim, c->intermediate_size, c->vocab_size);
+        size_t act = 0, kv = 0;
+        bench_train(c, &p, peak, &act);
+        bench_decode(c, &p, peak, &kv);
+        double param_mb = 4.0 * tfm_param_count(c) / 1e6;
+        printf("  memory: parameters %.1f MB, gradients %.1f MB, AdamW %.1f MB, activations "
+               "%.1f MB, decoder (64 slots) %.1f MB\n",
+               param_mb, param_mb, 2 * param_mb, act / 1e6, kv / 1e6);
+        tfm_params_free(&p);
+    }
+    return 0;
+}

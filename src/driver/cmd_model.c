@@ -1,0 +1,183 @@
+/*
+ * Commands on a model file (single process, no mpirun):
+ *   libra score MODEL.h5 TOKENS_FILE
+ *       TOKENS_FILE holds whitespace-separated token ids t0 t1 ... tn; prints one line
+ *       per token from t1 on: log p(t_i | t_0 .. t_{i-1}) (natural log, temperature 1).
+ *   libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]
+ *                  [--temperature T] [--top-p P] [--top-k K] [--seed S]
+ *       prints the continuation (specials spelled out); greedy when T = 0. Stops at
+ *       <|eos|> or after N new tokens (default 64). No <|bos|> is added: put it in
+ *       the prompt if the model expects one.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/driver.h"
+#include "libra/log.h"
+#include "libra/sampler.h"
+#include "libra/tfm.h"
+#include "libra/tfm_decode.h"
+#include "libra/tfm_io.h"
+#include "libra/tokenizer.h"
+
+/* Reads whitespace-separated token ids in [0, V); -1 with a message on bad input. */
+static int read_token_file(const char *path, int V, int32_t **out, int *n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "libra: %s: cannot read: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 0, len = 0;
+    int32_t *ids = NULL;
+    char word[64];
+    int rc = 0;
+    while (fscanf(f, "%63s", word) == 1) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(word, &end, 10);
+        if (*end || errno || v < 0 || v >= V) {
+            fprintf(stderr, "libra: %s: token %zu: '%s' is not a token id in [0, %d)\n", path,
+                    len + 1, word, V);
+            rc = -1;
+            break;
+        }
+        XGROW(ids, cap, len + 1);
+        ids[len++] = (int32_t)v;
+    }
+    fclose(f);
+    if (rc == 0 && len == 0) {
+        fprintf(stderr, "libra: %s: no token ids in the file\n", path);
+        rc = -1;
+    }
+    if (rc) {
+        free(ids);
+        return -1;
+    }
+    *out = ids;
+    *n = (int)len;
+    return 0;
+}
+
+static int load_model(const char *path, struct tfm_config *c, struct tfm_params *p)
+{
+    char err[1024];
+    if (tfm_load(path, c, p, NULL, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "libra: %s\n", err);
+    return -1;
+}
+
+int cmd_score(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: libra score MODEL.h5 TOKENS_FILE\n");
+        return 2;
+    }
+    struct tfm_config c;
+    struct tfm_params p;
+    if (load_model(argv[0], &c, &p)) return 1;
+    int32_t *tok = NULL;
+    int n = 0;
+    if (read_token_file(argv[1], c.vocab_size, &tok, &n)) {
+        tfm_params_free(&p);
+        return 1;
+    }
+    int32_t *tgt = xmalloc((size_t)n * sizeof *tgt);
+    for (int i = 0; i < n; i++) tgt[i] = i + 1 < n ? tok[i + 1] : -1;
+    float *lp = xmalloc((size_t)n * sizeof *lp);
+    struct tfm_batch b = {1, &n, tok, tgt, NULL, 1.0f};
+    struct tfm_state *s = tfm_state_create(&c, n);
+    tfm_forward(&c, &p, s, &b, lp, NULL, NULL);
+    for (int i = 0; i + 1 < n; i++) printf("%.6f\n", lp[i]);
+    tfm_state_free(s);
+    free(lp);
+    free(tgt);
+    free(tok);
+    tfm_params_free(&p);
+    return 0;
+}
+
+struct gen_options {
+    const char *prompt, *prompt_file;
+    int max_new;
+    struct sampler_config sc;
+};
+
+static int parse_generate(int argc, char **argv, struct gen_options *o)
+{
+    *o = (struct gen_options){NULL, NULL, 64, {0.0f, 1.0f, 0, 1}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!v) goto bad;
+        if (strcmp(a, "--prompt") == 0) o->prompt = v;
+        else if (strcmp(a, "--prompt-tokens") == 0) o->prompt_file = v;
+        else if (strcmp(a, "--max-new") == 0) o->max_new = (int)strtol(v, &end, 10);
+        else if (strcmp(a, "--temperature") == 0) o->sc.temperature = strtof(v, &end);
+        else if (strcmp(a, "--top-p") == 0) o->sc.top_p = strtof(v, &end);
+        else if (strcmp(a, "--top-k") == 0) o->sc.top_k = (int)strtol(v, &end, 10);
+        else if (strcmp(a, "--seed") == 0) o->sc.seed = strtoull(v, &end, 10);
+        else goto bad;
+        if (end && *end) goto bad;
+        i++;
+    }
+    if (o->max_new < 1 || o->sc.temperature < 0 || o->sc.top_p <= 0 || o->sc.top_p > 1 ||
+        o->sc.top_k < 0 || (o->prompt && o->prompt_file)) {
+        fprintf(stderr, "libra: generate: --max-new >= 1, --temperature >= 0, --top-p in (0, 1], "
+                        "--top-k >= 0, and at most one of --prompt / --prompt-tokens\n");
+        return -1;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "libra: generate: bad option '%s' (see libra --help)\n", argv[argc - 1]);
+    return -1;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    struct gen_options o;
+    if (argc < 1 || parse_generate(argc, argv, &o)) return 2;
+    struct tfm_config c;
+    struct tfm_params p;
+    if (load_model(argv[0], &c, &p)) return 1;
+    int32_t *prompt = NULL;
+    int n = 0, rc = 1;
+    if (o.prompt_file) {
+        if (read_token_file(o.prompt_file, c.vocab_size, &prompt, &n)) goto out;
+    } else {
+        const char *text = o.prompt ? o.prompt : "";
+        size_t need = tok_encode(text, strlen(text), 1, NULL, 0);
+        prompt = xmalloc((need ? need : 1) * sizeof *prompt);
+        n = (int)tok_encode(text, strlen(text), 1, prompt, need);
+        if (n == 0) {
+            prompt[0] = TOK_BOS;
+            n = 1;
+        }
+    }
+    struct tfm_decoder *d = tfm_decoder_create(&c, &p, 1, n + o.max_new + 1, 64);
+    float *logits = xmalloc((size_t)c.vocab_size * sizeof *logits);
+    float *scratch = xmalloc(2 * (size_t)c.vocab_size * sizeof *scratch);
+    if (tfm_decoder_prefill(d, 0, prompt, n, logits)) FATAL("prefill of %d tokens failed", n);
+    for (int i = 0; i < o.max_new; i++) {
+        float lp;
+        int32_t t = sampler_sample(&o.sc, logits, c.vocab_size, 0, n + i, &lp, scratch);
+        if (t == TOK_EOS) break;
+        char buf[32];
+        size_t len = tok_decode(&t, 1, buf, sizeof buf);
+        fwrite(buf, 1, len < sizeof buf ? len : sizeof buf, stdout);
+        int slot = 0;
+        if (tfm_decoder_step(d, &slot, &t, 1, logits)) break;
+    }
+    putchar('\n');
+    free(logits);
+    free(scratch);
+    tfm_decoder_free(d);
+    rc = 0;
+out:
+    free(prompt);
+    tfm_params_free(&p);
+    return rc;
+}

@@ -1,0 +1,85 @@
+/*
+ * AdamW as torch.optim.AdamW (defaults: amsgrad off, maximize off), gradient
+ * clipping as torch.nn.utils.clip_grad_norm_ over all parameters, and the learning-
+ * rate schedule. Element arithmetic is float32 like torch's; the bias corrections,
+ * step size and the global norm are double (Python floats / a double accumulator).
+ *
+ * Order of one step (torch's): clip grads; p *= 1 - lr*wd; m = lerp(m, g, 1-b1);
+ * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+ * Limits: one flat parameter group; plain loops (no threads), so bitwise
+ * reproducible.
+ */
+#include "libra/adamw.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "libra/log.h"
+
+void adamw_init(struct adamw *o, const struct adamw_config *c, size_t n)
+{
+    o->c = *c;
+    o->n = n;
+    o->step = 0;
+    o->m = xcalloc(2 * n + 1, sizeof(float)); /* + 1: a valid block when n == 0 */
+    o->v = o->m + n;
+}
+
+void adamw_free(struct adamw *o)
+{
+    if (!o) return;
+    free(o->m);
+    o->m = o->v = NULL;
+    o->n = 0;
+}
+
+float adamw_lr(const struct adamw_config *c, int64_t step)
+{
+    if (c->schedule != LR_COSINE) return c->lr;
+    if (c->warmup_steps > 0 && step <= c->warmup_steps)
+        return (float)((double)c->lr * (double)step / (double)c->warmup_steps);
+    double span = (double)(c->total_steps - c->warmup_steps);
+    double progress = span > 0 ? (double)(step - c->warmup_steps) / span : 1.0;
+    progress = progress < 0 ? 0 : progress > 1 ? 1 : progress;
+    double cosine = 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
+    double ratio = c->min_lr_ratio + (1.0 - c->min_lr_ratio) * cosine;
+    return (float)(c->lr * ratio);
+}
+
+/* clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)); returns the norm before. */
+static double clip_grads(float *grads, size_t n, float clip)
+{
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += (double)grads[i] * grads[i];
+    double norm = sqrt(ss);
+    if (clip > 0) {
+        double coef = (double)clip / (norm + 1e-6);
+        if (coef < 1.0) {
+            float s = (float)coef;
+            for (size_t i = 0; i < n; i++) grads[i] *= s;
+        }
+    }
+    return norm;
+}
+
+double adamw_step(struct adamw *o, float *params, float *grads)
+{
+    const struct adamw_config *c = &o->c;
+    double norm = clip_grads(grads, o->n, c->clip_norm);
+    o->step++;
+    double lr = adamw_lr(c, o->step);
+    double bc1 = 1.0 - pow(c->beta1, (double)o->step);
+    double bc2 = 1.0 - pow(c->beta2, (double)o->step);
+    float decay = (float)(1.0 - lr * c->weight_decay);
+    float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    float b2 = c->beta2, w1 = 1.0f - c->beta1, w2 = 1.0f - c->beta2;
+    for (size_t i = 0; i < o->n; i++) {
+        float g = grads[i];
+        params[i] *= decay;
+        o->m[i] += w1 * (g - o->m[i]);
+        o->v[i] = o->v[i] * b2 + w2 * g * g;
+        float denom = sqrtf(o->v[i]) / bc2_sqrt + c->eps;
+        params[i] -= step_size * o->m[i] / denom;
+    }
+    return norm;
+}

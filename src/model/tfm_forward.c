@@ -1,0 +1,305 @@
+/*
+ * The training path's forward: state lifetime, batch checks, one layer's forward
+ * over a packed batch, the trunk (embedding + layers) and tfm_forward (log-probs,
+ * entropies, optional logits). Kernels are in cpu/ops.c; memory layout and the
+ * activation-memory formula in tfm_state.h.
+ *
+ * Limits: one batch of at most max_tokens tokens; sequences of a packed batch never
+ * see each other (attention runs per sequence slice, positions restart at 0). Logits
+ * are formed logit_chunk rows at a time and only for the rows asked for.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/ops.h"
+#include "libra/log.h"
+#include "tfm_state.h"
+
+/* ---------------------------------------------------------------- state */
+
+/* Rows of logits per chunk: 8 Mi floats (32 MiB) per logits buffer -- two are held,
+ * logits and their gradient -- and at most 256 rows. */
+static int default_logit_chunk(int V, int max_tokens)
+{
+    int n = (int)((8u << 20) / (unsigned)V);
+    n = n < 1 ? 1 : n > 256 ? 256 : n;
+    return n < max_tokens ? n : max_tokens;
+}
+
+/* Carves the float block (or, with s->mem NULL, only counts it into s->n_floats). */
+static void state_carve(struct tfm_state *s)
+{
+    const struct tfm_config *c = &s->c;
+    size_t B = (size_t)s->max_tokens, Nc = (size_t)s->logit_chunk, C = (size_t)c->hidden_size;
+    size_t L = (size_t)c->n_layers, V = (size_t)c->vocab_size, F = (size_t)c->intermediate_size;
+    size_t HD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
+    size_t off = 0;
+    float *base = s->mem;
+#define CARVE(field, count)                                   \
+    do {                                                      \
+        s->field = base ? base + off : NULL;                  \
+        off += (count);                                       \
+    } while (0)
+    CARVE(xres, L * B * C);
+    CARVE(x, B * C);
+    CARVE(xmid, B * C);
+    CARVE(h1, B * C);
+    CARVE(h2, B * C);
+    CARVE(q, B * HD);
+    CARVE(k, B * KD);
+    CARVE(v, B * KD);
+    CARVE(att, B * HD);
+    CARVE(gate, B * F);
+    CARVE(up, B * F);
+    CARVE(act, B * F);
+    CARVE(dx, B * C);
+    CARVE(dh, B * C);
+    CARVE(dq, B * HD);
+    CARVE(dk, B * KD);
+    CARVE(dv, B * KD);
+    CARVE(datt, B * HD);
+    CARVE(dgate, B * F);
+    CARVE(dup, B * F);
+    CARVE(dact, B * F);
+    if (c->qk_norm) {
+        CARVE(qlin, B * HD);
+        CARVE(klin, B * KD);
+        CARVE(dqlin, B * HD);
+        CARVE(dklin, B * KD);
+    } else {
+        s->qlin = s->klin = s->dqlin = s->dklin = NULL;
+    }
+    CARVE(hc, Nc * C);
+    CARVE(dhc, Nc * C);
+    CARVE(logits, Nc * V);
+    CARVE(dlogits, Nc * V);
+    CARVE(lp_c, Nc);
+    CARVE(dlp_c, Nc);
+    CARVE(attn_scratch, 2 * B);
+#undef CARVE
+    s->n_floats = off;
+}
+
+struct tfm_state *tfm_state_create(const struct tfm_config *c, int max_tokens)
+{
+    char err[256];
+    if (tfm_config_check(c, err, sizeof err) != 0) FATAL("tfm_state_create: %s", err);
+    if (max_tokens <= 0) FATAL("tfm_state_create: max_tokens = %d must be positive", max_tokens);
+    struct tfm_state *s = xcalloc(1, sizeof *s);
+    s->c = *c;
+    s->max_tokens = max_tokens;
+    s->logit_chunk = default_logit_chunk(c->vocab_size, max_tokens);
+    state_carve(s); /* count */
+    s->mem = xcalloc(s->n_floats, sizeof(float));
+    state_carve(s); /* carve */
+    s->pos = xcalloc((size_t)max_tokens, sizeof(int));
+    s->rows = xcalloc((size_t)max_tokens, sizeof(int));
+    s->tgt_c = xcalloc((size_t)s->logit_chunk, sizeof(int32_t));
+    return s;
+}
+
+void tfm_state_free(struct tfm_state *s)
+{
+    if (!s) return;
+    free(s->tgt_c);
+    free(s->rows);
+    free(s->pos);
+    free(s->mem);
+    free(s);
+}
+
+size_t tfm_state_bytes(const struct tfm_state *s)
+{
+    return s->n_floats * sizeof(float) + 2 * (size_t)s->max_tokens * sizeof(int) +
+           (size_t)s->logit_chunk * sizeof(int32_t);
+}
+
+void tfm_state_set_logit_chunk(struct tfm_state *s, int chunk)
+{
+    int cap = default_logit_chunk(s->c.vocab_size, s->max_tokens);
+    s->logit_chunk = chunk < 1 ? 1 : chunk > cap ? cap : chunk;
+}
+
+/* ---------------------------------------------------------------- views */
+
+struct tfm_layer tfm_layer_view(const struct tfm_config *c, const struct tfm_params *p, int l)
+{
+    size_t C = (size_t)c->hidden_size, D = (size_t)c->head_dim, F = (size_t)c->intermediate_size;
+    size_t HD = (size_t)c->n_heads * D, KD = (size_t)c->n_kv_heads * D, L = (size_t)l;
+    return (struct tfm_layer){
+        .ln1 = p->ln1 + L * C,
+        .wq = p->wq + L * HD * C,
+        .bq = p->bq ? p->bq + L * HD : NULL,
+        .wk = p->wk + L * KD * C,
+        .bk = p->bk ? p->bk + L * KD : NULL,
+        .wv = p->wv + L * KD * C,
+        .bv = p->bv ? p->bv + L * KD : NULL,
+        .q_norm = p->q_norm ? p->q_norm + L * D : NULL,
+        .k_norm = p->k_norm ? p->k_norm + L * D : NULL,
+        .wo = p->wo + L * C * HD,
+        .ln2 = p->ln2 + L * C,
+        .w_gate = p->w_gate + L * F * C,
+        .w_up = p->w_up + L * F * C,
+        .w_down = p->w_down + L * C * F,
+    };
+}
+
+struct tfm_layer_grad tfm_layer_grad_view(const struct tfm_config *c, struct tfm_params *g,
+                                          int l)
+{
+    struct tfm_layer v = tfm_layer_view(c, g, l);
+    /* the views point into g's own (writable) block */
+    return (struct tfm_layer_grad){
+        (float *)v.ln1,    (float *)v.wq,     (float *)v.bq,     (float *)v.wk,
+        (float *)v.bk,     (float *)v.wv,     (float *)v.bv,     (float *)v.q_norm,
+        (float *)v.k_norm, (float *)v.wo,     (float *)v.ln2,    (float *)v.w_gate,
+        (float *)v.w_up,   (float *)v.w_down};
+}
+
+/* ---------------------------------------------------------------- batch */
+
+int tfm_batch_prepare(const struct tfm_config *c, struct tfm_state *s,
+                      const struct tfm_batch *b)
+{
+    const struct tfm_config *sc = &s->c;
+    if (c->vocab_size != sc->vocab_size || c->hidden_size != sc->hidden_size ||
+        c->n_layers != sc->n_layers || c->n_heads != sc->n_heads ||
+        c->n_kv_heads != sc->n_kv_heads || c->head_dim != sc->head_dim ||
+        c->intermediate_size != sc->intermediate_size || c->qk_norm != sc->qk_norm)
+        FATAL("tfm: the state was created for another model shape (hidden %d vs %d, layers "
+              "%d vs %d, vocab %d vs %d); create one state per model", sc->hidden_size,
+              c->hidden_size, sc->n_layers, c->n_layers, sc->vocab_size, c->vocab_size);
+    if (b->n_seq < 0) FATAL("tfm batch: n_seq = %d is negative", b->n_seq);
+    if (!(b->temperature > 0) || !isfinite(b->temperature))
+        FATAL("tfm batch: temperature = %g must be positive and finite", (double)b->temperature);
+    int64_t T = 0;
+    for (int i = 0; i < b->n_seq; i++) {
+        if (b->seq_len[i] < 0) FATAL("tfm batch: seq_len[%d] = %d is negative", i, b->seq_len[i]);
+        T += b->seq_len[i];
+    }
+    if (T > s->max_tokens)
+        FATAL("tfm batch: %lld tokens exceed the state's max_tokens = %d (create the state "
+              "with a larger max_tokens or split the batch)", (long long)T, s->max_tokens);
+    int t = 0;
+    for (int i = 0; i < b->n_seq; i++)
+        for (int j = 0; j < b->seq_len[i]; j++) s->pos[t++] = j;
+    for (t = 0; t < (int)T; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size)
+            FATAL("tfm batch: tokens[%d] = %d outside [0, %d)", t, b->tokens[t], c->vocab_size);
+        if (b->targets[t] < -1 || b->targets[t] >= c->vocab_size)
+            FATAL("tfm batch: targets[%d] = %d outside [-1, %d)", t, b->targets[t],
+                  c->vocab_size);
+    }
+    return (int)T;
+}
+
+float tfm_token_weight(const struct tfm_batch *b, int t)
+{
+    if (b->targets[t] < 0) return 0.0f;
+    return b->weights ? b->weights[t] : 1.0f;
+}
+
+/* ---------------------------------------------------------------- layer */
+
+/* Causal attention of every sequence of the batch over its own slice of q, k, v. */
+static void attention_forward(const struct tfm_config *c, struct tfm_state *s,
+                              const struct tfm_batch *b)
+{
+    int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
+    size_t t0 = 0;
+    for (int i = 0; i < b->n_seq; i++) {
+        int n = b->seq_len[i];
+        if (n > 0)
+            attn_forward(s->att + t0 * H * D, s->q + t0 * H * D, s->k + t0 * K * D,
+                         s->v + t0 * K * D, s->pos + t0, n, n, H, K, D, s->attn_scratch);
+        t0 += (size_t)n;
+    }
+}
+
+void tfm_layer_forward(const struct tfm_config *c, const struct tfm_params *p,
+                       struct tfm_state *s, const struct tfm_batch *b, int l, int T,
+                       const float *x_in, float *x_out)
+{
+    struct tfm_layer w = tfm_layer_view(c, p, l);
+    int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
+    int F = c->intermediate_size;
+    size_t TC = (size_t)T * C;
+    float eps = c->rms_norm_eps;
+
+    rmsnorm_forward(s->h1, x_in, w.ln1, T, C, eps);
+    float *qp = c->qk_norm ? s->qlin : s->q, *kp = c->qk_norm ? s->klin : s->k;
+    linear_forward(qp, s->h1, w.wq, w.bq, T, C, H * D);
+    linear_forward(kp, s->h1, w.wk, w.bk, T, C, K * D);
+    linear_forward(s->v, s->h1, w.wv, w.bv, T, C, K * D);
+    if (c->qk_norm) {
+        rmsnorm_forward(s->q, s->qlin, w.q_norm, T * H, D, eps);
+        rmsnorm_forward(s->k, s->klin, w.k_norm, T * K, D, eps);
+    }
+    rope_forward(s->q, s->pos, T, H, D, c->rope_theta);
+    rope_forward(s->k, s->pos, T, K, D, c->rope_theta);
+    attention_forward(c, s, b);
+    linear_forward(s->xmid, s->att, w.wo, NULL, T, H * D, C);
+    for (size_t i = 0; i < TC; i++) s->xmid[i] += x_in[i];
+
+    rmsnorm_forward(s->h2, s->xmid, w.ln2, T, C, eps);
+    linear_forward(s->gate, s->h2, w.w_gate, NULL, T, C, F);
+    linear_forward(s->up, s->h2, w.w_up, NULL, T, C, F);
+    swiglu_forward(s->act, s->gate, s->up, (int64_t)T * F);
+    if (!x_out) return;
+    linear_forward(x_out, s->act, w.w_down, NULL, T, F, C);
+    for (size_t i = 0; i < TC; i++) x_out[i] += s->xmid[i];
+}
+
+void tfm_trunk_forward(const struct tfm_config *c, const struct tfm_params *p,
+                       struct tfm_state *s, const struct tfm_batch *b, int T)
+{
+    int L = c->n_layers, C = c->hidden_size;
+    size_t BC = (size_t)s->max_tokens * C;
+    embed_forward(s->xres, p->embed, b->tokens, T, C);
+    for (int l = 0; l < L; l++) {
+        float *x_out = l + 1 < L ? s->xres + (size_t)(l + 1) * BC : s->x;
+        tfm_layer_forward(c, p, s, b, l, T, s->xres + (size_t)l * BC, x_out);
+    }
+}
+
+/* ---------------------------------------------------------------- forward */
+
+double tfm_forward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
+                   const struct tfm_batch *b, float *logprob, float *entropy, float *logits)
+{
+    int T = tfm_batch_prepare(c, s, b);
+    int C = c->hidden_size, V = c->vocab_size;
+    tfm_trunk_forward(c, p, s, b, T);
+    rmsnorm_forward(s->h1, s->x, p->ln_f, T, C, c->rms_norm_eps);
+
+    /* rows whose logits are needed: all of them for entropies or logits, else the
+     * scored ones */
+    int all = entropy != NULL || logits != NULL, n_rows = 0;
+    for (int t = 0; t < T; t++)
+        if (all || b->targets[t] >= 0) s->rows[n_rows++] = t;
+    if (logprob) memset(logprob, 0, (size_t)T * sizeof(float));
+
+    double total = 0;
+    for (int r0 = 0; r0 < n_rows; r0 += s->logit_chunk) {
+        int n = n_rows - r0 < s->logit_chunk ? n_rows - r0 : s->logit_chunk;
+        const int *rows = s->rows + r0;
+        for (int i = 0; i < n; i++) {
+            memcpy(s->hc + (size_t)i * C, s->h1 + (size_t)rows[i] * C, (size_t)C * sizeof(float));
+            s->tgt_c[i] = b->targets[rows[i]];
+        }
+        linear_forward(s->logits, s->hc, p->lm_head, NULL, n, C, V);
+        logsoftmax_forward(s->lp_c, entropy ? s->dlp_c : NULL, s->logits, s->tgt_c, n, V,
+                           b->temperature);
+        for (int i = 0; i < n; i++) {
+            int t = rows[i];
+            total += (double)tfm_token_weight(b, t) * s->lp_c[i];
+            if (logprob) logprob[t] = s->lp_c[i];
+            if (entropy) entropy[t] = s->dlp_c[i];
+            if (logits)
+                memcpy(logits + (size_t)t * V, s->logits + (size_t)i * V,
+                       (size_t)V * sizeof(float));
+        }
+    }
+    return total;
+}

@@ -1,0 +1,86 @@
+/*
+ * Private to src/model/: the training path's state (activations and scratch, one
+ * allocation) and the pieces tfm_forward.c and tfm_backward.c share. Glossary as in
+ * include/libra/tfm.h; T here is max_tokens (buffers) or the batch's token count.
+ *
+ * Activation memory, in floats (B = max_tokens, Nc = logit chunk, +qk = qk_norm only):
+ *   L*B*C                                  residual stream entering each layer
+ * + B*(6C + 4*H*D + 4*K*D + 6F)            one layer's activations + their gradients
+ * + B*(2*H*D + 2*K*D)             (+qk)    pre-norm q/k and their gradients
+ * + 2*Nc*(C + V) + 2*Nc + 2*B              logit chunk, gathered rows, attention scratch
+ * plus B ints of positions and Nc ints of gathered targets.
+ */
+#ifndef LIBRA_MODEL_TFM_STATE_H
+#define LIBRA_MODEL_TFM_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/tfm.h"
+
+struct tfm_state {
+    struct tfm_config c;
+    int max_tokens;  /* B */
+    int logit_chunk; /* Nc: rows of logits held at once */
+    int *pos;        /* (B) position of each token within its sequence */
+    int *rows;       /* (B) token indices whose logits are needed (gather list) */
+    int32_t *tgt_c;  /* (Nc) targets of the gathered chunk */
+    float *mem;      /* the one float allocation below */
+    size_t n_floats;
+    /* kept for the whole step */
+    float *xres; /* (L, B, C) residual stream entering layer l */
+    /* one layer's activations (recomputed in backward) */
+    float *x;           /* (B, C) residual leaving the last layer */
+    float *xmid;        /* (B, C) residual between attention and MLP */
+    float *h1, *h2;     /* (B, C) input_layernorm / post_attention_layernorm outputs;
+                           h1 also holds the final norm's output */
+    float *qlin, *klin; /* (B, H*D), (B, K*D) projections before q/k norm (qk_norm, else NULL) */
+    float *q, *k, *v;   /* (B, H*D), (B, K*D), (B, K*D) as attention reads them */
+    float *att;         /* (B, H*D) attention output, input of o_proj */
+    float *gate, *up, *act; /* (B, F) */
+    /* gradients of one layer */
+    float *dx, *dh;           /* (B, C) */
+    float *dq, *dk, *dv;      /* (B, H*D), (B, K*D), (B, K*D) */
+    float *dqlin, *dklin;     /* (B, H*D), (B, K*D) (qk_norm, else NULL) */
+    float *datt;              /* (B, H*D) */
+    float *dgate, *dup, *dact; /* (B, F) */
+    /* logits, a chunk of gathered rows at a time */
+    float *hc, *dhc;          /* (Nc, C) final-norm rows of the chunk and their gradient */
+    float *logits, *dlogits;  /* (Nc, V) */
+    float *lp_c, *dlp_c;      /* (Nc) log-probs of the chunk, dJ/dlogprob */
+    float *attn_scratch;      /* (2B) */
+};
+
+/* One layer's weights (slices of tfm_params; NULL where absent). */
+struct tfm_layer {
+    const float *ln1, *wq, *bq, *wk, *bk, *wv, *bv, *q_norm, *k_norm, *wo, *ln2, *w_gate,
+        *w_up, *w_down;
+};
+/* The same slices of a gradient block (writable). */
+struct tfm_layer_grad {
+    float *ln1, *wq, *bq, *wk, *bk, *wv, *bv, *q_norm, *k_norm, *wo, *ln2, *w_gate, *w_up,
+        *w_down;
+};
+struct tfm_layer tfm_layer_view(const struct tfm_config *c, const struct tfm_params *p, int l);
+struct tfm_layer_grad tfm_layer_grad_view(const struct tfm_config *c, struct tfm_params *g,
+                                          int l);
+
+/* Checks the batch against the config and the state (aborts with a message on a
+ * violated contract), fills s->pos; returns T. */
+int tfm_batch_prepare(const struct tfm_config *c, struct tfm_state *s,
+                      const struct tfm_batch *b);
+/* Objective weight of token t: weights[t] (or 1) where targets[t] >= 0, else 0. */
+float tfm_token_weight(const struct tfm_batch *b, int t);
+/* Layer l on x_in (T, C): fills the layer's activations in s; writes x_out (T, C)
+ * unless x_out is NULL (backward's recompute needs only the internals). */
+void tfm_layer_forward(const struct tfm_config *c, const struct tfm_params *p,
+                       struct tfm_state *s, const struct tfm_batch *b, int l, int T,
+                       const float *x_in, float *x_out);
+/* Embedding and every layer: s->xres[l] holds the stream entering layer l, s->x the
+ * stream leaving the last. */
+void tfm_trunk_forward(const struct tfm_config *c, const struct tfm_params *p,
+                       struct tfm_state *s, const struct tfm_batch *b, int T);
+/* For tests: rows of logits per chunk (>= 1, <= the size the state was created with). */
+void tfm_state_set_logit_chunk(struct tfm_state *s, int chunk);
+
+#endif
