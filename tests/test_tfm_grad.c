@@ -468,6 +468,35 @@ static void grad_check_config(int ci, int use_weights, float temperature)
 }
 
 /* Empty sequences inside a batch and an empty batch. */
+/* Recompute mode (long sequences) gives bitwise the gradients of keep mode, with
+ * far less activation memory. */
+static void test_recompute_mode(void)
+{
+    for (int ci = 0; ci < N_CONFIGS; ci++) {
+        struct tfm_config c = configs[ci]();
+        struct tfm_params p, g_keep, g_re;
+        init_params(&p, &c, 41 + ci);
+        tfm_params_alloc(&g_keep, &c);
+        tfm_params_alloc(&g_re, &c);
+        struct batch_data d;
+        make_batch(&d, c.vocab_size, 0.9f, 1);
+        struct tfm_state *keep = tfm_state_create_opts(&c, BT, 0);
+        struct tfm_state *re = tfm_state_create_opts(&c, BT, 1);
+        CU_ASSERT_EQUAL(tfm_state_recomputes(keep), 0);
+        CU_ASSERT_EQUAL(tfm_state_recomputes(re), 1);
+        CU_ASSERT(tfm_state_bytes(re) < tfm_state_bytes(keep));
+        double J1 = tfm_backward(&c, &p, keep, &d.b, &g_keep);
+        double J2 = tfm_backward(&c, &p, re, &d.b, &g_re);
+        CU_ASSERT(J1 == J2);
+        CU_ASSERT_EQUAL(memcmp(g_keep.mem, g_re.mem, g_keep.n * sizeof(float)), 0);
+        tfm_state_free(keep);
+        tfm_state_free(re);
+        tfm_params_free(&g_keep);
+        tfm_params_free(&g_re);
+        tfm_params_free(&p);
+    }
+}
+
 static void test_empty(void)
 {
     struct tfm_config c = cfg_qwen3();
@@ -507,6 +536,7 @@ int main(void)
         {"forward = double reference (all families)", test_forward_reference},
         {"packing and logit chunking do not change results", test_packing_invariance},
         {"empty sequences and an empty batch", test_empty},
+        {"recompute mode: same gradients bitwise, less memory", test_recompute_mode},
         {"gradient by finite differences: llama", test_grad_llama},
         {"gradient by finite differences: llama GQA, no weights", test_grad_llama_gqa},
         {"gradient by finite differences: qwen2 (biases)", test_grad_qwen2},

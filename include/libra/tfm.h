@@ -104,10 +104,19 @@ struct tfm_batch {
 
 struct tfm_state; /* activations and scratch of the training path (src/model/) */
 
-/* Sized for batches of at most max_tokens tokens. Activations are bounded: only the
- * residual stream entering each layer is kept (L x T x C) and a layer's internals are
- * recomputed in backward; logits are processed in chunks of tokens. */
+/* Sized for batches of at most max_tokens tokens, for the model c (shapes and
+ * rope_theta). Keeping every layer's internals for the backward costs about
+ * L x max_tokens x (4C + 2*H*D + 2*K*D + 3F) floats (formula in
+ * src/model/tfm_state.h); past TFM_KEEP_ACTIVATIONS_MAX_BYTES the state recomputes
+ * instead (below). Logits are processed in chunks of tokens, never T x V. */
 struct tfm_state *tfm_state_create(const struct tfm_config *c, int max_tokens);
+/* recompute = 1: keep only the residual stream entering each layer (L x B x C) and
+ * recompute a layer's internals in backward (about 1/3 more work, far less memory);
+ * 0: keep every layer's internals. tfm_state_create picks keep unless its state
+ * would exceed TFM_KEEP_ACTIVATIONS_MAX_BYTES. Gradients are bitwise the same. */
+#define TFM_KEEP_ACTIVATIONS_MAX_BYTES ((size_t)1 << 30)
+struct tfm_state *tfm_state_create_opts(const struct tfm_config *c, int max_tokens, int recompute);
+int tfm_state_recomputes(const struct tfm_state *s);
 void tfm_state_free(struct tfm_state *s);
 /* Bytes of activation memory the state holds (reported by the benchmarks). */
 size_t tfm_state_bytes(const struct tfm_state *s);
@@ -119,7 +128,7 @@ double tfm_forward(const struct tfm_config *c, const struct tfm_params *p, struc
                    const struct tfm_batch *b, float *logprob, float *entropy, float *logits);
 /* Backward of the loss  J = - sum_t w_t logprob_t  (the weights carry any
  * normalisation); gradients are ADDED into g (same layout as p; zero it first).
- * Runs its own forward (recompute); returns J. */
+ * Runs its own forward, then the backward (3 x forward FLOPs); returns J. */
 double tfm_backward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
                     const struct tfm_batch *b, struct tfm_params *g);
 

@@ -1,9 +1,9 @@
 /*
  * The training path's backward: gradients of J = -sum_t w_t logprob_t, ADDED into a
- * gradient block with the parameters' layout. Runs its own forward keeping only the
- * residual stream entering each layer; each layer's internals are recomputed from it
- * on the way back (one extra forward of the layers, not of the output head). Logits
- * are formed logit_chunk rows at a time, only for tokens with a non-zero weight.
+ * gradient block with the parameters' layout. Runs its own forward, which keeps every
+ * layer's internals (tfm_state.h), so the way back is the backward alone: 3 x the
+ * forward's FLOPs in all. The output head (forward and backward) runs here,
+ * logit_chunk rows at a time, only for tokens with a non-zero weight.
  *
  * Tied embeddings need no special case: g->lm_head == g->embed, so the output head's
  * and the embedding's gradients land in the same rows.
@@ -22,7 +22,7 @@ static double head_backward(const struct tfm_config *c, const struct tfm_params 
                             struct tfm_params *g)
 {
     int C = c->hidden_size, V = c->vocab_size;
-    rmsnorm_forward(s->h1, s->x, p->ln_f, T, C, c->rms_norm_eps);
+    rmsnorm_forward(s->hf, s->x, p->ln_f, T, C, c->rms_norm_eps);
     zero(s->dh, (size_t)T * C);
     int n_rows = 0;
     for (int t = 0; t < T; t++)
@@ -33,7 +33,7 @@ static double head_backward(const struct tfm_config *c, const struct tfm_params 
         int n = n_rows - r0 < s->logit_chunk ? n_rows - r0 : s->logit_chunk;
         const int *rows = s->rows + r0;
         for (int i = 0; i < n; i++) {
-            memcpy(s->hc + (size_t)i * C, s->h1 + (size_t)rows[i] * C, (size_t)C * sizeof(float));
+            memcpy(s->hc + (size_t)i * C, s->hf + (size_t)rows[i] * C, (size_t)C * sizeof(float));
             s->tgt_c[i] = b->targets[rows[i]];
             s->dlp_c[i] = -tfm_token_weight(b, rows[i]);
         }
@@ -54,7 +54,7 @@ static double head_backward(const struct tfm_config *c, const struct tfm_params 
 
 /* Attention of every sequence, backward: dq, dk, dv (zeroed here) from datt. */
 static void attention_backward(const struct tfm_config *c, struct tfm_state *s,
-                               const struct tfm_batch *b, int T)
+                               const struct tfm_batch *b, const struct tfm_acts *a, int T)
 {
     int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
     zero(s->dq, (size_t)T * H * D);
@@ -65,19 +65,19 @@ static void attention_backward(const struct tfm_config *c, struct tfm_state *s,
         int n = b->seq_len[i];
         if (n > 0)
             attn_backward(s->dq + t0 * H * D, s->dk + t0 * K * D, s->dv + t0 * K * D,
-                          s->datt + t0 * H * D, s->q + t0 * H * D, s->k + t0 * K * D,
-                          s->v + t0 * K * D, s->pos + t0, n, n, H, K, D, s->attn_scratch);
+                          s->datt + t0 * H * D, a->q + t0 * H * D, a->k + t0 * K * D,
+                          a->v + t0 * K * D, s->pos + t0, n, n, H, K, D, s->attn_scratch);
         t0 += (size_t)n;
     }
 }
 
-/* Layer l: on entry s->dx = dJ/dx_out, on exit dJ/dx_in (x_in = s->xres[l]). */
+/* Layer l: on entry s->dx = dJ/dx_out, on exit dJ/dx_in; reads the internals the
+ * forward left in s->acts[l]. */
 static void layer_backward(const struct tfm_config *c, const struct tfm_params *p,
                            struct tfm_state *s, const struct tfm_batch *b, int l, int T,
                            struct tfm_params *g)
 {
-    const float *x_in = s->xres + (size_t)l * s->max_tokens * c->hidden_size;
-    tfm_layer_forward(c, p, s, b, l, T, x_in, NULL); /* recompute the internals */
+    const struct tfm_acts *a = &s->acts[l];
     struct tfm_layer w = tfm_layer_view(c, p, l);
     struct tfm_layer_grad dw = tfm_layer_grad_view(c, g, l);
     int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
@@ -86,36 +86,37 @@ static void layer_backward(const struct tfm_config *c, const struct tfm_params *
     float eps = c->rms_norm_eps;
 
     /* MLP: x_out = xmid + act Wd^T, act = silu(h2 Wg^T) * (h2 Wu^T), h2 = norm(xmid) */
+    swiglu_apply(s->act, a->gate, a->up, a->sig, (int64_t)TF); /* the forward's act */
     zero(s->dact, TF);
     linear_backward(s->dact, dw.w_down, NULL, s->dx, s->act, w.w_down, T, F, C);
     zero(s->dgate, TF);
     zero(s->dup, TF);
-    swiglu_backward(s->dgate, s->dup, s->dact, s->gate, s->up, (int64_t)TF);
+    swiglu_backward(s->dgate, s->dup, s->dact, a->gate, a->up, a->sig, (int64_t)TF);
     zero(s->dh, TC);
-    linear_backward(s->dh, dw.w_gate, NULL, s->dgate, s->h2, w.w_gate, T, C, F);
-    linear_backward(s->dh, dw.w_up, NULL, s->dup, s->h2, w.w_up, T, C, F);
-    rmsnorm_backward(s->dx, dw.ln2, s->dh, s->xmid, w.ln2, T, C, eps); /* dx: dJ/dxmid */
+    linear_backward(s->dh, dw.w_gate, NULL, s->dgate, a->h2, w.w_gate, T, C, F);
+    linear_backward(s->dh, dw.w_up, NULL, s->dup, a->h2, w.w_up, T, C, F);
+    rmsnorm_backward(s->dx, dw.ln2, s->dh, a->xmid, w.ln2, T, C, eps); /* dx: dJ/dxmid */
 
     /* attention: xmid = x_in + att Wo^T */
     zero(s->datt, (size_t)T * H * D);
-    linear_backward(s->datt, dw.wo, NULL, s->dx, s->att, w.wo, T, H * D, C);
-    attention_backward(c, s, b, T);
-    rope_backward(s->dq, s->pos, T, H, D, c->rope_theta);
-    rope_backward(s->dk, s->pos, T, K, D, c->rope_theta);
+    linear_backward(s->datt, dw.wo, NULL, s->dx, a->att, w.wo, T, H * D, C);
+    attention_backward(c, s, b, a, T);
+    rope_backward(s->dq, s->pos, T, H, D, s->rope);
+    rope_backward(s->dk, s->pos, T, K, D, s->rope);
     float *dqp = s->dq, *dkp = s->dk;
     if (c->qk_norm) {
         zero(s->dqlin, (size_t)T * H * D);
         zero(s->dklin, (size_t)T * K * D);
-        rmsnorm_backward(s->dqlin, dw.q_norm, s->dq, s->qlin, w.q_norm, T * H, D, eps);
-        rmsnorm_backward(s->dklin, dw.k_norm, s->dk, s->klin, w.k_norm, T * K, D, eps);
+        rmsnorm_backward(s->dqlin, dw.q_norm, s->dq, a->qlin, w.q_norm, T * H, D, eps);
+        rmsnorm_backward(s->dklin, dw.k_norm, s->dk, a->klin, w.k_norm, T * K, D, eps);
         dqp = s->dqlin;
         dkp = s->dklin;
     }
     zero(s->dh, TC);
-    linear_backward(s->dh, dw.wq, dw.bq, dqp, s->h1, w.wq, T, C, H * D);
-    linear_backward(s->dh, dw.wk, dw.bk, dkp, s->h1, w.wk, T, C, K * D);
-    linear_backward(s->dh, dw.wv, dw.bv, s->dv, s->h1, w.wv, T, C, K * D);
-    rmsnorm_backward(s->dx, dw.ln1, s->dh, x_in, w.ln1, T, C, eps); /* dx: dJ/dx_in */
+    linear_backward(s->dh, dw.wq, dw.bq, dqp, a->h1, w.wq, T, C, H * D);
+    linear_backward(s->dh, dw.wk, dw.bk, dkp, a->h1, w.wk, T, C, K * D);
+    linear_backward(s->dh, dw.wv, dw.bv, s->dv, a->h1, w.wv, T, C, K * D);
+    rmsnorm_backward(s->dx, dw.ln1, s->dh, a->xin, w.ln1, T, C, eps); /* dx: dJ/dx_in */
 }
 
 double tfm_backward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
@@ -127,7 +128,13 @@ double tfm_backward(const struct tfm_config *c, const struct tfm_params *p, stru
     int T = tfm_batch_prepare(c, s, b);
     tfm_trunk_forward(c, p, s, b, T);
     double J = head_backward(c, p, s, b, T, g);
-    for (int l = c->n_layers - 1; l >= 0; l--) layer_backward(c, p, s, b, l, T, g);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        /* Recompute mode: the internals hold the last layer's; refill layer l's from its
+         * kept input (writing the same output as the forward did, bit for bit). */
+        if (s->recompute && l < c->n_layers - 1)
+            tfm_layer_forward(c, p, s, b, l, T, s->acts[l + 1].xin);
+        layer_backward(c, p, s, b, l, T, g);
+    }
     embed_backward(g->embed, s->dx, b->tokens, T, c->hidden_size);
     return J;
 }

@@ -31,7 +31,8 @@ struct tfm_decoder {
     float *qlin, *klin;         /* (R, H*D), (R, K*D) before q/k norm (qk_norm) */
     float *q, *k, *v, *att;     /* (R, H*D), (R, K*D), (R, K*D), (R, H*D) */
     float *gate, *up, *act;     /* (R, F) */
-    float *attn_scratch;        /* (cap) */
+    float *attn_scratch;        /* attn_scratch_floats(R, cap, H, K, D) */
+    float *rope;                /* (cap, D) rotary table of positions 0..cap-1 */
     int *pos, *slot_of;         /* (R) */
     float *mem;
     size_t n_floats;
@@ -62,10 +63,13 @@ struct tfm_decoder *tfm_decoder_create(const struct tfm_config *c, const struct 
     size_t HD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
     size_t kv = (size_t)n_slots * c->n_layers * (size_t)slot_capacity * KD;
     size_t sizes[] = {kv, kv, R * C, R * C, R * C, R * C, R * HD, R * KD, R * HD, R * KD,
-                      R * KD, R * HD, R * F, R * F, R * F, (size_t)slot_capacity};
+                      R * KD, R * HD, R * F, R * F, R * F,
+                      attn_scratch_floats(d->max_rows, slot_capacity, c->n_heads, c->n_kv_heads,
+                                          c->head_dim),
+                      (size_t)slot_capacity * c->head_dim};
     float **fields[] = {&d->kc,   &d->vc, &d->x, &d->xmid, &d->h1,   &d->h2,  &d->qlin, &d->klin,
                         &d->q,    &d->k,  &d->v, &d->att,  &d->gate, &d->up,  &d->act,
-                        &d->attn_scratch};
+                        &d->attn_scratch, &d->rope};
     size_t n = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) n += sizes[i];
     d->mem = xcalloc(n, sizeof(float));
@@ -75,6 +79,7 @@ struct tfm_decoder *tfm_decoder_create(const struct tfm_config *c, const struct 
         *fields[i] = d->mem + off;
         off += sizes[i];
     }
+    rope_table(d->rope, slot_capacity, c->head_dim, c->rope_theta);
     d->len = xcalloc((size_t)n_slots, sizeof *d->len);
     d->pos = xcalloc(R, sizeof *d->pos);
     d->slot_of = xcalloc(R, sizeof *d->slot_of);
@@ -137,8 +142,8 @@ static void layer_rows(struct tfm_decoder *d, int l, int R)
         rmsnorm_forward(d->q, d->qlin, w.q_norm, R * H, D, eps);
         rmsnorm_forward(d->k, d->klin, w.k_norm, R * K, D, eps);
     }
-    rope_forward(d->q, d->pos, R, H, D, c->rope_theta);
-    rope_forward(d->k, d->pos, R, K, D, c->rope_theta);
+    rope_forward(d->q, d->pos, R, H, D, d->rope);
+    rope_forward(d->k, d->pos, R, K, D, d->rope);
     size_t KD = (size_t)K * D;
     for (int r = 0; r < R; r++) {
         memcpy(kv_row(d, d->kc, d->slot_of[r], l, d->pos[r]), d->k + r * KD, KD * sizeof(float));
@@ -155,7 +160,7 @@ static void layer_rows(struct tfm_decoder *d, int l, int R)
     rmsnorm_forward(d->h2, d->xmid, w.ln2, R, C, eps);
     linear_forward(d->gate, d->h2, w.w_gate, NULL, R, C, F);
     linear_forward(d->up, d->h2, w.w_up, NULL, R, C, F);
-    swiglu_forward(d->act, d->gate, d->up, (int64_t)R * F);
+    swiglu_forward(d->act, NULL, d->gate, d->up, (int64_t)R * F);
     linear_forward(d->x, d->act, w.w_down, NULL, R, F, C);
     for (size_t i = 0; i < RC; i++) d->x[i] += d->xmid[i];
 }

@@ -32,56 +32,85 @@ static void state_carve(struct tfm_state *s)
 {
     const struct tfm_config *c = &s->c;
     size_t B = (size_t)s->max_tokens, Nc = (size_t)s->logit_chunk, C = (size_t)c->hidden_size;
-    size_t L = (size_t)c->n_layers, V = (size_t)c->vocab_size, F = (size_t)c->intermediate_size;
-    size_t HD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
+    size_t V = (size_t)c->vocab_size, F = (size_t)c->intermediate_size, D = (size_t)c->head_dim;
+    size_t HD = (size_t)c->n_heads * D, KD = (size_t)c->n_kv_heads * D;
     size_t off = 0;
     float *base = s->mem;
 #define CARVE(field, count)                                   \
     do {                                                      \
-        s->field = base ? base + off : NULL;                  \
+        (field) = base ? base + off : NULL;                   \
         off += (count);                                       \
     } while (0)
-    CARVE(xres, L * B * C);
-    CARVE(x, B * C);
-    CARVE(xmid, B * C);
-    CARVE(h1, B * C);
-    CARVE(h2, B * C);
-    CARVE(q, B * HD);
-    CARVE(k, B * KD);
-    CARVE(v, B * KD);
-    CARVE(att, B * HD);
-    CARVE(gate, B * F);
-    CARVE(up, B * F);
-    CARVE(act, B * F);
-    CARVE(dx, B * C);
-    CARVE(dh, B * C);
-    CARVE(dq, B * HD);
-    CARVE(dk, B * KD);
-    CARVE(dv, B * KD);
-    CARVE(datt, B * HD);
-    CARVE(dgate, B * F);
-    CARVE(dup, B * F);
-    CARVE(dact, B * F);
-    if (c->qk_norm) {
-        CARVE(qlin, B * HD);
-        CARVE(klin, B * KD);
-        CARVE(dqlin, B * HD);
-        CARVE(dklin, B * KD);
-    } else {
-        s->qlin = s->klin = s->dqlin = s->dklin = NULL;
+    for (int l = 0; l < c->n_layers; l++) {
+        struct tfm_acts *a = &s->acts[l];
+        if (s->recompute && l > 0) {
+            /* only the residual stream is per layer; the internals are layer 0's
+             * buffers, refilled by recomputing the layer in backward */
+            float *xin;
+            CARVE(xin, B * C);
+            *a = s->acts[0];
+            a->xin = xin;
+            continue;
+        }
+        CARVE(a->xin, B * C);
+        CARVE(a->xmid, B * C);
+        CARVE(a->h1, B * C);
+        CARVE(a->h2, B * C);
+        CARVE(a->q, B * HD);
+        CARVE(a->k, B * KD);
+        CARVE(a->v, B * KD);
+        CARVE(a->att, B * HD);
+        CARVE(a->gate, B * F);
+        CARVE(a->up, B * F);
+        CARVE(a->sig, B * F);
+        if (c->qk_norm) {
+            CARVE(a->qlin, B * HD);
+            CARVE(a->klin, B * KD);
+        } else {
+            a->qlin = a->klin = NULL;
+        }
     }
-    CARVE(hc, Nc * C);
-    CARVE(dhc, Nc * C);
-    CARVE(logits, Nc * V);
-    CARVE(dlogits, Nc * V);
-    CARVE(lp_c, Nc);
-    CARVE(dlp_c, Nc);
-    CARVE(attn_scratch, 2 * B);
+    CARVE(s->rope, B * D);
+    CARVE(s->x, B * C);
+    CARVE(s->hf, B * C);
+    CARVE(s->act, B * F);
+    CARVE(s->dx, B * C);
+    CARVE(s->dh, B * C);
+    CARVE(s->dq, B * HD);
+    CARVE(s->dk, B * KD);
+    CARVE(s->dv, B * KD);
+    CARVE(s->datt, B * HD);
+    CARVE(s->dgate, B * F);
+    CARVE(s->dup, B * F);
+    CARVE(s->dact, B * F);
+    if (c->qk_norm) {
+        CARVE(s->dqlin, B * HD);
+        CARVE(s->dklin, B * KD);
+    } else {
+        s->dqlin = s->dklin = NULL;
+    }
+    CARVE(s->hc, Nc * C);
+    CARVE(s->dhc, Nc * C);
+    CARVE(s->logits, Nc * V);
+    CARVE(s->dlogits, Nc * V);
+    CARVE(s->lp_c, Nc);
+    CARVE(s->dlp_c, Nc);
+    CARVE(s->attn_scratch, attn_scratch_floats((int)B, (int)B, c->n_heads, c->n_kv_heads,
+                                               c->head_dim));
 #undef CARVE
     s->n_floats = off;
 }
 
 struct tfm_state *tfm_state_create(const struct tfm_config *c, int max_tokens)
+{
+    /* Keep every layer's internals unless that would exceed the budget. */
+    struct tfm_state *s = tfm_state_create_opts(c, max_tokens, 0);
+    if (tfm_state_bytes(s) <= TFM_KEEP_ACTIVATIONS_MAX_BYTES) return s;
+    tfm_state_free(s);
+    return tfm_state_create_opts(c, max_tokens, 1);
+}
+
+struct tfm_state *tfm_state_create_opts(const struct tfm_config *c, int max_tokens, int recompute)
 {
     char err[256];
     if (tfm_config_check(c, err, sizeof err) != 0) FATAL("tfm_state_create: %s", err);
@@ -89,10 +118,13 @@ struct tfm_state *tfm_state_create(const struct tfm_config *c, int max_tokens)
     struct tfm_state *s = xcalloc(1, sizeof *s);
     s->c = *c;
     s->max_tokens = max_tokens;
+    s->recompute = recompute;
     s->logit_chunk = default_logit_chunk(c->vocab_size, max_tokens);
+    s->acts = xcalloc((size_t)c->n_layers, sizeof *s->acts);
     state_carve(s); /* count */
     s->mem = xcalloc(s->n_floats, sizeof(float));
     state_carve(s); /* carve */
+    rope_table(s->rope, max_tokens, c->head_dim, c->rope_theta);
     s->pos = xcalloc((size_t)max_tokens, sizeof(int));
     s->rows = xcalloc((size_t)max_tokens, sizeof(int));
     s->tgt_c = xcalloc((size_t)s->logit_chunk, sizeof(int32_t));
@@ -106,13 +138,16 @@ void tfm_state_free(struct tfm_state *s)
     free(s->rows);
     free(s->pos);
     free(s->mem);
+    free(s->acts);
     free(s);
 }
+
+int tfm_state_recomputes(const struct tfm_state *s) { return s->recompute; }
 
 size_t tfm_state_bytes(const struct tfm_state *s)
 {
     return s->n_floats * sizeof(float) + 2 * (size_t)s->max_tokens * sizeof(int) +
-           (size_t)s->logit_chunk * sizeof(int32_t);
+           (size_t)s->logit_chunk * sizeof(int32_t) + (size_t)s->c.n_layers * sizeof *s->acts;
 }
 
 void tfm_state_set_logit_chunk(struct tfm_state *s, int chunk)
@@ -166,10 +201,12 @@ int tfm_batch_prepare(const struct tfm_config *c, struct tfm_state *s,
     if (c->vocab_size != sc->vocab_size || c->hidden_size != sc->hidden_size ||
         c->n_layers != sc->n_layers || c->n_heads != sc->n_heads ||
         c->n_kv_heads != sc->n_kv_heads || c->head_dim != sc->head_dim ||
-        c->intermediate_size != sc->intermediate_size || c->qk_norm != sc->qk_norm)
-        FATAL("tfm: the state was created for another model shape (hidden %d vs %d, layers "
-              "%d vs %d, vocab %d vs %d); create one state per model", sc->hidden_size,
-              c->hidden_size, sc->n_layers, c->n_layers, sc->vocab_size, c->vocab_size);
+        c->intermediate_size != sc->intermediate_size || c->qk_norm != sc->qk_norm ||
+        c->rope_theta != sc->rope_theta)
+        FATAL("tfm: the state was created for another model (hidden %d vs %d, layers %d vs "
+              "%d, vocab %d vs %d, rope_theta %g vs %g); create one state per model",
+              sc->hidden_size, c->hidden_size, sc->n_layers, c->n_layers, sc->vocab_size,
+              c->vocab_size, (double)sc->rope_theta, (double)c->rope_theta);
     if (b->n_seq < 0) FATAL("tfm batch: n_seq = %d is negative", b->n_seq);
     if (!(b->temperature > 0) || !isfinite(b->temperature))
         FATAL("tfm batch: temperature = %g must be positive and finite", (double)b->temperature);
@@ -204,63 +241,60 @@ float tfm_token_weight(const struct tfm_batch *b, int t)
 
 /* Causal attention of every sequence of the batch over its own slice of q, k, v. */
 static void attention_forward(const struct tfm_config *c, struct tfm_state *s,
-                              const struct tfm_batch *b)
+                              const struct tfm_batch *b, struct tfm_acts *a)
 {
     int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
     size_t t0 = 0;
     for (int i = 0; i < b->n_seq; i++) {
         int n = b->seq_len[i];
         if (n > 0)
-            attn_forward(s->att + t0 * H * D, s->q + t0 * H * D, s->k + t0 * K * D,
-                         s->v + t0 * K * D, s->pos + t0, n, n, H, K, D, s->attn_scratch);
+            attn_forward(a->att + t0 * H * D, a->q + t0 * H * D, a->k + t0 * K * D,
+                         a->v + t0 * K * D, s->pos + t0, n, n, H, K, D, s->attn_scratch);
         t0 += (size_t)n;
     }
 }
 
 void tfm_layer_forward(const struct tfm_config *c, const struct tfm_params *p,
                        struct tfm_state *s, const struct tfm_batch *b, int l, int T,
-                       const float *x_in, float *x_out)
+                       float *x_out)
 {
     struct tfm_layer w = tfm_layer_view(c, p, l);
+    struct tfm_acts *a = &s->acts[l];
     int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
     int F = c->intermediate_size;
     size_t TC = (size_t)T * C;
     float eps = c->rms_norm_eps;
 
-    rmsnorm_forward(s->h1, x_in, w.ln1, T, C, eps);
-    float *qp = c->qk_norm ? s->qlin : s->q, *kp = c->qk_norm ? s->klin : s->k;
-    linear_forward(qp, s->h1, w.wq, w.bq, T, C, H * D);
-    linear_forward(kp, s->h1, w.wk, w.bk, T, C, K * D);
-    linear_forward(s->v, s->h1, w.wv, w.bv, T, C, K * D);
+    rmsnorm_forward(a->h1, a->xin, w.ln1, T, C, eps);
+    float *qp = c->qk_norm ? a->qlin : a->q, *kp = c->qk_norm ? a->klin : a->k;
+    linear_forward(qp, a->h1, w.wq, w.bq, T, C, H * D);
+    linear_forward(kp, a->h1, w.wk, w.bk, T, C, K * D);
+    linear_forward(a->v, a->h1, w.wv, w.bv, T, C, K * D);
     if (c->qk_norm) {
-        rmsnorm_forward(s->q, s->qlin, w.q_norm, T * H, D, eps);
-        rmsnorm_forward(s->k, s->klin, w.k_norm, T * K, D, eps);
+        rmsnorm_forward(a->q, a->qlin, w.q_norm, T * H, D, eps);
+        rmsnorm_forward(a->k, a->klin, w.k_norm, T * K, D, eps);
     }
-    rope_forward(s->q, s->pos, T, H, D, c->rope_theta);
-    rope_forward(s->k, s->pos, T, K, D, c->rope_theta);
-    attention_forward(c, s, b);
-    linear_forward(s->xmid, s->att, w.wo, NULL, T, H * D, C);
-    for (size_t i = 0; i < TC; i++) s->xmid[i] += x_in[i];
+    rope_forward(a->q, s->pos, T, H, D, s->rope);
+    rope_forward(a->k, s->pos, T, K, D, s->rope);
+    attention_forward(c, s, b, a);
+    linear_forward(a->xmid, a->att, w.wo, NULL, T, H * D, C);
+    for (size_t i = 0; i < TC; i++) a->xmid[i] += a->xin[i];
 
-    rmsnorm_forward(s->h2, s->xmid, w.ln2, T, C, eps);
-    linear_forward(s->gate, s->h2, w.w_gate, NULL, T, C, F);
-    linear_forward(s->up, s->h2, w.w_up, NULL, T, C, F);
-    swiglu_forward(s->act, s->gate, s->up, (int64_t)T * F);
-    if (!x_out) return;
+    rmsnorm_forward(a->h2, a->xmid, w.ln2, T, C, eps);
+    linear_forward(a->gate, a->h2, w.w_gate, NULL, T, C, F);
+    linear_forward(a->up, a->h2, w.w_up, NULL, T, C, F);
+    swiglu_forward(s->act, a->sig, a->gate, a->up, (int64_t)T * F);
     linear_forward(x_out, s->act, w.w_down, NULL, T, F, C);
-    for (size_t i = 0; i < TC; i++) x_out[i] += s->xmid[i];
+    for (size_t i = 0; i < TC; i++) x_out[i] += a->xmid[i];
 }
 
 void tfm_trunk_forward(const struct tfm_config *c, const struct tfm_params *p,
                        struct tfm_state *s, const struct tfm_batch *b, int T)
 {
-    int L = c->n_layers, C = c->hidden_size;
-    size_t BC = (size_t)s->max_tokens * C;
-    embed_forward(s->xres, p->embed, b->tokens, T, C);
-    for (int l = 0; l < L; l++) {
-        float *x_out = l + 1 < L ? s->xres + (size_t)(l + 1) * BC : s->x;
-        tfm_layer_forward(c, p, s, b, l, T, s->xres + (size_t)l * BC, x_out);
-    }
+    int L = c->n_layers;
+    embed_forward(s->acts[0].xin, p->embed, b->tokens, T, c->hidden_size);
+    for (int l = 0; l < L; l++)
+        tfm_layer_forward(c, p, s, b, l, T, l + 1 < L ? s->acts[l + 1].xin : s->x);
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -271,7 +305,7 @@ double tfm_forward(const struct tfm_config *c, const struct tfm_params *p, struc
     int T = tfm_batch_prepare(c, s, b);
     int C = c->hidden_size, V = c->vocab_size;
     tfm_trunk_forward(c, p, s, b, T);
-    rmsnorm_forward(s->h1, s->x, p->ln_f, T, C, c->rms_norm_eps);
+    rmsnorm_forward(s->hf, s->x, p->ln_f, T, C, c->rms_norm_eps);
 
     /* rows whose logits are needed: all of them for entropies or logits, else the
      * scored ones */
@@ -285,7 +319,7 @@ double tfm_forward(const struct tfm_config *c, const struct tfm_params *p, struc
         int n = n_rows - r0 < s->logit_chunk ? n_rows - r0 : s->logit_chunk;
         const int *rows = s->rows + r0;
         for (int i = 0; i < n; i++) {
-            memcpy(s->hc + (size_t)i * C, s->h1 + (size_t)rows[i] * C, (size_t)C * sizeof(float));
+            memcpy(s->hc + (size_t)i * C, s->hf + (size_t)rows[i] * C, (size_t)C * sizeof(float));
             s->tgt_c[i] = b->targets[rows[i]];
         }
         linear_forward(s->logits, s->hc, p->lm_head, NULL, n, C, V);

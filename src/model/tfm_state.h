@@ -3,11 +3,21 @@
  * allocation) and the pieces tfm_forward.c and tfm_backward.c share. Glossary as in
  * include/libra/tfm.h; T here is max_tokens (buffers) or the batch's token count.
  *
+ * Two modes. Keep (the default while it fits TFM_KEEP_ACTIVATIONS_MAX_BYTES): every
+ * layer's internals are kept from the forward for the backward, which runs no layer
+ * forward again. Recompute (long sequences): only the residual stream entering each
+ * layer is kept (L x B x C); the layer internals exist once, and backward re-runs
+ * layer l's forward from its kept input before differentiating it -- the same
+ * kernels on the same inputs, so the gradients are bitwise those of keep mode.
+ *
  * Activation memory, in floats (B = max_tokens, Nc = logit chunk, +qk = qk_norm only):
- *   L*B*C                                  residual stream entering each layer
- * + B*(6C + 4*H*D + 4*K*D + 6F)            one layer's activations + their gradients
- * + B*(2*H*D + 2*K*D)             (+qk)    pre-norm q/k and their gradients
- * + 2*Nc*(C + V) + 2*Nc + 2*B              logit chunk, gathered rows, attention scratch
+ *   L*B*(4C + 2*H*D + 2*K*D + 3F)  (+qk L*B*(H*D + K*D))   residual stream and the
+ *                                           internals of every layer (struct tfm_acts)
+ * + B*(4C + 2*H*D + 2*K*D + 4F + D)  (+qk B*(H*D + K*D))   final norm input/output,
+ *                                           swiglu output, one layer's gradients, the
+ *                                           rotary table
+ * + 2*Nc*(C + V) + 2*Nc                     logit chunk, gathered rows
+ * + M*(3D + 2B), M = min(B, 32)*H/K         attention scratch (attn_scratch_floats)
  * plus B ints of positions and Nc ints of gathered targets.
  */
 #ifndef LIBRA_MODEL_TFM_STATE_H
@@ -18,26 +28,33 @@
 
 #include "libra/tfm.h"
 
+/* One layer's internals over B rows: written by its forward, read by its backward. */
+struct tfm_acts {
+    float *xin;         /* (B, C) residual stream entering the layer */
+    float *xmid;        /* (B, C) residual between attention and MLP */
+    float *h1, *h2;     /* (B, C) input_layernorm / post_attention_layernorm outputs */
+    float *qlin, *klin; /* (B, H*D), (B, K*D) projections before q/k norm (qk_norm, else NULL) */
+    float *q, *k, *v;   /* (B, H*D), (B, K*D), (B, K*D) as attention reads them */
+    float *att;         /* (B, H*D) attention output, input of o_proj */
+    float *gate, *up;   /* (B, F) MLP projections */
+    float *sig;         /* (B, F) sigmoid(gate), kept so backward needs no exp */
+};
+
 struct tfm_state {
     struct tfm_config c;
     int max_tokens;  /* B */
+    int recompute;   /* 1: layer internals shared by all layers, recomputed in backward */
     int logit_chunk; /* Nc: rows of logits held at once */
     int *pos;        /* (B) position of each token within its sequence */
     int *rows;       /* (B) token indices whose logits are needed (gather list) */
     int32_t *tgt_c;  /* (Nc) targets of the gathered chunk */
+    struct tfm_acts *acts; /* (L) every layer's internals, carved out of mem */
     float *mem;      /* the one float allocation below */
     size_t n_floats;
-    /* kept for the whole step */
-    float *xres; /* (L, B, C) residual stream entering layer l */
-    /* one layer's activations (recomputed in backward) */
-    float *x;           /* (B, C) residual leaving the last layer */
-    float *xmid;        /* (B, C) residual between attention and MLP */
-    float *h1, *h2;     /* (B, C) input_layernorm / post_attention_layernorm outputs;
-                           h1 also holds the final norm's output */
-    float *qlin, *klin; /* (B, H*D), (B, K*D) projections before q/k norm (qk_norm, else NULL) */
-    float *q, *k, *v;   /* (B, H*D), (B, K*D), (B, K*D) as attention reads them */
-    float *att;         /* (B, H*D) attention output, input of o_proj */
-    float *gate, *up, *act; /* (B, F) */
+    float *rope;     /* (B, D) rotary table of positions 0..B-1 (rope_table) */
+    float *x;        /* (B, C) residual leaving the last layer */
+    float *hf;       /* (B, C) final norm output */
+    float *act;      /* (B, F) swiglu output of the layer at hand (re-formed in backward) */
     /* gradients of one layer */
     float *dx, *dh;           /* (B, C) */
     float *dq, *dk, *dv;      /* (B, H*D), (B, K*D), (B, K*D) */
@@ -48,7 +65,7 @@ struct tfm_state {
     float *hc, *dhc;          /* (Nc, C) final-norm rows of the chunk and their gradient */
     float *logits, *dlogits;  /* (Nc, V) */
     float *lp_c, *dlp_c;      /* (Nc) log-probs of the chunk, dJ/dlogprob */
-    float *attn_scratch;      /* (2B) */
+    float *attn_scratch;      /* attn_scratch_floats(B, B, H, K, D) */
 };
 
 /* One layer's weights (slices of tfm_params; NULL where absent). */
@@ -71,13 +88,13 @@ int tfm_batch_prepare(const struct tfm_config *c, struct tfm_state *s,
                       const struct tfm_batch *b);
 /* Objective weight of token t: weights[t] (or 1) where targets[t] >= 0, else 0. */
 float tfm_token_weight(const struct tfm_batch *b, int t);
-/* Layer l on x_in (T, C): fills the layer's activations in s; writes x_out (T, C)
- * unless x_out is NULL (backward's recompute needs only the internals). */
+/* Layer l on s->acts[l].xin (T, C): fills the layer's internals s->acts[l] and
+ * writes x_out (T, C), the next layer's xin or s->x. */
 void tfm_layer_forward(const struct tfm_config *c, const struct tfm_params *p,
                        struct tfm_state *s, const struct tfm_batch *b, int l, int T,
-                       const float *x_in, float *x_out);
-/* Embedding and every layer: s->xres[l] holds the stream entering layer l, s->x the
- * stream leaving the last. */
+                       float *x_out);
+/* Embedding and every layer: s->acts[l] holds layer l's internals, s->x the stream
+ * leaving the last. */
 void tfm_trunk_forward(const struct tfm_config *c, const struct tfm_params *p,
                        struct tfm_state *s, const struct tfm_batch *b, int T);
 /* For tests: rows of logits per chunk (>= 1, <= the size the state was created with). */

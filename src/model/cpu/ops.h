@@ -13,13 +13,19 @@
  *   - Outputs never alias inputs unless the comment says "in place".
  *   - Reductions (norms, softmax sums) accumulate in double; results do not depend
  *     on N (row i's output is a function of row i's inputs), except through OpenBLAS,
- *     whose sgemm may round a row differently for different N (~1e-7 relative).
- *   - No threads of our own: all parallelism is OpenBLAS's (deterministic for a
- *     fixed thread count).
+ *     whose sgemm may round a row differently for different N or a different place
+ *     in an attention tile (~1e-7 relative); linear_forward's rows are bitwise
+ *     independent of N up to 8 rows (one sgemv per row).
+ *   - No threads of our own: all parallelism is OpenBLAS's. Thread rule: results are
+ *     bitwise reproducible run to run for a fixed OpenBLAS thread count
+ *     (OPENBLAS_NUM_THREADS, default one per core); a different count may change the
+ *     last bits. Small sgemv products run on 1 thread (ops.c, "BLAS thread policy"),
+ *     a choice made from the shape alone.
  */
 #ifndef LIBRA_MODEL_CPU_OPS_H
 #define LIBRA_MODEL_CPU_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- linear: y = x W^T + b (torch.nn.Linear; W is (out, in)) ---- */
@@ -49,35 +55,50 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
 /* ---- rotary embedding (Hugging Face rotate-half) ----
  * For each row r, head h, i < D/2, with a = pos[r] * theta^(-2i/D) (inv_freq and the
  * angle in float32 as HF computes them):
- *   x'[i] = x[i] cos a - x[i + D/2] sin a;   x'[i + D/2] = x[i + D/2] cos a + x[i] sin a */
-/* x (N, n_heads * D) rotated in place; pos (N) positions of the rows. */
-void rope_forward(float *x, const int *pos, int N, int n_heads, int D, float theta);
+ *   x'[i] = x[i] cos a - x[i + D/2] sin a;   x'[i + D/2] = x[i + D/2] cos a + x[i] sin a
+ * The cos / sin come from a table built once per state (the training path: positions
+ * < max_tokens; decode: < slot capacity), so both paths rotate with the same bits. */
+/* rope (n_pos, D): row p = cos(a_0..a_{D/2-1}) then sin(a_0..a_{D/2-1}) at position p. */
+void rope_table(float *rope, int n_pos, int D, float theta);
+/* x (N, n_heads * D) rotated in place; pos (N) positions of the rows, each < the
+ * table's n_pos; rope from rope_table. */
+void rope_forward(float *x, const int *pos, int N, int n_heads, int D, const float *rope);
 /* dx (N, n_heads * D): gradient w.r.t. the rotated x in, w.r.t. the input x out
  * (in place: the transpose rotation). */
-void rope_backward(float *dx, const int *pos, int N, int n_heads, int D, float theta);
+void rope_backward(float *dx, const int *pos, int N, int n_heads, int D, const float *rope);
 
 /* ---- causal grouped-query attention of one sequence ----
  * Query row i (position q_pos[i] in its sequence) attends key rows 0..q_pos[i] of
  * the SAME sequence: k, v hold that sequence's rows from position 0 (a packed batch
  * passes each sequence's slice; decode passes the slot's KV cache, with the new
  * rows already appended). Head h reads kv head h / (H / K); scale 1 / sqrt(D);
- * softmax in float32 with a double sum. Scores live only per query row.
+ * softmax in float32 with a double sum. Scores are formed for tiles of query rows
+ * with sgemm, for a lone row (nq = 1) with sgemv (see ops.c); a row's output depends
+ * on which other rows share its call only through OpenBLAS's rounding (~1e-7
+ * relative, as for linear_forward).
  * q (nq, H*D); k, v (nk, K*D); q_pos (nq), each in [0, nk); out (nq, H*D)
- * overwritten; scratch (nk) floats. */
+ * overwritten; scratch attn_scratch_floats(nq, nk, H, K, D) floats. */
 void attn_forward(float *out, const float *q, const float *k, const float *v, const int *q_pos,
                   int nq, int nk, int H, int K, int D, float *scratch);
 /* Backward of attn_forward (recomputes the probabilities): dq (nq, H*D) += ,
- * dk, dv (nk, K*D) += ; dout (nq, H*D); scratch (2 * nk) floats. */
+ * dk, dv (nk, K*D) += ; dout (nq, H*D); scratch as for attn_forward. */
 void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
                    const float *k, const float *v, const int *q_pos, int nq, int nk, int H,
                    int K, int D, float *scratch);
+/* Scratch floats attn_forward / attn_backward need for nq query rows and nk keys. */
+size_t attn_scratch_floats(int nq, int nk, int H, int K, int D);
 
-/* ---- SwiGLU: y = silu(g) * u, silu(g) = g / (1 + exp(-g)) ---- */
-/* y, g, u (n) elementwise; y may alias g or u. */
-void swiglu_forward(float *y, const float *g, const float *u, int64_t n);
-/* dg += dy * u * silu'(g); du += dy * silu(g). All (n). */
+/* ---- SwiGLU: y = silu(g) * u, silu(g) = g * sig, sig = 1 / (1 + exp(-g)) ----
+ * y is formed as (g * sig) * u in all three functions below, so the same inputs give
+ * the same bits (the training path keeps sig and re-forms y in backward, no exp). */
+/* y, g, u (n) elementwise; sig (n) written too unless NULL. y may alias g or u. */
+void swiglu_forward(float *y, float *sig, const float *g, const float *u, int64_t n);
+/* y (n) = (g * sig) * u from swiglu_forward's sig: the same y it produced. */
+void swiglu_apply(float *y, const float *g, const float *u, const float *sig, int64_t n);
+/* dg += dy * u * silu'(g), silu' = sig (1 + g (1 - sig)); du += dy * silu(g). All (n);
+ * sig from swiglu_forward. */
 void swiglu_backward(float *dg, float *du, const float *dy, const float *g, const float *u,
-                     int64_t n);
+                     const float *sig, int64_t n);
 
 /* ---- log-softmax at a temperature ----
  * z = logits / temperature; lp = z - logsumexp(z).
