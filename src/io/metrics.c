@@ -27,6 +27,7 @@
 #endif
 #include "libra/metrics.h"
 
+#include "libra/h5util.h"
 #include "libra/log.h"
 
 #include <assert.h>
@@ -183,61 +184,6 @@ struct metrics {
 
 /* ---- errors ---- */
 
-struct h5quiet {
-    H5E_auto2_t fn;
-    void *data;
-};
-
-static void quiet_begin(struct h5quiet *q)
-{
-    q->fn = NULL;
-    q->data = NULL;
-    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-static void quiet_end(const struct h5quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
-
-struct h5walk {
-    char inner[512]; /* where the error was detected (most specific) */
-    char outer[256]; /* the API call's own message */
-    unsigned depth;
-};
-
-static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
-{
-    struct h5walk *w = data;
-    char minor[128] = "";
-    if (H5Eget_msg(e->min_num, NULL, minor, sizeof minor) < 0) minor[0] = '\0';
-    if (n == 0)
-        snprintf(w->inner, sizeof w->inner, "%s (%s, in %s)", e->desc ? e->desc : "?", minor,
-                 e->func_name ? e->func_name : "?");
-    else
-        snprintf(w->outer, sizeof w->outer, "%s", e->desc ? e->desc : "?");
-    w->depth = n + 1;
-    return 0;
-}
-
-/* Formats "<call> failed (file:line): <HDF5 stack text>" into err and clears the stack. */
-static void h5_error(char *err, size_t errlen, const char *expr, const char *file, int line)
-{
-    /* "x = H5Fcreate(path, ...)" -> "H5Fcreate" */
-    char call[64];
-    const char *c = strstr(expr, "H5");
-    c = c ? c : expr;
-    size_t n = strcspn(c, "(");
-    snprintf(call, sizeof call, "%.*s", (int)(n < sizeof call ? n : sizeof call - 1), c);
-    struct h5walk w = {"", "", 0};
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &w);
-    if (w.depth == 0)
-        snprintf(err, errlen, "%s failed (%s:%d): no HDF5 error stack", call, file, line);
-    else if (w.depth == 1)
-        snprintf(err, errlen, "%s failed (%s:%d): %s", call, file, line, w.inner);
-    else
-        snprintf(err, errlen, "%s failed (%s:%d): %s: %s", call, file, line, w.outer, w.inner);
-    H5Eclear2(H5E_DEFAULT);
-}
-
 __attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
                                                             const char *fmt, ...)
 {
@@ -251,7 +197,7 @@ __attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t er
 #define H5TRY(expr)                                                    \
     do {                                                               \
         if ((expr) < 0) {                                              \
-            h5_error(err, errlen, #expr, __FILE__, __LINE__);          \
+            h5_error(err, errlen, NULL, #expr, __FILE__, __LINE__);          \
             goto fail;                                                 \
         }                                                              \
     } while (0)
@@ -520,7 +466,7 @@ struct metrics *metrics_open(const char *path, const char *config_text, int worl
     if (check_creatable(path, err, errlen) != 0) return NULL;
 
     struct h5quiet q;
-    quiet_begin(&q);
+    h5_quiet_begin(&q);
     struct metrics *m = xcalloc(1, sizeof *m);
     m->path = xstrdup(path);
     m->file = H5I_INVALID_HID;
@@ -545,7 +491,7 @@ struct metrics *metrics_open(const char *path, const char *config_text, int worl
     for (int i = 0; i < T_COUNT; i++)
         if (table_create(m->file, &m->tab[i], &table_defs[i], err, errlen) != 0) goto fail;
     H5TRY(H5Fflush(m->file, H5F_SCOPE_GLOBAL));
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return m;
 fail:;
     /* A half-made file would block the retry ("exists"): remove what we created. */
@@ -553,7 +499,7 @@ fail:;
     metrics_free(m);
     if (created_file) unlink(path);
     H5Eclear2(H5E_DEFAULT);
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return NULL;
 }
 
@@ -607,7 +553,7 @@ static int attr_root(struct metrics *m, const char *name, enum attr_kind kind, d
     char *err = m->err;
     size_t errlen = sizeof m->err;
     struct h5quiet q;
-    quiet_begin(&q);
+    h5_quiet_begin(&q);
     int rc;
     if (kind == A_F64)
         rc = attr_put(m->file, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &d, err, errlen);
@@ -615,7 +561,7 @@ static int attr_root(struct metrics *m, const char *name, enum attr_kind kind, d
         rc = attr_put_i64(m->file, name, i, err, errlen);
     else
         rc = attr_put_string(m->file, name, s, err, errlen);
-    quiet_end(&q);
+    h5_quiet_end(&q);
     if (rc == 0) return 0;
     char what[192];
     snprintf(what, sizeof what, "writing root attribute '%s'", name);
@@ -650,13 +596,13 @@ int metrics_flush(struct metrics *m)
     char *err = m->err;
     size_t errlen = sizeof m->err;
     struct h5quiet q;
-    quiet_begin(&q);
+    h5_quiet_begin(&q);
     if (write_all(m) != 0) goto fail;
     H5TRY(H5Fflush(m->file, H5F_SCOPE_GLOBAL));
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return 0;
 fail:
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return fail_logged(m, "flushing");
 }
 
@@ -673,7 +619,7 @@ int metrics_close(struct metrics *m, const char *status)
     const char *what = "writing buffered rows";
     int rc = 0;
     struct h5quiet q;
-    quiet_begin(&q);
+    h5_quiet_begin(&q);
     if (write_all(m) != 0) {
         rc = fail_logged(m, what);
         status = "failed";
@@ -687,13 +633,13 @@ int metrics_close(struct metrics *m, const char *status)
     m->file = H5I_INVALID_HID;
     H5TRY(H5Fclose(file));
     metrics_free(m);
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return rc;
 fail:
     fail_logged(m, what);
     metrics_free(m);
     H5Eclear2(H5E_DEFAULT);
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return -1;
 }
 

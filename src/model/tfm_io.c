@@ -44,6 +44,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "libra/tfm_io.h"
 
+#include "libra/h5util.h"
 #include "libra/log.h"
 
 #include <errno.h>
@@ -59,68 +60,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- errors (as src/io/metrics.c) ---- */
-
-struct h5quiet {
-    H5E_auto2_t fn;
-    void *data;
-};
-
-static void quiet_begin(struct h5quiet *q)
-{
-    q->fn = NULL;
-    q->data = NULL;
-    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-static void quiet_end(const struct h5quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
-
-struct h5walk {
-    char inner[512];
-    char outer[256];
-    unsigned depth;
-};
-
-static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
-{
-    struct h5walk *w = data;
-    char minor[128] = "";
-    if (H5Eget_msg(e->min_num, NULL, minor, sizeof minor) < 0) minor[0] = '\0';
-    if (n == 0)
-        snprintf(w->inner, sizeof w->inner, "%s (%s, in %s)", e->desc ? e->desc : "?", minor,
-                 e->func_name ? e->func_name : "?");
-    else
-        snprintf(w->outer, sizeof w->outer, "%s", e->desc ? e->desc : "?");
-    w->depth = n + 1;
-    return 0;
-}
-
-/* "<path>: <call> failed (file:line): <HDF5 stack text>"; clears the stack. */
-static void h5_error(char *err, size_t errlen, const char *path, const char *expr,
-                     const char *file, int line)
-{
-    char call[64];
-    const char *c = strstr(expr, "H5");
-    c = c ? c : expr;
-    size_t n = strcspn(c, "(");
-    snprintf(call, sizeof call, "%.*s", (int)(n < sizeof call ? n : sizeof call - 1), c);
-    struct h5walk w = {"", "", 0};
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &w);
-    if (!err || !errlen) {
-        H5Eclear2(H5E_DEFAULT);
-        return;
-    }
-    if (w.depth == 0)
-        snprintf(err, errlen, "%s: %s failed (%s:%d): no HDF5 error stack", path, call, file,
-                 line);
-    else if (w.depth == 1)
-        snprintf(err, errlen, "%s: %s failed (%s:%d): %s", path, call, file, line, w.inner);
-    else
-        snprintf(err, errlen, "%s: %s failed (%s:%d): %s: %s", path, call, file, line, w.outer,
-                 w.inner);
-    H5Eclear2(H5E_DEFAULT);
-}
+/* ---- errors ---- */
 
 __attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
                                                             const char *fmt, ...)
@@ -559,7 +499,7 @@ int tfm_save(const char *final_path, const struct tfm_config *c, const struct tf
     snprintf(tmp, plen, "%s.tmp-%ld", final_path, (long)getpid());
     const char *path = final_path; /* for H5TRY messages */
     struct h5quiet q;
-    quiet_begin(&q);
+    h5_quiet_begin(&q);
     hid_t file = H5I_INVALID_HID, fapl = H5I_INVALID_HID;
     int created = 0;
     struct image im = {NULL, 0, 0, 0, 0};
@@ -601,7 +541,7 @@ int tfm_save(const char *final_path, const struct tfm_config *c, const struct tf
     if (fsync_dir_of(final_path, err, errlen)) goto fail; /* the new file is in place */
     free(t);
     free(tmp);
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return 0;
 fail:
     close_id(&file, H5Fclose);
@@ -611,7 +551,7 @@ fail:
     if (im.released) free(im.buf); /* else the driver may still hold it */
     free(t);
     free(tmp);
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return -1;
 }
 
@@ -1027,7 +967,7 @@ int tfm_load(const char *path, struct tfm_config *c, struct tfm_params *p, struc
     memset(&cfg, 0, sizeof cfg);
     memset(p, 0, sizeof *p);
     if (opt) memset(opt, 0, sizeof *opt);
-    quiet_begin(&q);
+    h5_quiet_begin(&q);
 
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -1069,7 +1009,7 @@ int tfm_load(const char *path, struct tfm_config *c, struct tfm_params *p, struc
     H5CLOSE(file, H5Fclose);
     free(t);
     *c = cfg;
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return 0;
 fail:
     close_id(&file, H5Fclose);
@@ -1082,6 +1022,6 @@ fail:
         memset(opt, 0, sizeof *opt);
     }
     memset(c, 0, sizeof *c);
-    quiet_end(&q);
+    h5_quiet_end(&q);
     return -1;
 }

@@ -1,0 +1,26 @@
+/*
+ * Shared HDF5 error handling for the modules that write or read HDF5 (metrics,
+ * model files): silence HDF5's automatic stderr dump around our calls, and turn
+ * the library's error stack into one line for the caller's message.
+ */
+#ifndef LIBRA_H5UTIL_H
+#define LIBRA_H5UTIL_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+struct h5quiet {
+    H5E_auto2_t fn;
+    void *data;
+};
+
+/* Switches HDF5's automatic error printing off (remembering it) / back on. */
+void h5_quiet_begin(struct h5quiet *q);
+void h5_quiet_end(const struct h5quiet *q);
+/* Writes "[<path>: ]<call> failed (file:line): <HDF5 stack text>" into err (if err
+ * and errlen) and clears the HDF5 error stack. expr is the failing expression; the
+ * H5 call name is taken from it. path may be NULL. */
+void h5_error(char *err, size_t errlen, const char *path, const char *expr, const char *file,
+              int line);
+
+#endif
