@@ -32,11 +32,8 @@ static double head_backward(const struct tfm_config *c, const struct tfm_params 
     for (int r0 = 0; r0 < n_rows; r0 += s->logit_chunk) {
         int n = n_rows - r0 < s->logit_chunk ? n_rows - r0 : s->logit_chunk;
         const int *rows = s->rows + r0;
-        for (int i = 0; i < n; i++) {
-            memcpy(s->hc + (size_t)i * C, s->hf + (size_t)rows[i] * C, (size_t)C * sizeof(float));
-            s->tgt_c[i] = b->targets[rows[i]];
-            s->dlp_c[i] = -tfm_token_weight(b, rows[i]);
-        }
+        tfm_gather_chunk(s, b, rows, n);
+        for (int i = 0; i < n; i++) s->dlp_c[i] = -tfm_token_weight(b, rows[i]);
         linear_forward(s->logits, s->hc, p->lm_head, NULL, n, C, V);
         logsoftmax_forward(s->lp_c, NULL, s->logits, s->tgt_c, n, V, b->temperature);
         for (int i = 0; i < n; i++) J += (double)s->dlp_c[i] * s->lp_c[i];

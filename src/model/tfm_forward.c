@@ -156,6 +156,15 @@ void tfm_state_set_logit_chunk(struct tfm_state *s, int chunk)
     s->logit_chunk = chunk < 1 ? 1 : chunk > cap ? cap : chunk;
 }
 
+void tfm_gather_chunk(struct tfm_state *s, const struct tfm_batch *b, const int *rows, int n)
+{
+    size_t C = (size_t)s->c.hidden_size;
+    for (int i = 0; i < n; i++) {
+        memcpy(s->hc + (size_t)i * C, s->hf + (size_t)rows[i] * C, C * sizeof(float));
+        s->tgt_c[i] = b->targets[rows[i]];
+    }
+}
+
 /* ---------------------------------------------------------------- views */
 
 struct tfm_layer tfm_layer_view(const struct tfm_config *c, const struct tfm_params *p, int l)
@@ -318,10 +327,7 @@ double tfm_forward(const struct tfm_config *c, const struct tfm_params *p, struc
     for (int r0 = 0; r0 < n_rows; r0 += s->logit_chunk) {
         int n = n_rows - r0 < s->logit_chunk ? n_rows - r0 : s->logit_chunk;
         const int *rows = s->rows + r0;
-        for (int i = 0; i < n; i++) {
-            memcpy(s->hc + (size_t)i * C, s->hf + (size_t)rows[i] * C, (size_t)C * sizeof(float));
-            s->tgt_c[i] = b->targets[rows[i]];
-        }
+        tfm_gather_chunk(s, b, rows, n);
         linear_forward(s->logits, s->hc, p->lm_head, NULL, n, C, V);
         logsoftmax_forward(s->lp_c, entropy ? s->dlp_c : NULL, s->logits, s->tgt_c, n, V,
                            b->temperature);

@@ -97,6 +97,8 @@ void tfm_layer_forward(const struct tfm_config *c, const struct tfm_params *p,
  * leaving the last. */
 void tfm_trunk_forward(const struct tfm_config *c, const struct tfm_params *p,
                        struct tfm_state *s, const struct tfm_batch *b, int T);
+/* Copies the final-norm rows rows[0..n) into s->hc and their targets into s->tgt_c. */
+void tfm_gather_chunk(struct tfm_state *s, const struct tfm_batch *b, const int *rows, int n);
 /* For tests: rows of logits per chunk (>= 1, <= the size the state was created with). */
 void tfm_state_set_logit_chunk(struct tfm_state *s, int chunk);
 
