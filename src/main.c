@@ -43,6 +43,7 @@ int main(int argc, char **argv)
     if (strcmp(a, "--devices") == 0) return cmd_devices();
     if (strcmp(a, "score") == 0) return cmd_score(argc - 2, argv + 2);
     if (strcmp(a, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
+    if (strcmp(a, "sft") == 0) return cmd_sft(argc - 2, argv + 2);
     if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);
     if (a[0] == '-') {
         fprintf(stderr, "libra: unknown option '%s'\n", a);

@@ -53,7 +53,7 @@ static void test_logprob_consistency(void)
         for (int i = 0; i < N; i++) tgt[i] = i + 1 < N ? tok[i + 1] : -1;
         float lp[N];
         int n = N;
-        struct tfm_batch b = {1, &n, tok, tgt, NULL, 0.7f};
+        struct tfm_batch b = {1, &n, tok, tgt, NULL, 0.7f, NULL};
         struct tfm_state *s = tfm_state_create(c, N);
         tfm_forward(c, &p, s, &b, lp, NULL, NULL);
         struct tfm_decoder *d = tfm_decoder_create(c, &p, 2, 64, 5);
@@ -109,7 +109,7 @@ static void test_greedy_is_training_argmax(void)
         float lp[N];
         float *all = malloc((size_t)N * V * sizeof *all);
         int n = N;
-        struct tfm_batch b = {1, &n, tok, tgt, NULL, 1.0f};
+        struct tfm_batch b = {1, &n, tok, tgt, NULL, 1.0f, NULL};
         struct tfm_state *s = tfm_state_create(c, N);
         tfm_forward(c, &p, s, &b, lp, NULL, all);
         for (int i = PROMPT - 1; i + 1 < N; i++) CU_ASSERT_EQUAL(argmax(all + (size_t)i * V, V), tok[i + 1]);

@@ -4,7 +4,8 @@
  * The writer is checked by reading its files back with the plain HDF5 API, through
  * memory types built here from the header's structs (so a renamed column or a changed
  * layout fails): every column of every row, the column names in order, the units and
- * description attributes, the root attributes. A forked child that is SIGKILLed after
+ * description attributes, the root attributes. The per-tool arrays of a /steps row are
+ * read back as flat columns (calc_calls, search_failures, ...), by name. A forked child that is SIGKILLed after
  * metrics_flush() proves that a killed run leaves a readable file.
  *
  * check_run is exercised on one consistent synthetic run and on a series of broken ones
@@ -87,6 +88,39 @@ static struct metrics_step_row make_step(int i)
     r.n_rollout_ranks = 5 + i % 2;
     r.n_train_ranks = 2;
     r.n_hybrid_ranks = i % 3;
+    r.success_rate = 0.125 * (i % 9);
+    r.gen_tokens_mean = 200.5 + i;
+    r.turns_mean = 1.0 + 0.25 * (i % 5);
+    r.tool_calls[0] = 10 * i + 1; /* calc */
+    r.tool_calls[1] = 10 * i + 2; /* search */
+    r.tool_failures[0] = 10 * i + 3;
+    r.tool_failures[1] = 10 * i + 4;
+    r.zero_var_groups = i % 4;
+    r.loss = -0.01 * i;
+    r.pg_loss = -0.02 * i + 0.001;
+    r.kl = 1e-4 * i;
+    r.entropy = 2.5 - 0.001 * i;
+    r.clip_frac = 0.001 * (i % 50);
+    r.is_trunc_frac = 0.0005 * (i % 7);
+    r.grad_norm = 3.0 + 0.01 * i;
+    r.lr = 1e-5 * (1 + i % 3);
+    r.params_identical = i % 2;
+    return r;
+}
+
+static struct metrics_eval_row make_eval(int i)
+{
+    struct metrics_eval_row r;
+    memset(&r, 0x3C, sizeof r);
+    r.step = 5 * i;
+    r.version = 5 * i + i % 2;
+    r.wall_s = 60.0 * i + 0.5;
+    r.n = 100 + i;
+    r.accuracy = 0.01 * i;
+    r.reward_mean = 0.02 * i - 0.5;
+    r.answered_frac = 1.0 - 0.03 * i;
+    r.tool_calls_mean = 1.5 + 0.1 * i;
+    r.gen_tokens_mean = 300.25 + i;
     return r;
 }
 
@@ -160,6 +194,40 @@ static hid_t step_mtype(void)
     INS(t, metrics_step_row, n_rollout_ranks, H5T_NATIVE_INT32);
     INS(t, metrics_step_row, n_train_ranks, H5T_NATIVE_INT32);
     INS(t, metrics_step_row, n_hybrid_ranks, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, success_rate, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, gen_tokens_mean, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, turns_mean, H5T_NATIVE_DOUBLE);
+    size_t calls = offsetof(struct metrics_step_row, tool_calls);
+    size_t fails = offsetof(struct metrics_step_row, tool_failures);
+    H5Tinsert(t, "calc_calls", calls, H5T_NATIVE_INT32);
+    H5Tinsert(t, "search_calls", calls + sizeof(int32_t), H5T_NATIVE_INT32);
+    H5Tinsert(t, "calc_failures", fails, H5T_NATIVE_INT32);
+    H5Tinsert(t, "search_failures", fails + sizeof(int32_t), H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, zero_var_groups, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, loss, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, pg_loss, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, kl, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, entropy, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, clip_frac, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, is_trunc_frac, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, grad_norm, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, lr, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, params_identical, H5T_NATIVE_INT32);
+    return t;
+}
+
+static hid_t eval_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_eval_row));
+    INS(t, metrics_eval_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_eval_row, version, H5T_NATIVE_INT32);
+    INS(t, metrics_eval_row, wall_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_eval_row, n, H5T_NATIVE_INT32);
+    INS(t, metrics_eval_row, accuracy, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_eval_row, reward_mean, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_eval_row, answered_frac, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_eval_row, tool_calls_mean, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_eval_row, gen_tokens_mean, H5T_NATIVE_DOUBLE);
     return t;
 }
 
@@ -320,15 +388,23 @@ static void check_columns(hid_t file, const char *table, const char *const *name
 
 /* ---- round trip ---- */
 
-enum { N_STEPS = 300, N_TRAJ = 9000, N_EVENTS = 40, N_PLANS = 12 };
+enum { N_STEPS = 300, N_TRAJ = 9000, N_EVENTS = 40, N_PLANS = 12, N_EVALS = 7 };
+
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const char *const step_names[] = {
     "step", "wall_s", "step_s", "version", "n_traj", "tokens_gen", "tokens_tool", "reward_mean",
     "reward_std", "staleness_mean", "staleness_max", "rollout_busy_frac", "train_busy_frac",
-    "n_rollout_ranks", "n_train_ranks", "n_hybrid_ranks"};
+    "n_rollout_ranks", "n_train_ranks", "n_hybrid_ranks", "success_rate", "gen_tokens_mean",
+    "turns_mean", "calc_calls", "search_calls", "calc_failures", "search_failures",
+    "zero_var_groups", "loss", "pg_loss", "kl", "entropy", "clip_frac", "is_trunc_frac",
+    "grad_norm", "lr", "params_identical"};
 static const char *const step_units[] = {
     "1", "s", "s", "1", "trajectories", "tokens", "tokens", "1", "1", "versions", "versions",
-    "1", "1", "ranks", "ranks", "ranks"};
+    "1", "1", "ranks", "ranks", "ranks", "1", "tokens", "turns", "tool calls", "tool calls",
+    "tool calls", "tool calls", "groups", "1", "1", "nats", "nats", "1", "1", "1", "1", "1"};
+_Static_assert(NELEM(step_names) == 33 && NELEM(step_units) == NELEM(step_names),
+               "one unit per /steps column");
 static const char *const traj_names[] = {
     "traj_id", "prompt_id", "group_id", "step_consumed", "fate", "version_start", "version_end",
     "prompt_tokens", "gen_tokens", "tool_tokens", "turns", "tool_failures", "migrations",
@@ -343,6 +419,13 @@ static const char *const plan_names_full[] = {
     "resplit_s", "handed_back"};
 static const char *const plan_units[] = {"1", "1", "s", "ranks", "ranks", "ranks", "text",
                                          "text", "s", "turns"};
+static const char *const eval_names[] = {"step", "version", "wall_s", "n", "accuracy",
+                                         "reward_mean", "answered_frac", "tool_calls_mean",
+                                         "gen_tokens_mean"};
+static const char *const eval_units[] = {"1", "1", "s", "problems", "1", "1", "1",
+                                         "tool calls", "tokens"};
+_Static_assert(NELEM(eval_names) == 9 && NELEM(eval_units) == NELEM(eval_names),
+               "one unit per /eval column");
 
 static void check_steps(hid_t f, size_t expect)
 {
@@ -370,6 +453,85 @@ static void check_steps(hid_t f, size_t expect)
         CU_ASSERT_EQUAL(g->n_rollout_ranks, e.n_rollout_ranks);
         CU_ASSERT_EQUAL(g->n_train_ranks, e.n_train_ranks);
         CU_ASSERT_EQUAL(g->n_hybrid_ranks, e.n_hybrid_ranks);
+        CU_ASSERT_EQUAL(g->success_rate, e.success_rate);
+        CU_ASSERT_EQUAL(g->gen_tokens_mean, e.gen_tokens_mean);
+        CU_ASSERT_EQUAL(g->turns_mean, e.turns_mean);
+        CU_ASSERT_EQUAL(g->tool_calls[0], e.tool_calls[0]);
+        CU_ASSERT_EQUAL(g->tool_calls[1], e.tool_calls[1]);
+        CU_ASSERT_EQUAL(g->tool_failures[0], e.tool_failures[0]);
+        CU_ASSERT_EQUAL(g->tool_failures[1], e.tool_failures[1]);
+        CU_ASSERT_EQUAL(g->zero_var_groups, e.zero_var_groups);
+        CU_ASSERT_EQUAL(g->loss, e.loss);
+        CU_ASSERT_EQUAL(g->pg_loss, e.pg_loss);
+        CU_ASSERT_EQUAL(g->kl, e.kl);
+        CU_ASSERT_EQUAL(g->entropy, e.entropy);
+        CU_ASSERT_EQUAL(g->clip_frac, e.clip_frac);
+        CU_ASSERT_EQUAL(g->is_trunc_frac, e.is_trunc_frac);
+        CU_ASSERT_EQUAL(g->grad_norm, e.grad_norm);
+        CU_ASSERT_EQUAL(g->lr, e.lr);
+        CU_ASSERT_EQUAL(g->params_identical, e.params_identical);
+    }
+    free(rows);
+}
+
+/*
+ * The per-tool columns one by one, as h5py/pandas users read them: each name is a plain
+ * int32 column holding the right element of the struct's array (a swap shows).
+ */
+static void check_tool_columns(hid_t f, size_t expect)
+{
+    static const char *const names[] = {"calc_calls", "search_calls", "calc_failures",
+                                        "search_failures"};
+    for (int c = 0; c < NELEM(names); c++) {
+        hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(int32_t));
+        H5Tinsert(mt, names[c], 0, H5T_NATIVE_INT32);
+        size_t n;
+        int32_t *col = read_table(f, "steps", mt, sizeof *col, &n);
+        H5Tclose(mt);
+        CU_ASSERT_FATAL(col != NULL);
+        CU_ASSERT_EQUAL(n, expect);
+        for (size_t i = 0; i < n && i < expect; i++) {
+            struct metrics_step_row e = make_step((int)i);
+            int32_t want = c < 2 ? e.tool_calls[c] : e.tool_failures[c - 2];
+            CU_ASSERT_EQUAL(col[i], want);
+        }
+        free(col);
+    }
+    /* The file type: four scalar <i4 members, no array member. */
+    hid_t d = H5Dopen2(f, "steps", H5P_DEFAULT);
+    hid_t t = H5Dget_type(d);
+    for (int c = 0; c < NELEM(names); c++) {
+        int idx = H5Tget_member_index(t, names[c]);
+        CU_ASSERT_FATAL(idx >= 0);
+        hid_t mt = H5Tget_member_type(t, (unsigned)idx);
+        CU_ASSERT_EQUAL(H5Tget_class(mt), H5T_INTEGER);
+        CU_ASSERT_EQUAL(H5Tget_size(mt), 4);
+        H5Tclose(mt);
+    }
+    CU_ASSERT(H5Tget_member_index(t, "tool_calls") < 0);
+    H5Tclose(t);
+    H5Dclose(d);
+}
+
+static void check_evals(hid_t f, size_t expect)
+{
+    hid_t mt = eval_mtype();
+    size_t n;
+    struct metrics_eval_row *rows = read_table(f, "eval", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_eval_row e = make_eval((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->version, e.version);
+        CU_ASSERT_EQUAL(g->wall_s, e.wall_s);
+        CU_ASSERT_EQUAL(g->n, e.n);
+        CU_ASSERT_EQUAL(g->accuracy, e.accuracy);
+        CU_ASSERT_EQUAL(g->reward_mean, e.reward_mean);
+        CU_ASSERT_EQUAL(g->answered_frac, e.answered_frac);
+        CU_ASSERT_EQUAL(g->tool_calls_mean, e.tool_calls_mean);
+        CU_ASSERT_EQUAL(g->gen_tokens_mean, e.gen_tokens_mean);
     }
     free(rows);
 }
@@ -480,7 +642,15 @@ static void test_round_trip(void)
         struct metrics_traj_row r = make_traj(i);
         CU_ASSERT_EQUAL(metrics_traj(m, &r), 0);
     }
+    for (int i = 0; i < N_EVALS / 2; i++) {
+        struct metrics_eval_row r = make_eval(i);
+        CU_ASSERT_EQUAL(metrics_eval(m, &r), 0);
+    }
     CU_ASSERT_EQUAL(metrics_flush(m), 0);
+    for (int i = N_EVALS / 2; i < N_EVALS; i++) {
+        struct metrics_eval_row r = make_eval(i);
+        CU_ASSERT_EQUAL(metrics_eval(m, &r), 0);
+    }
     for (int i = N_STEPS / 2; i < N_STEPS; i++) {
         struct metrics_step_row r = make_step(i);
         CU_ASSERT_EQUAL(metrics_step(m, &r), 0);
@@ -509,14 +679,17 @@ static void test_round_trip(void)
 
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     CU_ASSERT_FATAL(f >= 0);
-    check_columns(f, "steps", step_names, step_units, 16);
+    check_columns(f, "steps", step_names, step_units, NELEM(step_names));
     check_columns(f, "trajectories", traj_names, traj_units, 16);
     check_columns(f, "events", event_names, event_units, 4);
     check_columns(f, "plans", plan_names_full, plan_units, 10);
+    check_columns(f, "eval", eval_names, eval_units, NELEM(eval_names));
     check_steps(f, N_STEPS);
     check_trajs(f, N_TRAJ);
     check_events(f, N_EVENTS);
     check_plans(f, N_PLANS);
+    check_tool_columns(f, N_STEPS);
+    check_evals(f, N_EVALS);
 
     hid_t d = H5Dopen2(f, "trajectories", H5P_DEFAULT);
     hid_t dcpl = H5Dget_create_plist(d);
@@ -547,7 +720,7 @@ static void test_round_trip(void)
     CU_ASSERT(attr_num(f, "world_size", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 9);
     CU_ASSERT(attr_num(f, "schema_version", H5T_NATIVE_INT64, &v));
-    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(v, 2);
     CU_ASSERT(attr_num(f, "steps_requested", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 2 * N_STEPS);
     CU_ASSERT(attr_num(f, "throughput", H5T_NATIVE_DOUBLE, &x));
@@ -607,12 +780,20 @@ static void test_edge_values(void)
     CU_ASSERT_FATAL(pl != NULL);
     CU_ASSERT_EQUAL(strlen(pl[0].rollout_tp), 127);
     free(pl);
+    mt = eval_mtype();
+    rows = read_table(f, "eval", mt, sizeof(struct metrics_eval_row), &n);
+    H5Tclose(mt);
+    CU_ASSERT(rows != NULL);
+    CU_ASSERT_EQUAL(n, 0);
+    free(rows);
     H5Fclose(f);
 
     CU_ASSERT_EQUAL(metrics_close(NULL, "complete"), 0);
     CU_ASSERT_PTR_NULL(metrics_path(NULL));
     CU_ASSERT_EQUAL(metrics_flush(NULL), -1);
     CU_ASSERT_EQUAL(metrics_step(NULL, NULL), -1);
+    struct metrics_eval_row ev0 = make_eval(0);
+    CU_ASSERT_EQUAL(metrics_eval(NULL, &ev0), -1);
 }
 
 static void test_open_existing_fails(void)
@@ -718,7 +899,10 @@ static void test_killed_run_readable(void)
             struct metrics_traj_row t = make_traj(i);
             if (metrics_step(m, &r) || metrics_traj(m, &t)) _exit(4);
         }
-        if (metrics_event(m, 1.0, 3, "resplit", "before kill") || metrics_flush(m)) _exit(5);
+        struct metrics_eval_row ev = make_eval(0);
+        if (metrics_eval(m, &ev) || metrics_event(m, 1.0, 3, "resplit", "before kill") ||
+            metrics_flush(m))
+            _exit(5);
         struct metrics_step_row r = make_step(3); /* buffered, never flushed: lost */
         metrics_step(m, &r);
         raise(SIGKILL);
@@ -733,6 +917,7 @@ static void test_killed_run_readable(void)
     CU_ASSERT_FATAL(f >= 0);
     check_steps(f, 3);
     check_trajs(f, 3);
+    check_evals(f, 1);
     char s[64];
     CU_ASSERT(attr_string(f, "status", s, sizeof s));
     CU_ASSERT_STRING_EQUAL(s, "running");

@@ -12,7 +12,11 @@
  *    row counts and chunked sums differ);
  *  - gradients of J = -sum w_t logprob_t by central finite differences of J on a
  *    sample of entries of EVERY tensor, on a packed batch of 3 sequences with some
- *    targets -1 and non-uniform weights (one of them 0).
+ *    targets -1 and non-uniform weights (one of them 0);
+ *  - the entropy term J = -sum e_t H_t alone (all w_t = 0) and mixed with the
+ *    weights, also over several logit chunks: the same finite differences, with J
+ *    formed from tfm_forward's log-probs and entropies (e_t counts only where
+ *    target >= 0: a large e_t on a prompt row must change nothing).
  *
  * Finite-difference tolerance: parameters are O(0.3) floats. J is summed in double,
  * but each log-prob carries float rounding from two layers, so J has ~1e-6 of noise:
@@ -97,6 +101,7 @@ struct batch_data {
     int seq_len[3];
     int32_t tokens[BT], targets[BT];
     float weights[BT];
+    float ent_w[BT]; /* entropy weights e_t (used when a test sets b.entropy_weights) */
     struct tfm_batch b;
 };
 
@@ -116,6 +121,9 @@ static void make_batch(struct batch_data *d, int V, float temperature, int use_w
     d->targets[6] = -1; /* last of the second sequence */
     d->weights[0] = 5.0f; /* ignored: no target */
     d->weights[9] = 0.0f; /* a target with weight 0 */
+    for (int t = 0; t < BT; t++) d->ent_w[t] = (float)(0.1 + 0.12 * (t % 4));
+    d->ent_w[1] = 4.0f;  /* ignored: no target */
+    d->ent_w[12] = 0.0f; /* a target with no entropy weight */
     d->b = (struct tfm_batch){.n_seq = 3, .seq_len = d->seq_len, .tokens = d->tokens,
                               .targets = d->targets,
                               .weights = use_weights ? d->weights : NULL,
@@ -364,7 +372,7 @@ static void test_packing_invariance(void)
         int t0 = 0;
         for (int i = 0; i < 3; i++) {
             struct tfm_batch one = {1, &d.seq_len[i], d.tokens + t0, d.targets + t0,
-                                    d.weights + t0, 1.0f};
+                                    d.weights + t0, 1.0f, NULL};
             tfm_forward(&c, &p, s, &one, lp1 + t0, NULL, NULL);
             Js += tfm_backward(&c, &p, s, &one, &gs);
             t0 += d.seq_len[i];
@@ -417,7 +425,23 @@ static int pick_entries(size_t *idx, const struct tfm_tensor *t, const struct ba
     return k;
 }
 
-static void grad_check_config(int ci, int use_weights, float temperature)
+/* J = -sum w_t lp_t - sum_{target >= 0} e_t H_t, from tfm_forward's outputs. */
+static double objective(const struct tfm_config *c, const struct tfm_params *p,
+                        struct tfm_state *s, const struct tfm_batch *b)
+{
+    float ent[BT];
+    double J = -tfm_forward(c, p, s, b, NULL, b->entropy_weights ? ent : NULL, NULL);
+    if (b->entropy_weights)
+        for (int t = 0; t < BT; t++)
+            if (b->targets[t] >= 0) J -= (double)b->entropy_weights[t] * ent[t];
+    return J;
+}
+
+/* Which terms of J a gradient check covers. */
+enum grad_terms { TERMS_LOGPROB = 0, TERMS_ENTROPY = 1, TERMS_MIXED = 2 };
+
+static void grad_check_config(int ci, int use_weights, float temperature, int terms,
+                              int logit_chunk)
 {
     struct tfm_config c = configs[ci]();
     struct tfm_params p, g;
@@ -425,8 +449,15 @@ static void grad_check_config(int ci, int use_weights, float temperature)
     tfm_params_alloc(&g, &c);
     struct batch_data d;
     make_batch(&d, c.vocab_size, temperature, use_weights);
+    if (terms != TERMS_LOGPROB) d.b.entropy_weights = d.ent_w;
+    if (terms == TERMS_ENTROPY) {
+        memset(d.weights, 0, sizeof d.weights); /* no log-prob term at all */
+        d.b.weights = d.weights;
+    }
     struct tfm_state *s = tfm_state_create(&c, BT + 3);
-    tfm_backward(&c, &p, s, &d.b, &g);
+    if (logit_chunk > 0) tfm_state_set_logit_chunk(s, logit_chunk);
+    double J = tfm_backward(&c, &p, s, &d.b, &g);
+    CU_ASSERT_DOUBLE_EQUAL(J, objective(&c, &p, s, &d.b), 1e-6);
 
     struct tfm_tensor tp[MAX_TENSORS], tg[MAX_TENSORS];
     int n = tfm_tensors(&c, &p, tp, MAX_TENSORS);
@@ -443,9 +474,9 @@ static void grad_check_config(int ci, int use_weights, float temperature)
             float *x = tp[i].data + idx[j], v = *x;
             float xp = (float)(v + FD_H), xm = (float)(v - FD_H);
             *x = xp;
-            double Jp = -tfm_forward(&c, &p, s, &d.b, NULL, NULL, NULL);
+            double Jp = objective(&c, &p, s, &d.b);
             *x = xm;
-            double Jm = -tfm_forward(&c, &p, s, &d.b, NULL, NULL, NULL);
+            double Jm = objective(&c, &p, s, &d.b);
             *x = v;
             double fd = (Jp - Jm) / ((double)xp - (double)xm);
             double an = tg[i].data[idx[j]], err = fabs(fd - an);
@@ -458,9 +489,11 @@ static void grad_check_config(int ci, int use_weights, float temperature)
         }
         worst_all = fmax(worst_all, worst);
     }
-    printf("\n  %-10s %s, T=%.1f: %d entries of %d tensors, worst error / tolerance %.3f",
-           config_names[ci], use_weights ? "weights" : "no weights", (double)temperature, checked,
-           n, worst_all);
+    static const char *const term_names[] = {"-w lp", "-e H", "-w lp - e H"};
+    printf("\n  %-10s %s, %s, T=%.1f, chunk %d: %d entries of %d tensors, worst error / "
+           "tolerance %.3f",
+           config_names[ci], term_names[terms], use_weights ? "weights" : "no weights",
+           (double)temperature, logit_chunk, checked, n, worst_all);
     CU_ASSERT_EQUAL(bad, 0);
     tfm_state_free(s);
     tfm_params_free(&g);
@@ -514,7 +547,7 @@ static void test_empty(void)
     b4.seq_len = len4;
     tfm_forward(&c, &p, s, &b4, lp2, NULL, NULL);
     CU_ASSERT_EQUAL(memcmp(lp, lp2, sizeof lp), 0);
-    struct tfm_batch b0 = {0, NULL, NULL, NULL, NULL, 1.0f};
+    struct tfm_batch b0 = {0, NULL, NULL, NULL, NULL, 1.0f, NULL};
     CU_ASSERT_EQUAL(tfm_forward(&c, &p, s, &b0, NULL, NULL, NULL), 0.0);
     CU_ASSERT_EQUAL(tfm_backward(&c, &p, s, &b0, &g), 0.0);
     for (size_t i = 0; i < g.n; i++) CU_ASSERT_EQUAL_FATAL(g.mem[i], 0.0f);
@@ -524,10 +557,20 @@ static void test_empty(void)
     tfm_params_free(&p);
 }
 
-static void test_grad_llama(void) { grad_check_config(0, 1, 1.0f); }
-static void test_grad_llama_gqa(void) { grad_check_config(1, 0, 0.7f); }
-static void test_grad_qwen2(void) { grad_check_config(2, 1, 1.3f); }
-static void test_grad_qwen3(void) { grad_check_config(3, 1, 0.9f); }
+static void test_grad_llama(void) { grad_check_config(0, 1, 1.0f, TERMS_LOGPROB, 0); }
+static void test_grad_llama_gqa(void) { grad_check_config(1, 0, 0.7f, TERMS_LOGPROB, 0); }
+static void test_grad_qwen2(void) { grad_check_config(2, 1, 1.3f, TERMS_LOGPROB, 0); }
+static void test_grad_qwen3(void) { grad_check_config(3, 1, 0.9f, TERMS_LOGPROB, 0); }
+static void test_grad_entropy(void)
+{
+    grad_check_config(0, 1, 1.0f, TERMS_ENTROPY, 0);
+    grad_check_config(2, 1, 0.7f, TERMS_ENTROPY, 0);
+}
+static void test_grad_mixed(void)
+{
+    grad_check_config(1, 0, 1.3f, TERMS_MIXED, 0);
+    grad_check_config(3, 1, 0.9f, TERMS_MIXED, 3);
+}
 
 int main(void)
 {
@@ -541,6 +584,8 @@ int main(void)
         {"gradient by finite differences: llama GQA, no weights", test_grad_llama_gqa},
         {"gradient by finite differences: qwen2 (biases)", test_grad_qwen2},
         {"gradient by finite differences: qwen3 (qk norm, tied)", test_grad_qwen3},
+        {"gradient by finite differences: entropy term alone", test_grad_entropy},
+        {"gradient by finite differences: log-prob + entropy terms", test_grad_mixed},
         {NULL, NULL}};
     static const struct test_suite suites[] = {{"tfm model", cases}, {NULL, NULL}};
     return test_main(suites);

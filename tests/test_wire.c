@@ -75,31 +75,37 @@ static void test_turn_result_batch(void)
                                  .version_first = 2, .version_last = 3, .final = 0,
                                  .partial = 0, .tool = 1, .tool_status = 2,
                                  .payload_tokens = 4000, .tool_latency_s = 1.5,
-                                 .busy_rank_s = 0.25, .n_tokens = 3};
-    int32_t tok[3] = {10, 11, 12};
+                                 .busy_rank_s = 0.25, .n_tokens = 3, .n_payload = 2};
+    int32_t tok[3] = {10, 11, 12}, ver[3] = {2, 2, 3}, pay[2] = {265, 266};
     float lp[3] = {-0.5f, -1.25f, -3.0f};
     wire_batch_begin(&b, 5);
-    wire_batch_add_turn_result(&b, &h, tok, lp);
+    wire_batch_add_turn_result(&b, &h, tok, lp, ver, pay);
     struct wire_turn_result p = {.traj_id = 78, .partial = 1, .gen_tokens = 9, .tool = -1};
-    wire_batch_add_turn_result(&b, &p, NULL, NULL);
+    wire_batch_add_turn_result(&b, &p, NULL, NULL, NULL, NULL);
     struct wire_reader rd;
     struct wire_turn_result g;
-    const int32_t *gt;
-    const float *gl;
+    struct wire_turn_arrays ga;
     CU_ASSERT_EQUAL_FATAL(wire_reader_init(&rd, b.data, b.len), 2);
     CU_ASSERT_EQUAL(rd.sender, 5);
-    CU_ASSERT_EQUAL_FATAL(wire_next_turn_result(&rd, &g, &gt, &gl), 1);
+    CU_ASSERT_EQUAL_FATAL(wire_next_turn_result(&rd, &g, &ga), 1);
     CU_ASSERT_EQUAL(memcmp(&g, &h, sizeof h), 0);
-    CU_ASSERT_EQUAL(memcmp(gt, tok, sizeof tok), 0);
-    CU_ASSERT_EQUAL(memcmp(gl, lp, sizeof lp), 0);
-    CU_ASSERT_EQUAL_FATAL(wire_next_turn_result(&rd, &g, &gt, &gl), 1);
+    CU_ASSERT_EQUAL(memcmp(ga.tokens, tok, sizeof tok), 0);
+    CU_ASSERT_EQUAL(memcmp(ga.logprobs, lp, sizeof lp), 0);
+    CU_ASSERT_EQUAL(memcmp(ga.versions, ver, sizeof ver), 0);
+    CU_ASSERT_EQUAL(memcmp(ga.payload, pay, sizeof pay), 0);
+    CU_ASSERT_EQUAL_FATAL(wire_next_turn_result(&rd, &g, &ga), 1);
     CU_ASSERT_EQUAL(g.partial, 1);
     CU_ASSERT_EQUAL(g.gen_tokens, 9);
-    CU_ASSERT_EQUAL(wire_next_turn_result(&rd, &g, &gt, &gl), 0);
+    CU_ASSERT_EQUAL(wire_next_turn_result(&rd, &g, &ga), 0);
+    /* truncated arrays are rejected */
+    wire_batch_begin(&b, 5);
+    wire_batch_add_turn_result(&b, &h, tok, lp, ver, pay);
+    CU_ASSERT_EQUAL_FATAL(wire_reader_init(&rd, b.data, b.len - 4), 1);
+    CU_ASSERT_EQUAL(wire_next_turn_result(&rd, &g, &ga), -1);
     /* an empty batch (an idle instance's handback) is valid */
     wire_batch_begin(&b, 5);
     CU_ASSERT_EQUAL(wire_reader_init(&rd, b.data, b.len), 0);
-    CU_ASSERT_EQUAL(wire_next_turn_result(&rd, &g, &gt, &gl), 0);
+    CU_ASSERT_EQUAL(wire_next_turn_result(&rd, &g, &ga), 0);
     wire_buf_free(&b);
 }
 
@@ -107,16 +113,40 @@ static void test_train_batch(void)
 {
     struct wire_buf b = {0};
     struct wire_train_batch th = {4, 3, 2, 3, 1000, 600};
-    struct wire_train_item it[2] = {{5, 400, 300}, {6, 600, 300}};
-    wire_buf_put(&b, &th, sizeof th);
-    wire_buf_put(&b, it, sizeof it);
+    struct wire_train_item e = {.traj_id = 5, .tokens = 400, .gen_tokens = 300};
+    struct wire_train_item d = {.traj_id = 6, .tokens = 3, .gen_tokens = 2, .advantage = -0.5,
+                                .has_data = 1};
+    int32_t ids[3] = {256, 40, 41};
+    float lp[3] = {0, -1.5f, -0.25f};
+    uint8_t mask[3] = {0, 1, 1};
+    wire_train_batch_begin(&b, &th);
+    wire_train_batch_add(&b, &e, NULL, NULL, NULL);
+    wire_train_batch_add(&b, &d, ids, lp, mask);
+    struct wire_reader rd;
     struct wire_train_batch gb;
-    const struct wire_train_item *gti;
-    CU_ASSERT_EQUAL_FATAL(wire_unpack_train_batch(b.data, b.len, &gb, &gti), 0);
+    struct wire_train_item gi;
+    const int32_t *gids;
+    const float *glp;
+    const uint8_t *gm;
+    CU_ASSERT_EQUAL_FATAL(wire_train_batch_read(&rd, b.data, b.len, &gb), 0);
     CU_ASSERT_EQUAL(gb.n_replicas, 3);
-    CU_ASSERT_EQUAL(gti[1].tokens, 600);
-    CU_ASSERT_EQUAL(wire_unpack_train_batch(b.data, sizeof th + 8, &gb, &gti), -1);
-    CU_ASSERT_EQUAL(wire_unpack_train_batch(b.data, 4, &gb, &gti), -1);
+    CU_ASSERT_EQUAL_FATAL(wire_next_train_item(&rd, &gi, &gids, &glp, &gm), 1);
+    CU_ASSERT_EQUAL(gi.tokens, 400);
+    CU_ASSERT_PTR_NULL(gids);
+    CU_ASSERT_EQUAL_FATAL(wire_next_train_item(&rd, &gi, &gids, &glp, &gm), 1);
+    CU_ASSERT(gi.advantage == -0.5);
+    CU_ASSERT_EQUAL(memcmp(gids, ids, sizeof ids), 0);
+    CU_ASSERT_EQUAL(memcmp(glp, lp, sizeof lp), 0);
+    CU_ASSERT_EQUAL(memcmp(gm, mask, sizeof mask), 0);
+    CU_ASSERT_EQUAL(wire_next_train_item(&rd, &gi, &gids, &glp, &gm), 0);
+    /* short messages, bad counts */
+    CU_ASSERT_EQUAL_FATAL(wire_train_batch_read(&rd, b.data, b.len - 8, &gb), 0);
+    CU_ASSERT_EQUAL(wire_next_train_item(&rd, &gi, &gids, &glp, &gm), 1);
+    CU_ASSERT_EQUAL(wire_next_train_item(&rd, &gi, &gids, &glp, &gm), -1);
+    CU_ASSERT_EQUAL(wire_train_batch_read(&rd, b.data, 4, &gb), -1);
+    th.n_items = -1;
+    wire_train_batch_begin(&b, &th);
+    CU_ASSERT_EQUAL(wire_train_batch_read(&rd, b.data, b.len, &gb), -1);
     wire_buf_free(&b);
 }
 

@@ -42,6 +42,10 @@ struct run_config {
     uint64_t seed;              /* root of every random stream */
     char log_level[16];         /* error | warn | info | debug */
     double progress_interval_s; /* rank-0 progress line period, wall seconds */
+    double target_reward;       /* time_to_target_reward: moving average reaching this */
+    int checkpoint_interval;    /* steps between checkpoints; 0 = none */
+    char checkpoint_dir[CFG_PATH_MAX]; /* "" = <output.dir>/<run.name>-ckpt */
+    int checkpoint_keep;        /* complete checkpoints kept */
 };
 
 struct device_config {
@@ -57,7 +61,12 @@ struct device_config {
 };
 
 struct model_config {
-    char profile[CFG_PATH_MAX]; /* model profile file (architecture numbers) */
+    char profile[CFG_PATH_MAX]; /* model profile file (architecture numbers, emu) */
+    char checkpoint[CFG_PATH_MAX]; /* cpu: HDF5 model to start from; "" = fresh (below) */
+    /* cpu, fresh model: a byte-level Llama-style transformer of these shapes */
+    int hidden_size, n_layers, n_heads, n_kv_heads, head_dim, intermediate_size;
+    int max_position;
+    double init_std;
 };
 
 struct rollout_config {
@@ -66,12 +75,23 @@ struct rollout_config {
     int max_tokens_per_turn; /* generated tokens per turn at most */
     int max_tokens;          /* context tokens per trajectory at most */
     int max_inflight_groups; /* groups in flight at most; 0 = from staleness bound */
+    double temperature;      /* cpu: sampling temperature of training rollouts */
+    double top_p;            /* cpu: nucleus sampling; 1 = off */
+    int top_k;               /* cpu: 0 = off */
+    int slots;               /* cpu: sequences one instance decodes together */
+    int tool_threads;        /* cpu: tool threads per rollout rank */
+    double tool_timeout_s;   /* cpu: a tool call running longer returns a timeout */
 };
 
 struct train_config {
     int batch_size;    /* trajectories per optimizer step; multiple of n_samples */
     int max_staleness; /* version - version_at_start allowed at training time */
     int sync_interval; /* optimizer steps between weight syncs to rollout */
+    /* cpu: AdamW */
+    double lr, beta1, beta2, weight_decay, clip_norm;
+    int warmup_steps;
+    /* cpu: the GRPO objective (include/libra/grpo.h) */
+    double clip_low, clip_high, is_cap, kl_coef, entropy_coef, adv_eps, baseline_decay;
 };
 
 struct plan_config {
@@ -87,7 +107,27 @@ struct sched_config {
 };
 
 struct env_config {
-    char name[32]; /* emu: tokens and tools from the workload model */
+    char name[32];             /* emu | calc | search */
+    char prompts[CFG_PATH_MAX]; /* JSONL problems; "" = the seeded generator */
+    double format_bonus;
+    int calc_min_steps, calc_max_steps, calc_distractors;
+    int search_entities, search_top_k, search_max_hops;
+    double demo_mistake_rate;  /* libra sft: share of expert demonstrations with a mistake */
+};
+
+struct eval_config {
+    int interval; /* steps between greedy evaluations; 0 = only at the start and end */
+    int size;     /* held-out problems per evaluation; 0 = no evaluation */
+};
+
+struct sft_config {
+    int steps;         /* optimizer steps */
+    int batch_size;    /* demonstrations per step */
+    double lr;
+    int warmup_steps;
+    int eval_interval; /* steps between greedy evaluations */
+    int eval_size;
+    char out[CFG_PATH_MAX]; /* model file written */
 };
 
 struct workload_config {
@@ -109,6 +149,8 @@ struct libra_config {
     struct plan_config plan;
     struct sched_config sched;
     struct env_config env;
+    struct eval_config eval;
+    struct sft_config sft;
     struct workload_config workload;
     struct output_config output;
 };

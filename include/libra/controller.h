@@ -16,15 +16,19 @@
 
 #include <stdint.h>
 
+#include "libra/checkpoint.h"
 #include "libra/comms.h"
 #include "libra/config.h"
 #include "libra/cost.h"
+#include "libra/env.h"
+#include "libra/grpo.h"
 #include "libra/metrics.h"
 #include "libra/outbox.h"
 #include "libra/plan.h"
 #include "libra/planner.h"
 #include "libra/sched.h"
 #include "libra/traj_table.h"
+#include "libra/traj_tokens.h"
 #include "libra/wire.h"
 #include "libra/workload.h"
 
@@ -39,6 +43,54 @@ struct ctl_batch {           /* the step in flight, for its /steps row */
     double reward_mean, reward_std, staleness_mean;
     int staleness_max;
 };
+
+/* device cpu: per-step figures of the batch in flight (for its /steps row) */
+struct ctl_real_batch {
+    double success_rate, gen_tokens_mean, turns_mean;
+    int32_t tool_calls[ENV_N_TOOLS], tool_failures[ENV_N_TOOLS];
+    int32_t zero_var_groups;
+};
+
+/* Trajectory ids at and above this are evaluation episodes (struct ctl_eval). */
+#define CTL_EVAL_ID0 ((int64_t)1 << 40)
+
+/* One greedy evaluation pass over the held-out problems 0 .. n-1. */
+struct ctl_eval {
+    int wanted_version;       /* launch once the rollout ranks hold it; -1 none */
+    int active;               /* episodes in flight */
+    int step, version;        /* when launched */
+    int n, n_done, n_runs;
+    struct traj *t;           /* (n) */
+    struct traj_tokens *tok;  /* (n) */
+    double first_accuracy, last_accuracy;
+};
+
+/* Everything rank 0 needs for the real model (device cpu). */
+struct ctl_real {
+    struct env env;
+    struct grpo_config gc;
+    struct grpo_baseline bl;
+    struct traj_tokens *tok;  /* per trajectory id (grown with the book) */
+    size_t cap_tok;
+    struct ctl_real_batch batch;
+    struct ctl_eval ev;
+    /* resume: prompts launched again first, then the cursor continues */
+    int64_t *relaunch;
+    int64_t n_relaunch, next_relaunch;
+    int64_t *trained;         /* prompt ids trained, in order (checkpoint audit) */
+    int64_t n_trained;
+    size_t cap_trained;
+    /* time_to_target_reward: mean reward of the last CTL_REWARD_WINDOW steps */
+    double reward_win[8];
+    int reward_win_n;
+    double time_to_target_s;  /* < 0: not reached */
+    double elapsed_before_s;  /* training seconds of the run(s) before a resume */
+    /* checkpoints */
+    int ckpt_inflight;        /* step being written, 0 none */
+    char ckpt_root[CFG_PATH_MAX];
+    int resumed_from;         /* step resumed from, -1 fresh */
+};
+#define CTL_REWARD_WINDOW 5
 
 struct ctl_stats {           /* whole-run figures for the summary */
     int64_t dispatches, results, handed_back, migrations;
@@ -87,11 +139,16 @@ struct controller {
     struct ctl_step_acc acc;
     struct ctl_stats stats;
     double last_progress;
+
+    int real;                  /* device cpu: real tokens, env rewards, GRPO */
+    struct ctl_real rl;
 };
 
-/* Runs the whole job on rank 0; returns the process exit code. */
+/* Runs the whole job on rank 0; returns the process exit code. resume: the state of
+ * the checkpoint to continue from (device cpu), or NULL. */
 int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
-                   const struct workload *wl, struct metrics *m, int world);
+                   const struct workload *wl, struct metrics *m, int world,
+                   const struct ckpt_state *resume, int resume_step);
 
 /* epoch.c: planning epochs and weight syncs (called from the loop). */
 void ctl_apply_plan(struct controller *c, const struct plan *next, const char *why);
@@ -102,5 +159,31 @@ int ctl_poll(struct controller *c);
 /* Serves messages until `expected` TAG_HANDBACK messages have arrived. */
 void ctl_wait_handbacks(struct controller *c, int expected);
 void ctl_rebuild_instances(struct controller *c, const struct plan *old);
+/* The trajectory (training or evaluation) with this id. */
+struct traj *ctl_traj(struct controller *c, int64_t id);
+
+/* ctl_real.c: the real model's side of rank 0 (device cpu). */
+void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int resume_step);
+void ctl_real_free(struct controller *c);
+int64_t ctl_real_next_prompt(struct controller *c);
+void ctl_real_launch(struct controller *c, int64_t group_id);
+struct traj_tokens *ctl_real_tokens(struct controller *c, int64_t traj_id);
+/* Sampling stream of a trajectory: (prompt, sample), the same in every run segment. */
+int64_t ctl_real_rng_key(const struct controller *c, const struct traj *t);
+void ctl_real_on_turn(struct controller *c, struct traj *t, const struct wire_turn_result *r,
+                      const struct wire_turn_arrays *a);
+double ctl_real_score(struct controller *c, struct traj *t);
+/* Advantages of the step's groups; fills the batch figures. adv is indexed like the
+ * items (group-major, n_samples per group). */
+void ctl_real_advantages(struct controller *c, const int64_t *groups, int n, double *adv);
+void ctl_real_step_row(struct controller *c, const struct wire_train_done *d,
+                       struct metrics_step_row *row, double now);
+/* Evaluation: schedule one at the current version; launch / finish. */
+void ctl_eval_request(struct controller *c);
+void ctl_eval_progress(struct controller *c);
+void ctl_eval_finished_traj(struct controller *c, struct traj *t);
+/* Checkpoints. */
+void ctl_ckpt_start(struct controller *c);
+void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d);
 
 #endif

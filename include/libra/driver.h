@@ -24,6 +24,8 @@ int cmd_devices(void);
 /* cmd_model.c: commands on a model file */
 int cmd_score(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+/* cmd_sft.c: libra sft CONFIG, the supervised warm start */
+int cmd_sft(int argc, char **argv);
 /* bench_engine.c */
 int cmd_bench_engine(int argc, char **argv);
 /* Loads the profiles and workload a config names; 0 or -1 with a message. */

@@ -6,7 +6,7 @@
  * file; the root attribute "status" reads "running" until metrics_close() sets
  * "complete" or "failed", so a truncated run never looks complete.
  *
- * Tables (see docs/metrics.md): /steps, /trajectories, /events, /plans.
+ * Tables (see docs/metrics.md): /steps, /trajectories, /events, /plans, /eval.
  * Root attributes: config, libra_version, world_size, device_type, status, and any
  * added with metrics_attr_*.
  */
@@ -30,6 +30,33 @@ struct metrics_step_row {
     double rollout_busy_frac; /* busy rank-seconds of rollout ranks / (ranks x step_s) */
     double train_busy_frac;
     int32_t n_rollout_ranks, n_train_ranks, n_hybrid_ranks;
+    /* real model (device cpu); 0 / NaN-free zeros under emulation */
+    double success_rate;     /* trajectories whose answer was correct */
+    double gen_tokens_mean;  /* generated tokens per trajectory */
+    double turns_mean;
+    int32_t tool_calls[2];   /* per tool (enum env_tool_id: calc, search) in the batch */
+    int32_t tool_failures[2];/* failed or timed-out calls per tool */
+    int32_t zero_var_groups; /* groups whose rewards were all equal (no signal) */
+    double loss, pg_loss;    /* the GRPO objective, whole batch */
+    double kl, entropy;      /* per generated token */
+    double clip_frac;        /* generated tokens whose gradient the PPO clip removed */
+    double is_trunc_frac;    /* generated tokens whose behaviour weight hit is_cap */
+    double grad_norm;
+    double lr;
+    int32_t params_identical; /* 1: every training replica holds identical parameters */
+};
+
+/* One greedy evaluation on the held-out set (device cpu). */
+struct metrics_eval_row {
+    int32_t step;            /* optimizer steps done when it was launched */
+    int32_t version;         /* policy version it ran at */
+    double wall_s;           /* when it finished, seconds since the run started */
+    int32_t n;               /* problems */
+    double accuracy;         /* correct answers / n */
+    double reward_mean;
+    double answered_frac;    /* episodes that gave an <answer> */
+    double tool_calls_mean;  /* tool calls per episode */
+    double gen_tokens_mean;
 };
 
 enum traj_fate { TRAJ_TRAINED = 0, TRAJ_BUFFERED = 1, TRAJ_IN_FLIGHT = 2 };
@@ -67,6 +94,7 @@ int metrics_traj(struct metrics *m, const struct metrics_traj_row *row);
 int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,
                   const char *detail);
 int metrics_plan(struct metrics *m, const struct metrics_plan_row *row);
+int metrics_eval(struct metrics *m, const struct metrics_eval_row *row);
 int metrics_attr_double(struct metrics *m, const char *name, double value);
 int metrics_attr_int(struct metrics *m, const char *name, int64_t value);
 int metrics_attr_string(struct metrics *m, const char *name, const char *value);

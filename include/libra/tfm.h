@@ -100,6 +100,10 @@ struct tfm_batch {
     const int32_t *targets;   /* (T) next tokens to score; -1 = no target here */
     const float *weights;     /* (T) per-token objective weights; NULL = 1 where target >= 0 */
     float temperature;        /* log-probs of softmax(logits / temperature); > 0 */
+    /* (T) e_t: J also includes - sum_t e_t H_t (H_t the entropy of softmax(logits_t /
+     * temperature)), counted where target >= 0 like the weights; NULL = none. Last, so
+     * that positional initialisers of the fields above leave it NULL. */
+    const float *entropy_weights;
 };
 
 struct tfm_state; /* activations and scratch of the training path (src/model/) */
@@ -126,9 +130,10 @@ size_t tfm_state_bytes(const struct tfm_state *s);
  * copied out if logits != NULL. Returns sum_t w_t logprob_t. */
 double tfm_forward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
                    const struct tfm_batch *b, float *logprob, float *entropy, float *logits);
-/* Backward of the loss  J = - sum_t w_t logprob_t  (the weights carry any
- * normalisation); gradients are ADDED into g (same layout as p; zero it first).
- * Runs its own forward, then the backward (3 x forward FLOPs); returns J. */
+/* Backward of the loss  J = - sum_t w_t logprob_t - sum_t e_t H_t  (the weights carry
+ * any normalisation; e_t = entropy_weights, 0 when NULL); gradients are ADDED into g
+ * (same layout as p; zero it first). Runs its own forward, then the backward
+ * (3 x forward FLOPs); returns J. */
 double tfm_backward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
                     const struct tfm_batch *b, struct tfm_params *g);
 

@@ -75,6 +75,8 @@ void tt_free(struct traj_table *tt);
 /* Starts a group of n_samples trajectories, queued for their first turn. */
 int64_t tt_launch_group(struct traj_table *tt, int64_t prompt_id, int prompt_tokens, int step,
                         int launch_version, double now);
+/* Ids beyond the book (the controller's evaluation episodes) may share the queue;
+ * their state is then the caller's to keep. */
 void tt_queue_push(struct traj_table *tt, int64_t traj_id);
 /* Front push: a handed-back turn goes before new work. */
 void tt_queue_push_front(struct traj_table *tt, int64_t traj_id);

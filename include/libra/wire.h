@@ -23,6 +23,13 @@
  *   train root -> rank 0       TAG_TRAIN_DONE     the optimizer step is done
  *   hybrid -> train root       TAG_HYBRID_GRAD    (on the hybrid lane) a lent replica's gradient
  *   rank 0 -> every worker     TAG_SHUTDOWN       finish: hand back and exit the loop
+ *   rank 0 -> train root       TAG_CKPT           write the model + optimizer into a directory
+ *   train root -> rank 0       TAG_CKPT_DONE      done (or the error)
+ *
+ * The cpu device carries the real data: a turn request the trajectory's whole
+ * context, a turn result the generated ids with their behaviour log-probs and policy
+ * versions plus the tool payload ids, a training item the sequence with its loss mask
+ * and behaviour log-probs.
  */
 #ifndef LIBRA_WIRE_H
 #define LIBRA_WIRE_H
@@ -42,7 +49,11 @@ enum wire_tag {
     TAG_TRAIN_DONE = 108,
     TAG_HYBRID_GRAD = 109,
     TAG_SHUTDOWN = 110,
+    TAG_CKPT = 111,
+    TAG_CKPT_DONE = 112,
 };
+
+enum wire_turn_flags { WIRE_TURN_GREEDY = 1 /* evaluation: decode greedily */ };
 
 const char *wire_tag_name(int tag);
 
@@ -51,6 +62,7 @@ const char *wire_tag_name(int tag);
 struct wire_turn_req {
     int64_t traj_id;
     int64_t prompt_id;
+    int64_t rng_key;          /* sampling stream of the trajectory (cpu) */
     int32_t turn;             /* 0-based turn index */
     int32_t ctx_tokens;       /* context length before this turn */
     int32_t budget;           /* tokens this turn may generate at most */
@@ -60,11 +72,12 @@ struct wire_turn_req {
     int32_t last_large;       /* last tool payload was large */
     int32_t step_start;       /* training step when the trajectory started (drift) */
     int32_t n_tokens;         /* token ids that follow */
-    int32_t pad_;
+    int32_t flags;            /* enum wire_turn_flags */
 };
 
-/* A finished (or handed-back) turn. Followed by n_tokens int32 ids and n_tokens
- * float behaviour log-probs. */
+/* A finished (or handed-back) turn. Followed by n_tokens int32 ids, n_tokens float
+ * behaviour log-probs, n_tokens int32 policy versions, then n_payload int32 ids of
+ * the tool return (cpu; in emulation payload_tokens is a count and n_payload 0). */
 struct wire_turn_result {
     int64_t traj_id;
     int32_t turn;
@@ -79,8 +92,8 @@ struct wire_turn_result {
     int32_t payload_tokens;   /* tool-return tokens to append */
     double tool_latency_s;    /* emulated seconds the tool took */
     double busy_rank_s;       /* instance busy rank-seconds since the last report */
-    int32_t n_tokens;         /* token ids (and log-probs) that follow */
-    int32_t pad_;
+    int32_t n_tokens;         /* token ids (and log-probs, versions) that follow */
+    int32_t n_payload;        /* tool-return ids that follow them */
 };
 
 /* Head of a batch message: count items follow (turn requests or turn results). */
@@ -99,14 +112,19 @@ struct wire_sync_done {
     int32_t sync_id;
 };
 
-/* One trajectory of a training share. */
+/* One trajectory of a training share; with has_data (cpu) followed by tokens int32
+ * ids, tokens float behaviour log-probs and tokens uint8 loss-mask bytes padded to a
+ * multiple of 8. */
 struct wire_train_item {
     int64_t traj_id;
     int32_t tokens;      /* prompt + generated + tool tokens */
     int32_t gen_tokens;  /* tokens with loss mask 1 */
+    double advantage;
+    int32_t has_data;
+    int32_t pad_;
 };
 
-/* A training rank's share of one step; followed by n_items wire_train_item. */
+/* A training rank's share of one step; followed by n_items items (above). */
 struct wire_train_batch {
     int32_t step;          /* the step being computed (1-based) */
     int32_t version;       /* policy version the batch is trained at */
@@ -122,7 +140,24 @@ struct wire_train_done {
     double compute_s;      /* slowest replica's compute, wall seconds */
     double comm_s;         /* gradient reduction, wall seconds */
     double busy_rank_s;    /* compute rank-seconds over all replicas */
-    double grad_norm;      /* norm of the reduced (emulated) gradient */
+    double grad_norm;      /* norm of the reduced gradient */
+    /* cpu: the GRPO objective over the whole batch (struct grpo_stats, reduced) */
+    double loss, pg_loss, kl, entropy, clipped, is_truncated, ratio_behav, tokens;
+    int32_t params_identical; /* cpu: every replica's parameters hash the same */
+    int32_t pad_;
+};
+
+/* rank 0 -> train root: write model.h5 (weights + optimizer) into dir. */
+struct wire_ckpt {
+    int32_t step;
+    int32_t version;
+    char dir[1024];
+};
+
+struct wire_ckpt_done {
+    int32_t step;
+    int32_t ok;
+    char error[512];
 };
 
 /* The head of a hybrid's gradient message; followed by the gradient doubles. */
@@ -148,8 +183,10 @@ void wire_recv(struct wire_buf *b, const MPI_Status *st, MPI_Comm comm);
 void wire_batch_begin(struct wire_buf *b, int32_t sender);
 void wire_batch_add_turn_req(struct wire_buf *b, const struct wire_turn_req *h,
                              const int32_t *tokens);
+/* tokens, logprobs, versions: h->n_tokens each; payload: h->n_payload. */
 void wire_batch_add_turn_result(struct wire_buf *b, const struct wire_turn_result *h,
-                                const int32_t *tokens, const float *logprobs);
+                                const int32_t *tokens, const float *logprobs,
+                                const int32_t *versions, const int32_t *payload);
 int32_t wire_batch_count(const struct wire_buf *b);
 
 /* Reading a batch: every item is validated against the bytes left; the returned
@@ -165,10 +202,26 @@ struct wire_reader {
 int wire_reader_init(struct wire_reader *r, const void *msg, size_t len);
 /* 1: an item was read; 0: the batch is done (and had no trailing bytes); -1: malformed. */
 int wire_next_turn_req(struct wire_reader *r, struct wire_turn_req *h, const int32_t **tokens);
+/* The turn result's arrays, pointing into the message (see wire_turn_result). */
+struct wire_turn_arrays {
+    const int32_t *tokens;
+    const float *logprobs;
+    const int32_t *versions;
+    const int32_t *payload;
+};
 int wire_next_turn_result(struct wire_reader *r, struct wire_turn_result *h,
-                          const int32_t **tokens, const float **logprobs);
+                          struct wire_turn_arrays *a);
 
-int wire_unpack_train_batch(const void *msg, size_t len, struct wire_train_batch *h,
-                            const struct wire_train_item **items);
+/* Training shares: the header, then items added one by one (ids, logp, mask NULL
+ * unless it->has_data). */
+void wire_train_batch_begin(struct wire_buf *b, const struct wire_train_batch *h);
+void wire_train_batch_add(struct wire_buf *b, const struct wire_train_item *it,
+                          const int32_t *ids, const float *logp, const uint8_t *mask);
+/* Reads the header (0, or -1 if malformed) and sets up r for the items. */
+int wire_train_batch_read(struct wire_reader *r, const void *msg, size_t len,
+                          struct wire_train_batch *h);
+/* 1: an item (arrays point into the message, NULL without data); 0: done; -1: malformed. */
+int wire_next_train_item(struct wire_reader *r, struct wire_train_item *it, const int32_t **ids,
+                         const float **logp, const uint8_t **mask);
 
 #endif

@@ -20,6 +20,10 @@
 #include "libra/config.h"
 #include "libra/cost.h"
 #include "libra/engine.h"
+#include "libra/env.h"
+#include "libra/rollout_cpu.h"
+#include "libra/tfm.h"
+#include "libra/trainer.h"
 #include "libra/outbox.h"
 #include "libra/plan.h"
 #include "libra/wire.h"
@@ -48,6 +52,22 @@ struct worker_sync {
     double buf[WORKER_EMU_PARAMS + 1]; /* params, then the version */
 };
 
+/* device cpu: the real model on this rank. */
+struct worker_cpu {
+    struct tfm_config mc;
+    struct tfm_params p;       /* the weights this rank holds (version w->version) */
+    struct adamw opt;          /* the resumed optimizer state, if opt_loaded */
+    int opt_loaded;
+    struct env env;
+    struct rollout_cpu *eng;   /* rollout leader */
+    struct trainer *tr;        /* training replica (owns p from its first batch) */
+    float *stage;              /* weight-sync receive buffer (p.n floats) */
+    struct grpo_stats st;      /* this replica's share, then the reduced sums */
+    double reduce_in[9], reduce_out[9];
+    MPI_Request req[2];
+    double t_compute;
+};
+
 struct worker {
     const struct libra_config *cfg;
     const struct cost_model *cm;
@@ -69,11 +89,15 @@ struct worker {
     struct worker_train tr;
     struct worker_sync sync;
     int stop;
+
+    int real;                /* device cpu */
+    struct worker_cpu cpu;
 };
 
-/* Runs a worker rank until shutdown; returns the process exit code. */
+/* Runs a worker rank until shutdown; returns the process exit code. start_version:
+ * the policy version of the weights every rank starts from (0, or a checkpoint's). */
 int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
-               const struct workload *wl, int rank, int world);
+               const struct workload *wl, int rank, int world, int start_version);
 
 /* worker_rollout.c */
 int wr_is_leader(const struct worker *w);
@@ -91,6 +115,23 @@ int wt_progress(struct worker *w);
  * last step (its reduction may still be completing locally when rank 0 already has
  * TRAIN_DONE from the root). */
 void wt_settle(struct worker *w);
+
+/* worker_cpu.c: the real model (device cpu) */
+void wc_init(struct worker *w);
+void wc_free(struct worker *w);
+void wc_sync_start(struct worker *w, int root);
+void wc_sync_apply(struct worker *w);
+void wc_on_ckpt(struct worker *w, const void *msg, size_t len);
+/* worker_rollout_cpu.c */
+void wrc_start_engine(struct worker *w);
+void wrc_on_turn_req(struct worker *w, const void *msg, size_t len);
+int wrc_progress(struct worker *w);
+void wrc_handback(struct worker *w);
+/* worker_train_cpu.c */
+void wtc_on_batch(struct worker *w, const void *msg, size_t len);
+int wtc_progress(struct worker *w);
+/* Completes this replica's part of the last step (see wt_settle). */
+void wtc_settle(struct worker *w);
 
 /* worker.c: weight sync (both sides) */
 void ws_on_sync(struct worker *w, const struct wire_sync *s);

@@ -530,6 +530,10 @@ static int resolve_path(const struct load_ctx *c, const struct cfg_key *k,
                         char *out)
 {
     char buf[2 * CFG_PATH_MAX];
+    if (value[0] == '\0' && k->min == 0) { /* an optional path left empty: none */
+        out[0] = '\0';
+        return 0;
+    }
     const char *file = source_path(c, s ? config_setting_source_file(s) : NULL, buf, sizeof buf);
     char cand[2][2 * CFG_PATH_MAX];
     int n = path_candidates(file, value, cand);
@@ -841,6 +845,55 @@ static int check_staleness(const struct load_ctx *c, const config_setting_t *roo
                 t->max_staleness, t->sync_interval - 1);
 }
 
+/* The device decides which environments and plans make sense. */
+static int plan_has_tp_above_1(const struct plan_spec *p)
+{
+    for (int i = 0; i < p->n_tp; i++)
+        if (p->rollout_tp[i] > 1) return 1;
+    return 0;
+}
+
+static int check_device(const struct load_ctx *c, const config_setting_t *root,
+                        const struct libra_config *cfg)
+{
+    if (strcmp(cfg->device.type, "cuda") == 0) return 0; /* checked when the job starts */
+    int emu = strcmp(cfg->device.type, "emu") == 0;
+    int env_emu = strcmp(cfg->env.name, "emu") == 0;
+    const config_setting_t *s = lookup(root, "env", "name");
+    if (!s) s = lookup(root, "device", "type");
+    if (emu && !env_emu)
+        return fail(c, s, "env.name",
+                    "\"%s\" needs a real model (set device.type = \"cpu\", or env.name = \"emu\")",
+                    cfg->env.name);
+    if (!emu && env_emu)
+        return fail(c, s, "env.name",
+                    "\"emu\" works with device.type = \"emu\" only (use env.name = \"calc\" or "
+                    "\"search\" with device.type = \"%s\")", cfg->device.type);
+    if (cfg->env.calc_min_steps > cfg->env.calc_max_steps)
+        return fail(c, lookup(root, "env", "calc_min_steps"), "env.calc_min_steps",
+                    "%d exceeds env.calc_max_steps = %d (lower calc_min_steps or raise "
+                    "calc_max_steps)", cfg->env.calc_min_steps,
+                    cfg->env.calc_max_steps);
+    if (emu) return 0;
+    const struct plan_config *pc = &cfg->plan;
+    int n = strcmp(pc->mode, "schedule") == 0 ? pc->n_schedule : 1;
+    for (int i = 0; i < n; i++) {
+        const struct plan_spec *p = n > 1 || strcmp(pc->mode, "schedule") == 0 ? &pc->schedule[i]
+                                                                             : &pc->fixed;
+        const config_setting_t *at = lookup(root, "plan", "rollout_tp");
+        if (!at) at = lookup(root, "plan", "schedule");
+        if (plan_has_tp_above_1(p))
+            return fail(c, at, "plan.rollout_tp",
+                        "device.type = \"%s\" runs rollout instances of TP 1 only (list one "
+                        "entry 1 per rollout rank)", cfg->device.type);
+        if (p->n_hybrid > 0)
+            return fail(c, lookup(root, "plan", "n_hybrid"), "plan.n_hybrid",
+                        "device.type = \"%s\" has no hybrid replicas yet (set n_hybrid = 0)",
+                        cfg->device.type);
+    }
+    return 0;
+}
+
 /* ---- public ------------------------------------------------------------------- */
 
 static void key_default(const struct cfg_key *k, void *base)
@@ -898,7 +951,8 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     str_set(cfg->source, sizeof cfg->source, path);
     if (check_wide_literals(&c, text, root) || check_names(&c, root) ||
         read_sections(&c, root, cfg) || read_plan(&c, root, cfg) || check_batch(&c, root, cfg) ||
-        check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg))
+        check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg) ||
+        check_device(&c, root, cfg))
         goto done;
     *out = *cfg;
     rc = 0;

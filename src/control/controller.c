@@ -25,18 +25,34 @@ static int instance_index(const struct controller *c, int leader)
 
 /* ---- trajectories ---- */
 
+struct traj *ctl_traj(struct controller *c, int64_t id)
+{
+    if (id >= CTL_EVAL_ID0 && c->real && id - CTL_EVAL_ID0 < c->rl.ev.n)
+        return &c->rl.ev.t[id - CTL_EVAL_ID0];
+    if (id < 0 || (size_t)id >= c->tt.n_traj) return NULL;
+    return &c->tt.t[id];
+}
+
 static void finish_traj(struct controller *c, struct traj *t)
 {
-    struct wl_traj_state st = {.traj_id = t->id,
-                               .turn = t->turn,
-                               .ctx_tokens = t->ctx_tokens,
-                               .n_failures = t->n_failures,
-                               .last_failed = t->last_failed,
-                               .last_large = t->last_large,
-                               .step = t->step_start};
-    t->reward = workload_reward(c->wl, c->cfg->run.seed, &st);
+    if (c->real) {
+        t->reward = ctl_real_score(c, t);
+    } else {
+        struct wl_traj_state st = {.traj_id = t->id,
+                                   .turn = t->turn,
+                                   .ctx_tokens = t->ctx_tokens,
+                                   .n_failures = t->n_failures,
+                                   .last_failed = t->last_failed,
+                                   .last_large = t->last_large,
+                                   .step = t->step_start};
+        t->reward = workload_reward(c->wl, c->cfg->run.seed, &st);
+    }
     if (t->version_start < 0) t->version_start = c->rollout_version;
     if (t->version_end < 0) t->version_end = t->version_start;
+    if (t->id >= CTL_EVAL_ID0) {
+        ctl_eval_finished_traj(c, t);
+        return;
+    }
     tt_finish(&c->tt, t->id, now_s(c));
 }
 
@@ -44,6 +60,7 @@ static int turn_budget(const struct controller *c, const struct traj *t)
 {
     int left = c->cfg->rollout.max_tokens - t->ctx_tokens;
     int b = c->cfg->rollout.max_tokens_per_turn;
+    if (c->real) b -= t->resume_generated; /* a resumed turn continues its budget */
     return left < b ? left : b;
 }
 
@@ -54,6 +71,12 @@ static void launch_groups(struct controller *c)
     int64_t max_inflight = cfg->rollout.max_inflight_groups;
     while ((int64_t)c->tt.n_group < cap &&
            (max_inflight <= 0 || tt_groups_in_flight(&c->tt) < max_inflight)) {
+        if (c->real) {
+            int64_t pid = ctl_real_next_prompt(c);
+            int64_t g = tt_launch_group(&c->tt, pid, 0, c->step, c->rollout_version, now_s(c));
+            ctl_real_launch(c, g);
+            continue;
+        }
         int64_t pid = c->next_prompt++;
         int ptok = workload_prompt_tokens(c->wl, cfg->run.seed, pid);
         if (ptok > cfg->rollout.max_tokens - 1) ptok = cfg->rollout.max_tokens - 1;
@@ -86,9 +109,17 @@ static void dispatch_one(struct controller *c, struct traj *t)
                                 .last_failed = t->last_failed,
                                 .last_large = t->last_large,
                                 .step_start = t->step_start};
+    const int32_t *ids = NULL;
+    if (c->real) {
+        struct traj_tokens *tk = ctl_real_tokens(c, t->id);
+        ids = tk->ids;
+        req.n_tokens = tk->n;
+        req.rng_key = ctl_real_rng_key(c, t);
+        req.flags = t->id >= CTL_EVAL_ID0 ? WIRE_TURN_GREEDY : 0;
+    }
     struct wire_buf *b = &c->out_batch[i];
     if (b->len == 0) wire_batch_begin(b, 0);
-    wire_batch_add_turn_req(b, &req, NULL);
+    wire_batch_add_turn_req(b, &req, ids);
     t->dispatched_load = t->ctx_tokens + budget;
     in->load += t->dispatched_load;
     in->n_turns++;
@@ -101,7 +132,7 @@ static void dispatch_one(struct controller *c, struct traj *t)
 static void dispatch_queued(struct controller *c)
 {
     int64_t id;
-    while (tt_queue_pop(&c->tt, &id)) dispatch_one(c, &c->tt.t[id]);
+    while (tt_queue_pop(&c->tt, &id)) dispatch_one(c, ctl_traj(c, id));
     for (int i = 0; i < c->plan.n_instances; i++) {
         struct wire_buf *b = &c->out_batch[i];
         if (b->len == 0) continue;
@@ -111,12 +142,13 @@ static void dispatch_queued(struct controller *c)
 }
 
 /* Applies one turn result (or a handed-back partial turn) to its trajectory. */
-static void on_turn_result(struct controller *c, const struct wire_turn_result *r)
+static void on_turn_result(struct controller *c, const struct wire_turn_result *r,
+                           const struct wire_turn_arrays *a)
 {
-    if (r->traj_id < 0 || (size_t)r->traj_id >= c->tt.n_traj)
+    struct traj *t = ctl_traj(c, r->traj_id);
+    if (!t)
         FATAL("turn result for unknown trajectory %lld from rank %d", (long long)r->traj_id,
               r->leader);
-    struct traj *t = &c->tt.t[r->traj_id];
     if (t->state != TS_RUNNING || t->leader != r->leader || t->turn != r->turn)
         FATAL("unexpected turn result: trajectory %lld turn %d from rank %d (expected turn %d "
               "on rank %d, state %d)",
@@ -130,6 +162,40 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
     c->stats.results++;
     if (t->version_start < 0 && r->gen_tokens > 0 && r->version_first >= 0)
         t->version_start = r->version_first;
+    if (c->real) {
+        /* The tokens join the trajectory as they come, partial turns included. */
+        ctl_real_on_turn(c, t, r, a);
+        if (r->partial) {
+            t->resume_generated += r->gen_tokens;
+            t->gen_tokens += r->gen_tokens;
+            t->ctx_tokens += r->gen_tokens;
+            if (r->gen_tokens > 0) t->version_end = r->version_last;
+            tt_queue_push_front(&c->tt, t->id);
+            t->state = TS_QUEUED;
+            return;
+        }
+        t->gen_tokens += r->gen_tokens;
+        t->ctx_tokens += r->gen_tokens;
+        t->resume_generated = 0;
+        if (r->gen_tokens > 0) t->version_end = r->version_last;
+        if (r->final) {
+            finish_traj(c, t);
+            return;
+        }
+        t->tool_tokens += r->n_payload;
+        t->ctx_tokens += r->n_payload;
+        t->last_failed = r->tool_status == TOOL_FAILURE || r->tool_status == TOOL_TIMEOUT;
+        t->n_failures += t->last_failed;
+        t->last_large = 0;
+        t->turn++;
+        if (t->turn >= c->cfg->rollout.max_turns || t->ctx_tokens >= c->cfg->rollout.max_tokens) {
+            finish_traj(c, t);
+        } else {
+            tt_queue_push(&c->tt, t->id);
+            t->state = TS_QUEUED;
+        }
+        return;
+    }
     if (r->partial) {
         t->resume_generated = r->gen_tokens;
         tt_queue_push_front(&c->tt, t->id);
@@ -159,6 +225,7 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
 
 struct batch_item {
     struct wire_train_item item;
+    const struct traj_tokens *tok; /* device cpu: the sequence, else NULL */
     int replica;
 };
 
@@ -211,10 +278,13 @@ static void send_batch(struct controller *c, struct batch_item *items, int n_ite
     for (int k = 0; k < n_rep; k++) {
         struct wire_train_batch h = {c->step + 1, c->version, 0, n_rep, total, total_gen};
         for (int i = 0; i < n_items; i++) h.n_items += items[i].replica == k;
-        wire_buf_reset(&c->pack);
-        wire_buf_put(&c->pack, &h, sizeof h);
+        wire_train_batch_begin(&c->pack, &h);
         for (int i = 0; i < n_items; i++)
-            if (items[i].replica == k) wire_buf_put(&c->pack, &items[i].item, sizeof items[i].item);
+            if (items[i].replica == k) {
+                const struct traj_tokens *tk = items[i].tok;
+                wire_train_batch_add(&c->pack, &items[i].item, tk ? tk->ids : NULL,
+                                     tk ? tk->logp : NULL, tk ? tk->mask : NULL);
+            }
         outbox_send(&c->ob, c->pack.data, c->pack.len, ranks[k], TAG_TRAIN_BATCH, MPI_COMM_WORLD);
     }
     free(load);
@@ -224,11 +294,17 @@ static void send_batch(struct controller *c, struct batch_item *items, int n_ite
 static void try_train(struct controller *c)
 {
     if (c->train_inflight || c->epoch_pending || c->step >= c->cfg->run.steps) return;
+    if (c->real && c->rl.ckpt_inflight) return;
     int n = tt_select_batch(&c->tt, c->groups_per_batch, c->version, c->cfg->train.max_staleness,
                             c->batch_groups);
     if (n == 0) return;
     int n_items = n * c->tt.n_samples;
     struct batch_item *items = xmalloc((size_t)n_items * sizeof *items);
+    double *adv = NULL;
+    if (c->real) {
+        adv = xmalloc((size_t)n_items * sizeof *adv);
+        ctl_real_advantages(c, c->batch_groups, n, adv);
+    }
     double rsum = 0, rsq = 0, ssum = 0;
     int k = 0, smax = 0;
     int64_t gen = 0, tool = 0;
@@ -238,7 +314,16 @@ static void try_train(struct controller *c)
         for (int s = 0; s < grp->n; s++, k++) {
             struct traj *t = &c->tt.t[grp->first_traj + s];
             items[k].item = (struct wire_train_item){
-                t->id, t->prompt_tokens + t->gen_tokens + t->tool_tokens, t->gen_tokens};
+                .traj_id = t->id,
+                .tokens = t->prompt_tokens + t->gen_tokens + t->tool_tokens,
+                .gen_tokens = t->gen_tokens};
+            items[k].tok = NULL;
+            if (c->real) {
+                items[k].tok = ctl_real_tokens(c, t->id);
+                items[k].item.has_data = 1;
+                items[k].item.advantage = adv[k];
+                items[k].item.tokens = items[k].tok->n;
+            }
             int stale = c->version - t->version_start;
             if (stale > c->cfg->train.max_staleness)
                 FATAL("staleness bound broken: trajectory %lld started at version %d, training at "
@@ -262,6 +347,7 @@ static void try_train(struct controller *c)
     c->batch.staleness_max = smax;
     send_batch(c, items, n_items);
     free(items);
+    free(adv);
     c->train_inflight = 1;
 }
 
@@ -278,20 +364,43 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
     const struct ctl_batch *b = &c->batch;
     int n_rep = c->plan.n_train + c->plan.n_hybrid;
     struct metrics_step_row row = {
-        c->step, now, step_s, c->version, b->n_traj, b->tokens_gen, b->tokens_tool,
-        b->reward_mean, b->reward_std, b->staleness_mean, b->staleness_max,
-        step_s > 0 ? c->acc.rollout_busy_rank_s / (c->plan.n_rollout_ranks * step_s) : 0,
-        step_s > 0 ? d->busy_rank_s / (n_rep * step_s) : 0,
-        c->plan.n_rollout_ranks, c->plan.n_train, c->plan.n_hybrid};
+        .step = c->step,
+        .wall_s = now,
+        .step_s = step_s,
+        .version = c->version,
+        .n_traj = b->n_traj,
+        .tokens_gen = b->tokens_gen,
+        .tokens_tool = b->tokens_tool,
+        .reward_mean = b->reward_mean,
+        .reward_std = b->reward_std,
+        .staleness_mean = b->staleness_mean,
+        .staleness_max = b->staleness_max,
+        .rollout_busy_frac =
+            step_s > 0 ? c->acc.rollout_busy_rank_s / (c->plan.n_rollout_ranks * step_s) : 0,
+        .train_busy_frac = step_s > 0 ? d->busy_rank_s / (n_rep * step_s) : 0,
+        .n_rollout_ranks = c->plan.n_rollout_ranks,
+        .n_train_ranks = c->plan.n_train,
+        .n_hybrid_ranks = c->plan.n_hybrid};
+    row.grad_norm = d->grad_norm;
+    if (c->real) ctl_real_step_row(c, d, &row, now);
     if (metrics_step(c->m, &row) || metrics_flush(c->m)) FATAL("metrics: cannot write step %d", c->step);
     c->stats.traj_trained += b->n_traj;
     c->stats.tokens_trained += b->tokens_gen + b->tokens_tool;
     c->stats.reward_sum += b->reward_mean * b->n_traj;
     c->acc.rollout_busy_rank_s = 0;
     c->acc.t_start = now;
-    if (c->step % c->cfg->train.sync_interval == 0 && c->step < c->cfg->run.steps)
-        c->sync_wanted = c->version;
-    if (c->step % c->cfg->plan.interval == 0 && c->step < c->cfg->run.steps) c->epoch_pending = 1;
+    int last = c->step >= c->cfg->run.steps;
+    if (c->step % c->cfg->train.sync_interval == 0 && !last) c->sync_wanted = c->version;
+    if (c->step % c->cfg->plan.interval == 0 && !last) c->epoch_pending = 1;
+    if (c->real) {
+        int ckpt = c->cfg->run.checkpoint_interval;
+        if (ckpt > 0 && c->step % ckpt == 0) ctl_ckpt_start(c);
+        int ev = c->cfg->eval.interval;
+        if (c->cfg->eval.size > 0 && (last || (ev > 0 && c->step % ev == 0))) {
+            c->sync_wanted = c->version; /* evaluate the newest weights */
+            ctl_eval_request(c);
+        }
+    }
 }
 
 /* A batch of turn results (TAG_TURN_RESULT) or a handback (TAG_HANDBACK). */
@@ -301,7 +410,8 @@ static void on_result_batch(struct controller *c, const void *msg, size_t len, i
     struct wire_reader rd;
     struct wire_turn_result r;
     int n = wire_reader_init(&rd, msg, len), got = n < 0 ? -1 : 1;
-    while (got == 1 && (got = wire_next_turn_result(&rd, &r, NULL, NULL)) == 1) on_turn_result(c, &r);
+    struct wire_turn_arrays a;
+    while (got == 1 && (got = wire_next_turn_result(&rd, &r, &a)) == 1) on_turn_result(c, &r, &a);
     if (got < 0)
         FATAL("malformed %s (%zu bytes) from rank %d", handback ? "handback" : "turn results", len,
               source);
@@ -325,6 +435,13 @@ static void handle_message(struct controller *c, const MPI_Status *st)
         if (len != sizeof d) FATAL("malformed TRAIN_DONE from rank %d", source);
         memcpy(&d, c->msg.data, sizeof d);
         on_train_done(c, &d);
+        break;
+    }
+    case TAG_CKPT_DONE: {
+        struct wire_ckpt_done d;
+        if (len != sizeof d) FATAL("malformed CKPT_DONE from rank %d", source);
+        memcpy(&d, c->msg.data, sizeof d);
+        ctl_ckpt_on_done(c, &d);
         break;
     }
     case TAG_SYNC_DONE: {
@@ -465,6 +582,7 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
     c->groups_per_batch = cfg->train.batch_size / cfg->rollout.n_samples;
     c->batch_groups = xmalloc((size_t)c->groups_per_batch * sizeof *c->batch_groups);
     c->sync_wanted = -1;
+    c->real = strcmp(cfg->device.type, "cpu") == 0;
     comms_init(&c->comms);
     plan_init(&c->plan, world);
     planner_init(&c->planner, &cfg->plan, world);
@@ -499,16 +617,26 @@ static void start_epoch(struct controller *c, int epoch)
     plan_free(&next);
 }
 
+/* Work that must finish before shutdown: a step, a sync, an evaluation, a checkpoint. */
+static int busy_tail(const struct controller *c)
+{
+    if (c->train_inflight || c->sync_acks_pending) return 1;
+    return c->real && (c->rl.ev.active || c->rl.ev.wanted_version >= 0 || c->rl.ckpt_inflight);
+}
+
 int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
-                   const struct workload *wl, struct metrics *m, int world)
+                   const struct workload *wl, struct metrics *m, int world,
+                   const struct ckpt_state *resume, int resume_step)
 {
     struct controller c;
     controller_init(&c, cfg, cm, wl, m, world);
+    if (c.real) ctl_real_init(&c, resume, resume_step);
     start_epoch(&c, 0);
     c.acc.t_start = 0;
+    if (c.real && cfg->eval.size > 0) ctl_eval_request(&c);
     struct backoff b;
     backoff_reset(&b);
-    while (c.step < cfg->run.steps || c.train_inflight || c.sync_acks_pending) {
+    while (c.step < cfg->run.steps || busy_tail(&c)) {
         int work = ctl_poll(&c);
         if (c.epoch_pending && !c.train_inflight && c.sync_acks_pending == 0) {
             start_epoch(&c, c.plan.epoch + 1);
@@ -519,11 +647,15 @@ int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
                 ctl_start_sync(&c, c.sync_wanted);
                 work = 1;
             }
+            if (c.real) ctl_eval_progress(&c);
             if (c.step < cfg->run.steps) {
                 size_t before = c.tt.n_traj;
                 launch_groups(&c);
-                work |= c.tt.n_traj != before || c.tt.q_len > 0;
-                dispatch_queued(&c);
+                work |= c.tt.n_traj != before;
+            }
+            work |= c.tt.q_len > 0;
+            dispatch_queued(&c);
+            if (c.step < cfg->run.steps) {
                 int inflight = c.train_inflight;
                 try_train(&c);
                 work |= c.train_inflight != inflight;
@@ -539,6 +671,7 @@ int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
     shutdown_workers(&c);
     write_run_attrs(&c);
     print_summary(&c);
+    if (c.real) ctl_real_free(&c);
     controller_free(&c);
     return 0;
 }

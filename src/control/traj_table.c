@@ -66,7 +66,7 @@ void tt_queue_push(struct traj_table *tt, int64_t traj_id)
 {
     queue_grow(tt);
     tt->queue[(tt->q_head + tt->q_len++) % tt->q_cap] = traj_id;
-    tt->t[traj_id].state = TS_QUEUED;
+    if ((size_t)traj_id < tt->n_traj) tt->t[traj_id].state = TS_QUEUED;
 }
 
 void tt_queue_push_front(struct traj_table *tt, int64_t traj_id)
@@ -75,7 +75,7 @@ void tt_queue_push_front(struct traj_table *tt, int64_t traj_id)
     tt->q_head = (tt->q_head + tt->q_cap - 1) % tt->q_cap;
     tt->queue[tt->q_head] = traj_id;
     tt->q_len++;
-    tt->t[traj_id].state = TS_QUEUED;
+    if ((size_t)traj_id < tt->n_traj) tt->t[traj_id].state = TS_QUEUED;
 }
 
 int tt_queue_pop(struct traj_table *tt, int64_t *traj_id)

@@ -7,9 +7,9 @@
 
 #include "libra/log.h"
 
-_Static_assert(sizeof(struct wire_turn_req) == 56, "wire_turn_req has padding");
+_Static_assert(sizeof(struct wire_turn_req) == 64, "wire_turn_req has padding");
 _Static_assert(sizeof(struct wire_turn_result) == 72, "wire_turn_result has padding");
-_Static_assert(sizeof(struct wire_train_item) == 16, "wire_train_item has padding");
+_Static_assert(sizeof(struct wire_train_item) == 32, "wire_train_item has padding");
 _Static_assert(sizeof(struct wire_train_batch) == 32, "wire_train_batch has padding");
 
 const char *wire_tag_name(int tag)
@@ -25,6 +25,8 @@ const char *wire_tag_name(int tag)
     case TAG_TRAIN_DONE: return "train_done";
     case TAG_HYBRID_GRAD: return "hybrid_grad";
     case TAG_SHUTDOWN: return "shutdown";
+    case TAG_CKPT: return "ckpt";
+    case TAG_CKPT_DONE: return "ckpt_done";
     default: return "unknown";
     }
 }
@@ -85,11 +87,15 @@ void wire_batch_add_turn_req(struct wire_buf *b, const struct wire_turn_req *h,
 }
 
 void wire_batch_add_turn_result(struct wire_buf *b, const struct wire_turn_result *h,
-                                const int32_t *tokens, const float *logprobs)
+                                const int32_t *tokens, const float *logprobs,
+                                const int32_t *versions, const int32_t *payload)
 {
+    size_t n = (size_t)h->n_tokens;
     wire_buf_put(b, h, sizeof *h);
-    wire_buf_put(b, tokens, (size_t)h->n_tokens * sizeof(int32_t));
-    wire_buf_put(b, logprobs, (size_t)h->n_tokens * sizeof(float));
+    wire_buf_put(b, tokens, n * sizeof(int32_t));
+    wire_buf_put(b, logprobs, n * sizeof(float));
+    wire_buf_put(b, versions, n * sizeof(int32_t));
+    wire_buf_put(b, payload, (size_t)h->n_payload * sizeof(int32_t));
     batch_bump(b);
 }
 
@@ -135,25 +141,86 @@ int wire_next_turn_req(struct wire_reader *r, struct wire_turn_req *h, const int
 }
 
 int wire_next_turn_result(struct wire_reader *r, struct wire_turn_result *h,
-                          const int32_t **tokens, const float **logprobs)
+                          struct wire_turn_arrays *arr)
 {
     if (r->remaining == 0) return r->left == 0 ? 0 : -1;
-    const char *a = take(r, h, sizeof *h, offsetof(struct wire_turn_result, n_tokens),
-                         sizeof(int32_t) + sizeof(float));
-    if (!a) return -1;
-    if (h->gen_tokens < 0 || h->payload_tokens < 0) return -1;
-    if (tokens) *tokens = (const int32_t *)a;
-    if (logprobs) *logprobs = (const float *)(a + (size_t)h->n_tokens * sizeof(int32_t));
+    if (r->left < sizeof *h) return -1;
+    memcpy(h, r->p, sizeof *h);
+    size_t left = r->left - sizeof *h;
+    if (h->n_tokens < 0 || h->n_payload < 0 || h->gen_tokens < 0 || h->payload_tokens < 0)
+        return -1;
+    size_t n = (size_t)h->n_tokens, np = (size_t)h->n_payload;
+    if (n > left / 12 || np > (left - n * 12) / 4) return -1;
+    const char *a = r->p + sizeof *h;
+    if (arr) {
+        arr->tokens = (const int32_t *)a;
+        arr->logprobs = (const float *)(a + n * 4);
+        arr->versions = (const int32_t *)(a + n * 8);
+        arr->payload = (const int32_t *)(a + n * 12);
+    }
+    size_t used = sizeof *h + n * 12 + np * 4;
+    r->p += used;
+    r->left -= used;
+    r->remaining--;
     return 1;
 }
 
-int wire_unpack_train_batch(const void *msg, size_t len, struct wire_train_batch *h,
-                            const struct wire_train_item **items)
+static size_t mask_bytes(int32_t tokens) { return ((size_t)tokens + 7) / 8 * 8; }
+
+void wire_train_batch_begin(struct wire_buf *b, const struct wire_train_batch *h)
+{
+    wire_buf_reset(b);
+    wire_buf_put(b, h, sizeof *h);
+}
+
+void wire_train_batch_add(struct wire_buf *b, const struct wire_train_item *it,
+                          const int32_t *ids, const float *logp, const uint8_t *mask)
+{
+    static const uint8_t zeros[8];
+    wire_buf_put(b, it, sizeof *it);
+    if (!it->has_data) return;
+    size_t n = (size_t)it->tokens;
+    wire_buf_put(b, ids, n * sizeof(int32_t));
+    wire_buf_put(b, logp, n * sizeof(float));
+    wire_buf_put(b, mask, n);
+    wire_buf_put(b, zeros, mask_bytes(it->tokens) - n);
+}
+
+int wire_train_batch_read(struct wire_reader *r, const void *msg, size_t len,
+                          struct wire_train_batch *h)
 {
     if (len < sizeof *h) return -1;
     memcpy(h, msg, sizeof *h);
-    if (h->n_items < 0 || len != sizeof *h + (size_t)h->n_items * sizeof(struct wire_train_item))
-        return -1;
-    *items = (const struct wire_train_item *)((const char *)msg + sizeof *h);
+    if (h->n_items < 0 || h->n_replicas < 1) return -1;
+    r->p = (const char *)msg + sizeof *h;
+    r->left = len - sizeof *h;
+    r->remaining = h->n_items;
+    r->sender = 0;
     return 0;
+}
+
+int wire_next_train_item(struct wire_reader *r, struct wire_train_item *it, const int32_t **ids,
+                         const float **logp, const uint8_t **mask)
+{
+    if (r->remaining == 0) return r->left == 0 ? 0 : -1;
+    if (r->left < sizeof *it) return -1;
+    memcpy(it, r->p, sizeof *it);
+    if (it->tokens < 0 || it->gen_tokens < 0 || it->gen_tokens > it->tokens) return -1;
+    size_t used = sizeof *it;
+    *ids = NULL;
+    *logp = NULL;
+    *mask = NULL;
+    if (it->has_data) {
+        size_t n = (size_t)it->tokens;
+        if (n > (r->left - used) / 9 || n * 8 + mask_bytes(it->tokens) > r->left - used) return -1;
+        const char *a = r->p + used;
+        *ids = (const int32_t *)a;
+        *logp = (const float *)(a + n * 4);
+        *mask = (const uint8_t *)(a + n * 8);
+        used += n * 8 + mask_bytes(it->tokens);
+    }
+    r->p += used;
+    r->left -= used;
+    r->remaining--;
+    return 1;
 }

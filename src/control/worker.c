@@ -20,14 +20,18 @@ void ws_on_sync(struct worker *w, const struct wire_sync *s)
     if (w->comms.sync == MPI_COMM_NULL)
         FATAL("weight sync reached rank %d, which is not in the sync communicator", w->rank);
     int root = plan_train_root(&w->plan) == w->rank;
+    y->version = s->version;
+    y->sync_id = s->sync_id;
+    y->active = 1;
+    if (w->real) {
+        wc_sync_start(w, root);
+        return;
+    }
     if (root) {
         memcpy(y->buf, w->params, sizeof w->params);
         y->buf[WORKER_EMU_PARAMS] = s->version;
     }
-    y->version = s->version;
-    y->sync_id = s->sync_id;
     MPI_CHECK(MPI_Ibcast(y->buf, WORKER_EMU_PARAMS + 1, MPI_DOUBLE, 0, w->comms.sync, &y->req));
-    y->active = 1;
 }
 
 int ws_progress(struct worker *w)
@@ -38,6 +42,15 @@ int ws_progress(struct worker *w)
     MPI_CHECK(MPI_Test(&y->req, &done, MPI_STATUS_IGNORE));
     if (!done) return 0;
     y->active = 0;
+    if (w->real) {
+        if (plan_train_root(&w->plan) != w->rank) {
+            wc_sync_apply(w);
+            w->version = y->version;
+        }
+        struct wire_sync_done d = {y->version, y->sync_id};
+        outbox_send(&w->ob, &d, sizeof d, 0, TAG_SYNC_DONE, MPI_COMM_WORLD);
+        return 1;
+    }
     if ((int)y->buf[WORKER_EMU_PARAMS] != y->version)
         FATAL("weight sync %d delivered version %d, expected %d", y->sync_id,
               (int)y->buf[WORKER_EMU_PARAMS], y->version);
@@ -65,11 +78,12 @@ static void on_plan(struct worker *w, const void *msg, size_t len)
     if (w->sync.active)
         FATAL("plan for epoch %d arrived while weight sync %d is in flight", next.epoch,
               w->sync.sync_id);
-    if (w->have_engine && !plan_instance_survives(&w->plan, &next, w->rank)) wr_handback(w);
+    if (w->have_engine && !plan_instance_survives(&w->plan, &next, w->rank))
+        w->real ? wrc_handback(w) : wr_handback(w);
     comms_rebuild(&w->comms, &next, w->rank);
     plan_copy(&w->plan, &next);
     plan_free(&next);
-    if (wr_is_leader(w) && !w->have_engine) wr_start_engine(w);
+    if (wr_is_leader(w) && !w->have_engine) w->real ? wrc_start_engine(w) : wr_start_engine(w);
     LOG_D("epoch %d: %s (instance %d, tp %d, index %d)", w->plan.epoch,
           role_name(w->plan.ranks[w->rank].role), w->plan.ranks[w->rank].instance,
           w->plan.ranks[w->rank].tp, w->plan.ranks[w->rank].index);
@@ -82,9 +96,17 @@ static void on_message(struct worker *w, const MPI_Status *st)
     wire_recv(&w->msg, st, MPI_COMM_WORLD);
     size_t len = w->msg.len;
     switch (st->MPI_TAG) {
-    case TAG_TURN_REQ: wr_on_turn_req(w, w->msg.data, len); break;
+    case TAG_TURN_REQ:
+        w->real ? wrc_on_turn_req(w, w->msg.data, len) : wr_on_turn_req(w, w->msg.data, len);
+        break;
     case TAG_PLAN: on_plan(w, w->msg.data, len); break;
-    case TAG_TRAIN_BATCH: wt_on_batch(w, w->msg.data, len); break;
+    case TAG_TRAIN_BATCH:
+        w->real ? wtc_on_batch(w, w->msg.data, len) : wt_on_batch(w, w->msg.data, len);
+        break;
+    case TAG_CKPT:
+        if (!w->real) FATAL("checkpoint request reached rank %d of an emulated run", w->rank);
+        wc_on_ckpt(w, w->msg.data, len);
+        break;
     case TAG_SYNC: {
         struct wire_sync s;
         if (len != sizeof s) FATAL("malformed SYNC message (%zu bytes)", len);
@@ -93,7 +115,7 @@ static void on_message(struct worker *w, const MPI_Status *st)
         break;
     }
     case TAG_SHUTDOWN:
-        if (wr_is_leader(w)) wr_handback(w);
+        if (wr_is_leader(w)) w->real ? wrc_handback(w) : wr_handback(w);
         w->stop = 1;
         break;
     default:
@@ -116,7 +138,8 @@ static int poll_messages(struct worker *w)
 }
 
 static void worker_init(struct worker *w, const struct libra_config *cfg,
-                        const struct cost_model *cm, const struct workload *wl, int rank, int world)
+                        const struct cost_model *cm, const struct workload *wl, int rank, int world,
+                        int start_version)
 {
     memset(w, 0, sizeof *w);
     w->cfg = cfg;
@@ -135,11 +158,19 @@ static void worker_init(struct worker *w, const struct libra_config *cfg,
     struct rng r;
     rng_init(&r, cfg->run.seed, 0, 0x7061726dULL, 0);
     for (int i = 0; i < WORKER_EMU_PARAMS; i++) w->params[i] = rng_normal(&r);
+    w->real = strcmp(cfg->device.type, "cpu") == 0;
+    if (w->real) {
+        wc_init(w);
+        w->version = start_version; /* every rank loaded the same weights */
+    }
 }
 
 static void worker_free(struct worker *w)
 {
-    if (w->have_engine) engine_free(&w->eng);
+    if (w->real)
+        wc_free(w);
+    else if (w->have_engine)
+        engine_free(&w->eng);
     free(w->res);
     outbox_free(&w->ob);
     comms_free(&w->comms);
@@ -149,25 +180,25 @@ static void worker_free(struct worker *w)
 }
 
 int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
-               const struct workload *wl, int rank, int world)
+               const struct workload *wl, int rank, int world, int start_version)
 {
     struct worker *w = xmalloc(sizeof *w);
-    worker_init(w, cfg, cm, wl, rank, world);
+    worker_init(w, cfg, cm, wl, rank, world, start_version);
     struct backoff b;
     backoff_reset(&b);
     while (!w->stop) {
         int work = poll_messages(w);
         if (w->stop) break;
         work += ws_progress(w);
-        work += wr_progress(w);
-        work += wt_progress(w);
+        work += w->real ? wrc_progress(w) : wr_progress(w);
+        work += w->real ? wtc_progress(w) : wt_progress(w);
         outbox_progress(&w->ob);
         if (work) {
             backoff_reset(&b);
             continue;
         }
         /* Sleep to the next emulated event, but wake for messages within the back-off. */
-        double wake = wr_next_wake(w);
+        double wake = w->real ? INFINITY : wr_next_wake(w);
         if (w->tr.phase == TP_COMPUTE || w->tr.phase == TP_COMM_DELAY)
             wake = fmin(wake, w->tr.until);
         double dt = wake - wall_time();

@@ -52,7 +52,7 @@ static void send_results(struct worker *w, int tag)
     for (int i = 0; i < w->n_res; i++) {
         struct wire_turn_result *r = &w->res[i];
         r->busy_rank_s = i == 0 ? engine_take_busy(&w->eng) / w->time_scale : 0;
-        wire_batch_add_turn_result(&w->pack, r, NULL, NULL);
+        wire_batch_add_turn_result(&w->pack, r, NULL, NULL, NULL, NULL);
     }
     outbox_send(&w->ob, w->pack.data, w->pack.len, 0, tag, MPI_COMM_WORLD);
     w->n_res = 0;

@@ -28,9 +28,9 @@ static void item_gradient(uint64_t seed, int64_t traj_id, double weight, double 
 void wt_on_batch(struct worker *w, const void *msg, size_t len)
 {
     struct wire_train_batch h;
-    const struct wire_train_item *items;
+    struct wire_reader rd;
     int role = w->plan.ranks[w->rank].role;
-    if (wire_unpack_train_batch(msg, len, &h, &items))
+    if (wire_train_batch_read(&rd, msg, len, &h))
         FATAL("malformed training batch (%zu bytes) from rank 0", len);
     if (role != ROLE_TRAIN && role != ROLE_HYBRID)
         FATAL("training batch reached rank %d whose role is %s", w->rank, role_name(role));
@@ -38,14 +38,18 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
     struct worker_train *t = &w->tr;
     memset(t->grad, 0, sizeof t->grad);
     double tokens = 0, sum_sq = 0;
-    for (int i = 0; i < h.n_items; i++) {
-        struct wire_train_item it;
-        memcpy(&it, &items[i], sizeof it);
+    struct wire_train_item it;
+    const int32_t *ids;
+    const float *logp;
+    const uint8_t *mask;
+    int got;
+    while ((got = wire_next_train_item(&rd, &it, &ids, &logp, &mask)) == 1) {
         tokens += it.tokens;
         sum_sq += (double)it.tokens * it.tokens;
         item_gradient(w->cfg->run.seed, it.traj_id, (double)it.tokens / (double)h.global_tokens,
                       t->grad);
     }
+    if (got < 0) FATAL("malformed training batch item (%zu bytes) from rank 0", len);
     t->step = h.step;
     t->n_replicas = h.n_replicas;
     t->compute_s = cost_train_compute_s(w->cm, tokens, sum_sq) / w->time_scale;
@@ -65,8 +69,12 @@ static void finish_step(struct worker *w)
         norm += t->sum[i] * t->sum[i];
     }
     w->version = t->step;
-    struct wire_train_done d = {t->step, t->n_replicas, t->compute_s, t->comm_s,
-                                t->sum[WORKER_EMU_PARAMS], sqrt(norm)};
+    struct wire_train_done d = {.step = t->step,
+                                .n_replicas = t->n_replicas,
+                                .compute_s = t->compute_s,
+                                .comm_s = t->comm_s,
+                                .busy_rank_s = t->sum[WORKER_EMU_PARAMS],
+                                .grad_norm = sqrt(norm)};
     outbox_send(&w->ob, &d, sizeof d, 0, TAG_TRAIN_DONE, MPI_COMM_WORLD);
     t->phase = TP_IDLE;
 }
@@ -155,6 +163,10 @@ void wt_settle(struct worker *w)
 {
     struct worker_train *t = &w->tr;
     if (t->phase == TP_IDLE) return;
+    if (w->real) {
+        wtc_settle(w);
+        return;
+    }
     /* Rank 0 sends a plan or the next batch only after TRAIN_DONE, so the root has
      * finished and every replica has entered the reduction: completing it here
      * cannot block for long. Anything else is a protocol error. */

@@ -95,7 +95,7 @@ static void bench_train(const struct tfm_config *c, const struct tfm_params *p, 
     int32_t *tok = xmalloc(T * sizeof *tok), *tgt = xmalloc(T * sizeof *tgt);
     random_tokens(tok, T, 1);
     for (int i = 0; i < T; i++) tgt[i] = (i + 1) % LEN ? tok[i + 1] : -1;
-    struct tfm_batch b = {S, seq_len, tok, tgt, NULL, 1.0f};
+    struct tfm_batch b = {S, seq_len, tok, tgt, NULL, 1.0f, NULL};
     struct tfm_state *s = tfm_state_create(c, T);
     struct tfm_params g;
     tfm_params_alloc(&g, c);

@@ -88,7 +88,7 @@ int cmd_score(int argc, char **argv)
     int32_t *tgt = xmalloc((size_t)n * sizeof *tgt);
     for (int i = 0; i < n; i++) tgt[i] = i + 1 < n ? tok[i + 1] : -1;
     float *lp = xmalloc((size_t)n * sizeof *lp);
-    struct tfm_batch b = {1, &n, tok, tgt, NULL, 1.0f};
+    struct tfm_batch b = {1, &n, tok, tgt, NULL, 1.0f, NULL};
     struct tfm_state *s = tfm_state_create(&c, n);
     tfm_forward(&c, &p, s, &b, lp, NULL, NULL);
     for (int i = 0; i + 1 < n; i++) printf("%.6f\n", lp[i]);

@@ -15,7 +15,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <cblas.h>
+
+#include "libra/checkpoint.h"
 #include "libra/controller.h"
 #include "libra/driver.h"
 #include "libra/log.h"
@@ -83,20 +87,65 @@ static int output_path(const struct libra_config *cfg, char *out, size_t len, ch
     return 0;
 }
 
+/* --resume: what the newest complete checkpoint holds. */
+struct resume {
+    int resume;              /* --resume was given */
+    int step, version;       /* the checkpoint's, -1 / 0 for a fresh run */
+    struct ckpt_state state;
+    char err[1024];
+};
+
+/* Finds the checkpoint, points model.checkpoint at its model, and names the metrics
+ * file of the resumed segment "<file>.resumed-<step>.h5" so the first segment's file
+ * is never touched. 0, or -1 with rs->err. */
+static int resume_latest(struct libra_config *cfg, struct resume *rs, char *out, size_t outlen)
+{
+    char root[CFG_PATH_MAX], model[CFG_PATH_MAX];
+    if (strcmp(cfg->device.type, "cpu") != 0) {
+        snprintf(rs->err, sizeof rs->err, "--resume needs device.type = \"cpu\" (emulated runs "
+                 "keep no checkpoints)");
+        return -1;
+    }
+    if (cfg->run.checkpoint_dir[0])
+        snprintf(root, sizeof root, "%s", cfg->run.checkpoint_dir);
+    else
+        snprintf(root, sizeof root, "%.300s/%.100s-ckpt", cfg->output.dir, cfg->run.name);
+    char err[512];
+    int step = ckpt_load_latest(root, &rs->state, model, sizeof model, err, sizeof err);
+    if (step < 0) {
+        snprintf(rs->err, sizeof rs->err, "--resume: %s (run without --resume to start afresh)", err);
+        return -1;
+    }
+    rs->step = step;
+    rs->version = rs->state.version;
+    snprintf(cfg->model.checkpoint, sizeof cfg->model.checkpoint, "%s", model);
+    size_t n = strlen(out);
+    if (n > 3 && strcmp(out + n - 3, ".h5") == 0) out[n - 3] = '\0';
+    char tail[64];
+    snprintf(tail, sizeof tail, ".resumed-%d.h5", step);
+    if (strlen(out) + strlen(tail) >= outlen) {
+        snprintf(rs->err, sizeof rs->err, "--resume: the metrics file path is too long");
+        return -1;
+    }
+    strcat(out, tail);
+    printf("libra: resuming from checkpoint step %d (version %d) in %s\n", step, rs->version, root);
+    return 0;
+}
+
 /* Rank 0: everything that can fail on bad input, before anything is written. */
 static struct metrics *prepare(const char *path, int world, struct libra_config *cfg,
-                               struct job_inputs *in)
+                               struct job_inputs *in, struct resume *rs)
 {
     char err[1024];
     if (config_load(path, cfg, err, sizeof err) || config_check_world(cfg, world, err, sizeof err) ||
         driver_load_inputs(cfg, in, err, sizeof err))
         FATAL_INPUT("%s", err);
-    if (strcmp(cfg->device.type, "emu") != 0)
-        FATAL_INPUT("%s: device.type = \"%s\": this version runs the emulated device only (set "
-                    "device.type = \"emu\"); the cpu and cuda engines come with the model issues",
-                    cfg->source, cfg->device.type);
+    if (strcmp(cfg->device.type, "cuda") == 0)
+        FATAL_INPUT("%s: device.type = \"cuda\": this version runs the emulated (emu) and CPU "
+                    "(cpu) devices; the CUDA engine comes later", cfg->source);
     char out[2 * CFG_PATH_MAX];
     if (output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
+    if (rs->resume && resume_latest(cfg, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
     char *text = config_to_string(cfg);
     printf("libra %s: %d ranks (1 controller + %d workers), device %s\n", PACKAGE_VERSION, world,
            world - 1, cfg->device.type);
@@ -122,6 +171,23 @@ static void record_fatal(void *ctx, const char *msg)
     metrics_close(f->m, "failed");
 }
 
+/* device cpu: unless OPENBLAS_NUM_THREADS says otherwise, the ranks of one node share
+ * its cores (2 cores, 4 ranks: 1 thread each) instead of each starting a thread per
+ * core, which oversubscribes the node many times over. Collective over the world. */
+static void share_cores(const struct libra_config *cfg)
+{
+    MPI_Comm node;
+    int local = 1;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &local));
+    MPI_CHECK(MPI_Comm_free(&node));
+    const char *env = getenv("OPENBLAS_NUM_THREADS");
+    if (strcmp(cfg->device.type, "cpu") != 0 || (env && *env)) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = cores > 0 ? (int)(cores / local) : 1;
+    openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
 static void bcast_bytes(void *p, size_t n)
 {
     MPI_Request req;
@@ -131,7 +197,15 @@ static void bcast_bytes(void *p, size_t n)
 
 int driver_run_job(int argc, char **argv)
 {
-    if (argc < 2) FATAL_INPUT("usage: mpirun -np N libra CONFIG");
+    if (argc < 2) FATAL_INPUT("usage: mpirun -np N libra CONFIG [--resume]");
+    struct resume *rs = xcalloc(1, sizeof *rs);
+    rs->step = -1;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--resume") == 0)
+            rs->resume = 1;
+        else
+            FATAL_INPUT("unknown option '%s' (usage: mpirun -np N libra CONFIG [--resume])", argv[i]);
+    }
     int provided = 0, rank = 0, world = 0;
     MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -146,16 +220,24 @@ int driver_run_job(int argc, char **argv)
         if (world < 2)
             FATAL_INPUT("libra needs at least 2 ranks (1 controller + workers); run it with "
                   "mpirun -np N (N >= 2)");
-        m = prepare(argv[1], world, cfg, in);
+        m = prepare(argv[1], world, cfg, in, rs);
+        if (rs->resume && metrics_attr_int(m, "resumed_from_step", rs->step))
+            FATAL("metrics: cannot write an attribute");
         fatal.m = m;
         fatal.t0 = wall_time();
         log_set_fatal_hook(record_fatal, &fatal);
     }
     bcast_bytes(cfg, sizeof *cfg);
     bcast_bytes(in, sizeof *in);
+    share_cores(cfg);
+    int start_version = rs->resume ? rs->version : 0;
+    bcast_bytes(&start_version, sizeof start_version);
     log_set_level((enum log_level)log_parse_level(cfg->run.log_level));
-    int rc = rank == 0 ? controller_run(cfg, &in->cm, &in->wl, m, world)
-                       : worker_run(cfg, &in->cm, &in->wl, rank, world);
+    int rc = rank == 0 ? controller_run(cfg, &in->cm, &in->wl, m, world,
+                                        rs->resume ? &rs->state : NULL, rs->step)
+                       : worker_run(cfg, &in->cm, &in->wl, rank, world, start_version);
+    if (rank == 0 && rs->resume) ckpt_state_free(&rs->state);
+    free(rs);
     MPI_Request req;
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
     mpi_wait_backoff(&req, NULL);

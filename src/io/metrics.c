@@ -11,6 +11,10 @@
  * a write and the next H5Fflush, so confining writes to the flush keeps the window in
  * which a kill can damage the file to the flush itself. Memory is one step's rows.
  *
+ * Array fields of a row (the per-tool counts of /steps) are stored as flat scalar
+ * columns, one per element (calc_calls, search_calls, ...), so h5py/pandas users get
+ * plain columns; each such column maps to one element of the struct's array.
+ *
  * Limits and choices:
  *  - Not thread-safe; one writer. Table strings are fixed width: longer values are
  *    truncated (NUL-terminated, tail zeroed).
@@ -27,6 +31,7 @@
 #endif
 #include "libra/metrics.h"
 
+#include "libra/env.h" /* enum env_tool_id: the per-tool columns of /steps */
 #include "libra/h5util.h"
 #include "libra/log.h"
 
@@ -47,7 +52,7 @@
 #endif
 
 /* Bumped when a table, column or root attribute changes meaning (docs/metrics.md). */
-#define METRICS_SCHEMA_VERSION 1
+#define METRICS_SCHEMA_VERSION 2 /* 2: /steps real-model columns, /eval */
 
 #define EVENT_KIND_LEN 32
 #define EVENT_DETAIL_LEN 256
@@ -72,6 +77,16 @@ struct col {
 
 #define FSIZE(s, f) sizeof(((struct s *)0)->f)
 #define COL(s, f, k, u) { #f, offsetof(struct s, f), FSIZE(s, f), k, u }
+/* Element i of the int32 array field f, as a column of its own named name. */
+#define COL_ELEM_I32(s, f, i, name, u) \
+    { name, offsetof(struct s, f) + (i) * sizeof(int32_t), sizeof(int32_t), COL_I32, u }
+
+/* The per-tool columns below name the elements of tool_calls/tool_failures by tool. */
+_Static_assert(ENV_TOOL_CALC == 0 && ENV_TOOL_SEARCH == 1 && ENV_N_TOOLS == 2,
+               "/steps names calc_* and search_* columns after enum env_tool_id");
+_Static_assert(FSIZE(metrics_step_row, tool_calls) == ENV_N_TOOLS * sizeof(int32_t) &&
+                   FSIZE(metrics_step_row, tool_failures) == ENV_N_TOOLS * sizeof(int32_t),
+               "tool_calls/tool_failures must be int32_t[ENV_N_TOOLS]");
 
 static const struct col step_cols[] = {
     COL(metrics_step_row, step, COL_I32, "1"),
@@ -90,6 +105,25 @@ static const struct col step_cols[] = {
     COL(metrics_step_row, n_rollout_ranks, COL_I32, "ranks"),
     COL(metrics_step_row, n_train_ranks, COL_I32, "ranks"),
     COL(metrics_step_row, n_hybrid_ranks, COL_I32, "ranks"),
+    COL(metrics_step_row, success_rate, COL_F64, "1"),
+    COL(metrics_step_row, gen_tokens_mean, COL_F64, "tokens"),
+    COL(metrics_step_row, turns_mean, COL_F64, "turns"),
+    COL_ELEM_I32(metrics_step_row, tool_calls, ENV_TOOL_CALC, "calc_calls", "tool calls"),
+    COL_ELEM_I32(metrics_step_row, tool_calls, ENV_TOOL_SEARCH, "search_calls", "tool calls"),
+    COL_ELEM_I32(metrics_step_row, tool_failures, ENV_TOOL_CALC, "calc_failures",
+                 "tool calls"),
+    COL_ELEM_I32(metrics_step_row, tool_failures, ENV_TOOL_SEARCH, "search_failures",
+                 "tool calls"),
+    COL(metrics_step_row, zero_var_groups, COL_I32, "groups"),
+    COL(metrics_step_row, loss, COL_F64, "1"),
+    COL(metrics_step_row, pg_loss, COL_F64, "1"),
+    COL(metrics_step_row, kl, COL_F64, "nats"),
+    COL(metrics_step_row, entropy, COL_F64, "nats"),
+    COL(metrics_step_row, clip_frac, COL_F64, "1"),
+    COL(metrics_step_row, is_trunc_frac, COL_F64, "1"),
+    COL(metrics_step_row, grad_norm, COL_F64, "1"),
+    COL(metrics_step_row, lr, COL_F64, "1"),
+    COL(metrics_step_row, params_identical, COL_I32, "1"),
 };
 
 static const struct col traj_cols[] = {
@@ -131,6 +165,18 @@ static const struct col plan_cols[] = {
     COL(metrics_plan_row, handed_back, COL_I32, "turns"),
 };
 
+static const struct col eval_cols[] = {
+    COL(metrics_eval_row, step, COL_I32, "1"),
+    COL(metrics_eval_row, version, COL_I32, "1"),
+    COL(metrics_eval_row, wall_s, COL_F64, "s"),
+    COL(metrics_eval_row, n, COL_I32, "problems"),
+    COL(metrics_eval_row, accuracy, COL_F64, "1"),
+    COL(metrics_eval_row, reward_mean, COL_F64, "1"),
+    COL(metrics_eval_row, answered_frac, COL_F64, "1"),
+    COL(metrics_eval_row, tool_calls_mean, COL_F64, "tool calls"),
+    COL(metrics_eval_row, gen_tokens_mean, COL_F64, "tokens"),
+};
+
 struct table_def {
     const char *name;
     const char *description;
@@ -144,7 +190,7 @@ struct table_def {
 
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_COUNT };
+enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_COUNT };
 
 static const struct table_def table_defs[T_COUNT] = {
     [T_STEPS] = {"steps",
@@ -164,6 +210,10 @@ static const struct table_def table_defs[T_COUNT] = {
                  "one row per planning epoch: the resource plan the planner broadcast, why, "
                  "and what the re-split cost",
                  plan_cols, NCOLS(plan_cols), sizeof(struct metrics_plan_row), 256, NULL, NULL},
+    [T_EVAL] = {"eval",
+                "one row per greedy evaluation on the held-out set; step is the optimizer "
+                "steps done when it was launched, wall_s when it finished",
+                eval_cols, NCOLS(eval_cols), sizeof(struct metrics_eval_row), 256, NULL, NULL},
 };
 
 struct table {
@@ -530,6 +580,11 @@ int metrics_traj(struct metrics *m, const struct metrics_traj_row *row)
 int metrics_plan(struct metrics *m, const struct metrics_plan_row *row)
 {
     return append(m, T_PLANS, row);
+}
+
+int metrics_eval(struct metrics *m, const struct metrics_eval_row *row)
+{
+    return append(m, T_EVAL, row);
 }
 
 int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,

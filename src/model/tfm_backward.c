@@ -1,13 +1,16 @@
 /*
- * The training path's backward: gradients of J = -sum_t w_t logprob_t, ADDED into a
- * gradient block with the parameters' layout. Runs its own forward, which keeps every
- * layer's internals (tfm_state.h), so the way back is the backward alone: 3 x the
- * forward's FLOPs in all. The output head (forward and backward) runs here,
- * logit_chunk rows at a time, only for tokens with a non-zero weight.
+ * The training path's backward: gradients of J = -sum_t w_t logprob_t - sum_t e_t H_t
+ * (H_t the entropy of the token's predictive distribution, e_t the batch's optional
+ * entropy weights), ADDED into a gradient block with the parameters' layout. Runs its
+ * own forward, which keeps every layer's internals (tfm_state.h), so the way back is
+ * the backward alone: 3 x the forward's FLOPs in all. The output head (forward and
+ * backward) runs here, logit_chunk rows at a time, only for tokens with a non-zero
+ * weight or entropy weight.
  *
  * Tied embeddings need no special case: g->lm_head == g->embed, so the output head's
  * and the embedding's gradients land in the same rows.
  */
+#include <math.h>
 #include <string.h>
 
 #include "cpu/ops.h"
@@ -15,6 +18,35 @@
 #include "tfm_state.h"
 
 static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+
+/* Entropy weight of token t: entropy_weights[t] where targets[t] >= 0, else 0. */
+static float entropy_weight(const struct tfm_batch *b, int t)
+{
+    return b->entropy_weights && b->targets[t] >= 0 ? b->entropy_weights[t] : 0.0f;
+}
+
+/* The entropy term of one row of logits x (V): with p = softmax(x / temp) and
+ * H = -sum p log p, dH/dx_j = -(1/temp) p_j (log p_j + H); J carries -e H, so
+ * d (V) += (e / temp) p_j (log p_j + H). Returns H. Sums in double; z_j = x_j / temp
+ * rounded to float as logsoftmax_forward forms it. */
+static double entropy_row_backward(float *d, const float *x, int V, float temp, float e)
+{
+    float mx = -INFINITY;
+    for (int j = 0; j < V; j++) mx = fmaxf(mx, x[j] / temp);
+    double sum = 0;
+    for (int j = 0; j < V; j++) sum += exp((double)(x[j] / temp - mx));
+    double lsum = log(sum), H = 0;
+    for (int j = 0; j < V; j++) {
+        double lp = (double)(x[j] / temp - mx) - lsum;
+        H -= exp(lp) * lp;
+    }
+    double c = (double)e / temp;
+    for (int j = 0; j < V; j++) {
+        double lp = (double)(x[j] / temp - mx) - lsum;
+        d[j] += (float)(c * exp(lp) * (lp + H));
+    }
+    return H;
+}
 
 /* Output head and final norm: dJ/dx_L into s->dx (overwritten); returns J. */
 static double head_backward(const struct tfm_config *c, const struct tfm_params *p,
@@ -26,7 +58,8 @@ static double head_backward(const struct tfm_config *c, const struct tfm_params 
     zero(s->dh, (size_t)T * C);
     int n_rows = 0;
     for (int t = 0; t < T; t++)
-        if (tfm_token_weight(b, t) != 0.0f) s->rows[n_rows++] = t;
+        if (tfm_token_weight(b, t) != 0.0f || entropy_weight(b, t) != 0.0f)
+            s->rows[n_rows++] = t;
 
     double J = 0;
     for (int r0 = 0; r0 < n_rows; r0 += s->logit_chunk) {
@@ -39,6 +72,12 @@ static double head_backward(const struct tfm_config *c, const struct tfm_params 
         for (int i = 0; i < n; i++) J += (double)s->dlp_c[i] * s->lp_c[i];
         zero(s->dlogits, (size_t)n * V);
         logsoftmax_backward(s->dlogits, s->dlp_c, s->logits, s->tgt_c, n, V, b->temperature);
+        for (int i = 0; i < n; i++) {
+            float e = entropy_weight(b, rows[i]);
+            if (e != 0.0f)
+                J -= e * entropy_row_backward(s->dlogits + (size_t)i * V,
+                                              s->logits + (size_t)i * V, V, b->temperature, e);
+        }
         zero(s->dhc, (size_t)n * C);
         linear_backward(s->dhc, g->lm_head, NULL, s->dlogits, s->hc, p->lm_head, n, C, V);
         for (int i = 0; i < n; i++)

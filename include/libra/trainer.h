@@ -1,0 +1,68 @@
+/*
+ * One training replica's share of a GRPO step on the CPU engine: for each sequence
+ * a no-grad forward gives the proximal log-probs (and entropies), grpo_token_weights
+ * turns them into per-token weights, and tfm_backward accumulates the gradient. The
+ * replica's gradient (and stats) are then summed across replicas by the caller (MPI)
+ * and every replica applies the same AdamW step, so parameters stay identical.
+ *
+ * Sequences are packed into forward/backward batches of at most max_tokens tokens.
+ * With kl_coef > 0 the trainer keeps a frozen copy of the initial parameters (the
+ * reference model) and scores every sequence under it too.
+ */
+#ifndef LIBRA_TRAINER_H
+#define LIBRA_TRAINER_H
+
+#include <stdint.h>
+
+#include "libra/adamw.h"
+#include "libra/grpo.h"
+#include "libra/tfm.h"
+
+/* One trajectory of a share: its whole token sequence with loss mask and behaviour
+ * log-probs (logp_behav[t] = log-prob of ids[t] at sampling time where mask[t] = 1).
+ * Position t > 0 is predicted from ids[0..t-1]; mask[0] is ignored (nothing predicts
+ * the first token). logp_behav may be NULL only if no mask[t] = 1 for t > 0. */
+struct train_seq {
+    int n;
+    const int32_t *ids;
+    const uint8_t *mask;
+    const float *logp_behav;
+    double advantage;
+};
+
+struct trainer {
+    struct tfm_config mc;
+    struct tfm_params p, g;     /* parameters and gradient (same layout) */
+    struct tfm_params ref;      /* frozen reference (kl_coef > 0), else unallocated */
+    int have_ref;
+    struct adamw opt;
+    struct grpo_config gc;
+    struct tfm_state *st;
+    int max_tokens;
+    /* Scoring temperature: log-probs are of softmax(logits / temperature). trainer_init
+     * sets 1; a caller whose rollouts sample at T != 1 sets it to T so that logp_prox
+     * and the behaviour log-probs (sampler.h: at T) describe the same distribution. */
+    float temperature;
+    /* scratch of one packed batch, allocated once by trainer_init (cap = max_tokens) */
+    int32_t *tok, *tgt;                   /* (cap) inputs ids[0..n-2], targets ids[1..n-1] */
+    float *w, *e, *lp, *lp_ref, *ent;     /* (cap) per target token */
+    int *seq_len;                         /* (cap) tokens of each packed sequence */
+    size_t cap;
+};
+
+/* Takes ownership of p (the parameters) and of opt if opt_loaded (a resumed
+ * optimizer state), else initialises AdamW from oc. */
+void trainer_init(struct trainer *t, const struct tfm_config *mc, struct tfm_params *p,
+                  const struct adamw_config *oc, struct adamw *opt_loaded, int opt_is_loaded,
+                  const struct grpo_config *gc, int max_tokens);
+void trainer_free(struct trainer *t);
+/* Zeroes t->g, then accumulates this replica's gradient of the GRPO loss over its
+ * sequences (norm_tokens = model-generated tokens of the whole batch). Stats added
+ * into st. Sequences longer than max_tokens are a FATAL error (the config check
+ * keeps rollout.max_tokens <= the trainer's max_tokens). */
+void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
+                   double norm_tokens, struct grpo_stats *st);
+/* Applies AdamW with the (already reduced) gradient in t->g; returns the grad norm. */
+double trainer_apply(struct trainer *t);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * One replica's GRPO step on the CPU engine (include/libra/trainer.h).
+ *
+ * trainer_grads packs whole sequences, in order, into batches of at most max_tokens
+ * tokens. A sequence of n ids gives n - 1 batch tokens: inputs ids[0..n-2], targets
+ * ids[1..n-1], so batch token t of that sequence scores ids[t + 1] with mask[t + 1]
+ * and logp_behav[t + 1]; targets whose mask is 0 are -1 (not scored). Per batch: a
+ * forward under the current parameters gives logp_prox (= logp: one update per
+ * rollout batch, so rho = 1 at the point the gradient is taken) and the entropies
+ * (always, for the stats), a forward under the frozen reference gives logp_ref
+ * (kl_coef > 0), grpo_token_weights turns them into w_t and e_t, and tfm_backward
+ * adds the gradient into t->g. A batch whose weights are all 0 (zero-variance groups
+ * without KL or entropy terms) skips the backward.
+ *
+ * All scratch is allocated by trainer_init; a step allocates nothing.
+ */
+#include "libra/trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/log.h"
+
+void trainer_init(struct trainer *t, const struct tfm_config *mc, struct tfm_params *p,
+                  const struct adamw_config *oc, struct adamw *opt_loaded, int opt_is_loaded,
+                  const struct grpo_config *gc, int max_tokens)
+{
+    memset(t, 0, sizeof *t);
+    if (p->n != tfm_param_count(mc))
+        FATAL("trainer_init: parameter block has %zu floats, the model config needs %zu",
+              p->n, tfm_param_count(mc));
+    if (max_tokens <= 0)
+        FATAL("trainer_init: max_tokens = %d must be positive", max_tokens);
+    t->mc = *mc;
+    t->p = *p;
+    memset(p, 0, sizeof *p); /* owned here now: the caller's tfm_params_free is a no-op */
+    if (opt_is_loaded) {
+        if (opt_loaded->n != t->p.n)
+            FATAL("trainer_init: the loaded optimizer state has %zu moments per kind, the "
+                  "model %zu parameters (checkpoint of another model?)",
+                  opt_loaded->n, t->p.n);
+        t->opt = *opt_loaded;
+        memset(opt_loaded, 0, sizeof *opt_loaded);
+    } else {
+        adamw_init(&t->opt, oc, t->p.n);
+    }
+    tfm_params_alloc(&t->g, mc);
+    t->gc = *gc;
+    t->have_ref = gc->kl_coef > 0;
+    if (t->have_ref) {
+        tfm_params_alloc(&t->ref, mc);
+        memcpy(t->ref.mem, t->p.mem, t->p.n * sizeof(float));
+    }
+    t->max_tokens = max_tokens;
+    t->temperature = 1.0f;
+    t->st = tfm_state_create(mc, max_tokens);
+    t->cap = (size_t)max_tokens;
+    t->tok = xmalloc(t->cap * sizeof *t->tok);
+    t->tgt = xmalloc(t->cap * sizeof *t->tgt);
+    t->w = xmalloc(t->cap * sizeof *t->w);
+    t->e = xmalloc(t->cap * sizeof *t->e);
+    t->lp = xmalloc(t->cap * sizeof *t->lp);
+    t->lp_ref = xmalloc(t->cap * sizeof *t->lp_ref);
+    t->ent = xmalloc(t->cap * sizeof *t->ent);
+    t->seq_len = xmalloc(t->cap * sizeof *t->seq_len);
+}
+
+void trainer_free(struct trainer *t)
+{
+    if (!t) return;
+    free(t->seq_len);
+    free(t->ent);
+    free(t->lp_ref);
+    free(t->lp);
+    free(t->e);
+    free(t->w);
+    free(t->tgt);
+    free(t->tok);
+    tfm_state_free(t->st);
+    if (t->have_ref) tfm_params_free(&t->ref);
+    tfm_params_free(&t->g);
+    adamw_free(&t->opt);
+    tfm_params_free(&t->p);
+    memset(t, 0, sizeof *t);
+}
+
+/* Contract checks on one sequence (FATAL with the index on a violation). */
+static void check_seq(const struct trainer *t, const struct train_seq *q, int i)
+{
+    if (q->n < 0 || q->n > t->max_tokens)
+        FATAL("trainer_grads: sequence %d has %d tokens, outside [0, %d] (keep "
+              "rollout.max_tokens <= the trainer's max_tokens)", i, q->n, t->max_tokens);
+    if (q->n > 0 && (!q->ids || !q->mask))
+        FATAL("trainer_grads: sequence %d (%d tokens) has no ids or no loss mask", i, q->n);
+    if (!q->logp_behav)
+        for (int k = 1; k < q->n; k++)
+            if (q->mask[k])
+                FATAL("trainer_grads: sequence %d has model-generated tokens but no "
+                      "behaviour log-probs", i);
+}
+
+/* Tokens sequence q contributes to a batch: its targets ids[1..n-1]. */
+static int batch_tokens(const struct train_seq *q) { return q->n > 1 ? q->n - 1 : 0; }
+
+/* Scores seqs[0..n_seq) as one packed batch (sequences of fewer than 2 ids left out)
+ * and accumulates their gradient into t->g. */
+static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq,
+                      double norm_tokens, struct grpo_stats *st)
+{
+    int T = 0, S = 0;
+    for (int i = 0; i < n_seq; i++) {
+        const struct train_seq *q = &seqs[i];
+        int m = batch_tokens(q);
+        if (m == 0) continue;
+        for (int k = 0; k < m; k++) {
+            t->tok[T + k] = q->ids[k];
+            t->tgt[T + k] = q->mask[k + 1] ? q->ids[k + 1] : -1;
+        }
+        t->seq_len[S++] = m;
+        T += m;
+    }
+    struct tfm_batch b = {.n_seq = S, .seq_len = t->seq_len, .tokens = t->tok,
+                          .targets = t->tgt, .temperature = t->temperature};
+    tfm_forward(&t->mc, &t->p, t->st, &b, t->lp, t->ent, NULL);
+    if (t->have_ref) tfm_forward(&t->mc, &t->ref, t->st, &b, t->lp_ref, NULL, NULL);
+
+    int off = 0;
+    for (int i = 0; i < n_seq; i++) {
+        const struct train_seq *q = &seqs[i];
+        int m = batch_tokens(q);
+        if (m == 0) continue;
+        grpo_token_weights(&t->gc, m, t->lp + off, t->lp + off,
+                           q->logp_behav ? q->logp_behav + 1 : NULL,
+                           t->have_ref ? t->lp_ref + off : NULL, t->ent + off, q->advantage,
+                           q->mask + 1, norm_tokens, t->w + off, t->e + off, st);
+        off += m;
+    }
+    int any = 0;
+    for (int k = 0; k < T && !any; k++) any = t->w[k] != 0.0f || t->e[k] != 0.0f;
+    if (!any) return;
+    b.weights = t->w;
+    b.entropy_weights = t->gc.entropy_coef != 0.0 ? t->e : NULL;
+    tfm_backward(&t->mc, &t->p, t->st, &b, &t->g);
+}
+
+void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
+                   double norm_tokens, struct grpo_stats *st)
+{
+    memset(t->g.mem, 0, t->g.n * sizeof(float));
+    for (int i = 0; i < n_seq; i++) check_seq(t, &seqs[i], i);
+    /* Greedy packing in order; every sequence fits an empty batch (n <= max_tokens
+     * gives n - 1 tokens), so each batch takes at least one. */
+    for (int i = 0; i < n_seq;) {
+        int j = i, T = 0;
+        while (j < n_seq && T + batch_tokens(&seqs[j]) <= t->max_tokens)
+            T += batch_tokens(&seqs[j++]);
+        if (T > 0) run_batch(t, seqs + i, j - i, norm_tokens, st);
+        i = j;
+    }
+}
+
+double trainer_apply(struct trainer *t) { return adamw_step(&t->opt, t->p.mem, t->g.mem); }
