@@ -11,7 +11,10 @@ static void usage(FILE *out)
     fprintf(out,
             "libra %s: agentic RL post-training as one MPI job\n"
             "usage:\n"
-            "  mpirun -np N libra CONFIG          run a job (rank 0 controller, N-1 workers)\n"
+            "  mpirun -np N libra CONFIG [--resume]\n"
+            "                                     run a job (rank 0 controller, N-1 workers);\n"
+            "                                     --resume: from the newest complete checkpoint\n"
+            "  libra sft CONFIG                   supervised warm start on expert demonstrations\n"
             "  libra --check-config CONFIG        validate, print the resolved configuration\n"
             "  libra --describe-workload FILE [--n N] [--seed S] [--step K]\n"
             "                                     statistics of a workload preset\n"

@@ -494,6 +494,19 @@ static void print_progress(struct controller *c, int force)
     char eta[32];
     double per_step = c->step > 0 ? now / c->step : NAN;
     fmt_duration(per_step * (c->cfg->run.steps - c->step), eta, sizeof eta);
+    if (c->real) {
+        printf("step %d/%d | %.1f traj/s | %.0f tok/s | reward %.3f | success %.2f | tool calls "
+               "%.2f | eval %.3f | stale %.2f | ETA %s\n",
+               c->step, c->cfg->run.steps, now > 0 ? c->stats.traj_trained / now : 0,
+               now > 0 ? c->stats.tokens_trained / now : 0, c->batch.reward_mean,
+               c->rl.batch.success_rate,
+               c->batch.n_traj ? (double)(c->rl.batch.tool_calls[0] + c->rl.batch.tool_calls[1]) /
+                                     c->batch.n_traj
+                               : 0,
+               c->rl.ev.last_accuracy, c->batch.staleness_mean, eta);
+        fflush(stdout);
+        return;
+    }
     printf("step %d/%d | %.1f traj/s | %.0f tok/s | reward %.3f | stale %.2f | roll %d train %d "
            "hyb %d | queue %zu | ETA %s\n",
            c->step, c->cfg->run.steps, now > 0 ? c->stats.traj_trained / now : 0,
@@ -531,6 +544,20 @@ static void print_summary(struct controller *c)
     printf("libra: controller: %.0f turn dispatches/s over the run, %.0f per CPU-second of rank 0 "
            "(%.1f CPU-s)\n",
            wall > 0 ? c->stats.dispatches / wall : 0, cpu > 0 ? c->stats.dispatches / cpu : 0, cpu);
+    if (c->real) {
+        const struct ctl_eval *ev = &c->rl.ev;
+        if (ev->n_runs > 0)
+            printf("libra: held-out greedy accuracy: %.3f at the start -> %.3f at the end "
+                   "(%+.3f, %d problems)\n",
+                   ev->first_accuracy, ev->last_accuracy, ev->last_accuracy - ev->first_accuracy,
+                   ev->n);
+        if (c->rl.time_to_target_s >= 0)
+            printf("libra: reward reached run.target_reward = %.3f after %.1f s\n",
+                   c->cfg->run.target_reward, c->rl.time_to_target_s);
+        else
+            printf("libra: reward never reached run.target_reward = %.3f\n",
+                   c->cfg->run.target_reward);
+    }
     printf("libra: metrics in %s\n", metrics_path(c->m));
     fflush(stdout);
 }
@@ -563,6 +590,14 @@ static void write_run_attrs(struct controller *c)
              metrics_attr_int(c->m, "migrations", c->stats.migrations) |
              metrics_attr_double(c->m, "wall_s", now_s(c)) |
              metrics_attr_double(c->m, "controller_cpu_s", controller_cpu_s());
+    if (c->real) {
+        const struct ctl_eval *ev = &c->rl.ev;
+        if (ev->n_runs > 0)
+            rc |= metrics_attr_double(c->m, "eval_accuracy_first", ev->first_accuracy) |
+                  metrics_attr_double(c->m, "eval_accuracy_final", ev->last_accuracy);
+        if (c->rl.time_to_target_s >= 0)
+            rc |= metrics_attr_double(c->m, "time_to_target_reward", c->rl.time_to_target_s);
+    }
     if (rc) FATAL("metrics: cannot write run attributes");
 }
 
