@@ -401,7 +401,8 @@ static int reference_episode(const struct env *e, const struct tfm_params *p,
     env_problem(e, ENV_EVAL, index, &pr);
     int cap = ec->max_tokens;
     int n = env_prompt_tokens(e, &pr, ids, cap), turn_start = n, turns = 0;
-    float *logits = malloc((size_t)cap * V * sizeof *logits), *lp = malloc((size_t)cap * sizeof *lp);
+    float *logits = malloc((size_t)cap * V * sizeof *logits);
+    float *lp = malloc((size_t)cap * sizeof *lp);
     float scratch[2 * V];
     int32_t *tgt = malloc((size_t)cap * sizeof *tgt);
     for (int i = 0; i < cap; i++) tgt[i] = -1;
@@ -418,7 +419,9 @@ static int reference_episode(const struct env *e, const struct tfm_params *p,
             char call[ENV_CALL_MAX + 1];
             struct env_tool_result res;
             if (env_extract_call(ids + turn_start, n - turn_start, call, sizeof call) == 0) {
-                env_tool(e, call, strlen(call), 0.0, &res);
+                int open = n - 2; /* the call's bytes are the ids after <tool_call> */
+                while (ids[open] != TOK_TOOL_CALL) open--;
+                env_tool(e, call, (size_t)(n - 2 - open), 0.0, &res);
             } else {
                 res.status = TOOL_FAILURE;
                 res.len = snprintf(res.text, sizeof res.text, "%s", MALFORMED_PAYLOAD);

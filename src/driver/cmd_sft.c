@@ -35,6 +35,7 @@
 #include "libra/config.h"
 #include "libra/driver.h"
 #include "libra/env.h"
+#include "libra/env_setup.h"
 #include "libra/episode.h"
 #include "libra/log.h"
 #include "libra/tfm.h"
@@ -119,23 +120,11 @@ static int check_output(const char *path)
 static int setup_env(struct sft_run *r)
 {
     const struct libra_config *cfg = r->cfg;
-    struct env_params ep;
-    memset(&ep, 0, sizeof ep);
-    if (strcmp(cfg->env.name, "calc") == 0) ep.kind = ENV_KIND_CALC;
-    else if (strcmp(cfg->env.name, "search") == 0) ep.kind = ENV_KIND_SEARCH;
-    else
+    if (strcmp(cfg->env.name, "calc") != 0 && strcmp(cfg->env.name, "search") != 0)
         return fail("env.name = \"%s\": libra sft needs an environment with demonstrations "
                     "(calc or search)", cfg->env.name);
-    ep.seed = cfg->run.seed;
-    snprintf(ep.prompts, sizeof ep.prompts, "%s", cfg->env.prompts);
-    ep.format_bonus = cfg->env.format_bonus;
-    ep.calc_min_steps = cfg->env.calc_min_steps;
-    ep.calc_max_steps = cfg->env.calc_max_steps;
-    ep.calc_distractors = cfg->env.calc_distractors;
-    ep.search_entities = cfg->env.search_entities;
-    ep.search_top_k = cfg->env.search_top_k;
-    ep.search_max_hops = cfg->env.search_max_hops;
-    ep.demo_mistake_rate = cfg->env.demo_mistake_rate;
+    struct env_params ep;
+    env_params_from_config(cfg, &ep);
     char err[1024];
     if (env_init(&r->env, &ep, err, sizeof err)) return fail("env: %s", err);
     r->env_ready = 1;

@@ -149,7 +149,13 @@ static void slot_tool_turn(struct ep_run *r, int s, struct episode_stats *st)
     struct env_tool_result res;
     int turn_len = sl->len - sl->turn_start;
     if (env_extract_call(sl->ids + sl->turn_start, turn_len, call, sizeof call) == 0) {
-        env_tool(r->e, call, strlen(call), 0.0, &res);
+        /* The call's length from its ids (every one a byte, NUL included), as the
+         * rollout engine counts it: from the last <tool_call> to </tool_call>. */
+        int open = sl->len - 2;
+        while (open >= sl->turn_start && sl->ids[open] != TOK_TOOL_CALL) open--;
+        if (open < sl->turn_start)
+            FATAL("episode: env_extract_call accepted a call without <tool_call>");
+        env_tool(r->e, call, (size_t)(sl->len - 2 - open), 0.0, &res);
     } else {
         memset(&res, 0, sizeof res);
         res.tool = r->e->p.kind == ENV_KIND_SEARCH ? ENV_TOOL_SEARCH : ENV_TOOL_CALC;
