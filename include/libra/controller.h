@@ -124,6 +124,7 @@ struct controller {
     int rollout_version;       /* version every rollout rank holds */
     int groups_per_batch;
     int64_t next_prompt;
+    int64_t groups_before;     /* groups trained before a resume (the launch cap counts them) */
 
     int train_inflight;        /* a step was sent, TRAIN_DONE not yet back */
     int64_t *batch_groups;     /* (groups_per_batch) groups of the step in flight */

@@ -69,7 +69,7 @@ static void launch_groups(struct controller *c)
     const struct libra_config *cfg = c->cfg;
     int64_t cap = (int64_t)(c->rollout_version + cfg->train.max_staleness + 1) * c->groups_per_batch;
     int64_t max_inflight = cfg->rollout.max_inflight_groups;
-    while ((int64_t)c->tt.n_group < cap &&
+    while ((int64_t)c->tt.n_group + c->groups_before < cap &&
            (max_inflight <= 0 || tt_groups_in_flight(&c->tt) < max_inflight)) {
         if (c->real) {
             int64_t pid = ctl_real_next_prompt(c);

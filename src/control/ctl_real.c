@@ -103,6 +103,8 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
         rl->n_relaunch = resume->n_relaunch;
     }
     for (int64_t i = 0; i < resume->n_trained; i++) note_trained(rl, resume->trained[i]);
+    /* The staleness cap counts every group ever launched; the book starts empty. */
+    c->groups_before = resume->n_trained;
     for (int64_t g = 0; g < resume->n_groups; g++) restore_group(c, &resume->groups[g]);
     LOG_I("resumed from step %d (version %d): %lld buffered groups, %lld prompts to launch "
           "again, next prompt %lld",

@@ -1,0 +1,851 @@
+/*
+ * check_rl: checks the metrics files of real-model RL runs (device cpu; the layout
+ * is docs/metrics.md) for the properties of the multi-rank RL tests.
+ *
+ *   check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL]
+ *       One finished run: status "complete"; /steps numbered 1 .. steps_requested;
+ *       params_identical == 1 on every step (the training replicas agree);
+ *       staleness_max <= S on every step and (step_consumed - 1) - version_start
+ *       in [0, S] for every trained trajectory (S defaults to the file's
+ *       max_staleness attribute). Prints the mean over steps of reward_mean; with
+ *       --reward-mean it must be within TOL of V.
+ *
+ *   check_rl --compare A.h5 B.h5 [--rel-tol R]
+ *       Two finished runs ("complete") of one configuration agree: per step, the
+ *       batch figures that come from sampled tokens (n_traj, reward_mean, reward_std,
+ *       success_rate, tokens_gen, tokens_tool, calc_calls, calc_failures,
+ *       zero_var_groups) are identical; the
+ *       training figures (loss, pg_loss, entropy, grad_norm) agree within R
+ *       relative (default 1e-4); /eval accuracy is identical row by row.
+ *
+ *   check_rl --resume-check STATE.h5 RESUMED.h5 [--expect-carry] [--killed FIRST.h5]
+ *       A resumed run continued the checkpoint whose state.h5 is STATE: the resumed
+ *       file is "complete", its resumed_from_step is the checkpoint's step, its
+ *       /steps run from that step + 1 to steps_requested, and no prompt was skipped
+ *       or repeated: every prompt id 0 .. max is exactly one GRPO group, either
+ *       trained before the checkpoint (STATE's /trained) or a group of the resumed
+ *       file (trained, buffered or in flight). The resumed segment's steps and
+ *       trained rows also pass the checks of the first form (replicas identical,
+ *       staleness within the file's max_staleness). --expect-carry: the checkpoint
+ *       holds groups not trained yet (buffered, or in flight and launched again),
+ *       so that carrying them over is exercised. --killed names the first run's
+ *       file: whether it still opens is reported, never failed on (a SIGKILL may
+ *       land mid-write; nothing the resume needs lives in it).
+ *
+ * Each failed check prints
+ *   check_rl: FAIL: <what> (<expected> vs <found>)
+ * (MAX_REPORTS lines per property at most, then a count), and the program ends with
+ *   check_rl: OK: <summary>     exit 0
+ * or exit 1 if anything failed, 2 on a usage error.
+ *
+ * Columns are read one at a time through a one-member compound memory type, so HDF5
+ * converts by column name and the checker does not depend on the writer's struct layout.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "libra/checkpoint.h"
+#include "libra/log.h"
+#include "libra/metrics.h" /* enum traj_fate */
+
+#include <errno.h>
+#include <hdf5.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_REPORTS 10
+
+static int g_failed; /* failed checks, all properties */
+
+/* One property being checked: counts its failures so a bad table prints 10 lines, not 10^5. */
+struct prop {
+    const char *name;
+    int failures;
+};
+
+static void prop_fail(struct prop *p, const char *what, const char *expected, const char *found)
+{
+    p->failures++;
+    g_failed++;
+    if (p->failures <= MAX_REPORTS)
+        printf("check_rl: FAIL: %s (%s vs %s)\n", what, expected, found);
+}
+
+static void prop_fail_i(struct prop *p, const char *what, int64_t expected, int64_t found)
+{
+    char e[32], f[32];
+    snprintf(e, sizeof e, "%" PRId64, expected);
+    snprintf(f, sizeof f, "%" PRId64, found);
+    prop_fail(p, what, e, f);
+}
+
+static void prop_fail_g(struct prop *p, const char *what, double expected, double found)
+{
+    char e[40], f[40];
+    snprintf(e, sizeof e, "%.17g", expected);
+    snprintf(f, sizeof f, "%.17g", found);
+    prop_fail(p, what, e, f);
+}
+
+static void prop_end(const struct prop *p)
+{
+    if (p->failures > MAX_REPORTS)
+        printf("check_rl: FAIL: %s: %d more failures not shown (0 vs %d)\n", p->name,
+               p->failures - MAX_REPORTS, p->failures - MAX_REPORTS);
+}
+
+/* ---- reading ---- */
+
+static hid_t open_file(const char *path)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        struct prop p = {"open", 0};
+        char what[1200];
+        snprintf(what, sizeof what, "metrics file %s opens read-only", path);
+        prop_fail(&p, what, "an HDF5 file",
+                  access(path, R_OK) != 0 ? strerror(errno) : "not an HDF5 file");
+    }
+    return f;
+}
+
+/* Reads a scalar integer root attribute (any integer type in the file). */
+static bool read_attr_i64(hid_t file, const char *name, int64_t *out)
+{
+    if (H5Aexists(file, name) <= 0) return false;
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+    if (a < 0) return false;
+    hid_t t = H5Aget_type(a);
+    bool ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER &&
+              H5Aread(a, H5T_NATIVE_INT64, out) >= 0;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    return ok;
+}
+
+/* Reads a scalar string root attribute, fixed or variable length. */
+static bool read_attr_str(hid_t file, const char *name, char *out, size_t n)
+{
+    bool ok = false;
+    if (H5Aexists(file, name) <= 0) return false;
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+    if (a < 0) return false;
+    hid_t ft = H5Aget_type(a), mt = H5I_INVALID_HID;
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING) goto done;
+    mt = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mt, H5Tget_cset(ft));
+    if (H5Tis_variable_str(ft) > 0) {
+        char *s = NULL;
+        H5Tset_size(mt, H5T_VARIABLE);
+        if (H5Aread(a, mt, &s) >= 0 && s) {
+            snprintf(out, n, "%s", s);
+            H5free_memory(s);
+            ok = true;
+        }
+    } else {
+        size_t w = H5Tget_size(ft) + 1;
+        char *s = xcalloc(w, 1);
+        H5Tset_size(mt, w);
+        H5Tset_strpad(mt, H5T_STR_NULLTERM);
+        if (H5Aread(a, mt, s) >= 0) {
+            snprintf(out, n, "%s", s);
+            ok = true;
+        }
+        free(s);
+    }
+done:
+    if (mt >= 0) H5Tclose(mt);
+    if (ft >= 0) H5Tclose(ft);
+    H5Aclose(a);
+    return ok;
+}
+
+/*
+ * Reads column col of /table into *out (n rows of elem bytes) through a memory
+ * compound type with that one member. Prints a FAIL (naming path) and returns -1 if
+ * the table or column is missing or unreadable; *out is then NULL.
+ */
+static int read_column(hid_t file, const char *path, const char *table, const char *col,
+                       hid_t member, size_t elem, void **out, size_t *n)
+{
+    struct prop p = {"read", 0};
+    char what[1200];
+    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID,
+          mt = H5I_INVALID_HID;
+    void *buf = NULL;
+    hssize_t rows = 0;
+    *out = NULL;
+    *n = 0;
+    snprintf(what, sizeof what, "%s: /%s column %s readable", path, table, col);
+    if (H5Lexists(file, table, H5P_DEFAULT) <= 0) {
+        prop_fail(&p, what, "present", "no such table");
+        return -1;
+    }
+    if ((d = H5Dopen2(file, table, H5P_DEFAULT)) < 0 || (ft = H5Dget_type(d)) < 0 ||
+        H5Tget_class(ft) != H5T_COMPOUND) {
+        prop_fail(&p, what, "compound dataset", "not one");
+        goto fail;
+    }
+    if (H5Tget_member_index(ft, col) < 0) {
+        prop_fail(&p, what, "present", "no such column");
+        goto fail;
+    }
+    if ((sp = H5Dget_space(d)) < 0 || H5Sget_simple_extent_ndims(sp) != 1 ||
+        (rows = H5Sget_simple_extent_npoints(sp)) < 0) {
+        prop_fail(&p, what, "1-D", "other shape");
+        goto fail;
+    }
+    buf = xcalloc((size_t)rows + 1, elem);
+    if ((mt = H5Tcreate(H5T_COMPOUND, elem)) < 0 || H5Tinsert(mt, col, 0, member) < 0 ||
+        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+        prop_fail(&p, what, "readable", "read error");
+        goto fail;
+    }
+    *out = buf;
+    *n = (size_t)rows;
+    H5Tclose(mt);
+    H5Sclose(sp);
+    H5Tclose(ft);
+    H5Dclose(d);
+    return 0;
+fail:
+    free(buf);
+    if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    if (d >= 0) H5Dclose(d);
+    return -1;
+}
+
+/* One column of a table, as int64 or as double; NULL v = missing (a FAIL was printed). */
+struct col {
+    size_t n;
+    int64_t *i;
+    double *f;
+};
+
+static struct col col_i64(hid_t file, const char *path, const char *table, const char *name)
+{
+    struct col c = {0, NULL, NULL};
+    read_column(file, path, table, name, H5T_NATIVE_INT64, sizeof(int64_t), (void **)&c.i, &c.n);
+    return c;
+}
+
+static struct col col_f64(hid_t file, const char *path, const char *table, const char *name)
+{
+    struct col c = {0, NULL, NULL};
+    read_column(file, path, table, name, H5T_NATIVE_DOUBLE, sizeof(double), (void **)&c.f, &c.n);
+    return c;
+}
+
+static void col_free(struct col *c)
+{
+    free(c->i);
+    free(c->f);
+    memset(c, 0, sizeof *c);
+}
+
+/* Rows in /table, or -1 if it is missing (no FAIL printed). */
+static int64_t table_rows(hid_t file, const char *table)
+{
+    if (H5Lexists(file, table, H5P_DEFAULT) <= 0) return -1;
+    hid_t d = H5Dopen2(file, table, H5P_DEFAULT);
+    if (d < 0) return -1;
+    hid_t sp = H5Dget_space(d);
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(d);
+    return n;
+}
+
+/* ---- checks shared by the modes ---- */
+
+static void check_status(hid_t file, const char *path)
+{
+    struct prop p = {"status", 0};
+    char status[64], what[1100];
+    snprintf(what, sizeof what, "%s: root attribute status", path);
+    if (!read_attr_str(file, "status", status, sizeof status))
+        prop_fail(&p, what, "\"complete\"", "missing");
+    else if (strcmp(status, "complete") != 0)
+        prop_fail(&p, what, "\"complete\"", status);
+}
+
+/* /steps numbered first .. last, one row each, version == step (a version per step). */
+static void check_step_range(hid_t file, const char *path, int64_t first, int64_t last)
+{
+    struct prop p = {"step numbers", 0};
+    char what[1200];
+    struct col step = col_i64(file, path, "steps", "step");
+    struct col version = col_i64(file, path, "steps", "version");
+    if (step.i) {
+        int64_t want = last >= first ? last - first + 1 : 0;
+        if ((int64_t)step.n != want) {
+            snprintf(what, sizeof what, "%s: /steps rows (steps %" PRId64 " .. %" PRId64 ")",
+                     path, first, last);
+            prop_fail_i(&p, what, want, (int64_t)step.n);
+        }
+        for (size_t r = 0; r < step.n; r++) {
+            if (step.i[r] == first + (int64_t)r) continue;
+            snprintf(what, sizeof what, "%s: /steps row %zu: step", path, r);
+            prop_fail_i(&p, what, first + (int64_t)r, step.i[r]);
+        }
+    }
+    for (size_t r = 0; version.i && step.i && r < version.n && r < step.n; r++) {
+        if (version.i[r] == step.i[r]) continue;
+        snprintf(what, sizeof what, "%s: /steps row %zu: version == step", path, r);
+        prop_fail_i(&p, what, step.i[r], version.i[r]);
+    }
+    col_free(&step);
+    col_free(&version);
+    prop_end(&p);
+}
+
+/* ---- mode 1: one run ---- */
+
+struct run_opts {
+    const char *path;
+    long max_staleness; /* -1: the file's max_staleness attribute */
+    bool want_reward;
+    double reward, reward_tol;
+};
+
+static void check_params_identical(hid_t file, const char *path)
+{
+    struct prop p = {"params_identical", 0};
+    char what[1100];
+    struct col c = col_i64(file, path, "steps", "params_identical");
+    struct col step = col_i64(file, path, "steps", "step");
+    for (size_t r = 0; c.i && step.i && r < c.n; r++) {
+        if (c.i[r] == 1) continue;
+        snprintf(what, sizeof what, "%s: step %" PRId64 ": params_identical (replicas agree)",
+                 path, step.i[r]);
+        prop_fail_i(&p, what, 1, c.i[r]);
+    }
+    col_free(&c);
+    col_free(&step);
+    prop_end(&p);
+}
+
+/* Returns the largest staleness_max seen (-1 if none could be read). */
+static int64_t check_staleness(hid_t file, const char *path, int64_t bound)
+{
+    struct prop p = {"staleness", 0};
+    char what[1200], e[40], f[40];
+    snprintf(e, sizeof e, "<= %" PRId64, bound);
+    struct col smax = col_i64(file, path, "steps", "staleness_max");
+    int64_t seen = -1;
+    for (size_t r = 0; smax.i && r < smax.n; r++) {
+        if (smax.i[r] > seen) seen = smax.i[r];
+        if (smax.i[r] <= bound) continue;
+        snprintf(what, sizeof what, "%s: /steps row %zu: staleness_max", path, r);
+        snprintf(f, sizeof f, "%" PRId64, smax.i[r]);
+        prop_fail(&p, what, e, f);
+    }
+    col_free(&smax);
+    /* The controller trains at version = steps done = step_consumed - 1. */
+    struct col fate = col_i64(file, path, "trajectories", "fate");
+    struct col sc = col_i64(file, path, "trajectories", "step_consumed");
+    struct col vs = col_i64(file, path, "trajectories", "version_start");
+    struct col id = col_i64(file, path, "trajectories", "traj_id");
+    size_t trained = 0;
+    for (size_t r = 0; fate.i && sc.i && vs.i && id.i && r < fate.n; r++) {
+        if (fate.i[r] != TRAJ_TRAINED) continue;
+        trained++;
+        int64_t stale = (sc.i[r] - 1) - vs.i[r];
+        if (stale >= 0 && stale <= bound) continue;
+        snprintf(what, sizeof what, "%s: trajectory %" PRId64 ": (step_consumed %" PRId64
+                 " - 1) - version_start %" PRId64, path, id.i[r], sc.i[r], vs.i[r]);
+        snprintf(e, sizeof e, "0 .. %" PRId64, bound);
+        snprintf(f, sizeof f, "%" PRId64, stale);
+        prop_fail(&p, what, e, f);
+    }
+    if (fate.i && trained == 0) {
+        snprintf(what, sizeof what, "%s: trained rows in /trajectories", path);
+        prop_fail(&p, what, "> 0", "0");
+    }
+    col_free(&fate);
+    col_free(&sc);
+    col_free(&vs);
+    col_free(&id);
+    prop_end(&p);
+    return seen;
+}
+
+/* Mean over steps of reward_mean; NAN if unreadable or empty. */
+static double mean_reward(hid_t file, const char *path)
+{
+    struct col c = col_f64(file, path, "steps", "reward_mean");
+    double s = 0;
+    for (size_t r = 0; r < c.n; r++) s += c.f[r];
+    double m = c.f && c.n ? s / (double)c.n : NAN;
+    col_free(&c);
+    return m;
+}
+
+static void run_check(const struct run_opts *o)
+{
+    hid_t f = open_file(o->path);
+    if (f < 0) return;
+    struct prop p = {"run", 0};
+    char what[1200];
+    int64_t steps = 0, bound = o->max_staleness;
+    bool has_steps = read_attr_i64(f, "steps_requested", &steps);
+    if (!has_steps) {
+        snprintf(what, sizeof what, "%s: root attribute steps_requested", o->path);
+        prop_fail(&p, what, "present", "missing");
+    }
+    if (bound < 0 && !read_attr_i64(f, "max_staleness", &bound)) {
+        snprintf(what, sizeof what, "%s: root attribute max_staleness", o->path);
+        prop_fail(&p, what, "present", "missing");
+        bound = 0;
+    }
+    check_status(f, o->path);
+    if (has_steps) check_step_range(f, o->path, 1, steps);
+    check_params_identical(f, o->path);
+    int64_t seen = check_staleness(f, o->path, bound);
+    double m = mean_reward(f, o->path);
+    printf("check_rl: %s: mean over steps of reward_mean = %.6f\n", o->path, m);
+    if (o->want_reward && !(fabs(m - o->reward) <= o->reward_tol)) {
+        char e[64], fd[40];
+        snprintf(what, sizeof what, "%s: mean over steps of reward_mean (recorded value)",
+                 o->path);
+        snprintf(e, sizeof e, "%.4f +- %.4f", o->reward, o->reward_tol);
+        snprintf(fd, sizeof fd, "%.6f", m);
+        prop_fail(&p, what, e, fd);
+    }
+    if (g_failed == 0)
+        printf("check_rl: OK: %s: %" PRId64 " steps, replicas identical, staleness_max up to %"
+               PRId64 " (bound %" PRId64 ")\n", o->path, steps, seen, bound);
+    H5Fclose(f);
+}
+
+/* ---- mode 2: two runs of one configuration ---- */
+
+/* Columns equal bit for bit: they come from sampled tokens and rewards alone. */
+static const char *const exact_i64[] = {"n_traj", "tokens_gen", "tokens_tool", "calc_calls",
+                                        "calc_failures", "zero_var_groups"};
+static const char *const exact_f64[] = {"reward_mean", "reward_std", "success_rate"};
+/* Columns of the optimizer step: float sums whose order may differ (see compare_near). */
+static const char *const near_f64[] = {"loss", "pg_loss", "entropy", "grad_norm"};
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+static void compare_exact(hid_t fa, const char *a, hid_t fb, const char *b)
+{
+    char what[1400];
+    for (size_t k = 0; k < NELEM(exact_i64); k++) {
+        struct prop p = {exact_i64[k], 0};
+        struct col x = col_i64(fa, a, "steps", exact_i64[k]);
+        struct col y = col_i64(fb, b, "steps", exact_i64[k]);
+        for (size_t r = 0; x.i && y.i && r < x.n && r < y.n; r++) {
+            if (x.i[r] == y.i[r]) continue;
+            snprintf(what, sizeof what, "/steps row %zu: %s identical in both runs", r,
+                     exact_i64[k]);
+            prop_fail_i(&p, what, x.i[r], y.i[r]);
+        }
+        col_free(&x);
+        col_free(&y);
+        prop_end(&p);
+    }
+    for (size_t k = 0; k < NELEM(exact_f64); k++) {
+        struct prop p = {exact_f64[k], 0};
+        struct col x = col_f64(fa, a, "steps", exact_f64[k]);
+        struct col y = col_f64(fb, b, "steps", exact_f64[k]);
+        for (size_t r = 0; x.f && y.f && r < x.n && r < y.n; r++) {
+            if (x.f[r] == y.f[r]) continue;
+            snprintf(what, sizeof what, "/steps row %zu: %s identical in both runs", r,
+                     exact_f64[k]);
+            prop_fail_g(&p, what, x.f[r], y.f[r]);
+        }
+        col_free(&x);
+        col_free(&y);
+        prop_end(&p);
+    }
+}
+
+/*
+ * The optimizer's figures may differ in the last bits between two runs: the rollout
+ * engine decodes whichever sequences are active together, and which those are
+ * depends on when tool results come back, so the behaviour log-probs (one input of
+ * the loss) carry batch-dependent rounding. rel_tol bounds that.
+ */
+static void compare_near(hid_t fa, const char *a, hid_t fb, const char *b, double rel_tol)
+{
+    char what[1400];
+    for (size_t k = 0; k < NELEM(near_f64); k++) {
+        struct prop p = {near_f64[k], 0};
+        struct col x = col_f64(fa, a, "steps", near_f64[k]);
+        struct col y = col_f64(fb, b, "steps", near_f64[k]);
+        for (size_t r = 0; x.f && y.f && r < x.n && r < y.n; r++) {
+            double scale = fmax(fabs(x.f[r]), fabs(y.f[r]));
+            if (fabs(x.f[r] - y.f[r]) <= rel_tol * scale) continue;
+            snprintf(what, sizeof what, "/steps row %zu: %s equal within %g relative", r,
+                     near_f64[k], rel_tol);
+            prop_fail_g(&p, what, x.f[r], y.f[r]);
+        }
+        col_free(&x);
+        col_free(&y);
+        prop_end(&p);
+    }
+}
+
+static void compare_eval(hid_t fa, const char *a, hid_t fb, const char *b)
+{
+    struct prop p = {"eval", 0};
+    char what[1400];
+    struct col x = col_f64(fa, a, "eval", "accuracy"), y = col_f64(fb, b, "eval", "accuracy");
+    if (x.f && y.f && x.n != y.n)
+        prop_fail_i(&p, "/eval rows equal in both runs", (int64_t)x.n, (int64_t)y.n);
+    if (x.f && x.n == 0) prop_fail(&p, "/eval rows", "> 0", "0");
+    for (size_t r = 0; x.f && y.f && r < x.n && r < y.n; r++) {
+        if (x.f[r] == y.f[r]) continue;
+        snprintf(what, sizeof what, "/eval row %zu: accuracy identical in both runs", r);
+        prop_fail_g(&p, what, x.f[r], y.f[r]);
+    }
+    col_free(&x);
+    col_free(&y);
+    prop_end(&p);
+}
+
+static void compare_runs(const char *a, const char *b, double rel_tol)
+{
+    hid_t fa = open_file(a), fb = open_file(b);
+    if (fa >= 0 && fb >= 0) {
+        struct prop p = {"rows", 0};
+        int64_t na = table_rows(fa, "steps"), nb = table_rows(fb, "steps");
+        if (na != nb) prop_fail_i(&p, "/steps rows equal in both runs", na, nb);
+        if (na <= 0) prop_fail_i(&p, "/steps rows of the first run (> 0)", 1, na);
+        check_status(fa, a);
+        check_status(fb, b);
+        compare_exact(fa, a, fb, b);
+        compare_near(fa, a, fb, b, rel_tol);
+        compare_eval(fa, a, fb, b);
+        if (g_failed == 0)
+            printf("check_rl: OK: %s and %s agree on %" PRId64 " steps (rollout figures and "
+                   "eval exactly, training figures within %g)\n", a, b, na, rel_tol);
+    }
+    if (fa >= 0) H5Fclose(fa);
+    if (fb >= 0) H5Fclose(fb);
+}
+
+/* ---- mode 3: a resumed run continues its checkpoint ---- */
+
+/* The resumed file's GRPO groups: its /trajectories rows deduplicated by group_id. */
+struct groups {
+    int64_t n;
+    int64_t *prompt; /* (n) prompt id; -1: no row names this group id */
+    int8_t *trained; /* (n) 1 if its rows were trained */
+    size_t n_trained, n_untrained;
+};
+
+static void groups_free(struct groups *g)
+{
+    free(g->prompt);
+    free(g->trained);
+}
+
+/* Reads the groups; rows of one group must agree on prompt and on whether they were
+ * trained, trained rows must be consumed by a step in first .. last. Group ids are
+ * dense from 0, so none is >= the row count (which bounds what is allocated). */
+static void groups_read(struct groups *g, hid_t f, const char *path, int64_t first, int64_t last)
+{
+    struct prop p = {"resumed rows", 0};
+    char what[1300], e[64], fd[64];
+    memset(g, 0, sizeof *g);
+    struct col pid = col_i64(f, path, "trajectories", "prompt_id");
+    struct col gid = col_i64(f, path, "trajectories", "group_id");
+    struct col fate = col_i64(f, path, "trajectories", "fate");
+    struct col sc = col_i64(f, path, "trajectories", "step_consumed");
+    if (!pid.i || !gid.i || !fate.i || !sc.i) goto done;
+    if (pid.n == 0) {
+        snprintf(what, sizeof what, "%s: /trajectories rows", path);
+        prop_fail(&p, what, "> 0", "0");
+    }
+    g->n = (int64_t)pid.n;
+    g->prompt = xmalloc((pid.n + 1) * sizeof *g->prompt);
+    g->trained = xcalloc(pid.n + 1, 1);
+    for (int64_t k = 0; k < g->n; k++) g->prompt[k] = -1;
+    for (size_t r = 0; r < pid.n; r++) {
+        int64_t k = gid.i[r];
+        int trained = fate.i[r] == TRAJ_TRAINED;
+        if (k < 0 || k >= g->n || pid.i[r] < 0) {
+            snprintf(what, sizeof what, "%s: /trajectories row %zu: group_id in [0, rows), "
+                     "prompt_id >= 0", path, r);
+            snprintf(e, sizeof e, "< %" PRId64 ", >= 0", g->n);
+            snprintf(fd, sizeof fd, "%" PRId64 ", %" PRId64, k, pid.i[r]);
+            prop_fail(&p, what, e, fd);
+            continue;
+        }
+        if (trained && (sc.i[r] < first || sc.i[r] > last)) {
+            snprintf(what, sizeof what, "%s: /trajectories row %zu (trained): step_consumed "
+                     "after the checkpoint", path, r);
+            snprintf(e, sizeof e, "%" PRId64 " .. %" PRId64, first, last);
+            snprintf(fd, sizeof fd, "%" PRId64, sc.i[r]);
+            prop_fail(&p, what, e, fd);
+        }
+        if (g->prompt[k] < 0) {
+            g->prompt[k] = pid.i[r];
+            g->trained[k] = (int8_t)trained;
+            *(trained ? &g->n_trained : &g->n_untrained) += 1;
+        } else if (g->prompt[k] != pid.i[r] || g->trained[k] != trained) {
+            snprintf(what, sizeof what, "%s: /trajectories row %zu: group %" PRId64
+                     " has one prompt and one fate class (prompt, trained)", path, r, k);
+            snprintf(e, sizeof e, "%" PRId64 ", %d", g->prompt[k], g->trained[k]);
+            snprintf(fd, sizeof fd, "%" PRId64 ", %d", pid.i[r], trained);
+            prop_fail(&p, what, e, fd);
+        }
+    }
+done:
+    col_free(&pid);
+    col_free(&gid);
+    col_free(&fate);
+    col_free(&sc);
+    prop_end(&p);
+}
+
+/*
+ * No prompt skipped or repeated: with N groups in all (trained before the
+ * checkpoint + groups of the resumed file), every prompt id 0 .. N-1 is exactly one
+ * of them. An id >= N means some smaller id was skipped.
+ */
+static void check_prompts(const struct ckpt_state *s, const char *state_path,
+                          const struct groups *g)
+{
+    struct prop p = {"prompts", 0};
+    char what[1200], f[160];
+    int64_t n = s->n_trained + (int64_t)(g->n_trained + g->n_untrained);
+    /* per prompt id: trained before, trained after, buffered or in flight at the end */
+    int32_t(*seen)[3] = xcalloc((size_t)n + 1, sizeof *seen);
+    for (int64_t i = 0; i < s->n_trained; i++) {
+        int64_t id = s->trained[i];
+        if (id >= 0 && id < n) {
+            seen[id][0]++;
+            continue;
+        }
+        snprintf(what, sizeof what, "%s: /trained[%" PRId64 "]: prompt id in [0, groups)",
+                 state_path, i);
+        prop_fail_i(&p, what, n - 1, id);
+    }
+    for (int64_t k = 0; k < g->n; k++) {
+        int64_t id = g->prompt[k];
+        if (id < 0) continue; /* no such group id */
+        if (id < n) {
+            seen[id][g->trained[k] ? 1 : 2]++;
+            continue;
+        }
+        snprintf(what, sizeof what, "resumed group %" PRId64 ": prompt id in [0, groups)", k);
+        prop_fail_i(&p, what, n - 1, id);
+    }
+    for (int64_t id = 0; id < n; id++) {
+        int32_t c = seen[id][0] + seen[id][1] + seen[id][2];
+        if (c == 1) continue;
+        snprintf(what, sizeof what, "prompt %" PRId64 " is exactly one group (%s)", id,
+                 c == 0 ? "skipped" : "repeated");
+        snprintf(f, sizeof f, "%d: %d trained before the checkpoint, %d trained after, %d "
+                 "buffered or in flight", c, seen[id][0], seen[id][1], seen[id][2]);
+        prop_fail(&p, what, "1", f);
+    }
+    if (n == 0) prop_fail(&p, "groups accounted for", "> 0", "0");
+    free(seen);
+    prop_end(&p);
+}
+
+static void killed_report(const char *path)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        printf("check_rl: note: the killed run's file %s does not open (%s); not required\n",
+               path, access(path, R_OK) != 0 ? strerror(errno) : "damaged by the kill");
+        return;
+    }
+    char status[64] = "(none)";
+    read_attr_str(f, "status", status, sizeof status);
+    int64_t n = table_rows(f, "steps");
+    printf("check_rl: note: the killed run's file %s opens: status \"%s\", %" PRId64
+           " /steps rows\n", path, status, n);
+    H5Fclose(f);
+}
+
+static void resume_check(const char *state_path, const char *path, bool expect_carry,
+                         const char *killed)
+{
+    struct prop p = {"resume", 0};
+    char err[1024], what[1300];
+    struct ckpt_state s;
+    if (ckpt_state_load(state_path, &s, err, sizeof err) != 0) {
+        snprintf(what, sizeof what, "checkpoint state %s loads", state_path);
+        prop_fail(&p, what, "loaded", err);
+        return;
+    }
+    if (killed) killed_report(killed);
+    if (expect_carry && s.n_groups + s.n_relaunch == 0) {
+        snprintf(what, sizeof what, "%s: groups carried over (buffered + in flight)", state_path);
+        prop_fail(&p, what, "> 0", "0");
+    }
+    hid_t f = open_file(path);
+    if (f < 0) {
+        ckpt_state_free(&s);
+        return;
+    }
+    int64_t steps = 0, from = -1;
+    bool has_steps = read_attr_i64(f, "steps_requested", &steps);
+    if (!has_steps) {
+        snprintf(what, sizeof what, "%s: root attribute steps_requested", path);
+        prop_fail(&p, what, "present", "missing");
+    }
+    snprintf(what, sizeof what, "%s: root attribute resumed_from_step == the checkpoint's step",
+             path);
+    if (!read_attr_i64(f, "resumed_from_step", &from))
+        prop_fail(&p, what, "present", "missing");
+    else if (from != s.step)
+        prop_fail_i(&p, what, s.step, from);
+    if (has_steps && s.step >= steps)
+        prop_fail_i(&p, "the checkpoint precedes the last step (something left to resume)",
+                    steps - 1, s.step);
+    check_status(f, path);
+    if (has_steps) check_step_range(f, path, (int64_t)s.step + 1, steps);
+    check_params_identical(f, path);
+    int64_t bound;
+    if (read_attr_i64(f, "max_staleness", &bound)) check_staleness(f, path, bound);
+
+    if (s.n_trained == 0) {
+        snprintf(what, sizeof what, "%s: /trained (prompts trained before the checkpoint)",
+                 state_path);
+        prop_fail(&p, what, "> 0", "0");
+    }
+    struct groups g;
+    groups_read(&g, f, path, (int64_t)s.step + 1, has_steps ? steps : INT64_MAX);
+    check_prompts(&s, state_path, &g);
+    if (g_failed == 0)
+        printf("check_rl: OK: %s resumed from step %d to %" PRId64 ": prompts 0 .. %" PRId64
+               " each exactly one group (%" PRId64 " trained before the checkpoint, which "
+               "carried %" PRId64 " buffered and %" PRId64 " in flight; %zu trained after, %zu "
+               "buffered or in flight at the end)\n", path, s.step, steps,
+               s.n_trained + (int64_t)(g.n_trained + g.n_untrained) - 1, s.n_trained,
+               s.n_groups, s.n_relaunch, g.n_trained, g.n_untrained);
+    groups_free(&g);
+    H5Fclose(f);
+    ckpt_state_free(&s);
+}
+
+/* ---- main ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL]\n"
+               "       check_rl --compare A.h5 B.h5 [--rel-tol R]\n"
+               "       check_rl --resume-check STATE.h5 RESUMED.h5 [--expect-carry] "
+               "[--killed FIRST.h5]\n");
+}
+
+static int parse_double(const char *flag, const char *s, double *out)
+{
+    char *end;
+    if (!s) {
+        fprintf(stderr, "check_rl: %s needs a number\n", flag);
+        return -1;
+    }
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || errno || !isfinite(v)) {
+        fprintf(stderr, "check_rl: %s: '%s' is not a number\n", flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+enum mode { MODE_RUN, MODE_COMPARE, MODE_RESUME };
+
+struct args {
+    enum mode mode;
+    const char *files[2];
+    int n_files;
+    struct run_opts run;
+    double rel_tol;
+    const char *killed;
+    bool expect_carry;
+};
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->run.max_staleness = -1;
+    a->rel_tol = 1e-4;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        double v;
+        if (strcmp(s, "--compare") == 0 || strcmp(s, "--resume-check") == 0) {
+            if (a->mode != MODE_RUN || a->n_files) {
+                fprintf(stderr, "check_rl: %s must come first, once\n", s);
+                return -1;
+            }
+            a->mode = s[2] == 'c' ? MODE_COMPARE : MODE_RESUME;
+        } else if (strcmp(s, "--max-staleness") == 0) {
+            if (parse_double(s, next, &v) || v < 0 || v != floor(v)) return -1;
+            a->run.max_staleness = (long)v;
+            i++;
+        } else if (strcmp(s, "--reward-mean") == 0) {
+            if (parse_double(s, next, &a->run.reward) ||
+                parse_double(s, i + 2 < argc ? argv[i + 2] : NULL, &a->run.reward_tol))
+                return -1;
+            a->run.want_reward = true;
+            i += 2;
+        } else if (strcmp(s, "--rel-tol") == 0) {
+            if (parse_double(s, next, &a->rel_tol) || a->rel_tol < 0) return -1;
+            i++;
+        } else if (strcmp(s, "--expect-carry") == 0) {
+            a->expect_carry = true;
+        } else if (strcmp(s, "--killed") == 0) {
+            if (!next) {
+                fprintf(stderr, "check_rl: --killed needs a file\n");
+                return -1;
+            }
+            a->killed = argv[++i];
+        } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (s[0] == '-' || a->n_files == 2) {
+            fprintf(stderr, "check_rl: unexpected argument '%s'\n", s);
+            return -1;
+        } else {
+            a->files[a->n_files++] = s;
+        }
+    }
+    int want = a->mode == MODE_RUN ? 1 : 2;
+    if (a->n_files != want) {
+        fprintf(stderr, "check_rl: %d file(s) given, this mode takes %d\n", a->n_files, want);
+        return -1;
+    }
+    bool run_flags = a->run.max_staleness >= 0 || a->run.want_reward;
+    if ((a->mode != MODE_RUN && run_flags) || (a->mode != MODE_COMPARE && a->rel_tol != 1e-4) ||
+        (a->mode != MODE_RESUME && (a->killed || a->expect_carry))) {
+        fprintf(stderr, "check_rl: an option does not belong to this mode\n");
+        return -1;
+    }
+    a->run.path = a->files[0];
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    if (parse_args(argc, argv, &a) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported as FAIL lines */
+    switch (a.mode) {
+    case MODE_RUN: run_check(&a.run); break;
+    case MODE_COMPARE: compare_runs(a.files[0], a.files[1], a.rel_tol); break;
+    case MODE_RESUME: resume_check(a.files[0], a.files[1], a.expect_carry, a.killed); break;
+    }
+    if (g_failed) printf("check_rl: %d failed checks\n", g_failed);
+    return g_failed ? 1 : 0;
+}

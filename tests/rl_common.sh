@@ -1,0 +1,39 @@
+# Shared by the RL tests on the CPU device (the real model on the calc environment):
+# the config they run and how a job is started. Sourced after mpi_common.sh.
+#
+# The model is the shipped SFT checkpoint (inputs/models/calc-base.h5): a policy
+# that already answers some problems, so rewards, tool calls and GRPO updates are
+# real. Budgets are small (4 prompts x 4 samples per step, 48 tokens a turn) so one
+# job takes seconds on two cores.
+CHECK_RL="$top_builddir/tests/check_rl"
+RL_MODEL="models/calc-base.h5" # resolved against $LIBRA_INPUTS
+
+# rl_config FILE OUTFILE STEPS N_TRAIN ROLLOUT_TP STALENESS SYNC_INTERVAL [RUN_KEYS]
+#   ROLLOUT_TP: the plan's rollout_tp list, e.g. "1" or "1, 1";
+#   RUN_KEYS: more keys of the run section, e.g. 'checkpoint_interval = 2;'.
+rl_config() {
+    cat > "$1" <<CFG
+run = { name = "rl-test"; steps = $3; seed = 7; log_level = "warn"; progress_interval_s = 5.0;
+        ${8:-} };
+device = { type = "cpu"; };
+model = { checkpoint = "$RL_MODEL"; };
+rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
+train = { batch_size = 16; max_staleness = $6; sync_interval = $7; lr = 5e-5; };
+plan = { n_train = $4; rollout_tp = [$5]; };
+env = { name = "calc"; };
+eval = { size = 16; interval = 0; };
+output = { file = "$2"; };
+CFG
+}
+
+# rl_job NP CONFIG LOGPREFIX [--resume]: runs the job to completion; on failure
+# shows its output and fails the test. The time limit only turns a hung job (a
+# deadlock) into a failure instead of a test that never ends; a healthy job takes
+# seconds.
+: "${RL_HANG_S:=180}"
+rl_job() {
+    timeout -k 10 $RL_HANG_S $MPIRUN -np "$1" "$LIBRA" "$2" ${4:-} > "$3.stdout" 2> "$3.stderr" \
+        || { rc=$?; tail -n 40 "$3.stdout"; cat "$3.stderr";
+             fail "$1-rank RL job on $2 ${4:+($4) }failed or hung" \
+                  "(exit $rc; 124 = stopped after $RL_HANG_S s)"; }
+}
