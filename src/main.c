@@ -24,6 +24,8 @@ static void usage(FILE *out)
             "  libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
             "                 [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
             "  libra --bench-engine [tiny|small|100m ...]   CPU engine throughput\n"
+            "  libra --bench-sched [--workload NAME] [--steps N] [--seed S] [--latency]\n"
+            "                                     scheduler benchmark (simulated 16-GPU cluster)\n"
             "  libra --version | --help\n",
             PACKAGE_VERSION);
 }
@@ -48,6 +50,7 @@ int main(int argc, char **argv)
     if (strcmp(a, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
     if (strcmp(a, "sft") == 0) return cmd_sft(argc - 2, argv + 2);
     if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-sched") == 0) return cmd_bench_sched(argc - 2, argv + 2);
     if (a[0] == '-') {
         fprintf(stderr, "libra: unknown option '%s'\n", a);
         usage(stderr);

@@ -3,6 +3,10 @@
  * self-consistent; used by the multi-rank integration tests.
  *
  *   check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] [--expect-handback]
+ *             [--sched] [--expect-tree]
+ *
+ * --sched checks the scheduler's tables (/sched, /migrations, /instances);
+ * --expect-tree also wants the C-MLFQ prefix tree in /tree.
  *
  * Every property is one small function; each failed check prints
  *   check_run: FAIL: <what> (<expected> vs <found>)
@@ -100,6 +104,7 @@ struct options {
     long min_steps, min_plans;
     bool expect_moves;
     bool expect_handback;
+    bool sched, expect_tree;
 };
 
 /* ---- reading ---- */
@@ -576,11 +581,130 @@ static void check_resplit_events(const struct run *r)
         prop_fail(&p, "/events has a \"resplit\" row when /plans has > 1 row", ">= 1", "0");
 }
 
+/* ---- the scheduler's tables (--sched) ---- */
+
+static const char *const route_cols[] = {"route_initial", "route_informed", "route_sticky",
+                                         "route_migrate", "route_reroute", "route_per_turn",
+                                         "route_history", "route_scout", "route_scout_follow",
+                                         "route_scout_timeout"};
+static const char *const via_cols[] = {"via_preferred", "via_fallback", "via_global"};
+#define N_ROUTE_COLS (sizeof route_cols / sizeof route_cols[0])
+#define N_VIA_COLS (sizeof via_cols / sizeof via_cols[0])
+
+static int64_t sum_columns(hid_t file, const char *const *cols, size_t ncols, size_t nrows,
+                           int64_t *per_row)
+{
+    int64_t total = 0;
+    for (size_t c = 0; c < ncols; c++) {
+        int64_t *v = NULL;
+        size_t n = 0;
+        if (read_i64(file, "sched", cols[c], &v, &n) == 0)
+            for (size_t i = 0; i < n && i < nrows; i++) per_row[i] += v[i], total += v[i];
+        free(v);
+    }
+    return total;
+}
+
+/* One /sched row per step; every decision counted once by reason and once by route
+ * kind; never more decisions than turns dispatched; every accepted /migrations row
+ * counted in its step's migrations and really moving between TP classes; /instances
+ * occupancy in range. */
+static void check_sched(const struct run *r, const struct options *o)
+{
+    if (!o->sched) return;
+    struct prop p = {"scheduler", 0};
+    int64_t *step = NULL, *mig = NULL;
+    size_t n = 0, nm = 0;
+    if (read_i64(r->file, "sched", "step", &step, &n) != 0 ||
+        read_i64(r->file, "sched", "migrations", &mig, &nm) != 0) {
+        free(step);
+        free(mig);
+        g_failed++;
+        return;
+    }
+    if (n != r->nsteps) prop_fail_i(&p, "/sched rows == /steps rows", (int64_t)r->nsteps, (int64_t)n);
+    for (size_t i = 0; i < n && i < r->nsteps; i++)
+        if (step[i] != r->step[i]) prop_fail_i(&p, "/sched step == /steps step", r->step[i], step[i]);
+    int64_t *by_reason = xcalloc(n + 1, sizeof *by_reason), *by_via = xcalloc(n + 1, sizeof *by_via);
+    int64_t total = sum_columns(r->file, route_cols, N_ROUTE_COLS, n, by_reason);
+    sum_columns(r->file, via_cols, N_VIA_COLS, n, by_via);
+    for (size_t i = 0; i < n; i++)
+        if (by_reason[i] != by_via[i])
+            prop_fail_i(&p, "decisions by reason == decisions by route kind", by_reason[i], by_via[i]);
+    int64_t dispatched;
+    if (read_attr_i64(r->file, "turns_dispatched", &dispatched) && total > dispatched)
+        prop_fail_i(&p, "routing decisions <= turns dispatched", dispatched, total);
+    if (total <= 0) prop_fail_i(&p, "routing decisions recorded", 1, total);
+
+    /* /migrations: accepted moves per step equal the /sched count. */
+    int64_t *mstep = NULL, *from_tp = NULL, *to_tp = NULL;
+    char *why = NULL;
+    size_t nmr = 0, k;
+    if (read_i64(r->file, "migrations", "step", &mstep, &nmr) == 0 &&
+        read_i64(r->file, "migrations", "from_tp", &from_tp, &k) == 0 &&
+        read_i64(r->file, "migrations", "to_tp", &to_tp, &k) == 0 &&
+        read_str(r->file, "migrations", "why", 25, &why, &k) == 0) {
+        int64_t *accepted = xcalloc(n + 1, sizeof *accepted);
+        for (size_t j = 0; j < nmr; j++) {
+            const char *w = why + 25 * j;
+            int moved = !strcmp(w, "causal") || !strcmp(w, "tokens") || !strcmp(w, "threshold");
+            int known = moved || !strcmp(w, "declined_cost") || !strcmp(w, "declined_limit") ||
+                        !strcmp(w, "same_tp");
+            if (!known) prop_fail(&p, "/migrations why is a known reason", "causal..same_tp", w);
+            if (!moved) continue;
+            if (from_tp[j] == to_tp[j] && strcmp(w, "threshold") != 0)
+                prop_fail_i(&p, "a cmlfq move changes TP class", -1, from_tp[j]);
+            for (size_t i = 0; i < n; i++)
+                if (step[i] == mstep[j]) accepted[i]++;
+        }
+        for (size_t i = 0; i < n && i < nm; i++)
+            if (accepted[i] != mig[i])
+                prop_fail_i(&p, "accepted /migrations rows == /sched migrations", mig[i], accepted[i]);
+        free(accepted);
+    } else {
+        g_failed++;
+    }
+    free(mstep);
+    free(from_tp);
+    free(to_tp);
+    free(why);
+
+    int64_t *istep = NULL;
+    size_t ni = 0;
+    if (read_i64(r->file, "instances", "step", &istep, &ni) == 0) {
+        if (ni < n) prop_fail_i(&p, "/instances rows >= steps", (int64_t)n, (int64_t)ni);
+    } else {
+        g_failed++;
+    }
+    free(istep);
+
+    if (o->expect_tree) {
+        char fmt[32] = "";
+        hid_t g = H5Lexists(r->file, "tree", H5P_DEFAULT) > 0 ? H5Gopen2(r->file, "tree", H5P_DEFAULT)
+                                                                : H5I_INVALID_HID;
+        if (g < 0) {
+            prop_fail(&p, "--expect-tree: group /tree", "present", "missing");
+        } else {
+            if (!read_attr_str(g, "format", fmt, sizeof fmt) || strcmp(fmt, "libra-ptree") != 0)
+                prop_fail(&p, "/tree format attribute", "libra-ptree", fmt);
+            int64_t ins = 0;
+            if (!read_attr_i64(g, "insertions", &ins) || ins <= 0)
+                prop_fail_i(&p, "/tree insertions > 0", 1, ins);
+            H5Gclose(g);
+        }
+    }
+    free(by_reason);
+    free(by_via);
+    free(step);
+    free(mig);
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] [--expect-handback]\n");
+    fprintf(f, "usage: check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] "
+               "[--expect-handback] [--sched] [--expect-tree]\n");
 }
 
 static int parse_long(const char *flag, const char *s, long *out)
@@ -612,6 +736,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->expect_moves = true;
         } else if (strcmp(a, "--expect-handback") == 0) {
             o->expect_handback = true;
+        } else if (strcmp(a, "--sched") == 0) {
+            o->sched = true;
+        } else if (strcmp(a, "--expect-tree") == 0) {
+            o->sched = o->expect_tree = true;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -658,6 +786,7 @@ int main(int argc, char **argv)
     check_moves(&r, &o);
     check_handback(&r, &o);
     check_resplit_events(&r);
+    check_sched(&r, &o);
 
     if (g_failed == 0) {
         size_t trained = 0;

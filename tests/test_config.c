@@ -2,9 +2,10 @@
  * Tests of the configuration subsystem (include/libra/config.h): defaults, the
  * files in tests/configs/good/ and the example inputs/emu-*.cfg, the round trip
  * through config_to_string, path resolution, config_check_world, docs/config.md
- * against the generated reference, and the corpus of broken files in
+ * against the generated reference, the corpus of broken files in
  * tests/configs/bad/ (each names, on its first line, a substring of the message
- * it must produce: "# expect: <substring>").
+ * it must produce: "# expect: <substring>"), and the scheduler's keys: bucket
+ * lists, the keys each sched.type uses, with exact file:line messages.
  *
  * Profiles named by relative path resolve through $LIBRA_INPUTS, which main sets
  * to the source tree's inputs/ unless the caller already set it.
@@ -108,6 +109,20 @@ static void assert_same_config(const struct libra_config *a, const struct libra_
     SAME(plan.n_schedule);
     for (int i = 0; i < a->plan.n_schedule && i < CFG_MAX_SCHEDULE; i++)
         assert_same_spec(&a->plan.schedule[i], &b->plan.schedule[i]);
+    SAME(sched.n_buckets); /* the bucket array itself is a row (memcmp above) */
+}
+
+/* Bucket i of c is name / tp[0..n_tp) / max_tokens. */
+static void assert_bucket(const struct sched_config *c, int i, const char *name, int n_tp,
+                          const int *tp, int max_tokens)
+{
+    CU_ASSERT_FATAL(i < c->n_buckets);
+    const struct sched_bucket_spec *b = &c->buckets[i];
+    CU_ASSERT_STRING_EQUAL(b->name, name);
+    CU_ASSERT_EQUAL_FATAL(b->n_tp, n_tp);
+    for (int j = 0; j < n_tp; j++) CU_ASSERT_EQUAL(b->tp[j], tp[j]);
+    for (int j = n_tp; j < 4; j++) CU_ASSERT_EQUAL(b->tp[j], 0);
+    CU_ASSERT_EQUAL(b->max_tokens, max_tokens);
 }
 
 static void assert_tp(const struct plan_spec *p, int n_train, int n_hybrid, int n_tp,
@@ -118,6 +133,9 @@ static void assert_tp(const struct plan_spec *p, int n_train, int n_hybrid, int 
     CU_ASSERT_EQUAL_FATAL(p->n_tp, n_tp);
     for (int i = 0; i < n_tp; i++) CU_ASSERT_EQUAL(p->rollout_tp[i], tp[i]);
 }
+
+static void make_file(const char *dir, const char *rel);
+static void real(const char *dir, const char *rel, char *out);
 
 /* ---- defaults and good files --------------------------------------------------- */
 
@@ -154,7 +172,35 @@ static void test_defaults(void)
     assert_tp(&c.plan.fixed, 4, 0, 4, (const int[]){1, 1, 1, 1});
     CU_ASSERT_EQUAL(c.plan.fixed.line, 0);
     CU_ASSERT_EQUAL(c.plan.n_schedule, 0);
-    CU_ASSERT_STRING_EQUAL(c.sched.policy, "least_loaded");
+    const struct sched_config *s = &c.sched;
+    CU_ASSERT_STRING_EQUAL(s->type, "cmlfq");
+    CU_ASSERT_STRING_EQUAL(s->balance, "kv");
+    for (int i = 0; i < 4; i++) CU_ASSERT(s->weights[i] == 1.0);
+    CU_ASSERT(s->max_load == 0.5);
+    CU_ASSERT_EQUAL(s->fallback, 1);
+    CU_ASSERT_EQUAL(s->affinity, 1);
+    CU_ASSERT_EQUAL_FATAL(s->n_buckets, 3);
+    assert_bucket(s, 0, "short", 1, (const int[]){1}, 500);
+    assert_bucket(s, 1, "medium", 1, (const int[]){2}, 2000);
+    assert_bucket(s, 2, "long", 2, (const int[]){4, 8}, 30000);
+    for (int i = 3; i < CFG_MAX_BUCKETS; i++) CU_ASSERT_EQUAL(s->buckets[i].name[0], '\0');
+    CU_ASSERT_STRING_EQUAL(s->default_bucket, "");
+    CU_ASSERT_EQUAL(s->payload_small, 500);
+    CU_ASSERT_EQUAL(s->payload_large, 5000);
+    CU_ASSERT_EQUAL(s->window, 200);
+    CU_ASSERT_EQUAL(s->min_samples, 8);
+    CU_ASSERT(s->shrink == 4.0);
+    CU_ASSERT(s->hysteresis == 0.25);
+    CU_ASSERT_EQUAL(s->max_migrations, 2);
+    CU_ASSERT_EQUAL(s->rebuild_interval, 50);
+    CU_ASSERT_EQUAL(s->max_recent, 5000);
+    CU_ASSERT_STRING_EQUAL(s->tree_in, "");
+    CU_ASSERT_STRING_EQUAL(s->instance_queue, "mlfq");
+    CU_ASSERT_EQUAL(s->queue_levels, 4);
+    CU_ASSERT_EQUAL(s->queue_base_tokens, 1024);
+    CU_ASSERT(s->queue_age_s == 30.0);
+    CU_ASSERT(s->scout_timeout_s == 60.0);
+    CU_ASSERT_EQUAL(s->history_ttl, 5);
     CU_ASSERT_STRING_EQUAL(c.env.name, "emu");
     CU_ASSERT_STRING_EQUAL(c.workload.preset, "workloads/r2e-gym.cfg");
     CU_ASSERT_STRING_EQUAL(c.output.dir, "runs");
@@ -213,6 +259,15 @@ static void test_good_static_full(void)
     assert_tp(&c.plan.fixed, 8, 2, 5, (const int[]){8, 4, 2, 1, 1});
     CU_ASSERT_EQUAL(c.plan.fixed.line, 38); /* plan.n_train, the first plan key given */
     CU_ASSERT_EQUAL(c.plan.n_schedule, 0);
+    CU_ASSERT_STRING_EQUAL(c.sched.type, "load_balance");
+    CU_ASSERT_STRING_EQUAL(c.sched.balance, "weighted");
+    CU_ASSERT(c.sched.weights[0] == 1.0 && c.sched.weights[1] == 2.5);
+    CU_ASSERT(c.sched.weights[2] == 4.0 && c.sched.weights[3] == 9.75);
+    CU_ASSERT(c.sched.max_load == 0.8);
+    CU_ASSERT_EQUAL(c.sched.fallback, 0);
+    CU_ASSERT_EQUAL(c.sched.affinity, 0);
+    CU_ASSERT_STRING_EQUAL(c.sched.instance_queue, "fifo");
+    CU_ASSERT_EQUAL(c.sched.n_buckets, 3); /* unused by load_balance: the defaults */
     CU_ASSERT(ends_with(c.workload.preset, "/workloads/search-r1.cfg"));
     CU_ASSERT_STRING_EQUAL(c.output.dir, "/tmp/libra-runs");
     CU_ASSERT_STRING_EQUAL(c.output.file, "out/metrics.h5");
@@ -232,6 +287,85 @@ static void test_good_schedule(void)
     CU_ASSERT_EQUAL(c.plan.schedule[2].line, 11);
     CU_ASSERT_EQUAL(plan_spec_workers(&c.plan.schedule[1]), 8);
     CU_ASSERT_EQUAL(plan_spec_workers(&c.plan.schedule[2]), 12);
+}
+
+/* A custom bucket list and every C-MLFQ key set. */
+static void test_good_sched_cmlfq(void)
+{
+    struct libra_config c;
+    CU_ASSERT_EQUAL_FATAL(load_ok(test_path("tests/configs/good/sched-cmlfq.cfg"), &c), 0);
+    const struct sched_config *s = &c.sched;
+    CU_ASSERT_STRING_EQUAL(s->type, "cmlfq");
+    CU_ASSERT_STRING_EQUAL(s->balance, "connections");
+    CU_ASSERT(s->max_load == 0.0);
+    CU_ASSERT_EQUAL(s->fallback, 0);
+    CU_ASSERT_EQUAL(s->affinity, 1);
+    CU_ASSERT_EQUAL_FATAL(s->n_buckets, 4);
+    assert_bucket(s, 0, "tiny", 1, (const int[]){1}, 1000);
+    assert_bucket(s, 1, "short", 2, (const int[]){1, 2}, 4000);
+    assert_bucket(s, 2, "mid-2", 3, (const int[]){2, 4, 1}, 16000);
+    assert_bucket(s, 3, "long_8", 4, (const int[]){8, 4, 2, 1}, 1000000000);
+    for (int i = 4; i < CFG_MAX_BUCKETS; i++) CU_ASSERT_EQUAL(s->buckets[i].n_tp, 0);
+    CU_ASSERT_STRING_EQUAL(s->default_bucket, "short");
+    CU_ASSERT_EQUAL(s->payload_small, 200);
+    CU_ASSERT_EQUAL(s->payload_large, 200);
+    CU_ASSERT_EQUAL(s->window, 100000);
+    CU_ASSERT_EQUAL(s->min_samples, 3);
+    CU_ASSERT(s->shrink == 0.0);
+    CU_ASSERT(s->hysteresis == 1.5);
+    CU_ASSERT_EQUAL(s->max_migrations, 0);
+    CU_ASSERT_EQUAL(s->rebuild_interval, 0);
+    CU_ASSERT_EQUAL(s->max_recent, 10);
+    CU_ASSERT_STRING_EQUAL(s->tree_in, "");
+    CU_ASSERT_STRING_EQUAL(s->instance_queue, "mlfq");
+    CU_ASSERT_EQUAL(s->queue_levels, 8);
+    CU_ASSERT_EQUAL(s->queue_base_tokens, 512);
+    CU_ASSERT(s->queue_age_s == 0.0);
+    CU_ASSERT(s->scout_timeout_s == 60.0); /* la_mlfq keys keep their defaults */
+    CU_ASSERT_EQUAL(s->history_ttl, 5);
+}
+
+/* The other types with the keys they use; tree_in names a file and is resolved. */
+static void test_good_sched_types(void)
+{
+    struct libra_config c;
+    const char *path = test_write_file("config", "sched-la-mlfq",
+                                       "sched = {\n"
+                                       "  type = \"la_mlfq\";\n"
+                                       "  buckets = ( { name = \"all\"; tp = [2, 1]; "
+                                       "max_tokens = 5; } );\n"
+                                       "  scout_timeout_s = 0.5;\n"
+                                       "  history_ttl = 0;\n"
+                                       "  instance_queue = \"fifo\";\n"
+                                       "};\n");
+    CU_ASSERT_EQUAL_FATAL(load_ok(path, &c), 0);
+    CU_ASSERT_STRING_EQUAL(c.sched.type, "la_mlfq");
+    CU_ASSERT_EQUAL_FATAL(c.sched.n_buckets, 1);
+    assert_bucket(&c.sched, 0, "all", 2, (const int[]){2, 1}, 5);
+    CU_ASSERT(c.sched.scout_timeout_s == 0.5);
+    CU_ASSERT_EQUAL(c.sched.history_ttl, 0);
+    CU_ASSERT_STRING_EQUAL(c.sched.instance_queue, "fifo");
+
+    path = test_write_file("config", "sched-length-aware",
+                           "sched = { type = \"length_aware\"; affinity = 0; balance = "
+                           "\"round_robin\"; queue_levels = 1; };\n");
+    CU_ASSERT_EQUAL_FATAL(load_ok(path, &c), 0);
+    CU_ASSERT_STRING_EQUAL(c.sched.type, "length_aware");
+    CU_ASSERT_EQUAL(c.sched.affinity, 0);
+    CU_ASSERT_STRING_EQUAL(c.sched.balance, "round_robin");
+    CU_ASSERT_EQUAL(c.sched.queue_levels, 1);
+    CU_ASSERT_EQUAL(c.sched.n_buckets, 3);
+
+    char dir[PATH_MAX], want[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/tree", scratch());
+    make_file(dir, "start.tree");
+    path = test_write_file("config", "sched-tree-in",
+                           "sched = { default_bucket = \"long\"; tree_in = "
+                           "\"tree/start.tree\"; };\n");
+    CU_ASSERT_EQUAL_FATAL(load_ok(path, &c), 0);
+    real(dir, "start.tree", want);
+    CU_ASSERT_STRING_EQUAL(c.sched.tree_in, want);
+    CU_ASSERT_STRING_EQUAL(c.sched.default_bucket, "long");
 }
 
 static void test_good_bounds(void)
@@ -309,9 +443,27 @@ static void test_round_trip(void)
         "tests/configs/good/minimal.cfg",  "tests/configs/good/static-full.cfg",
         "tests/configs/good/schedule.cfg", "tests/configs/good/bounds.cfg",
         "inputs/emu-quick.cfg",            "inputs/emu-r2e-48gpu.cfg",
-        "inputs/emu-search-16gpu.cfg",
+        "inputs/emu-search-16gpu.cfg",     "tests/configs/good/sched-cmlfq.cfg",
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) round_trip(test_path(files[i]));
+    /* every sched.type, with the keys it uses (tree_in printed resolved) */
+    static const char *sched[] = {
+        "sched = { type = \"la_mlfq\"; scout_timeout_s = 0.25; history_ttl = 9; buckets = ( "
+        "{ name = \"a\"; tp = [8]; max_tokens = 7; }, { name = \"b\"; tp = [1, 4]; "
+        "max_tokens = 8; } ); };\n",
+        "sched = { type = \"length_aware\"; affinity = 0; instance_queue = \"fifo\"; };\n",
+        "sched = { type = \"load_balance\"; balance = \"weighted\"; weight_tp8 = 0.01; };\n",
+        "sched = { tree_in = \"tree/start.tree\"; default_bucket = \"medium\"; queue_age_s = "
+        "1e-3; };\n",
+    };
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/tree", scratch());
+    make_file(dir, "start.tree");
+    for (size_t i = 0; i < sizeof sched / sizeof sched[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "sched-round-trip-%zu", i);
+        round_trip(test_write_file("config", name, sched[i]));
+    }
     /* strings that need escaping survive */
     char path[PATH_MAX];
     join(path, scratch(), "escapes.cfg");
@@ -322,7 +474,18 @@ static void test_round_trip(void)
     round_trip(path);
 }
 
-/* Every key is printed (inside its section) and every assignment is commented. */
+/* Every assignment line of a printed configuration carries a comment; frees text. */
+static void assert_commented(char *text)
+{
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+        if (line[0] != '#' && strchr(line, '=') && !ends_with(line, "{"))
+            CU_ASSERT_PTR_NOT_NULL(strchr(line, '#'));
+    free(text);
+}
+
+/* Every key is printed (inside its section) and every assignment is commented;
+ * keys the configuration does not use are comments, the bucket list one group a
+ * line. */
 static void test_to_string_keys(void)
 {
     static const char *keys[] = {
@@ -333,7 +496,9 @@ static void test_to_string_keys(void)
         "rollout.n_samples", "rollout.max_turns", "rollout.max_tokens_per_turn",
         "rollout.max_tokens", "rollout.max_inflight_groups", "train.batch_size",
         "train.max_staleness", "train.sync_interval", "plan.mode", "plan.interval",
-        "plan.n_train", "plan.n_hybrid", "plan.rollout_tp", "sched.policy", "env.name",
+        "plan.n_train", "plan.n_hybrid", "plan.rollout_tp", "sched.type", "sched.balance",
+        "sched.weight_tp1", "sched.weight_tp8", "sched.max_load", "sched.fallback",
+        "sched.affinity", "sched.instance_queue", "env.name",
         "workload.preset", "output.dir", "output.file",
     };
     struct libra_config c;
@@ -350,10 +515,27 @@ static void test_to_string_keys(void)
     }
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "seed = 5000000000L;"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "progress_interval_s = 1.0;"));
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
-        if (line[0] != '#' && strchr(line, '=') && !ends_with(line, "{"))
-            CU_ASSERT_PTR_NOT_NULL(strchr(line, '#'));
-    free(text);
+    /* keys load_balance / fifo do not use are comments (loading them would fail) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n  # buckets: not used with type = \"load_balance\"\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n  # scout_timeout_s: not used with type = "
+                                        "\"load_balance\"\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n  # queue_levels: not used with instance_queue = "
+                                        "\"fifo\"\n"));
+    CU_ASSERT_PTR_NULL(strstr(text, "\n  window = "));
+    assert_commented(text);
+    /* the bucket list, one group per line */
+    CU_ASSERT_EQUAL_FATAL(load_ok(test_path("tests/configs/good/sched-cmlfq.cfg"), &c), 0);
+    text = config_to_string(&c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n  buckets = (  "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n    { name = \"tiny\"; tp = [1]; max_tokens = 1000; },"
+                                        "  # bucket 0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n    { name = \"long_8\"; tp = [8, 4, 2, 1]; max_tokens "
+                                        "= 1000000000; }  # bucket 3\n  );\n"));
+    CU_ASSERT_PTR_NULL(strstr(text, "\n  weight_tp1 = ")); /* balance = "connections" */
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n  # weight_tp1: not used with balance = "
+                                        "\"connections\"\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n  default_bucket = \"short\";"));
+    assert_commented(text);
 }
 
 /* docs/config.md is exactly what config_write_reference writes today. */
@@ -594,12 +776,199 @@ static void test_short_err(void)
     CU_ASSERT_EQUAL(small[12], 'x');
 }
 
+/* ---- the scheduler's keys --------------------------------------------------------- */
+
+/* text as a config file must fail with "<file>:<line>: <msg>" (msg the whole rest
+ * of the message, or with prefix_only its start) and leave the struct alone. */
+static void expect_error_at(const char *text, int line, const char *msg, int prefix_only)
+{
+    static int serial;
+    char name[32], want[2048];
+    snprintf(name, sizeof name, "sched-bad-%d", serial++);
+    const char *path = test_write_file("config", name, text);
+    snprintf(want, sizeof want, "%s:%d: %s", path, line, msg);
+    struct libra_config c, before;
+    config_defaults(&c);
+    before = c;
+    int rc = config_load(path, &c, err, sizeof err);
+    int same = prefix_only ? strncmp(err, want, strlen(want)) == 0 : strcmp(err, want) == 0;
+    int ok = rc == -1 && same && memcmp(&c, &before, sizeof c) == 0;
+    if (!ok) printf("\n    %s\n      expected: %s\n      got (rc %d): %s\n", path, want, rc, err);
+    CU_ASSERT(ok);
+}
+
+static void expect_error(const char *text, int line, const char *msg)
+{
+    expect_error_at(text, line, msg, 0);
+}
+
+#define SCHED_BUCKETS(groups) "sched = {\n  buckets = (\n" groups "  );\n};\n"
+
+static void test_bad_buckets(void)
+{
+    /* thresholds not strictly ascending: both buckets named */
+    expect_error(SCHED_BUCKETS("    { name = \"medium\"; tp = [2]; max_tokens = 12000; },\n"
+                               "    { name = \"short\"; tp = [1]; max_tokens = 4000; }\n"),
+                 4, "sched.buckets[1].max_tokens: 4000 (bucket \"short\") is not above 12000, "
+                    "the max_tokens of sched.buckets[0] (bucket \"medium\") (list the buckets "
+                    "in strictly ascending max_tokens)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1]; max_tokens = 100; },\n"
+                               "    { name = \"b\"; tp = [2]; max_tokens = 200; },\n"
+                               "    { name = \"c\"; tp = [4]; max_tokens = 200; }\n"),
+                 5, "sched.buckets[2].max_tokens: 200 (bucket \"c\") is not above 200, the "
+                    "max_tokens of sched.buckets[1] (bucket \"b\") (list the buckets in "
+                    "strictly ascending max_tokens)");
+    /* duplicate names */
+    expect_error(SCHED_BUCKETS("    { name = \"short\"; tp = [1]; max_tokens = 100; },\n"
+                               "    { name = \"long\"; tp = [2]; max_tokens = 200; },\n"
+                               "    { name = \"short\"; tp = [4]; max_tokens = 300; }\n"),
+                 5, "sched.buckets[2].name: \"short\" is also the name of sched.buckets[0] "
+                    "(give each bucket its own name)");
+    /* TP degrees: not a degree, repeated, too many, none, not an array */
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1, 3]; max_tokens = 10; }\n"), 3,
+                 "sched.buckets[0].tp[1]: 3 is not a TP degree (use 1, 2, 4, 8)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1]; max_tokens = 10; },\n"
+                               "    { name = \"b\"; tp = [4, 8, 4]; max_tokens = 20; }\n"),
+                 4, "sched.buckets[1].tp[2]: 4 repeats tp[0] (list each TP degree once, in "
+                    "order of preference)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1, 2, 4, 8, 1]; max_tokens = 10; }\n"),
+                 3, "sched.buckets[0].tp: has 5 entries, at most 4 (list each of 1, 2, 4, 8 at "
+                    "most once)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = []; max_tokens = 10; }\n"), 3,
+                 "sched.buckets[0].tp: is empty (a bucket needs at least one TP degree, e.g. "
+                 "tp = [1];)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = 2; max_tokens = 10; }\n"), 3,
+                 "sched.buckets[0].tp: expected an array of TP degrees, got an integer (write "
+                 "e.g. tp = [4, 8];)");
+    /* the list: empty, too long, not a list, an entry not a group */
+    expect_error("sched = {\n  buckets = ();\n};\n", 2,
+                 "sched.buckets: is empty (give at least one bucket, e.g. ( { name = \"short\"; "
+                 "tp = [1]; max_tokens = 4000; } ))");
+    expect_error("sched = {\n  buckets = [];\n};\n", 2,
+                 "sched.buckets: is empty (give at least one bucket, e.g. ( { name = \"short\"; "
+                 "tp = [1]; max_tokens = 4000; } ))");
+    char nine[1024] = "sched = { buckets = (";
+    for (int i = 0; i < 9; i++)
+        snprintf(nine + strlen(nine), sizeof nine - strlen(nine),
+                 "%s{ name = \"b%d\"; tp = [1]; max_tokens = %d; }", i ? ", " : " ", i, i + 1);
+    strcat(nine, " ); };\n");
+    expect_error(nine, 1, "sched.buckets: has 9 buckets, at most 8 (merge neighbouring buckets)");
+    expect_error("sched = { buckets = { name = \"a\"; }; };\n", 1,
+                 "sched.buckets: expected a list of groups, got a group (write buckets = ( { "
+                 "name = \"short\"; tp = [1]; max_tokens = 4000; }, ... );)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1]; max_tokens = 10; },\n    5\n"), 4,
+                 "sched.buckets[1]: expected a group, got an integer (write { name = \"short\"; "
+                 "tp = [1]; max_tokens = 4000; })");
+    /* keys inside a group: unknown (near and far), missing, bad values */
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1];\n      max_token = 10; }\n"), 4,
+                 "sched.buckets[0].max_token: unknown key (did you mean 'max_tokens'?)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1]; max_tokens = 10; size = 3; }\n"), 3,
+                 "sched.buckets[0].size: unknown key (a bucket takes name, tp, max_tokens)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1]; max_tokens = 10; },\n"
+                               "    { name = \"b\"; max_tokens = 20; }\n"),
+                 4, "sched.buckets[1].tp: missing (every bucket needs name, tp and max_tokens, "
+                    "e.g. { name = \"short\"; tp = [1]; max_tokens = 4000; })");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1]; max_tokens = 0; }\n"), 3,
+                 "sched.buckets[0].max_tokens: 0 is out of range (allowed 1 .. 1000000000)");
+    expect_error(SCHED_BUCKETS("    { name = \"a\"; tp = [1]; max_tokens = 1.5; }\n"), 3,
+                 "sched.buckets[0].max_tokens: expected an integer, got a float (1.5) (write a "
+                 "whole number without a decimal point)");
+    expect_error(SCHED_BUCKETS("    { name = \"\"; tp = [1]; max_tokens = 10; }\n"), 3,
+                 "sched.buckets[0].name: must not be empty (give 1 to 31 characters)");
+    expect_error(SCHED_BUCKETS("    { name = \"abcdefghijklmnopqrstuvwxyz012345\"; tp = [1]; "
+                               "max_tokens = 10; }\n"),
+                 3, "sched.buckets[0].name: is too long: 32 characters (at most 31)");
+    expect_error(SCHED_BUCKETS("    { name = \"a b\"; tp = [1]; max_tokens = 10; }\n"), 3,
+                 "sched.buckets[0].name: \"a b\" has a character outside [A-Za-z0-9_.-] (' ' at "
+                 "position 2) (the name goes into file names; use letters, digits, '_', '.' or "
+                 "'-')");
+}
+
+static void test_bad_sched_rules(void)
+{
+    /* default_bucket must name a bucket (the defaults, or the file's list) */
+    expect_error("sched = {\n  type = \"cmlfq\";\n  default_bucket = \"huge\";\n};\n", 3,
+                 "sched.default_bucket: \"huge\" names no bucket (use \"short\", \"medium\" or "
+                 "\"long\", or \"\" to let the tree place first turns)");
+    expect_error("sched = {\n  default_bucket = \"long\";\n"
+                 "  buckets = ( { name = \"x\"; tp = [1]; max_tokens = 9; } );\n};\n", 2,
+                 "sched.default_bucket: \"long\" names no bucket (use \"x\", or \"\" to let the "
+                 "tree place first turns)");
+    /* payload classes in order */
+    expect_error("sched = {\n  payload_small = 600;\n  payload_large = 599;\n};\n", 3,
+                 "sched.payload_large: 599 is below sched.payload_small = 600 (a large tool "
+                 "return is at least as long as a small one: raise payload_large or lower "
+                 "payload_small)");
+    expect_error("sched = {\n  payload_small = 6000;\n};\n", 2,
+                 "sched.payload_small: 6000 is above sched.payload_large = 5000 (a small tool "
+                 "return is at most as long as a large one: lower payload_small or raise "
+                 "payload_large)");
+    /* keys the chosen type, balance or instance queue does not use */
+    expect_error("sched = {\n  scout_timeout_s = 10;\n};\n", 2,
+                 "sched.scout_timeout_s: only used with sched.type = \"la_mlfq\" (this run uses "
+                 "\"cmlfq\"; remove it)");
+    expect_error("sched = {\n  type = \"la_mlfq\";\n  window = -5;\n};\n", 3,
+                 "sched.window: only used with sched.type = \"cmlfq\" (this run uses "
+                 "\"la_mlfq\"; remove it)");
+    expect_error("sched = { weight_tp4 = 2.0; };\n", 1,
+                 "sched.weight_tp4: only used with sched.balance = \"weighted\" (this run uses "
+                 "\"kv\"; remove it)");
+    expect_error("sched = {\n  affinity = 0;\n};\n", 2,
+                 "sched.affinity: only used with sched.type = \"load_balance\" or "
+                 "\"length_aware\" (this run uses \"cmlfq\"; remove it)");
+    expect_error("sched = {\n  type = \"load_balance\";\n"
+                 "  buckets = ( { name = \"x\"; tp = [1]; max_tokens = 9; } );\n};\n", 3,
+                 "sched.buckets: only used with sched.type = \"cmlfq\", \"length_aware\" or "
+                 "\"la_mlfq\" (this run uses \"load_balance\"; remove it)");
+    expect_error("sched = {\n  instance_queue = \"fifo\";\n  queue_age_s = 5;\n};\n", 3,
+                 "sched.queue_age_s: only used with sched.instance_queue = \"mlfq\" (this run "
+                 "uses \"fifo\"; remove it)");
+    /* values */
+    expect_error("sched = { type = \"fcfs\"; };\n", 1,
+                 "sched.type: \"fcfs\" is not allowed (use one of cmlfq, load_balance, "
+                 "length_aware, la_mlfq)");
+    expect_error("sched = { balance = \"weighted\";\n  weight_tp1 = 0; };\n", 2,
+                 "sched.weight_tp1: 0.0 is out of range (allowed 0.01 .. 1000000.0)");
+    expect_error("sched = { fallback = 2; };\n", 1,
+                 "sched.fallback: 2 is out of range (allowed 0 .. 1)");
+    expect_error_at("sched = { tree_in = \"no/such.tree\"; };\n", 1,
+                    "sched.tree_in: file \"no/such.tree\" not found (tried ", 1);
+}
+
+/* The schema's `when` rows: the deciding key is an enum of the same section that
+ * comes earlier in the table (the loader reads it first), and allows every value
+ * the row names. */
+static void test_when_rows(void)
+{
+    int n = 0;
+    for (const struct cfg_key *k = cfg_schema; k->section; k++) {
+        if (!k->when) continue;
+        n++;
+        const struct cfg_key *w = cfg_schema_find(k->section, k->when);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        CU_ASSERT_EQUAL(w->type, CFG_ENUM);
+        CU_ASSERT(w < k);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k->when_in);
+        char vals[256];
+        snprintf(vals, sizeof vals, "%s", k->when_in);
+        for (char *v = strtok(vals, ", "); v; v = strtok(NULL, ", "))
+            CU_ASSERT(cfg_allowed_has(w, v));
+    }
+    CU_ASSERT_EQUAL(n, 22);
+    /* the default buckets satisfy the rules a file must meet */
+    CU_ASSERT(cfg_n_default_buckets >= 1 && cfg_n_default_buckets <= CFG_MAX_BUCKETS);
+    for (int i = 1; i < cfg_n_default_buckets; i++)
+        CU_ASSERT(cfg_default_buckets[i].max_tokens > cfg_default_buckets[i - 1].max_tokens);
+}
+
 static const struct test_case load_cases[] = {
     {"defaults", test_defaults},
     {"good/minimal", test_good_minimal},
     {"good/static-full", test_good_static_full},
     {"good/schedule", test_good_schedule},
     {"good/bounds", test_good_bounds},
+    {"good/sched-cmlfq", test_good_sched_cmlfq},
+    {"sched types", test_good_sched_types},
     {"inputs/emu-*.cfg", test_examples},
     {"path resolution", test_path_resolution},
     {NULL, NULL},
@@ -621,6 +990,9 @@ static const struct test_case error_cases[] = {
     {"unreadable file", test_unreadable},
     {"bad corpus", test_bad_corpus},
     {"short err buffer", test_short_err},
+    {"sched.buckets errors", test_bad_buckets},
+    {"sched cross-key rules", test_bad_sched_rules},
+    {"sched when rows", test_when_rows},
     {NULL, NULL},
 };
 

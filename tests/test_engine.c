@@ -1,11 +1,15 @@
 /* The emulated rollout instance: timing against the cost model, independence from
- * how time is sliced, hand-back and resume, prefix cache, weights, KV capacity. */
+ * how time is sliced, hand-back and resume, prefix cache, weights, KV capacity; and
+ * the instance queue (iqueue.h): mlfq admits short work first where fifo does not,
+ * aging admits a long turn behind a stream of short ones, and a turn without an
+ * estimate is demoted as it generates and so preempted before a fresh short turn. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "libra/cost.h"
 #include "libra/engine.h"
+#include "libra/iqueue.h"
 #include "libra/profile.h"
 #include "libra/workload.h"
 #include "testutil.h"
@@ -32,13 +36,36 @@ static void load_models(void)
 
 static struct engine_config ecfg(int tp, int max_turns)
 {
-    return (struct engine_config){tp, 3, max_turns, 1 << 20, 256, 7};
+    return (struct engine_config){tp, 3, max_turns, 1 << 20, 256, 7, {0, 1, 1024, 0}};
+}
+
+/* ecfg with the multi-level queue (4 levels from base tokens, aging age_s). */
+static struct engine_config ecfg_mlfq(int tp, int max_turns, int base, double age_s)
+{
+    struct engine_config c = ecfg(tp, max_turns);
+    c.queue = (struct iqueue_config){.mlfq = 1, .n_levels = 4, .base_tokens = base, .age_s = age_s};
+    return c;
 }
 
 static struct wire_turn_req req(int64_t id, int turn, int ctx)
 {
     return (struct wire_turn_req){.traj_id = id, .prompt_id = id / 4, .turn = turn,
-                                  .ctx_tokens = ctx, .budget = 100000};
+                                  .ctx_tokens = ctx, .budget = 100000, .est_remaining = -1};
+}
+
+static struct wire_turn_req req_est(int64_t id, int ctx, int est_remaining)
+{
+    struct wire_turn_req q = req(id, 0, ctx);
+    q.est_remaining = est_remaining;
+    return q;
+}
+
+/* The sequence of trajectory id in the engine, NULL if it has left. */
+static const struct eng_seq *find_seq(const struct engine *e, int64_t id)
+{
+    for (int i = 0; i < e->n_seq; i++)
+        if (e->seq[i].req.traj_id == id) return &e->seq[i];
+    return NULL;
 }
 
 struct results {
@@ -230,6 +257,144 @@ static void test_capacity_bounds_batch(void)
     engine_free(&e);
 }
 
+/* ---- the instance queue ---- */
+
+/* KV full of long work (X); then a long-estimate turn L and a short-estimate turn S
+ * queue, in that order, and only one of them fits at a time. Returns the trajectory
+ * admitted first (the second to finish, after X). */
+static int64_t first_after_long_work(const struct engine_config *c)
+{
+    struct engine e;
+    engine_init(&e, c, &g_cm, &g_fixed);
+    e.capacity = 5000;
+    engine_set_version(&e, 0, 0);
+    struct wire_turn_req x = req_est(1, 4000, -1), l = req_est(2, 3000, 20000),
+                         s = req_est(3, 3000, 100);
+    engine_submit(&e, &x);
+    struct results out = {0};
+    engine_advance(&e, 0.5, &out.r, &out.n, &out.cap);
+    CU_ASSERT_EQUAL(find_seq(&e, 1)->state, SEQ_RUNNING);
+    engine_submit(&e, &l);
+    engine_submit(&e, &s);
+    int queued, running;
+    double kv;
+    engine_queue_stats(&e, &queued, &running, &kv);
+    CU_ASSERT_EQUAL(queued, 2);
+    CU_ASSERT_EQUAL(running, 1);
+    CU_ASSERT(kv > 0.8 && kv <= 1.0);
+    engine_advance(&e, 1e5, &out.r, &out.n, &out.cap);
+    CU_ASSERT_EQUAL_FATAL(out.n, 3);
+    CU_ASSERT_EQUAL(out.r[0].traj_id, 1);
+    CU_ASSERT_EQUAL(e.stat_preemptions, 0);
+    int64_t first = out.r[1].traj_id;
+    free(out.r);
+    engine_free(&e);
+    return first;
+}
+
+static void test_mlfq_short_first(void)
+{
+    struct engine_config fifo = ecfg(1, 1), mlfq = ecfg_mlfq(1, 1, 1024, 0);
+    CU_ASSERT_EQUAL(first_after_long_work(&fifo), 2); /* arrival order: L */
+    CU_ASSERT_EQUAL(first_after_long_work(&mlfq), 3); /* level 0 before level 3: S */
+}
+
+/* A long-estimate turn L queued behind a stream of short ones (room for one turn at a
+ * time; at least two short ones always wait). Returns the virtual time at which L
+ * was admitted, or -1 if it was not by the horizon; *n_short: short turns finished. */
+static double long_behind_stream(const struct engine_config *c, double horizon, int *n_short)
+{
+    struct engine e;
+    engine_init(&e, c, &g_cm, &g_fixed);
+    e.capacity = 5000;
+    engine_set_version(&e, 0, 0);
+    struct wire_turn_req s1 = req_est(100, 3000, 100), l = req_est(1, 3000, 1000000);
+    engine_submit(&e, &s1);
+    engine_submit(&e, &l);
+    int64_t next_id = 101;
+    struct results out = {0};
+    double admitted = -1;
+    for (double v = 0; v <= horizon && admitted < 0; v += 0.25) {
+        int shorts = 0;
+        for (int i = 0; i < e.n_seq; i++)
+            shorts += e.seq[i].state == SEQ_QUEUED && e.seq[i].req.traj_id >= 100;
+        for (; shorts < 2; shorts++) {
+            struct wire_turn_req s = req_est(next_id++, 3000, 100);
+            engine_submit(&e, &s);
+        }
+        engine_advance(&e, v, &out.r, &out.n, &out.cap);
+        const struct eng_seq *ls = find_seq(&e, 1);
+        if (!ls || ls->state != SEQ_QUEUED) admitted = v;
+    }
+    *n_short = 0;
+    for (int i = 0; i < out.n; i++) *n_short += out.r[i].traj_id >= 100;
+    free(out.r);
+    engine_free(&e);
+    return admitted;
+}
+
+static void test_mlfq_aging(void)
+{
+    /* Without aging, level 3 never runs while level-0 work waits; with 5 s per level
+     * it is level 0 after 15 s and then goes first by arrival (a short turn runs
+     * about 2.5 s here). FIFO serves it second, at once. */
+    struct engine_config starve = ecfg_mlfq(1, 1, 1024, 0), aged = ecfg_mlfq(1, 1, 1024, 5.0),
+                         fifo = ecfg(1, 1);
+    int n_short;
+    CU_ASSERT_EQUAL(long_behind_stream(&starve, 100, &n_short), -1);
+    CU_ASSERT(n_short > 20); /* the short ones kept coming and were served */
+    double t = long_behind_stream(&aged, 100, &n_short);
+    CU_ASSERT(t >= 15 && t < 30);
+    CU_ASSERT(n_short >= 5);
+    double f = long_behind_stream(&fifo, 100, &n_short);
+    CU_ASSERT(f >= 0 && f < 15);
+    CU_ASSERT(n_short <= 1);
+}
+
+/* A tool-free turn A without an estimate runs alone until it has generated about 300
+ * tokens; then a fresh short-estimate turn B is admitted with room for only about 50
+ * more tokens each. Returns the trajectory preempted first (0 if none). */
+static int64_t first_preempted(const struct engine_config *c)
+{
+    struct engine e;
+    engine_init(&e, c, &g_cm, &g_fixed);
+    engine_set_version(&e, 0, 0);
+    struct wire_turn_req a = req_est(1, 1000, -1), b = req_est(2, 1000, 50);
+    engine_submit(&e, &a);
+    struct results out = {0};
+    double v = 0;
+    const struct eng_seq *sa = find_seq(&e, 1);
+    CU_ASSERT_EQUAL(iq_level(&c->queue, sa->req.est_remaining, sa->generated, 0), 0);
+    while (sa->generated < 300 && v < 100) {
+        v += 0.01;
+        engine_advance(&e, v, &out.r, &out.n, &out.cap);
+    }
+    CU_ASSERT_FATAL(sa->generated >= 300 && sa->generated < 350);
+    if (c->queue.mlfq) /* demoted: 300 tokens > base 100 */
+        CU_ASSERT(iq_level(&c->queue, sa->req.est_remaining, sa->generated, 0) >= 1);
+    e.capacity = e.resident + 1000 + 100; /* B fits with 100 tokens of headroom */
+    engine_submit(&e, &b);
+    while (e.stat_preemptions == 0 && v < 100) {
+        v += 0.01;
+        engine_advance(&e, v, &out.r, &out.n, &out.cap);
+    }
+    CU_ASSERT_EQUAL(out.n, 0);
+    int64_t victim = 0;
+    for (int i = 0; i < e.n_seq; i++)
+        if (e.seq[i].state == SEQ_QUEUED) victim = e.seq[i].req.traj_id;
+    CU_ASSERT_EQUAL(e.stat_preemptions, 1);
+    free(out.r);
+    engine_free(&e);
+    return victim;
+}
+
+static void test_mlfq_demotion_preempts(void)
+{
+    struct engine_config fifo = ecfg(1, 1), mlfq = ecfg_mlfq(1, 1, 100, 0);
+    CU_ASSERT_EQUAL(first_preempted(&fifo), 2); /* the newest */
+    CU_ASSERT_EQUAL(first_preempted(&mlfq), 1); /* the demoted one */
+}
+
 int main(void)
 {
     load_models();
@@ -240,6 +405,9 @@ int main(void)
         {"prefix cache: next turn prefills only new tokens", test_prefix_cache},
         {"no decode before weights; swap pause", test_waits_for_weights},
         {"KV capacity bounds the running batch", test_capacity_bounds_batch},
+        {"mlfq admits the short turn first; fifo the older", test_mlfq_short_first},
+        {"mlfq aging admits a long turn behind short ones", test_mlfq_aging},
+        {"mlfq preempts a demoted no-estimate turn first", test_mlfq_demotion_preempts},
         {NULL, NULL}};
     static const struct test_suite suites[] = {{"engine", cases}, {NULL, NULL}};
     return test_main(suites);

@@ -5,8 +5,12 @@
  * memory types built here from the header's structs (so a renamed column or a changed
  * layout fails): every column of every row, the column names in order, the units and
  * description attributes, the root attributes. The per-tool arrays of a /steps row are
- * read back as flat columns (calc_calls, search_failures, ...), by name. A forked child that is SIGKILLed after
- * metrics_flush() proves that a killed run leaves a readable file.
+ * read back as flat columns (calc_calls, search_failures, ...), by name, and so are the
+ * per-reason and per-path counts of a /sched row (route_sticky, via_global, ...). The
+ * scheduler's tables (/sched, /migrations, /instances) and metrics_write_with() (a
+ * /tree group written by a callback, its errors, a callback that leaks an object) are
+ * checked the same way. A forked child that is SIGKILLed after metrics_flush() proves
+ * that a killed run leaves a readable file, scheduler tables and /tree included.
  *
  * check_run is exercised on one consistent synthetic run and on a series of broken ones
  * (each must fail with the expected message). The binary is $CHECK_RUN, else
@@ -164,6 +168,71 @@ static struct metrics_plan_row make_plan(int i)
     return r;
 }
 
+static const char *const mig_whys[] = {"causal", "tokens", "threshold", "declined_cost",
+                                       "declined_limit", "same_tp"};
+
+static struct metrics_sched_row make_sched(int i)
+{
+    struct metrics_sched_row r;
+    memset(&r, 0x6B, sizeof r);
+    r.step = i + 1;
+    r.wall_s = 2.5 * i + 0.75;
+    for (int k = 0; k < METRICS_SCHED_N_ROUTES; k++)
+        r.routes[k] = 4000000000LL * (k + 1) + i; /* needs 64 bits; a swap shows */
+    for (int k = 0; k < METRICS_SCHED_N_VIA; k++) r.via[k] = 100LL * i + 7 * k + 1;
+    r.holds = 3LL * i;
+    r.migrations = i % 5;
+    r.declined = i % 3;
+    r.tool_returns = 50LL + i;
+    r.finished = 8LL + i % 4;
+    r.learned = 8LL + i % 4 - (i % 2);
+    r.tree_nodes = 5000000000LL + 11 * i;
+    r.tree_prompts = 40LL + i;
+    r.tree_leaves = 900LL + 5 * i;
+    r.tree_depth = i % 9;
+    r.decide_us_mean = 1.25 + 0.5 * i;
+    return r;
+}
+
+static struct metrics_migration_row make_migration(int i)
+{
+    struct metrics_migration_row r;
+    memset(&r, 0x4D, sizeof r);
+    r.wall_s = 0.01 * i + 0.5;
+    r.step = 1 + i / 100;
+    r.traj_id = 7000000000LL + i;
+    r.turn = 1 + i % 6;
+    r.from_instance = i % 4;
+    r.to_instance = i % 3 == 0 ? i % 4 : (i + 1) % 4;
+    r.from_tp = 1 << (i % 3);
+    r.to_tp = 1 << ((i + 1) % 3);
+    snprintf(r.from_bucket, sizeof r.from_bucket, "b%d_short", i % 3);
+    snprintf(r.to_bucket, sizeof r.to_bucket, "b%d_long", (i + 1) % 3);
+    snprintf(r.why, sizeof r.why, "%s", mig_whys[i % 6]);
+    r.est_remaining = 1000.5 + i;
+    r.saving_s = 0.002 * i;
+    r.cost_s = 0.001 * (i % 17);
+    return r;
+}
+
+static struct metrics_instance_row make_instance(int i)
+{
+    struct metrics_instance_row r;
+    memset(&r, 0x1F, sizeof r);
+    r.step = 1 + i / 5;
+    r.wall_s = 3.0 * (i / 5) + 0.125;
+    r.instance = i % 5;
+    r.leader = 2 + 4 * (i % 5);
+    r.tp = 1 << (i % 3);
+    snprintf(r.bucket, sizeof r.bucket, "bucket-%d", i % 3);
+    r.queued = i < 5 ? -1 : i % 7;
+    r.running = i < 5 ? -1 : i % 11;
+    r.turns_in_flight = i % 13;
+    r.kv_frac = i < 5 ? -1.0 : 0.01 * (i % 100);
+    r.load_frac = 0.005 * (i % 200);
+    return r;
+}
+
 static void make_event(int i, double *wall_s, int32_t *step, char *kind, char *detail)
 {
     *wall_s = 2.0 * i + 0.5;
@@ -280,6 +349,82 @@ static hid_t plan_mtype(void)
     return t;
 }
 
+static const char *const route_cols[] = {
+    "route_initial", "route_informed", "route_sticky", "route_migrate", "route_reroute",
+    "route_per_turn", "route_history", "route_scout", "route_scout_follow",
+    "route_scout_timeout"};
+static const char *const via_cols[] = {"via_preferred", "via_fallback", "via_global"};
+_Static_assert(sizeof route_cols / sizeof route_cols[0] == METRICS_SCHED_N_ROUTES &&
+                   sizeof via_cols / sizeof via_cols[0] == METRICS_SCHED_N_VIA,
+               "one column name per element");
+
+static hid_t sched_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_sched_row));
+    size_t routes = offsetof(struct metrics_sched_row, routes);
+    size_t via = offsetof(struct metrics_sched_row, via);
+    INS(t, metrics_sched_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_sched_row, wall_s, H5T_NATIVE_DOUBLE);
+    for (int k = 0; k < METRICS_SCHED_N_ROUTES; k++)
+        H5Tinsert(t, route_cols[k], routes + (size_t)k * sizeof(int64_t), H5T_NATIVE_INT64);
+    for (int k = 0; k < METRICS_SCHED_N_VIA; k++)
+        H5Tinsert(t, via_cols[k], via + (size_t)k * sizeof(int64_t), H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, holds, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, migrations, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, declined, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, tool_returns, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, finished, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, learned, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, tree_nodes, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, tree_prompts, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, tree_leaves, H5T_NATIVE_INT64);
+    INS(t, metrics_sched_row, tree_depth, H5T_NATIVE_INT32);
+    INS(t, metrics_sched_row, decide_us_mean, H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+static hid_t migration_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_migration_row));
+    hid_t b = str_type(METRICS_BUCKET_LEN), w = str_type(METRICS_MIG_WHY_LEN);
+    INS(t, metrics_migration_row, wall_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_migration_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_migration_row, traj_id, H5T_NATIVE_INT64);
+    INS(t, metrics_migration_row, turn, H5T_NATIVE_INT32);
+    INS(t, metrics_migration_row, from_instance, H5T_NATIVE_INT32);
+    INS(t, metrics_migration_row, to_instance, H5T_NATIVE_INT32);
+    INS(t, metrics_migration_row, from_tp, H5T_NATIVE_INT32);
+    INS(t, metrics_migration_row, to_tp, H5T_NATIVE_INT32);
+    INS(t, metrics_migration_row, from_bucket, b);
+    INS(t, metrics_migration_row, to_bucket, b);
+    INS(t, metrics_migration_row, why, w);
+    INS(t, metrics_migration_row, est_remaining, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_migration_row, saving_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_migration_row, cost_s, H5T_NATIVE_DOUBLE);
+    H5Tclose(b);
+    H5Tclose(w);
+    return t;
+}
+
+static hid_t instance_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_instance_row));
+    hid_t b = str_type(METRICS_BUCKET_LEN);
+    INS(t, metrics_instance_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_instance_row, wall_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_instance_row, instance, H5T_NATIVE_INT32);
+    INS(t, metrics_instance_row, leader, H5T_NATIVE_INT32);
+    INS(t, metrics_instance_row, tp, H5T_NATIVE_INT32);
+    INS(t, metrics_instance_row, bucket, b);
+    INS(t, metrics_instance_row, queued, H5T_NATIVE_INT32);
+    INS(t, metrics_instance_row, running, H5T_NATIVE_INT32);
+    INS(t, metrics_instance_row, turns_in_flight, H5T_NATIVE_INT32);
+    INS(t, metrics_instance_row, kv_frac, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_instance_row, load_frac, H5T_NATIVE_DOUBLE);
+    H5Tclose(b);
+    return t;
+}
+
 struct event_read {
     double wall_s;
     int32_t step;
@@ -388,7 +533,10 @@ static void check_columns(hid_t file, const char *table, const char *const *name
 
 /* ---- round trip ---- */
 
-enum { N_STEPS = 300, N_TRAJ = 9000, N_EVENTS = 40, N_PLANS = 12, N_EVALS = 7 };
+enum {
+    N_STEPS = 300, N_TRAJ = 9000, N_EVENTS = 40, N_PLANS = 12, N_EVALS = 7, N_SCHED = 60,
+    N_MIGRATIONS = 5000, N_INSTANCES = 5 * N_SCHED
+};
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -426,6 +574,33 @@ static const char *const eval_units[] = {"1", "1", "s", "problems", "1", "1", "1
                                          "tool calls", "tokens"};
 _Static_assert(NELEM(eval_names) == 9 && NELEM(eval_units) == NELEM(eval_names),
                "one unit per /eval column");
+static const char *const sched_names[] = {
+    "step", "wall_s", "route_initial", "route_informed", "route_sticky", "route_migrate",
+    "route_reroute", "route_per_turn", "route_history", "route_scout", "route_scout_follow",
+    "route_scout_timeout", "via_preferred", "via_fallback", "via_global", "holds",
+    "migrations", "declined", "tool_returns", "finished", "learned", "tree_nodes",
+    "tree_prompts", "tree_leaves", "tree_depth", "decide_us_mean"};
+static const char *const sched_units[] = {
+    "1", "s", "decisions", "decisions", "decisions", "decisions", "decisions", "decisions",
+    "decisions", "decisions", "decisions", "decisions", "decisions", "decisions", "decisions",
+    "decisions", "migrations", "bucket changes", "tool returns", "trajectories",
+    "trajectories", "nodes", "prompts", "nodes", "tool returns", "us"};
+_Static_assert(NELEM(sched_names) == 26 && NELEM(sched_units) == NELEM(sched_names),
+               "one unit per /sched column");
+static const char *const migration_names[] = {
+    "wall_s", "step", "traj_id", "turn", "from_instance", "to_instance", "from_tp", "to_tp",
+    "from_bucket", "to_bucket", "why", "est_remaining", "saving_s", "cost_s"};
+static const char *const migration_units[] = {"s", "1", "1", "1", "1", "1", "ranks", "ranks",
+                                              "text", "text", "text", "tokens", "s", "s"};
+_Static_assert(NELEM(migration_names) == 14 && NELEM(migration_units) == NELEM(migration_names),
+               "one unit per /migrations column");
+static const char *const instance_names[] = {
+    "step", "wall_s", "instance", "leader", "tp", "bucket", "queued", "running",
+    "turns_in_flight", "kv_frac", "load_frac"};
+static const char *const instance_units[] = {"1", "s", "1", "1", "ranks", "text", "turns",
+                                             "turns", "turns", "1", "1"};
+_Static_assert(NELEM(instance_names) == 11 && NELEM(instance_units) == NELEM(instance_names),
+               "one unit per /instances column");
 
 static void check_steps(hid_t f, size_t expect)
 {
@@ -511,6 +686,128 @@ static void check_tool_columns(hid_t f, size_t expect)
     CU_ASSERT(H5Tget_member_index(t, "tool_calls") < 0);
     H5Tclose(t);
     H5Dclose(d);
+}
+
+static void check_sched(hid_t f, size_t expect)
+{
+    hid_t mt = sched_mtype();
+    size_t n;
+    struct metrics_sched_row *rows = read_table(f, "sched", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_sched_row e = make_sched((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->wall_s, e.wall_s);
+        for (int k = 0; k < METRICS_SCHED_N_ROUTES; k++)
+            CU_ASSERT_EQUAL(g->routes[k], e.routes[k]);
+        for (int k = 0; k < METRICS_SCHED_N_VIA; k++) CU_ASSERT_EQUAL(g->via[k], e.via[k]);
+        CU_ASSERT_EQUAL(g->holds, e.holds);
+        CU_ASSERT_EQUAL(g->migrations, e.migrations);
+        CU_ASSERT_EQUAL(g->declined, e.declined);
+        CU_ASSERT_EQUAL(g->tool_returns, e.tool_returns);
+        CU_ASSERT_EQUAL(g->finished, e.finished);
+        CU_ASSERT_EQUAL(g->learned, e.learned);
+        CU_ASSERT_EQUAL(g->tree_nodes, e.tree_nodes);
+        CU_ASSERT_EQUAL(g->tree_prompts, e.tree_prompts);
+        CU_ASSERT_EQUAL(g->tree_leaves, e.tree_leaves);
+        CU_ASSERT_EQUAL(g->tree_depth, e.tree_depth);
+        CU_ASSERT_EQUAL(g->decide_us_mean, e.decide_us_mean);
+    }
+    free(rows);
+}
+
+/*
+ * The route_* and via_* columns one by one, as h5py/pandas users read them: each is a
+ * plain <i8 column holding its element of routes[] / via[] (enum order; a swap shows).
+ */
+static void check_sched_columns(hid_t f, size_t expect)
+{
+    for (int c = 0; c < METRICS_SCHED_N_ROUTES + METRICS_SCHED_N_VIA; c++) {
+        bool is_route = c < METRICS_SCHED_N_ROUTES;
+        int k = is_route ? c : c - METRICS_SCHED_N_ROUTES;
+        const char *name = is_route ? route_cols[k] : via_cols[k];
+        hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(int64_t));
+        H5Tinsert(mt, name, 0, H5T_NATIVE_INT64);
+        size_t n;
+        int64_t *col = read_table(f, "sched", mt, sizeof *col, &n);
+        H5Tclose(mt);
+        CU_ASSERT_FATAL(col != NULL);
+        CU_ASSERT_EQUAL(n, expect);
+        for (size_t i = 0; i < n && i < expect; i++) {
+            struct metrics_sched_row e = make_sched((int)i);
+            CU_ASSERT_EQUAL(col[i], is_route ? e.routes[k] : e.via[k]);
+        }
+        free(col);
+    }
+    hid_t d = H5Dopen2(f, "sched", H5P_DEFAULT);
+    hid_t t = H5Dget_type(d);
+    for (int c = 0; c < METRICS_SCHED_N_ROUTES; c++) {
+        int idx = H5Tget_member_index(t, route_cols[c]);
+        CU_ASSERT_FATAL(idx >= 0);
+        hid_t mt = H5Tget_member_type(t, (unsigned)idx);
+        CU_ASSERT_EQUAL(H5Tget_class(mt), H5T_INTEGER);
+        CU_ASSERT_EQUAL(H5Tget_size(mt), 8);
+        H5Tclose(mt);
+    }
+    CU_ASSERT(H5Tget_member_index(t, "routes") < 0);
+    CU_ASSERT(H5Tget_member_index(t, "via") < 0);
+    H5Tclose(t);
+    H5Dclose(d);
+}
+
+static void check_migrations(hid_t f, size_t expect)
+{
+    hid_t mt = migration_mtype();
+    size_t n;
+    struct metrics_migration_row *rows = read_table(f, "migrations", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_migration_row e = make_migration((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->wall_s, e.wall_s);
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->traj_id, e.traj_id);
+        CU_ASSERT_EQUAL(g->turn, e.turn);
+        CU_ASSERT_EQUAL(g->from_instance, e.from_instance);
+        CU_ASSERT_EQUAL(g->to_instance, e.to_instance);
+        CU_ASSERT_EQUAL(g->from_tp, e.from_tp);
+        CU_ASSERT_EQUAL(g->to_tp, e.to_tp);
+        CU_ASSERT_STRING_EQUAL(g->from_bucket, e.from_bucket);
+        CU_ASSERT_STRING_EQUAL(g->to_bucket, e.to_bucket);
+        CU_ASSERT_STRING_EQUAL(g->why, e.why);
+        CU_ASSERT_EQUAL(g->est_remaining, e.est_remaining);
+        CU_ASSERT_EQUAL(g->saving_s, e.saving_s);
+        CU_ASSERT_EQUAL(g->cost_s, e.cost_s);
+    }
+    free(rows);
+}
+
+static void check_instances(hid_t f, size_t expect)
+{
+    hid_t mt = instance_mtype();
+    size_t n;
+    struct metrics_instance_row *rows = read_table(f, "instances", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_instance_row e = make_instance((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->wall_s, e.wall_s);
+        CU_ASSERT_EQUAL(g->instance, e.instance);
+        CU_ASSERT_EQUAL(g->leader, e.leader);
+        CU_ASSERT_EQUAL(g->tp, e.tp);
+        CU_ASSERT_STRING_EQUAL(g->bucket, e.bucket);
+        CU_ASSERT_EQUAL(g->queued, e.queued);
+        CU_ASSERT_EQUAL(g->running, e.running);
+        CU_ASSERT_EQUAL(g->turns_in_flight, e.turns_in_flight);
+        CU_ASSERT_EQUAL(g->kv_frac, e.kv_frac);
+        CU_ASSERT_EQUAL(g->load_frac, e.load_frac);
+    }
+    free(rows);
 }
 
 static void check_evals(hid_t f, size_t expect)
@@ -646,7 +943,31 @@ static void test_round_trip(void)
         struct metrics_eval_row r = make_eval(i);
         CU_ASSERT_EQUAL(metrics_eval(m, &r), 0);
     }
+    for (int i = 0; i < N_SCHED / 2; i++) {
+        struct metrics_sched_row r = make_sched(i);
+        CU_ASSERT_EQUAL(metrics_sched(m, &r), 0);
+    }
+    for (int i = 0; i < N_MIGRATIONS / 2; i++) {
+        struct metrics_migration_row r = make_migration(i);
+        CU_ASSERT_EQUAL(metrics_migration(m, &r), 0);
+    }
+    for (int i = 0; i < N_INSTANCES / 2; i++) {
+        struct metrics_instance_row r = make_instance(i);
+        CU_ASSERT_EQUAL(metrics_instance(m, &r), 0);
+    }
     CU_ASSERT_EQUAL(metrics_flush(m), 0);
+    for (int i = N_SCHED / 2; i < N_SCHED; i++) {
+        struct metrics_sched_row r = make_sched(i);
+        CU_ASSERT_EQUAL(metrics_sched(m, &r), 0);
+    }
+    for (int i = N_MIGRATIONS / 2; i < N_MIGRATIONS; i++) {
+        struct metrics_migration_row r = make_migration(i);
+        CU_ASSERT_EQUAL(metrics_migration(m, &r), 0);
+    }
+    for (int i = N_INSTANCES / 2; i < N_INSTANCES; i++) {
+        struct metrics_instance_row r = make_instance(i);
+        CU_ASSERT_EQUAL(metrics_instance(m, &r), 0);
+    }
     for (int i = N_EVALS / 2; i < N_EVALS; i++) {
         struct metrics_eval_row r = make_eval(i);
         CU_ASSERT_EQUAL(metrics_eval(m, &r), 0);
@@ -684,14 +1005,27 @@ static void test_round_trip(void)
     check_columns(f, "events", event_names, event_units, 4);
     check_columns(f, "plans", plan_names_full, plan_units, 10);
     check_columns(f, "eval", eval_names, eval_units, NELEM(eval_names));
+    check_columns(f, "sched", sched_names, sched_units, NELEM(sched_names));
+    check_columns(f, "migrations", migration_names, migration_units, NELEM(migration_names));
+    check_columns(f, "instances", instance_names, instance_units, NELEM(instance_names));
     check_steps(f, N_STEPS);
     check_trajs(f, N_TRAJ);
     check_events(f, N_EVENTS);
     check_plans(f, N_PLANS);
     check_tool_columns(f, N_STEPS);
     check_evals(f, N_EVALS);
+    check_sched(f, N_SCHED);
+    check_sched_columns(f, N_SCHED);
+    check_migrations(f, N_MIGRATIONS);
+    check_instances(f, N_INSTANCES);
 
-    hid_t d = H5Dopen2(f, "trajectories", H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "migrations", H5P_DEFAULT);
+    char whys[128];
+    CU_ASSERT(attr_string(d, "values.why", whys, sizeof whys));
+    for (int k = 0; k < NELEM(mig_whys); k++) CU_ASSERT(strstr(whys, mig_whys[k]) != NULL);
+    H5Dclose(d);
+
+    d = H5Dopen2(f, "trajectories", H5P_DEFAULT);
     hid_t dcpl = H5Dget_create_plist(d);
     hsize_t chunk = 0;
     H5Pget_chunk(dcpl, 1, &chunk);
@@ -720,7 +1054,7 @@ static void test_round_trip(void)
     CU_ASSERT(attr_num(f, "world_size", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 9);
     CU_ASSERT(attr_num(f, "schema_version", H5T_NATIVE_INT64, &v));
-    CU_ASSERT_EQUAL(v, 2);
+    CU_ASSERT_EQUAL(v, 3);
     CU_ASSERT(attr_num(f, "steps_requested", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 2 * N_STEPS);
     CU_ASSERT(attr_num(f, "throughput", H5T_NATIVE_DOUBLE, &x));
@@ -747,6 +1081,14 @@ static void test_edge_values(void)
     struct metrics_plan_row p = make_plan(0);
     memset(p.rollout_tp, '7', sizeof p.rollout_tp); /* not terminated: must be cut */
     CU_ASSERT_EQUAL(metrics_plan(m, &p), 0);
+    struct metrics_migration_row mg = make_migration(0); /* none terminated: all cut */
+    memset(mg.from_bucket, 'f', sizeof mg.from_bucket);
+    memset(mg.to_bucket, 't', sizeof mg.to_bucket);
+    memset(mg.why, 'w', sizeof mg.why);
+    CU_ASSERT_EQUAL(metrics_migration(m, &mg), 0);
+    struct metrics_instance_row in = make_instance(0);
+    memset(in.bucket, 'b', sizeof in.bucket);
+    CU_ASSERT_EQUAL(metrics_instance(m, &in), 0);
     CU_ASSERT_EQUAL(metrics_close(m, "failed"), 0);
 
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -780,6 +1122,31 @@ static void test_edge_values(void)
     CU_ASSERT_FATAL(pl != NULL);
     CU_ASSERT_EQUAL(strlen(pl[0].rollout_tp), 127);
     free(pl);
+    mt = migration_mtype();
+    struct metrics_migration_row *mr = read_table(f, "migrations", mt, sizeof *mr, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(mr != NULL);
+    CU_ASSERT_EQUAL(n, 1);
+    CU_ASSERT_EQUAL(strlen(mr[0].from_bucket), METRICS_BUCKET_LEN - 1);
+    CU_ASSERT_EQUAL(strlen(mr[0].to_bucket), METRICS_BUCKET_LEN - 1);
+    CU_ASSERT_EQUAL(strlen(mr[0].why), METRICS_MIG_WHY_LEN - 1);
+    CU_ASSERT_EQUAL(mr[0].to_bucket[0], 't');
+    CU_ASSERT_EQUAL(mr[0].traj_id, make_migration(0).traj_id);
+    free(mr);
+    mt = instance_mtype();
+    struct metrics_instance_row *ir = read_table(f, "instances", mt, sizeof *ir, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(ir != NULL);
+    CU_ASSERT_EQUAL(n, 1);
+    CU_ASSERT_EQUAL(strlen(ir[0].bucket), METRICS_BUCKET_LEN - 1);
+    CU_ASSERT_EQUAL(ir[0].queued, -1);
+    free(ir);
+    mt = sched_mtype();
+    rows = read_table(f, "sched", mt, sizeof(struct metrics_sched_row), &n);
+    H5Tclose(mt);
+    CU_ASSERT(rows != NULL);
+    CU_ASSERT_EQUAL(n, 0);
+    free(rows);
     mt = eval_mtype();
     rows = read_table(f, "eval", mt, sizeof(struct metrics_eval_row), &n);
     H5Tclose(mt);
@@ -794,6 +1161,10 @@ static void test_edge_values(void)
     CU_ASSERT_EQUAL(metrics_step(NULL, NULL), -1);
     struct metrics_eval_row ev0 = make_eval(0);
     CU_ASSERT_EQUAL(metrics_eval(NULL, &ev0), -1);
+    struct metrics_sched_row sr = make_sched(0);
+    CU_ASSERT_EQUAL(metrics_sched(NULL, &sr), -1);
+    CU_ASSERT_EQUAL(metrics_migration(NULL, &mg), -1);
+    CU_ASSERT_EQUAL(metrics_instance(NULL, &in), -1);
 }
 
 static void test_open_existing_fails(void)
@@ -882,6 +1253,180 @@ static void test_hdf5_error_message(void)
     CU_ASSERT(fn != NULL);
 }
 
+/* ---- metrics_write_with ---- */
+
+enum { TREE_N = 5 };
+
+/* What the /tree writer below saw and did. */
+struct tree_arg {
+    hsize_t sched_rows_on_disk; /* /sched's extent when the writer ran */
+    int calls;
+    int fail_with;              /* 0: write the group; else return this with a message */
+    bool hdf5_error;            /* provoke an HDF5 error (group exists) and report it */
+    hid_t leak;                 /* an object deliberately left open, closed by the test */
+};
+
+/* A miniature of the scheduler's /tree: a group, a dataset, attributes. */
+static int write_tree(int64_t file, void *varg, char *err, size_t errlen)
+{
+    struct tree_arg *a = varg;
+    hid_t fid = (hid_t)file;
+    a->calls++;
+    hid_t d = H5Dopen2(fid, "sched", H5P_DEFAULT);
+    if (d >= 0) {
+        hid_t sp = H5Dget_space(d);
+        H5Sget_simple_extent_dims(sp, &a->sched_rows_on_disk, NULL);
+        H5Sclose(sp);
+        H5Dclose(d);
+    }
+    if (a->fail_with) {
+        snprintf(err, errlen, "tree writer: boom %d", a->fail_with);
+        return a->fail_with;
+    }
+    if (a->hdf5_error) {
+        hid_t g = H5Gcreate2(fid, "tree", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g >= 0) {
+            H5Gclose(g);
+            return 0;
+        }
+        snprintf(err, errlen, "tree writer: H5Gcreate2(/tree) failed");
+        return -1;
+    }
+    hid_t g = H5Gcreate2(fid, "tree", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) {
+        snprintf(err, errlen, "tree writer: cannot create /tree");
+        return -1;
+    }
+    hsize_t dims = TREE_N;
+    float rem[TREE_N] = {1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
+    hid_t sp = H5Screate_simple(1, &dims, NULL);
+    hid_t ds = H5Dcreate2(g, "rem", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t w = H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rem);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    hid_t as = H5Screate(H5S_SCALAR);
+    int64_t version = 1;
+    hid_t at = H5Acreate2(g, "version", H5T_STD_I64LE, as, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t wa = H5Awrite(at, H5T_NATIVE_INT64, &version);
+    H5Aclose(at);
+    H5Sclose(as);
+    H5Gclose(g);
+    if (w < 0 || wa < 0) {
+        snprintf(err, errlen, "tree writer: write failed");
+        return -1;
+    }
+    return 0;
+}
+
+/* Leaves a group open on purpose (the test closes it through a->leak). */
+static int leaky_writer(int64_t file, void *varg, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    struct tree_arg *a = varg;
+    a->leak = H5Gcreate2((hid_t)file, "leaky", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    return a->leak >= 0 ? 0 : -1;
+}
+
+/* Runs metrics_write_with with stderr captured into log; returns its result. */
+static int write_with_captured(struct metrics *m,
+                               int (*fn)(int64_t, void *, char *, size_t), void *arg,
+                               const char *log, char **text)
+{
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *lf = fopen(log, "w");
+    CU_ASSERT_FATAL(lf != NULL && saved >= 0);
+    dup2(fileno(lf), 2);
+    int rc = metrics_write_with(m, fn, arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(lf);
+    *text = slurp(log);
+    return rc;
+}
+
+static void test_write_with(void)
+{
+    const char *path = scratch("tree.h5");
+    const char *log = scratch("tree.log");
+    char err[512] = "";
+    struct metrics *m = metrics_open(path, "x", 2, "cpu", err, sizeof err);
+    CU_ASSERT_FATAL(m != NULL);
+    for (int i = 0; i < 4; i++) { /* buffered: must reach the file before the writer runs */
+        struct metrics_sched_row r = make_sched(i);
+        CU_ASSERT_EQUAL(metrics_sched(m, &r), 0);
+    }
+    struct tree_arg a = {0};
+    a.leak = H5I_INVALID_HID;
+    char *text = NULL;
+    CU_ASSERT_EQUAL(write_with_captured(m, write_tree, &a, log, &text), 0);
+    CU_ASSERT_EQUAL(a.calls, 1);
+    CU_ASSERT_EQUAL(a.sched_rows_on_disk, 4);
+    CU_ASSERT_STRING_EQUAL(text, ""); /* nothing logged on success */
+    free(text);
+
+    /* The writer's own failure: its result comes back, its message is logged. */
+    a.fail_with = 7;
+    CU_ASSERT_EQUAL(write_with_captured(m, write_tree, &a, log, &text), 7);
+    CU_ASSERT(strstr(text, "boom 7") != NULL);
+    CU_ASSERT(strstr(text, path) != NULL);
+    free(text);
+
+    /* An HDF5 error inside the writer (/tree exists): reported by the writer, HDF5's
+     * automatic printing off, the error stack cleared. */
+    a.fail_with = 0;
+    a.hdf5_error = true;
+    CU_ASSERT_EQUAL(write_with_captured(m, write_tree, &a, log, &text), -1);
+    CU_ASSERT(strstr(text, "H5Gcreate2(/tree) failed") != NULL);
+    CU_ASSERT(strstr(text, "HDF5-DIAG") == NULL);
+    free(text);
+
+    /* A writer that leaves an object open is warned about. */
+    CU_ASSERT_EQUAL(write_with_captured(m, leaky_writer, &a, log, &text), 0);
+    CU_ASSERT(strstr(text, "left 1 HDF5 object") != NULL);
+    free(text);
+    CU_ASSERT(a.leak >= 0);
+    if (a.leak >= 0) H5Gclose(a.leak);
+
+    CU_ASSERT_EQUAL(metrics_write_with(NULL, write_tree, &a), -1);
+    CU_ASSERT_EQUAL(metrics_write_with(m, NULL, &a), -1);
+    CU_ASSERT_EQUAL(a.calls, 3);
+    struct metrics_sched_row r = make_sched(4); /* rows still work after the writer */
+    CU_ASSERT_EQUAL(metrics_sched(m, &r), 0);
+    CU_ASSERT_EQUAL(metrics_close(m, "complete"), 0);
+    H5E_auto2_t fn = NULL;
+    void *data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &fn, &data);
+    CU_ASSERT(fn != NULL); /* HDF5's automatic printing is back on */
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    check_sched(f, 5);
+    hid_t g = H5Gopen2(f, "tree", H5P_DEFAULT);
+    CU_ASSERT_FATAL(g >= 0);
+    int64_t version = 0;
+    CU_ASSERT(attr_num(g, "version", H5T_NATIVE_INT64, &version));
+    CU_ASSERT_EQUAL(version, 1);
+    float rem[TREE_N + 1] = {0};
+    hid_t ds = H5Dopen2(g, "rem", H5P_DEFAULT);
+    CU_ASSERT_FATAL(ds >= 0);
+    hid_t sp = H5Dget_space(ds);
+    CU_ASSERT_EQUAL(H5Sget_simple_extent_npoints(sp), TREE_N);
+    H5Sclose(sp);
+    CU_ASSERT(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rem) >= 0);
+    CU_ASSERT_EQUAL(rem[0], 1.5f);
+    CU_ASSERT_EQUAL(rem[TREE_N - 1], 5.5f);
+    H5Dclose(ds);
+    H5Gclose(g);
+    CU_ASSERT(H5Lexists(f, "leaky", H5P_DEFAULT) > 0);
+    char s[64];
+    CU_ASSERT(attr_string(f, "status", s, sizeof s));
+    CU_ASSERT_STRING_EQUAL(s, "complete");
+    H5Fclose(f);
+}
+
 /* A run killed after metrics_flush(): its file opens, has the flushed rows, reads "running". */
 static void test_killed_run_readable(void)
 {
@@ -899,12 +1444,24 @@ static void test_killed_run_readable(void)
             struct metrics_traj_row t = make_traj(i);
             if (metrics_step(m, &r) || metrics_traj(m, &t)) _exit(4);
         }
+        for (int i = 0; i < 3; i++) {
+            struct metrics_sched_row s = make_sched(i);
+            struct metrics_migration_row g = make_migration(i);
+            struct metrics_instance_row n = make_instance(i);
+            if (metrics_sched(m, &s) || metrics_migration(m, &g) || metrics_instance(m, &n))
+                _exit(7);
+        }
+        struct tree_arg a = {0};
+        a.leak = H5I_INVALID_HID;
+        if (metrics_write_with(m, write_tree, &a) != 0 || a.sched_rows_on_disk != 3) _exit(8);
         struct metrics_eval_row ev = make_eval(0);
         if (metrics_eval(m, &ev) || metrics_event(m, 1.0, 3, "resplit", "before kill") ||
             metrics_flush(m))
             _exit(5);
         struct metrics_step_row r = make_step(3); /* buffered, never flushed: lost */
         metrics_step(m, &r);
+        struct metrics_migration_row g = make_migration(3);
+        metrics_migration(m, &g);
         raise(SIGKILL);
         _exit(6);
     }
@@ -918,6 +1475,14 @@ static void test_killed_run_readable(void)
     check_steps(f, 3);
     check_trajs(f, 3);
     check_evals(f, 1);
+    check_sched(f, 3);
+    check_migrations(f, 3);
+    check_instances(f, 3);
+    hid_t g = H5Gopen2(f, "tree", H5P_DEFAULT);
+    CU_ASSERT(g >= 0);
+    int64_t version = 0;
+    CU_ASSERT(g >= 0 && attr_num(g, "version", H5T_NATIVE_INT64, &version) && version == 1);
+    if (g >= 0) H5Gclose(g);
     char s[64];
     CU_ASSERT(attr_string(f, "status", s, sizeof s));
     CU_ASSERT_STRING_EQUAL(s, "running");
@@ -1137,6 +1702,7 @@ int main(void)
         {"open refuses an existing file (exists)", test_open_existing_fails},
         {"open in a missing directory fails clearly", test_open_missing_dir_fails},
         {"HDF5 errors name the call and the reason", test_hdf5_error_message},
+        {"metrics_write_with: a /tree group, errors, leaks", test_write_with},
         {"a run killed after flush leaves a readable file", test_killed_run_readable},
         {NULL, NULL},
     };

@@ -2,8 +2,10 @@
  * rule of the trajectory book. */
 #include <math.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "libra/config.h"
 #include "libra/plan.h"
 #include "libra/planner.h"
 #include "libra/sched.h"
@@ -163,33 +165,50 @@ static void test_planner_schedule_cycles(void)
     plan_free(&p);
 }
 
-static void test_sched_least_loaded(void)
+/* load_balance with KV balance and affinity (what least_loaded was before C-MLFQ):
+ * the least normalised KV load wins, a trajectory stays within the margin, ties
+ * rotate. (The policies' own suites are test_cmlfq and test_sched_baselines.) */
+static int route_lb(struct sched *s, const struct sched_turn *t, const struct sched_instance *in,
+                    int n)
 {
+    struct sched_decision d;
+    sched_route(s, t, in, n, 0, &d);
+    return d.instance;
+}
+
+static void test_sched_load_balance(void)
+{
+    struct libra_config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.sched.type, sizeof cfg.sched.type, "load_balance");
     struct sched s;
-    struct sched_config sc = {"least_loaded"};
     char err[256];
-    CU_ASSERT_EQUAL_FATAL(sched_init(&s, &sc, err, sizeof err), 0);
-    struct sched_instance in[3] = {{1, 1, 1000, 500, 1}, {2, 4, 8000, 2000, 1}, {6, 1, 1000, 100, 1}};
-    struct sched_turn t = {7, 0, 100, 100, -1, 0};
+    CU_ASSERT_EQUAL_FATAL(sched_init(&s, &cfg.sched, NULL, NULL, 0, err, sizeof err), 0);
+    struct sched_instance in[3] = {{1, 1, 1000, 500, 1, -1, -1, -1},
+                                   {2, 4, 8000, 2000, 1, -1, -1, -1},
+                                   {6, 1, 1000, 100, 1, -1, -1, -1}};
+    struct sched_turn t = {.traj_id = 7, .ctx_tokens = 100, .budget = 100, .prev = -1};
     /* normalised loads 0.5, 0.25, 0.1 */
-    CU_ASSERT_EQUAL(sched_route(&s, &t, in, 3), 2);
+    CU_ASSERT_EQUAL(route_lb(&s, &t, in, 3), 2);
     /* sticky: previous instance within the margin keeps the trajectory */
     in[2].load = 300; /* 0.3 vs 0.25 */
     t.prev = 2;
-    CU_ASSERT_EQUAL(sched_route(&s, &t, in, 3), 2);
-    /* beyond the margin it migrates */
+    t.turn = 1;
+    CU_ASSERT_EQUAL(route_lb(&s, &t, in, 3), 2);
+    /* beyond the margin it moves */
     in[2].load = 400; /* 0.4 */
-    CU_ASSERT_EQUAL(sched_route(&s, &t, in, 3), 1);
-    CU_ASSERT_EQUAL(s.migrated, 1);
+    CU_ASSERT_EQUAL(route_lb(&s, &t, in, 3), 1);
     /* ties rotate */
-    struct sched_instance eq[4] = {{1, 1, 10, 0, 0}, {2, 1, 10, 0, 0}, {3, 1, 10, 0, 0}, {4, 1, 10, 0, 0}};
+    struct sched_instance eq[4] = {{1, 1, 10, 0, 0, -1, -1, -1}, {2, 1, 10, 0, 0, -1, -1, -1},
+                                   {3, 1, 10, 0, 0, -1, -1, -1}, {4, 1, 10, 0, 0, -1, -1, -1}};
     t.prev = -1;
     int seen[4] = {0};
-    for (int k = 0; k < 4; k++) seen[sched_route(&s, &t, eq, 4)]++;
+    for (int k = 0; k < 4; k++) {
+        t.traj_id = 100 + k;
+        seen[route_lb(&s, &t, eq, 4)]++;
+    }
     for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(seen[k], 1);
-    struct sched_config bad = {"fifo"};
-    CU_ASSERT_EQUAL(sched_init(&s, &bad, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "least_loaded"));
+    sched_free(&s);
 }
 
 /* Finishes every trajectory of group g, their first tokens at version v. */
@@ -338,7 +357,7 @@ int main(void)
         {"scripted planner cycles the schedule", test_planner_schedule_cycles},
         {NULL, NULL}};
     static const struct test_case sched_cases[] = {
-        {"least loaded: normalised, sticky, rotating", test_sched_least_loaded}, {NULL, NULL}};
+        {"load_balance: normalised, sticky, rotating", test_sched_load_balance}, {NULL, NULL}};
     static const struct test_case tt_cases[] = {
         {"staleness: due groups go first, oldest first", test_staleness_must_go},
         {"staleness: no overtaking into a deadlock", test_staleness_no_overtaking_deadlock},

@@ -5,8 +5,9 @@
  *   log-probs against the training path (tfm_forward); tool calls run on the pool
  *   and their payloads; the turn limit; budgets and the slot capacity; prefix reuse
  *   (normal, diverging, exact) against a fresh engine; a weight swap in the middle
- *   of turns (versions and log-probs of both models); handback; and random models
- *   producing arbitrary output, with swaps and handbacks, never breaking the engine.
+ *   of turns (versions and log-probs of both models); handback; random models
+ *   producing arbitrary output, with swaps and handbacks, never breaking the engine;
+ *   and the admission order (fifo vs mlfq) when slots are scarce.
  *
  * Two kinds of model: random ones (tfm_params_init_random), whose output is close
  * to arbitrary bytes and special tokens, and "scripted" ones whose next token is a
@@ -855,6 +856,53 @@ static void test_arbitrary_output(void)
     tfm_params_free(&a);
 }
 
+/* ---- (10) the instance queue ---- */
+
+/* One slot; a long-estimate turn then a short-estimate one are queued. Returns the
+ * trajectory of the first result (the first admitted: one turn at a time). */
+static int64_t first_served(const struct iqueue_config *q)
+{
+    struct tfm_params p;
+    calc_script_model(&p);
+    struct rollout_cpu_config rc = engine_cfg(1, 4);
+    rc.max_turns = 1; /* </tool_call> ends the trajectory: no tool runs */
+    rc.queue = *q;
+    struct rollout_cpu *r = rollout_cpu_create(&tiny, p.mem, 1, calc_env(), &rc);
+    int32_t ctx[64];
+    int n_ctx = encode("<|bos|><|user|>q<|assistant|>", ctx, 64);
+    struct rollout_turn_in in = {.traj_id = 1, .rng_key = 1, .budget = 16, .n_ctx = n_ctx,
+                                 .ctx = ctx, .est_remaining = 100000};
+    rollout_cpu_submit(r, &in);
+    in.traj_id = in.rng_key = 2;
+    in.est_remaining = 10;
+    rollout_cpu_submit(r, &in);
+    int queued, running;
+    double kv;
+    rollout_cpu_queue_stats(r, &queued, &running, &kv);
+    CU_ASSERT(queued == 2 && running == 0 && kv == 0.0);
+    CU_ASSERT(rollout_cpu_step(r));
+    rollout_cpu_queue_stats(r, &queued, &running, &kv);
+    CU_ASSERT(queued == 1 && running == 1 && kv == 1.0);
+    struct turn_rec a, b;
+    CU_ASSERT_FATAL(run_one(r, &a, 100));
+    CU_ASSERT_FATAL(run_one(r, &b, 100));
+    CU_ASSERT(a.final && b.final && a.n_gen == 5 && b.n_gen == 5);
+    CU_ASSERT_EQUAL(a.traj + b.traj, 3);
+    CU_ASSERT_EQUAL(memcmp(a.ids, b.ids, 5 * sizeof *a.ids), 0); /* order changes no token */
+    CU_ASSERT_EQUAL(rollout_cpu_busy(r), 0);
+    rollout_cpu_free(r);
+    tfm_params_free(&p);
+    return a.traj;
+}
+
+static void test_queue_order(void)
+{
+    struct iqueue_config fifo = {.mlfq = 0, .n_levels = 4, .base_tokens = 1024},
+                         mlfq = {.mlfq = 1, .n_levels = 4, .base_tokens = 1024};
+    CU_ASSERT_EQUAL(first_served(&fifo), 1); /* arrival order */
+    CU_ASSERT_EQUAL(first_served(&mlfq), 2); /* level 0 before level 3 */
+}
+
 static const struct test_case cases[] = {
     {"determinism over order, slots and chunks", test_determinism},
     {"behaviour log-probs = training path", test_logprob_training_path},
@@ -865,6 +913,7 @@ static const struct test_case cases[] = {
     {"weights swapped mid-turn", test_set_weights},
     {"handback", test_handback},
     {"arbitrary model output", test_arbitrary_output},
+    {"mlfq admits the short-estimate turn first", test_queue_order},
     {NULL, NULL}};
 
 static const struct test_suite suites[] = {{"rollout_cpu", cases}, {NULL, NULL}};

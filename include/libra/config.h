@@ -102,8 +102,42 @@ struct plan_config {
     struct plan_spec schedule[CFG_MAX_SCHEDULE];  /* epoch e uses schedule[e % n] */
 };
 
+/* One scheduler bucket: a name, the TP degrees of its instances in order of
+ * preference, and its token threshold (cmlfq: remaining decode tokens; length_aware:
+ * context tokens; la_mlfq: generated tokens before demotion). */
+#define CFG_MAX_BUCKETS 8
+struct sched_bucket_spec {
+    char name[32];
+    int n_tp;
+    int tp[4];       /* each 1, 2, 4 or 8, no repeats */
+    int max_tokens;
+};
+
 struct sched_config {
-    char policy[32]; /* least_loaded (c-mlfq and the baselines come later) */
+    char type[32];        /* cmlfq | load_balance | length_aware | la_mlfq */
+    char balance[32];     /* kv | connections | round_robin | weighted: choice within a TP class */
+    double weights[4];    /* balance = weighted: weight of TP 1, 2, 4, 8 */
+    double max_load;      /* cap on normalised KV load for preferred/fallback routes; 0 = none */
+    int fallback;         /* 1: try other buckets' TPs before the global fallback */
+    int affinity;         /* load_balance, length_aware: keep a trajectory on its instance */
+    int n_buckets;
+    struct sched_bucket_spec buckets[CFG_MAX_BUCKETS]; /* ascending max_tokens */
+    char default_bucket[32]; /* cmlfq: first-turn bucket; "" = informed placement */
+    int payload_small, payload_large; /* tool-return size classes, tokens */
+    int window;           /* cmlfq: samples per tree node */
+    int min_samples;      /* cmlfq: support before a node may move a trajectory */
+    double shrink;        /* cmlfq: pseudo-count of the shrinkage prior */
+    double hysteresis;    /* cmlfq: a move needs saving > (1 + hysteresis) x cost */
+    int max_migrations;   /* cmlfq: moves per trajectory at most */
+    int rebuild_interval; /* cmlfq: steps between tree rebuilds from recent trajectories; 0 = never */
+    int max_recent;       /* cmlfq: recent trajectories kept for the rebuild */
+    char tree_in[CFG_PATH_MAX]; /* cmlfq: tree to start from (a metrics or tree file); "" = empty */
+    char instance_queue[16]; /* fifo | mlfq: order of admission inside an instance */
+    int queue_levels;     /* mlfq: levels */
+    int queue_base_tokens;/* mlfq: first level threshold (x4 per level) */
+    double queue_age_s;   /* mlfq: waiting seconds per level risen; 0 = no aging */
+    double scout_timeout_s; /* la_mlfq: a held sibling waits this long for its scout */
+    int history_ttl;      /* la_mlfq: steps a prompt's recorded length stays valid */
 };
 
 struct env_config {

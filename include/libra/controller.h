@@ -35,6 +35,8 @@
 struct ctl_step_acc {        /* accumulated since the last step row */
     double rollout_busy_rank_s;
     double t_start;
+    double sched_s;            /* wall seconds in sched_route */
+    int64_t sched_n;           /* routing decisions */
 };
 
 struct ctl_batch {           /* the step in flight, for its /steps row */
@@ -113,6 +115,9 @@ struct controller {
     struct planner planner;
     struct sched sched;
     struct sched_instance *inst; /* (plan.n_instances) */
+    const char *tool_names[WL_MAX_TOOLS]; /* names of the tool indices turn results carry */
+    int64_t *held;             /* (n_held) turns the scheduler asked to hold (la_mlfq) */
+    size_t n_held, cap_held;
     struct outbox ob;
     struct wire_buf msg;       /* receive buffer */
     struct wire_buf pack;      /* packing scratch */
@@ -183,6 +188,13 @@ void ctl_real_step_row(struct controller *c, const struct wire_train_done *d,
 void ctl_eval_request(struct controller *c);
 void ctl_eval_progress(struct controller *c);
 void ctl_eval_finished_traj(struct controller *c, struct traj *t);
+/* ctl_sched.c: the scheduler's side of the loop -- per-step /sched, /instances and
+ * /migrations rows, the prefix tree at the end of the run and in checkpoints. */
+void ctl_sched_init(struct controller *c);
+void ctl_sched_step_rows(struct controller *c, double now);
+void ctl_sched_finish_run(struct controller *c);
+/* Writes dir/tree.h5 (cmlfq; a no-op for the other policies). */
+int ctl_sched_save_tree(const struct controller *c, const char *dir, char *err, size_t errlen);
 /* Checkpoints. */
 void ctl_ckpt_start(struct controller *c);
 void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d);

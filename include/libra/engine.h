@@ -16,6 +16,18 @@
  * gain k tokens at once, k bounded by the next completion or event), so emulating a
  * 30K-token trajectory costs a handful of iterations, not 30K. The worker maps
  * virtual time to wall time with device.time_scale.
+ *
+ * Queue discipline (cfg.queue, include/libra/iqueue.h):
+ *   fifo  queued sequences are admitted in arrival order; when KV runs out the newest
+ *         running sequence is preempted (vLLM's FCFS; the reference's behaviour);
+ *   mlfq  queued sequences are admitted in iq_compare order: level (from
+ *         req.est_remaining and the tokens generated, aged by the virtual seconds
+ *         since the sequence last entered the queue), then arrival; preemption takes
+ *         the running sequence of the highest level (aging does not count while
+ *         running), the newest among equals.
+ *   In both, admission stops at the first sequence in that order whose KV does not
+ *   fit (head of line): a large high-priority sequence is not starved by smaller ones
+ *   slipping past it.
  */
 #ifndef LIBRA_ENGINE_H
 #define LIBRA_ENGINE_H
@@ -23,6 +35,7 @@
 #include <stdint.h>
 
 #include "libra/cost.h"
+#include "libra/iqueue.h"
 #include "libra/wire.h"
 #include "libra/workload.h"
 
@@ -36,6 +49,10 @@ struct eng_seq {
     int prefill;          /* context tokens still to prefill on admission */
     int version_first;    /* policy version of the first token generated here (-1: none) */
     double tool_done_v;   /* virtual time the tool returns (SEQ_TOOL) */
+    double arrival_v;     /* virtual time of engine_submit (orders equal levels) */
+    double queued_v;      /* virtual time it last entered the queue (submit or
+                             preemption): aging counts from here. The level's
+                             estimate is req.est_remaining (-1 unknown) */
 };
 
 struct eng_cache_entry {
@@ -51,6 +68,14 @@ struct engine_config {
     int max_tokens;         /* rollout.max_tokens */
     int max_batch;          /* sequences decoded together at most */
     uint64_t seed;          /* run.seed */
+    struct iqueue_config queue; /* admission order and preemption choice */
+};
+
+/* One queued sequence while an mlfq admission round orders the queue. */
+struct eng_qent {
+    int idx;         /* into engine.seq */
+    int level;
+    double arrival_v;
 };
 
 struct engine {
@@ -67,6 +92,8 @@ struct engine {
     struct eng_cache_entry *cache; /* (n_cache) */
     int n_cache, cap_cache;
     uint64_t clock;         /* LRU counter */
+    struct eng_qent *order; /* (cap_order) scratch of admit_mlfq */
+    int cap_order;
     double resident;        /* KV tokens of running sequences */
     double cached;          /* KV tokens held by the prefix cache */
     int64_t stat_prefill_tokens, stat_decode_tokens, stat_preemptions;
@@ -91,5 +118,9 @@ void engine_set_version(struct engine *e, int version, double pause_v);
 /* Busy rank-seconds (virtual) since the last call. */
 double engine_take_busy(struct engine *e);
 int engine_in_flight(const struct engine *e);
+/* The instance's load for the router: sequences queued for admission, sequences
+ * running (decoding; tool-waiting ones are neither), and resident / capacity -- the
+ * KV of running sequences only: the prefix cache is evictable and not counted. */
+void engine_queue_stats(const struct engine *e, int *queued, int *running, double *kv_frac);
 
 #endif

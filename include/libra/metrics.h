@@ -6,9 +6,15 @@
  * file; the root attribute "status" reads "running" until metrics_close() sets
  * "complete" or "failed", so a truncated run never looks complete.
  *
- * Tables (see docs/metrics.md): /steps, /trajectories, /events, /plans, /eval.
- * Root attributes: config, libra_version, world_size, device_type, status, and any
- * added with metrics_attr_*.
+ * Tables (see docs/metrics.md): /steps, /trajectories, /events, /plans, /eval, and the
+ * scheduler's /sched, /migrations, /instances. Root attributes: config, libra_version,
+ * world_size, device_type, status, and any added with metrics_attr_*. Other writers
+ * (the scheduler's /tree group) add their own groups through metrics_write_with().
+ *
+ * This header does not include the scheduler's (io does not depend on the scheduler):
+ * the scheduler's enums reach it as plain fixed-size arrays whose sizes are the
+ * METRICS_SCHED_* constants below; the code that fills a row from struct sched_stats
+ * must _Static_assert that they equal SCHED_R_COUNT and SCHED_VIA_COUNT.
  */
 #ifndef LIBRA_METRICS_H
 #define LIBRA_METRICS_H
@@ -84,6 +90,59 @@ struct metrics_plan_row {
     int32_t handed_back;    /* in-flight turns returned to rank 0 */
 };
 
+/* Sizes of the scheduler's arrays in struct metrics_sched_row. */
+#define METRICS_SCHED_N_ROUTES 10 /* = SCHED_R_COUNT, indexed by enum sched_reason */
+#define METRICS_SCHED_N_VIA 3     /* = SCHED_VIA_COUNT, indexed by enum sched_via */
+#define METRICS_BUCKET_LEN 32     /* bucket names, NUL included (longer ones truncated) */
+#define METRICS_MIG_WHY_LEN 24
+
+/* The scheduler's counters of one optimizer step (struct sched_stats since the last
+ * sched_take_step) and the state of cmlfq's prefix tree at its end. */
+struct metrics_sched_row {
+    int32_t step;            /* optimizer step just finished */
+    double wall_s;
+    int64_t routes[METRICS_SCHED_N_ROUTES]; /* decisions by enum sched_reason (holds excluded) */
+    int64_t via[METRICS_SCHED_N_VIA];       /* decisions by enum sched_via */
+    int64_t holds;           /* decisions that held a turn */
+    int64_t migrations;      /* turns moved to another bucket's instance */
+    int64_t declined;        /* bucket changes refused (cost or limit) */
+    int64_t tool_returns;
+    int64_t finished;        /* trajectories finished */
+    int64_t learned;         /* of them, recorded in the tree / history */
+    int64_t tree_nodes, tree_prompts, tree_leaves; /* cmlfq's tree; 0 for other policies */
+    int32_t tree_depth;      /* deepest node (root = 0) */
+    double decide_us_mean;   /* mean wall time of one routing decision, microseconds */
+};
+
+/* One bucket change, taken or declined (struct sched_migration, with names). */
+struct metrics_migration_row {
+    double wall_s;
+    int32_t step;            /* optimizer step in progress (last finished + 1) */
+    int64_t traj_id;
+    int32_t turn;
+    int32_t from_instance, to_instance; /* to = from when not moved */
+    int32_t from_tp, to_tp;
+    char from_bucket[METRICS_BUCKET_LEN], to_bucket[METRICS_BUCKET_LEN];
+    char why[METRICS_MIG_WHY_LEN]; /* sched_mig_names[]: "causal", "tokens", "threshold",
+                                      "declined_cost", "declined_limit", "same_tp" */
+    double est_remaining;    /* decode tokens */
+    double saving_s, cost_s; /* cmlfq's economics; 0 otherwise */
+};
+
+/* One rollout instance at the end of one optimizer step. */
+struct metrics_instance_row {
+    int32_t step;
+    double wall_s;
+    int32_t instance;        /* index in the current plan */
+    int32_t leader;          /* world rank of its leader */
+    int32_t tp;
+    char bucket[METRICS_BUCKET_LEN];
+    int32_t queued, running; /* the instance's own last report; -1 before any */
+    int32_t turns_in_flight; /* rank 0's view: dispatched, not yet returned */
+    double kv_frac;          /* the instance's last report; -1 before any */
+    double load_frac;        /* rank 0's view: KV tokens in flight / KV capacity */
+};
+
 struct metrics;
 
 /* Creates path (fails if it cannot be created; never truncates an existing file). */
@@ -95,11 +154,25 @@ int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *ki
                   const char *detail);
 int metrics_plan(struct metrics *m, const struct metrics_plan_row *row);
 int metrics_eval(struct metrics *m, const struct metrics_eval_row *row);
+int metrics_sched(struct metrics *m, const struct metrics_sched_row *row);
+int metrics_migration(struct metrics *m, const struct metrics_migration_row *row);
+int metrics_instance(struct metrics *m, const struct metrics_instance_row *row);
 int metrics_attr_double(struct metrics *m, const char *name, double value);
 int metrics_attr_int(struct metrics *m, const char *name, int64_t value);
 int metrics_attr_string(struct metrics *m, const char *name, const char *value);
 /* Writes buffered rows and flushes the file to disk. */
 int metrics_flush(struct metrics *m);
+/*
+ * Lets another module write its own objects into the file (the scheduler's /tree):
+ * writes the buffered rows, then calls fn(file, arg, err, errlen) with the open file's
+ * hid_t (as int64_t), with HDF5's automatic error printing off, then flushes the file.
+ * fn returns 0, or nonzero with a message in err; it must close every object it opens
+ * and must not touch the tables. Returns fn's result (logged with err when nonzero),
+ * or -1 (logged) if the rows could not be written (fn not called) or the flush after
+ * fn failed; -1 for NULL m or fn.
+ */
+int metrics_write_with(struct metrics *m,
+                       int (*fn)(int64_t file, void *arg, char *err, size_t errlen), void *arg);
 /* Sets status ("complete" or "failed"), flushes and closes; NULL is a no-op. */
 int metrics_close(struct metrics *m, const char *status);
 const char *metrics_path(const struct metrics *m);

@@ -18,6 +18,13 @@
  * produced it. rollout_cpu_set_weights swaps the parameters between iterations: the
  * caches built with the old weights are dropped and rebuilt by prefill (running turns
  * continue; nothing is drained or discarded).
+ *
+ * Admission order (rc.queue, include/libra/iqueue.h): fifo admits waiting turns in
+ * arrival order; mlfq orders them by iq_compare -- level from the turn's
+ * est_remaining, aged by the wall seconds it has waited, then arrival. Aging makes
+ * the mlfq order depend on timing, but sampling is keyed by (seed, rng_key,
+ * position), so the order changes only latency, never a trajectory's tokens. There
+ * is no preemption: a decoding turn keeps its slot until it ends.
  */
 #ifndef LIBRA_ROLLOUT_CPU_H
 #define LIBRA_ROLLOUT_CPU_H
@@ -25,6 +32,7 @@
 #include <stdint.h>
 
 #include "libra/env.h"
+#include "libra/iqueue.h"
 #include "libra/sampler.h"
 #include "libra/tfm.h"
 
@@ -38,6 +46,7 @@ struct rollout_cpu_config {
     uint64_t seed;
     int tool_threads;
     double tool_timeout_s;
+    struct iqueue_config queue; /* admission order of waiting turns (zero: fifo) */
 };
 
 struct rollout_turn_in {
@@ -48,6 +57,8 @@ struct rollout_turn_in {
     int greedy;          /* evaluation: temperature 0 */
     int n_ctx;
     const int32_t *ctx;  /* the whole context so far (copied) */
+    int est_remaining;   /* router's estimate of the remaining decode tokens; -1 unknown
+                            (orders the queue under mlfq only) */
 };
 
 struct rollout_turn_out {
@@ -88,6 +99,12 @@ void rollout_cpu_set_weights(struct rollout_cpu *r, const float *params, int ver
  * (bounded by the tool timeout); queued and decoding ones come back with partial = 1
  * and the tokens generated so far. Results via rollout_cpu_take. */
 void rollout_cpu_handback(struct rollout_cpu *r);
+/* The instance's load for the router: turns queued for a slot, turns decoding, and
+ * the fraction of slots holding a turn (decoding or waiting for its tool; idle
+ * cached slots are reusable and not counted). Reads only: results of the last
+ * rollout_cpu_take stay valid. */
+void rollout_cpu_queue_stats(const struct rollout_cpu *r, int *queued, int *running,
+                             double *kv_frac);
 /* Decoded tokens and busy seconds since the last call (metrics). */
 void rollout_cpu_take_counters(struct rollout_cpu *r, int64_t *tokens, double *busy_s);
 

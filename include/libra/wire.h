@@ -73,6 +73,9 @@ struct wire_turn_req {
     int32_t step_start;       /* training step when the trajectory started (drift) */
     int32_t n_tokens;         /* token ids that follow */
     int32_t flags;            /* enum wire_turn_flags */
+    int32_t est_remaining;    /* router's estimate of the trajectory's remaining decode
+                                 tokens (orders the instance queue); -1 unknown */
+    int32_t pad_;             /* zero */
 };
 
 /* A finished (or handed-back) turn. Followed by n_tokens int32 ids, n_tokens float
@@ -94,6 +97,11 @@ struct wire_turn_result {
     double busy_rank_s;       /* instance busy rank-seconds since the last report */
     int32_t n_tokens;         /* token ids (and log-probs, versions) that follow */
     int32_t n_payload;        /* tool-return ids that follow them */
+    /* The instance's state when the batch was packed (first result of a batch only;
+     * -1 / negative elsewhere): turns waiting for admission, turns running, and the
+     * fraction of its KV capacity in use. */
+    int32_t inst_queued, inst_running;
+    double inst_kv_frac;
 };
 
 /* Head of a batch message: count items follow (turn requests or turn results). */

@@ -6,9 +6,13 @@
  *   1. read the text (missing or unreadable file), parse it (syntax errors), and
  *      scan the raw text for integer literals libconfig 1.5 silently wraps;
  *   2. names: every section and key must be in the schema (did-you-mean hints);
- *   3. values: type, range, allowed values, path resolution, row by row;
+ *   3. values: type, range, allowed values, path resolution, row by row; a key
+ *      the run does not use (its row's `when` condition, e.g. a la_mlfq key with
+ *      sched.type = "cmlfq") is rejected here, so no key given is ignored;
+ *      sched.buckets is read by dedicated code (a list of groups);
  *   4. the plan: the static plan or plan.schedule (dedicated code, same rows);
- *   5. cross-key rules (batch_size vs n_samples, per-turn vs total tokens).
+ *   5. cross-key rules (batch_size vs n_samples, per-turn vs total tokens, the
+ *      scheduler's default bucket and payload classes).
  * The caller's struct is written only on success. Files pulled in with @include
  * are parsed but not scanned for wide integers (pass 1).
  */
@@ -578,6 +582,9 @@ static int read_string(const struct load_ctx *c, const struct cfg_key *k,
         if (!cfg_allowed_has(k, v))
             return fail(c, s, name, "\"%s\" is not allowed (use one of %s)", v, k->allowed);
     } else if (len < (size_t)k->min) {
+        if (!k->def_s) /* a required key (inside a sched.buckets group) */
+            return fail(c, s, name, "must not be empty (give %.0f to %.0f characters)", k->min,
+                        k->max);
         return fail(c, s, name, "must not be empty (the default is \"%s\")", k->def_s);
     } else if (len > (size_t)k->max) {
         return fail(c, s, name, "is too long: %zu characters (at most %.0f)", len, k->max);
@@ -588,21 +595,11 @@ static int read_string(const struct load_ctx *c, const struct cfg_key *k,
     return 0;
 }
 
-/* rollout_tp: a non-empty array of TP degrees; fills spec->n_tp and rollout_tp. */
-static int read_tp_list(const struct load_ctx *c, const struct cfg_key *k,
-                        const config_setting_t *s, struct plan_spec *spec, const char *name)
+/* The n entries of the TP array s (its kind and length already checked) into out:
+ * each an integer in k->allowed. */
+static int read_tp_entries(const struct load_ctx *c, const struct cfg_key *k,
+                           const config_setting_t *s, const char *name, int n, int *out)
 {
-    int n = config_setting_length(s);
-    if (!config_setting_is_array(s) && !(config_setting_is_list(s) && n == 0))
-        return fail(c, s, name, "expected an array of TP degrees, got %s (write e.g. "
-                                "rollout_tp = [2, 1, 1];)", kind(s));
-    if (n == 0)
-        return fail(c, s, name, "is empty (a plan needs at least one rollout instance, e.g. "
-                                "rollout_tp = [1];)");
-    if (n > (int)k->max)
-        return fail(c, s, name, "has %d entries, at most %.0f (merge instances into larger TP "
-                                "degrees)", n, k->max);
-    struct plan_spec tmp = {0};
     for (int i = 0; i < n; i++) {
         const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
         char ename[192], shown[32];
@@ -612,10 +609,160 @@ static int read_tp_list(const struct load_ctx *c, const struct cfg_key *k,
         snprintf(shown, sizeof shown, "%lld", v);
         if (!cfg_allowed_has(k, shown))
             return fail(c, e, ename, "%s is not a TP degree (use %s)", shown, k->allowed);
-        tmp.rollout_tp[i] = (int)v;
+        out[i] = (int)v;
     }
+    return 0;
+}
+
+/* An array of TP degrees, or an empty list (libconfig's "()"); else an error. */
+static int check_tp_kind(const struct load_ctx *c, const config_setting_t *s, const char *name,
+                         const char *example)
+{
+    int n = config_setting_length(s);
+    if (config_setting_is_array(s) || (config_setting_is_list(s) && n == 0)) return 0;
+    return fail(c, s, name, "expected an array of TP degrees, got %s (write e.g. %s)", kind(s),
+                example);
+}
+
+/* rollout_tp: a non-empty array of TP degrees; fills spec->n_tp and rollout_tp. */
+static int read_tp_list(const struct load_ctx *c, const struct cfg_key *k,
+                        const config_setting_t *s, struct plan_spec *spec, const char *name)
+{
+    int n = config_setting_length(s);
+    if (check_tp_kind(c, s, name, "rollout_tp = [2, 1, 1];")) return -1;
+    if (n == 0)
+        return fail(c, s, name, "is empty (a plan needs at least one rollout instance, e.g. "
+                                "rollout_tp = [1];)");
+    if (n > (int)k->max)
+        return fail(c, s, name, "has %d entries, at most %.0f (merge instances into larger TP "
+                                "degrees)", n, k->max);
+    struct plan_spec tmp = {0};
+    if (read_tp_entries(c, k, s, name, n, tmp.rollout_tp)) return -1;
     spec->n_tp = n;
     memcpy(spec->rollout_tp, tmp.rollout_tp, sizeof spec->rollout_tp);
+    return 0;
+}
+
+/* ---- sched.buckets ------------------------------------------------------------ */
+
+static int read_value(const struct load_ctx *c, const struct cfg_key *k,
+                      const config_setting_t *s, void *base, const char *name);
+
+#define BUCKET_EXAMPLE "{ name = \"short\"; tp = [1]; max_tokens = 4000; }"
+
+/* One bucket's tp: 1 .. 4 distinct TP degrees, in order of preference. */
+static int read_bucket_tp(const struct load_ctx *c, const struct cfg_key *k,
+                          const config_setting_t *s, struct sched_bucket_spec *b,
+                          const char *name)
+{
+    int n = config_setting_length(s);
+    if (check_tp_kind(c, s, name, "tp = [4, 8];")) return -1;
+    if (n == 0)
+        return fail(c, s, name, "is empty (a bucket needs at least one TP degree, e.g. "
+                                "tp = [1];)");
+    if (n > (int)k->max)
+        return fail(c, s, name, "has %d entries, at most %.0f (list each of %s at most once)",
+                    n, k->max, k->allowed);
+    int tp[4] = {0};
+    if (read_tp_entries(c, k, s, name, n, tp)) return -1;
+    for (int i = 1; i < n; i++)
+        for (int j = 0; j < i; j++) {
+            if (tp[i] != tp[j]) continue;
+            char ename[192];
+            snprintf(ename, sizeof ename, "%s[%d]", name, i);
+            return fail(c, config_setting_get_elem(s, (unsigned)i), ename,
+                        "%d repeats %s[%d] (list each TP degree once, in order of preference)",
+                        tp[i], k->key, j);
+        }
+    b->n_tp = n;
+    memcpy(b->tp, tp, sizeof b->tp);
+    return 0;
+}
+
+/* An unknown key inside a bucket group, with the closest bucket key. */
+static int unknown_bucket_key(const struct load_ctx *c, const config_setting_t *s,
+                              const char *name)
+{
+    const char *key = config_setting_name(s), *best = NULL;
+    int best_d = 3;
+    for (const struct cfg_key *k = cfg_bucket_keys; k->section; k++) {
+        int d = edit_distance(key, k->key);
+        if (d < best_d) best_d = d, best = k->key;
+    }
+    if (best) return fail(c, s, name, "unknown key (did you mean '%s'?)", best);
+    return fail(c, s, name, "unknown key (a bucket takes name, tp, max_tokens)");
+}
+
+/* One group of sched.buckets: exactly the keys of cfg_bucket_keys[], all required. */
+static int read_bucket(const struct load_ctx *c, const config_setting_t *g,
+                       struct sched_bucket_spec *b, const char *gname)
+{
+    for (int i = 0; i < config_setting_length(g); i++) {
+        const config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        char name[160];
+        snprintf(name, sizeof name, "%s.%s", gname, config_setting_name(s));
+        int known = 0;
+        for (const struct cfg_key *k = cfg_bucket_keys; k->section && !known; k++)
+            known = strcmp(k->key, config_setting_name(s)) == 0;
+        if (!known) return unknown_bucket_key(c, s, name);
+    }
+    for (const struct cfg_key *k = cfg_bucket_keys; k->section; k++) {
+        const config_setting_t *s = config_setting_get_member(g, k->key);
+        char name[160];
+        snprintf(name, sizeof name, "%s.%s", gname, k->key);
+        if (!s)
+            return fail(c, g, name, "missing (every bucket needs name, tp and max_tokens, e.g. "
+                                    BUCKET_EXAMPLE ")");
+        int rc = k->type == CFG_TP_LIST ? read_bucket_tp(c, k, s, b, name)
+                                        : read_value(c, k, s, b, name);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* sched.buckets: 1 .. CFG_MAX_BUCKETS groups, names unique, max_tokens strictly
+ * ascending. The list replaces the default buckets as a whole. */
+static int read_buckets(const struct load_ctx *c, const struct cfg_key *k,
+                        const config_setting_t *s, struct sched_config *sc, const char *name)
+{
+    int n = config_setting_length(s);
+    if (!config_setting_is_list(s) && !(config_setting_is_array(s) && n == 0))
+        return fail(c, s, name, "expected a list of groups, got %s (write buckets = ( "
+                                BUCKET_EXAMPLE ", ... );)", kind(s));
+    if (n < (int)k->min)
+        return fail(c, s, name, "is empty (give at least one bucket, e.g. ( " BUCKET_EXAMPLE
+                                " ))");
+    if (n > (int)k->max)
+        return fail(c, s, name, "has %d buckets, at most %.0f (merge neighbouring buckets)", n,
+                    k->max);
+    struct sched_bucket_spec tmp[CFG_MAX_BUCKETS];
+    memset(tmp, 0, sizeof tmp);
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *g = config_setting_get_elem(s, (unsigned)i);
+        char gname[64], kname[96];
+        snprintf(gname, sizeof gname, "%s[%d]", name, i);
+        if (!config_setting_is_group(g))
+            return fail(c, g, gname, "expected a group, got %s (write " BUCKET_EXAMPLE ")",
+                        kind(g));
+        if (read_bucket(c, g, &tmp[i], gname)) return -1;
+        for (int j = 0; j < i; j++) {
+            if (strcmp(tmp[j].name, tmp[i].name) != 0) continue;
+            snprintf(kname, sizeof kname, "%s.name", gname);
+            return fail(c, config_setting_get_member(g, "name"), kname,
+                        "\"%s\" is also the name of %s[%d] (give each bucket its own name)",
+                        tmp[i].name, name, j);
+        }
+        if (i > 0 && tmp[i].max_tokens <= tmp[i - 1].max_tokens) {
+            snprintf(kname, sizeof kname, "%s.max_tokens", gname);
+            return fail(c, config_setting_get_member(g, "max_tokens"), kname,
+                        "%d (bucket \"%s\") is not above %d, the max_tokens of %s[%d] (bucket "
+                        "\"%s\") (list the buckets in strictly ascending max_tokens)",
+                        tmp[i].max_tokens, tmp[i].name, tmp[i - 1].max_tokens, name, i - 1,
+                        tmp[i - 1].name);
+        }
+    }
+    memcpy(sc->buckets, tmp, sizeof sc->buckets);
+    sc->n_buckets = n;
     return 0;
 }
 
@@ -634,6 +781,7 @@ static int read_value(const struct load_ctx *c, const struct cfg_key *k,
     case CFG_PATH: return read_string(c, k, s, base, name);
     case CFG_TP_LIST: return read_tp_list(c, k, s, base, name);
     case CFG_SCHEDULE: return 0; /* read_schedule */
+    case CFG_BUCKETS: return read_buckets(c, k, s, &((struct libra_config *)base)->sched, name);
     }
     return 0;
 }
@@ -645,8 +793,19 @@ static const config_setting_t *lookup(const config_setting_t *root, const char *
     return sec ? config_setting_get_member(sec, key) : NULL;
 }
 
+/* A key given that this run does not use (its row's `when` condition fails). */
+static int unused_key(const struct load_ctx *c, const struct cfg_key *k,
+                      const config_setting_t *s, const struct libra_config *cfg, const char *name)
+{
+    char vals[160];
+    cfg_list_quoted(k->when_in, vals, sizeof vals);
+    return fail(c, s, name, "only used with %s.%s = %s (this run uses \"%s\"; remove it)",
+                k->section, k->when, vals, cfg_enum_value(cfg, k->section, k->when));
+}
+
 /* Pass 3: every row outside the plan specs, in table order. A path left at its
- * default is resolved too (located at its section, if the file has one). */
+ * default is resolved too (located at its section, if the file has one). A row's
+ * `when` key comes before it in the table, so it is read by the time it decides. */
 static int read_sections(const struct load_ctx *c, const config_setting_t *root,
                          struct libra_config *cfg)
 {
@@ -656,6 +815,7 @@ static int read_sections(const struct load_ctx *c, const config_setting_t *root,
         char name[96];
         snprintf(name, sizeof name, "%s.%s", k->section, k->key);
         if (s) {
+            if (!cfg_key_used(k, cfg)) return unused_key(c, k, s, cfg, name);
             if (read_value(c, k, s, cfg, name)) return -1;
         } else if (k->type == CFG_PATH) {
             const config_setting_t *at = config_setting_get_member(root, k->section);
@@ -894,6 +1054,37 @@ static int check_device(const struct load_ctx *c, const config_setting_t *root,
     return 0;
 }
 
+/* The scheduler: payload classes in order, the default bucket among the buckets. */
+static int check_sched(const struct load_ctx *c, const config_setting_t *root,
+                       const struct libra_config *cfg)
+{
+    const struct sched_config *sc = &cfg->sched;
+    if (sc->payload_large < sc->payload_small) {
+        const config_setting_t *s = lookup(root, "sched", "payload_large");
+        if (s)
+            return fail(c, s, "sched.payload_large",
+                        "%d is below sched.payload_small = %d (a large tool return is at least "
+                        "as long as a small one: raise payload_large or lower payload_small)",
+                        sc->payload_large, sc->payload_small);
+        return fail(c, lookup(root, "sched", "payload_small"), "sched.payload_small",
+                    "%d is above sched.payload_large = %d (a small tool return is at most as "
+                    "long as a large one: lower payload_small or raise payload_large)",
+                    sc->payload_small, sc->payload_large);
+    }
+    if (!sc->default_bucket[0]) return 0;
+    for (int i = 0; i < sc->n_buckets; i++)
+        if (strcmp(sc->buckets[i].name, sc->default_bucket) == 0) return 0;
+    char names[CFG_MAX_BUCKETS * 34] = "", quoted[CFG_MAX_BUCKETS * 40];
+    size_t len = 0;
+    for (int i = 0; i < sc->n_buckets && len < sizeof names; i++)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "",
+                                sc->buckets[i].name);
+    cfg_list_quoted(names, quoted, sizeof quoted);
+    return fail(c, lookup(root, "sched", "default_bucket"), "sched.default_bucket",
+                "\"%s\" names no bucket (use %s, or \"\" to let the tree place first turns)",
+                sc->default_bucket, quoted);
+}
+
 /* ---- public ------------------------------------------------------------------- */
 
 static void key_default(const struct cfg_key *k, void *base)
@@ -919,6 +1110,14 @@ static void key_default(const struct cfg_key *k, void *base)
         break;
     }
     case CFG_SCHEDULE: break; /* empty: n_schedule = 0 */
+    case CFG_BUCKETS: {         /* the only CFG_BUCKETS row is sched.buckets */
+        struct sched_config *sc = &((struct libra_config *)base)->sched;
+        memset(sc->buckets, 0, sizeof sc->buckets);
+        memcpy(sc->buckets, cfg_default_buckets,
+               (size_t)cfg_n_default_buckets * sizeof cfg_default_buckets[0]);
+        sc->n_buckets = cfg_n_default_buckets;
+        break;
+    }
     }
 }
 
@@ -952,7 +1151,7 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     if (check_wide_literals(&c, text, root) || check_names(&c, root) ||
         read_sections(&c, root, cfg) || read_plan(&c, root, cfg) || check_batch(&c, root, cfg) ||
         check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg) ||
-        check_device(&c, root, cfg))
+        check_device(&c, root, cfg) || check_sched(&c, root, cfg))
         goto done;
     *out = *cfg;
     rc = 0;

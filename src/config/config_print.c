@@ -2,7 +2,9 @@
  * Printing a configuration (include/libra/config.h): config_to_string writes the
  * resolved configuration as a libconfig file that config_load reads back to the
  * same struct; config_write_reference writes docs/config.md. Both walk
- * cfg_schema[]; only the plan schedule is printed by hand.
+ * cfg_schema[]; only the plan schedule and sched.buckets are printed by hand. A
+ * key the configuration does not use (its row's `when` condition fails) is printed
+ * as a comment, since config_load would reject it.
  *
  * The reference must not depend on the machine (docs/config.md is committed and a
  * test compares it with fresh output), so it names no build paths.
@@ -79,7 +81,8 @@ static void value_text(const struct cfg_key *k, const void *base, char *buf, siz
     case CFG_ENUM:
     case CFG_PATH: quote(buf, n, (const char *)f); return;
     case CFG_TP_LIST: tp_text(base, buf, n); return;
-    case CFG_SCHEDULE: snprintf(buf, n, "()"); return;
+    case CFG_SCHEDULE:
+    case CFG_BUCKETS: snprintf(buf, n, "()"); return; /* printed by hand */
     }
     snprintf(buf, n, "?");
 }
@@ -107,6 +110,40 @@ static void print_schedule(struct sbuf *b, const struct cfg_key *k, const struct
                   plan_spec_workers(p));
     }
     sb_printf(b, "  );\n");
+}
+
+/* One bucket group as written in a config file. */
+static void bucket_text(const struct sched_bucket_spec *bk, char *buf, size_t n)
+{
+    char name[80], tp[32];
+    quote(name, sizeof name, bk->name);
+    cfg_bucket_tp_text(bk, tp, sizeof tp);
+    snprintf(buf, n, "{ name = %s; tp = %s; max_tokens = %d; }", name, tp, bk->max_tokens);
+}
+
+static void print_buckets(struct sbuf *b, const struct cfg_key *k, const struct sched_config *sc)
+{
+    sb_printf(b, "  %-38s # %s\n", "buckets = (", k->doc);
+    for (int i = 0; i < sc->n_buckets; i++) {
+        char text[160];
+        bucket_text(&sc->buckets[i], text, sizeof text);
+        sb_printf(b, "    %s%s  # bucket %d\n", text, i + 1 < sc->n_buckets ? "," : "", i);
+    }
+    sb_printf(b, "  );\n");
+}
+
+/* A key of any section but plan: as a comment when this configuration does not
+ * use it. */
+static void print_section_key(struct sbuf *b, const struct cfg_key *k,
+                              const struct libra_config *cfg)
+{
+    if (!cfg_key_used(k, cfg))
+        sb_printf(b, "  # %s: not used with %s = \"%s\"\n", k->key, k->when,
+                  cfg_enum_value(cfg, k->section, k->when));
+    else if (k->type == CFG_BUCKETS)
+        print_buckets(b, k, &cfg->sched);
+    else
+        print_key(b, k, cfg);
 }
 
 /* The plan section: either the static plan keys or the schedule, never both
@@ -139,7 +176,7 @@ char *config_to_string(const struct libra_config *cfg)
         for (const struct cfg_key *k = cfg_schema; k->section; k++) {
             if (strcmp(k->section, sec->name) != 0) continue;
             if (strcmp(sec->name, "plan") == 0) print_plan_key(&b, k, cfg);
-            else print_key(&b, k, cfg);
+            else print_section_key(&b, k, cfg);
         }
         sb_printf(&b, "};\n");
     }
@@ -172,6 +209,12 @@ static void write_row(FILE *out, const struct cfg_key *k)
         fputs(" [", out);
         md_cell(out, k->units);
         fputs("]", out);
+    }
+    if (k->when) {
+        char vals[160];
+        cfg_list_quoted(k->when_in, vals, sizeof vals);
+        fprintf(out, "; only with %s.%s = ", k->section, k->when);
+        md_cell(out, vals);
     }
     fputs(" |\n", out);
 }
@@ -225,17 +268,61 @@ static const char reference_plan[] =
     "};\n"
     "```\n";
 
+static const char reference_sched[] =
+    "\n"
+    "## The scheduler: sched.type and sched.buckets\n"
+    "\n"
+    "`sched.type` picks the turn router; `sched.balance` picks among the instances of one\n"
+    "TP class; `sched.instance_queue` orders admission inside an instance. Several `sched`\n"
+    "keys are used only with some values of these three (the *meaning* column above says\n"
+    "which, e.g. `scout_timeout_s` only with `type = \"la_mlfq\"`): such a key set in the\n"
+    "file when it is not used is an error, never silently ignored, and the printed\n"
+    "configuration shows it as a comment.\n"
+    "\n"
+    "`sched.buckets` is a list of groups, one per bucket, in strictly ascending\n"
+    "`max_tokens`. It replaces the default list as a whole, and every group gives all of\n"
+    "these keys and no others:\n"
+    "\n"
+    "| key | type | range / allowed | meaning |\n"
+    "|---|---|---|---|\n";
+
 static const char reference_paths[] =
     "\n"
     "## Paths\n"
     "\n"
-    "`device.hardware`, `model.profile` and `workload.preset` name files. An absolute path\n"
-    "is used as it is. A relative path is tried first against the directory of the config\n"
-    "file that names it, then against the inputs directory: `$LIBRA_INPUTS` if set, else\n"
-    "`inputs/` of the source tree the program was built from. The first that exists is\n"
-    "stored as an absolute path (what the printed configuration shows); if none exists,\n"
-    "the error lists the places tried. `output.dir` and `output.file` are not resolved:\n"
-    "they are relative to the working directory of the run.\n";
+    "`device.hardware`, `model.profile` and `workload.preset` name files, and so do\n"
+    "`model.checkpoint`, `env.prompts` and `sched.tree_in` unless left \"\" (none). An\n"
+    "absolute path is used as it is. A relative path is tried first against the directory\n"
+    "of the config file that names it, then against the inputs directory: `$LIBRA_INPUTS`\n"
+    "if set, else `inputs/` of the source tree the program was built from. The first that\n"
+    "exists is stored as an absolute path (what the printed configuration shows); if none\n"
+    "exists, the error lists the places tried. `output.dir` and `output.file` are not\n"
+    "resolved: they are relative to the working directory of the run.\n";
+
+/* The scheduler section: its prose, the keys of a bucket group, and the default
+ * buckets as an example. */
+static void write_reference_sched(FILE *out)
+{
+    fputs(reference_sched, out);
+    for (const struct cfg_key *k = cfg_bucket_keys; k->section; k++) {
+        char range[160];
+        cfg_range_text(k, range, sizeof range);
+        fprintf(out, "| `%s` | %s | ", k->key, cfg_type_name(k->type));
+        md_cell(out, range);
+        fputs(" | ", out);
+        md_cell(out, k->doc);
+        if (k->units[0]) fprintf(out, " [%s]", k->units);
+        fputs(" |\n", out);
+    }
+    fputs("\nThe default, written out:\n\n```\nsched = {\n  type = \"cmlfq\";\n  buckets = (\n",
+          out);
+    for (int i = 0; i < cfg_n_default_buckets; i++) {
+        char text[160];
+        bucket_text(&cfg_default_buckets[i], text, sizeof text);
+        fprintf(out, "    %s%s\n", text, i + 1 < cfg_n_default_buckets ? "," : "");
+    }
+    fputs("  );\n};\n```\n", out);
+}
 
 void config_write_reference(FILE *out)
 {
@@ -248,5 +335,6 @@ void config_write_reference(FILE *out)
             if (strcmp(k->section, sec->name) == 0) write_row(out, k);
     }
     fputs(reference_plan, out);
+    write_reference_sched(out);
     fputs(reference_paths, out);
 }

@@ -2,7 +2,10 @@
  * The configuration schema table (see config_schema.h) and the few helpers that
  * turn a row into words, shared by the loader's messages and the reference so the
  * two can never disagree. Adding a key = adding a field to include/libra/config.h
- * and one row here; regenerate docs/config.md afterwards.
+ * and one row here; regenerate docs/config.md afterwards. A key that only some
+ * settings use says so with ONLY(enum key, values); that enum's row must come
+ * earlier in the table (the loader reads rows in order). The keys of a
+ * sched.buckets group and the default buckets are the two tables at the end.
  */
 #include "config_schema.h"
 
@@ -16,26 +19,34 @@
 #define SOFF(f) offsetof(struct plan_spec, f)
 #define SSZ(f) sizeof(((struct plan_spec *)0)->f)
 
-#define INT_KEY(sec, k, f, d, lo, hi, u, doc_)                                              \
+/* The last parameter, the doc line, is variadic so that a row may append more
+ * designators after it: INT_KEY(..., "doc", ONLY("type", "cmlfq")). */
+#define INT_KEY(sec, k, f, d, lo, hi, u, ...)                                              \
     {.section = sec, .key = k, .type = CFG_INT, .offset = OFF(f), .size = SZ(f), .def = d, \
-     .min = lo, .max = hi, .units = u, .doc = doc_}
-#define FLOAT_KEY(sec, k, f, d, lo, hi, u, doc_)                                              \
+     .min = lo, .max = hi, .units = u, .doc = __VA_ARGS__}
+#define FLOAT_KEY(sec, k, f, d, lo, hi, u, ...)                                              \
     {.section = sec, .key = k, .type = CFG_FLOAT, .offset = OFF(f), .size = SZ(f), .def = d, \
-     .min = lo, .max = hi, .units = u, .doc = doc_}
+     .min = lo, .max = hi, .units = u, .doc = __VA_ARGS__}
 /* Strings: lo..hi is the length; t is CFG_STRING, CFG_NAME or CFG_PATH. */
-#define STR_KEY(sec, k, t, f, d, lo, hi, doc_)                                         \
+#define STR_KEY(sec, k, t, f, d, lo, hi, ...)                                          \
     {.section = sec, .key = k, .type = t, .offset = OFF(f), .size = SZ(f), .def_s = d, \
-     .min = lo, .max = hi, .units = "", .doc = doc_}
-#define ENUM_KEY(sec, k, f, d, vals, doc_)                                                   \
+     .min = lo, .max = hi, .units = "", .doc = __VA_ARGS__}
+#define ENUM_KEY(sec, k, f, d, vals, ...)                                                    \
     {.section = sec, .key = k, .type = CFG_ENUM, .offset = OFF(f), .size = SZ(f), .def_s = d, \
-     .allowed = vals, .units = "", .doc = doc_}
+     .allowed = vals, .units = "", .doc = __VA_ARGS__}
 #define SPEC_INT_KEY(k, fl, f, d, lo, hi, doc_)                                                \
     {.section = "plan", .key = k, .type = CFG_INT, .flags = CFG_SPEC | fl, .offset = SOFF(f),  \
      .size = SSZ(f), .def = d, .min = lo, .max = hi, .units = "ranks", .doc = doc_}
+/* The row is used only when enum key w of its section is one of vals. */
+#define ONLY(w, vals) .when = w, .when_in = vals
+#define CMLFQ_ONLY ONLY("type", "cmlfq")
+#define MLFQ_QUEUE_ONLY ONLY("instance_queue", "mlfq")
+#define WEIGHTED_ONLY ONLY("balance", "weighted")
 
 /* 10^7 etc. spelled out so the reference prints plain numbers. */
 #define E6 1000000.0
 #define E7 10000000.0
+#define E9 1000000000.0
 
 const struct cfg_section cfg_sections[] = {
     {"run", "what to run and how it reports"},
@@ -169,8 +180,73 @@ const struct cfg_key cfg_schema[] = {
      .size = SZ(plan.schedule), .def_s = "()", .min = 1, .max = CFG_MAX_SCHEDULE, .units = "",
      .doc = "list of plan groups, epoch e uses entry e % n (mode = schedule)"},
 
-    ENUM_KEY("sched", "policy", sched.policy, "least_loaded", "least_loaded",
-             "turn router (C-MLFQ and the baselines come later)"),
+    ENUM_KEY("sched", "type", sched.type, "cmlfq", "cmlfq, load_balance, length_aware, la_mlfq",
+             "turn router: cmlfq (predicted remaining length picks the bucket), load_balance, "
+             "length_aware (context length picks the bucket), la_mlfq (scouts and demotion)"),
+    ENUM_KEY("sched", "balance", sched.balance, "kv", "kv, time, connections, round_robin, weighted",
+             "choice among the instances of one TP class: least KV load, least decode time per "
+             "token (cost model), fewest connections, "
+             "round robin, or weighted by TP degree (weight_tp*)"),
+    FLOAT_KEY("sched", "weight_tp1", sched.weights[0], 1.0, 0.01, E6, "",
+              "weight of TP-1 instances", WEIGHTED_ONLY),
+    FLOAT_KEY("sched", "weight_tp2", sched.weights[1], 1.0, 0.01, E6, "",
+              "weight of TP-2 instances", WEIGHTED_ONLY),
+    FLOAT_KEY("sched", "weight_tp4", sched.weights[2], 1.0, 0.01, E6, "",
+              "weight of TP-4 instances", WEIGHTED_ONLY),
+    FLOAT_KEY("sched", "weight_tp8", sched.weights[3], 1.0, 0.01, E6, "",
+              "weight of TP-8 instances", WEIGHTED_ONLY),
+    FLOAT_KEY("sched", "max_load", sched.max_load, 0.5, 0, E6, "fraction",
+              "cap on an instance's KV load / capacity for preferred and fallback routes; "
+              "0 = none"),
+    INT_KEY("sched", "fallback", sched.fallback, 1, 0, 1, "",
+            "1: try the other buckets' TP degrees before the global fallback; 0: go straight "
+            "to it"),
+    INT_KEY("sched", "affinity", sched.affinity, 1, 0, 1, "",
+            "1: keep a trajectory on the instance of its previous turn while it fits",
+            ONLY("type", "load_balance, length_aware")),
+    {.section = "sched", .key = "buckets", .type = CFG_BUCKETS, .offset = OFF(sched.buckets),
+     .size = SZ(sched.buckets), .min = 1, .max = CFG_MAX_BUCKETS, .units = "",
+     .doc = "token buckets, ascending max_tokens, each with its TP degrees (see sched.buckets)",
+     ONLY("type", "cmlfq, length_aware, la_mlfq")},
+    STR_KEY("sched", "default_bucket", CFG_STRING, sched.default_bucket, "", 0,
+            SZ(sched.default_bucket) - 1,
+            "bucket of a trajectory's first turn (a bucket name); \"\" = placed by the tree",
+            CMLFQ_ONLY),
+    INT_KEY("sched", "payload_small", sched.payload_small, 500, 0, E9, "tokens",
+            "tool returns up to this many tokens are small", CMLFQ_ONLY),
+    INT_KEY("sched", "payload_large", sched.payload_large, 5000, 0, E9, "tokens",
+            "tool returns from this many tokens on are large; >= payload_small", CMLFQ_ONLY),
+    INT_KEY("sched", "window", sched.window, 200, 1, 100000, "samples",
+            "samples kept per tree node", CMLFQ_ONLY),
+    INT_KEY("sched", "min_samples", sched.min_samples, 8, 1, E6, "samples",
+            "support before a tree node may move a trajectory", CMLFQ_ONLY),
+    FLOAT_KEY("sched", "shrink", sched.shrink, 4.0, 0, E6, "samples",
+              "pseudo-count of the shrinkage prior toward the parent node", CMLFQ_ONLY),
+    FLOAT_KEY("sched", "hysteresis", sched.hysteresis, 0.25, 0, 1000, "",
+              "a move needs a saving > (1 + hysteresis) x its cost", CMLFQ_ONLY),
+    INT_KEY("sched", "max_migrations", sched.max_migrations, 2, 0, 1000, "moves",
+            "moves per trajectory at most", CMLFQ_ONLY),
+    INT_KEY("sched", "rebuild_interval", sched.rebuild_interval, 50, 0, E7, "steps",
+            "steps between tree rebuilds from recent trajectories; 0 = never", CMLFQ_ONLY),
+    INT_KEY("sched", "max_recent", sched.max_recent, 5000, 1, E7, "trajectories",
+            "recent trajectories kept for the rebuild", CMLFQ_ONLY),
+    STR_KEY("sched", "tree_in", CFG_PATH, sched.tree_in, "", 0, CFG_PATH_MAX - 1,
+            "tree to start from (a metrics or tree file); \"\" = an empty tree", CMLFQ_ONLY),
+    ENUM_KEY("sched", "instance_queue", sched.instance_queue, "mlfq", "fifo, mlfq",
+             "order of admission inside an instance: arrival, or multi-level feedback by "
+             "generated tokens"),
+    INT_KEY("sched", "queue_levels", sched.queue_levels, 4, 1, 8, "levels",
+            "levels of the instance queue", MLFQ_QUEUE_ONLY),
+    INT_KEY("sched", "queue_base_tokens", sched.queue_base_tokens, 1024, 1, E9, "tokens",
+            "generated tokens that end the first level (x4 per level)", MLFQ_QUEUE_ONLY),
+    FLOAT_KEY("sched", "queue_age_s", sched.queue_age_s, 30.0, 0, E9, "s",
+              "seconds a waiting turn needs to rise one level (emu: emulated seconds); 0 = no "
+              "aging", MLFQ_QUEUE_ONLY),
+    FLOAT_KEY("sched", "scout_timeout_s", sched.scout_timeout_s, 60.0, 0.001, E9, "s",
+              "a held sibling waits this long for its group's scout", ONLY("type", "la_mlfq")),
+    INT_KEY("sched", "history_ttl", sched.history_ttl, 5, 0, E7, "steps",
+            "steps a prompt's recorded length stays valid", ONLY("type", "la_mlfq")),
+
     ENUM_KEY("env", "name", env.name, "emu", "emu, calc, search",
              "emu: the workload model (device emu); calc, search: real tools (device cpu)"),
     STR_KEY("env", "prompts", CFG_PATH, env.prompts, "", 0, CFG_PATH_MAX - 1,
@@ -217,6 +293,32 @@ const struct cfg_key cfg_schema[] = {
     {.section = NULL},
 };
 
+#define BOFF(f) offsetof(struct sched_bucket_spec, f)
+#define BSZ(f) sizeof(((struct sched_bucket_spec *)0)->f)
+
+const struct cfg_key cfg_bucket_keys[] = {
+    {.section = "sched.buckets", .key = "name", .type = CFG_NAME, .offset = BOFF(name),
+     .size = BSZ(name), .min = 1, .max = BSZ(name) - 1, .units = "",
+     .doc = "the bucket's name, unique (sched.default_bucket and the metrics use it)"},
+    {.section = "sched.buckets", .key = "tp", .type = CFG_TP_LIST, .offset = BOFF(tp),
+     .size = BSZ(tp), .min = 1, .max = BSZ(tp) / sizeof(int), .allowed = "1, 2, 4, 8",
+     .units = "ranks", .doc = "TP degrees of the bucket's instances, in order of preference, "
+                              "no repeats"},
+    {.section = "sched.buckets", .key = "max_tokens", .type = CFG_INT,
+     .offset = BOFF(max_tokens), .size = BSZ(max_tokens), .min = 1, .max = E9,
+     .units = "tokens", .doc = "threshold, strictly ascending across buckets (cmlfq: "
+                               "remaining decode tokens; length_aware: context tokens; "
+                               "la_mlfq: generated tokens before demotion)"},
+    {.section = NULL},
+};
+
+const struct sched_bucket_spec cfg_default_buckets[] = {
+    {.name = "short", .n_tp = 1, .tp = {1}, .max_tokens = 500},
+    {.name = "medium", .n_tp = 1, .tp = {2}, .max_tokens = 2000},
+    {.name = "long", .n_tp = 2, .tp = {4, 8}, .max_tokens = 30000},
+};
+const int cfg_n_default_buckets = sizeof cfg_default_buckets / sizeof cfg_default_buckets[0];
+
 const struct cfg_key *cfg_schema_find(const char *section, const char *key)
 {
     for (const struct cfg_key *k = cfg_schema; k->section; k++)
@@ -235,21 +337,62 @@ const char *cfg_type_name(enum cfg_type type)
     case CFG_ENUM: return "enum";
     case CFG_PATH: return "path";
     case CFG_TP_LIST: return "int array";
-    case CFG_SCHEDULE: return "list of groups";
+    case CFG_SCHEDULE:
+    case CFG_BUCKETS: return "list of groups";
     }
     return "?";
 }
 
-int cfg_allowed_has(const struct cfg_key *k, const char *value)
+int cfg_list_has(const char *list, const char *value)
 {
     size_t n = strlen(value);
-    for (const char *p = k->allowed; p && *p;) {
+    for (const char *p = list; p && *p;) {
         size_t len = strcspn(p, ",");
         if (len == n && strncmp(p, value, n) == 0) return 1;
         p += len;
         while (*p == ',' || *p == ' ') p++;
     }
     return 0;
+}
+
+int cfg_allowed_has(const struct cfg_key *k, const char *value)
+{
+    return cfg_list_has(k->allowed, value);
+}
+
+const char *cfg_enum_value(const struct libra_config *cfg, const char *section, const char *name)
+{
+    const struct cfg_key *k = cfg_schema_find(section, name);
+    if (!k || k->type != CFG_ENUM) return "";
+    return (const char *)cfg + k->offset;
+}
+
+int cfg_key_used(const struct cfg_key *k, const struct libra_config *cfg)
+{
+    return !k->when || cfg_list_has(k->when_in, cfg_enum_value(cfg, k->section, k->when));
+}
+
+void cfg_list_quoted(const char *list, char *buf, size_t n)
+{
+    size_t len = 0, count = 0;
+    buf[0] = '\0';
+    for (const char *p = list; *p;) count++, p += strcspn(p, ","), p += strspn(p, ", ");
+    size_t i = 0;
+    for (const char *p = list; *p && len < n; i++) {
+        size_t w = strcspn(p, ",");
+        const char *sep = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+        len += (size_t)snprintf(buf + len, n - len, "%s\"%.*s\"", sep, (int)w, p);
+        p += w;
+        p += strspn(p, ", ");
+    }
+}
+
+void cfg_bucket_tp_text(const struct sched_bucket_spec *b, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < b->n_tp && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? ", " : "", b->tp[i]);
+    if (len < n) snprintf(buf + len, n - len, "]");
 }
 
 void cfg_format_double(double v, char *buf, size_t n)
@@ -298,7 +441,8 @@ void cfg_range_text(const struct cfg_key *k, char *buf, size_t n)
     case CFG_TP_LIST:
         snprintf(buf, n, "%.0f .. %.0f entries, each %s", k->min, k->max, k->allowed);
         return;
-    case CFG_SCHEDULE: snprintf(buf, n, "%.0f .. %.0f groups", k->min, k->max); return;
+    case CFG_SCHEDULE:
+    case CFG_BUCKETS: snprintf(buf, n, "%.0f .. %.0f groups", k->min, k->max); return;
     }
     snprintf(buf, n, "?");
 }
@@ -315,6 +459,19 @@ void cfg_default_text(const struct cfg_key *k, char *buf, size_t n)
     case CFG_PATH: snprintf(buf, n, "\"%s\"", k->def_s); return;
     case CFG_TP_LIST:
     case CFG_SCHEDULE: snprintf(buf, n, "%s", k->def_s); return;
+    case CFG_BUCKETS: {
+        size_t len = (size_t)snprintf(buf, n, "(");
+        for (int i = 0; i < cfg_n_default_buckets && len < n; i++) {
+            const struct sched_bucket_spec *b = &cfg_default_buckets[i];
+            char tp[32];
+            cfg_bucket_tp_text(b, tp, sizeof tp);
+            len += (size_t)snprintf(buf + len, n - len,
+                                    "%s{ name = \"%s\"; tp = %s; max_tokens = %d; }",
+                                    i ? ", " : " ", b->name, tp, b->max_tokens);
+        }
+        if (len < n) snprintf(buf + len, n - len, " )");
+        return;
+    }
     }
     snprintf(buf, n, "?");
 }

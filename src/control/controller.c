@@ -49,6 +49,7 @@ static void finish_traj(struct controller *c, struct traj *t)
     }
     if (t->version_start < 0) t->version_start = c->rollout_version;
     if (t->version_end < 0) t->version_end = t->version_start;
+    sched_finish(&c->sched, t->id, t->gen_tokens, t->id < CTL_EVAL_ID0);
     if (t->id >= CTL_EVAL_ID0) {
         ctl_eval_finished_traj(c, t);
         return;
@@ -84,16 +85,41 @@ static void launch_groups(struct controller *c)
     }
 }
 
-static void dispatch_one(struct controller *c, struct traj *t)
+static void hold_turn(struct controller *c, int64_t id)
+{
+    if (c->n_held == c->cap_held) {
+        c->cap_held = c->cap_held ? 2 * c->cap_held : 64;
+        c->held = xrealloc(c->held, c->cap_held * sizeof *c->held);
+    }
+    c->held[c->n_held++] = id;
+}
+
+/* Routes one turn; returns 0 if the scheduler holds it (it is asked again later). */
+static int dispatch_one(struct controller *c, struct traj *t)
 {
     int budget = turn_budget(c, t);
     if (budget <= 0) {
         finish_traj(c, t);
-        return;
+        return 1;
     }
-    struct sched_turn st = {t->id, t->turn, t->ctx_tokens, budget,
-                            t->leader >= 0 ? instance_index(c, t->leader) : -1, t->n_failures};
-    int i = sched_route(&c->sched, &st, c->inst, c->plan.n_instances);
+    int eval = t->id >= CTL_EVAL_ID0;
+    struct sched_turn st = {.traj_id = t->id,
+                            .prompt_id = t->prompt_id,
+                            .turn = t->turn,
+                            .ctx_tokens = t->ctx_tokens,
+                            .gen_tokens = t->gen_tokens,
+                            .budget = budget,
+                            .prev = t->leader >= 0 ? instance_index(c, t->leader) : -1,
+                            .sample = eval ? 0 : (int)(t->id - c->tt.g[t->group_id].first_traj),
+                            .n_samples = eval ? 1 : c->tt.n_samples,
+                            .eval = eval};
+    struct sched_decision d;
+    double t0 = wall_time();
+    sched_route(&c->sched, &st, c->inst, c->plan.n_instances, t0 - c->t0, &d);
+    c->acc.sched_s += wall_time() - t0;
+    c->acc.sched_n++;
+    if (d.instance < 0) return 0;
+    int i = d.instance;
     struct sched_instance *in = &c->inst[i];
     if (t->leader >= 0 && t->leader != in->leader) {
         t->migrations++;
@@ -108,7 +134,8 @@ static void dispatch_one(struct controller *c, struct traj *t)
                                 .n_failures = t->n_failures,
                                 .last_failed = t->last_failed,
                                 .last_large = t->last_large,
-                                .step_start = t->step_start};
+                                .step_start = t->step_start,
+                                .est_remaining = d.est_remaining};
     const int32_t *ids = NULL;
     if (c->real) {
         struct traj_tokens *tk = ctl_real_tokens(c, t->id);
@@ -126,13 +153,22 @@ static void dispatch_one(struct controller *c, struct traj *t)
     t->leader = in->leader;
     t->state = TS_RUNNING;
     c->stats.dispatches++;
+    return 1;
 }
 
-/* Routes every queued turn, then sends one batch per instance. */
+/* Routes every queued turn (held ones first, oldest first), then sends one batch per
+ * instance. A held turn keeps its trajectory TS_QUEUED. */
 static void dispatch_queued(struct controller *c)
 {
+    size_t n_old = c->n_held;
+    c->n_held = 0;
+    for (size_t k = 0; k < n_old; k++) {
+        int64_t hid = c->held[k];
+        if (!dispatch_one(c, ctl_traj(c, hid))) c->held[c->n_held++] = hid;
+    }
     int64_t id;
-    while (tt_queue_pop(&c->tt, &id)) dispatch_one(c, ctl_traj(c, id));
+    while (tt_queue_pop(&c->tt, &id))
+        if (!dispatch_one(c, ctl_traj(c, id))) hold_turn(c, id);
     for (int i = 0; i < c->plan.n_instances; i++) {
         struct wire_buf *b = &c->out_batch[i];
         if (b->len == 0) continue;
@@ -157,6 +193,11 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
     if (i >= 0) {
         c->inst[i].load -= t->dispatched_load;
         c->inst[i].n_turns--;
+        if (r->inst_queued >= 0) {
+            c->inst[i].queued = r->inst_queued;
+            c->inst[i].running = r->inst_running;
+            c->inst[i].kv_frac = r->inst_kv_frac;
+        }
     }
     c->acc.rollout_busy_rank_s += r->busy_rank_s;
     c->stats.results++;
@@ -184,6 +225,7 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
         }
         t->tool_tokens += r->n_payload;
         t->ctx_tokens += r->n_payload;
+        sched_tool_return(&c->sched, t->id, r->tool, r->tool_status, r->n_payload, t->gen_tokens);
         t->last_failed = r->tool_status == TOOL_FAILURE || r->tool_status == TOOL_TIMEOUT;
         t->n_failures += t->last_failed;
         t->last_large = 0;
@@ -211,6 +253,7 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
     }
     t->tool_tokens += r->payload_tokens;
     t->ctx_tokens += r->payload_tokens;
+    sched_tool_return(&c->sched, t->id, r->tool, r->tool_status, r->payload_tokens, t->gen_tokens);
     t->last_failed = r->tool_status == TOOL_FAILURE || r->tool_status == TOOL_TIMEOUT;
     t->n_failures += t->last_failed;
     t->last_large = r->payload_tokens >= c->wl->large_payload;
@@ -383,6 +426,8 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
         .n_hybrid_ranks = c->plan.n_hybrid};
     row.grad_norm = d->grad_norm;
     if (c->real) ctl_real_step_row(c, d, &row, now);
+    sched_step_end(&c->sched, c->step);
+    ctl_sched_step_rows(c, now);
     if (metrics_step(c->m, &row) || metrics_flush(c->m)) FATAL("metrics: cannot write step %d", c->step);
     c->stats.traj_trained += b->n_traj;
     c->stats.tokens_trained += b->tokens_gen + b->tokens_tool;
@@ -623,8 +668,7 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
     planner_init(&c->planner, &cfg->plan, world);
     outbox_init(&c->ob);
     tt_init(&c->tt, cfg->rollout.n_samples);
-    char err[512];
-    if (sched_init(&c->sched, &cfg->sched, err, sizeof err)) FATAL("%s", err);
+    ctl_sched_init(c);
 }
 
 static void controller_free(struct controller *c)
@@ -632,6 +676,8 @@ static void controller_free(struct controller *c)
     outbox_free(&c->ob);
     comms_free(&c->comms);
     plan_free(&c->plan);
+    sched_free(&c->sched);
+    free(c->held);
     tt_free(&c->tt);
     wire_buf_free(&c->msg);
     wire_buf_free(&c->pack);
@@ -704,6 +750,7 @@ int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
     }
     print_progress(&c, 1);
     shutdown_workers(&c);
+    ctl_sched_finish_run(&c);
     write_run_attrs(&c);
     print_summary(&c);
     if (c.real) ctl_real_free(&c);

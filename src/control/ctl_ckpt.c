@@ -132,6 +132,10 @@ void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d)
         report_failure(c, "state.h5", err);
         return;
     }
+    if (ctl_sched_save_tree(c, dir, err, sizeof err)) {
+        report_failure(c, "tree.h5", err);
+        return;
+    }
     if (ckpt_commit(rl->ckpt_root, d->step, c->version, c->cfg->run.checkpoint_keep, err,
                     sizeof err)) {
         report_failure(c, "commit", err);

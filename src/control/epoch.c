@@ -43,11 +43,19 @@ void ctl_rebuild_instances(struct controller *c, const struct plan *old)
     struct sched_instance *next = xcalloc((size_t)c->plan.n_instances + 1, sizeof *next);
     for (int i = 0; i < c->plan.n_instances; i++) {
         const struct instance_desc *d = &c->plan.inst[i];
-        next[i] = (struct sched_instance){d->leader, d->tp, cost_kv_capacity_tokens(c->cm, d->tp), 0, 0};
+        next[i] = (struct sched_instance){.leader = d->leader,
+                                          .tp = d->tp,
+                                          .capacity = cost_kv_capacity_tokens(c->cm, d->tp),
+                                          .queued = -1,
+                                          .running = -1,
+                                          .kv_frac = -1};
         int j = old ? plan_find_instance(old, d->leader, d->tp) : -1;
         if (j >= 0 && c->inst) {
             next[i].load = c->inst[j].load;
             next[i].n_turns = c->inst[j].n_turns;
+            next[i].queued = c->inst[j].queued;
+            next[i].running = c->inst[j].running;
+            next[i].kv_frac = c->inst[j].kv_frac;
         }
     }
     free(c->inst);

@@ -7,8 +7,8 @@
 
 #include "libra/log.h"
 
-_Static_assert(sizeof(struct wire_turn_req) == 64, "wire_turn_req has padding");
-_Static_assert(sizeof(struct wire_turn_result) == 72, "wire_turn_result has padding");
+_Static_assert(sizeof(struct wire_turn_req) == 72, "wire_turn_req has padding");
+_Static_assert(sizeof(struct wire_turn_result) == 88, "wire_turn_result has padding");
 _Static_assert(sizeof(struct wire_train_item) == 32, "wire_train_item has padding");
 _Static_assert(sizeof(struct wire_train_batch) == 32, "wire_train_batch has padding");
 

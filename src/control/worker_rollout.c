@@ -3,10 +3,13 @@
  * requests, reports finished turns (with the instance's busy time) and hands its
  * in-flight turns back when its instance is dissolved or the run ends. Other members
  * of a TP group take part in the instance's collectives only (weight sync).
+ * The instance's queue discipline (fifo / mlfq) comes from the sched section; each
+ * result batch reports the instance's queue and KV state on its first result.
  */
 #include <math.h>
 #include <string.h>
 
+#include "libra/iqueue.h"
 #include "libra/log.h"
 #include "libra/worker.h"
 
@@ -21,8 +24,13 @@ double wr_virtual_now(const struct worker *w) { return (wall_time() - w->t0) * w
 void wr_start_engine(struct worker *w)
 {
     const struct rank_assign *a = &w->plan.ranks[w->rank];
-    struct engine_config ec = {a->tp, w->rank, w->cfg->rollout.max_turns,
-                               w->cfg->rollout.max_tokens, 256, w->cfg->run.seed};
+    struct engine_config ec = {.tp = a->tp,
+                               .leader = w->rank,
+                               .max_turns = w->cfg->rollout.max_turns,
+                               .max_tokens = w->cfg->rollout.max_tokens,
+                               .max_batch = 256,
+                               .seed = w->cfg->run.seed};
+    iq_config_from_sched(&ec.queue, &w->cfg->sched);
     engine_init(&w->eng, &ec, w->cm, w->wl);
     w->eng.vnow = wr_virtual_now(w);
     w->eng.version = -1; /* decode waits for the weight sync that follows every plan */
@@ -43,15 +51,22 @@ void wr_on_turn_req(struct worker *w, const void *msg, size_t len)
 }
 
 /* Sends the collected results as one batch (tag TAG_TURN_RESULT or TAG_HANDBACK);
- * the busy time since the last report goes with the first. A handback is sent even
- * when empty: rank 0 counts them. */
+ * the busy time since the last report and the instance's queue state go with the
+ * first (the others carry -1). A handback is sent even when empty: rank 0 counts
+ * them. */
 static void send_results(struct worker *w, int tag)
 {
     if (w->n_res == 0 && tag != TAG_HANDBACK) return;
+    int queued, running;
+    double kv_frac;
+    engine_queue_stats(&w->eng, &queued, &running, &kv_frac);
     wire_batch_begin(&w->pack, w->rank);
     for (int i = 0; i < w->n_res; i++) {
         struct wire_turn_result *r = &w->res[i];
         r->busy_rank_s = i == 0 ? engine_take_busy(&w->eng) / w->time_scale : 0;
+        r->inst_queued = i == 0 ? queued : -1;
+        r->inst_running = i == 0 ? running : -1;
+        r->inst_kv_frac = i == 0 ? kv_frac : -1.0;
         wire_batch_add_turn_result(&w->pack, r, NULL, NULL, NULL, NULL);
     }
     outbox_send(&w->ob, w->pack.data, w->pack.len, 0, tag, MPI_COMM_WORLD);

@@ -4,10 +4,13 @@
  * trajectory's whole context; results go back with the generated ids, their
  * behaviour log-probs and policy versions, and the tool's payload ids. Each call of
  * wrc_progress is one engine iteration, so messages and weight syncs are served
- * between decode steps.
+ * between decode steps. The instance's queue discipline (fifo / mlfq) comes from the
+ * sched section; each result batch reports the instance's queue and slot state on
+ * its first result.
  */
 #include <string.h>
 
+#include "libra/iqueue.h"
 #include "libra/log.h"
 #include "libra/worker.h"
 
@@ -25,6 +28,7 @@ void wrc_start_engine(struct worker *w)
                                     .seed = w->cfg->run.seed,
                                     .tool_threads = r->tool_threads,
                                     .tool_timeout_s = r->tool_timeout_s};
+    iq_config_from_sched(&rc.queue, &w->cfg->sched);
     const float *p = wc->tr ? wc->tr->p.mem : wc->p.mem;
     wc->eng = rollout_cpu_create(&wc->mc, p, w->version, &wc->env, &rc);
     w->have_engine = 1;
@@ -49,18 +53,23 @@ void wrc_on_turn_req(struct worker *w, const void *msg, size_t len)
                                      .budget = req.budget,
                                      .greedy = (req.flags & WIRE_TURN_GREEDY) != 0,
                                      .n_ctx = req.n_tokens,
-                                     .ctx = tokens};
+                                     .ctx = tokens,
+                                     .est_remaining = req.est_remaining};
         rollout_cpu_submit(w->cpu.eng, &in);
     }
     if (got < 0) FATAL("malformed turn requests (%zu bytes) from rank 0", len);
 }
 
-/* Packs the engine's finished turns into one message of tag (TURN_RESULT or HANDBACK). */
+/* Packs the engine's finished turns into one message of tag (TURN_RESULT or HANDBACK);
+ * the first result carries the busy time and the instance's queue state. */
 static int send_taken(struct worker *w, int tag)
 {
     const struct rollout_turn_out *out;
     int n = rollout_cpu_take(w->cpu.eng, &out);
     if (n == 0 && tag != TAG_HANDBACK) return 0;
+    int queued, running;
+    double kv_frac;
+    rollout_cpu_queue_stats(w->cpu.eng, &queued, &running, &kv_frac);
     int64_t tokens;
     double busy;
     rollout_cpu_take_counters(w->cpu.eng, &tokens, &busy);
@@ -81,7 +90,10 @@ static int send_taken(struct worker *w, int tag)
                                      .tool_latency_s = o->tool_latency_s,
                                      .busy_rank_s = i == 0 ? busy : 0,
                                      .n_tokens = o->n_gen,
-                                     .n_payload = o->n_payload};
+                                     .n_payload = o->n_payload,
+                                     .inst_queued = i == 0 ? queued : -1,
+                                     .inst_running = i == 0 ? running : -1,
+                                     .inst_kv_frac = i == 0 ? kv_frac : -1.0};
         wire_batch_add_turn_result(&w->pack, &r, o->ids, o->logp, o->versions, o->payload);
     }
     outbox_send(&w->ob, w->pack.data, w->pack.len, 0, tag, MPI_COMM_WORLD);

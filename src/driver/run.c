@@ -119,6 +119,14 @@ static int resume_latest(struct libra_config *cfg, struct resume *rs, char *out,
     rs->step = step;
     rs->version = rs->state.version;
     snprintf(cfg->model.checkpoint, sizeof cfg->model.checkpoint, "%s", model);
+    /* C-MLFQ's prefix tree was saved beside the model: the run continues with it. */
+    char tree[CFG_PATH_MAX + 16];
+    const char *slash = strrchr(model, '/');
+    int dir_len = slash ? (int)(slash - model) : 1;
+    snprintf(tree, sizeof tree, "%.*s/tree.h5", dir_len, slash ? model : ".");
+    if (strcmp(cfg->sched.type, "cmlfq") == 0 && access(tree, R_OK) == 0 &&
+        strlen(tree) < sizeof cfg->sched.tree_in)
+        snprintf(cfg->sched.tree_in, sizeof cfg->sched.tree_in, "%s", tree);
     size_t n = strlen(out);
     if (n > 3 && strcmp(out + n - 3, ".h5") == 0) out[n - 3] = '\0';
     char tail[64];

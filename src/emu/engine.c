@@ -2,6 +2,10 @@
  * The emulated rollout instance (include/libra/engine.h): continuous batching in
  * virtual time. Glossary: B = running sequences, A = resident KV tokens (whole
  * instance), k = tokens every running sequence gains in one macro-step.
+ *
+ * With queue.mlfq = 0 the admission and preemption loops are the FIFO ones, step for
+ * step; mlfq orders the queue with iq_compare only in rounds where the smallest
+ * queued sequence fits (else nothing can be admitted and no sort is paid).
  */
 #include "libra/engine.h"
 
@@ -27,8 +31,11 @@ void engine_free(struct engine *e)
     if (!e) return;
     free(e->seq);
     free(e->cache);
+    free(e->order);
     e->seq = NULL;
     e->cache = NULL;
+    e->order = NULL;
+    e->cap_order = 0;
     e->n_seq = e->n_cache = 0;
 }
 
@@ -111,6 +118,7 @@ void engine_submit(struct engine *e, const struct wire_turn_req *req)
     s->prefill = ctx - hit;
     s->version_first = -1;
     s->state = SEQ_QUEUED;
+    s->arrival_v = s->queued_v = e->vnow;
 }
 
 static void seq_remove(struct engine *e, int i)
@@ -153,44 +161,116 @@ static void seq_result(const struct engine *e, const struct eng_seq *s, int part
 
 static int seq_tokens(const struct eng_seq *s) { return s->req.ctx_tokens + s->generated; }
 
-/* Admits queued sequences in arrival order while they fit; returns prefill seconds. */
-static double admit(struct engine *e, int *n_running)
+/* Whether s may be admitted now: with a decode step's headroom for every running
+ * sequence, so a preempted sequence is not readmitted at once; an empty instance
+ * admits even an oversized sequence, so nothing waits forever. */
+static int admit_fits(const struct engine *e, const struct eng_seq *s, int n_running)
+{
+    double need = seq_tokens(s) + 1;
+    return n_running == 0 || e->resident + need + n_running + 1 <= e->capacity;
+}
+
+/* Makes s resident (evicting cache entries for it); returns its prefill seconds. */
+static double admit_one(struct engine *e, struct eng_seq *s, int *n_running)
+{
+    int ci = cache_find(e, s->req.traj_id);
+    if (ci >= 0) cache_remove(e, ci);
+    cache_make_room(e, seq_tokens(s) + 1);
+    double t = cost_prefill_s(e->cm, e->cfg.tp, s->prefill, seq_tokens(s) - s->prefill);
+    e->stat_prefill_tokens += s->prefill;
+    s->prefill = 0;
+    s->state = SEQ_RUNNING;
+    e->resident += seq_tokens(s);
+    (*n_running)++;
+    return t;
+}
+
+/* FIFO: admits queued sequences in arrival order while they fit. */
+static double admit_fifo(struct engine *e, int *n_running)
 {
     double t = 0;
     for (int i = 0; i < e->n_seq; i++) {
         struct eng_seq *s = &e->seq[i];
         if (s->state != SEQ_QUEUED) continue;
         if (*n_running >= e->cfg.max_batch) break;
-        double need = seq_tokens(s) + 1;
-        /* Admit only with a decode step's headroom for every running sequence, so a
-         * preempted sequence is not readmitted at once; an empty instance admits even
-         * an oversized sequence, so nothing waits forever. */
-        if (e->resident + need + *n_running + 1 > e->capacity && *n_running > 0) break;
-        int ci = cache_find(e, s->req.traj_id);
-        if (ci >= 0) cache_remove(e, ci);
-        cache_make_room(e, need);
-        t += cost_prefill_s(e->cm, e->cfg.tp, s->prefill, seq_tokens(s) - s->prefill);
-        e->stat_prefill_tokens += s->prefill;
-        s->prefill = 0;
-        s->state = SEQ_RUNNING;
-        e->resident += seq_tokens(s);
-        (*n_running)++;
+        if (!admit_fits(e, s, *n_running)) break;
+        t += admit_one(e, s, n_running);
     }
     return t;
 }
 
-/* Moves the newest running sequence back to the queue (recompute on readmission). */
-static void preempt_newest(struct engine *e)
+static int qent_cmp(const void *a, const void *b)
 {
-    for (int i = e->n_seq - 1; i >= 0; i--) {
-        struct eng_seq *s = &e->seq[i];
-        if (s->state != SEQ_RUNNING) continue;
-        e->resident -= seq_tokens(s);
-        s->prefill = seq_tokens(s);
-        s->state = SEQ_QUEUED;
-        e->stat_preemptions++;
-        return;
+    const struct eng_qent *x = a, *y = b;
+    int c = iq_compare(x->level, x->arrival_v, y->level, y->arrival_v);
+    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* MLFQ: admits queued sequences in iq_compare order while they fit (head of line). */
+static double admit_mlfq(struct engine *e, int *n_running)
+{
+    if (*n_running >= e->cfg.max_batch) return 0;
+    int n = 0, smallest = -1;
+    for (int i = 0; i < e->n_seq; i++) {
+        if (e->seq[i].state != SEQ_QUEUED) continue;
+        n++;
+        if (smallest < 0 || seq_tokens(&e->seq[i]) < seq_tokens(&e->seq[smallest])) smallest = i;
     }
+    if (n == 0 || !admit_fits(e, &e->seq[smallest], *n_running)) return 0;
+    if (n > e->cap_order) {
+        e->cap_order = n > 2 * e->cap_order ? n : 2 * e->cap_order;
+        e->order = xrealloc(e->order, (size_t)e->cap_order * sizeof *e->order);
+    }
+    n = 0;
+    for (int i = 0; i < e->n_seq; i++) {
+        const struct eng_seq *s = &e->seq[i];
+        if (s->state != SEQ_QUEUED) continue;
+        int level = iq_level(&e->cfg.queue, s->req.est_remaining, s->generated,
+                             e->vnow - s->queued_v);
+        e->order[n++] = (struct eng_qent){i, level, s->arrival_v};
+    }
+    qsort(e->order, (size_t)n, sizeof *e->order, qent_cmp);
+    double t = 0;
+    for (int k = 0; k < n; k++) {
+        struct eng_seq *s = &e->seq[e->order[k].idx];
+        if (*n_running >= e->cfg.max_batch) break;
+        if (!admit_fits(e, s, *n_running)) break;
+        t += admit_one(e, s, n_running);
+    }
+    return t;
+}
+
+/* Admits what the queue discipline allows; returns prefill seconds. */
+static double admit(struct engine *e, int *n_running)
+{
+    return e->cfg.queue.mlfq ? admit_mlfq(e, n_running) : admit_fifo(e, n_running);
+}
+
+/* Moves a running sequence back to the queue (recompute on readmission): the newest
+ * among those of the highest level (FIFO: every level is 0, so the newest). */
+static void preempt_one(struct engine *e)
+{
+    int victim = -1, victim_level = -1;
+    for (int i = e->n_seq - 1; i >= 0; i--) {
+        const struct eng_seq *s = &e->seq[i];
+        if (s->state != SEQ_RUNNING) continue;
+        if (!e->cfg.queue.mlfq) {
+            victim = i;
+            break;
+        }
+        int level = iq_level(&e->cfg.queue, s->req.est_remaining, s->generated, 0);
+        if (level > victim_level) {
+            victim = i;
+            victim_level = level;
+        }
+    }
+    if (victim < 0) return;
+    struct eng_seq *s = &e->seq[victim];
+    e->resident -= seq_tokens(s);
+    s->prefill = seq_tokens(s);
+    s->state = SEQ_QUEUED;
+    s->queued_v = e->vnow;
+    e->stat_preemptions++;
 }
 
 static double next_tool_done(const struct engine *e)
@@ -269,10 +349,10 @@ static double decode_cost(const struct engine *e, int n_running, int k)
  * caller's n_running is stale after a preemption; it only bounds k). */
 static int decode_step(struct engine *e, double v, int n_running, int min_left)
 {
-    /* Every running sequence needs a free KV slot per step: preempt the newest until
-     * they all have one (a lone sequence always runs). */
+    /* Every running sequence needs a free KV slot per step: preempt (preempt_one's
+     * choice) until they all have one (a lone sequence always runs). */
     while (n_running > 1 && e->capacity - e->resident < n_running) {
-        preempt_newest(e);
+        preempt_one(e);
         n_running--;
     }
     int k = min_left > 0 ? min_left : 1;
@@ -388,3 +468,10 @@ double engine_take_busy(struct engine *e)
 }
 
 int engine_in_flight(const struct engine *e) { return e->n_seq; }
+
+void engine_queue_stats(const struct engine *e, int *queued, int *running, double *kv_frac)
+{
+    *queued = count_state(e, SEQ_QUEUED, NULL);
+    *running = count_state(e, SEQ_RUNNING, NULL);
+    *kv_frac = e->capacity > 0 ? e->resident / e->capacity : 0.0;
+}

@@ -24,9 +24,9 @@
  * handed damaged files. Editing the file with HDF5 tools invalidates the trailer.
  *
  * Saving checks the state with the same rules as loading (a state that would not load
- * is never written), builds the file in memory (HDF5's core driver, so HDF5 never
- * sees a disk error; see src/model/tfm_io.c for why) and writes it to
- * <path>.tmp-<pid>, fsync, rename, fsync of the directory.
+ * is never written), builds the file in memory (libra/h5atomic.h: HDF5 never sees a
+ * disk error) and writes it with its trailer to <path>.tmp-<pid>, fsync, rename, fsync
+ * of the directory.
  *
  * Loading trusts nothing: the trailer, types, lengths (bounded by the file size before
  * anything is allocated), sums that tie the tables together, value ranges. Any problem
@@ -37,6 +37,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "libra/checkpoint.h"
 
+#include "libra/h5atomic.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
 #include "libra/rng.h"
@@ -491,176 +492,6 @@ static int write_attrs(hid_t file, const struct ckpt_state *s, const char *path,
     return put_u64(file, "seed", s->seed, path, err, errlen);
 }
 
-/*
- * The whole file is built in memory by HDF5's core driver without a backing store, so
- * HDF5 never touches the disk (nor sees a disk error; see src/model/tfm_io.c for why).
- * The driver's buffer comes from the callbacks below so that it is ours when the file
- * closes: H5Fget_file_image() on a file still open is no substitute, as HDF5 1.10
- * clears the superblock's status flags in the copy without updating the 1.8-format
- * superblock's checksum (the copy then fails to open). This is the mechanism of
- * tfm_io.c, sized for small files.
- */
-struct image {
-    unsigned char *buf; /* the driver's file buffer */
-    size_t size;        /* bytes the driver uses */
-    int released;       /* the driver closed the file: buf is ours alone */
-};
-
-static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
-{
-    struct image *im = udata;
-    if (op == H5FD_FILE_IMAGE_OP_FILE_OPEN || op == H5FD_FILE_IMAGE_OP_FILE_RESIZE) {
-        im->buf = xrealloc(im->buf, size ? size : 1);
-        im->size = size;
-        return im->buf;
-    }
-    return xmalloc(size ? size : 1);
-}
-
-static void *image_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op,
-                          void *udata)
-{
-    (void)op;
-    (void)udata;
-    return memcpy(dest, src, size);
-}
-
-static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata)
-{
-    struct image *im = udata;
-    if (op == H5FD_FILE_IMAGE_OP_FILE_RESIZE && (ptr == NULL || ptr == im->buf)) {
-        im->buf = xrealloc(im->buf, size ? size : 1);
-        im->size = size;
-        return im->buf;
-    }
-    return xrealloc(ptr, size ? size : 1);
-}
-
-static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata)
-{
-    struct image *im = udata;
-    if (ptr && ptr == im->buf) {
-        im->released = op == H5FD_FILE_IMAGE_OP_FILE_CLOSE;
-        return 0; /* kept: the caller writes and frees it */
-    }
-    free(ptr);
-    return 0;
-}
-
-static void *image_udata_copy(void *udata) { return udata; }
-static herr_t image_udata_free(void *udata)
-{
-    (void)udata;
-    return 0;
-}
-
-/* Returns the file image (malloc'd, *size bytes) or NULL with a message. */
-static unsigned char *build_image(const struct ckpt_state *s, const char *name,
-                                  const char *path, size_t *size, char *err, size_t errlen)
-{
-    hid_t fapl = H5I_INVALID_HID, file = H5I_INVALID_HID;
-    struct image im = {NULL, 0, 0};
-    H5FD_file_image_callbacks_t cb = {image_malloc,     image_memcpy,     image_realloc,
-                                      image_free,       image_udata_copy, image_udata_free,
-                                      &im};
-    struct flat f;
-    flat_from_state(&f, s);
-    H5TRY(fapl = H5Pcreate(H5P_FILE_ACCESS));
-    H5TRY(H5Pset_fapl_core(fapl, (size_t)64 * 1024, 0));
-    H5TRY(H5Pset_file_image_callbacks(fapl, &cb));
-    /* 1.8+ format: checksummed metadata, a second line of defence behind the trailer. */
-    H5TRY(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
-    H5TRY(file = H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
-    H5CLOSE(fapl, H5Pclose);
-    if (write_attrs(file, s, path, err, errlen)) goto fail;
-    if (write_tables(file, s, &f, path, err, errlen)) goto fail;
-    H5TRY(H5Fflush(file, H5F_SCOPE_GLOBAL));
-    ssize_t eoa; /* the file's true length; the buffer may have a zero tail beyond it */
-    H5TRY(eoa = H5Fget_file_image(file, NULL, 0));
-    H5CLOSE(file, H5Fclose);
-    if (!im.released || !im.buf || (size_t)eoa > im.size) {
-        set_error(err, errlen,
-                  "%s: HDF5 did not hand back the in-memory file image (%zd bytes of %zu)",
-                  path, eoa, im.size);
-        goto fail;
-    }
-    flat_free(&f);
-    *size = (size_t)eoa;
-    return im.buf;
-fail:
-    close_id(&file, H5Fclose);
-    close_id(&fapl, H5Pclose);
-    flat_free(&f);
-    if (im.released) free(im.buf); /* else the driver may still hold it */
-    return NULL;
-}
-
-/* Creates tmp with the image and its trailer, fsyncs and closes it. */
-static int write_file(const char *tmp, const unsigned char *buf, size_t size, char *err,
-                      size_t errlen)
-{
-    unsigned char trailer[TRAILER_SIZE];
-    make_trailer(trailer, buf, size);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        set_error(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        return -1;
-    }
-    size_t done = 0, total = size + TRAILER_SIZE;
-    while (done < total) {
-        ssize_t w = done < size ? write(fd, buf + done, size - done)
-                                : write(fd, trailer + (done - size), total - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            set_error(err, errlen, "%s: write failed after %zu of %zu bytes: %s", tmp, done,
-                      total, w < 0 ? strerror(errno) : "no progress");
-            close(fd);
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) != 0) {
-        set_error(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (close(fd) != 0) {
-        set_error(err, errlen, "%s: close failed: %s", tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* fsync of the directory holding path, so that a rename in it is durable. */
-static int fsync_dir_of(const char *path, char *err, size_t errlen)
-{
-    char *dir = xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    const char *d = slash ? dir : ".";
-    int rc = 0, fd = open(d, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) {
-        set_error(err, errlen, "%s: cannot open the directory for fsync: %s", d,
-                  strerror(errno));
-        rc = -1;
-    } else {
-        /* Some file systems cannot fsync a directory (EINVAL): nothing more to do. */
-        if (fsync(fd) != 0 && errno != EINVAL) {
-            set_error(err, errlen, "%s: directory fsync failed: %s", d, strerror(errno));
-            rc = -1;
-        }
-        if (close(fd) != 0 && rc == 0) {
-            set_error(err, errlen, "%s: close failed: %s", d, strerror(errno));
-            rc = -1;
-        }
-    }
-    free(dir);
-    return rc;
-}
-
 int ckpt_state_save(const char *path, const struct ckpt_state *s, char *err, size_t errlen)
 {
     if (!path || !*path || !s) {
@@ -668,30 +499,26 @@ int ckpt_state_save(const char *path, const struct ckpt_state *s, char *err, siz
         return -1;
     }
     if (state_check(s, path, err, errlen)) return -1;
-    size_t plen = strlen(path) + 32;
-    char *tmp = xmalloc(plen);
-    snprintf(tmp, plen, "%s.tmp-%ld", path, (long)getpid());
+    struct flat f;
+    flat_from_state(&f, s);
     struct h5quiet q;
     h5_quiet_begin(&q);
-    size_t size = 0;
-    /* Named tmp: the core driver without a backing store never opens it on disk. */
-    unsigned char *buf = build_image(s, tmp, path, &size, err, errlen);
-    h5_quiet_end(&q);
     int rc = -1;
-    if (!buf) goto out;
-    if (write_file(tmp, buf, size, err, errlen)) {
-        unlink(tmp);
+    /* Built in memory, then written atomically with the trailer (libra/h5atomic.h);
+     * the 1.8+ format checksums the metadata, a second line of defence behind it. */
+    struct h5atomic a;
+    hid_t file = h5atomic_create(&a, path, 0, H5F_LIBVER_V18, err, errlen);
+    if (file < 0) goto out;
+    if (write_attrs(file, s, path, err, errlen) || write_tables(file, s, &f, path, err, errlen))
         goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        set_error(err, errlen, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        goto out;
-    }
-    rc = fsync_dir_of(path, err, errlen);
+    if (h5atomic_close_file(&a, err, errlen)) goto out;
+    unsigned char trailer[TRAILER_SIZE];
+    make_trailer(trailer, a.image, a.size);
+    rc = h5atomic_commit(&a, trailer, sizeof trailer, err, errlen);
 out:
-    free(buf);
-    free(tmp);
+    h5atomic_free(&a);
+    flat_free(&f);
+    h5_quiet_end(&q);
     return rc;
 }
 

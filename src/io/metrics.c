@@ -11,9 +11,17 @@
  * a write and the next H5Fflush, so confining writes to the flush keeps the window in
  * which a kill can damage the file to the flush itself. Memory is one step's rows.
  *
- * Array fields of a row (the per-tool counts of /steps) are stored as flat scalar
- * columns, one per element (calc_calls, search_calls, ...), so h5py/pandas users get
- * plain columns; each such column maps to one element of the struct's array.
+ * Array fields of a row (the per-tool counts of /steps, the per-reason counts of
+ * /sched) are stored as flat scalar columns, one per element (calc_calls, route_sticky,
+ * ...), so h5py/pandas users get plain columns; each such column maps to one element
+ * of the struct's array. The /sched columns are named after the scheduler's enums,
+ * which this file does not include (io does not depend on the scheduler): the names
+ * below follow enum sched_reason / enum sched_via in order, and the row's filler
+ * asserts the array sizes (METRICS_SCHED_N_*).
+ *
+ * metrics_write_with() hands the open file to another module's writer (the scheduler's
+ * /tree group) between a row flush and a file flush, so its objects obey the same
+ * crash-consistency rule as the tables.
  *
  * Limits and choices:
  *  - Not thread-safe; one writer. Table strings are fixed width: longer values are
@@ -52,7 +60,8 @@
 #endif
 
 /* Bumped when a table, column or root attribute changes meaning (docs/metrics.md). */
-#define METRICS_SCHEMA_VERSION 2 /* 2: /steps real-model columns, /eval */
+#define METRICS_SCHEMA_VERSION 3 /* 2: /steps real-model columns, /eval;
+                                    3: /sched, /migrations, /instances, /tree */
 
 #define EVENT_KIND_LEN 32
 #define EVENT_DETAIL_LEN 256
@@ -80,6 +89,9 @@ struct col {
 /* Element i of the int32 array field f, as a column of its own named name. */
 #define COL_ELEM_I32(s, f, i, name, u) \
     { name, offsetof(struct s, f) + (i) * sizeof(int32_t), sizeof(int32_t), COL_I32, u }
+/* The same for an int64 array field. */
+#define COL_ELEM_I64(s, f, i, name, u) \
+    { name, offsetof(struct s, f) + (i) * sizeof(int64_t), sizeof(int64_t), COL_I64, u }
 
 /* The per-tool columns below name the elements of tool_calls/tool_failures by tool. */
 _Static_assert(ENV_TOOL_CALC == 0 && ENV_TOOL_SEARCH == 1 && ENV_N_TOOLS == 2,
@@ -177,6 +189,79 @@ static const struct col eval_cols[] = {
     COL(metrics_eval_row, gen_tokens_mean, COL_F64, "tokens"),
 };
 
+/* /sched: route_* in the order of enum sched_reason, via_* in that of enum sched_via. */
+_Static_assert(FSIZE(metrics_sched_row, routes) == 10 * sizeof(int64_t) &&
+                   METRICS_SCHED_N_ROUTES == 10,
+               "/sched names 10 route_* columns: update them with enum sched_reason");
+_Static_assert(FSIZE(metrics_sched_row, via) == 3 * sizeof(int64_t) && METRICS_SCHED_N_VIA == 3,
+               "/sched names 3 via_* columns: update them with enum sched_via");
+
+#define ROUTE(i, name) COL_ELEM_I64(metrics_sched_row, routes, i, name, "decisions")
+#define VIA(i, name) COL_ELEM_I64(metrics_sched_row, via, i, name, "decisions")
+
+static const struct col sched_cols[] = {
+    COL(metrics_sched_row, step, COL_I32, "1"),
+    COL(metrics_sched_row, wall_s, COL_F64, "s"),
+    ROUTE(0, "route_initial"),
+    ROUTE(1, "route_informed"),
+    ROUTE(2, "route_sticky"),
+    ROUTE(3, "route_migrate"),
+    ROUTE(4, "route_reroute"),
+    ROUTE(5, "route_per_turn"),
+    ROUTE(6, "route_history"),
+    ROUTE(7, "route_scout"),
+    ROUTE(8, "route_scout_follow"),
+    ROUTE(9, "route_scout_timeout"),
+    VIA(0, "via_preferred"),
+    VIA(1, "via_fallback"),
+    VIA(2, "via_global"),
+    COL(metrics_sched_row, holds, COL_I64, "decisions"),
+    COL(metrics_sched_row, migrations, COL_I64, "migrations"),
+    COL(metrics_sched_row, declined, COL_I64, "bucket changes"),
+    COL(metrics_sched_row, tool_returns, COL_I64, "tool returns"),
+    COL(metrics_sched_row, finished, COL_I64, "trajectories"),
+    COL(metrics_sched_row, learned, COL_I64, "trajectories"),
+    COL(metrics_sched_row, tree_nodes, COL_I64, "nodes"),
+    COL(metrics_sched_row, tree_prompts, COL_I64, "prompts"),
+    COL(metrics_sched_row, tree_leaves, COL_I64, "nodes"),
+    COL(metrics_sched_row, tree_depth, COL_I32, "tool returns"),
+    COL(metrics_sched_row, decide_us_mean, COL_F64, "us"),
+};
+
+#undef ROUTE
+#undef VIA
+
+static const struct col migration_cols[] = {
+    COL(metrics_migration_row, wall_s, COL_F64, "s"),
+    COL(metrics_migration_row, step, COL_I32, "1"),
+    COL(metrics_migration_row, traj_id, COL_I64, "1"),
+    COL(metrics_migration_row, turn, COL_I32, "1"),
+    COL(metrics_migration_row, from_instance, COL_I32, "1"),
+    COL(metrics_migration_row, to_instance, COL_I32, "1"),
+    COL(metrics_migration_row, from_tp, COL_I32, "ranks"),
+    COL(metrics_migration_row, to_tp, COL_I32, "ranks"),
+    COL(metrics_migration_row, from_bucket, COL_STR, "text"),
+    COL(metrics_migration_row, to_bucket, COL_STR, "text"),
+    COL(metrics_migration_row, why, COL_STR, "text"),
+    COL(metrics_migration_row, est_remaining, COL_F64, "tokens"),
+    COL(metrics_migration_row, saving_s, COL_F64, "s"),
+    COL(metrics_migration_row, cost_s, COL_F64, "s"),
+};
+
+static const struct col instance_cols[] = {
+    COL(metrics_instance_row, step, COL_I32, "1"),
+    COL(metrics_instance_row, wall_s, COL_F64, "s"),
+    COL(metrics_instance_row, instance, COL_I32, "1"),
+    COL(metrics_instance_row, leader, COL_I32, "1"),
+    COL(metrics_instance_row, tp, COL_I32, "ranks"),
+    COL(metrics_instance_row, bucket, COL_STR, "text"),
+    COL(metrics_instance_row, queued, COL_I32, "turns"),
+    COL(metrics_instance_row, running, COL_I32, "turns"),
+    COL(metrics_instance_row, turns_in_flight, COL_I32, "turns"),
+    COL(metrics_instance_row, kv_frac, COL_F64, "1"),
+    COL(metrics_instance_row, load_frac, COL_F64, "1"),
+};
+
 struct table_def {
     const char *name;
     const char *description;
@@ -190,7 +275,7 @@ struct table_def {
 
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_COUNT };
+enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_SCHED, T_MIGRATIONS, T_INSTANCES, T_COUNT };
 
 static const struct table_def table_defs[T_COUNT] = {
     [T_STEPS] = {"steps",
@@ -214,6 +299,24 @@ static const struct table_def table_defs[T_COUNT] = {
                 "one row per greedy evaluation on the held-out set; step is the optimizer "
                 "steps done when it was launched, wall_s when it finished",
                 eval_cols, NCOLS(eval_cols), sizeof(struct metrics_eval_row), 256, NULL, NULL},
+    [T_SCHED] = {"sched",
+                 "one row per optimizer step: the scheduler's routing decisions by reason and "
+                 "by path, migrations, tool returns and finished trajectories during the step, "
+                 "and cmlfq's prefix tree at its end",
+                 sched_cols, NCOLS(sched_cols), sizeof(struct metrics_sched_row), 256, NULL,
+                 NULL},
+    [T_MIGRATIONS] = {"migrations",
+                      "one row per bucket change the scheduler took or declined at a "
+                      "tool-return boundary; to_instance = from_instance when not moved",
+                      migration_cols, NCOLS(migration_cols),
+                      sizeof(struct metrics_migration_row), 4096, "values.why",
+                      "causal tokens threshold declined_cost declined_limit same_tp"},
+    [T_INSTANCES] = {"instances",
+                     "one row per rollout instance per optimizer step: its own last report "
+                     "(queued, running, kv_frac; -1 before any) and rank 0's view "
+                     "(turns_in_flight, load_frac)",
+                     instance_cols, NCOLS(instance_cols), sizeof(struct metrics_instance_row),
+                     1024, NULL, NULL},
 };
 
 struct table {
@@ -587,6 +690,21 @@ int metrics_eval(struct metrics *m, const struct metrics_eval_row *row)
     return append(m, T_EVAL, row);
 }
 
+int metrics_sched(struct metrics *m, const struct metrics_sched_row *row)
+{
+    return append(m, T_SCHED, row);
+}
+
+int metrics_migration(struct metrics *m, const struct metrics_migration_row *row)
+{
+    return append(m, T_MIGRATIONS, row);
+}
+
+int metrics_instance(struct metrics *m, const struct metrics_instance_row *row)
+{
+    return append(m, T_INSTANCES, row);
+}
+
 int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,
                   const char *detail)
 {
@@ -659,6 +777,49 @@ int metrics_flush(struct metrics *m)
 fail:
     h5_quiet_end(&q);
     return fail_logged(m, "flushing");
+}
+
+_Static_assert(sizeof(hid_t) == sizeof(int64_t), "metrics_write_with passes a hid_t as int64_t");
+
+/*
+ * The rows first, so fn's objects never reach the disk ahead of rows added before the
+ * call; the file is flushed after fn whatever it returned, so a partly written group
+ * is at least consistent on disk. An object fn leaves open would keep the file open
+ * past metrics_close() (HDF5's weak close): it is reported, not closed here (it is
+ * fn's to close).
+ */
+int metrics_write_with(struct metrics *m,
+                       int (*fn)(int64_t file, void *arg, char *err, size_t errlen), void *arg)
+{
+    if (!m || !fn) return -1;
+    char *err = m->err;
+    size_t errlen = sizeof m->err;
+    struct h5quiet q;
+    h5_quiet_begin(&q);
+    if (write_all(m) != 0) {
+        h5_quiet_end(&q);
+        return fail_logged(m, "writing buffered rows before an external writer");
+    }
+    ssize_t open_before = H5Fget_obj_count(m->file, H5F_OBJ_ALL);
+    err[0] = '\0';
+    int rc = fn((int64_t)m->file, arg, err, errlen);
+    if (rc != 0) {
+        if (!err[0]) snprintf(err, errlen, "(the writer gave no message)");
+        H5Eclear2(H5E_DEFAULT);
+        fail_logged(m, "external writer failed");
+    }
+    ssize_t open_after = H5Fget_obj_count(m->file, H5F_OBJ_ALL);
+    if (open_before >= 0 && open_after > open_before)
+        LOG_W("metrics file %s: an external writer left %zd HDF5 object(s) open (it must "
+              "close what it opens; the file cannot close while they are)",
+              m->path, open_after - open_before);
+    H5TRY(H5Fflush(m->file, H5F_SCOPE_GLOBAL));
+    h5_quiet_end(&q);
+    return rc;
+fail:
+    h5_quiet_end(&q);
+    fail_logged(m, "flushing after an external writer");
+    return rc != 0 ? rc : -1;
 }
 
 /*

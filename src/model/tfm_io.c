@@ -31,8 +31,8 @@
  * allocating, the parameter count the config implies is checked against the file
  * size, so a bad or truncated file cannot make us allocate absurd amounts.
  *
- * Writes are atomic: the file is built in memory (see struct image for why), written
- * to <path>.tmp-<pid> in the same directory, fsync'd, renamed over path, and the
+ * Writes are atomic (libra/h5atomic.h): the file is built in memory, written to
+ * <path>.tmp-<pid> in the same directory, fsync'd, renamed over path, and the
  * directory fsync'd. A failed save removes its temporary and leaves any existing file
  * untouched. Saving needs memory for one more copy of the file (parameters, plus
  * twice that again with the optimizer moments).
@@ -44,11 +44,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "libra/tfm_io.h"
 
+#include "libra/h5atomic.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <limits.h>
 #include <math.h>
@@ -58,7 +58,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- errors ---- */
 
@@ -312,159 +311,6 @@ fail:
     return -1;
 }
 
-/*
- * The file is built in memory (HDF5's core driver, no backing store) and written out
- * by write_image() below, so every disk error (ENOSPC, EFBIG, EIO) is ours to report
- * with errno and HDF5 never sees one. This is deliberate: with HDF5 1.10 a write error
- * surfacing in H5Dclose / H5Fclose leaves the file ID half-destroyed, and the library
- * then crashes in its atexit cleanup (seen with a full disk simulated by RLIMIT_FSIZE).
- * The cost is one extra copy of the file in memory while saving.
- *
- * The driver's buffer is allocated through file-image callbacks so that it is ours:
- * at H5Fclose the driver "frees" it (H5FD_FILE_IMAGE_OP_FILE_CLOSE) and we keep it,
- * with no copy. The buffer is a multiple of the increment; the file written is its
- * first H5Fget_file_image() bytes (the end of address after the final flush).
- */
-struct image {
-    unsigned char *buf; /* the driver's file buffer */
-    size_t size;        /* bytes the driver uses */
-    size_t cap;         /* bytes allocated (grown geometrically, first to hint) */
-    size_t hint;        /* expected file size */
-    int released;       /* the driver closed the file: buf is ours alone */
-};
-
-#define IMAGE_INCREMENT ((size_t)64 * 1024)
-
-static void *image_grow(struct image *im, size_t size)
-{
-    if (size > im->cap) {
-        size_t cap = im->cap + im->cap / 2;
-        if (cap < im->hint) cap = im->hint;
-        if (cap < size) cap = size;
-        im->buf = xrealloc(im->buf, cap);
-        im->cap = cap;
-    }
-    im->size = size;
-    return im->buf;
-}
-
-static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
-{
-    if (op == H5FD_FILE_IMAGE_OP_FILE_OPEN || op == H5FD_FILE_IMAGE_OP_FILE_RESIZE)
-        return image_grow(udata, size);
-    return xmalloc(size ? size : 1);
-}
-
-static void *image_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op,
-                          void *udata)
-{
-    (void)op;
-    (void)udata;
-    return memcpy(dest, src, size);
-}
-
-static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata)
-{
-    struct image *im = udata;
-    if (op == H5FD_FILE_IMAGE_OP_FILE_RESIZE && (ptr == NULL || ptr == im->buf))
-        return image_grow(im, size);
-    return xrealloc(ptr, size ? size : 1);
-}
-
-static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata)
-{
-    struct image *im = udata;
-    if (ptr && ptr == im->buf) {
-        im->released = op == H5FD_FILE_IMAGE_OP_FILE_CLOSE;
-        return 0; /* kept: write_image() and tfm_save free it */
-    }
-    free(ptr);
-    return 0;
-}
-
-static void *image_udata_copy(void *udata) { return udata; }
-static herr_t image_udata_free(void *udata)
-{
-    (void)udata;
-    return 0;
-}
-
-/* A file-access list for an in-memory file whose buffer is im. */
-static hid_t image_fapl(struct image *im, const char *path, char *err, size_t errlen)
-{
-    hid_t fapl = H5I_INVALID_HID;
-    H5FD_file_image_callbacks_t cb = {image_malloc,     image_memcpy,     image_realloc,
-                                      image_free,       image_udata_copy, image_udata_free,
-                                      im};
-    H5TRY(fapl = H5Pcreate(H5P_FILE_ACCESS));
-    H5TRY(H5Pset_fapl_core(fapl, IMAGE_INCREMENT, 0));
-    H5TRY(H5Pset_file_image_callbacks(fapl, &cb));
-    return fapl;
-fail:
-    close_id(&fapl, H5Pclose);
-    return H5I_INVALID_HID;
-}
-
-/* Writes the image to tmp (created or truncated) and fsyncs it. */
-static int write_image(const char *tmp, const struct image *im, char *err, size_t errlen)
-{
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0) {
-        set_error(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        return -1;
-    }
-    size_t done = 0;
-    while (done < im->size) {
-        size_t chunk = im->size - done < ((size_t)1 << 30) ? im->size - done : (size_t)1 << 30;
-        ssize_t w = write(fd, im->buf + done, chunk);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            set_error(err, errlen, "%s: write failed after %zu of %zu bytes: %s", tmp, done,
-                      im->size, w < 0 ? strerror(errno) : "no progress");
-            close(fd);
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) != 0) {
-        set_error(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (close(fd) != 0) {
-        set_error(err, errlen, "%s: close failed: %s", tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* fsync of the directory holding path, so that a rename in it is durable. */
-static int fsync_dir_of(const char *path, char *err, size_t errlen)
-{
-    char *dir = xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        dir[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    const char *d = slash ? dir : ".";
-    int rc = 0, fd = open(d, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) {
-        set_error(err, errlen, "%s: cannot open the directory for fsync: %s", d,
-                  strerror(errno));
-        rc = -1;
-    } else {
-        /* Some file systems cannot fsync a directory (EINVAL): nothing more to do. */
-        if (fsync(fd) != 0 && errno != EINVAL) {
-            set_error(err, errlen, "%s: directory fsync failed: %s", d, strerror(errno));
-            rc = -1;
-        }
-        close(fd);
-    }
-    free(dir);
-    return rc;
-}
-
 int tfm_save(const char *final_path, const struct tfm_config *c, const struct tfm_params *p,
              const struct adamw *opt, char *err, size_t errlen)
 {
@@ -494,63 +340,32 @@ int tfm_save(const char *final_path, const struct tfm_config *c, const struct tf
         return -1;
     }
 
-    size_t plen = strlen(final_path) + 32;
-    char *tmp = xmalloc(plen);
-    snprintf(tmp, plen, "%s.tmp-%ld", final_path, (long)getpid());
     const char *path = final_path; /* for H5TRY messages */
     struct h5quiet q;
     h5_quiet_begin(&q);
-    hid_t file = H5I_INVALID_HID, fapl = H5I_INVALID_HID;
-    int created = 0;
-    struct image im = {NULL, 0, 0, 0, 0};
-    /* raw data + ~1 KiB of metadata per tensor */
     int nt = tfm_tensors(c, p, NULL, 0);
-    im.hint = sizeof(float) * p->n * (opt ? 3 : 1) + 1024 * (size_t)(nt + 16);
     struct tfm_tensor *t = xmalloc(sizeof *t * (size_t)nt);
     tfm_tensors(c, p, t, nt);
-
-    if ((fapl = image_fapl(&im, path, err, errlen)) < 0) goto fail;
-    H5TRY(file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
-    H5CLOSE(fapl, H5Pclose);
+    /* Built in memory, then written atomically (libra/h5atomic.h): the hint is the raw
+     * data + ~1 KiB of metadata per tensor. */
+    struct h5atomic a;
+    size_t hint = sizeof(float) * p->n * (opt ? 3 : 1) + 1024 * (size_t)(nt + 16);
+    hid_t file = h5atomic_create(&a, path, hint, H5F_LIBVER_EARLIEST, err, errlen);
+    if (file < 0) goto fail;
     if (write_config(file, c, path, err, errlen)) goto fail;
     for (int i = 0; i < nt; i++)
         if (dset_put(file, t[i].name, t[i].ndim, t[i].dims, t[i].data, path, err, errlen))
             goto fail;
     if (opt && write_optimizer(file, opt, path, err, errlen)) goto fail;
-    H5TRY(H5Fflush(file, H5F_SCOPE_GLOBAL));
-    ssize_t eoa; /* the file's true length; the buffer has a zero tail beyond it */
-    H5TRY(eoa = H5Fget_file_image(file, NULL, 0));
-    H5CLOSE(file, H5Fclose);
-    if (!im.released || !im.buf || (size_t)eoa > im.size) {
-        set_error(err, errlen,
-                  "%s: HDF5 did not hand back the in-memory file image (%zd bytes of %zu)",
-                  path, eoa, im.size);
-        goto fail;
-    }
-    im.size = (size_t)eoa;
-    created = 1;
-    if (write_image(tmp, &im, err, errlen)) goto fail;
-    free(im.buf);
-    im.buf = NULL;
-    if (rename(tmp, final_path) != 0) {
-        set_error(err, errlen, "%s: cannot rename %s over it: %s", final_path, tmp,
-                  strerror(errno));
-        goto fail;
-    }
-    created = 0;
-    if (fsync_dir_of(final_path, err, errlen)) goto fail; /* the new file is in place */
+    if (h5atomic_commit(&a, NULL, 0, err, errlen)) goto fail;
+    h5atomic_free(&a);
     free(t);
-    free(tmp);
     h5_quiet_end(&q);
     return 0;
 fail:
-    close_id(&file, H5Fclose);
-    close_id(&fapl, H5Pclose);
+    h5atomic_free(&a);
     H5Eclear2(H5E_DEFAULT);
-    if (created) unlink(tmp);
-    if (im.released) free(im.buf); /* else the driver may still hold it */
     free(t);
-    free(tmp);
     h5_quiet_end(&q);
     return -1;
 }

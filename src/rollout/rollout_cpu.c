@@ -185,6 +185,8 @@ void rollout_cpu_submit(struct rollout_cpu *r, const struct rollout_turn_in *in)
     XGROW(t->ctx, t->ctx_cap, (size_t)in->n_ctx);
     memcpy(t->ctx, in->ctx, (size_t)in->n_ctx * sizeof *t->ctx);
     t->in.ctx = t->ctx;
+    t->arrival_s = wall_time();
+    t->level = 0;
     int room = r->rc.slot_capacity - in->n_ctx; /* context + generated ids must fit */
     t->budget = in->budget < room ? in->budget : room;
     if (t->budget <= 0) { /* nothing can be generated: the trajectory ends here */
@@ -241,6 +243,19 @@ int rollout_cpu_busy(const struct rollout_cpu *r)
     int n = r->queue.n;
     for (int s = 0; s < r->rc.n_slots; s++) n += r->slots[s].t != NULL;
     return n;
+}
+
+void rollout_cpu_queue_stats(const struct rollout_cpu *r, int *queued, int *running,
+                             double *kv_frac)
+{
+    int decoding = 0, held = 0;
+    for (int s = 0; s < r->rc.n_slots; s++) {
+        decoding += r->slots[s].state == SLOT_DECODING;
+        held += r->slots[s].state == SLOT_DECODING || r->slots[s].state == SLOT_TOOL;
+    }
+    *queued = r->queue.n;
+    *running = decoding;
+    *kv_frac = (double)held / r->rc.n_slots;
 }
 
 void rollout_cpu_set_weights(struct rollout_cpu *r, const float *params, int version)

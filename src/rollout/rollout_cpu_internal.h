@@ -7,10 +7,11 @@
  * Glossary: V vocabulary, S rc.n_slots decoder slots, N rc.slot_capacity tokens per
  * slot.
  *
- * A turn record (struct rc_turn) lives in exactly one place: the FIFO queue (waiting
- * for a slot), a slot (decoding, or waiting for its tool), the done list (finished,
- * not yet taken), the taken list (handed out by rollout_cpu_take, recycled at the next
- * engine call) or the free list. Records and their buffers are reused, so the decode
+ * A turn record (struct rc_turn) lives in exactly one place: the queue (waiting for
+ * a slot; arrival order under fifo, the last admission round's order under mlfq), a
+ * slot (decoding, or waiting for its tool), the done list (finished, not yet taken),
+ * the taken list (handed out by rollout_cpu_take, recycled at the next engine call)
+ * or the free list. Records and their buffers are reused, so the decode
  * path allocates nothing.
  *
  * A slot remembers the ids its KV cache holds or is to hold (ids[0, n_ids)); the
@@ -49,6 +50,8 @@ struct rc_turn {
     size_t gen_cap;
     int final, partial, tool, tool_status;
     double tool_latency_s;
+    double arrival_s;          /* wall_time() at submission (mlfq order and aging) */
+    int level;                 /* mlfq level in the current admission round */
     int n_payload;
     int32_t *payload;          /* (RC_PAYLOAD_CAP) */
     struct rc_turn *next_free;
@@ -105,7 +108,8 @@ void rcpu_list_push(struct rc_list *l, struct rc_turn *t);
 void rcpu_slot_release(struct rollout_cpu *r, int s);
 /* Reports every tool call the pool has finished; returns how many. */
 int rcpu_collect_tools(struct rollout_cpu *r);
-/* Admits queued turns in FIFO order while slots are available; returns how many. */
+/* Admits queued turns while slots are available, in arrival order (fifo) or
+ * iq_compare order (mlfq); returns how many. */
 int rcpu_admit_queued(struct rollout_cpu *r);
 /* One batched decode step over every decoding slot; returns the slots advanced. */
 int rcpu_decode_once(struct rollout_cpu *r);

@@ -6,6 +6,8 @@
  * A turn is admitted into its trajectory's IDLE slot (only the ids after the longest
  * common prefix with the cache are prefilled: normally the last generated token and
  * the tool payload), else a FREE slot, else the least recently used IDLE slot.
+ * Waiting turns are taken in arrival order (fifo) or, under mlfq, in iq_compare order
+ * (the queue is reordered in place, stably, before each round that can admit).
  *
  * Sampling: token k of a trajectory (k = its absolute position) is drawn with key
  * (rc.seed, rng_key, k), so a trajectory's tokens do not depend on its batch, its
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "libra/env.h"
+#include "libra/iqueue.h"
 #include "libra/log.h"
 #include "libra/sampler.h"
 #include "libra/tokenizer.h"
@@ -152,10 +155,36 @@ static void admit(struct rollout_cpu *r, struct rc_turn *t, int s)
     sample_next(r, s, r->prefill_logits);
 }
 
-/* Admits queued turns in FIFO order while slots are available; returns how many. */
+/* Reorders the queue by iq_compare (level, then arrival) with a stable insertion sort
+ * (queues are short; nothing allocates), if a slot could take a turn at all. */
+static void order_queue(struct rollout_cpu *r)
+{
+    int open = 0;
+    for (int s = 0; s < r->rc.n_slots && !open; s++)
+        open = r->slots[s].state == SLOT_FREE || r->slots[s].state == SLOT_IDLE;
+    if (!open || r->queue.n < 2) return;
+    double now = wall_time();
+    struct rc_turn **q = r->queue.t;
+    for (int k = 0; k < r->queue.n; k++)
+        q[k]->level = iq_level(&r->rc.queue, q[k]->in.est_remaining, 0, now - q[k]->arrival_s);
+    for (int k = 1; k < r->queue.n; k++) {
+        struct rc_turn *t = q[k];
+        int j = k;
+        while (j > 0 &&
+               iq_compare(t->level, t->arrival_s, q[j - 1]->level, q[j - 1]->arrival_s) < 0) {
+            q[j] = q[j - 1];
+            j--;
+        }
+        q[j] = t;
+    }
+}
+
+/* Admits queued turns in queue order (fifo, or mlfq after order_queue) while slots
+ * are available; returns how many. */
 int rcpu_admit_queued(struct rollout_cpu *r)
 {
     if (r->queue.n == 0) return 0;
+    if (r->rc.queue.mlfq) order_queue(r);
     for (int s = 0; s < r->rc.n_slots; s++) r->slots[s].wanted = 0;
     for (int k = 0; k < r->queue.n; k++)
         for (int s = 0; s < r->rc.n_slots; s++)

@@ -1,0 +1,459 @@
+/*
+ * `libra --bench-sched`: the scheduler benchmark (not a timed test; it only prints).
+ *
+ * Throughput (default): 16 A800 GPUs serving Qwen3-14B rollouts of a workload preset
+ * (inputs/workloads/<name>.cfg), simulated in virtual time by the rollout-cluster
+ * simulator (rollout_sim.h) in synchronous steps: each step launches G groups x S
+ * samples at once and ends when the last trajectory does. Every row runs the same
+ * seed, so the same trajectories; the first W steps warm the scheduler up (C-MLFQ's
+ * tree learns) and are not measured. Rows:
+ *   load_balance  TP2 x 8          FIFO instance queue   (the baseline, ratio 1.00)
+ *   load_balance  [1,1,2,4] x 2    FIFO
+ *   length_aware  [1,1,2,4] x 2    FIFO
+ *   la_mlfq       [1,1,2,4] x 2    FIFO
+ *   cmlfq         [1,1,2,4] x 2    FIFO  (routing alone)
+ *   cmlfq         [1,1,2,4] x 2    MLFQ  (the default: routing + instance queue)
+ * Baselines use FIFO like the reference's vLLM. Everything else is config_defaults()
+ * (cost-model knobs, buckets, rollout limits) with the overrides printed.
+ *
+ * --latency: C-MLFQ's routing decision latency with a prefix tree of >= 100,000
+ * nodes on one core: the tree is grown through the public API (sched_route,
+ * sched_tool_return, sched_finish on synthetic trajectories over three tools), then
+ * 200,000 decisions at tool-return boundaries are timed one by one with
+ * CLOCK_MONOTONIC (sched_tool_return + sched_route, and sched_route alone).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "libra/driver.h"
+#include "libra/log.h"
+#include "libra/ptree.h"
+#include "libra/rng.h"
+#include "libra/rollout_sim.h"
+#include "libra/sched.h"
+
+struct bench_opts {
+    char workload[64];
+    int steps, warmup, groups, samples;
+    uint64_t seed;
+    double tick_s;
+    int latency;
+    int decisions;   /* --latency: decisions timed */
+    int tree_nodes;  /* --latency: tree size to grow first */
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: libra --bench-sched [--workload NAME] [--steps N] [--warmup N] [--groups G]\n"
+            "                           [--samples S] [--seed S] [--tick SECONDS]\n"
+            "       libra --bench-sched --latency [--seed S] [--decisions N] [--tree-nodes N]\n"
+            "  NAME: a preset in inputs/workloads/ (r2e-gym, search-r1, ...); default r2e-gym\n");
+}
+
+static int parse_int(const char *opt, const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
+        fprintf(stderr, "libra --bench-sched: %s '%s': need an integer in [%d, %d]\n", opt, v, lo,
+                hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct bench_opts *o)
+{
+    *o = (struct bench_opts){"r2e-gym", 12, 4, 32, 8, 1, RSIM_DEFAULT_TICK_S, 0, 200000, 100000};
+    for (int a = 0; a < argc; a++) {
+        const char *k = argv[a];
+        if (strcmp(k, "--latency") == 0) {
+            o->latency = 1;
+            continue;
+        }
+        if (a + 1 >= argc) {
+            fprintf(stderr, "libra --bench-sched: '%s' needs a value (or is unknown)\n", k);
+            return -1;
+        }
+        const char *v = argv[++a];
+        int rc = 0;
+        if (strcmp(k, "--workload") == 0) {
+            /* a preset name, never a path */
+            for (const char *p = v; *p; p++)
+                if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_') rc = -1;
+            if (rc || strlen(v) == 0 || strlen(v) >= sizeof o->workload) {
+                fprintf(stderr, "libra --bench-sched: --workload '%s': a preset name from "
+                                "inputs/workloads/ (letters, digits, '-', '_')\n", v);
+                return -1;
+            }
+            snprintf(o->workload, sizeof o->workload, "%s", v);
+        } else if (strcmp(k, "--steps") == 0) {
+            rc = parse_int(k, v, 1, 100000, &o->steps);
+        } else if (strcmp(k, "--warmup") == 0) {
+            rc = parse_int(k, v, 0, 100000, &o->warmup);
+        } else if (strcmp(k, "--groups") == 0) {
+            rc = parse_int(k, v, 1, 1000000, &o->groups);
+        } else if (strcmp(k, "--samples") == 0) {
+            rc = parse_int(k, v, 1, 1024, &o->samples);
+        } else if (strcmp(k, "--decisions") == 0) {
+            rc = parse_int(k, v, 1, 100000000, &o->decisions);
+        } else if (strcmp(k, "--tree-nodes") == 0) {
+            rc = parse_int(k, v, 1, 100000000, &o->tree_nodes);
+        } else if (strcmp(k, "--seed") == 0) {
+            char *end;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || *v == '-') {
+                fprintf(stderr, "libra --bench-sched: --seed '%s': need an unsigned integer\n", v);
+                return -1;
+            }
+            o->seed = s;
+        } else if (strcmp(k, "--tick") == 0) {
+            char *end;
+            o->tick_s = strtod(v, &end);
+            if (*v == '\0' || *end != '\0' || !(o->tick_s > 0) || o->tick_s > 10) {
+                fprintf(stderr, "libra --bench-sched: --tick '%s': seconds in (0, 10]\n", v);
+                return -1;
+            }
+        } else {
+            fprintf(stderr, "libra --bench-sched: unknown option '%s'\n", k);
+            return -1;
+        }
+        if (rc) return -1;
+    }
+    if (!o->latency && o->warmup >= o->steps) {
+        fprintf(stderr, "libra --bench-sched: --warmup %d must be below --steps %d\n", o->warmup,
+                o->steps);
+        return -1;
+    }
+    return 0;
+}
+
+/* The config every row starts from: defaults, A800 + Qwen3-14B, the workload preset. */
+static int bench_inputs(const struct bench_opts *o, struct libra_config *cfg,
+                        struct job_inputs *in)
+{
+    config_defaults(cfg);
+    const char *dir = getenv("LIBRA_INPUTS");
+    if (!dir || !*dir) dir = LIBRA_SRCDIR "/inputs";
+    int n = snprintf(cfg->device.hardware, CFG_PATH_MAX, "%s/hardware/a800.cfg", dir);
+    n |= snprintf(cfg->model.profile, CFG_PATH_MAX, "%s/models/qwen3-14b.cfg", dir);
+    n |= snprintf(cfg->workload.preset, CFG_PATH_MAX, "%s/workloads/%s.cfg", dir, o->workload);
+    if (n >= CFG_PATH_MAX) {
+        fprintf(stderr, "libra --bench-sched: inputs directory '%s' is too long\n", dir);
+        return -1;
+    }
+    cfg->run.seed = o->seed;
+    cfg->rollout.n_samples = o->samples;
+    char err[1024];
+    if (driver_load_inputs(cfg, in, err, sizeof err)) {
+        fprintf(stderr, "libra --bench-sched: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- throughput ---- */
+
+struct bench_row {
+    const char *policy;
+    const char *layout;
+    const char *queue;
+    int n_inst;
+    int tp[CFG_MAX_TP];
+};
+
+static const struct bench_row rows[] = {
+    {"load_balance", "TP2 x 8", "fifo", 8, {2, 2, 2, 2, 2, 2, 2, 2}},
+    {"load_balance", "[1,1,2,4] x 2", "fifo", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
+    {"length_aware", "[1,1,2,4] x 2", "fifo", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
+    {"la_mlfq", "[1,1,2,4] x 2", "fifo", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
+    {"cmlfq", "[1,1,2,4] x 2", "fifo", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
+    {"cmlfq", "[1,1,2,4] x 2", "mlfq", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
+};
+#define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
+
+static void print_setup(const struct bench_opts *o, const struct libra_config *cfg,
+                        const struct job_inputs *in)
+{
+    const struct rollout_config *ro = &cfg->rollout;
+    const struct sched_config *sc = &cfg->sched;
+    printf("libra bench-sched: workload %s, %s, %s, 16 GPUs, seed %llu\n", in->wl.name,
+           in->cm.hw.name, in->cm.model.name, (unsigned long long)o->seed);
+    printf("  steps %d (first %d warm-up, not measured), %d groups x %d samples = %d "
+           "trajectories a step, synchronous (a step ends with its last trajectory)\n",
+           o->steps, o->warmup, o->groups, o->samples, o->groups * o->samples);
+    printf("  rollout: max_turns %d, max_tokens_per_turn %d, max_tokens %d; engine max_batch "
+           "%d; controller tick %.3f s (virtual)\n",
+           ro->max_turns, ro->max_tokens_per_turn, ro->max_tokens, RSIM_DEFAULT_MAX_BATCH,
+           o->tick_s);
+    printf("  KV capacity (tokens): TP1 %.0f, TP2 %.0f, TP4 %.0f\n",
+           cost_kv_capacity_tokens(&in->cm, 1), cost_kv_capacity_tokens(&in->cm, 2),
+           cost_kv_capacity_tokens(&in->cm, 4));
+    printf("  sched defaults: balance %s, max_load %.2f, buckets", sc->balance, sc->max_load);
+    for (int b = 0; b < sc->n_buckets; b++) {
+        const struct sched_bucket_spec *bs = &sc->buckets[b];
+        printf(" %s(<=%d: TP", bs->name, bs->max_tokens);
+        for (int k = 0; k < bs->n_tp; k++) printf("%s%d", k ? "," : "", bs->tp[k]);
+        printf(")");
+    }
+    printf("; mlfq queue %d levels from %d tokens\n\n", sc->queue_levels, sc->queue_base_tokens);
+}
+
+static int bench_throughput(const struct bench_opts *o)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    if (bench_inputs(o, &cfg, &in)) return 1;
+    print_setup(o, &cfg, &in);
+    struct rsim_sync_config sync = {.groups_per_step = o->groups,
+                                    .steps = o->steps,
+                                    .warmup_steps = o->warmup,
+                                    .step0 = 0};
+    struct rsim_totals tot[N_ROWS];
+    double wall[N_ROWS], wall_all = 0;
+    for (int k = 0; k < N_ROWS; k++) {
+        struct sched_config sc = cfg.sched;
+        snprintf(sc.type, sizeof sc.type, "%s", rows[k].policy);
+        snprintf(sc.instance_queue, sizeof sc.instance_queue, "%s", rows[k].queue);
+        struct rsim_config c = {.cm = &in.cm,
+                                .wl = &in.wl,
+                                .sched = &sc,
+                                .rollout = &cfg.rollout,
+                                .n_inst = rows[k].n_inst,
+                                .seed = o->seed,
+                                .tick_s = o->tick_s};
+        memcpy(c.tp, rows[k].tp, sizeof c.tp);
+        char err[1024];
+        double t0 = wall_time();
+        if (rsim_run_sync(&c, &sync, NULL, &tot[k], err, sizeof err)) {
+            fprintf(stderr, "libra --bench-sched: %s on %s: %s\n", rows[k].policy, rows[k].layout,
+                    err);
+            return 1;
+        }
+        wall[k] = wall_time() - t0;
+        wall_all += wall[k];
+    }
+    const struct rsim_totals *b = &tot[0];
+    printf("| policy | layout | queue | makespan (s) | vs base | tokens/s | vs base | "
+           "p99 latency (s) | vs base | migrations/traj | busy | decode on TP1/2/4 (%%) | "
+           "sim wall (s) | events/s |\n");
+    printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int k = 0; k < N_ROWS; k++) {
+        const struct rsim_totals *t = &tot[k];
+        double pct[3];
+        for (int j = 0; j < 3; j++)
+            pct[j] = t->decode_tokens
+                         ? 100.0 * (double)t->decode_by_tp[j] / (double)t->decode_tokens
+                         : 0;
+        printf("| %s | %s | %s | %.1f | %.2f | %.0f | %.2f | %.1f | %.2f | %.3f | %.2f | "
+               "%.0f/%.0f/%.0f | %.2f | %.0f |\n",
+               rows[k].policy, rows[k].layout, rows[k].queue, t->mean_makespan_s,
+               t->mean_makespan_s / b->mean_makespan_s, t->tokens_per_s,
+               t->tokens_per_s / b->tokens_per_s, t->p99_latency_s,
+               t->p99_latency_s / b->p99_latency_s,
+               (double)t->migrations / (double)t->trajectories, t->busy_frac, pct[0], pct[1],
+               pct[2], wall[k],
+               wall[k] > 0 ? (double)t->sim.iterations / wall[k] : 0);
+    }
+    printf("\nmakespan: mean over measured steps (virtual s); tokens/s: decode tokens / sum of "
+           "makespans; p99 latency: trajectory finish - step start over every measured "
+           "trajectory; busy: GPU-seconds prefilling or decoding / (16 x makespan); decode on "
+           "TP1/2/4: share of decode tokens by the TP of the instance; events: simulator stops "
+           "(%lld for the last row, %lld turn results). Simulation wall time %.2f s in all.\n",
+           (long long)tot[N_ROWS - 1].sim.iterations, (long long)tot[N_ROWS - 1].sim.results,
+           wall_all);
+    return 0;
+}
+
+/* ---- routing latency ---- */
+
+enum { LAT_TOOLS = 3, LAT_MAX_RETURNS = 8 };
+static const char *const lat_tools[LAT_TOOLS] = {"run_tests", "edit", "search"};
+
+/* One synthetic trajectory in flight. */
+struct lat_traj {
+    int64_t id, prompt_id;
+    int returns, target;  /* tool returns so far, and before it finishes */
+    int ctx, gen;
+    int inst, load;       /* instance of its turn in flight and the load it added */
+};
+
+struct lat_ctx {
+    struct sched s;
+    struct sched_instance inst[8];
+    struct rng r;
+    int64_t next_id;
+    int n_prompts;
+};
+
+static void lat_route(struct lat_ctx *c, struct lat_traj *t)
+{
+    int budget = 4096;
+    struct sched_turn st = {.traj_id = t->id, .prompt_id = t->prompt_id, .turn = t->returns,
+                            .ctx_tokens = t->ctx, .gen_tokens = t->gen, .budget = budget,
+                            .prev = t->inst, .sample = (int)(t->id % 8), .n_samples = 8};
+    struct sched_decision d;
+    sched_route(&c->s, &st, c->inst, 8, 0, &d);
+    if (d.instance < 0 || d.instance >= 8) FATAL("cmlfq held or misrouted a turn (%d)", d.instance);
+    t->inst = d.instance;
+    t->load = t->ctx + budget;
+    c->inst[t->inst].load += t->load;
+    c->inst[t->inst].n_turns++;
+}
+
+static void lat_start(struct lat_ctx *c, struct lat_traj *t)
+{
+    *t = (struct lat_traj){.id = c->next_id++,
+                           .prompt_id = (int64_t)rng_below(&c->r, (uint64_t)c->n_prompts),
+                           .target = 1 + (int)rng_below(&c->r, LAT_MAX_RETURNS),
+                           .ctx = 200 + (int)rng_below(&c->r, 1800),
+                           .inst = -1};
+    lat_route(c, t);
+}
+
+/* The turn in flight ends with a tool return (tool, status, payload drawn). */
+static void lat_tool_return(struct lat_ctx *c, struct lat_traj *t)
+{
+    c->inst[t->inst].load -= t->load;
+    c->inst[t->inst].n_turns--;
+    int gen = 50 + (int)rng_lognormal(&c->r, log(400.0), 1.0);
+    int tool = (int)rng_below(&c->r, LAT_TOOLS);
+    double u = rng_uniform(&c->r);
+    int status = u < 0.7 ? TOOL_SUCCESS : u < 0.93 ? TOOL_FAILURE : TOOL_TIMEOUT;
+    int payload = (int)rng_lognormal(&c->r, log(600.0), 1.5);
+    t->gen += gen;
+    t->ctx += gen + payload;
+    t->returns++;
+    sched_tool_return(&c->s, t->id, tool, status, payload, t->gen);
+}
+
+/* learn = 0 keeps the tree at the size being measured. */
+static void lat_finish(struct lat_ctx *c, struct lat_traj *t, int learn)
+{
+    c->inst[t->inst].load -= t->load;
+    c->inst[t->inst].n_turns--;
+    t->gen += 50 + (int)rng_lognormal(&c->r, log(400.0), 1.0);
+    sched_finish(&c->s, t->id, t->gen, learn);
+}
+
+static int64_t tree_nodes(const struct sched *s)
+{
+    struct ptree_shape sh;
+    ptree_shape(sched_tree(s), &sh);
+    return sh.nodes;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts)) FATAL("clock_gettime(CLOCK_MONOTONIC) failed");
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void print_dist(const char *what, double *us, int n)
+{
+    double med = rsim_percentile(us, n, 0.5), p90 = rsim_percentile(us, n, 0.9);
+    double p99 = rsim_percentile(us, n, 0.99), max = us[n - 1];
+    printf("| %s | %.2f | %.2f | %.2f | %.1f |\n", what, med, p90, p99, max);
+}
+
+static int bench_latency(const struct bench_opts *o)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    if (bench_inputs(o, &cfg, &in)) return 1;
+    struct lat_ctx *c = xcalloc(1, sizeof *c);
+    struct sched_config sc = cfg.sched;
+    snprintf(sc.type, sizeof sc.type, "cmlfq");
+    sc.rebuild_interval = 0; /* no step ends here; the tree only grows */
+    char err[1024];
+    if (sched_init(&c->s, &sc, &in.cm, lat_tools, LAT_TOOLS, err, sizeof err)) {
+        fprintf(stderr, "libra --bench-sched: %s\n", err);
+        free(c);
+        return 1;
+    }
+    static const int tp[8] = {1, 1, 2, 4, 1, 1, 2, 4};
+    for (int i = 0; i < 8; i++)
+        c->inst[i] = (struct sched_instance){.leader = i, .tp = tp[i],
+                                             .capacity = cost_kv_capacity_tokens(&in.cm, tp[i]),
+                                             .queued = 0, .running = 0, .kv_frac = 0};
+    rng_init(&c->r, o->seed, 0x5c4ed, 0, 0);
+    c->n_prompts = o->tree_nodes / 20 > 1 ? o->tree_nodes / 20 : 1;
+    /* grow the tree: whole trajectories, one after another */
+    double t0 = wall_time();
+    int64_t built = 0;
+    while (tree_nodes(&c->s) < o->tree_nodes) {
+        for (int k = 0; k < 256; k++, built++) {
+            struct lat_traj t;
+            lat_start(c, &t);
+            while (t.returns < t.target) {
+                lat_tool_return(c, &t);
+                lat_route(c, &t);
+            }
+            lat_finish(c, &t, 1);
+        }
+    }
+    double build_s = wall_time() - t0;
+    struct ptree_shape sh0;
+    ptree_shape(sched_tree(&c->s), &sh0);
+    printf("libra bench-sched --latency: cmlfq routing on one core, 8 instances [1,1,2,4] x 2\n");
+    printf("  tree: %lld nodes (%lld global, %lld prompts, depth <= %d) from %lld synthetic "
+           "trajectories over %d tools, built in %.1f s\n",
+           (long long)sh0.nodes, (long long)sh0.global_nodes, (long long)sh0.prompts,
+           sh0.max_depth, (long long)built, LAT_TOOLS, build_s);
+    /* time decisions: a pool of live trajectories at tool-return boundaries */
+    enum { LIVE = 512 };
+    struct lat_traj *live = xmalloc(LIVE * sizeof *live);
+    for (int k = 0; k < LIVE; k++) lat_start(c, &live[k]);
+    int n = o->decisions;
+    double *dec_us = xmalloc((size_t)n * sizeof *dec_us);
+    double *route_us = xmalloc((size_t)n * sizeof *route_us);
+    int64_t migrations0 = c->s.stats.migrations;
+    double t_all = mono_s();
+    for (int k = 0; k < n; k++) {
+        struct lat_traj *t = &live[k % LIVE];
+        double a = mono_s();
+        lat_tool_return(c, t);
+        double b = mono_s();
+        lat_route(c, t);
+        double e = mono_s();
+        dec_us[k] = (e - a) * 1e6;
+        route_us[k] = (e - b) * 1e6;
+        if (t->returns >= t->target) {
+            lat_finish(c, t, 0);
+            lat_start(c, t);
+        }
+    }
+    t_all = mono_s() - t_all;
+    printf("  %d decisions of %d live trajectories timed one by one (CLOCK_MONOTONIC; %.0f "
+           "decisions/s with the bookkeeping), %lld migrations; finished trajectories are not "
+           "learned, so the tree stays at %lld nodes\n\n",
+           n, (int)LIVE, n / t_all, (long long)(c->s.stats.migrations - migrations0),
+           (long long)tree_nodes(&c->s));
+    printf("| microseconds | median | p90 | p99 | max |\n|---|---:|---:|---:|---:|\n");
+    print_dist("tool return + route", dec_us, n);
+    print_dist("route alone", route_us, n);
+    free(dec_us);
+    free(route_us);
+    free(live);
+    sched_free(&c->s);
+    free(c);
+    return 0;
+}
+
+int cmd_bench_sched(int argc, char **argv)
+{
+    struct bench_opts o;
+    if (parse_opts(argc, argv, &o)) {
+        usage(stderr);
+        return 2;
+    }
+    return o.latency ? bench_latency(&o) : bench_throughput(&o);
+}
