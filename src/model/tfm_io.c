@@ -45,6 +45,7 @@
 #include "libra/tfm_io.h"
 
 #include "libra/h5atomic.h"
+#include "libra/h5try.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
 
@@ -84,29 +85,6 @@ __attribute__((format(printf, 3, 4))) static void add_error(char *err, size_t er
     va_end(ap);
 }
 
-/* Needs `const char *path; char *err; size_t errlen;` and a `fail:` label in scope. */
-#define H5TRY(expr)                                                      \
-    do {                                                                 \
-        if ((expr) < 0) {                                                \
-            h5_error(err, errlen, path, #expr, __FILE__, __LINE__);      \
-            goto fail;                                                   \
-        }                                                                \
-    } while (0)
-
-/* Closes id on the success path; it is marked closed first, so a close that fails
- * (a write error surfacing at close) is not retried by the fail: path. */
-#define H5CLOSE(id, closer)                   \
-    do {                                      \
-        hid_t close_id_ = (id);               \
-        (id) = H5I_INVALID_HID;               \
-        H5TRY(closer(close_id_));             \
-    } while (0)
-
-static void close_id(hid_t *id, herr_t (*closer)(hid_t))
-{
-    if (*id >= 0) closer(*id);
-    *id = H5I_INVALID_HID;
-}
 
 /* ---- names ---- */
 
