@@ -25,6 +25,8 @@ static void usage(FILE *out)
             "                 [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
             "  libra --bench-engine [tiny|small|100m ...]   CPU engine throughput\n"
             "  libra --bench-sched [--workload NAME] [--steps N] [--seed S] [--latency]\n"
+            "  libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R]\n"
+            "  libra --bench-planner-report LABEL=FILE[,FILE...] ...\n"
             "                                     scheduler benchmark (simulated 16-GPU cluster)\n"
             "  libra --version | --help\n",
             PACKAGE_VERSION);
@@ -51,6 +53,8 @@ int main(int argc, char **argv)
     if (strcmp(a, "sft") == 0) return cmd_sft(argc - 2, argv + 2);
     if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);
     if (strcmp(a, "--bench-sched") == 0) return cmd_bench_sched(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-planner-solve") == 0) return cmd_bench_planner_solve(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-planner-report") == 0) return cmd_bench_planner_report(argc - 2, argv + 2);
     if (a[0] == '-') {
         fprintf(stderr, "libra: unknown option '%s'\n", a);
         usage(stderr);

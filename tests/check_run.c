@@ -105,6 +105,9 @@ struct options {
     bool expect_moves;
     bool expect_handback;
     bool sched, expect_tree;
+    long min_replans;         /* /plans rows chosen by the planner or the pool */
+    const char *expect_event; /* an /events kind that must appear */
+    bool planner;             /* /planner: a row per step, applied rows = grp plans */
 };
 
 /* ---- reading ---- */
@@ -699,12 +702,72 @@ static void check_sched(const struct run *r, const struct options *o)
     free(mig);
 }
 
+/* ---- the global resource planner (--planner, --min-replans, --expect-event) ---- */
+
+#define REASON_WIDTH 65 /* /plans reason is 64 wide */
+
+static void check_planner(const struct run *r, const struct options *o)
+{
+    struct prop p = {"planner", 0};
+    if (o->expect_event && count_kind(r, o->expect_event) == 0) {
+        char what[160];
+        snprintf(what, sizeof what, "/events has a \"%s\" row (--expect-event)", o->expect_event);
+        prop_fail(&p, what, ">= 1", "0");
+    }
+    if (!o->planner && o->min_replans == 0) return;
+    char *reason = NULL;
+    int64_t *pstep = NULL;
+    size_t n = 0, m = 0;
+    if (read_str(r->file, "plans", "reason", REASON_WIDTH, &reason, &n) != 0 ||
+        read_i64(r->file, "plans", "step", &pstep, &m) != 0 || m != n)
+        goto done;
+    long replans = 0, grp_plans = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *why = reason + i * REASON_WIDTH;
+        int grp = strncmp(why, "grp:", 4) == 0, pool = strncmp(why, "pool:", 5) == 0;
+        replans += grp || pool;
+        grp_plans += grp;
+    }
+    if (replans < o->min_replans)
+        prop_fail_i(&p, "/plans rows by the planner or the pool >= --min-replans", o->min_replans,
+                    replans);
+    if (o->planner) {
+        int64_t *step = NULL, *applied = NULL;
+        size_t k = 0, k2 = 0;
+        if (read_i64(r->file, "planner", "step", &step, &k) == 0 &&
+            read_i64(r->file, "planner", "applied", &applied, &k2) == 0 && k == k2) {
+            /* one pass per finished step but the last */
+            if (r->nsteps > 0 && (int64_t)k != (int64_t)r->nsteps - 1)
+                prop_fail_i(&p, "/planner rows == steps - 1", (int64_t)r->nsteps - 1, (int64_t)k);
+            long n_applied = 0;
+            for (size_t i = 0; i < k; i++) {
+                if (step[i] != (int64_t)i + 1) prop_fail_i(&p, "/planner step == row + 1", (int64_t)i + 1, step[i]);
+                if (!applied[i]) continue;
+                n_applied++;
+                /* the plan it chose took effect at a later quiet point */
+                int found = 0;
+                for (size_t j = 0; j < n && !found; j++)
+                    found = strncmp(reason + j * REASON_WIDTH, "grp:", 4) == 0 && pstep[j] >= step[i];
+                if (!found) prop_fail_i(&p, "an applied /planner row has a later grp: /plans row", step[i], -1);
+            }
+            if (n_applied != grp_plans)
+                prop_fail_i(&p, "applied /planner rows == grp: /plans rows", grp_plans, n_applied);
+        }
+        free(step);
+        free(applied);
+    }
+done:
+    free(reason);
+    free(pstep);
+}
+
 /* ---- main ---- */
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] "
-               "[--expect-handback] [--sched] [--expect-tree]\n");
+               "[--expect-handback] [--sched] [--expect-tree] [--planner] [--min-replans N] "
+               "[--expect-event KIND]\n");
 }
 
 static int parse_long(const char *flag, const char *s, long *out)
@@ -740,6 +803,16 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->sched = true;
         } else if (strcmp(a, "--expect-tree") == 0) {
             o->sched = o->expect_tree = true;
+        } else if (strcmp(a, "--planner") == 0) {
+            o->planner = true;
+        } else if (strcmp(a, "--min-replans") == 0) {
+            if (parse_long(a, i + 1 < argc ? argv[++i] : NULL, &o->min_replans)) return -1;
+        } else if (strcmp(a, "--expect-event") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "check_run: --expect-event needs a kind\n");
+                return -1;
+            }
+            o->expect_event = argv[++i];
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -787,6 +860,7 @@ int main(int argc, char **argv)
     check_handback(&r, &o);
     check_resplit_events(&r);
     check_sched(&r, &o);
+    check_planner(&r, &o);
 
     if (g_failed == 0) {
         size_t trained = 0;

@@ -7,10 +7,12 @@
  * description attributes, the root attributes. The per-tool arrays of a /steps row are
  * read back as flat columns (calc_calls, search_failures, ...), by name, and so are the
  * per-reason and per-path counts of a /sched row (route_sticky, via_global, ...). The
- * scheduler's tables (/sched, /migrations, /instances) and metrics_write_with() (a
+ * scheduler's tables (/sched, /migrations, /instances), the global resource planner's
+ * /planner (NaN times of a pass without a search included) and metrics_write_with() (a
  * /tree group written by a callback, its errors, a callback that leaks an object) are
  * checked the same way. A forked child that is SIGKILLed after metrics_flush() proves
- * that a killed run leaves a readable file, scheduler tables and /tree included.
+ * that a killed run leaves a readable file, scheduler and planner tables and /tree
+ * included.
  *
  * check_run is exercised on one consistent synthetic run and on a series of broken ones
  * (each must fail with the expected message). The binary is $CHECK_RUN, else
@@ -165,6 +167,62 @@ static struct metrics_plan_row make_plan(int i)
     snprintf(r.reason, sizeof r.reason, i == 0 ? "initial" : "rollout-bound %d", i);
     r.resplit_s = 0.002 * i;
     r.handed_back = 3 * i;
+    r.train_tp = 1 << (i % 4);
+    r.train_pp = 1 + i % 3;
+    r.micro = 1 << (i % 5);
+    r.n_idle = i % 2 ? 0 : 1 + i % 4;
+    return r;
+}
+
+/* The names the planner writes (plan_trigger_name, plan_gate_name), in enum order. */
+static const char *const planner_triggers[] = {
+    "warmup", "cooldown", "interval_skip", "insufficient_history", "interval", "queue_pressure",
+    "active_rollout_pressure", "rejected_rollout_delta", "rollout_train_imbalance"};
+static const char *const planner_verdicts[] = {"apply", "same_plan", "no_gain",
+                                               "gain_below_ratio", "not_amortised"};
+
+/*
+ * A planner pass: the first four triggers do not plan (no search: verdict "", the
+ * candidate's and the current plan's times NaN, as the controller writes them), the
+ * other five search and get a verdict.
+ */
+static struct metrics_planner_row make_planner(int i)
+{
+    struct metrics_planner_row r;
+    memset(&r, 0x71, sizeof r);
+    int t = i % 9;
+    bool searched = t >= 4;
+    r.step = i + 1;
+    r.wall_s = 4.0 * i + 0.375;
+    snprintf(r.trigger, sizeof r.trigger, "%s", planner_triggers[t]);
+    snprintf(r.verdict, sizeof r.verdict, "%s", searched ? planner_verdicts[i % 5] : "");
+    r.applied = searched && i % 5 == 0;
+    r.cand_train = searched ? 4 + i % 5 : 0;
+    r.cand_tp = searched ? 1 << (i % 4) : 0;
+    r.cand_pp = searched ? 1 + i % 2 : 0;
+    r.cand_micro = searched ? 1 << (i % 4) : 0;
+    r.cand_idle = searched ? i % 3 : 0;
+    if (searched)
+        snprintf(r.cand_rollout_tp, sizeof r.cand_rollout_tp, "4x%d,2x%d,1x1", 1 + i % 3, i % 4);
+    else
+        r.cand_rollout_tp[0] = '\0';
+    r.cand_train_s = searched ? 10.0 + 0.5 * i : NAN;
+    r.cand_rollout_s = searched ? 12.0 + 0.25 * i : NAN;
+    r.cand_step_s = searched ? fmax(r.cand_train_s, r.cand_rollout_s) : NAN;
+    r.cur_train_s = searched ? 11.0 + 0.125 * i : NAN;
+    r.cur_rollout_s = searched ? 14.0 + 0.0625 * i : NAN;
+    r.cur_step_s = searched ? fmax(r.cur_train_s, r.cur_rollout_s) : NAN;
+    r.meas_train_s = 10.5 + 0.01 * i;
+    r.meas_rollout_s = 13.5 - 0.01 * i;
+    r.scale_train = 1.0 + 0.001 * i;
+    r.scale_rollout = 0.9 + 0.002 * i;
+    r.gain_s = searched ? r.cur_step_s - r.cand_step_s : 0.0;
+    r.transition_s = searched ? 3.0 + 0.1 * (i % 7) : 0.0;
+    r.horizon = searched ? 5 + i % 3 : 0;
+    r.net_s = r.gain_s * r.horizon - r.transition_s;
+    r.evaluations = searched ? 6000000000LL + 13LL * i : 0; /* needs 64 bits */
+    r.solve_s = searched ? 0.0001 * (i + 1) : 0.0;
+    r.history = 32 * i;
     return r;
 }
 
@@ -344,8 +402,50 @@ static hid_t plan_mtype(void)
     INS(t, metrics_plan_row, reason, reason);
     INS(t, metrics_plan_row, resplit_s, H5T_NATIVE_DOUBLE);
     INS(t, metrics_plan_row, handed_back, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, train_tp, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, train_pp, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, micro, H5T_NATIVE_INT32);
+    INS(t, metrics_plan_row, n_idle, H5T_NATIVE_INT32);
     H5Tclose(tp);
     H5Tclose(reason);
+    return t;
+}
+
+static hid_t planner_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_planner_row));
+    hid_t trig = str_type(32), verdict = str_type(24), tp = str_type(128);
+    INS(t, metrics_planner_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, wall_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, trigger, trig);
+    INS(t, metrics_planner_row, verdict, verdict);
+    INS(t, metrics_planner_row, applied, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, cand_train, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, cand_tp, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, cand_pp, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, cand_micro, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, cand_idle, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, cand_rollout_tp, tp);
+    INS(t, metrics_planner_row, cand_train_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, cand_rollout_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, cand_step_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, cur_train_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, cur_rollout_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, cur_step_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, meas_train_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, meas_rollout_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, scale_train, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, scale_rollout, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, gain_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, transition_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, net_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, horizon, H5T_NATIVE_INT32);
+    INS(t, metrics_planner_row, evaluations, H5T_NATIVE_INT64);
+    INS(t, metrics_planner_row, solve_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_planner_row, history, H5T_NATIVE_INT32);
+    H5Tclose(trig);
+    H5Tclose(verdict);
+    H5Tclose(tp);
     return t;
 }
 
@@ -535,7 +635,7 @@ static void check_columns(hid_t file, const char *table, const char *const *name
 
 enum {
     N_STEPS = 300, N_TRAJ = 9000, N_EVENTS = 40, N_PLANS = 12, N_EVALS = 7, N_SCHED = 60,
-    N_MIGRATIONS = 5000, N_INSTANCES = 5 * N_SCHED
+    N_MIGRATIONS = 5000, N_INSTANCES = 5 * N_SCHED, N_PLANNER = 45
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -564,9 +664,23 @@ static const char *const event_names[] = {"wall_s", "step", "kind", "detail"};
 static const char *const event_units[] = {"s", "1", "text", "text"};
 static const char *const plan_names_full[] = {
     "epoch", "step", "wall_s", "n_train", "n_rollout", "n_hybrid", "rollout_tp", "reason",
-    "resplit_s", "handed_back"};
+    "resplit_s", "handed_back", "train_tp", "train_pp", "micro", "n_idle"};
 static const char *const plan_units[] = {"1", "1", "s", "ranks", "ranks", "ranks", "text",
-                                         "text", "s", "turns"};
+                                         "text", "s", "turns", "1", "1", "sequences", "ranks"};
+_Static_assert(NELEM(plan_names_full) == 14 && NELEM(plan_units) == NELEM(plan_names_full),
+               "one unit per /plans column");
+static const char *const planner_names[] = {
+    "step", "wall_s", "trigger", "verdict", "applied", "cand_train", "cand_tp", "cand_pp",
+    "cand_micro", "cand_idle", "cand_rollout_tp", "cand_train_s", "cand_rollout_s",
+    "cand_step_s", "cur_train_s", "cur_rollout_s", "cur_step_s", "meas_train_s",
+    "meas_rollout_s", "scale_train", "scale_rollout", "gain_s", "transition_s", "net_s",
+    "horizon", "evaluations", "solve_s", "history"};
+static const char *const planner_units[] = {
+    "1", "s", "text", "text", "1", "ranks", "1", "1", "sequences", "ranks", "text", "s", "s",
+    "s", "s", "s", "s", "s", "s", "1", "1", "s", "s", "s", "steps", "calls", "s",
+    "trajectories"};
+_Static_assert(NELEM(planner_names) == 28 && NELEM(planner_units) == NELEM(planner_names),
+               "one unit per /planner column");
 static const char *const eval_names[] = {"step", "version", "wall_s", "n", "accuracy",
                                          "reward_mean", "answered_frac", "tool_calls_mean",
                                          "gen_tokens_mean"};
@@ -904,6 +1018,58 @@ static void check_plans(hid_t f, size_t expect)
         CU_ASSERT_STRING_EQUAL(g->reason, e.reason);
         CU_ASSERT_EQUAL(g->resplit_s, e.resplit_s);
         CU_ASSERT_EQUAL(g->handed_back, e.handed_back);
+        CU_ASSERT_EQUAL(g->train_tp, e.train_tp);
+        CU_ASSERT_EQUAL(g->train_pp, e.train_pp);
+        CU_ASSERT_EQUAL(g->micro, e.micro);
+        CU_ASSERT_EQUAL(g->n_idle, e.n_idle);
+    }
+    free(rows);
+}
+
+/* Equal, or both NaN (a pass without a search stores NaN times). */
+static bool same_f64(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
+
+static void check_planner(hid_t f, size_t expect)
+{
+    hid_t mt = planner_mtype();
+    size_t n;
+    struct metrics_planner_row *rows = read_table(f, "planner", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_planner_row e = make_planner((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->wall_s, e.wall_s);
+        CU_ASSERT_STRING_EQUAL(g->trigger, e.trigger);
+        CU_ASSERT_STRING_EQUAL(g->verdict, e.verdict);
+        CU_ASSERT_EQUAL(g->applied, e.applied);
+        CU_ASSERT_EQUAL(g->cand_train, e.cand_train);
+        CU_ASSERT_EQUAL(g->cand_tp, e.cand_tp);
+        CU_ASSERT_EQUAL(g->cand_pp, e.cand_pp);
+        CU_ASSERT_EQUAL(g->cand_micro, e.cand_micro);
+        CU_ASSERT_EQUAL(g->cand_idle, e.cand_idle);
+        CU_ASSERT_STRING_EQUAL(g->cand_rollout_tp, e.cand_rollout_tp);
+        CU_ASSERT(same_f64(g->cand_train_s, e.cand_train_s));
+        CU_ASSERT(same_f64(g->cand_rollout_s, e.cand_rollout_s));
+        CU_ASSERT(same_f64(g->cand_step_s, e.cand_step_s));
+        CU_ASSERT(same_f64(g->cur_train_s, e.cur_train_s));
+        CU_ASSERT(same_f64(g->cur_rollout_s, e.cur_rollout_s));
+        CU_ASSERT(same_f64(g->cur_step_s, e.cur_step_s));
+        CU_ASSERT_EQUAL(g->meas_train_s, e.meas_train_s);
+        CU_ASSERT_EQUAL(g->meas_rollout_s, e.meas_rollout_s);
+        CU_ASSERT_EQUAL(g->scale_train, e.scale_train);
+        CU_ASSERT_EQUAL(g->scale_rollout, e.scale_rollout);
+        CU_ASSERT_EQUAL(g->gain_s, e.gain_s);
+        CU_ASSERT_EQUAL(g->transition_s, e.transition_s);
+        CU_ASSERT_EQUAL(g->net_s, e.net_s);
+        CU_ASSERT_EQUAL(g->horizon, e.horizon);
+        CU_ASSERT_EQUAL(g->evaluations, e.evaluations);
+        CU_ASSERT_EQUAL(g->solve_s, e.solve_s);
+        CU_ASSERT_EQUAL(g->history, e.history);
     }
     free(rows);
 }
@@ -955,7 +1121,15 @@ static void test_round_trip(void)
         struct metrics_instance_row r = make_instance(i);
         CU_ASSERT_EQUAL(metrics_instance(m, &r), 0);
     }
+    for (int i = 0; i < N_PLANNER / 2; i++) {
+        struct metrics_planner_row r = make_planner(i);
+        CU_ASSERT_EQUAL(metrics_planner(m, &r), 0);
+    }
     CU_ASSERT_EQUAL(metrics_flush(m), 0);
+    for (int i = N_PLANNER / 2; i < N_PLANNER; i++) {
+        struct metrics_planner_row r = make_planner(i);
+        CU_ASSERT_EQUAL(metrics_planner(m, &r), 0);
+    }
     for (int i = N_SCHED / 2; i < N_SCHED; i++) {
         struct metrics_sched_row r = make_sched(i);
         CU_ASSERT_EQUAL(metrics_sched(m, &r), 0);
@@ -1003,7 +1177,8 @@ static void test_round_trip(void)
     check_columns(f, "steps", step_names, step_units, NELEM(step_names));
     check_columns(f, "trajectories", traj_names, traj_units, 16);
     check_columns(f, "events", event_names, event_units, 4);
-    check_columns(f, "plans", plan_names_full, plan_units, 10);
+    check_columns(f, "plans", plan_names_full, plan_units, NELEM(plan_names_full));
+    check_columns(f, "planner", planner_names, planner_units, NELEM(planner_names));
     check_columns(f, "eval", eval_names, eval_units, NELEM(eval_names));
     check_columns(f, "sched", sched_names, sched_units, NELEM(sched_names));
     check_columns(f, "migrations", migration_names, migration_units, NELEM(migration_names));
@@ -1018,6 +1193,7 @@ static void test_round_trip(void)
     check_sched_columns(f, N_SCHED);
     check_migrations(f, N_MIGRATIONS);
     check_instances(f, N_INSTANCES);
+    check_planner(f, N_PLANNER);
 
     hid_t d = H5Dopen2(f, "migrations", H5P_DEFAULT);
     char whys[128];
@@ -1054,7 +1230,7 @@ static void test_round_trip(void)
     CU_ASSERT(attr_num(f, "world_size", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 9);
     CU_ASSERT(attr_num(f, "schema_version", H5T_NATIVE_INT64, &v));
-    CU_ASSERT_EQUAL(v, 3);
+    CU_ASSERT_EQUAL(v, 4);
     CU_ASSERT(attr_num(f, "steps_requested", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 2 * N_STEPS);
     CU_ASSERT(attr_num(f, "throughput", H5T_NATIVE_DOUBLE, &x));
@@ -1089,6 +1265,11 @@ static void test_edge_values(void)
     struct metrics_instance_row in = make_instance(0);
     memset(in.bucket, 'b', sizeof in.bucket);
     CU_ASSERT_EQUAL(metrics_instance(m, &in), 0);
+    struct metrics_planner_row pr = make_planner(4); /* none terminated: all cut */
+    memset(pr.trigger, 'g', sizeof pr.trigger);
+    memset(pr.verdict, 'v', sizeof pr.verdict);
+    memset(pr.cand_rollout_tp, '8', sizeof pr.cand_rollout_tp);
+    CU_ASSERT_EQUAL(metrics_planner(m, &pr), 0);
     CU_ASSERT_EQUAL(metrics_close(m, "failed"), 0);
 
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -1141,6 +1322,18 @@ static void test_edge_values(void)
     CU_ASSERT_EQUAL(strlen(ir[0].bucket), METRICS_BUCKET_LEN - 1);
     CU_ASSERT_EQUAL(ir[0].queued, -1);
     free(ir);
+    mt = planner_mtype();
+    struct metrics_planner_row *prr = read_table(f, "planner", mt, sizeof *prr, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(prr != NULL);
+    CU_ASSERT_EQUAL(n, 1);
+    CU_ASSERT_EQUAL(strlen(prr[0].trigger), sizeof pr.trigger - 1);
+    CU_ASSERT_EQUAL(strlen(prr[0].verdict), sizeof pr.verdict - 1);
+    CU_ASSERT_EQUAL(strlen(prr[0].cand_rollout_tp), sizeof pr.cand_rollout_tp - 1);
+    CU_ASSERT_EQUAL(prr[0].verdict[0], 'v');
+    CU_ASSERT_EQUAL(prr[0].evaluations, make_planner(4).evaluations);
+    CU_ASSERT_EQUAL(prr[0].history, make_planner(4).history);
+    free(prr);
     mt = sched_mtype();
     rows = read_table(f, "sched", mt, sizeof(struct metrics_sched_row), &n);
     H5Tclose(mt);
@@ -1165,6 +1358,8 @@ static void test_edge_values(void)
     CU_ASSERT_EQUAL(metrics_sched(NULL, &sr), -1);
     CU_ASSERT_EQUAL(metrics_migration(NULL, &mg), -1);
     CU_ASSERT_EQUAL(metrics_instance(NULL, &in), -1);
+    CU_ASSERT_EQUAL(metrics_planner(NULL, &pr), -1);
+    CU_ASSERT_EQUAL(metrics_plan(NULL, &p), -1);
 }
 
 static void test_open_existing_fails(void)
@@ -1448,7 +1643,9 @@ static void test_killed_run_readable(void)
             struct metrics_sched_row s = make_sched(i);
             struct metrics_migration_row g = make_migration(i);
             struct metrics_instance_row n = make_instance(i);
-            if (metrics_sched(m, &s) || metrics_migration(m, &g) || metrics_instance(m, &n))
+            struct metrics_planner_row p = make_planner(i);
+            if (metrics_sched(m, &s) || metrics_migration(m, &g) || metrics_instance(m, &n) ||
+                metrics_planner(m, &p))
                 _exit(7);
         }
         struct tree_arg a = {0};
@@ -1462,6 +1659,8 @@ static void test_killed_run_readable(void)
         metrics_step(m, &r);
         struct metrics_migration_row g = make_migration(3);
         metrics_migration(m, &g);
+        struct metrics_planner_row p = make_planner(3);
+        metrics_planner(m, &p);
         raise(SIGKILL);
         _exit(6);
     }
@@ -1478,6 +1677,7 @@ static void test_killed_run_readable(void)
     check_sched(f, 3);
     check_migrations(f, 3);
     check_instances(f, 3);
+    check_planner(f, 3);
     hid_t g = H5Gopen2(f, "tree", H5P_DEFAULT);
     CU_ASSERT(g >= 0);
     int64_t version = 0;

@@ -142,16 +142,18 @@ static void test_pack_roundtrip_and_survival(void)
 
 static void test_planner_schedule_cycles(void)
 {
-    struct plan_config pc;
-    memset(&pc, 0, sizeof pc);
+    struct libra_config cfg;
+    config_defaults(&cfg);
+    struct plan_config pc = cfg.plan;
     strcpy(pc.mode, "schedule");
     pc.interval = 2;
     pc.n_schedule = 2;
     int t1[] = {1, 1}, t2[] = {2};
     pc.schedule[0] = spec(2, 0, 2, t1);
     pc.schedule[1] = spec(1, 1, 1, t2);
+    cfg.plan = pc;
     struct planner pl;
-    planner_init(&pl, &pc, 5);
+    planner_init(&pl, &cfg, NULL, NULL, 5);
     struct plan p;
     char err[256];
     plan_init(&p, 5);
@@ -162,6 +164,7 @@ static void test_planner_schedule_cycles(void)
         CU_ASSERT_EQUAL(p.n_hybrid, e % 2 ? 1 : 0);
         CU_ASSERT_STRING_EQUAL(p.reason, e % 2 ? "schedule[1]" : "schedule[0]");
     }
+    planner_free(&pl);
     plan_free(&p);
 }
 

@@ -112,7 +112,7 @@ static void test_turn_result_batch(void)
 static void test_train_batch(void)
 {
     struct wire_buf b = {0};
-    struct wire_train_batch th = {4, 3, 2, 3, 1000, 600};
+    struct wire_train_batch th = {4, 3, 2, 3, 1, 0, 1000, 600};
     struct wire_train_item e = {.traj_id = 5, .tokens = 400, .gen_tokens = 300};
     struct wire_train_item d = {.traj_id = 6, .tokens = 3, .gen_tokens = 2, .advantage = -0.5,
                                 .has_data = 1};

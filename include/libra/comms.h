@@ -22,7 +22,9 @@ struct comms {
 };
 
 void comms_init(struct comms *c);
-void comms_rebuild(struct comms *c, const struct plan *p, int world_rank);
+/* old: the plan the communicators were built for (NULL the first time). Returns 1
+ * when this rank kept its core training communicator (plan_train_same). */
+int comms_rebuild(struct comms *c, const struct plan *old, const struct plan *p, int world_rank);
 void comms_free(struct comms *c);
 
 #endif

@@ -33,6 +33,7 @@ struct plan_spec {
     int n_hybrid;
     int n_tp;
     int rollout_tp[CFG_MAX_TP];
+    int train_tp, train_pp, micro; /* training shape (0 = 1); the planner sets them */
     int line; /* line of this plan in the config file (0 = defaults); messages only */
 };
 
@@ -95,11 +96,24 @@ struct train_config {
 };
 
 struct plan_config {
-    char mode[16];  /* static | schedule */
+    char mode[16];  /* static | schedule | grp */
     int interval;   /* steps per planning epoch */
     struct plan_spec fixed;                       /* mode = static */
     int n_schedule;                               /* mode = schedule */
     struct plan_spec schedule[CFG_MAX_SCHEDULE];  /* epoch e uses schedule[e % n] */
+    /* mode = grp: the global resource planner (docs/planner.md) */
+    int warmup, cooldown, min_history, history;   /* steps, steps, trajectories, trajectories */
+    double queue_pressure, active_pressure, imbalance; /* trigger thresholds */
+    int rejected_delta;
+    double min_gain_ratio; /* a new plan must save this share of the step time */
+    double resplit_s;      /* fixed cost of a re-split, emulated seconds */
+    int min_rollout_tp, max_rollout_tp, max_train_tp, max_train_pp, max_micro;
+    int min_train, min_rollout, granularity, max_layouts;
+    double calib_alpha, calib_alpha_fast, calib_sigma;
+    int calib_window;
+    int pool;              /* elastic hybrid pool on */
+    double pool_join_ratio, pool_release_ratio, pool_release_pressure, pool_join_timeout_s;
+    int pool_min_rollout;  /* rollout GPUs never lent */
 };
 
 /* One scheduler bucket: a name, the TP degrees of its instances in order of

@@ -42,6 +42,10 @@ struct ctl_step_acc {        /* accumulated since the last step row */
 struct ctl_batch {           /* the step in flight, for its /steps row */
     int n_traj;
     int64_t tokens_gen, tokens_tool;
+    double tokens, sum_len_sq, max_len; /* whole sequences (the planner's calibration) */
+    int n_replicas, n_hybrid_replicas;  /* replicas it was split over */
+    double sent_at;                     /* wall seconds since the start, when sent */
+    double waited_s;                    /* the trainer sat idle for it, wall seconds */
     double reward_mean, reward_std, staleness_mean;
     int staleness_max;
 };
@@ -94,6 +98,22 @@ struct ctl_real {
 };
 #define CTL_REWARD_WINDOW 5
 
+/* The elastic hybrid pool's side of rank 0 (ctl_pool.c). A lent instance's ranks
+ * become hybrid ranks of the live plan; each fetches the weights and its optimizer
+ * shard in the background and says TAG_HYBRID_READY; until then it gets no share of
+ * any batch and the core trains on without it. */
+struct ctl_pool {
+    int *lend;               /* (base.n_instances) 1: lent to training */
+    int *ready;              /* (world) a lent rank has fetched */
+    int *lent_epoch;         /* (world) plan epoch that lent it, -1 not lent */
+    double *join_t0;         /* (world) wall seconds the join started */
+    int pending;             /* a lend / release waits for a quiet point */
+    char why[64];            /* its reason */
+    int64_t joins, releases, timeouts, stale_ready;
+    double ema_train, ema_rollout; /* smoothed measurements the controller decides on */
+    int last_change_step;          /* step of the last lend / release */
+};
+
 struct ctl_stats {           /* whole-run figures for the summary */
     int64_t dispatches, results, handed_back, migrations;
     int n_resplits;
@@ -111,8 +131,13 @@ struct controller {
     double t0;                 /* wall_time() at start */
 
     struct comms comms;
-    struct plan plan;
+    struct plan plan;          /* the live plan: base + lent instances */
+    struct plan base;          /* the planner's plan of this epoch */
+    struct plan next_base;     /* grp: the plan to apply at the next quiet point */
     struct planner planner;
+    struct ctl_pool pool;
+    int64_t finished_in_step;  /* training trajectories finished since the last step */
+    double train_idle_since;   /* wall seconds since the start the trainer went idle */
     struct sched sched;
     struct sched_instance *inst; /* (plan.n_instances) */
     const char *tool_names[WL_MAX_TOOLS]; /* names of the tool indices turn results carry */
@@ -167,6 +192,27 @@ void ctl_wait_handbacks(struct controller *c, int expected);
 void ctl_rebuild_instances(struct controller *c, const struct plan *old);
 /* The trajectory (training or evaluation) with this id. */
 struct traj *ctl_traj(struct controller *c, int64_t id);
+
+/* ctl_plan.c: the global resource planner's side of the loop (plan.mode = grp):
+ * measurements at the end of every step, the planning pass, its /planner row. */
+void ctl_plan_after_step(struct controller *c, double step_s, double rollout_busy_frac);
+/* Applies what waits for a quiet point: a new epoch's base plan (the planner's, or the
+ * static / scripted one), else the pool's lend / release on top of the base plan. */
+void ctl_next_epoch(struct controller *c);
+/* ctl_pool.c */
+void ctl_pool_init(struct controller *c);
+void ctl_pool_free(struct controller *c);
+/* After a plan took effect: starts the joins of newly lent ranks, forgets released ones. */
+void ctl_pool_on_plan(struct controller *c, const struct plan *old);
+void ctl_pool_on_ready(struct controller *c, const struct wire_hybrid_ready *r);
+/* Rolls back joins that ran past plan.pool_join_timeout_s; returns 1 if any did. */
+int ctl_pool_check_timeouts(struct controller *c);
+/* The pool controller's decision at the end of a step (grp with plan.pool = 1). */
+void ctl_pool_decide(struct controller *c, double train_s, double rollout_s, double pressure);
+/* Training replicas in DP order: core replicas, then lent replicas whose ranks are all
+ * ready. ranks (world) receives replica k's ranks at ranks[k * size .. + size);
+ * returns the replica count, *n_hybrid the lent ones. */
+int ctl_replicas(const struct controller *c, int *ranks, int *n_hybrid);
 
 /* ctl_real.c: the real model's side of rank 0 (device cpu). */
 void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int resume_step);

@@ -30,6 +30,9 @@ int cmd_sft(int argc, char **argv);
 int cmd_bench_engine(int argc, char **argv);
 /* bench_sched.c: the scheduler benchmark on the rollout-cluster simulator */
 int cmd_bench_sched(int argc, char **argv);
+/* bench_planner.c: the planner's solve time at several GPU counts */
+int cmd_bench_planner_solve(int argc, char **argv);
+int cmd_bench_planner_report(int argc, char **argv);
 /* Loads the profiles and workload a config names; 0 or -1 with a message. */
 int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, char *err,
                        size_t errlen);

@@ -22,5 +22,12 @@ void h5_quiet_end(const struct h5quiet *q);
  * H5 call name is taken from it. path may be NULL. */
 void h5_error(char *err, size_t errlen, const char *path, const char *expr, const char *file,
               int line);
+/* Reads column col of the 1-D compound dataset `table` of an open file as doubles
+ * (HDF5 converts integer columns). *out is malloc'ed (free it), *n its rows. 0, or
+ * -1 with a message naming the table and column. */
+int h5_read_column_f64(hid_t file, const char *table, const char *col, double **out, size_t *n,
+                       char *err, size_t errlen);
+/* A numeric root attribute as a double; 0, or -1 when missing or unreadable. */
+int h5_read_attr_f64(hid_t file, const char *name, double *out);
 
 #endif

@@ -88,6 +88,29 @@ struct metrics_plan_row {
     char reason[64];
     double resplit_s;       /* plan broadcast + splits + hand-back, wall seconds */
     int32_t handed_back;    /* in-flight turns returned to rank 0 */
+    int32_t train_tp, train_pp, micro, n_idle; /* training shape; GPUs left unused */
+};
+
+/* One planning pass of the global resource planner (plan.mode = grp), applied or
+ * not: what triggered it, the best candidate, predicted (calibrated) vs measured
+ * times, the gate's verdict. Times are emulated seconds per step. */
+struct metrics_planner_row {
+    int32_t step;
+    double wall_s;
+    char trigger[32];       /* plan_trigger_name */
+    char verdict[24];       /* plan_gate_name; "" when no search ran */
+    int32_t applied;        /* 1: it became the next epoch's plan */
+    int32_t cand_train, cand_tp, cand_pp, cand_micro, cand_idle;
+    char cand_rollout_tp[128];
+    double cand_train_s, cand_rollout_s, cand_step_s; /* predicted, calibrated */
+    double cur_train_s, cur_rollout_s, cur_step_s;    /* the plan in force, predicted */
+    double meas_train_s, meas_rollout_s;              /* measured over the last step */
+    double scale_train, scale_rollout;                /* calibration */
+    double gain_s, transition_s, net_s;
+    int32_t horizon;
+    int64_t evaluations;    /* cost-model calls of the search */
+    double solve_s;         /* wall seconds of the search */
+    int32_t history;        /* finished trajectories the profile came from */
 };
 
 /* Sizes of the scheduler's arrays in struct metrics_sched_row. */
@@ -153,6 +176,7 @@ int metrics_traj(struct metrics *m, const struct metrics_traj_row *row);
 int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,
                   const char *detail);
 int metrics_plan(struct metrics *m, const struct metrics_plan_row *row);
+int metrics_planner(struct metrics *m, const struct metrics_planner_row *row);
 int metrics_eval(struct metrics *m, const struct metrics_eval_row *row);
 int metrics_sched(struct metrics *m, const struct metrics_sched_row *row);
 int metrics_migration(struct metrics *m, const struct metrics_migration_row *row);

@@ -40,6 +40,7 @@ struct instance_desc {
 struct plan {
     int32_t epoch, step, world;
     int32_t n_train, n_hybrid, n_rollout_ranks, n_instances, n_idle;
+    int32_t train_tp, train_pp, micro; /* training shape: a replica is tp x pp ranks */
     char reason[64];
     struct rank_assign *ranks;  /* (world) */
     struct instance_desc *inst; /* (n_instances) */
@@ -57,6 +58,17 @@ void plan_copy(struct plan *dst, const struct plan *src);
 int plan_build(const struct plan_spec *spec, int world, int epoch, int step, const char *reason,
                struct plan *out, char *err, size_t errlen);
 void plan_colors(const struct plan *p, int rank, struct plan_colors *c);
+/* Derives out from base by lending the instances with lend[i] != 0 (i indexes
+ * base->inst) to training: their ranks become hybrid ranks, in rank order, the other
+ * instances keep their leader, TP and ranks (so they survive the re-split with their
+ * KV caches) and are renumbered in order. Every lent instance's TP must be a multiple
+ * of the replica size train_tp x train_pp. */
+void plan_lend(const struct plan *base, const int *lend, struct plan *out);
+/* Ranks per training replica (train_tp x train_pp, at least 1). */
+int plan_replica_size(const struct plan *p);
+/* 1 if both plans have the same training ranks, indices and shape: the core training
+ * communicator is then kept across the re-split (a hybrid join or release). */
+int plan_train_same(const struct plan *a, const struct plan *b);
 /* 1 if both plans give every rank the same role, instance and index. */
 int plan_same_roles(const struct plan *a, const struct plan *b);
 /* World rank of the training root (DP index 0), -1 if none. */

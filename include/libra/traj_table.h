@@ -46,6 +46,7 @@ struct traj {
     int version_end;      /* version of the last generated token */
     int step_consumed;    /* step that trained on it, -1 */
     double reward;
+    double tool_s;         /* emulated tool latency, summed over its turns */
     double t_start, t_end; /* wall seconds since the run started; t_end -1 */
 };
 

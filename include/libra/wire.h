@@ -25,6 +25,7 @@
  *   rank 0 -> every worker     TAG_SHUTDOWN       finish: hand back and exit the loop
  *   rank 0 -> train root       TAG_CKPT           write the model + optimizer into a directory
  *   train root -> rank 0       TAG_CKPT_DONE      done (or the error)
+ *   lent rank -> rank 0        TAG_HYBRID_READY   joined: weights and optimizer shard fetched
  *
  * The cpu device carries the real data: a turn request the trajectory's whole
  * context, a turn result the generated ids with their behaviour log-probs and policy
@@ -51,6 +52,7 @@ enum wire_tag {
     TAG_SHUTDOWN = 110,
     TAG_CKPT = 111,
     TAG_CKPT_DONE = 112,
+    TAG_HYBRID_READY = 113,
 };
 
 enum wire_turn_flags { WIRE_TURN_GREEDY = 1 /* evaluation: decode greedily */ };
@@ -137,7 +139,9 @@ struct wire_train_batch {
     int32_t step;          /* the step being computed (1-based) */
     int32_t version;       /* policy version the batch is trained at */
     int32_t n_items;
-    int32_t n_replicas;    /* data-parallel replicas taking part (train + hybrid) */
+    int32_t n_replicas;    /* data-parallel replicas taking part (core + active lent) */
+    int32_t replica_size;  /* ranks per replica (train tp x pp); each holds the share */
+    int32_t hybrid_ranks;  /* lent ranks whose gradients the root collects this step */
     int64_t global_tokens; /* tokens in the whole batch (loss normalisation) */
     int64_t global_gen_tokens;
 };
@@ -173,6 +177,13 @@ struct wire_hybrid_grad {
     int32_t step;
     int32_t n;
     double compute_s;
+};
+
+/* A lent rank has fetched what it needs; epoch = the plan epoch that lent it, so a
+ * READY from a join that was cancelled or rolled back is recognised as stale. */
+struct wire_hybrid_ready {
+    int32_t epoch;
+    int32_t rank;
 };
 
 /* A growable byte buffer for packing variable-length messages. */

@@ -44,6 +44,7 @@ struct worker_train {
     double sum[WORKER_EMU_PARAMS + 1];   /* reduced */
     MPI_Request req;
     int hybrids_left;        /* root: hybrid gradients still expected */
+    int hybrid_ranks;        /* lent ranks taking part in this step */
 };
 
 struct worker_sync {
@@ -88,6 +89,11 @@ struct worker {
     int version;             /* version of params, -1 none */
     struct worker_train tr;
     struct worker_sync sync;
+    /* a lent (hybrid) rank fetching the weights and its optimizer shard (emulated) */
+    struct {
+        int active, epoch;
+        double until;        /* wall time the fetch completes */
+    } join;
     int stop;
 
     int real;                /* device cpu */

@@ -921,16 +921,27 @@ static int read_plan(const struct load_ctx *c, const config_setting_t *root,
     if (!plan) return 0;
     if (strcmp(cfg->plan.mode, "static") == 0)
         return read_static_plan(c, plan, &cfg->plan.fixed);
+    int grp = strcmp(cfg->plan.mode, "grp") == 0;
     for (const struct cfg_key *k = cfg_schema; k->section; k++) {
         const config_setting_t *s = config_setting_get_member(plan, k->key);
         char name[96];
         snprintf(name, sizeof name, "plan.%s", k->key);
         if (s && (k->flags & CFG_SPEC))
             return fail(c, s, name,
-                        "only used with plan.mode = \"static\" (with mode = \"schedule\" give %s "
-                        "inside each plan.schedule group)", k->key);
+                        grp ? "only used with plan.mode = \"static\" (with mode = \"grp\" the "
+                              "planner chooses the split; remove %s)"
+                            : "only used with plan.mode = \"static\" (with mode = \"schedule\" "
+                              "give %s inside each plan.schedule group)",
+                        k->key);
     }
     const config_setting_t *sched = config_setting_get_member(plan, "schedule");
+    if (grp) {
+        if (sched)
+            return fail(c, sched, "plan.schedule",
+                        "given with plan.mode = \"grp\" (the planner chooses every plan; "
+                        "remove it)");
+        return 0;
+    }
     if (!sched)
         return fail(c, plan, "plan.schedule",
                     "missing: required with plan.mode = \"schedule\" (add schedule = ( { "
@@ -1010,6 +1021,39 @@ static int plan_has_tp_above_1(const struct plan_spec *p)
 {
     for (int i = 0; i < p->n_tp; i++)
         if (p->rollout_tp[i] > 1) return 1;
+    return 0;
+}
+
+static int is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/* plan.mode = grp: powers of two, ordered ranges, a device with a cost model. */
+static int check_grp(const struct load_ctx *c, const config_setting_t *root,
+                     const struct libra_config *cfg)
+{
+    const struct plan_config *p = &cfg->plan;
+    if (strcmp(p->mode, "grp") != 0) return 0;
+    if (strcmp(cfg->device.type, "emu") != 0)
+        return fail(c, lookup(root, "plan", "mode"), "plan.mode",
+                    "\"grp\" plans with the emulated cost model: it needs device.type = \"emu\" "
+                    "(use plan.mode = \"static\" with device.type = \"%s\")", cfg->device.type);
+    const struct { const char *key; int v; } pow2[] = {
+        {"min_rollout_tp", p->min_rollout_tp}, {"max_rollout_tp", p->max_rollout_tp},
+        {"max_train_tp", p->max_train_tp},     {"max_train_pp", p->max_train_pp},
+        {"max_micro", p->max_micro}};
+    for (size_t i = 0; i < sizeof pow2 / sizeof pow2[0]; i++)
+        if (!is_pow2(pow2[i].v)) {
+            char name[64];
+            snprintf(name, sizeof name, "plan.%s", pow2[i].key);
+            return fail(c, lookup(root, "plan", pow2[i].key), name,
+                        "%d is not a power of two (use 1, 2, 4 or 8)", pow2[i].v);
+        }
+    if (p->min_rollout_tp > p->max_rollout_tp)
+        return fail(c, lookup(root, "plan", "min_rollout_tp"), "plan.min_rollout_tp",
+                    "%d exceeds plan.max_rollout_tp = %d", p->min_rollout_tp, p->max_rollout_tp);
+    if (p->pool_release_ratio >= p->pool_join_ratio)
+        return fail(c, lookup(root, "plan", "pool_release_ratio"), "plan.pool_release_ratio",
+                    "%g must be below plan.pool_join_ratio = %g (the band between them holds)",
+                    p->pool_release_ratio, p->pool_join_ratio);
     return 0;
 }
 
@@ -1151,7 +1195,7 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     if (check_wide_literals(&c, text, root) || check_names(&c, root) ||
         read_sections(&c, root, cfg) || read_plan(&c, root, cfg) || check_batch(&c, root, cfg) ||
         check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg) ||
-        check_device(&c, root, cfg) || check_sched(&c, root, cfg))
+        check_device(&c, root, cfg) || check_grp(&c, root, cfg) || check_sched(&c, root, cfg))
         goto done;
     *out = *cfg;
     rc = 0;
@@ -1200,6 +1244,18 @@ static void tp_sum_text(const struct plan_spec *p, char *buf, size_t n)
 
 int config_check_world(const struct libra_config *cfg, int world_size, char *err, size_t errlen)
 {
+    if (strcmp(cfg->plan.mode, "grp") == 0) {
+        const struct plan_config *p = &cfg->plan;
+        int need = p->min_train + p->min_rollout;
+        if (world_size - 1 >= need) return 0;
+        char where[CFG_PATH_MAX + 32];
+        plan_where(cfg, 0, where, sizeof where);
+        return world_fail(err, errlen,
+                          "%splan: the planner needs at least %d workers (plan.min_train %d + "
+                          "plan.min_rollout %d) but the job has %d (world size %d; rank 0 is the "
+                          "controller) (start at least %d ranks)", where, need, p->min_train,
+                          p->min_rollout, world_size - 1, world_size, need + 1);
+    }
     int sched = strcmp(cfg->plan.mode, "schedule") == 0;
     int n = sched ? cfg->plan.n_schedule : 1;
     const struct plan_spec *plans = sched ? cfg->plan.schedule : &cfg->plan.fixed;

@@ -151,16 +151,19 @@ static void print_section_key(struct sbuf *b, const struct cfg_key *k,
 static void print_plan_key(struct sbuf *b, const struct cfg_key *k, const struct libra_config *cfg)
 {
     int sched = strcmp(cfg->plan.mode, "schedule") == 0;
+    int fixed = strcmp(cfg->plan.mode, "static") == 0;
     if (k->type == CFG_SCHEDULE) {
         if (sched) print_schedule(b, k, &cfg->plan);
-        else sb_printf(b, "  # schedule: not used with mode = \"static\"\n");
+        else sb_printf(b, "  # schedule: not used with mode = \"%s\"\n", cfg->plan.mode);
     } else if (k->flags & CFG_SPEC) {
-        if (!sched) print_key(b, k, &cfg->plan.fixed);
+        if (fixed) print_key(b, k, &cfg->plan.fixed);
         else if (k->type == CFG_TP_LIST) /* once, at the last spec key */
-            sb_printf(b, "  # n_train, n_hybrid, rollout_tp: per schedule group (mode = "
-                         "\"schedule\")\n");
+            sb_printf(b, sched ? "  # n_train, n_hybrid, rollout_tp: per schedule group (mode = "
+                                 "\"schedule\")\n"
+                               : "  # n_train, n_hybrid, rollout_tp: chosen by the planner (mode "
+                                 "= \"grp\")\n");
     } else {
-        print_key(b, k, cfg);
+        print_section_key(b, k, cfg);
     }
 }
 

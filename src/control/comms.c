@@ -51,17 +51,26 @@ static void create_member_comm(const struct plan *p, int world_rank, int sync, M
     free(members);
 }
 
-void comms_rebuild(struct comms *c, const struct plan *p, int world_rank)
+int comms_rebuild(struct comms *c, const struct plan *old, const struct plan *p, int world_rank)
 {
-    comms_free(c);
     struct plan_colors col;
     plan_colors(p, world_rank, &col);
+    /* The core training communicator survives a re-split that leaves the training
+     * group as it was (a hybrid join or release): its ranks keep their comm and take
+     * part in the world split with no color. */
+    int keep = old && plan_train_same(old, p) && col.role == ROLE_TRAIN && c->role != MPI_COMM_NULL;
+    MPI_Comm kept = c->role;
+    if (keep) c->role = MPI_COMM_NULL;
+    comms_free(c);
     /* The one collective over the whole job: every rank learns its role comm. */
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, col.role, world_rank, &c->role));
+    MPI_Comm fresh = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, keep ? MPI_UNDEFINED : col.role, world_rank, &fresh));
+    c->role = keep ? kept : fresh;
     /* Instances split the rollout role comm; the other roles are not involved. */
     if (col.role == ROLE_ROLLOUT)
         MPI_CHECK(MPI_Comm_split(c->role, col.instance, world_rank, &c->instance));
     /* The training root is in both member comms; everyone creates sync first. */
     create_member_comm(p, world_rank, 1, &c->sync);
     create_member_comm(p, world_rank, 0, &c->hybrid_lane);
+    return keep;
 }

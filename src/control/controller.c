@@ -55,6 +55,10 @@ static void finish_traj(struct controller *c, struct traj *t)
         return;
     }
     tt_finish(&c->tt, t->id, now_s(c));
+    c->finished_in_step++;
+    struct traj_sample smp = {t->prompt_tokens, t->gen_tokens, t->tool_tokens, t->turn + 1,
+                              t->tool_s};
+    planner_record(&c->planner, &smp);
 }
 
 static int turn_budget(const struct controller *c, const struct traj *t)
@@ -253,6 +257,7 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
     }
     t->tool_tokens += r->payload_tokens;
     t->ctx_tokens += r->payload_tokens;
+    t->tool_s += r->tool_latency_s;
     sched_tool_return(&c->sched, t->id, r->tool, r->tool_status, r->payload_tokens, t->gen_tokens);
     t->last_failed = r->tool_status == TOOL_FAILURE || r->tool_status == TOOL_TIMEOUT;
     t->n_failures += t->last_failed;
@@ -289,23 +294,15 @@ static void write_traj_row(struct controller *c, const struct traj *t, int fate)
     if (metrics_traj(c->m, &row)) FATAL("metrics: cannot append trajectory %lld", (long long)t->id);
 }
 
-/* The training replicas of the plan in DP order: training ranks, then hybrids. */
-static int replica_ranks(const struct plan *p, int *out)
-{
-    int n = 0;
-    for (int r = 1; r < p->world; r++)
-        if (p->ranks[r].role == ROLE_TRAIN) out[p->ranks[r].index] = r, n++;
-    int base = n;
-    for (int r = 1; r < p->world; r++)
-        if (p->ranks[r].role == ROLE_HYBRID) out[base + p->ranks[r].index] = r, n++;
-    return n;
-}
-
-/* Token-balanced split (longest first onto the least-loaded replica) and send. */
+/* Token-balanced split (longest first onto the least-loaded replica) and send; every
+ * rank of a replica (train tp x pp) gets the replica's share. */
 static void send_batch(struct controller *c, struct batch_item *items, int n_items)
 {
     int *ranks = xmalloc((size_t)c->world * sizeof *ranks);
-    int n_rep = replica_ranks(&c->plan, ranks);
+    int n_hyb = 0, size = plan_replica_size(&c->plan);
+    int n_rep = ctl_replicas(c, ranks, &n_hyb);
+    c->batch.n_replicas = n_rep;
+    c->batch.n_hybrid_replicas = n_hyb;
     int64_t *load = xcalloc((size_t)n_rep, sizeof *load);
     int64_t total = 0, total_gen = 0;
     qsort(items, (size_t)n_items, sizeof *items, cmp_tokens_desc);
@@ -319,7 +316,8 @@ static void send_batch(struct controller *c, struct batch_item *items, int n_ite
         total_gen += items[i].item.gen_tokens;
     }
     for (int k = 0; k < n_rep; k++) {
-        struct wire_train_batch h = {c->step + 1, c->version, 0, n_rep, total, total_gen};
+        struct wire_train_batch h = {c->step + 1, c->version, 0, n_rep, size, n_hyb * size,
+                                     total, total_gen};
         for (int i = 0; i < n_items; i++) h.n_items += items[i].replica == k;
         wire_train_batch_begin(&c->pack, &h);
         for (int i = 0; i < n_items; i++)
@@ -328,7 +326,9 @@ static void send_batch(struct controller *c, struct batch_item *items, int n_ite
                 wire_train_batch_add(&c->pack, &items[i].item, tk ? tk->ids : NULL,
                                      tk ? tk->logp : NULL, tk ? tk->mask : NULL);
             }
-        outbox_send(&c->ob, c->pack.data, c->pack.len, ranks[k], TAG_TRAIN_BATCH, MPI_COMM_WORLD);
+        for (int j = 0; j < size; j++)
+            outbox_send(&c->ob, c->pack.data, c->pack.len, ranks[k * size + j], TAG_TRAIN_BATCH,
+                        MPI_COMM_WORLD);
     }
     free(load);
     free(ranks);
@@ -336,7 +336,8 @@ static void send_batch(struct controller *c, struct batch_item *items, int n_ite
 
 static void try_train(struct controller *c)
 {
-    if (c->train_inflight || c->epoch_pending || c->step >= c->cfg->run.steps) return;
+    if (c->train_inflight || c->epoch_pending || c->pool.pending || c->step >= c->cfg->run.steps)
+        return;
     if (c->real && c->rl.ckpt_inflight) return;
     int n = tt_select_batch(&c->tt, c->groups_per_batch, c->version, c->cfg->train.max_staleness,
                             c->batch_groups);
@@ -348,7 +349,7 @@ static void try_train(struct controller *c)
         adv = xmalloc((size_t)n_items * sizeof *adv);
         ctl_real_advantages(c, c->batch_groups, n, adv);
     }
-    double rsum = 0, rsq = 0, ssum = 0;
+    double rsum = 0, rsq = 0, ssum = 0, tok = 0, tok_sq = 0, tok_max = 0;
     int k = 0, smax = 0;
     int64_t gen = 0, tool = 0;
     tt_mark_trained(&c->tt, c->batch_groups, n, c->step + 1);
@@ -378,6 +379,10 @@ static void try_train(struct controller *c)
             rsq += t->reward * t->reward;
             gen += t->gen_tokens;
             tool += t->tool_tokens;
+            double len = items[k].item.tokens;
+            tok += len;
+            tok_sq += len * len;
+            tok_max = fmax(tok_max, len);
             write_traj_row(c, t, TRAJ_TRAINED);
         }
     }
@@ -388,6 +393,11 @@ static void try_train(struct controller *c)
     c->batch.reward_std = sqrt(fmax(0.0, rsq / n_items - (rsum / n_items) * (rsum / n_items)));
     c->batch.staleness_mean = ssum / n_items;
     c->batch.staleness_max = smax;
+    c->batch.tokens = tok;
+    c->batch.sum_len_sq = tok_sq;
+    c->batch.max_len = tok_max;
+    c->batch.sent_at = now_s(c);
+    c->batch.waited_s = c->batch.sent_at - c->train_idle_since;
     send_batch(c, items, n_items);
     free(items);
     free(adv);
@@ -400,12 +410,17 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
         FATAL("unexpected TRAIN_DONE for step %d (controller at step %d, in flight %d)", d->step,
               c->step, c->train_inflight);
     c->train_inflight = 0;
+    c->train_idle_since = now_s(c);
     c->step++;
     c->version++; /* one version per optimizer step */
     double now = now_s(c);
     double step_s = now - c->acc.t_start;
     const struct ctl_batch *b = &c->batch;
-    int n_rep = c->plan.n_train + c->plan.n_hybrid;
+    int n_rep = c->plan.n_train + c->batch.n_hybrid_replicas * plan_replica_size(&c->plan);
+    double rollout_busy =
+        step_s > 0 && c->plan.n_rollout_ranks > 0
+            ? c->acc.rollout_busy_rank_s / (c->plan.n_rollout_ranks * step_s)
+            : 0;
     struct metrics_step_row row = {
         .step = c->step,
         .wall_s = now,
@@ -418,12 +433,11 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
         .reward_std = b->reward_std,
         .staleness_mean = b->staleness_mean,
         .staleness_max = b->staleness_max,
-        .rollout_busy_frac =
-            step_s > 0 ? c->acc.rollout_busy_rank_s / (c->plan.n_rollout_ranks * step_s) : 0,
+        .rollout_busy_frac = rollout_busy,
         .train_busy_frac = step_s > 0 ? d->busy_rank_s / (n_rep * step_s) : 0,
         .n_rollout_ranks = c->plan.n_rollout_ranks,
         .n_train_ranks = c->plan.n_train,
-        .n_hybrid_ranks = c->plan.n_hybrid};
+        .n_hybrid_ranks = c->batch.n_hybrid_replicas * plan_replica_size(&c->plan)};
     row.grad_norm = d->grad_norm;
     if (c->real) ctl_real_step_row(c, d, &row, now);
     sched_step_end(&c->sched, c->step);
@@ -436,7 +450,12 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
     c->acc.t_start = now;
     int last = c->step >= c->cfg->run.steps;
     if (c->step % c->cfg->train.sync_interval == 0 && !last) c->sync_wanted = c->version;
-    if (c->step % c->cfg->plan.interval == 0 && !last) c->epoch_pending = 1;
+    if (c->planner.grp) {
+        if (!last) ctl_plan_after_step(c, step_s, rollout_busy);
+    } else if (c->step % c->cfg->plan.interval == 0 && !last) {
+        c->epoch_pending = 1;
+    }
+    c->finished_in_step = 0;
     if (c->real) {
         int ckpt = c->cfg->run.checkpoint_interval;
         if (ckpt > 0 && c->step % ckpt == 0) ctl_ckpt_start(c);
@@ -487,6 +506,14 @@ static void handle_message(struct controller *c, const MPI_Status *st)
         if (len != sizeof d) FATAL("malformed CKPT_DONE from rank %d", source);
         memcpy(&d, c->msg.data, sizeof d);
         ctl_ckpt_on_done(c, &d);
+        break;
+    }
+    case TAG_HYBRID_READY: {
+        struct wire_hybrid_ready d;
+        if (len != sizeof d) FATAL("malformed HYBRID_READY from rank %d", source);
+        memcpy(&d, c->msg.data, sizeof d);
+        if (d.rank != source) FATAL("HYBRID_READY from rank %d names rank %d", source, d.rank);
+        ctl_pool_on_ready(c, &d);
         break;
     }
     case TAG_SYNC_DONE: {
@@ -665,7 +692,10 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
     c->real = strcmp(cfg->device.type, "cpu") == 0;
     comms_init(&c->comms);
     plan_init(&c->plan, world);
-    planner_init(&c->planner, &cfg->plan, world);
+    plan_init(&c->base, world);
+    plan_init(&c->next_base, world);
+    planner_init(&c->planner, cfg, cm, wl, world);
+    ctl_pool_init(c);
     outbox_init(&c->ob);
     tt_init(&c->tt, cfg->rollout.n_samples);
     ctl_sched_init(c);
@@ -676,6 +706,10 @@ static void controller_free(struct controller *c)
     outbox_free(&c->ob);
     comms_free(&c->comms);
     plan_free(&c->plan);
+    plan_free(&c->base);
+    plan_free(&c->next_base);
+    planner_free(&c->planner);
+    ctl_pool_free(c);
     sched_free(&c->sched);
     free(c->held);
     tt_free(&c->tt);
@@ -687,15 +721,13 @@ static void controller_free(struct controller *c)
     free(c->batch_groups);
 }
 
-static void start_epoch(struct controller *c, int epoch)
+/* Epoch 0: the static / scripted plan, or the planner's preflight plan. */
+static void first_epoch(struct controller *c)
 {
-    struct plan next;
     char err[512];
-    plan_init(&next, c->world);
-    if (planner_next(&c->planner, epoch, c->step, &next, err, sizeof err))
-        FATAL("planner: epoch %d: %s", epoch, err);
-    ctl_apply_plan(c, &next, next.reason);
-    plan_free(&next);
+    if (planner_next(&c->planner, 0, c->step, &c->base, err, sizeof err))
+        FATAL("planner: %s", err);
+    ctl_apply_plan(c, &c->base, c->base.reason);
 }
 
 /* Work that must finish before shutdown: a step, a sync, an evaluation, a checkpoint. */
@@ -712,18 +744,19 @@ int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
     struct controller c;
     controller_init(&c, cfg, cm, wl, m, world);
     if (c.real) ctl_real_init(&c, resume, resume_step);
-    start_epoch(&c, 0);
+    first_epoch(&c);
     c.acc.t_start = 0;
     if (c.real && cfg->eval.size > 0) ctl_eval_request(&c);
     struct backoff b;
     backoff_reset(&b);
     while (c.step < cfg->run.steps || busy_tail(&c)) {
         int work = ctl_poll(&c);
-        if (c.epoch_pending && !c.train_inflight && c.sync_acks_pending == 0) {
-            start_epoch(&c, c.plan.epoch + 1);
+        if (c.plan.n_hybrid > 0) work |= ctl_pool_check_timeouts(&c);
+        if ((c.epoch_pending || c.pool.pending) && !c.train_inflight && c.sync_acks_pending == 0) {
+            ctl_next_epoch(&c);
             work = 1;
         }
-        if (!c.epoch_pending) {
+        if (!c.epoch_pending && !c.pool.pending) {
             if (c.sync_wanted > c.rollout_version && c.sync_acks_pending == 0) {
                 ctl_start_sync(&c, c.sync_wanted);
                 work = 1;

@@ -89,15 +89,31 @@ static int count_dissolved(const struct plan *old, const struct plan *next)
     return n;
 }
 
+static struct metrics_plan_row plan_row(const struct controller *c, double now, double dt)
+{
+    const struct plan *p = &c->plan;
+    struct metrics_plan_row row = {.epoch = p->epoch,
+                                   .step = c->step,
+                                   .wall_s = now,
+                                   .n_train = p->n_train,
+                                   .n_rollout = p->n_rollout_ranks,
+                                   .n_hybrid = p->n_hybrid,
+                                   .resplit_s = dt,
+                                   .train_tp = p->train_tp,
+                                   .train_pp = p->train_pp,
+                                   .micro = p->micro,
+                                   .n_idle = p->n_idle};
+    plan_format_tp(p, row.rollout_tp, sizeof row.rollout_tp);
+    return row;
+}
+
 /* A new epoch whose plan equals the current one: recorded, nothing re-split. */
 static void keep_plan(struct controller *c, const struct plan *next, const char *why)
 {
     c->plan.epoch = next->epoch;
     c->plan.step = next->step;
     double now = wall_time() - c->t0;
-    struct metrics_plan_row row = {c->plan.epoch, c->step, now, c->plan.n_train,
-                                   c->plan.n_rollout_ranks, c->plan.n_hybrid, "", "", 0.0, 0};
-    plan_format_tp(&c->plan, row.rollout_tp, sizeof row.rollout_tp);
+    struct metrics_plan_row row = plan_row(c, now, 0.0);
     snprintf(row.reason, sizeof row.reason, "%s (unchanged)", why);
     if (metrics_plan(c->m, &row) || metrics_flush(c->m))
         FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);
@@ -123,10 +139,12 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
     for (int r = 1; r < c->world; r++) outbox_send(&c->ob, buf, len, r, TAG_PLAN, MPI_COMM_WORLD);
     free(buf);
 
-    comms_rebuild(&c->comms, next, 0);
+    comms_rebuild(&c->comms, first ? NULL : &old, next, 0);
     ctl_wait_handbacks(c, first ? 0 : count_dissolved(&old, next));
     plan_copy(&c->plan, next);
     ctl_rebuild_instances(c, first ? NULL : &old);
+    ctl_pool_on_plan(c, first ? NULL : &old);
+    int core_kept = !first && plan_train_same(&old, next);
     double dt = wall_time() - t0;
     if (!first) {
         c->stats.n_resplits++;
@@ -135,16 +153,15 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
     }
 
     double now = wall_time() - c->t0;
-    struct metrics_plan_row row = {c->plan.epoch, c->step, now, c->plan.n_train,
-                                   c->plan.n_rollout_ranks, c->plan.n_hybrid, "", "", dt, 0};
-    plan_format_tp(&c->plan, row.rollout_tp, sizeof row.rollout_tp);
+    struct metrics_plan_row row = plan_row(c, now, dt);
     snprintf(row.reason, sizeof row.reason, "%s", why);
     row.handed_back = (int32_t)(c->stats.handed_back - handed);
     char detail[256];
     snprintf(detail, sizeof detail,
-             "epoch %d: train %d, hybrid %d, rollout tp [%s] (%s); %.2f ms, %d turns handed back",
-             c->plan.epoch, c->plan.n_train, c->plan.n_hybrid, row.rollout_tp, why, 1e3 * dt,
-             row.handed_back);
+             "epoch %d: train %d, hybrid %d, rollout tp [%s], idle %d (%s); %.2f ms, %d turns "
+             "handed back%s",
+             c->plan.epoch, c->plan.n_train, c->plan.n_hybrid, row.rollout_tp, c->plan.n_idle, why,
+             1e3 * dt, row.handed_back, core_kept ? "; core training communicator kept" : "");
     if (metrics_plan(c->m, &row) ||
         metrics_event(c->m, now, c->step, first ? "plan" : "resplit", detail))
         FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);

@@ -1,6 +1,7 @@
 /* Plans: placement of roles on ranks, communicator colors, wire form (plan.h). */
 #include "libra/plan.h"
 
+#include <assert.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,9 @@ int plan_build(const struct plan_spec *spec, int world, int epoch, int step, con
     out->step = step;
     out->n_train = spec->n_train;
     out->n_hybrid = spec->n_hybrid;
+    out->train_tp = spec->train_tp > 0 ? spec->train_tp : 1;
+    out->train_pp = spec->train_pp > 0 ? spec->train_pp : 1;
+    out->micro = spec->micro > 0 ? spec->micro : 1;
     out->n_instances = spec->n_tp;
     out->n_rollout_ranks = 0;
     snprintf(out->reason, sizeof out->reason, "%s", reason ? reason : "");
@@ -84,6 +88,54 @@ int plan_build(const struct plan_spec *spec, int world, int epoch, int step, con
     out->n_idle = world - r;
     for (; r < world; r++) out->ranks[r] = (struct rank_assign){ROLE_IDLE, -1, 0, 0};
     return 0;
+}
+
+void plan_lend(const struct plan *base, const int *lend, struct plan *out)
+{
+    plan_copy(out, base);
+    int *renum = xmalloc((size_t)(base->n_instances + 1) * sizeof *renum);
+    int n = 0;
+    for (int i = 0; i < base->n_instances; i++) {
+        renum[i] = lend[i] ? -1 : n;
+        if (!lend[i]) out->inst[n++] = base->inst[i];
+    }
+    for (int r = 1; r < base->world; r++) {
+        struct rank_assign *a = &out->ranks[r];
+        if (a->role != ROLE_ROLLOUT) continue;
+        if (renum[a->instance] >= 0) {
+            a->instance = renum[a->instance];
+            continue;
+        }
+        assert(a->tp % plan_replica_size(base) == 0);
+        out->n_rollout_ranks--;
+        *a = (struct rank_assign){ROLE_HYBRID, -1, 0, 0};
+    }
+    out->n_instances = n;
+    /* hybrid indices in rank order: a replica is index / replica size, consecutive
+     * ranks of one lent instance */
+    int k = 0;
+    for (int r = 1; r < base->world; r++)
+        if (out->ranks[r].role == ROLE_HYBRID) out->ranks[r].index = k++;
+    out->n_hybrid = k;
+    free(renum);
+}
+
+int plan_replica_size(const struct plan *p)
+{
+    int r = (p->train_tp > 0 ? p->train_tp : 1) * (p->train_pp > 0 ? p->train_pp : 1);
+    return r;
+}
+
+int plan_train_same(const struct plan *a, const struct plan *b)
+{
+    if (a->world != b->world || a->n_train != b->n_train || a->train_tp != b->train_tp ||
+        a->train_pp != b->train_pp)
+        return 0;
+    for (int r = 1; r < a->world; r++) {
+        int ta = a->ranks[r].role == ROLE_TRAIN, tb = b->ranks[r].role == ROLE_TRAIN;
+        if (ta != tb || (ta && a->ranks[r].index != b->ranks[r].index)) return 0;
+    }
+    return 1;
 }
 
 int plan_same_roles(const struct plan *a, const struct plan *b)
@@ -144,6 +196,7 @@ const char *role_name(int role)
 /* Wire header: the scalar fields of struct plan, fixed size. */
 struct plan_wire_hdr {
     int32_t epoch, step, world, n_train, n_hybrid, n_rollout_ranks, n_instances, n_idle;
+    int32_t train_tp, train_pp, micro, pad_;
     char reason[64];
 };
 
@@ -155,8 +208,10 @@ size_t plan_packed_size(const struct plan *p)
 
 void plan_pack(const struct plan *p, void *buf)
 {
-    struct plan_wire_hdr h = {p->epoch, p->step, p->world, p->n_train, p->n_hybrid,
-                              p->n_rollout_ranks, p->n_instances, p->n_idle, {0}};
+    struct plan_wire_hdr h = {p->epoch,    p->step,     p->world,           p->n_train,
+                              p->n_hybrid,  p->n_rollout_ranks, p->n_instances, p->n_idle,
+                              p->train_tp,  p->train_pp, p->micro,          0,
+                              {0}};
     memcpy(h.reason, p->reason, sizeof h.reason);
     char *o = buf;
     memcpy(o, &h, sizeof h);
@@ -186,6 +241,9 @@ int plan_unpack(const void *buf, size_t len, struct plan *p)
     p->n_rollout_ranks = h.n_rollout_ranks;
     p->n_instances = h.n_instances;
     p->n_idle = h.n_idle;
+    p->train_tp = h.train_tp;
+    p->train_pp = h.train_pp;
+    p->micro = h.micro;
     memcpy(p->reason, h.reason, sizeof p->reason);
     p->reason[sizeof p->reason - 1] = '\0';
     const char *i = (const char *)buf + sizeof h;

@@ -10,7 +10,7 @@
 _Static_assert(sizeof(struct wire_turn_req) == 72, "wire_turn_req has padding");
 _Static_assert(sizeof(struct wire_turn_result) == 88, "wire_turn_result has padding");
 _Static_assert(sizeof(struct wire_train_item) == 32, "wire_train_item has padding");
-_Static_assert(sizeof(struct wire_train_batch) == 32, "wire_train_batch has padding");
+_Static_assert(sizeof(struct wire_train_batch) == 40, "wire_train_batch has padding");
 
 const char *wire_tag_name(int tag)
 {
@@ -24,6 +24,7 @@ const char *wire_tag_name(int tag)
     case TAG_TRAIN_BATCH: return "train_batch";
     case TAG_TRAIN_DONE: return "train_done";
     case TAG_HYBRID_GRAD: return "hybrid_grad";
+    case TAG_HYBRID_READY: return "hybrid_ready";
     case TAG_SHUTDOWN: return "shutdown";
     case TAG_CKPT: return "ckpt";
     case TAG_CKPT_DONE: return "ckpt_done";

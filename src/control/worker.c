@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "libra/log.h"
+#include "libra/plan_cost.h"
 #include "libra/mpi_wait.h"
 #include "libra/rng.h"
 #include "libra/worker.h"
@@ -67,6 +68,32 @@ int ws_progress(struct worker *w)
 
 /* ---- plans ---- */
 
+/* A newly lent rank fetches the current weights and its optimizer shard in the
+ * background (emulated: the transfer time of the cost model), then tells rank 0; a
+ * rank no longer lent drops a fetch in progress. */
+static void join_on_plan(struct worker *w, int was_hybrid)
+{
+    int is_hybrid = w->plan.ranks[w->rank].role == ROLE_HYBRID;
+    if (!is_hybrid) {
+        w->join.active = 0;
+        return;
+    }
+    if (was_hybrid) return;
+    int dp = w->plan.n_train / plan_replica_size(&w->plan);
+    w->join.active = 1;
+    w->join.epoch = w->plan.epoch;
+    w->join.until = wall_time() + pc_join_fetch_s(w->cm, dp) / w->time_scale;
+}
+
+static int join_progress(struct worker *w)
+{
+    if (!w->join.active || wall_time() < w->join.until) return 0;
+    struct wire_hybrid_ready r = {w->join.epoch, w->rank};
+    outbox_send(&w->ob, &r, sizeof r, 0, TAG_HYBRID_READY, MPI_COMM_WORLD);
+    w->join.active = 0;
+    return 1;
+}
+
 static void on_plan(struct worker *w, const void *msg, size_t len)
 {
     struct plan next;
@@ -80,8 +107,10 @@ static void on_plan(struct worker *w, const void *msg, size_t len)
               w->sync.sync_id);
     if (w->have_engine && !plan_instance_survives(&w->plan, &next, w->rank))
         w->real ? wrc_handback(w) : wr_handback(w);
-    comms_rebuild(&w->comms, &next, w->rank);
+    int was_hybrid = w->plan.ranks[w->rank].role == ROLE_HYBRID;
+    comms_rebuild(&w->comms, &w->plan, &next, w->rank);
     plan_copy(&w->plan, &next);
+    join_on_plan(w, was_hybrid);
     plan_free(&next);
     if (wr_is_leader(w) && !w->have_engine) w->real ? wrc_start_engine(w) : wr_start_engine(w);
     LOG_D("epoch %d: %s (instance %d, tp %d, index %d)", w->plan.epoch,
@@ -192,6 +221,7 @@ int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
         work += ws_progress(w);
         work += w->real ? wrc_progress(w) : wr_progress(w);
         work += w->real ? wtc_progress(w) : wt_progress(w);
+        work += join_progress(w);
         outbox_progress(&w->ob);
         if (work) {
             backoff_reset(&b);
@@ -201,6 +231,7 @@ int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
         double wake = w->real ? INFINITY : wr_next_wake(w);
         if (w->tr.phase == TP_COMPUTE || w->tr.phase == TP_COMM_DELAY)
             wake = fmin(wake, w->tr.until);
+        if (w->join.active) wake = fmin(wake, w->join.until);
         double dt = wake - wall_time();
         if (dt < b.sleep_s) {
             sleep_seconds(dt);

@@ -14,6 +14,7 @@
 
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
+#include "libra/plan_cost.h"
 #include "libra/rng.h"
 #include "libra/worker.h"
 
@@ -37,7 +38,8 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
     wt_settle(w);
     struct worker_train *t = &w->tr;
     memset(t->grad, 0, sizeof t->grad);
-    double tokens = 0, sum_sq = 0;
+    double tokens = 0, sum_sq = 0, max_len = 0;
+    int size = h.replica_size > 0 ? h.replica_size : 1;
     struct wire_train_item it;
     const int32_t *ids;
     const float *logp;
@@ -46,13 +48,20 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
     while ((got = wire_next_train_item(&rd, &it, &ids, &logp, &mask)) == 1) {
         tokens += it.tokens;
         sum_sq += (double)it.tokens * it.tokens;
-        item_gradient(w->cfg->run.seed, it.traj_id, (double)it.tokens / (double)h.global_tokens,
-                      t->grad);
+        if (it.tokens > max_len) max_len = it.tokens;
+        /* each of the replica's ranks holds 1/size of its share's gradient */
+        item_gradient(w->cfg->run.seed, it.traj_id,
+                      (double)it.tokens / (double)h.global_tokens / size, t->grad);
     }
     if (got < 0) FATAL("malformed training batch item (%zu bytes) from rank 0", len);
     t->step = h.step;
     t->n_replicas = h.n_replicas;
-    t->compute_s = cost_train_compute_s(w->cm, tokens, sum_sq) / w->time_scale;
+    t->hybrid_ranks = h.hybrid_ranks;
+    /* this replica's share on its tp x pp ranks: compute + TP + pipeline, no DP */
+    struct train_shape shape = {w->plan.train_tp, w->plan.train_pp, 1, w->plan.micro};
+    struct train_est est;
+    pc_train_step(w->cm, &shape, 0, h.n_items, tokens, sum_sq, max_len, &est);
+    t->compute_s = (est.compute_s + est.tp_comm_s + est.pp_bubble_s) / w->time_scale;
     t->grad[WORKER_EMU_PARAMS] = t->compute_s;
     t->until = wall_time() + t->compute_s;
     t->phase = TP_COMPUTE;
@@ -139,8 +148,9 @@ int wt_progress(struct worker *w)
         int done = 0;
         MPI_CHECK(MPI_Test(&t->req, &done, MPI_STATUS_IGNORE));
         if (!done) return 0;
-        int dp = w->plan.n_train;
-        t->comm_s = cost_grad_allreduce_s(w->cm, dp + w->plan.n_hybrid) / w->time_scale;
+        /* each GPU reduces its 1 / (tp pp) shard of the gradient over all replicas */
+        t->comm_s = cost_grad_allreduce_s(w->cm, t->n_replicas) / plan_replica_size(&w->plan) /
+                    w->time_scale;
         t->until = wall_time() + t->comm_s;
         t->phase = TP_COMM_DELAY;
         return 1;
@@ -151,7 +161,7 @@ int wt_progress(struct worker *w)
             t->phase = TP_IDLE;
             return 1;
         }
-        t->hybrids_left = w->plan.n_hybrid;
+        t->hybrids_left = t->hybrid_ranks;
         t->phase = TP_HYBRIDS;
         return collect_hybrids(w) + 1;
     case TP_HYBRIDS: return collect_hybrids(w);

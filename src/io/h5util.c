@@ -2,6 +2,7 @@
 #include "libra/h5util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void h5_quiet_begin(struct h5quiet *q)
@@ -58,4 +59,66 @@ void h5_error(char *err, size_t errlen, const char *path, const char *expr, cons
                      w.inner);
     }
     H5Eclear2(H5E_DEFAULT);
+}
+
+int h5_read_column_f64(hid_t file, const char *table, const char *col, double **out, size_t *n,
+                       char *err, size_t errlen)
+{
+    struct h5quiet q;
+    h5_quiet_begin(&q);
+    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID, mt = H5I_INVALID_HID;
+    int rc = -1;
+    *out = NULL;
+    *n = 0;
+    if (H5Lexists(file, table, H5P_DEFAULT) <= 0 || (d = H5Dopen2(file, table, H5P_DEFAULT)) < 0) {
+        snprintf(err, errlen, "no table /%s", table);
+        goto done;
+    }
+    if ((ft = H5Dget_type(d)) < 0 || H5Tget_class(ft) != H5T_COMPOUND ||
+        H5Tget_member_index(ft, col) < 0) {
+        snprintf(err, errlen, "/%s has no column %s", table, col);
+        goto done;
+    }
+    hssize_t rows;
+    if ((sp = H5Dget_space(d)) < 0 || H5Sget_simple_extent_ndims(sp) != 1 ||
+        (rows = H5Sget_simple_extent_npoints(sp)) < 0) {
+        snprintf(err, errlen, "/%s is not a 1-D table", table);
+        goto done;
+    }
+    double *buf = calloc((size_t)rows + 1, sizeof *buf);
+    if (!buf || (mt = H5Tcreate(H5T_COMPOUND, sizeof(double))) < 0 ||
+        H5Tinsert(mt, col, 0, H5T_NATIVE_DOUBLE) < 0 ||
+        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+        free(buf);
+        snprintf(err, errlen, "/%s column %s: cannot be read as numbers", table, col);
+        goto done;
+    }
+    *out = buf;
+    *n = (size_t)rows;
+    rc = 0;
+done:
+    if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    if (d >= 0) H5Dclose(d);
+    H5Eclear2(H5E_DEFAULT);
+    h5_quiet_end(&q);
+    return rc;
+}
+
+int h5_read_attr_f64(hid_t file, const char *name, double *out)
+{
+    struct h5quiet q;
+    h5_quiet_begin(&q);
+    int rc = -1;
+    if (H5Aexists(file, name) > 0) {
+        hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+        if (a >= 0) {
+            rc = H5Aread(a, H5T_NATIVE_DOUBLE, out) < 0 ? -1 : 0;
+            H5Aclose(a);
+        }
+    }
+    H5Eclear2(H5E_DEFAULT);
+    h5_quiet_end(&q);
+    return rc;
 }

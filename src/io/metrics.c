@@ -60,8 +60,9 @@
 #endif
 
 /* Bumped when a table, column or root attribute changes meaning (docs/metrics.md). */
-#define METRICS_SCHEMA_VERSION 3 /* 2: /steps real-model columns, /eval;
-                                    3: /sched, /migrations, /instances, /tree */
+#define METRICS_SCHEMA_VERSION 4 /* 2: /steps real-model columns, /eval;
+                                    3: /sched, /migrations, /instances, /tree;
+                                    4: /planner, /plans training shape and n_idle */
 
 #define EVENT_KIND_LEN 32
 #define EVENT_DETAIL_LEN 256
@@ -175,6 +176,41 @@ static const struct col plan_cols[] = {
     COL(metrics_plan_row, reason, COL_STR, "text"),
     COL(metrics_plan_row, resplit_s, COL_F64, "s"),
     COL(metrics_plan_row, handed_back, COL_I32, "turns"),
+    COL(metrics_plan_row, train_tp, COL_I32, "1"),
+    COL(metrics_plan_row, train_pp, COL_I32, "1"),
+    COL(metrics_plan_row, micro, COL_I32, "sequences"),
+    COL(metrics_plan_row, n_idle, COL_I32, "ranks"),
+};
+
+static const struct col planner_cols[] = {
+    COL(metrics_planner_row, step, COL_I32, "1"),
+    COL(metrics_planner_row, wall_s, COL_F64, "s"),
+    COL(metrics_planner_row, trigger, COL_STR, "text"),
+    COL(metrics_planner_row, verdict, COL_STR, "text"),
+    COL(metrics_planner_row, applied, COL_I32, "1"),
+    COL(metrics_planner_row, cand_train, COL_I32, "ranks"),
+    COL(metrics_planner_row, cand_tp, COL_I32, "1"),
+    COL(metrics_planner_row, cand_pp, COL_I32, "1"),
+    COL(metrics_planner_row, cand_micro, COL_I32, "sequences"),
+    COL(metrics_planner_row, cand_idle, COL_I32, "ranks"),
+    COL(metrics_planner_row, cand_rollout_tp, COL_STR, "text"),
+    COL(metrics_planner_row, cand_train_s, COL_F64, "s"),
+    COL(metrics_planner_row, cand_rollout_s, COL_F64, "s"),
+    COL(metrics_planner_row, cand_step_s, COL_F64, "s"),
+    COL(metrics_planner_row, cur_train_s, COL_F64, "s"),
+    COL(metrics_planner_row, cur_rollout_s, COL_F64, "s"),
+    COL(metrics_planner_row, cur_step_s, COL_F64, "s"),
+    COL(metrics_planner_row, meas_train_s, COL_F64, "s"),
+    COL(metrics_planner_row, meas_rollout_s, COL_F64, "s"),
+    COL(metrics_planner_row, scale_train, COL_F64, "1"),
+    COL(metrics_planner_row, scale_rollout, COL_F64, "1"),
+    COL(metrics_planner_row, gain_s, COL_F64, "s"),
+    COL(metrics_planner_row, transition_s, COL_F64, "s"),
+    COL(metrics_planner_row, net_s, COL_F64, "s"),
+    COL(metrics_planner_row, horizon, COL_I32, "steps"),
+    COL(metrics_planner_row, evaluations, COL_I64, "calls"),
+    COL(metrics_planner_row, solve_s, COL_F64, "s"),
+    COL(metrics_planner_row, history, COL_I32, "trajectories"),
 };
 
 static const struct col eval_cols[] = {
@@ -275,7 +311,7 @@ struct table_def {
 
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_SCHED, T_MIGRATIONS, T_INSTANCES, T_COUNT };
+enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_SCHED, T_MIGRATIONS, T_INSTANCES, T_PLANNER, T_COUNT };
 
 static const struct table_def table_defs[T_COUNT] = {
     [T_STEPS] = {"steps",
@@ -317,6 +353,12 @@ static const struct table_def table_defs[T_COUNT] = {
                      "(turns_in_flight, load_frac)",
                      instance_cols, NCOLS(instance_cols), sizeof(struct metrics_instance_row),
                      1024, NULL, NULL},
+    [T_PLANNER] = {"planner",
+                   "one row per step of the global resource planner (plan.mode = grp): the "
+                   "trigger, the best candidate, predicted (calibrated) and measured emulated "
+                   "seconds per step, the gate's verdict and whether it was applied",
+                   planner_cols, NCOLS(planner_cols), sizeof(struct metrics_planner_row), 256,
+                   NULL, NULL},
 };
 
 struct table {
@@ -683,6 +725,11 @@ int metrics_traj(struct metrics *m, const struct metrics_traj_row *row)
 int metrics_plan(struct metrics *m, const struct metrics_plan_row *row)
 {
     return append(m, T_PLANS, row);
+}
+
+int metrics_planner(struct metrics *m, const struct metrics_planner_row *row)
+{
+    return append(m, T_PLANNER, row);
 }
 
 int metrics_eval(struct metrics *m, const struct metrics_eval_row *row)

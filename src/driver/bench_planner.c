@@ -1,0 +1,253 @@
+/*
+ * `libra --bench-planner-solve CONFIG`: the global resource planner's solve time
+ * (not a timed test; it only prints). For each GPU count (48, 512, 4096 by default)
+ * it builds the batch's length profile from CONFIG's workload (the training batch
+ * scaled with the GPU count, batch x G / 48, so every size plans the same load per
+ * GPU), then times planner_search -- the whole search with the real cost model --
+ * `repeat` times on one core with CLOCK_MONOTONIC, and prints the median, the
+ * cost-model calls and the plan it found. CONFIG must have plan.mode = "grp".
+ * Training GPU counts step by CONFIG's plan.granularity up to 64 GPUs and by whole
+ * nodes (hardware gpus_per_node) beyond, as a cluster allocates training.
+ *
+ * `libra --bench-planner-report LABEL=FILE[,FILE...] ...`: the throughput table of
+ * tools/bench-planner from the runs' metrics files: trajectories and tokens per
+ * emulated second over the run's steps (sum of n_traj / sum of step_s), their ratios
+ * to the first label, and the idle fraction of all worker GPUs, of the rollout ranks
+ * and of the training ranks (1 - busy rank-seconds / rank-seconds). Repeats of one
+ * label report their median.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "libra/driver.h"
+#include "libra/h5util.h"
+#include "libra/log.h"
+#include "libra/planner.h"
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void layout_text(const struct plan_choice *ch, char *buf, size_t n)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int k = PC_N_TP - 1; k >= 0; k--)
+        if (ch->counts[k] && off < n)
+            off += (size_t)snprintf(buf + off, n - off, "%sTP%d x %d", off ? " + " : "",
+                                    pc_tp_of(k), ch->counts[k]);
+}
+
+int cmd_bench_planner_solve(int argc, char **argv)
+{
+    if (argc < 1 || strcmp(argv[0], "--help") == 0) {
+        fprintf(argc < 1 ? stderr : stdout,
+                "usage: libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R]\n"
+                "  CONFIG: a plan.mode = \"grp\" configuration (e.g. inputs/bench/planner-48gpu.cfg)\n");
+        return argc < 1 ? 2 : 0;
+    }
+    int gpus[8] = {48, 512, 4096}, n_gpus = 3, repeat = 5;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
+            n_gpus = 0;
+            for (char *tok = strtok(argv[++i], ","); tok && n_gpus < 8; tok = strtok(NULL, ","))
+                gpus[n_gpus++] = atoi(tok);
+        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
+            repeat = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "libra --bench-planner-solve: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    for (int g = 0; g < n_gpus; g++)
+        if (gpus[g] < 2 || gpus[g] > 1 << 20) {
+            fprintf(stderr, "libra --bench-planner-solve: --gpus %d is out of range (2 .. 1048576)\n",
+                    gpus[g]);
+            return 2;
+        }
+    if (repeat < 1 || repeat > 1000) repeat = 5;
+    struct libra_config *cfg = xmalloc(sizeof *cfg);
+    struct job_inputs in;
+    char err[1024];
+    if (config_load(argv[0], cfg, err, sizeof err) || driver_load_inputs(cfg, &in, err, sizeof err)) {
+        fprintf(stderr, "libra: %s\n", err);
+        free(cfg);
+        return 1;
+    }
+    if (strcmp(cfg->plan.mode, "grp") != 0) {
+        fprintf(stderr, "libra: %s: plan.mode must be \"grp\" for --bench-planner-solve\n", argv[0]);
+        free(cfg);
+        return 1;
+    }
+    printf("planner solve time: %s, %s on %s, workload %s, %d repeats, one core\n\n", argv[0],
+           in.cm.model.name, in.cm.hw.name, in.wl.name, repeat);
+    printf("| GPUs | batch | granularity | median solve (ms) | min (ms) | cost-model calls | approx "
+           "| plan |\n");
+    printf("|---:|---:|---:|---:|---:|---:|:-:|---|\n");
+    int batch0 = cfg->train.batch_size;
+    for (int g = 0; g < n_gpus; g++) {
+        int batch = (int)((long long)batch0 * gpus[g] / 48);
+        if (batch < batch0) batch = batch0;
+        cfg->train.batch_size = batch;
+        int gran0 = cfg->plan.granularity;
+        if (gpus[g] > 64 && in.cm.hw.gpus_per_node > gran0)
+            cfg->plan.granularity = in.cm.hw.gpus_per_node;
+        struct planner pl;
+        planner_init(&pl, cfg, &in.cm, &in.wl, gpus[g] + 1);
+        struct len_profile prof;
+        lp_init(&prof);
+        lp_from_workload(&prof, &in.wl, cfg->run.seed, 0, batch, cfg->rollout.max_turns,
+                         cfg->rollout.max_tokens_per_turn, cfg->rollout.max_tokens);
+        prof.overlap = cfg->train.max_staleness + 1;
+        double *t = xmalloc((size_t)repeat * sizeof *t);
+        struct plan_choice ch;
+        int rc = 0;
+        for (int r = 0; r < repeat; r++) {
+            double t0 = mono_s();
+            rc = planner_search(&pl, &prof, gpus[g], 0, &ch);
+            t[r] = mono_s() - t0;
+        }
+        qsort(t, (size_t)repeat, sizeof *t, cmp_double);
+        char lay[256];
+        layout_text(&ch, lay, sizeof lay);
+        if (rc)
+            printf("| %d | %d | %d | %.2f | %.2f | %lld | - | infeasible: %s |\n", gpus[g], batch,
+                   cfg->plan.granularity, 1e3 * t[repeat / 2], 1e3 * t[0],
+                   (long long)(ch.n_train_evals + ch.n_rollout_evals), ch.why);
+        else
+            printf("| %d | %d | %d | %.2f | %.2f | %lld | %s | train %d (tp %d, pp %d, dp %d, micro "
+                   "%d); rollout %s; idle %d; %.1f s/step |\n",
+                   gpus[g], batch, cfg->plan.granularity, 1e3 * t[repeat / 2], 1e3 * t[0],
+                   (long long)(ch.n_train_evals + ch.n_rollout_evals), ch.approx ? "yes" : "no",
+                   ch.n_train, ch.train.tp, ch.train.pp, ch.train.dp, ch.train.micro, lay, ch.n_idle,
+                   ch.step_s);
+        fflush(stdout);
+        free(t);
+        lp_free(&prof);
+        planner_free(&pl);
+        cfg->plan.granularity = gran0;
+    }
+    free(cfg);
+    return 0;
+}
+
+/* ---- `libra --bench-planner-report LABEL=FILE[,FILE...] ...` ---- */
+
+/* One run's figures from its metrics file. Throughputs are per emulated second
+ * (the /steps step_s sum times the run's time_scale is not needed: ratios between
+ * runs of one time_scale are what the report prints). */
+struct run_figs {
+    double traj_s, tok_s, idle, roll_idle, train_idle, steps;
+};
+
+static int run_figures(const char *path, struct run_figs *f, char *err, size_t errlen)
+{
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) {
+        snprintf(err, errlen, "%s: not a readable HDF5 file", path);
+        return -1;
+    }
+    static const char *const cols[] = {"step_s",          "n_traj",           "tokens_gen",
+                                       "tokens_tool",     "rollout_busy_frac", "train_busy_frac",
+                                       "n_rollout_ranks", "n_train_ranks",    "n_hybrid_ranks"};
+    enum { N_COLS = 9 };
+    double *v[N_COLS] = {0};
+    size_t n = 0, m;
+    double world = 0;
+    int rc = 0;
+    for (int i = 0; i < N_COLS && rc == 0; i++) {
+        char e[256];
+        rc = h5_read_column_f64(file, "steps", cols[i], &v[i], &m, e, sizeof e);
+        if (rc) snprintf(err, errlen, "%s: %s", path, e);
+        n = m;
+    }
+    if (rc == 0 && h5_read_attr_f64(file, "world_size", &world)) {
+        snprintf(err, errlen, "%s: no world_size attribute", path);
+        rc = -1;
+    }
+    if (rc == 0 && n == 0) {
+        snprintf(err, errlen, "%s: no steps", path);
+        rc = -1;
+    }
+    if (rc == 0) {
+        double t = 0, traj = 0, tok = 0, busy = 0, rb = 0, rt = 0, tb = 0, tt = 0;
+        for (size_t i = 0; i < n; i++) {
+            double dt = v[0][i], nr = v[6][i], nt = v[7][i] + v[8][i];
+            t += dt;
+            traj += v[1][i];
+            tok += v[2][i] + v[3][i];
+            rb += v[4][i] * nr * dt;
+            rt += nr * dt;
+            tb += v[5][i] * nt * dt;
+            tt += nt * dt;
+        }
+        busy = rb + tb;
+        *f = (struct run_figs){.traj_s = traj / t,
+                               .tok_s = tok / t,
+                               .idle = 1.0 - busy / ((world - 1) * t),
+                               .roll_idle = rt > 0 ? 1.0 - rb / rt : 0,
+                               .train_idle = tt > 0 ? 1.0 - tb / tt : 0,
+                               .steps = (double)n};
+    }
+    for (int i = 0; i < N_COLS; i++) free(v[i]);
+    H5Fclose(file);
+    return rc;
+}
+
+static double median3(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+int cmd_bench_planner_report(int argc, char **argv)
+{
+    if (argc < 1) {
+        fprintf(stderr, "usage: libra --bench-planner-report LABEL=FILE[,FILE...] ...\n"
+                        "  the first label is the baseline of the ratios; several files of one\n"
+                        "  label (repeats) report their median\n");
+        return 2;
+    }
+    printf("| run | repeats | trajectories / wall s | vs %.*s | tokens / wall s | vs | GPU idle | "
+           "rollout idle | training idle |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+           (int)strcspn(argv[0], "="), argv[0]);
+    double base_traj = 0, base_tok = 0;
+    for (int a = 0; a < argc; a++) {
+        char *eq = strchr(argv[a], '=');
+        if (!eq) {
+            fprintf(stderr, "libra --bench-planner-report: '%s' is not LABEL=FILE[,FILE...]\n", argv[a]);
+            return 2;
+        }
+        *eq = '\0';
+        double tr[16], tk[16], id[16], ri[16], ti[16];
+        int n = 0;
+        for (char *p = strtok(eq + 1, ","); p && n < 16; p = strtok(NULL, ",")) {
+            struct run_figs f = {0};
+            char err[1200];
+            if (run_figures(p, &f, err, sizeof err)) {
+                fprintf(stderr, "libra: %s\n", err);
+                return 1;
+            }
+            tr[n] = f.traj_s, tk[n] = f.tok_s, id[n] = f.idle, ri[n] = f.roll_idle,
+            ti[n] = f.train_idle, n++;
+        }
+        if (n == 0) return 2;
+        double mt = median3(tr, n), mk = median3(tk, n);
+        if (a == 0) base_traj = mt, base_tok = mk;
+        printf("| %s | %d | %.4f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f |\n", argv[a], n, mt,
+               mt / base_traj, mk, mk / base_tok, median3(id, n), median3(ri, n), median3(ti, n));
+    }
+    return 0;
+}

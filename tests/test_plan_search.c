@@ -1,0 +1,449 @@
+/*
+ * The planner's search (src/planner/plan_search.c, plan_layouts.c) with synthetic
+ * evaluators: layout counts against hand counts and an independent count; the
+ * branch-and-bound search against the brute force on every small case (2..24 GPUs,
+ * six limit sets, evaluators that are smooth, noisy and non-monotone, quantised into
+ * ties, with training OOM regions and rollout KV limits, with and without a rollout
+ * lower bound), field by field and with exact doubles; pruning; alignment and idle
+ * GPUs; the reason given when nothing is feasible; grid mode against the exact
+ * optimum of a smooth evaluator (within GRID_FACTOR).
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "libra/plan_search.h"
+#include "testutil.h"
+
+/* Grid mode (max_layouts 5) stays within this factor of the exact step time of the
+ * smooth evaluator at 24..48 GPUs. */
+#define GRID_FACTOR 1.02
+
+/* ---- synthetic evaluators ---- */
+
+enum { SM_SMOOTH, SM_NOISY, SM_TIES, SM_OOM, SM_N_MODES };
+
+struct synth {
+    int mode;
+    int batch;
+    double train_work;   /* seconds of one step on one GPU */
+    double mem_state;    /* GB of weights + optimizer per replica (sharded by tp pp, dp) */
+    double mem_act;      /* GB of activations per micro sequence, sharded by tp */
+    double mem_limit;    /* GB per GPU */
+    int min_train_tp;    /* training shapes with a smaller tp do not fit */
+    double roll_work;    /* seconds of decode on one TP-1 instance */
+    double tail;         /* the longest sample's decode on TP 1 */
+    int min_kv_tp;       /* a layout needs an instance of at least this TP */
+    int use_lb;
+};
+
+static double hash01(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (double)(x >> 11) * 0x1p-53;
+}
+
+static double quantise(double t) { return ceil(t / 0.25) * 0.25; }
+
+static double synth_train(void *ctx, const struct train_shape *s, char *why, size_t n)
+{
+    const struct synth *y = ctx;
+    int r = s->tp * s->pp, gpus = r * s->dp;
+    double mem = y->mem_state / r * (0.25 + 0.75 / s->dp) + y->mem_act * s->micro / s->tp;
+    if (y->mode == SM_OOM && (s->dp == 1 || (s->micro >= 4 && r < 4))) mem += y->mem_limit;
+    if (mem > y->mem_limit || s->tp < y->min_train_tp) {
+        snprintf(why, n, "needs %.1f GB per GPU of %.1f", mem, y->mem_limit);
+        return INFINITY;
+    }
+    double compute = y->train_work / gpus * (1 + 0.08 * log2(s->tp) + 0.2 / s->micro);
+    double n_micro = (double)y->batch / (s->dp * s->micro);
+    double bubble = compute * (s->pp - 1) / (n_micro + s->pp - 1);
+    double dp_comm = 0.3 * (s->dp - 1) / s->dp;
+    double t = compute + bubble + dp_comm;
+    if (y->mode == SM_NOISY)
+        t *= 1 + 0.3 * hash01((uint64_t)s->tp * 1000003u + (uint64_t)s->pp * 7919u +
+                              (uint64_t)s->dp * 131u + (uint64_t)s->micro);
+    if (y->mode == SM_TIES) t = quantise(t);
+    return t;
+}
+
+static double synth_rollout(void *ctx, const int counts[PC_N_TP], char *why, size_t n)
+{
+    const struct synth *y = ctx;
+    double thr = 0;
+    int max_tp = 0, inst = 0;
+    for (int k = 0; k < PC_N_TP; k++) {
+        if (counts[k] == 0) continue;
+        thr += counts[k] * pow(pc_tp_of(k), 0.8);
+        max_tp = pc_tp_of(k);
+        inst += counts[k];
+    }
+    if (max_tp < y->min_kv_tp) {
+        snprintf(why, n, "a 32768-token sample fits no instance (largest TP %d)", max_tp);
+        return INFINITY;
+    }
+    double t = fmax(y->roll_work / thr, y->tail / pow(max_tp, 0.6)) + 0.01 * inst;
+    if (y->mode == SM_NOISY) {
+        uint64_t key = 0;
+        for (int k = 0; k < PC_N_TP; k++) key = key * 1000003u + (uint64_t)counts[k];
+        t *= 1 + 0.4 * hash01(key); /* non-monotone in every direction */
+    }
+    if (y->mode == SM_TIES) t = quantise(t);
+    return t;
+}
+
+/* Per-GPU instance throughput is at most 1 (TP 1), and every term only adds. */
+static double synth_lb(void *ctx, int gpus)
+{
+    const struct synth *y = ctx;
+    double lb = y->roll_work / gpus;
+    return y->mode == SM_TIES ? quantise(lb) : lb;
+}
+
+static struct synth synth_default(int mode, int batch)
+{
+    return (struct synth){.mode = mode, .batch = batch, .train_work = 40, .mem_state = 60,
+                          .mem_act = 6, .mem_limit = 40, .min_train_tp = 1, .roll_work = 30,
+                          .tail = 6, .min_kv_tp = 2, .use_lb = 1};
+}
+
+static struct plan_eval synth_eval(struct synth *y)
+{
+    return (struct plan_eval){y, synth_train, synth_rollout, y->use_lb ? synth_lb : NULL};
+}
+
+static struct plan_limits limits_default(int n_gpus)
+{
+    return (struct plan_limits){.n_gpus = n_gpus, .gpus_per_node = 8, .min_rollout_tp = 1,
+                                .max_rollout_tp = 8, .max_train_tp = 8, .max_train_pp = 4,
+                                .max_micro = 8, .min_train = 1, .min_rollout = 1,
+                                .granularity = 1, .batch = 16, .max_layouts = 1000000};
+}
+
+/* ---- layout counts ---- */
+
+/* Independent count: nested loops over the four classes. */
+static int64_t count_loops(int n, int min_tp, int max_tp)
+{
+    int64_t total = 0;
+    int lim[PC_N_TP];
+    for (int k = 0; k < PC_N_TP; k++)
+        lim[k] = pc_tp_of(k) >= min_tp && pc_tp_of(k) <= max_tp ? n / pc_tp_of(k) : 0;
+    for (int a = 0; a <= lim[3]; a++)
+        for (int b = 0; b <= lim[2]; b++)
+            for (int c = 0; c <= lim[1]; c++)
+                for (int d = 0; d <= lim[0]; d++)
+                    total += 8 * a + 4 * b + 2 * c + d == n;
+    return total;
+}
+
+static void test_count_layouts(void)
+{
+    /* 8 GPUs over {1,2,4,8}: 8 | 4+4 | 4+2+2 | 4+2+1+1 | 4+1x4 | 2x4 | 2x3+1x2 |
+     * 2x2+1x4 | 2+1x6 | 1x8 -> 10. */
+    CU_ASSERT_EQUAL(plan_count_layouts(8, 1, 8), 10);
+    CU_ASSERT_EQUAL(plan_count_layouts(8, 4, 8), 2);   /* 8 | 4+4 */
+    CU_ASSERT_EQUAL(plan_count_layouts(8, 2, 2), 1);
+    CU_ASSERT_EQUAL(plan_count_layouts(6, 4, 8), 0);   /* 6 is no sum of 4s and 8s */
+    CU_ASSERT_EQUAL(plan_count_layouts(12, 3, 8), 2);  /* classes 4, 8: 4x3 | 8+4 */
+    CU_ASSERT_EQUAL(plan_count_layouts(5, 16, 32), 0); /* no class of 1..8 allowed */
+    CU_ASSERT_EQUAL(plan_count_layouts(0, 1, 8), 1);   /* the empty layout */
+    CU_ASSERT_EQUAL(plan_count_layouts(-4, 1, 8), 0);
+    for (int n = 0; n <= 64; n++)
+        for (int lo = 1; lo <= 8; lo *= 2)
+            for (int hi = lo; hi <= 8; hi *= 2)
+                CU_ASSERT_EQUAL(plan_count_layouts(n, lo, hi), count_loops(n, lo, hi));
+    /* 4096 GPUs: a coin-change table. */
+    static int64_t ways[4097];
+    memset(ways, 0, sizeof ways);
+    ways[0] = 1;
+    for (int k = 0; k < PC_N_TP; k++)
+        for (int g = pc_tp_of(k); g <= 4096; g++) ways[g] += ways[g - pc_tp_of(k)];
+    CU_ASSERT_EQUAL(plan_count_layouts(4096, 1, 8), ways[4096]);
+    CU_ASSERT_EQUAL(plan_count_layouts(INT_MAX, 1, 8), INT64_MAX);
+    int64_t big = plan_count_layouts(INT_MAX - 1, 2, 8); /* three classes: ~x^2 / 16 */
+    CU_ASSERT(big > 70000000000000000ll && big < 75000000000000000ll);
+    CU_ASSERT_EQUAL(plan_count_layouts(INT_MAX, 2, 8), 0);
+}
+
+/* ---- search against brute force ---- */
+
+static int same_choice(const struct plan_choice *a, const struct plan_choice *b)
+{
+    return a->n_train == b->n_train && a->train.tp == b->train.tp && a->train.pp == b->train.pp &&
+           a->train.dp == b->train.dp && a->train.micro == b->train.micro &&
+           memcmp(a->counts, b->counts, sizeof a->counts) == 0 && a->n_rollout == b->n_rollout &&
+           a->n_idle == b->n_idle && a->train_s == b->train_s && a->rollout_s == b->rollout_s &&
+           a->step_s == b->step_s && strcmp(a->why, b->why) == 0;
+}
+
+/* Invariants of any returned choice. */
+static int consistent(const struct plan_limits *l, const struct plan_choice *c)
+{
+    int gpus = 0;
+    for (int k = 0; k < PC_N_TP; k++) gpus += c->counts[k] * pc_tp_of(k);
+    int r = c->train.tp * c->train.pp;
+    return gpus == c->n_rollout && c->n_rollout >= 1 && c->n_rollout >= l->min_rollout &&
+           c->n_train == r * c->train.dp && c->n_rollout % r == 0 &&
+           c->n_train + c->n_rollout + c->n_idle == l->n_gpus && c->n_idle >= 0 &&
+           c->n_train % l->granularity == 0 && c->n_train >= l->min_train &&
+           c->train.dp <= l->batch && c->train.micro * c->train.dp <= l->batch &&
+           c->step_s == fmax(c->train_s, c->rollout_s) && c->approx == 0;
+}
+
+/* Six limit sets over n GPUs. */
+static struct plan_limits limits_variant(int v, int n)
+{
+    struct plan_limits l = limits_default(n);
+    switch (v) {
+    case 1:
+        l.min_rollout_tp = 2; l.max_train_tp = 4; l.max_train_pp = 2; l.max_micro = 4;
+        l.granularity = 2; l.batch = 8; l.min_rollout = 4;
+        break;
+    case 2:
+        l.gpus_per_node = 4; l.batch = 4; l.min_train = 3;
+        break;
+    case 3:
+        l.min_rollout_tp = 4; l.max_rollout_tp = 4; l.granularity = 4;
+        break;
+    case 4:
+        l.batch = 1; l.max_train_pp = 8;
+        break;
+    case 5:
+        l.max_rollout_tp = 2; l.max_train_tp = 2; l.min_train = 0; l.batch = 64;
+        break;
+    default:
+        break;
+    }
+    return l;
+}
+
+static void test_search_matches_brute(void)
+{
+    int n_cases = 0, n_feasible = 0, n_pruned = 0, n_fewer = 0, mismatches = 0;
+    for (int mode = 0; mode < SM_N_MODES; mode++)
+        for (int use_lb = 0; use_lb <= 1; use_lb++)
+            for (int v = 0; v < 6; v++)
+                for (int n = 2; n <= 24; n++) {
+                    struct plan_limits l = limits_variant(v, n);
+                    struct synth y = synth_default(mode, l.batch);
+                    y.use_lb = use_lb;
+                    if (v == 5) y.min_kv_tp = 1;
+                    struct plan_eval ev = synth_eval(&y);
+                    struct plan_choice a, b;
+                    int ra = plan_search(&l, &ev, &a), rb = plan_search_brute(&l, &ev, &b);
+                    n_cases++;
+                    int ok = ra == rb && same_choice(&a, &b) && (ra != 0 || consistent(&l, &a));
+                    if (!ok && mismatches++ < 5)
+                        fprintf(stderr,
+                                "mode %d lb %d variant %d n %d: search %d (%d: tp %d pp %d dp %d "
+                                "micro %d, %d %d %d %d, %.17g) '%s', brute %d (%d: tp %d pp %d dp %d "
+                                "micro %d, %d %d %d %d, %.17g) '%s'\n",
+                                mode, use_lb, v, n, ra, a.n_train, a.train.tp, a.train.pp, a.train.dp,
+                                a.train.micro, a.counts[0], a.counts[1], a.counts[2], a.counts[3],
+                                a.step_s, a.why, rb, b.n_train, b.train.tp, b.train.pp, b.train.dp,
+                                b.train.micro, b.counts[0], b.counts[1], b.counts[2], b.counts[3],
+                                b.step_s, b.why);
+                    CU_ASSERT(ok);
+                    CU_ASSERT(a.n_train_evals <= b.n_train_evals);
+                    CU_ASSERT(a.n_rollout_evals <= b.n_rollout_evals);
+                    CU_ASSERT(a.pruned_oom <= b.pruned_oom); /* a subset is trained */
+                    CU_ASSERT_EQUAL(b.pruned_bound, 0);
+                    n_feasible += ra == 0;
+                    n_pruned += a.pruned_bound > 0;
+                    n_fewer += a.n_rollout_evals < b.n_rollout_evals;
+                }
+    /* The cases must exercise both outcomes and the pruning. */
+    CU_ASSERT(n_feasible > n_cases / 2);
+    CU_ASSERT(n_feasible < n_cases);
+    CU_ASSERT(n_pruned > n_cases / 4);
+    CU_ASSERT(n_fewer > n_cases / 4);
+}
+
+/* Equal step times everywhere: the tie-breaks alone decide. Training is faster with
+ * tp 2 (which leaves an even rollout count) and rollout faster on TP-1 instances
+ * alone when the count is odd (tp 1, one training GPU), but neither beats the other
+ * stage's 1 s, so the first pair in tie order must win, not the fastest stage. */
+static double flat_train(void *ctx, const struct train_shape *s, char *why, size_t n)
+{
+    (void)ctx; (void)why; (void)n;
+    return s->tp == 2 ? 0.5 : s->micro == 1 ? 1.5 : 1.0;
+}
+
+static double flat_rollout(void *ctx, const int counts[PC_N_TP], char *why, size_t n)
+{
+    (void)ctx; (void)why; (void)n;
+    int gpus = 0;
+    for (int k = 0; k < PC_N_TP; k++) gpus += counts[k] * pc_tp_of(k);
+    return gpus % 2 == 1 && counts[1] + counts[2] + counts[3] == 0 ? 0.5 : 1.0;
+}
+
+static void test_ties(void)
+{
+    struct plan_eval ev = {NULL, flat_train, flat_rollout, NULL};
+    struct plan_limits l = limits_default(16);
+    struct plan_choice a, b;
+    /* Fewest training GPUs: 1 (tp 1, micro 2 since micro 1 takes 1.5 s); 15 rollout
+     * GPUs, most TP-8 first: 8 + 4 + 2 + 1. */
+    CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &a), 0);
+    CU_ASSERT_EQUAL(a.n_train, 1);
+    CU_ASSERT_EQUAL(a.train.micro, 2);
+    CU_ASSERT_EQUAL(a.step_s, 1.0);
+    CU_ASSERT(memcmp(a.counts, ((int[PC_N_TP]){1, 1, 1, 1}), sizeof a.counts) == 0);
+    CU_ASSERT_EQUAL(plan_search_brute(&l, &ev, &b), 0);
+    CU_ASSERT(same_choice(&a, &b));
+    /* 8 training GPUs: tp 1 pp 1 dp 8 before tp 2 (faster) and pp 2; micro 2 since
+     * micro 1 is slower than the step; 8 rollout GPUs: one TP-8 instance. */
+    l.min_train = 8;
+    l.granularity = 8;
+    CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &a), 0);
+    CU_ASSERT(a.n_train == 8 && a.train.tp == 1 && a.train.pp == 1 && a.train.dp == 8);
+    CU_ASSERT_EQUAL(a.train.micro, 2);
+    CU_ASSERT(memcmp(a.counts, ((int[PC_N_TP]){0, 0, 0, 1}), sizeof a.counts) == 0);
+    CU_ASSERT_EQUAL(plan_search_brute(&l, &ev, &b), 0);
+    CU_ASSERT(same_choice(&a, &b));
+    /* Every group ties, so everything after the first is pruned at equality. */
+    CU_ASSERT(a.pruned_bound > 0);
+}
+
+/* ---- alignment ---- */
+
+static void test_alignment(void)
+{
+    /* 11 GPUs, training of 4 (granularity 4, min_rollout 6 rules out 8), tp 1 does
+     * not fit: tp 2 dp 2 leaves 7 GPUs, rounded to 6 for TP-2 replicas, 1 idle. */
+    struct plan_limits l = limits_default(11);
+    l.granularity = 4;
+    l.min_rollout = 6;
+    struct synth y = synth_default(SM_SMOOTH, l.batch);
+    y.min_train_tp = 2;
+    y.min_kv_tp = 1;
+    struct plan_eval ev = synth_eval(&y);
+    struct plan_choice a, b;
+    CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &a), 0);
+    CU_ASSERT_EQUAL(a.n_train, 4);
+    CU_ASSERT_EQUAL(a.train.tp, 2);
+    CU_ASSERT_EQUAL(a.train.dp, 2);
+    CU_ASSERT_EQUAL(a.n_rollout, 6);
+    CU_ASSERT_EQUAL(a.n_idle, 1);
+    CU_ASSERT(consistent(&l, &a));
+    CU_ASSERT_EQUAL(plan_search_brute(&l, &ev, &b), 0);
+    CU_ASSERT(same_choice(&a, &b));
+
+    /* Rollout TP 4 only: 11 - 2 = 9 rounds to 8, one idle GPU. */
+    l = limits_default(11);
+    l.min_rollout_tp = 4;
+    l.max_rollout_tp = 4;
+    l.min_train = 2;
+    l.granularity = 2;
+    l.max_train_tp = 1;
+    l.max_train_pp = 1;
+    y = synth_default(SM_SMOOTH, l.batch);
+    y.train_work = 1; /* rollout bound: the fewest training GPUs win */
+    y.min_kv_tp = 1;
+    y.mem_limit = 1000;
+    ev = synth_eval(&y);
+    CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &a), 0);
+    CU_ASSERT_EQUAL(a.n_train, 2);
+    CU_ASSERT_EQUAL(a.n_rollout, 8);
+    CU_ASSERT_EQUAL(a.counts[2], 2);
+    CU_ASSERT_EQUAL(a.n_idle, 1);
+    CU_ASSERT(consistent(&l, &a));
+}
+
+/* ---- infeasible ---- */
+
+static void test_infeasible(void)
+{
+    struct synth y = synth_default(SM_SMOOTH, 16);
+    struct plan_eval ev = synth_eval(&y);
+    struct plan_choice a, b;
+
+    struct plan_limits l = limits_default(48);
+    l.min_train = 40;
+    l.min_rollout = 16;
+    CU_ASSERT_EQUAL(plan_search(&l, &ev, &a), -1);
+    CU_ASSERT_STRING_EQUAL(a.why, "limits leave no candidate: min_train 40 + min_rollout 16 > 48 GPUs");
+    CU_ASSERT_EQUAL(a.n_train_evals + a.n_rollout_evals, 0);
+
+    l = limits_default(48);
+    l.min_rollout_tp = 16;
+    CU_ASSERT_EQUAL(plan_search(&l, &ev, &a), -1);
+    CU_ASSERT(strstr(a.why, "no rollout TP") != NULL);
+
+    l = limits_default(48);
+    l.gpus_per_node = 6;
+    CU_ASSERT_EQUAL(plan_search(&l, &ev, &a), -1);
+    CU_ASSERT(strstr(a.why, "gpus_per_node 6 is not a power of two") != NULL);
+    l = limits_default(0);
+    CU_ASSERT_EQUAL(plan_search_brute(&l, &ev, &a), -1);
+    CU_ASSERT(strstr(a.why, "n_gpus 0") != NULL);
+
+    /* Nothing fits in memory: the report names the least memory-hungry shape tried
+     * and the evaluator's reason. tp 8 pp 4 (32 GPUs) is no candidate: its 8 rollout
+     * GPUs round down to 0 at alignment 32; tp 8 pp 2 dp 1 leaves 24 -> 16. */
+    l = limits_default(40);
+    y.mem_limit = 0.5;
+    CU_ASSERT_EQUAL(plan_search(&l, &ev, &a), -1);
+    CU_ASSERT(strncmp(a.why, "no training shape fits in memory (tp 8 pp 2 dp 1 micro 1: needs ", 64) == 0);
+    CU_ASSERT_EQUAL(plan_search_brute(&l, &ev, &b), -1);
+    CU_ASSERT_STRING_EQUAL(a.why, b.why);
+    CU_ASSERT_EQUAL(a.pruned_oom, a.n_train_evals);
+
+    /* No layout holds the longest sample: named at the most rollout GPUs of a shape
+     * that fits (1 training GPU does not fit in memory; tp 2 on 2 leaves 38). */
+    y = synth_default(SM_SMOOTH, 16);
+    y.min_kv_tp = 16;
+    CU_ASSERT_EQUAL(plan_search(&l, &ev, &a), -1);
+    CU_ASSERT_STRING_EQUAL(a.why, "no rollout layout is feasible for 38 GPUs: a 32768-token sample "
+                                  "fits no instance (largest TP 8)");
+    CU_ASSERT_EQUAL(plan_search_brute(&l, &ev, &b), -1);
+    CU_ASSERT_STRING_EQUAL(a.why, b.why);
+}
+
+/* ---- grid mode ---- */
+
+static void test_grid(void)
+{
+    for (int n = 24; n <= 48; n += 8) {
+        struct plan_limits l = limits_default(n);
+        l.batch = 64;
+        struct synth y = synth_default(SM_SMOOTH, l.batch);
+        y.min_kv_tp = 1;
+        struct plan_eval ev = synth_eval(&y);
+        struct plan_choice exact, grid;
+        CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &exact), 0);
+        CU_ASSERT_EQUAL(exact.approx, 0);
+        l.max_layouts = 5;
+        CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &grid), 0);
+        CU_ASSERT_EQUAL(grid.approx, 1);
+        grid.approx = 0;
+        CU_ASSERT(consistent(&l, &grid));
+        CU_ASSERT(grid.step_s >= exact.step_s);
+        CU_ASSERT(grid.step_s <= GRID_FACTOR * exact.step_s);
+        CU_ASSERT(grid.n_rollout_evals < exact.n_rollout_evals);
+        char why[64];
+        CU_ASSERT_EQUAL(synth_rollout(&y, grid.counts, why, sizeof why), grid.rollout_s);
+    }
+}
+
+int main(void)
+{
+    static const struct test_case cases[] = {
+        {"count_layouts", test_count_layouts},
+        {"search_matches_brute", test_search_matches_brute},
+        {"ties", test_ties},
+        {"alignment", test_alignment},
+        {"infeasible", test_infeasible},
+        {"grid", test_grid},
+        {NULL, NULL},
+    };
+    static const struct test_suite suites[] = {{"plan_search", cases}, {NULL, NULL}};
+    return test_main(suites);
+}

@@ -1,0 +1,287 @@
+/*
+ * The planner's integration pieces: length profiles (history resampling, start-up
+ * profile from the workload), plans with a training shape and lent instances
+ * (plan_lend, plan_train_same, the wire form), the preflight plan of plan.mode = grp
+ * and its error when nothing fits, and the search with the real cost model against
+ * the brute force.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/config.h"
+#include "libra/driver.h"
+#include "libra/len_profile.h"
+#include "libra/plan.h"
+#include "libra/plan_cost.h"
+#include "libra/plan_search.h"
+#include "libra/planner.h"
+#include "testutil.h"
+
+/* ---- length profiles ---- */
+
+static void test_history_resample(void)
+{
+    struct len_history h;
+    lh_init(&h, 100);
+    for (int i = 0; i < 250; i++) { /* the ring keeps the last 100: totals 150..249 */
+        struct traj_sample s = {.prompt = i, .gen = 0, .tool = 0, .turns = 1};
+        lh_add(&h, &s);
+    }
+    CU_ASSERT_EQUAL(h.n, 100);
+    CU_ASSERT_EQUAL(h.total, 250);
+    struct len_profile p;
+    lp_init(&p);
+    CU_ASSERT_EQUAL(lp_from_history(&p, &h, 5), 0);
+    CU_ASSERT_EQUAL(p.n, 5);
+    /* ranks round(i 99 / 4) = 0, 25, 50, 74, 99 of the sorted ring */
+    const int want[5] = {150, 175, 200, 224, 249};
+    for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(p.s[i].prompt, want[i]);
+    CU_ASSERT_EQUAL(lp_max_tokens(&p), 249);
+    double tok, sq;
+    lp_token_sums(&p, &tok, &sq);
+    CU_ASSERT_CLOSE(tok, 150 + 175 + 200 + 224 + 249, 1e-12);
+    CU_ASSERT_EQUAL(lp_from_history(&p, &h, 1), 0); /* one sample: the longest */
+    CU_ASSERT_EQUAL(p.s[0].prompt, 249);
+    struct len_history empty;
+    lh_init(&empty, 4);
+    CU_ASSERT_EQUAL(lp_from_history(&p, &empty, 3), -1);
+    lh_free(&empty);
+    lp_free(&p);
+    lh_free(&h);
+}
+
+static void load_inputs(const char *name, const char *text, struct libra_config *cfg,
+                        struct job_inputs *in)
+{
+    char err[512];
+    const char *path = test_write_file("planner", name, text);
+    int rc = config_load(path, cfg, err, sizeof err);
+    if (rc) fprintf(stderr, "config: %s\n", err);
+    CU_ASSERT_FATAL(rc == 0);
+    rc = driver_load_inputs(cfg, in, err, sizeof err);
+    if (rc) fprintf(stderr, "inputs: %s\n", err);
+    CU_ASSERT_FATAL(rc == 0);
+}
+
+#define GRP_CFG_HEAD                                                                         \
+    "run = { steps = 10; seed = 3; };\n"                                                     \
+    "device = { type = \"emu\"; hardware = \"hardware/a800.cfg\"; };\n"
+#define GRP_CFG_TAIL                                                                             \
+    "rollout = { n_samples = 8; max_turns = 12; max_tokens_per_turn = 4096; max_tokens = "     \
+    "32768; };\n"                                                                              \
+    "train = { batch_size = 64; max_staleness = 1; };\n"                                        \
+    "plan = { mode = \"grp\"; interval = 5; };\n"                                               \
+    "env = { name = \"emu\"; };\n"                                                              \
+    "workload = { preset = \"workloads/r2e-gym.cfg\"; };\n"
+static const char *grp_cfg = GRP_CFG_HEAD "model = { profile = \"models/qwen3-14b.cfg\"; };\n" GRP_CFG_TAIL;
+
+static void test_workload_profile(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    load_inputs("wl", grp_cfg, &cfg, &in);
+    struct len_profile a, b;
+    lp_init(&a);
+    lp_init(&b);
+    lp_from_workload(&a, &in.wl, 7, 0, 200, 12, 4096, 32768);
+    lp_from_workload(&b, &in.wl, 7, 0, 200, 12, 4096, 32768);
+    CU_ASSERT_EQUAL(a.n, 200);
+    CU_ASSERT(memcmp(a.s, b.s, 200 * sizeof *a.s) == 0); /* deterministic */
+    int64_t longest = 0;
+    for (int i = 0; i < a.n; i++) {
+        CU_ASSERT(a.s[i].turns >= 1 && a.s[i].turns <= 12);
+        CU_ASSERT(a.s[i].prompt > 0);
+        CU_ASSERT(a.s[i].tool_s >= 0);
+        if (traj_sample_tokens(&a.s[i]) > longest) longest = traj_sample_tokens(&a.s[i]);
+    }
+    /* a long tail: the longest is far above the median of ~1700 tokens */
+    CU_ASSERT(longest > 8000);
+    /* tighter caps hold */
+    lp_from_workload(&b, &in.wl, 7, 0, 200, 2, 300, 2000);
+    for (int i = 0; i < b.n; i++) {
+        CU_ASSERT(b.s[i].turns <= 2);
+        CU_ASSERT(b.s[i].gen <= 2 * 300);
+        CU_ASSERT(b.s[i].prompt + b.s[i].gen <= 2000 + 0);
+    }
+    lp_free(&a);
+    lp_free(&b);
+}
+
+/* ---- plans ---- */
+
+static void test_plan_lend(void)
+{
+    struct plan_spec spec = {.n_train = 4, .n_tp = 4, .rollout_tp = {2, 1, 4, 1}};
+    struct plan base, live;
+    char err[256];
+    plan_init(&base, 13);
+    plan_init(&live, 13);
+    CU_ASSERT_FATAL(plan_build(&spec, 13, 0, 0, "t", &base, err, sizeof err) == 0);
+    CU_ASSERT_EQUAL(base.train_tp, 1);
+    CU_ASSERT_EQUAL(plan_replica_size(&base), 1);
+    /* instances largest first: [4 @1, 2 @5, 1 @7, 1 @8]; lend the TP2 and the last TP1 */
+    int lend[4] = {0, 1, 0, 1};
+    plan_lend(&base, lend, &live);
+    CU_ASSERT_EQUAL(live.n_instances, 2);
+    CU_ASSERT_EQUAL(live.n_hybrid, 3);
+    CU_ASSERT_EQUAL(live.n_rollout_ranks, 5);
+    CU_ASSERT_EQUAL(live.inst[0].leader, 1);
+    CU_ASSERT_EQUAL(live.inst[1].leader, 7);
+    CU_ASSERT_EQUAL(live.ranks[7].instance, 1);
+    CU_ASSERT_EQUAL(live.ranks[5].role, ROLE_HYBRID);
+    CU_ASSERT_EQUAL(live.ranks[5].index, 0);
+    CU_ASSERT_EQUAL(live.ranks[6].index, 1);
+    CU_ASSERT_EQUAL(live.ranks[8].index, 2);
+    /* surviving instances keep their KV: same leader and TP */
+    CU_ASSERT(plan_instance_survives(&base, &live, 1));
+    CU_ASSERT(plan_instance_survives(&base, &live, 7));
+    CU_ASSERT(!plan_instance_survives(&base, &live, 5));
+    /* the core training group is the same: its communicator is kept */
+    CU_ASSERT(plan_train_same(&base, &live));
+    struct plan other;
+    plan_init(&other, 13);
+    spec.n_train = 3;
+    CU_ASSERT_FATAL(plan_build(&spec, 13, 1, 0, "t", &other, err, sizeof err) == 0);
+    CU_ASSERT(!plan_train_same(&base, &other));
+    /* the training shape travels with the plan */
+    spec = (struct plan_spec){.n_train = 4, .n_tp = 1, .rollout_tp = {8}, .train_tp = 2, .micro = 4};
+    CU_ASSERT_FATAL(plan_build(&spec, 13, 2, 5, "shape", &other, err, sizeof err) == 0);
+    size_t n = plan_packed_size(&other);
+    char *buf = malloc(n);
+    plan_pack(&other, buf);
+    struct plan back;
+    plan_init(&back, 13);
+    CU_ASSERT_FATAL(plan_unpack(buf, n, &back) == 0);
+    CU_ASSERT_EQUAL(back.train_tp, 2);
+    CU_ASSERT_EQUAL(back.train_pp, 1);
+    CU_ASSERT_EQUAL(back.micro, 4);
+    CU_ASSERT_EQUAL(plan_replica_size(&back), 2);
+    CU_ASSERT(!plan_train_same(&base, &back));
+    free(buf);
+    plan_free(&back);
+    plan_free(&other);
+    plan_free(&live);
+    plan_free(&base);
+}
+
+/* ---- preflight ---- */
+
+static void test_preflight(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    load_inputs("grp", grp_cfg, &cfg, &in);
+    struct planner pl;
+    planner_init(&pl, &cfg, &in.cm, &in.wl, 49);
+    struct plan p;
+    plan_init(&p, 49);
+    char err[512];
+    int rc = planner_next(&pl, 0, 0, &p, err, sizeof err);
+    if (rc) fprintf(stderr, "preflight: %s\n", err);
+    CU_ASSERT_FATAL(rc == 0);
+    CU_ASSERT_EQUAL(p.n_train + p.n_rollout_ranks + p.n_idle, 48);
+    CU_ASSERT(p.n_train >= 1 && p.n_rollout_ranks >= 1);
+    CU_ASSERT_STRING_EQUAL(p.reason, "preflight");
+    /* 14B with 16 B/param of state needs several GPUs to fit */
+    CU_ASSERT(p.n_train >= 4);
+    CU_ASSERT(pl.have_cur);
+    /* only epoch 0 is planned ahead of time */
+    CU_ASSERT_EQUAL(planner_next(&pl, 1, 5, &p, err, sizeof err), -1);
+    planner_free(&pl);
+
+    /* 2 GPUs: one trains 14B alone, which does not fit; the message says why */
+    planner_init(&pl, &cfg, &in.cm, &in.wl, 3);
+    CU_ASSERT_EQUAL(planner_next(&pl, 0, 0, &p, err, sizeof err), -1);
+    fprintf(stderr, "(expected) %s\n", err);
+    CU_ASSERT(strstr(err, "no feasible plan for 2 GPUs") != NULL);
+    CU_ASSERT(strstr(err, "memory") != NULL || strstr(err, "GB") != NULL);
+    planner_free(&pl);
+    plan_free(&p);
+}
+
+/* ---- the search with the real cost model ---- */
+
+struct real_ctx {
+    const struct cost_model *cm;
+    const struct len_profile *lp;
+    double tok, sq, max_len;
+    int max_tp;
+};
+
+static double real_train(void *arg, const struct train_shape *s, char *why, size_t n)
+{
+    struct real_ctx *c = arg;
+    struct train_est e;
+    double t = pc_train_step(c->cm, s, 0, c->lp->n, c->tok, c->sq, c->max_len, &e);
+    if (e.oom) snprintf(why, n, "needs %.1f GB", e.mem_bytes / 1e9);
+    return t;
+}
+
+static double real_rollout(void *arg, const int counts[PC_N_TP], char *why, size_t n)
+{
+    struct real_ctx *c = arg;
+    struct rollout_est e;
+    double t = pc_rollout(c->cm, counts, c->lp, &e);
+    if (!isfinite(t)) snprintf(why, n, "oom %d", e.oom);
+    return t;
+}
+
+static double real_lb(void *arg, int g)
+{
+    struct real_ctx *c = arg;
+    return pc_rollout_lower_bound(c->cm, g, c->max_tp, c->lp);
+}
+
+static void test_search_real_vs_brute(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    const char *models[] = {"models/qwen3-4b.cfg", "models/qwen3-14b.cfg"};
+    for (int m = 0; m < 2; m++) {
+        char text[2048];
+        snprintf(text, sizeof text, GRP_CFG_HEAD "model = { profile = \"%s\"; };\n" GRP_CFG_TAIL,
+                 models[m]);
+        load_inputs("real", text, &cfg, &in);
+        struct len_profile lp;
+        lp_init(&lp);
+        lp_from_workload(&lp, &in.wl, 11, 0, 32, 12, 4096, 32768);
+        struct real_ctx ctx = {&in.cm, &lp, 0, 0, (double)lp_max_tokens(&lp), 8};
+        lp_token_sums(&lp, &ctx.tok, &ctx.sq);
+        struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb};
+        for (int n = 6; n <= 16; n += 5) {
+            struct plan_limits lim = {.n_gpus = n, .gpus_per_node = 8, .min_rollout_tp = 1,
+                                      .max_rollout_tp = 8, .max_train_tp = 2, .max_train_pp = 1,
+                                      .max_micro = 4, .min_train = 1, .min_rollout = 1,
+                                      .granularity = 1, .batch = 32, .max_layouts = 100000};
+            struct plan_choice a, b;
+            int ra = plan_search(&lim, &ev, &a), rb = plan_search_brute(&lim, &ev, &b);
+            CU_ASSERT_EQUAL(ra, rb);
+            if (ra || rb) continue;
+            CU_ASSERT_EQUAL(a.step_s, b.step_s);
+            CU_ASSERT_EQUAL(a.n_train, b.n_train);
+            CU_ASSERT(memcmp(a.counts, b.counts, sizeof a.counts) == 0);
+            CU_ASSERT(a.n_rollout_evals <= b.n_rollout_evals);
+        }
+        lp_free(&lp);
+    }
+}
+
+static const struct test_case profile_cases[] = {
+    {"history ring resamples quantiles", test_history_resample},
+    {"start-up profile from the workload", test_workload_profile},
+    {NULL, NULL}};
+static const struct test_case plan_cases[] = {
+    {"lent instances, kept core, shape on the wire", test_plan_lend},
+    {NULL, NULL}};
+static const struct test_case planner_cases[] = {
+    {"preflight plan and the infeasible message", test_preflight},
+    {"search with the real cost model = brute force", test_search_real_vs_brute},
+    {NULL, NULL}};
+static const struct test_suite suites[] = {{"len_profile", profile_cases},
+                                           {"plan_lend", plan_cases},
+                                           {"planner", planner_cases},
+                                           {NULL, NULL}};
+
+int main(void) { return test_main(suites); }
