@@ -16,30 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct cost_params default_params = {
-    .decode_bw_util = 0.85,
-    .prefill_mfu = 0.55,
-    .train_mfu = 0.4,
-    .gpu_memory_utilization = 0.9,
-    .kv_frag_rate = 0.04,
-    .act_workspace_bytes = 1e9,
-    .optimizer_bytes_per_param = 16,
-};
-
-/* A cost model from shipped profiles, e.g. ("a100", "qwen3-14b"). */
-static void load_model(struct cost_model *c, const char *hw, const char *model)
-{
-    char path[256], err[1024];
-    snprintf(path, sizeof path, "inputs/hardware/%s.cfg", hw);
-    int rc = profile_load_hw(test_path(path), &c->hw, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "%s\n", err);
-    CU_ASSERT_FATAL(rc == 0);
-    snprintf(path, sizeof path, "inputs/models/%s.cfg", model);
-    rc = profile_load_model(test_path(path), &c->model, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "%s\n", err);
-    CU_ASSERT_FATAL(rc == 0);
-    c->p = default_params;
-}
 
 /* A profile of n copies of one sample (caller frees p->s). */
 static void profile_fill(struct len_profile *p, int n, struct traj_sample s)
@@ -66,7 +42,7 @@ static int rnd_int(uint64_t *x, int lo, int hi) { return lo + (int)(rnd_next(x) 
 static void test_worked_example(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     const double P = 14.7683072e9, bw = 2.039e12 * 0.85;
     static const double kv[] = {163840, 81920, 40960, 20480};
     /* Corrected per-GPU capacity: (80e9 x 0.9 - 2P / t - 1e9) / kv(t) x 0.96. The
@@ -102,7 +78,7 @@ static void test_worked_example(void)
 static void test_logits_bytes(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     /* Reference §4: 18992 x 32767 x 4 x 1.5 ~ 3.73 GB. */
     CU_ASSERT_DOUBLE_EQUAL(pc_logits_bytes(&c.model, 1, 32768, 8), 18992.0 * 32767 * 6, 0);
     CU_ASSERT_CLOSE(pc_logits_bytes(&c.model, 1, 32768, 8), 3.7339e9, 1e-4);
@@ -123,7 +99,7 @@ static void test_logits_bytes(void)
 static void test_train_hand_value(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     const double P = 14.7683072e9;
     struct train_shape s = {.tp = 8, .pp = 1, .dp = 4, .micro = 1};
     struct train_est e;
@@ -155,8 +131,8 @@ static void test_train_model_size(void)
 {
     /* §6.4: the reference's training time ignored the model's size. */
     struct cost_model small, big;
-    load_model(&small, "h100", "qwen3-4b");
-    load_model(&big, "h100", "qwen3-14b");
+    test_cost_model(&small, "h100", "qwen3-4b");
+    test_cost_model(&big, "h100", "qwen3-14b");
     struct train_shape s = {.tp = 8, .pp = 1, .dp = 2, .micro = 1};
     struct train_est es, eb;
     double ts = pc_train_step(&small, &s, 0, B32, &es);
@@ -174,7 +150,7 @@ static void test_train_oom_small_gpu(void)
      * is 1.6 GB, and with activations and workspace it exceeds even the margin-free
      * 0.92 x 2 GB. */
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-4b");
+    test_cost_model(&c, "a100", "qwen3-4b");
     c.hw.mem_capacity = 2e9;
     c.model = (struct model_profile){.name = "tiny", .family = "qwen3", .n_params = 1e8, .n_active_params = 1e8,
                                      .n_layers = 12, .hidden = 768, .n_heads = 12, .n_kv_heads = 12,
@@ -193,7 +169,7 @@ static void test_train_oom_small_gpu(void)
 static void test_train_fit(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     struct train_est e;
     struct train_shape s = {.tp = 8, .pp = 1, .dp = 4, .micro = 1};
     CU_ASSERT(isfinite(pc_train_step(&c, &s, 0, B32, &e)));
@@ -213,7 +189,7 @@ static void test_train_fit(void)
 static void test_train_scaling(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     struct train_est prev, e;
     struct train_shape s = {.tp = 8, .pp = 1, .dp = 1, .micro = 1};
     pc_train_step(&c, &s, 0, B32, &prev);
@@ -243,7 +219,7 @@ static void test_train_scaling(void)
 static void test_train_pipeline(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     struct train_est flat, pipe, pipe_few;
     struct train_shape s = {.tp = 4, .pp = 1, .dp = 2, .micro = 1};
     pc_train_step(&c, &s, 0, B32, &flat);
@@ -267,7 +243,7 @@ static void test_train_pipeline(void)
 static void test_rollout_hand_value(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     struct len_profile lp;
     profile_fill(&lp, 1, (struct traj_sample){.prompt = 1000, .gen = 3000, .tool = 400, .turns = 3, .tool_s = 7.5});
     int counts[PC_N_TP] = {1, 0, 0, 0};
@@ -302,7 +278,7 @@ static void test_rollout_tail(void)
     /* §6.3: one long trajectory with slow tools bounds the makespan however many
      * instances there are; the reference's sum(gen) / B̄ would shrink with them. */
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     struct len_profile lp;
     profile_fill(&lp, 129, (struct traj_sample){.prompt = 500, .gen = 1500, .tool = 0, .turns = 1, .tool_s = 0});
     lp.s[77] = (struct traj_sample){.prompt = 500, .gen = 30000, .tool = 2000, .turns = 10, .tool_s = 300};
@@ -358,7 +334,7 @@ static void test_rollout_instance_memory(void)
     /* §6.3: each sample is checked against the instance it lands on. N_1 = 242,949
      * and N_2 = 658,965 tokens on A100 for Qwen3-14B. */
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     struct len_profile big, fits, small_batch;
     profile_fill(&big, 4, (struct traj_sample){.prompt = 150000, .gen = 150000, .turns = 1});
     profile_fill(&fits, 4, (struct traj_sample){.prompt = 150000, .gen = 50000, .turns = 1});
@@ -401,7 +377,7 @@ static int same_est(const struct rollout_est *a, const struct rollout_est *b)
 static void test_rollout_order_and_ties(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     struct len_profile lp;
     int four[PC_N_TP] = {4, 0, 0, 0};
     struct rollout_est r, r5;
@@ -478,7 +454,7 @@ static void test_rollout_lower_bound(void)
     int checked = 0;
     for (int trial = 0; trial < 240; trial++) {
         struct cost_model c;
-        load_model(&c, hws[trial % 3], models[(trial / 3) % 3]);
+        test_cost_model(&c, hws[trial % 3], models[(trial / 3) % 3]);
         struct len_profile lp;
         random_profile(&lp, &seed, rnd_int(&seed, 1, 48));
         int max_k = rnd_int(&seed, 0, PC_N_TP - 1);
@@ -502,7 +478,7 @@ static void test_rollout_lower_bound(void)
     CU_ASSERT(checked > 200); /* most layouts are feasible, so the bound was tested */
     /* The bound is not vacuous: one TP8 instance on 8 GPUs, many equal samples. */
     struct cost_model c;
-    load_model(&c, "h100", "qwen3-14b");
+    test_cost_model(&c, "h100", "qwen3-14b");
     struct len_profile lp;
     profile_fill(&lp, 512, (struct traj_sample){.prompt = 1000, .gen = 2000, .turns = 1});
     int tp8[PC_N_TP] = {0, 0, 0, 1};
@@ -525,7 +501,7 @@ static void test_rollout_large(void)
 {
     /* The search's size: 1000 samples on 1000 instances, all classes. */
     struct cost_model c;
-    load_model(&c, "h100", "qwen3-4b");
+    test_cost_model(&c, "h100", "qwen3-4b");
     uint64_t seed = 99;
     struct len_profile lp;
     random_profile(&lp, &seed, 1000);
@@ -543,7 +519,7 @@ static void test_rollout_large(void)
 static void test_transition(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     const double P = 14.7683072e9;
     struct transition t = {.dp_after = 4, .rollout_gpus_after = 16, .resplit_s = 0.25};
     CU_ASSERT_DOUBLE_EQUAL(pc_transition_s(&c, &t), 0.25, 0);

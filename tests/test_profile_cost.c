@@ -14,30 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct cost_params default_params = {
-    .decode_bw_util = 0.85,
-    .prefill_mfu = 0.55,
-    .train_mfu = 0.4,
-    .gpu_memory_utilization = 0.9,
-    .kv_frag_rate = 0.04,
-    .act_workspace_bytes = 1e9,
-    .optimizer_bytes_per_param = 16,
-};
-
-/* A cost model from shipped profiles, e.g. ("a100", "qwen3-14b"). */
-static void load_model(struct cost_model *c, const char *hw, const char *model)
-{
-    char path[256], err[1024];
-    snprintf(path, sizeof path, "inputs/hardware/%s.cfg", hw);
-    int rc = profile_load_hw(test_path(path), &c->hw, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "%s\n", err);
-    CU_ASSERT_FATAL(rc == 0);
-    snprintf(path, sizeof path, "inputs/models/%s.cfg", model);
-    rc = profile_load_model(test_path(path), &c->model, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "%s\n", err);
-    CU_ASSERT_FATAL(rc == 0);
-    c->p = default_params;
-}
 
 /* ---- profiles ---- */
 
@@ -103,7 +79,7 @@ static void test_model_numbers(void)
 static void test_print(void)
 {
     struct cost_model c;
-    load_model(&c, "h200", "qwen3-30b-a3b");
+    test_cost_model(&c, "h200", "qwen3-30b-a3b");
     char buf[4096];
     FILE *f = fmemopen(buf, sizeof buf, "w");
     CU_ASSERT_FATAL(f != NULL);
@@ -256,13 +232,13 @@ static void test_bad_files(void)
 static void test_kv_bytes(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_bytes_per_token(&c, 1), 163840, 0);
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_bytes_per_token(&c, 2), 81920, 0);
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_bytes_per_token(&c, 4), 40960, 0);
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_bytes_per_token(&c, 8), 20480, 0);
     /* 30B-A3B has 4 KV heads: at t = 8 each GPU still holds one head (replicated). */
-    load_model(&c, "a100", "qwen3-30b-a3b");
+    test_cost_model(&c, "a100", "qwen3-30b-a3b");
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_bytes_per_token(&c, 1), 2.0 * 48 * 4 * 128 * 2, 0);
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_bytes_per_token(&c, 4), 2.0 * 48 * 1 * 128 * 2, 0);
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_bytes_per_token(&c, 8), 2.0 * 48 * 1 * 128 * 2, 0);
@@ -271,7 +247,7 @@ static void test_kv_bytes(void)
 static void test_capacity(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     /* Hand value: pool = 80e9 x 0.9 - 14.7683072e9 x 2 / t - 1e9 per GPU. */
     for (int t = 1; t <= 8; t *= 2) {
         double pool = 72e9 - 29.5366144e9 / t - 1e9;
@@ -284,11 +260,11 @@ static void test_capacity(void)
     CU_ASSERT(r14 > 2.0 && r14 < 3.0);
     CU_ASSERT(cost_kv_capacity_tokens(&c, 8) / cost_kv_capacity_tokens(&c, 1) < 16); /* reference: 95x */
     /* For a model small against HBM the ratio is close to 2. */
-    load_model(&c, "a100", "qwen3-4b");
+    test_cost_model(&c, "a100", "qwen3-4b");
     double r4 = cost_kv_capacity_tokens(&c, 2) / cost_kv_capacity_tokens(&c, 1);
     CU_ASSERT(r4 >= 1.9 && r4 <= 2.3);
     /* Weights that do not fit leave no KV capacity. */
-    load_model(&c, "a100", "qwen3-30b-a3b");
+    test_cost_model(&c, "a100", "qwen3-30b-a3b");
     c.hw.mem_capacity = 40e9;
     CU_ASSERT_DOUBLE_EQUAL(cost_kv_capacity_tokens(&c, 1), 0, 0);
     CU_ASSERT(cost_kv_capacity_tokens(&c, 2) > 0);
@@ -297,7 +273,7 @@ static void test_capacity(void)
 static void test_decode(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     /* Hand value at t = 1, B = 1, A = 1000: memory-bound, no TP communication. */
     double bytes = 14.7683072e9 * 2 + 1000 * 163840.0;
     CU_ASSERT_CLOSE(cost_decode_step_s(&c, 1, 1, 1000), bytes / (2.039e12 * 0.85), 1e-12);
@@ -317,7 +293,7 @@ static void test_decode(void)
 static void test_decode_moe(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-30b-a3b");
+    test_cost_model(&c, "a100", "qwen3-30b-a3b");
     double bw = 2.039e12 * 0.85;
     /* One token touches 8 experts: the active parameters. */
     CU_ASSERT_CLOSE(cost_decode_step_s(&c, 1, 1, 0), 3.353032704e9 * 2 / bw, 1e-9);
@@ -334,7 +310,7 @@ static void test_decode_moe(void)
 static void test_prefill(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     double flops = 2 * 14.7683072e9 * 4096 + 4.0 * 40 * 40 * 128 * 4096 * (8192 + 2048);
     CU_ASSERT_CLOSE(cost_prefill_s(&c, 1, 4096, 8192), flops / (312e12 * 0.55), 1e-12);
     double ar = 2 * 40 * (2.0 * 3 / 4 * 4096 * 5120 * 2 / 300e9 + 5e-6);
@@ -347,7 +323,7 @@ static void test_prefill(void)
 static void test_train(void)
 {
     struct cost_model c;
-    load_model(&c, "h100", "qwen3-14b");
+    test_cost_model(&c, "h100", "qwen3-14b");
     /* 10 sequences of 10,000 tokens. */
     double flops = 6 * 14.7683072e9 * 1e5 + 12.0 * 40 * 40 * 128 * 1e9 / 2;
     CU_ASSERT_CLOSE(cost_train_compute_s(&c, 1e5, 1e9), flops / (989e12 * 0.4), 1e-12);
@@ -358,14 +334,14 @@ static void test_train(void)
     CU_ASSERT_CLOSE(cost_grad_allreduce_s(&c, 4), want4, 1e-12);
     /* Weight sync: one message time over the per-GPU NIC. */
     CU_ASSERT_CLOSE(cost_weight_sync_s(&c), 29.5366144e9 / 50e9 + 1e-5, 1e-12);
-    load_model(&c, "a800", "qwen3-14b");
+    test_cost_model(&c, "a800", "qwen3-14b");
     CU_ASSERT_CLOSE(cost_weight_sync_s(&c), 29.5366144e9 / 25e9 + 1e-5, 1e-12);
 }
 
 static void test_train_memory(void)
 {
     struct cost_model c;
-    load_model(&c, "a100", "qwen3-14b");
+    test_cost_model(&c, "a100", "qwen3-14b");
     double p = 14.7683072e9;
     double act = cost_train_memory_bytes(&c, 1, 1000) - cost_train_memory_bytes(&c, 1, 0);
     /* 16 B/param unsharded, 4 + 12/dp sharded, plus the workspace. */
@@ -377,7 +353,7 @@ static void test_train_memory(void)
     /* The 14B model's optimizer state alone overflows one 80 GB GPU; Qwen3-4B at
      * dp 8 with 8k tokens fits. */
     CU_ASSERT(cost_train_memory_bytes(&c, 1, 0) > 80e9);
-    load_model(&c, "a100", "qwen3-4b");
+    test_cost_model(&c, "a100", "qwen3-4b");
     CU_ASSERT(cost_train_memory_bytes(&c, 8, 8192) < 80e9);
 }
 
@@ -386,7 +362,7 @@ static void test_monotone(void)
     static const char *models[] = {"qwen3-4b", "qwen3-14b", "qwen3-30b-a3b"};
     for (int i = 0; i < 3; i++) {
         struct cost_model c;
-        load_model(&c, "h100", models[i]);
+        test_cost_model(&c, "h100", models[i]);
         for (int t = 1; t < 8; t *= 2) {
             CU_ASSERT(cost_kv_bytes_per_token(&c, 2 * t) <= cost_kv_bytes_per_token(&c, t));
             CU_ASSERT(cost_kv_capacity_tokens(&c, 2 * t) > cost_kv_capacity_tokens(&c, t));

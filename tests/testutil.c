@@ -89,3 +89,27 @@ void test_edit_config(char *out, size_t n, const char *base, const char *key, co
         p += len;
     }
 }
+
+const struct cost_params test_cost_params = {
+    .decode_bw_util = 0.85,
+    .prefill_mfu = 0.55,
+    .train_mfu = 0.4,
+    .gpu_memory_utilization = 0.9,
+    .kv_frag_rate = 0.04,
+    .act_workspace_bytes = 1e9,
+    .optimizer_bytes_per_param = 16,
+};
+
+void test_cost_model(struct cost_model *c, const char *hw, const char *model)
+{
+    char path[256], err[1024];
+    snprintf(path, sizeof path, "inputs/hardware/%s.cfg", hw);
+    int rc = profile_load_hw(test_path(path), &c->hw, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "%s\n", err);
+    CU_ASSERT_FATAL(rc == 0);
+    snprintf(path, sizeof path, "inputs/models/%s.cfg", model);
+    rc = profile_load_model(test_path(path), &c->model, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "%s\n", err);
+    CU_ASSERT_FATAL(rc == 0);
+    c->p = test_cost_params;
+}

@@ -9,6 +9,8 @@
 #include <CUnit/CUnit.h>
 #include <stddef.h>
 
+#include "libra/cost.h"
+
 struct test_case {
     const char *name;
     void (*fn)(void);
@@ -32,6 +34,12 @@ const char *test_write_file(const char *subdir, const char *name, const char *te
 /* A copy of a libconfig text with the line "  key = ..." replaced by repl, or, with
  * key NULL, with repl inserted before the closing "};" line. */
 void test_edit_config(char *out, size_t n, const char *base, const char *key, const char *repl);
+
+/* The cost model's default efficiency knobs (as config_defaults sets them). */
+extern const struct cost_params test_cost_params;
+/* A cost model from shipped profiles, e.g. ("a100", "qwen3-14b"), with
+ * test_cost_params; asserts (fatally) that both load. */
+void test_cost_model(struct cost_model *c, const char *hw, const char *model);
 
 #define CU_ASSERT_CLOSE(a, b, rel)                                                     \
     CU_ASSERT(fabs((double)(a) - (double)(b)) <= (rel) * fmax(1.0, fabs((double)(b))))
