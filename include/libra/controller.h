@@ -108,6 +108,7 @@ struct ctl_pool {
     int *lent_epoch;         /* (world) plan epoch that lent it, -1 not lent */
     double *join_t0;         /* (world) wall seconds the join started */
     int pending;             /* a lend / release waits for a quiet point */
+    int joining;             /* lent ranks not ready yet (the timeout scan skips 0) */
     char why[64];            /* its reason */
     int64_t joins, releases, timeouts, stale_ready;
     double ema_train, ema_rollout; /* smoothed measurements the controller decides on */

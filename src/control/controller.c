@@ -751,7 +751,7 @@ int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
     backoff_reset(&b);
     while (c.step < cfg->run.steps || busy_tail(&c)) {
         int work = ctl_poll(&c);
-        if (c.plan.n_hybrid > 0) work |= ctl_pool_check_timeouts(&c);
+        work |= ctl_pool_check_timeouts(&c);
         if ((c.epoch_pending || c.pool.pending) && !c.train_inflight && c.sync_acks_pending == 0) {
             ctl_next_epoch(&c);
             work = 1;

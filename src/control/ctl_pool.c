@@ -68,6 +68,7 @@ static void pool_event(struct controller *c, const char *kind, const char *fmt, 
 void ctl_pool_on_plan(struct controller *c, const struct plan *old)
 {
     struct ctl_pool *p = &c->pool;
+    p->joining = 0;
     for (int r = 1; r < c->world; r++) {
         int was = old && old->ranks[r].role == ROLE_HYBRID;
         int is = c->plan.ranks[r].role == ROLE_HYBRID;
@@ -79,6 +80,7 @@ void ctl_pool_on_plan(struct controller *c, const struct plan *old)
             p->ready[r] = 0;
             p->lent_epoch[r] = -1;
         }
+        p->joining += is && !p->ready[r];
     }
 }
 
@@ -94,6 +96,7 @@ void ctl_pool_on_ready(struct controller *c, const struct wire_hybrid_ready *m)
         return;
     }
     p->ready[r] = 1;
+    p->joining--;
     pool_event(c, "pool_ready", "rank %d joined training after %.3f s (epoch %d)", r,
                now_rel(c) - p->join_t0[r], m->epoch);
 }
@@ -134,6 +137,7 @@ static void lent_replicas(const struct controller *c, int *lent, int *ready)
 int ctl_pool_check_timeouts(struct controller *c)
 {
     struct ctl_pool *p = &c->pool;
+    if (p->joining <= 0) return 0;
     double limit = c->cfg->plan.pool_join_timeout_s / c->cfg->device.time_scale;
     int any = 0;
     for (int r = 1; r < c->world; r++) {

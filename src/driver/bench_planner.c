@@ -206,7 +206,7 @@ static int run_figures(const char *path, struct run_figs *f, char *err, size_t e
     return rc;
 }
 
-static double median3(double *x, int n)
+static double median_of(double *x, int n)
 {
     qsort(x, (size_t)n, sizeof *x, cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
@@ -244,10 +244,10 @@ int cmd_bench_planner_report(int argc, char **argv)
             ti[n] = f.train_idle, n++;
         }
         if (n == 0) return 2;
-        double mt = median3(tr, n), mk = median3(tk, n);
+        double mt = median_of(tr, n), mk = median_of(tk, n);
         if (a == 0) base_traj = mt, base_tok = mk;
         printf("| %s | %d | %.4f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f |\n", argv[a], n, mt,
-               mt / base_traj, mk, mk / base_tok, median3(id, n), median3(ri, n), median3(ti, n));
+               mt / base_traj, mk, mk / base_tok, median_of(id, n), median_of(ri, n), median_of(ti, n));
     }
     return 0;
 }

@@ -151,6 +151,15 @@ static int plan_of_choice(const struct planner *pl, const struct plan_choice *ch
     return plan_build(&spec, pl->world, epoch, step, reason, out, err, errlen);
 }
 
+/* Instance counts per TP class of plan p's rollout instances (lent ones excluded). */
+static void live_counts(const struct plan *p, int counts[PC_N_TP])
+{
+    memset(counts, 0, PC_N_TP * sizeof *counts);
+    for (int i = 0; i < p->n_instances; i++)
+        for (int k = 0; k < PC_N_TP; k++)
+            if (pc_tp_of(k) == p->inst[i].tp) counts[k]++;
+}
+
 /* The choice describing plan p (its base layout, no lent instances). */
 static void choice_of_plan(const struct plan *p, struct plan_choice *ch)
 {
@@ -158,9 +167,7 @@ static void choice_of_plan(const struct plan *p, struct plan_choice *ch)
     ch->n_train = p->n_train;
     int r = plan_replica_size(p);
     ch->train = (struct train_shape){p->train_tp, p->train_pp, p->n_train / r, p->micro};
-    for (int i = 0; i < p->n_instances; i++)
-        for (int k = 0; k < PC_N_TP; k++)
-            if (pc_tp_of(k) == p->inst[i].tp) ch->counts[k]++;
+    live_counts(p, ch->counts);
     ch->n_rollout = p->n_rollout_ranks;
     ch->n_idle = p->n_idle;
 }
@@ -237,15 +244,6 @@ int planner_next(struct planner *pl, int epoch, int step, struct plan *out, char
 }
 
 /* ---- the pass at the end of a step ---- */
-
-/* Instance counts per TP class of the layout serving now (lent instances excluded). */
-static void live_counts(const struct plan *p, int counts[PC_N_TP])
-{
-    memset(counts, 0, PC_N_TP * sizeof *counts);
-    for (int i = 0; i < p->n_instances; i++)
-        for (int k = 0; k < PC_N_TP; k++)
-            if (pc_tp_of(k) == p->inst[i].tp) counts[k]++;
-}
 
 static void calibrate(struct planner *pl, const struct plan *live, const struct planner_inputs *in,
                       struct eval_ctx *raw)
