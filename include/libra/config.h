@@ -23,7 +23,7 @@
 
 #define CFG_PATH_MAX 512
 #define CFG_NAME_MAX 64
-#define CFG_MAX_TP 64       /* rollout instances listed in one plan */
+#define CFG_MAX_TP 1024     /* rollout instances in one plan */
 #define CFG_MAX_SCHEDULE 32 /* plans in plan.schedule */
 
 /* One resource split: n_train training ranks, n_hybrid lent ranks and one rollout
@@ -34,6 +34,7 @@ struct plan_spec {
     int n_tp;
     int rollout_tp[CFG_MAX_TP];
     int train_tp, train_pp, micro; /* training shape (0 = 1); the planner sets them */
+    int colocate;  /* train.colocate: the n_train training GPUs are the rollout GPUs */
     int line; /* line of this plan in the config file (0 = defaults); messages only */
 };
 
@@ -88,6 +89,7 @@ struct train_config {
     int batch_size;    /* trajectories per optimizer step; multiple of n_samples */
     int max_staleness; /* version - version_at_start allowed at training time */
     int sync_interval; /* optimizer steps between weight syncs to rollout */
+    int colocate;      /* 1: every GPU alternates rollout and training (libra-sim only) */
     /* cpu: AdamW */
     double lr, beta1, beta2, weight_decay, clip_norm;
     int warmup_steps;

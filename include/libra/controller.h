@@ -115,12 +115,31 @@ struct ctl_pool {
     int last_change_step;          /* step of the last lend / release */
 };
 
+struct controller;
+
+/* How rank 0 reaches its workers. NULL (the job): MPI point-to-point through the
+ * outbox, communicators re-split with MPI_Comm_split, wall-clock time. The simulator
+ * (libra-sim, src/sim/job_sim.c) supplies its own: messages go to simulated ranks in
+ * one process, and the clock is virtual. */
+struct ctl_transport {
+    void *ctx;
+    /* A message for rank dest; buf may be reused when it returns. */
+    void (*send)(void *ctx, struct controller *c, const void *buf, size_t len, int dest, int tag);
+    /* Hands every message due now to ctl_deliver; returns how many. */
+    int (*poll)(void *ctx, struct controller *c);
+    /* Seconds since the run started, in the unit the metrics use (wall seconds; the
+     * simulator: emulated seconds / device.time_scale, what the job would take). */
+    double (*now)(void *ctx);
+};
+
 struct ctl_stats {           /* whole-run figures for the summary */
     int64_t dispatches, results, handed_back, migrations;
     int n_resplits;
     double resplit_s_sum, resplit_s_max;
     int64_t traj_trained, tokens_trained;
     double reward_sum;
+    double solve_s_sum;        /* planner search wall seconds (not in metrics under a transport) */
+    int n_solves;
 };
 
 struct controller {
@@ -130,6 +149,7 @@ struct controller {
     struct metrics *m;
     int world;
     double t0;                 /* wall_time() at start */
+    const struct ctl_transport *tr; /* NULL: MPI */
 
     struct comms comms;
     struct plan plan;          /* the live plan: base + lent instances */
@@ -158,6 +178,8 @@ struct controller {
     int64_t groups_before;     /* groups trained before a resume (the launch cap counts them) */
 
     int train_inflight;        /* a step was sent, TRAIN_DONE not yet back */
+    int64_t select_failed_completed; /* completed groups at the last batch that could not */
+    int select_failed_version;       /* be formed, and the version then (-1: none) */
     int64_t *batch_groups;     /* (groups_per_batch) groups of the step in flight */
     struct ctl_batch batch;
     int sync_acks_pending;     /* SYNC_DONE messages still expected */
@@ -181,6 +203,27 @@ struct controller {
 int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
                    const struct workload *wl, struct metrics *m, int world,
                    const struct ckpt_state *resume, int resume_step);
+
+/* The loop in pieces, for the job (controller_run) and the simulator: ctl_open
+ * initialises and applies the first plan; ctl_iterate does one pass (messages, pool
+ * timeouts, a pending epoch, a weight sync, launch, dispatch, a training step) and
+ * returns nonzero if it did anything; ctl_running says whether the run goes on;
+ * ctl_close shuts the workers down, writes the run's last rows and frees c. */
+void ctl_open(struct controller *c, const struct libra_config *cfg, const struct cost_model *cm,
+              const struct workload *wl, struct metrics *m, int world,
+              const struct ctl_transport *tr, const struct ckpt_state *resume, int resume_step);
+int ctl_iterate(struct controller *c);
+int ctl_running(const struct controller *c);
+void ctl_close(struct controller *c);
+/* One message from rank source (what the transport received). */
+void ctl_deliver(struct controller *c, int tag, int source, const void *data, size_t len);
+/* Sends through the transport. */
+void ctl_send(struct controller *c, const void *buf, size_t len, int dest, int tag);
+/* The run's clock (struct ctl_transport.now), and a wall clock for rank 0's own CPU
+ * work (routing decisions, re-splits) that reads 0 under a transport, so simulated
+ * metrics do not depend on the machine. */
+double ctl_now(const struct controller *c);
+double ctl_cpu_clock(const struct controller *c);
 
 /* epoch.c: planning epochs and weight syncs (called from the loop). */
 void ctl_apply_plan(struct controller *c, const struct plan *next, const char *why);

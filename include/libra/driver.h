@@ -36,5 +36,13 @@ int cmd_bench_planner_report(int argc, char **argv);
 /* Loads the profiles and workload a config names; 0 or -1 with a message. */
 int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, char *err,
                        size_t errlen);
+/* The metrics file of a run: output.file, else output.dir/<run.name>-<time>[-job<id>].h5
+ * (output.dir created); 0 or -1 with a message. */
+int driver_output_path(const struct libra_config *cfg, char *out, size_t len, char *err,
+                       size_t errlen);
+/* sim_run.c: libra-sim's command line (src/sim_main.c). */
+int driver_run_sim(int argc, char **argv);
+/* cmd_report.c: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ... */
+int cmd_sim_report(int argc, char **argv);
 
 #endif

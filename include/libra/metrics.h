@@ -171,6 +171,11 @@ struct metrics;
 /* Creates path (fails if it cannot be created; never truncates an existing file). */
 struct metrics *metrics_open(const char *path, const char *config_text, int world_size,
                              const char *device_type, char *err, size_t errlen);
+/* The same with the root attribute "created" given (the simulator's files say
+ * "simulated": the same run gives the same bytes). */
+struct metrics *metrics_open_as(const char *path, const char *config_text, int world_size,
+                                const char *device_type, const char *created, char *err,
+                                size_t errlen);
 int metrics_step(struct metrics *m, const struct metrics_step_row *row);
 int metrics_traj(struct metrics *m, const struct metrics_traj_row *row);
 int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,

@@ -41,6 +41,8 @@ struct plan {
     int32_t epoch, step, world;
     int32_t n_train, n_hybrid, n_rollout_ranks, n_instances, n_idle;
     int32_t train_tp, train_pp, micro; /* training shape: a replica is tp x pp ranks */
+    int32_t colocated;  /* train.colocate: the rollout ranks are also the n_train training
+                           ranks (no rank has ROLE_TRAIN); simulated only */
     char reason[64];
     struct rank_assign *ranks;  /* (world) */
     struct instance_desc *inst; /* (n_instances) */

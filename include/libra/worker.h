@@ -109,6 +109,11 @@ int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
 int wr_is_leader(const struct worker *w);
 double wr_virtual_now(const struct worker *w);
 void wr_on_turn_req(struct worker *w, const void *msg, size_t len);
+/* Packs n engine results as one result batch from leader (the simulator's too): the
+ * engine's busy time since the last report (wall seconds: / time_scale) and its queue
+ * state go with the first result, -1 with the others. */
+void wr_pack_results(struct wire_buf *pack, int leader, struct engine *e,
+                     struct wire_turn_result *res, int n, double time_scale);
 int wr_progress(struct worker *w);
 void wr_handback(struct worker *w);
 void wr_start_engine(struct worker *w);
@@ -116,6 +121,22 @@ double wr_next_wake(const struct worker *w);
 
 /* worker_train.c */
 void wt_on_batch(struct worker *w, const void *msg, size_t len);
+
+/* The emulated training path's pieces, shared with the simulator (src/sim):
+ * wt_read_share reads one rank's batch message -- header, its share's token figures,
+ * and adds its part of the emulated gradient to grad (WORKER_EMU_PARAMS) -- 0 or -1
+ * if malformed; wt_share_compute_s is the share's compute + TP + pipeline time on one
+ * replica of p's training shape and wt_reduce_s each GPU's gradient reduction over
+ * n_replicas, both in emulated seconds. */
+struct wt_share {
+    int n_items;
+    double tokens, sum_sq, max_len;
+};
+int wt_read_share(const void *msg, size_t len, uint64_t seed, struct wire_train_batch *h,
+                  struct wt_share *s, double *grad);
+double wt_share_compute_s(const struct cost_model *cm, const struct plan *p,
+                          const struct wt_share *s);
+double wt_reduce_s(const struct cost_model *cm, const struct plan *p, int n_replicas);
 int wt_progress(struct worker *w);
 /* Before a re-split or the next batch: a non-root replica finishes the tail of its
  * last step (its reduction may still be completing locally when rank 0 already has

@@ -1057,6 +1057,29 @@ static int check_grp(const struct load_ctx *c, const config_setting_t *root,
     return 0;
 }
 
+/* train.colocate: the static plan's training GPUs are its rollout GPUs. */
+static int check_colocate(const struct load_ctx *c, const config_setting_t *root,
+                          struct libra_config *cfg)
+{
+    if (!cfg->train.colocate) return 0;
+    const config_setting_t *s = lookup(root, "train", "colocate");
+    struct plan_spec *p = &cfg->plan.fixed;
+    int gpus = 0;
+    for (int i = 0; i < p->n_tp; i++) gpus += p->rollout_tp[i];
+    if (strcmp(cfg->device.type, "emu") != 0 || strcmp(cfg->plan.mode, "static") != 0)
+        return fail(c, s, "train.colocate", "needs device.type = \"emu\" and plan.mode = "
+                    "\"static\" (it is simulated by libra-sim)");
+    if (cfg->train.max_staleness != 0)
+        return fail(c, s, "train.colocate", "is on-policy: set train.max_staleness = 0 (it is "
+                    "%d)", cfg->train.max_staleness);
+    if (p->n_train != gpus || p->n_hybrid != 0)
+        return fail(c, s, "train.colocate", "every GPU both serves and trains: set plan.n_train "
+                    "= %d (the GPUs of plan.rollout_tp) and no plan.n_hybrid (n_train is %d)",
+                    gpus, p->n_train);
+    p->colocate = 1;
+    return 0;
+}
+
 static int check_device(const struct load_ctx *c, const config_setting_t *root,
                         const struct libra_config *cfg)
 {
@@ -1195,7 +1218,8 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     if (check_wide_literals(&c, text, root) || check_names(&c, root) ||
         read_sections(&c, root, cfg) || read_plan(&c, root, cfg) || check_batch(&c, root, cfg) ||
         check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg) ||
-        check_device(&c, root, cfg) || check_grp(&c, root, cfg) || check_sched(&c, root, cfg))
+        check_device(&c, root, cfg) || check_grp(&c, root, cfg) || check_sched(&c, root, cfg) ||
+        check_colocate(&c, root, cfg))
         goto done;
     *out = *cfg;
     rc = 0;
@@ -1208,7 +1232,7 @@ done:
 
 int plan_spec_workers(const struct plan_spec *p)
 {
-    int n = p->n_train + p->n_hybrid;
+    int n = (p->colocate ? 0 : p->n_train) + p->n_hybrid;
     for (int i = 0; i < p->n_tp; i++) n += p->rollout_tp[i];
     return n;
 }

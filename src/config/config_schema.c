@@ -147,6 +147,10 @@ const struct cfg_key cfg_schema[] = {
             "policy versions a trajectory may lag when it is trained on"),
     INT_KEY("train", "sync_interval", train.sync_interval, 1, 1, E6, "steps",
             "optimizer steps between weight syncs to rollout"),
+    INT_KEY("train", "colocate", train.colocate, 0, 0, 1, "",
+            "1: every GPU alternates rollout and training, on-policy, no overlap (verl's "
+            "default); needs max_staleness = 0 and a static plan whose n_train equals its "
+            "rollout GPUs; simulated only (libra-sim)"),
     FLOAT_KEY("train", "lr", train.lr, 5e-5, 0, 10, "", "cpu: AdamW learning rate"),
     FLOAT_KEY("train", "beta1", train.beta1, 0.9, 0, 0.9999, "", "cpu: AdamW beta1"),
     FLOAT_KEY("train", "beta2", train.beta2, 0.95, 0, 0.999999, "", "cpu: AdamW beta2"),

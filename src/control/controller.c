@@ -14,7 +14,22 @@
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
 
-static double now_s(const struct controller *c) { return wall_time() - c->t0; }
+static double now_s(const struct controller *c) { return ctl_now(c); }
+
+double ctl_now(const struct controller *c)
+{
+    return c->tr ? c->tr->now(c->tr->ctx) : wall_time() - c->t0;
+}
+
+double ctl_cpu_clock(const struct controller *c) { return c->tr ? 0.0 : wall_time(); }
+
+void ctl_send(struct controller *c, const void *buf, size_t len, int dest, int tag)
+{
+    if (c->tr)
+        c->tr->send(c->tr->ctx, c, buf, len, dest, tag);
+    else
+        outbox_send(&c->ob, buf, len, dest, tag, MPI_COMM_WORLD);
+}
 
 static int instance_index(const struct controller *c, int leader)
 {
@@ -118,9 +133,9 @@ static int dispatch_one(struct controller *c, struct traj *t)
                             .n_samples = eval ? 1 : c->tt.n_samples,
                             .eval = eval};
     struct sched_decision d;
-    double t0 = wall_time();
-    sched_route(&c->sched, &st, c->inst, c->plan.n_instances, t0 - c->t0, &d);
-    c->acc.sched_s += wall_time() - t0;
+    double t0 = ctl_cpu_clock(c);
+    sched_route(&c->sched, &st, c->inst, c->plan.n_instances, now_s(c), &d);
+    c->acc.sched_s += ctl_cpu_clock(c) - t0;
     c->acc.sched_n++;
     if (d.instance < 0) return 0;
     int i = d.instance;
@@ -176,7 +191,7 @@ static void dispatch_queued(struct controller *c)
     for (int i = 0; i < c->plan.n_instances; i++) {
         struct wire_buf *b = &c->out_batch[i];
         if (b->len == 0) continue;
-        outbox_send(&c->ob, b->data, b->len, c->inst[i].leader, TAG_TURN_REQ, MPI_COMM_WORLD);
+        ctl_send(c, b->data, b->len, c->inst[i].leader, TAG_TURN_REQ);
         wire_buf_reset(b);
     }
 }
@@ -327,8 +342,7 @@ static void send_batch(struct controller *c, struct batch_item *items, int n_ite
                                      tk ? tk->logp : NULL, tk ? tk->mask : NULL);
             }
         for (int j = 0; j < size; j++)
-            outbox_send(&c->ob, c->pack.data, c->pack.len, ranks[k * size + j], TAG_TRAIN_BATCH,
-                        MPI_COMM_WORLD);
+            ctl_send(c, c->pack.data, c->pack.len, ranks[k * size + j], TAG_TRAIN_BATCH);
     }
     free(load);
     free(ranks);
@@ -339,9 +353,17 @@ static void try_train(struct controller *c)
     if (c->train_inflight || c->epoch_pending || c->pool.pending || c->step >= c->cfg->run.steps)
         return;
     if (c->real && c->rl.ckpt_inflight) return;
+    /* A batch that could not be formed stays impossible until a group completes or
+     * the version moves (new launches only add constraints): skip the retry. */
+    int64_t completed = (int64_t)c->tt.n_buffered + c->tt.groups_trained;
+    if (completed == c->select_failed_completed && c->version == c->select_failed_version) return;
     int n = tt_select_batch(&c->tt, c->groups_per_batch, c->version, c->cfg->train.max_staleness,
                             c->batch_groups);
-    if (n == 0) return;
+    if (n == 0) {
+        c->select_failed_completed = completed;
+        c->select_failed_version = c->version;
+        return;
+    }
     int n_items = n * c->tt.n_samples;
     struct batch_item *items = xmalloc((size_t)n_items * sizeof *items);
     double *adv = NULL;
@@ -485,33 +507,29 @@ static void on_result_batch(struct controller *c, const void *msg, size_t len, i
     c->handbacks_pending--;
 }
 
-/* Receives one probed message and acts on it. */
-static void handle_message(struct controller *c, const MPI_Status *st)
+void ctl_deliver(struct controller *c, int tag, int source, const void *data, size_t len)
 {
-    int source = st->MPI_SOURCE, tag = st->MPI_TAG;
-    wire_recv(&c->msg, st, MPI_COMM_WORLD);
-    size_t len = c->msg.len;
     switch (tag) {
-    case TAG_TURN_RESULT: on_result_batch(c, c->msg.data, c->msg.len, source, 0); break;
-    case TAG_HANDBACK: on_result_batch(c, c->msg.data, c->msg.len, source, 1); break;
+    case TAG_TURN_RESULT: on_result_batch(c, data, len, source, 0); break;
+    case TAG_HANDBACK: on_result_batch(c, data, len, source, 1); break;
     case TAG_TRAIN_DONE: {
         struct wire_train_done d;
         if (len != sizeof d) FATAL("malformed TRAIN_DONE from rank %d", source);
-        memcpy(&d, c->msg.data, sizeof d);
+        memcpy(&d, data, sizeof d);
         on_train_done(c, &d);
         break;
     }
     case TAG_CKPT_DONE: {
         struct wire_ckpt_done d;
         if (len != sizeof d) FATAL("malformed CKPT_DONE from rank %d", source);
-        memcpy(&d, c->msg.data, sizeof d);
+        memcpy(&d, data, sizeof d);
         ctl_ckpt_on_done(c, &d);
         break;
     }
     case TAG_HYBRID_READY: {
         struct wire_hybrid_ready d;
         if (len != sizeof d) FATAL("malformed HYBRID_READY from rank %d", source);
-        memcpy(&d, c->msg.data, sizeof d);
+        memcpy(&d, data, sizeof d);
         if (d.rank != source) FATAL("HYBRID_READY from rank %d names rank %d", source, d.rank);
         ctl_pool_on_ready(c, &d);
         break;
@@ -519,7 +537,7 @@ static void handle_message(struct controller *c, const MPI_Status *st)
     case TAG_SYNC_DONE: {
         struct wire_sync_done d;
         if (len != sizeof d) FATAL("malformed SYNC_DONE from rank %d", source);
-        memcpy(&d, c->msg.data, sizeof d);
+        memcpy(&d, data, sizeof d);
         ctl_on_sync_done(c, &d);
         break;
     }
@@ -530,13 +548,15 @@ static void handle_message(struct controller *c, const MPI_Status *st)
 /* Handles every message waiting now; returns how many. */
 int ctl_poll(struct controller *c)
 {
+    if (c->tr) return c->tr->poll(c->tr->ctx, c);
     int n = 0;
     for (;;) {
         int flag = 0;
         MPI_Status st;
         MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
         if (!flag) break;
-        handle_message(c, &st);
+        wire_recv(&c->msg, &st, MPI_COMM_WORLD);
+        ctl_deliver(c, st.MPI_TAG, st.MPI_SOURCE, c->msg.data, c->msg.len);
         n++;
     }
     outbox_progress(&c->ob);
@@ -558,11 +578,13 @@ static void fmt_duration(double s, char *buf, size_t len)
         snprintf(buf, len, "%dm%02ds", t / 60, t % 60);
 }
 
+/* Every run.progress_interval_s wall seconds (also under the simulator, whose clock
+ * runs far faster); rates are per second of the run's own clock. */
 static void print_progress(struct controller *c, int force)
 {
-    double now = now_s(c);
-    if (!force && now - c->last_progress < c->cfg->run.progress_interval_s) return;
-    c->last_progress = now;
+    double wall = wall_time() - c->t0, now = now_s(c);
+    if (!force && wall - c->last_progress < c->cfg->run.progress_interval_s) return;
+    c->last_progress = wall;
     char eta[32];
     double per_step = c->step > 0 ? now / c->step : NAN;
     fmt_duration(per_step * (c->cfg->run.steps - c->step), eta, sizeof eta);
@@ -641,7 +663,7 @@ static void shutdown_workers(struct controller *c)
     c->stopping = 1;
     int32_t dummy = 0;
     for (int r = 1; r < c->world; r++)
-        outbox_send(&c->ob, &dummy, sizeof dummy, r, TAG_SHUTDOWN, MPI_COMM_WORLD);
+        ctl_send(c, &dummy, sizeof dummy, r, TAG_SHUTDOWN);
     ctl_wait_handbacks(c, c->plan.n_instances);
     /* Whatever was not trained is recorded: buffered (complete group) or in flight. */
     for (size_t i = 0; i < c->tt.n_traj; i++) {
@@ -649,7 +671,7 @@ static void shutdown_workers(struct controller *c)
         if (t->state == TS_TRAINED) continue;
         write_traj_row(c, t, t->state == TS_BUFFERED ? TRAJ_BUFFERED : TRAJ_IN_FLIGHT);
     }
-    outbox_drain(&c->ob);
+    if (!c->tr) outbox_drain(&c->ob);
 }
 
 static void write_run_attrs(struct controller *c)
@@ -661,7 +683,8 @@ static void write_run_attrs(struct controller *c)
              metrics_attr_int(c->m, "turns_dispatched", c->stats.dispatches) |
              metrics_attr_int(c->m, "migrations", c->stats.migrations) |
              metrics_attr_double(c->m, "wall_s", now_s(c)) |
-             metrics_attr_double(c->m, "controller_cpu_s", controller_cpu_s());
+             metrics_attr_double(c->m, "time_scale", cfg->device.time_scale);
+    if (!c->tr) rc |= metrics_attr_double(c->m, "controller_cpu_s", controller_cpu_s());
     if (c->real) {
         const struct ctl_eval *ev = &c->rl.ev;
         if (ev->n_runs > 0)
@@ -677,9 +700,10 @@ static void write_run_attrs(struct controller *c)
 
 static void controller_init(struct controller *c, const struct libra_config *cfg,
                             const struct cost_model *cm, const struct workload *wl,
-                            struct metrics *m, int world)
+                            struct metrics *m, int world, const struct ctl_transport *tr)
 {
     memset(c, 0, sizeof *c);
+    c->tr = tr;
     c->cfg = cfg;
     c->cm = cm;
     c->wl = wl;
@@ -689,6 +713,7 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
     c->groups_per_batch = cfg->train.batch_size / cfg->rollout.n_samples;
     c->batch_groups = xmalloc((size_t)c->groups_per_batch * sizeof *c->batch_groups);
     c->sync_wanted = -1;
+    c->select_failed_completed = -1;
     c->real = strcmp(cfg->device.type, "cpu") == 0;
     comms_init(&c->comms);
     plan_init(&c->plan, world);
@@ -737,56 +762,76 @@ static int busy_tail(const struct controller *c)
     return c->real && (c->rl.ev.active || c->rl.ev.wanted_version >= 0 || c->rl.ckpt_inflight);
 }
 
+void ctl_open(struct controller *c, const struct libra_config *cfg, const struct cost_model *cm,
+              const struct workload *wl, struct metrics *m, int world,
+              const struct ctl_transport *tr, const struct ckpt_state *resume, int resume_step)
+{
+    controller_init(c, cfg, cm, wl, m, world, tr);
+    if (c->real) ctl_real_init(c, resume, resume_step);
+    first_epoch(c);
+    c->acc.t_start = 0;
+    if (c->real && cfg->eval.size > 0) ctl_eval_request(c);
+}
+
+int ctl_running(const struct controller *c) { return c->step < c->cfg->run.steps || busy_tail(c); }
+
+int ctl_iterate(struct controller *c)
+{
+    const struct libra_config *cfg = c->cfg;
+    int work = ctl_poll(c);
+    work |= ctl_pool_check_timeouts(c);
+    if ((c->epoch_pending || c->pool.pending) && !c->train_inflight && c->sync_acks_pending == 0) {
+        ctl_next_epoch(c);
+        work = 1;
+    }
+    if (!c->epoch_pending && !c->pool.pending) {
+        if (c->sync_wanted > c->rollout_version && c->sync_acks_pending == 0) {
+            ctl_start_sync(c, c->sync_wanted);
+            work = 1;
+        }
+        if (c->real) ctl_eval_progress(c);
+        if (c->step < cfg->run.steps) {
+            size_t before = c->tt.n_traj;
+            launch_groups(c);
+            work |= c->tt.n_traj != before;
+        }
+        work |= c->tt.q_len > 0;
+        dispatch_queued(c);
+        if (c->step < cfg->run.steps) {
+            int inflight = c->train_inflight;
+            try_train(c);
+            work |= c->train_inflight != inflight;
+        }
+    }
+    print_progress(c, 0);
+    return work;
+}
+
+void ctl_close(struct controller *c)
+{
+    print_progress(c, 1);
+    shutdown_workers(c);
+    ctl_sched_finish_run(c);
+    write_run_attrs(c);
+    print_summary(c);
+    if (c->real) ctl_real_free(c);
+    controller_free(c);
+}
+
 int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
                    const struct workload *wl, struct metrics *m, int world,
                    const struct ckpt_state *resume, int resume_step)
 {
     struct controller c;
-    controller_init(&c, cfg, cm, wl, m, world);
-    if (c.real) ctl_real_init(&c, resume, resume_step);
-    first_epoch(&c);
-    c.acc.t_start = 0;
-    if (c.real && cfg->eval.size > 0) ctl_eval_request(&c);
+    ctl_open(&c, cfg, cm, wl, m, world, NULL, resume, resume_step);
     struct backoff b;
     backoff_reset(&b);
-    while (c.step < cfg->run.steps || busy_tail(&c)) {
-        int work = ctl_poll(&c);
-        work |= ctl_pool_check_timeouts(&c);
-        if ((c.epoch_pending || c.pool.pending) && !c.train_inflight && c.sync_acks_pending == 0) {
-            ctl_next_epoch(&c);
-            work = 1;
-        }
-        if (!c.epoch_pending && !c.pool.pending) {
-            if (c.sync_wanted > c.rollout_version && c.sync_acks_pending == 0) {
-                ctl_start_sync(&c, c.sync_wanted);
-                work = 1;
-            }
-            if (c.real) ctl_eval_progress(&c);
-            if (c.step < cfg->run.steps) {
-                size_t before = c.tt.n_traj;
-                launch_groups(&c);
-                work |= c.tt.n_traj != before;
-            }
-            work |= c.tt.q_len > 0;
-            dispatch_queued(&c);
-            if (c.step < cfg->run.steps) {
-                int inflight = c.train_inflight;
-                try_train(&c);
-                work |= c.train_inflight != inflight;
-            }
-        }
-        print_progress(&c, 0);
-        if (work)
+    while (ctl_running(&c)) {
+        if (ctl_iterate(&c))
             backoff_reset(&b);
         else
             backoff_sleep(&b);
     }
-    print_progress(&c, 1);
-    shutdown_workers(&c);
-    ctl_sched_finish_run(&c);
-    write_run_attrs(&c);
-    print_summary(&c);
-    if (c.real) ctl_real_free(&c);
-    controller_free(&c);
+    ctl_close(&c);
     return 0;
 }

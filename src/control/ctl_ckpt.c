@@ -20,7 +20,7 @@ static void report_failure(struct controller *c, const char *what, const char *e
     char detail[768];
     snprintf(detail, sizeof detail, "checkpoint of step %d not written: %s: %s", c->step, what, err);
     LOG_E("%s", detail);
-    if (metrics_event(c->m, wall_time() - c->t0, c->step, "error", detail))
+    if (metrics_event(c->m, ctl_now(c), c->step, "error", detail))
         FATAL("metrics: cannot record an event");
 }
 
@@ -38,7 +38,7 @@ void ctl_ckpt_start(struct controller *c)
     m.step = c->step;
     m.version = c->version;
     ckpt_dir_path(rl->ckpt_root, c->step, 1, m.dir, sizeof m.dir);
-    outbox_send(&c->ob, &m, sizeof m, plan_train_root(&c->plan), TAG_CKPT, MPI_COMM_WORLD);
+    ctl_send(c, &m, sizeof m, plan_train_root(&c->plan), TAG_CKPT);
     rl->ckpt_inflight = c->step;
 }
 
@@ -72,7 +72,7 @@ static void build_state(struct controller *c, struct ckpt_state *s)
     s->next_prompt = c->next_prompt;
     s->baseline = rl->bl.value;
     s->baseline_set = rl->bl.set;
-    s->elapsed_s = rl->elapsed_before_s + (wall_time() - c->t0);
+    s->elapsed_s = rl->elapsed_before_s + (ctl_now(c));
     s->time_to_target_s = rl->time_to_target_s;
     s->trained = rl->trained;
     s->n_trained = rl->n_trained;
@@ -145,7 +145,7 @@ void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d)
     ckpt_dir_path(rl->ckpt_root, d->step, 0, dir, sizeof dir);
     snprintf(detail, sizeof detail, "step %d: %.400s (%lld buffered groups, %lld in flight)", d->step,
              dir, (long long)n_groups, (long long)n_relaunch);
-    if (metrics_event(c->m, wall_time() - c->t0, c->step, "checkpoint", detail))
+    if (metrics_event(c->m, ctl_now(c), c->step, "checkpoint", detail))
         FATAL("metrics: cannot record an event");
     LOG_I("checkpoint %s", detail);
 }

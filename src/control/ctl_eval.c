@@ -31,7 +31,7 @@ static void launch(struct controller *c)
     }
     int cap = c->cfg->rollout.max_tokens;
     int32_t *ids = xmalloc((size_t)cap * sizeof *ids);
-    double now = wall_time() - c->t0;
+    double now = ctl_now(c);
     for (int i = 0; i < n; i++) {
         struct env_problem pr;
         env_problem(&c->rl.env, ENV_EVAL, i, &pr);
@@ -88,7 +88,7 @@ void ctl_eval_finished_traj(struct controller *c, struct traj *t)
 {
     struct ctl_eval *ev = &c->rl.ev;
     t->state = TS_DONE;
-    t->t_end = wall_time() - c->t0;
+    t->t_end = ctl_now(c);
     ev->n_done++;
     if (--ev->active > 0) return;
     double ok = 0, reward = 0, ans = 0, calls = 0, gen = 0;
@@ -101,7 +101,7 @@ void ctl_eval_finished_traj(struct controller *c, struct traj *t)
         gen += ev->t[i].gen_tokens;
     }
     double n = ev->n;
-    struct metrics_eval_row row = {ev->step, ev->version, wall_time() - c->t0, ev->n, ok / n,
+    struct metrics_eval_row row = {ev->step, ev->version, ctl_now(c), ev->n, ok / n,
                                    reward / n, ans / n, calls / n, gen / n};
     if (metrics_eval(c->m, &row) || metrics_flush(c->m))
         FATAL("metrics: cannot write the evaluation of step %d", ev->step);

@@ -28,7 +28,7 @@ static void write_planner_row(struct controller *c, const struct planner_pass *p
 {
     struct metrics_planner_row row = {
         .step = ps->step,
-        .wall_s = wall_time() - c->t0,
+        .wall_s = ctl_now(c),
         .applied = applied,
         .cur_train_s = ps->cur_train_s,
         .cur_rollout_s = ps->cur_rollout_s,
@@ -41,7 +41,7 @@ static void write_planner_row(struct controller *c, const struct planner_pass *p
         .transition_s = ps->transition_s,
         .net_s = ps->net_s,
         .horizon = ps->horizon,
-        .solve_s = ps->solve_s,
+        .solve_s = c->tr ? 0.0 : ps->solve_s, /* the simulator's files are machine-free */
         .history = ps->history};
     snprintf(row.trigger, sizeof row.trigger, "%s", plan_trigger_name(ps->trigger));
     if (ps->searched) {
@@ -100,7 +100,7 @@ void ctl_plan_after_step(struct controller *c, double step_s, double rollout_bus
         .rt = {.queue_pressure = waiting / fmax(1.0, cap_groups * cfg->rollout.n_samples),
                .active_pressure = (double)tt_groups_in_flight(&c->tt) / fmax(1.0, cap_groups),
                .rejected = c->sched.stats.via[SCHED_VIA_GLOBAL],
-               .train_s = (wall_time() - c->t0 - c->batch.sent_at) * ts,
+               .train_s = (ctl_now(c) - c->batch.sent_at) * ts,
                .rollout_s = measured_rollout_s(c, step_s, rollout_busy_frac) * ts},
         .n_hybrid_active = c->batch.n_hybrid_replicas,
         .batch_tokens = c->batch.tokens,
@@ -112,6 +112,10 @@ void ctl_plan_after_step(struct controller *c, double step_s, double rollout_bus
     int apply = planner_step(&c->planner, c->step, c->plan.epoch + 1, &c->base, &in,
                              &c->next_base, &ps);
     write_planner_row(c, &ps, apply);
+    if (ps.searched) {
+        c->stats.solve_s_sum += ps.solve_s;
+        c->stats.n_solves++;
+    }
     free(kv);
     if (apply) {
         c->epoch_pending = 1;
@@ -122,7 +126,7 @@ void ctl_plan_after_step(struct controller *c, double step_s, double rollout_bus
                  c->step, plan_trigger_name(ps.trigger), ps.cand.n_train, ps.cand.train.tp,
                  ps.cand.train.pp, ps.cand.train.micro, ps.cand.n_rollout, ps.cand.n_idle,
                  ps.cur_step_s, ps.cand.step_s, ps.transition_s, ps.horizon);
-        if (metrics_event(c->m, wall_time() - c->t0, c->step, "planner", detail))
+        if (metrics_event(c->m, ctl_now(c), c->step, "planner", detail))
             FATAL("metrics: cannot record a planner decision");
         return;
     }

@@ -49,7 +49,7 @@ void ctl_pool_free(struct controller *c)
     free(p->join_t0);
 }
 
-static double now_rel(const struct controller *c) { return wall_time() - c->t0; }
+static double now_rel(const struct controller *c) { return ctl_now(c); }
 
 static void pool_event(struct controller *c, const char *kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -105,6 +105,12 @@ int ctl_replicas(const struct controller *c, int *ranks, int *n_hybrid)
 {
     const struct plan *pl = &c->plan;
     int size = plan_replica_size(pl), n_core = pl->n_train / size, n = 0;
+    if (pl->colocated) { /* every rollout rank trains too, in rank order */
+        for (int r = 1; r < pl->world; r++)
+            if (pl->ranks[r].role == ROLE_ROLLOUT) ranks[n++] = r;
+        *n_hybrid = 0;
+        return n / size;
+    }
     for (int r = 1; r < pl->world; r++)
         if (pl->ranks[r].role == ROLE_TRAIN) ranks[pl->ranks[r].index] = r;
     n = n_core;

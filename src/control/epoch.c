@@ -112,7 +112,7 @@ static void keep_plan(struct controller *c, const struct plan *next, const char 
 {
     c->plan.epoch = next->epoch;
     c->plan.step = next->step;
-    double now = wall_time() - c->t0;
+    double now = ctl_now(c);
     struct metrics_plan_row row = plan_row(c, now, 0.0);
     snprintf(row.reason, sizeof row.reason, "%s (unchanged)", why);
     if (metrics_plan(c->m, &row) || metrics_flush(c->m))
@@ -126,7 +126,7 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
         keep_plan(c, next, why);
         return;
     }
-    double t0 = wall_time();
+    double t0 = ctl_cpu_clock(c);
     int64_t handed = c->stats.handed_back;
     int first = c->plan.n_instances == 0 && c->plan.n_train == 0;
     struct plan old;
@@ -136,23 +136,23 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
     size_t len = plan_packed_size(next);
     char *buf = xmalloc(len);
     plan_pack(next, buf);
-    for (int r = 1; r < c->world; r++) outbox_send(&c->ob, buf, len, r, TAG_PLAN, MPI_COMM_WORLD);
+    for (int r = 1; r < c->world; r++) ctl_send(c, buf, len, r, TAG_PLAN);
     free(buf);
 
-    comms_rebuild(&c->comms, first ? NULL : &old, next, 0);
+    if (!c->tr) comms_rebuild(&c->comms, first ? NULL : &old, next, 0);
     ctl_wait_handbacks(c, first ? 0 : count_dissolved(&old, next));
     plan_copy(&c->plan, next);
     ctl_rebuild_instances(c, first ? NULL : &old);
     ctl_pool_on_plan(c, first ? NULL : &old);
     int core_kept = !first && plan_train_same(&old, next);
-    double dt = wall_time() - t0;
+    double dt = ctl_cpu_clock(c) - t0;
     if (!first) {
         c->stats.n_resplits++;
         c->stats.resplit_s_sum += dt;
         if (dt > c->stats.resplit_s_max) c->stats.resplit_s_max = dt;
     }
 
-    double now = wall_time() - c->t0;
+    double now = ctl_now(c);
     struct metrics_plan_row row = plan_row(c, now, dt);
     snprintf(row.reason, sizeof row.reason, "%s", why);
     row.handed_back = (int32_t)(c->stats.handed_back - handed);
@@ -181,7 +181,7 @@ void ctl_start_sync(struct controller *c, int version)
     int n = 0;
     for (int r = 1; r < c->world; r++) {
         if (r != root && c->plan.ranks[r].role != ROLE_ROLLOUT) continue;
-        outbox_send(&c->ob, &s, sizeof s, r, TAG_SYNC, MPI_COMM_WORLD);
+        ctl_send(c, &s, sizeof s, r, TAG_SYNC);
         n++;
     }
     c->sync_acks_pending = n;
@@ -198,6 +198,6 @@ void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d)
     char detail[128];
     snprintf(detail, sizeof detail, "weights of version %d on %d rollout ranks", c->rollout_version,
              c->plan.n_rollout_ranks);
-    if (metrics_event(c->m, wall_time() - c->t0, c->step, "weight_sync", detail))
+    if (metrics_event(c->m, ctl_now(c), c->step, "weight_sync", detail))
         FATAL("metrics: cannot record weight sync");
 }

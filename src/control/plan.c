@@ -70,6 +70,7 @@ int plan_build(const struct plan_spec *spec, int world, int epoch, int step, con
     out->train_tp = spec->train_tp > 0 ? spec->train_tp : 1;
     out->train_pp = spec->train_pp > 0 ? spec->train_pp : 1;
     out->micro = spec->micro > 0 ? spec->micro : 1;
+    out->colocated = spec->colocate;
     out->n_instances = spec->n_tp;
     out->n_rollout_ranks = 0;
     snprintf(out->reason, sizeof out->reason, "%s", reason ? reason : "");
@@ -83,7 +84,7 @@ int plan_build(const struct plan_spec *spec, int world, int epoch, int step, con
     }
     for (int k = 0; k < spec->n_hybrid; k++, r++)
         out->ranks[r] = (struct rank_assign){ROLE_HYBRID, -1, 0, k};
-    for (int k = 0; k < spec->n_train; k++, r++)
+    for (int k = 0; k < (spec->colocate ? 0 : spec->n_train); k++, r++)
         out->ranks[r] = (struct rank_assign){ROLE_TRAIN, -1, 0, k};
     out->n_idle = world - r;
     for (; r < world; r++) out->ranks[r] = (struct rank_assign){ROLE_IDLE, -1, 0, 0};
@@ -147,6 +148,7 @@ int plan_same_roles(const struct plan *a, const struct plan *b)
 
 int plan_train_root(const struct plan *p)
 {
+    if (p->colocated) return p->n_rollout_ranks > 0 ? p->inst[0].leader : -1;
     for (int r = 1; r < p->world; r++)
         if (p->ranks[r].role == ROLE_TRAIN && p->ranks[r].index == 0) return r;
     return -1;
@@ -196,7 +198,7 @@ const char *role_name(int role)
 /* Wire header: the scalar fields of struct plan, fixed size. */
 struct plan_wire_hdr {
     int32_t epoch, step, world, n_train, n_hybrid, n_rollout_ranks, n_instances, n_idle;
-    int32_t train_tp, train_pp, micro, pad_;
+    int32_t train_tp, train_pp, micro, colocated;
     char reason[64];
 };
 
@@ -210,7 +212,7 @@ void plan_pack(const struct plan *p, void *buf)
 {
     struct plan_wire_hdr h = {p->epoch,    p->step,     p->world,           p->n_train,
                               p->n_hybrid,  p->n_rollout_ranks, p->n_instances, p->n_idle,
-                              p->train_tp,  p->train_pp, p->micro,          0,
+                              p->train_tp,  p->train_pp, p->micro,          p->colocated,
                               {0}};
     memcpy(h.reason, p->reason, sizeof h.reason);
     char *o = buf;
@@ -244,6 +246,7 @@ int plan_unpack(const void *buf, size_t len, struct plan *p)
     p->train_tp = h.train_tp;
     p->train_pp = h.train_pp;
     p->micro = h.micro;
+    p->colocated = h.colocated;
     memcpy(p->reason, h.reason, sizeof p->reason);
     p->reason[sizeof p->reason - 1] = '\0';
     const char *i = (const char *)buf + sizeof h;

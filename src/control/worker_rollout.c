@@ -50,25 +50,29 @@ void wr_on_turn_req(struct worker *w, const void *msg, size_t len)
     if (got < 0) FATAL("malformed turn requests (%zu bytes) from rank 0", len);
 }
 
-/* Sends the collected results as one batch (tag TAG_TURN_RESULT or TAG_HANDBACK);
- * the busy time since the last report and the instance's queue state go with the
- * first (the others carry -1). A handback is sent even when empty: rank 0 counts
- * them. */
-static void send_results(struct worker *w, int tag)
+void wr_pack_results(struct wire_buf *pack, int leader, struct engine *e,
+                     struct wire_turn_result *res, int n, double time_scale)
 {
-    if (w->n_res == 0 && tag != TAG_HANDBACK) return;
     int queued, running;
     double kv_frac;
-    engine_queue_stats(&w->eng, &queued, &running, &kv_frac);
-    wire_batch_begin(&w->pack, w->rank);
-    for (int i = 0; i < w->n_res; i++) {
-        struct wire_turn_result *r = &w->res[i];
-        r->busy_rank_s = i == 0 ? engine_take_busy(&w->eng) / w->time_scale : 0;
+    engine_queue_stats(e, &queued, &running, &kv_frac);
+    wire_batch_begin(pack, leader);
+    for (int i = 0; i < n; i++) {
+        struct wire_turn_result *r = &res[i];
+        r->busy_rank_s = i == 0 ? engine_take_busy(e) / time_scale : 0;
         r->inst_queued = i == 0 ? queued : -1;
         r->inst_running = i == 0 ? running : -1;
         r->inst_kv_frac = i == 0 ? kv_frac : -1.0;
-        wire_batch_add_turn_result(&w->pack, r, NULL, NULL, NULL, NULL);
+        wire_batch_add_turn_result(pack, r, NULL, NULL, NULL, NULL);
     }
+}
+
+/* Sends the collected results as one batch (tag TAG_TURN_RESULT or TAG_HANDBACK). A
+ * handback is sent even when empty: rank 0 counts them. */
+static void send_results(struct worker *w, int tag)
+{
+    if (w->n_res == 0 && tag != TAG_HANDBACK) return;
+    wr_pack_results(&w->pack, w->rank, &w->eng, w->res, w->n_res, w->time_scale);
     outbox_send(&w->ob, w->pack.data, w->pack.len, 0, tag, MPI_COMM_WORLD);
     w->n_res = 0;
 }

@@ -26,42 +26,60 @@ static void item_gradient(uint64_t seed, int64_t traj_id, double weight, double 
     for (int i = 0; i < WORKER_EMU_PARAMS; i++) g[i] += weight * (2.0 * rng_uniform(&r) - 1.0);
 }
 
-void wt_on_batch(struct worker *w, const void *msg, size_t len)
+int wt_read_share(const void *msg, size_t len, uint64_t seed, struct wire_train_batch *h,
+                  struct wt_share *s, double *grad)
 {
-    struct wire_train_batch h;
     struct wire_reader rd;
-    int role = w->plan.ranks[w->rank].role;
-    if (wire_train_batch_read(&rd, msg, len, &h))
-        FATAL("malformed training batch (%zu bytes) from rank 0", len);
-    if (role != ROLE_TRAIN && role != ROLE_HYBRID)
-        FATAL("training batch reached rank %d whose role is %s", w->rank, role_name(role));
-    wt_settle(w);
-    struct worker_train *t = &w->tr;
-    memset(t->grad, 0, sizeof t->grad);
-    double tokens = 0, sum_sq = 0, max_len = 0;
-    int size = h.replica_size > 0 ? h.replica_size : 1;
+    if (wire_train_batch_read(&rd, msg, len, h)) return -1;
+    memset(s, 0, sizeof *s);
+    int size = h->replica_size > 0 ? h->replica_size : 1;
     struct wire_train_item it;
     const int32_t *ids;
     const float *logp;
     const uint8_t *mask;
     int got;
     while ((got = wire_next_train_item(&rd, &it, &ids, &logp, &mask)) == 1) {
-        tokens += it.tokens;
-        sum_sq += (double)it.tokens * it.tokens;
-        if (it.tokens > max_len) max_len = it.tokens;
+        s->n_items++;
+        s->tokens += it.tokens;
+        s->sum_sq += (double)it.tokens * it.tokens;
+        if (it.tokens > s->max_len) s->max_len = it.tokens;
         /* each of the replica's ranks holds 1/size of its share's gradient */
-        item_gradient(w->cfg->run.seed, it.traj_id,
-                      (double)it.tokens / (double)h.global_tokens / size, t->grad);
+        item_gradient(seed, it.traj_id, (double)it.tokens / (double)h->global_tokens / size, grad);
     }
-    if (got < 0) FATAL("malformed training batch item (%zu bytes) from rank 0", len);
+    return got < 0 ? -1 : 0;
+}
+
+double wt_share_compute_s(const struct cost_model *cm, const struct plan *p,
+                          const struct wt_share *s)
+{
+    struct train_shape shape = {p->train_tp, p->train_pp, 1, p->micro};
+    struct train_est est;
+    pc_train_step(cm, &shape, 0, s->n_items, s->tokens, s->sum_sq, s->max_len, &est);
+    return est.compute_s + est.tp_comm_s + est.pp_bubble_s;
+}
+
+double wt_reduce_s(const struct cost_model *cm, const struct plan *p, int n_replicas)
+{
+    return cost_grad_allreduce_s(cm, n_replicas) / plan_replica_size(p);
+}
+
+void wt_on_batch(struct worker *w, const void *msg, size_t len)
+{
+    struct wire_train_batch h;
+    int role = w->plan.ranks[w->rank].role;
+    if (role != ROLE_TRAIN && role != ROLE_HYBRID)
+        FATAL("training batch reached rank %d whose role is %s", w->rank, role_name(role));
+    wt_settle(w);
+    struct worker_train *t = &w->tr;
+    memset(t->grad, 0, sizeof t->grad);
+    struct wt_share share;
+    if (wt_read_share(msg, len, w->cfg->run.seed, &h, &share, t->grad))
+        FATAL("malformed training batch (%zu bytes) from rank 0", len);
     t->step = h.step;
     t->n_replicas = h.n_replicas;
     t->hybrid_ranks = h.hybrid_ranks;
     /* this replica's share on its tp x pp ranks: compute + TP + pipeline, no DP */
-    struct train_shape shape = {w->plan.train_tp, w->plan.train_pp, 1, w->plan.micro};
-    struct train_est est;
-    pc_train_step(w->cm, &shape, 0, h.n_items, tokens, sum_sq, max_len, &est);
-    t->compute_s = (est.compute_s + est.tp_comm_s + est.pp_bubble_s) / w->time_scale;
+    t->compute_s = wt_share_compute_s(w->cm, &w->plan, &share) / w->time_scale;
     t->grad[WORKER_EMU_PARAMS] = t->compute_s;
     t->until = wall_time() + t->compute_s;
     t->phase = TP_COMPUTE;
@@ -149,8 +167,7 @@ int wt_progress(struct worker *w)
         MPI_CHECK(MPI_Test(&t->req, &done, MPI_STATUS_IGNORE));
         if (!done) return 0;
         /* each GPU reduces its 1 / (tp pp) shard of the gradient over all replicas */
-        t->comm_s = cost_grad_allreduce_s(w->cm, t->n_replicas) / plan_replica_size(&w->plan) /
-                    w->time_scale;
+        t->comm_s = wt_reduce_s(w->cm, &w->plan, t->n_replicas) / w->time_scale;
         t->until = wall_time() + t->comm_s;
         t->phase = TP_COMM_DELAY;
         return 1;

@@ -64,7 +64,7 @@ static int make_dirs(const char *dir, char *err, size_t errlen)
     }
 }
 
-static int output_path(const struct libra_config *cfg, char *out, size_t len, char *err,
+int driver_output_path(const struct libra_config *cfg, char *out, size_t len, char *err,
                        size_t errlen)
 {
     if (cfg->output.file[0]) {
@@ -151,8 +151,11 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     if (strcmp(cfg->device.type, "cuda") == 0)
         FATAL_INPUT("%s: device.type = \"cuda\": this version runs the emulated (emu) and CPU "
                     "(cpu) devices; the CUDA engine comes later", cfg->source);
+    if (cfg->train.colocate)
+        FATAL_INPUT("%s: train.colocate = 1 (every GPU alternates rollout and training) is "
+                    "simulated only: run it with libra-sim", cfg->source);
     char out[2 * CFG_PATH_MAX];
-    if (output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
+    if (driver_output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
     if (rs->resume && resume_latest(cfg, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
     char *text = config_to_string(cfg);
     printf("libra %s: %d ranks (1 controller + %d workers), device %s\n", PACKAGE_VERSION, world,

@@ -512,6 +512,7 @@ static int table_create(hid_t file, struct table *t, const struct table_def *d, 
     H5TRY(space = H5Screate_simple(1, &dims, &maxdims));
     H5TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE));
     H5TRY(H5Pset_chunk(dcpl, 1, &chunk));
+    H5TRY(H5Pset_obj_track_times(dcpl, 0)); /* the same run gives the same bytes */
     H5TRY(t->dset = H5Dcreate2(file, d->name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
     if (attr_put_string(t->dset, "description", d->description, err, errlen) != 0) goto fail;
     for (int i = 0; i < d->ncols; i++) {
@@ -654,6 +655,15 @@ static void metrics_free(struct metrics *m)
 struct metrics *metrics_open(const char *path, const char *config_text, int world_size,
                              const char *device_type, char *err, size_t errlen)
 {
+    char created[32];
+    iso8601_utc(created, sizeof created);
+    return metrics_open_as(path, config_text, world_size, device_type, created, err, errlen);
+}
+
+struct metrics *metrics_open_as(const char *path, const char *config_text, int world_size,
+                                const char *device_type, const char *created, char *err,
+                                size_t errlen)
+{
     if (!path || !*path) {
         set_error(err, errlen, "metrics_open: empty output path");
         return NULL;
@@ -672,8 +682,6 @@ struct metrics *metrics_open(const char *path, const char *config_text, int worl
     /* EXCL: never truncate, even if the file appeared after check_creatable(). */
     H5TRY(m->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
 
-    char created[32];
-    iso8601_utc(created, sizeof created);
     if (attr_put_i64(m->file, "schema_version", METRICS_SCHEMA_VERSION, err, errlen) ||
         attr_put_string(m->file, "config", config_text, err, errlen) ||
         attr_put_string(m->file, "libra_version", PACKAGE_VERSION, err, errlen) ||

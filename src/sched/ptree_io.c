@@ -163,15 +163,19 @@ fail:
 static int dset_put(hid_t loc, const char *name, hid_t ftype, hid_t mtype, hsize_t n,
                     const void *data, const char *path, char *err, size_t errlen)
 {
-    hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID;
+    hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
     H5TRY(space = H5Screate_simple(1, &n, NULL));
-    H5TRY(dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE));
+    H5TRY(H5Pset_obj_track_times(dcpl, 0)); /* the same tree gives the same bytes */
+    H5TRY(dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
     if (n > 0) H5TRY(H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
     H5CLOSE(dset, H5Dclose);
+    H5CLOSE(dcpl, H5Pclose);
     H5CLOSE(space, H5Sclose);
     return 0;
 fail:
     close_id(&dset, H5Dclose);
+    close_id(&dcpl, H5Pclose);
     close_id(&space, H5Sclose);
     return -1;
 }
@@ -187,6 +191,7 @@ static int write_group(const struct ptree *t, hid_t loc, const char *name,
         return -1;
     }
     hid_t g = H5I_INVALID_HID, mtype = H5I_INVALID_HID, ftype = H5I_INVALID_HID;
+    hid_t gcpl = H5I_INVALID_HID;
     struct node_row *rows = xcalloc((size_t)t->n_node, sizeof *rows);
     size_t total = 0;
     for (int32_t i = 0; i < t->n_node; i++) total += (size_t)t->node[i].n;
@@ -223,7 +228,10 @@ static int write_group(const struct ptree *t, hid_t loc, const char *name,
                   name);
         goto fail;
     }
-    H5TRY(g = H5Gcreate2(loc, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5TRY(gcpl = H5Pcreate(H5P_GROUP_CREATE));
+    H5TRY(H5Pset_obj_track_times(gcpl, 0));
+    H5TRY(g = H5Gcreate2(loc, name, H5P_DEFAULT, gcpl, H5P_DEFAULT));
+    H5CLOSE(gcpl, H5Pclose);
     if (attr_put_string(g, "format", PTREE_FORMAT, path, err, errlen) ||
         attr_put_string(g, "description",
                         "C-MLFQ causal prefix tree: nodes lists parents before children; "
@@ -252,6 +260,7 @@ static int write_group(const struct ptree *t, hid_t loc, const char *name,
 fail:
     close_id(&ftype, H5Tclose);
     close_id(&mtype, H5Tclose);
+    close_id(&gcpl, H5Pclose);
     close_id(&g, H5Gclose);
     free(rows);
     free(rem);
