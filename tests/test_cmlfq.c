@@ -18,6 +18,7 @@
 #include "testutil.h"
 
 static struct cost_model g_cm;
+static struct rates g_rates; /* the cost model as the router sees it */
 static const char *const g_tools[] = {"search", "code"};
 
 static void load_cost_model(void)
@@ -29,6 +30,7 @@ static void load_cost_model(void)
         exit(2);
     }
     g_cm.p = (struct cost_params){0.85, 0.55, 0.4, 0.9, 0.04, 1e9, 16};
+    cost_rates(&g_cm, &g_rates);
 }
 
 static void add_bucket(struct sched_config *c, const char *name, int tp0, int tp1, int max_tokens)
@@ -80,7 +82,7 @@ static void instances(int n, const int *tp)
 static void init(struct sched *s, const struct sched_config *c)
 {
     char err[512];
-    int rc = sched_init(s, c, &g_cm, g_tools, 2, err, sizeof err);
+    int rc = sched_init(s, c, &g_rates, g_tools, 2, err, sizeof err);
     if (rc) fprintf(stderr, "sched_init: %s\n", err);
     CU_ASSERT_FATAL(rc == 0);
 }
@@ -382,7 +384,7 @@ static void test_informed_placement(void)
 
     snprintf(c.default_bucket, sizeof c.default_bucket, "nonesuch");
     char err[256];
-    CU_ASSERT_EQUAL(sched_init(&s, &c, &g_cm, g_tools, 2, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(sched_init(&s, &c, &g_rates, g_tools, 2, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "nonesuch"));
 }
 
@@ -474,7 +476,7 @@ static void test_unknown_type(void)
     struct sched_config c = ref_config();
     snprintf(c.type, sizeof c.type, "fifo");
     char err[256];
-    CU_ASSERT_EQUAL(sched_init(&s, &c, &g_cm, g_tools, 2, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(sched_init(&s, &c, &g_rates, g_tools, 2, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "load_balance"));
 }
 

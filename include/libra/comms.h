@@ -15,15 +15,17 @@
 #include "libra/plan.h"
 
 struct comms {
-    MPI_Comm role;        /* same role; for train ranks this is the DP communicator */
+    MPI_Comm role;        /* same role */
     MPI_Comm instance;    /* the rollout instance (TP group) */
-    MPI_Comm sync;        /* training root (rank 0 in it) + all rollout ranks */
-    MPI_Comm hybrid_lane; /* training root (rank 0 in it) + hybrid ranks */
+    MPI_Comm replica;     /* train / hybrid: the replica (TP group) */
+    MPI_Comm dp;          /* train / hybrid: one TP index across the role's replicas */
+    MPI_Comm sync;        /* root replica + all rollout ranks (plan_members order) */
+    MPI_Comm hybrid_lane; /* root replica + hybrid ranks (plan_members order) */
 };
 
 void comms_init(struct comms *c);
 /* old: the plan the communicators were built for (NULL the first time). Returns 1
- * when this rank kept its core training communicator (plan_train_same). */
+ * when this rank kept its core training communicators (plan_train_same). */
 int comms_rebuild(struct comms *c, const struct plan *old, const struct plan *p, int world_rank);
 void comms_free(struct comms *c);
 

@@ -14,108 +14,16 @@
 #ifndef LIBRA_CONTROLLER_H
 #define LIBRA_CONTROLLER_H
 
-#include <stdint.h>
+#include <stddef.h>
 
 #include "libra/checkpoint.h"
-#include "libra/comms.h"
 #include "libra/config.h"
 #include "libra/cost.h"
-#include "libra/env.h"
-#include "libra/grpo.h"
+#include "libra/device.h"
 #include "libra/metrics.h"
-#include "libra/outbox.h"
-#include "libra/plan.h"
-#include "libra/planner.h"
-#include "libra/sched.h"
-#include "libra/traj_table.h"
-#include "libra/traj_tokens.h"
-#include "libra/wire.h"
 #include "libra/workload.h"
 
-struct ctl_step_acc {        /* accumulated since the last step row */
-    double rollout_busy_rank_s;
-    double t_start;
-    double sched_s;            /* wall seconds in sched_route */
-    int64_t sched_n;           /* routing decisions */
-};
-
-struct ctl_batch {           /* the step in flight, for its /steps row */
-    int n_traj;
-    int64_t tokens_gen, tokens_tool;
-    double tokens, sum_len_sq, max_len; /* whole sequences (the planner's calibration) */
-    int n_replicas, n_hybrid_replicas;  /* replicas it was split over */
-    double sent_at;                     /* wall seconds since the start, when sent */
-    double waited_s;                    /* the trainer sat idle for it, wall seconds */
-    double reward_mean, reward_std, staleness_mean;
-    int staleness_max;
-};
-
-/* device cpu: per-step figures of the batch in flight (for its /steps row) */
-struct ctl_real_batch {
-    double success_rate, gen_tokens_mean, turns_mean;
-    int32_t tool_calls[ENV_N_TOOLS], tool_failures[ENV_N_TOOLS];
-    int32_t zero_var_groups;
-};
-
-/* Trajectory ids at and above this are evaluation episodes (struct ctl_eval). */
-#define CTL_EVAL_ID0 ((int64_t)1 << 40)
-
-/* One greedy evaluation pass over the held-out problems 0 .. n-1. */
-struct ctl_eval {
-    int wanted_version;       /* launch once the rollout ranks hold it; -1 none */
-    int active;               /* episodes in flight */
-    int step, version;        /* when launched */
-    int n, n_done, n_runs;
-    struct traj *t;           /* (n) */
-    struct traj_tokens *tok;  /* (n) */
-    double first_accuracy, last_accuracy;
-};
-
-/* Everything rank 0 needs for the real model (device cpu). */
-struct ctl_real {
-    struct env env;
-    struct grpo_config gc;
-    struct grpo_baseline bl;
-    struct traj_tokens *tok;  /* per trajectory id (grown with the book) */
-    size_t cap_tok;
-    struct ctl_real_batch batch;
-    struct ctl_eval ev;
-    /* resume: prompts launched again first, then the cursor continues */
-    int64_t *relaunch;
-    int64_t n_relaunch, next_relaunch;
-    int64_t *trained;         /* prompt ids trained, in order (checkpoint audit) */
-    int64_t n_trained;
-    size_t cap_trained;
-    /* time_to_target_reward: mean reward of the last CTL_REWARD_WINDOW steps */
-    double reward_win[8];
-    int reward_win_n;
-    double time_to_target_s;  /* < 0: not reached */
-    double elapsed_before_s;  /* training seconds of the run(s) before a resume */
-    /* checkpoints */
-    int ckpt_inflight;        /* step being written, 0 none */
-    char ckpt_root[CFG_PATH_MAX];
-    int resumed_from;         /* step resumed from, -1 fresh */
-};
-#define CTL_REWARD_WINDOW 5
-
-/* The elastic hybrid pool's side of rank 0 (ctl_pool.c). A lent instance's ranks
- * become hybrid ranks of the live plan; each fetches the weights and its optimizer
- * shard in the background and says TAG_HYBRID_READY; until then it gets no share of
- * any batch and the core trains on without it. */
-struct ctl_pool {
-    int *lend;               /* (base.n_instances) 1: lent to training */
-    int *ready;              /* (world) a lent rank has fetched */
-    int *lent_epoch;         /* (world) plan epoch that lent it, -1 not lent */
-    double *join_t0;         /* (world) wall seconds the join started */
-    int pending;             /* a lend / release waits for a quiet point */
-    int joining;             /* lent ranks not ready yet (the timeout scan skips 0) */
-    char why[64];            /* its reason */
-    int64_t joins, releases, timeouts, stale_ready;
-    double ema_train, ema_rollout; /* smoothed measurements the controller decides on */
-    int last_change_step;          /* step of the last lend / release */
-};
-
-struct controller;
+struct controller; /* private to src/control (ctl_internal.h) */
 
 /* How rank 0 reaches its workers. NULL (the job): MPI point-to-point through the
  * outbox, communicators re-split with MPI_Comm_split, wall-clock time. The simulator
@@ -132,161 +40,37 @@ struct ctl_transport {
     double (*now)(void *ctx);
 };
 
-struct ctl_stats {           /* whole-run figures for the summary */
-    int64_t dispatches, results, handed_back, migrations;
-    int n_resplits;
-    double resplit_s_sum, resplit_s_max;
-    int64_t traj_trained, tokens_trained;
-    double reward_sum;
-    double solve_s_sum;        /* planner search wall seconds (not in metrics under a transport) */
-    int n_solves;
-};
-
-struct controller {
-    const struct libra_config *cfg;
-    const struct cost_model *cm;
-    const struct workload *wl;
-    struct metrics *m;
-    int world;
-    double t0;                 /* wall_time() at start */
-    const struct ctl_transport *tr; /* NULL: MPI */
-
-    struct comms comms;
-    struct plan plan;          /* the live plan: base + lent instances */
-    struct plan base;          /* the planner's plan of this epoch */
-    struct plan next_base;     /* grp: the plan to apply at the next quiet point */
-    struct planner planner;
-    struct ctl_pool pool;
-    int64_t finished_in_step;  /* training trajectories finished since the last step */
-    double train_idle_since;   /* wall seconds since the start the trainer went idle */
-    struct sched sched;
-    struct sched_instance *inst; /* (plan.n_instances) */
-    const char *tool_names[WL_MAX_TOOLS]; /* names of the tool indices turn results carry */
-    int64_t *held;             /* (n_held) turns the scheduler asked to hold (la_mlfq) */
-    size_t n_held, cap_held;
-    struct outbox ob;
-    struct wire_buf msg;       /* receive buffer */
-    struct wire_buf pack;      /* packing scratch */
-    struct wire_buf *out_batch; /* (n_out_batch >= plan.n_instances) turn batch per instance */
-    int n_out_batch;
-    struct traj_table tt;
-
-    int step, version;         /* optimizer steps done; version == step */
-    int rollout_version;       /* version every rollout rank holds */
-    int groups_per_batch;
-    int64_t next_prompt;
-    int64_t groups_before;     /* groups trained before a resume (the launch cap counts them) */
-
-    int train_inflight;        /* a step was sent, TRAIN_DONE not yet back */
-    int64_t select_failed_completed; /* completed groups at the last batch that could not */
-    int select_failed_version;       /* be formed, and the version then (-1: none) */
-    int64_t *batch_groups;     /* (groups_per_batch) groups of the step in flight */
-    struct ctl_batch batch;
-    int sync_acks_pending;     /* SYNC_DONE messages still expected */
-    int sync_version_pending;  /* version being synced */
-    int sync_id;
-    int sync_wanted;           /* version the rollout ranks should get next, -1 none */
-    int epoch_pending;         /* re-plan at the next quiet point */
-    int handbacks_pending;     /* HANDBACK messages still expected (re-split / shutdown) */
-    int stopping;
-
-    struct ctl_step_acc acc;
-    struct ctl_stats stats;
-    double last_progress;
-
-    int real;                  /* device cpu: real tokens, env rewards, GRPO */
-    struct ctl_real rl;
-};
-
-/* Runs the whole job on rank 0; returns the process exit code. resume: the state of
- * the checkpoint to continue from (device cpu), or NULL. */
+/* Runs the whole job on rank 0; returns the process exit code. dev: what the
+ * workers' device reports (device_ops.describe). resume: the state of the checkpoint
+ * to continue from (a device with a model), or NULL. */
 int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
-                   const struct workload *wl, struct metrics *m, int world,
-                   const struct ckpt_state *resume, int resume_step);
+                   const struct workload *wl, const struct device_info *dev, struct metrics *m,
+                   int world, const struct ckpt_state *resume, int resume_step);
 
-/* The loop in pieces, for the job (controller_run) and the simulator: ctl_open
+/* The loop in pieces, for the job (controller_run) and the simulator: ctl_create
  * initialises and applies the first plan; ctl_iterate does one pass (messages, pool
  * timeouts, a pending epoch, a weight sync, launch, dispatch, a training step) and
  * returns nonzero if it did anything; ctl_running says whether the run goes on;
- * ctl_close shuts the workers down, writes the run's last rows and frees c. */
-void ctl_open(struct controller *c, const struct libra_config *cfg, const struct cost_model *cm,
-              const struct workload *wl, struct metrics *m, int world,
-              const struct ctl_transport *tr, const struct ckpt_state *resume, int resume_step);
+ * ctl_close shuts the workers down, writes the run's last rows; ctl_destroy frees. */
+struct controller *ctl_create(const struct libra_config *cfg, const struct cost_model *cm,
+                              const struct workload *wl, const struct device_info *dev,
+                              struct metrics *m, int world, const struct ctl_transport *tr,
+                              const struct ckpt_state *resume, int resume_step);
 int ctl_iterate(struct controller *c);
 int ctl_running(const struct controller *c);
 void ctl_close(struct controller *c);
+void ctl_destroy(struct controller *c);
 /* One message from rank source (what the transport received). */
 void ctl_deliver(struct controller *c, int tag, int source, const void *data, size_t len);
-/* Sends through the transport. */
-void ctl_send(struct controller *c, const void *buf, size_t len, int dest, int tag);
-/* The run's clock (struct ctl_transport.now), and a wall clock for rank 0's own CPU
- * work (routing decisions, re-splits) that reads 0 under a transport, so simulated
- * metrics do not depend on the machine. */
-double ctl_now(const struct controller *c);
-double ctl_cpu_clock(const struct controller *c);
 
-/* epoch.c: planning epochs and weight syncs (called from the loop). */
-void ctl_apply_plan(struct controller *c, const struct plan *next, const char *why);
-void ctl_start_sync(struct controller *c, int version);
-void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d);
-/* Shared by controller.c and epoch.c. */
-int ctl_poll(struct controller *c);
-/* Serves messages until `expected` TAG_HANDBACK messages have arrived. */
-void ctl_wait_handbacks(struct controller *c, int expected);
-void ctl_rebuild_instances(struct controller *c, const struct plan *old);
-/* The trajectory (training or evaluation) with this id. */
-struct traj *ctl_traj(struct controller *c, int64_t id);
-
-/* ctl_plan.c: the global resource planner's side of the loop (plan.mode = grp):
- * measurements at the end of every step, the planning pass, its /planner row. */
-void ctl_plan_after_step(struct controller *c, double step_s, double rollout_busy_frac);
-/* Applies what waits for a quiet point: a new epoch's base plan (the planner's, or the
- * static / scripted one), else the pool's lend / release on top of the base plan. */
-void ctl_next_epoch(struct controller *c);
-/* ctl_pool.c */
-void ctl_pool_init(struct controller *c);
-void ctl_pool_free(struct controller *c);
-/* After a plan took effect: starts the joins of newly lent ranks, forgets released ones. */
-void ctl_pool_on_plan(struct controller *c, const struct plan *old);
-void ctl_pool_on_ready(struct controller *c, const struct wire_hybrid_ready *r);
-/* Rolls back joins that ran past plan.pool_join_timeout_s; returns 1 if any did. */
-int ctl_pool_check_timeouts(struct controller *c);
-/* The pool controller's decision at the end of a step (grp with plan.pool = 1). */
-void ctl_pool_decide(struct controller *c, double train_s, double rollout_s, double pressure);
-/* Training replicas in DP order: core replicas, then lent replicas whose ranks are all
- * ready. ranks (world) receives replica k's ranks at ranks[k * size .. + size);
- * returns the replica count, *n_hybrid the lent ones. */
-int ctl_replicas(const struct controller *c, int *ranks, int *n_hybrid);
-
-/* ctl_real.c: the real model's side of rank 0 (device cpu). */
-void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int resume_step);
-void ctl_real_free(struct controller *c);
-int64_t ctl_real_next_prompt(struct controller *c);
-void ctl_real_launch(struct controller *c, int64_t group_id);
-struct traj_tokens *ctl_real_tokens(struct controller *c, int64_t traj_id);
-/* Sampling stream of a trajectory: (prompt, sample), the same in every run segment. */
-int64_t ctl_real_rng_key(const struct controller *c, const struct traj *t);
-void ctl_real_on_turn(struct controller *c, struct traj *t, const struct wire_turn_result *r,
-                      const struct wire_turn_arrays *a);
-double ctl_real_score(struct controller *c, struct traj *t);
-/* Advantages of the step's groups; fills the batch figures. adv is indexed like the
- * items (group-major, n_samples per group). */
-void ctl_real_advantages(struct controller *c, const int64_t *groups, int n, double *adv);
-void ctl_real_step_row(struct controller *c, const struct wire_train_done *d,
-                       struct metrics_step_row *row, double now);
-/* Evaluation: schedule one at the current version; launch / finish. */
-void ctl_eval_request(struct controller *c);
-void ctl_eval_progress(struct controller *c);
-void ctl_eval_finished_traj(struct controller *c, struct traj *t);
-/* ctl_sched.c: the scheduler's side of the loop -- per-step /sched, /instances and
- * /migrations rows, the prefix tree at the end of the run and in checkpoints. */
-void ctl_sched_init(struct controller *c);
-void ctl_sched_step_rows(struct controller *c, double now);
-void ctl_sched_finish_run(struct controller *c);
-/* Writes dir/tree.h5 (cmlfq; a no-op for the other policies). */
-int ctl_sched_save_tree(const struct controller *c, const char *dir, char *err, size_t errlen);
-/* Checkpoints. */
-void ctl_ckpt_start(struct controller *c);
-void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d);
+/* What a driver of the loop may read: the step in progress and the trajectory book. */
+struct ctl_status {
+    int step;                  /* optimizer steps done */
+    size_t n_traj, queued, held;
+    int train_inflight;
+    double solve_s_sum;        /* planner search seconds */
+    int n_solves;
+};
+void ctl_status(const struct controller *c, struct ctl_status *out);
 
 #endif

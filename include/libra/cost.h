@@ -13,6 +13,7 @@
 #define LIBRA_COST_H
 
 #include "libra/profile.h"
+#include "libra/rates.h"
 
 struct cost_params {
     double decode_bw_util;         /* fraction of HBM bandwidth a decode step reaches */
@@ -48,5 +49,8 @@ double cost_weight_sync_s(const struct cost_model *c);
 /* Training memory per GPU for dp replicas with ZeRO-style sharding of the optimizer
  * state; the planner uses it to reject plans that do not fit. */
 double cost_train_memory_bytes(const struct cost_model *c, int dp, double tokens_per_gpu);
+
+/* The cost model as struct rates (ctx = c, which must outlive r). */
+void cost_rates(const struct cost_model *c, struct rates *r);
 
 #endif

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libra/workload.h" /* enum tool_status */
+#include "libra/tool_status.h"
 
 #define ENV_TEXT_MAX 1024  /* prompt text bytes at most */
 #define ENV_ANSWER_MAX 128 /* answer text bytes at most */

@@ -11,9 +11,16 @@
  * Communicators (plan_colors, built by comms_rebuild with MPI_Comm_split on world):
  *   role        all ranks of the same role (rollout | train | hybrid)
  *   instance    the ranks of one rollout instance (its TP group)
- *   sync        the training root (key 0) and every rollout rank: weight broadcast
- *   hybrid lane the training root (key 0) and the hybrid ranks: lent gradients,
- *               kept apart so the core training communicator is never touched
+ *   replica     train / hybrid: the ranks of one replica (its TP group, index /
+ *               replica size)
+ *   dp          train / hybrid: the ranks of one TP index across the role's replicas
+ *               (index % replica size): the data-parallel reduction of a gradient
+ *               shard
+ *   sync        the root replica (the first train_tp x train_pp training ranks, in
+ *               index order) and every rollout rank: weight syncs
+ *   hybrid lane the root replica and the hybrid ranks: lent gradients, totals and
+ *               joins, kept apart so the core training communicator is never touched
+ * Member order of sync and hybrid lane (their comm ranks): plan_members.
  */
 #ifndef LIBRA_PLAN_H
 #define LIBRA_PLAN_H
@@ -49,7 +56,7 @@ struct plan {
 };
 
 struct plan_colors {
-    int role, instance, sync, hybrid_lane; /* MPI_UNDEFINED where the rank is not a member */
+    int role, instance, replica, dp, sync, hybrid_lane; /* MPI_UNDEFINED: not a member */
     int key;                               /* ordering key inside sync / hybrid lane */
 };
 
@@ -75,6 +82,12 @@ int plan_train_same(const struct plan *a, const struct plan *b);
 int plan_same_roles(const struct plan *a, const struct plan *b);
 /* World rank of the training root (DP index 0), -1 if none. */
 int plan_train_root(const struct plan *p);
+/* 1 if rank is one of the root replica's ranks (training index < replica size). */
+int plan_in_root_replica(const struct plan *p, int rank);
+/* World ranks of the sync (lane = 0) or hybrid-lane (lane = 1) communicator in comm
+ * rank order: the root replica by index, then the rollout (hybrid) ranks ascending.
+ * out holds world entries; returns the count. */
+int plan_members(const struct plan *p, int lane, int *out);
 /* Index in p of the instance led by leader with the same TP as in old; -1 if gone. */
 int plan_find_instance(const struct plan *p, int leader, int tp);
 /* 1 if rank's instance in old exists unchanged (same leader, same TP) in new. */

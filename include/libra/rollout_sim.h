@@ -93,6 +93,7 @@ struct rsim_stats {
 
 struct rsim {
     struct rsim_config cfg;
+    struct rates rates;      /* the cost model as the router sees it (cost_rates) */
     struct sched sched;
     const char *tool_names[WL_MAX_TOOLS]; /* the workload's, for the scheduler's tree keys */
     struct engine *eng;            /* (n_inst) */

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "libra/config.h"
-#include "libra/cost.h"
+#include "libra/rates.h"
 #include "libra/ptree.h"
 #include "libra/tool_state.h"
 
@@ -138,7 +138,8 @@ struct sched_bucket { /* a bucket as routed (from struct sched_bucket_spec) */
 
 struct sched {
     struct sched_config cfg;
-    const struct cost_model *cm;     /* cmlfq's migration economics */
+    struct rates rates;              /* the device's rates: cmlfq's migration economics,
+                                        balance = "time"; unset (NULL ops) = none */
     const struct sched_ops *ops;
     void *priv;                      /* the policy's state */
     struct tool_state_config ts;
@@ -162,7 +163,7 @@ struct sched {
 /* tool_names: names of the tool indices that tool returns carry (emu: workload
  * tools; cpu: env tools). 0, or -1 with err (unknown type, bad bucket, unreadable
  * sched.tree_in ...). */
-int sched_init(struct sched *s, const struct sched_config *cfg, const struct cost_model *cm,
+int sched_init(struct sched *s, const struct sched_config *cfg, const struct rates *rates,
                const char *const *tool_names, int n_tools, char *err, size_t errlen);
 void sched_free(struct sched *s);
 /* Where the turn goes. n >= 1 instances. now: seconds since the run started (the

@@ -17,7 +17,8 @@
  *   rollout leader -> rank 0   TAG_HANDBACK       a batch: in-flight turns of a dissolved
  *                                                 instance (partial or awaiting rank 0)
  *   rank 0 -> every worker     TAG_PLAN           the next epoch's plan (then all split)
- *   rank 0 -> sync members     TAG_SYNC           broadcast weights of version v now
+ *   rank 0 -> sync members     TAG_SYNC           send / receive the weights of version v
+ *                                                 now (shard-matched, worker weight_sync.c)
  *   sync member -> rank 0      TAG_SYNC_DONE      weights of version v received/sent
  *   rank 0 -> train, hybrid    TAG_TRAIN_BATCH    this rank's share of a step's batch
  *   train root -> rank 0       TAG_TRAIN_DONE     the optimizer step is done
@@ -120,6 +121,7 @@ struct wire_sync {
 struct wire_sync_done {
     int32_t version;
     int32_t sync_id;
+    int64_t bytes;   /* weight bytes this rank received (rollout) or sent (root replica) */
 };
 
 /* One trajectory of a training share; with has_data (cpu) followed by tokens int32

@@ -21,9 +21,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "libra/tool_status.h"
+
 #define WL_MAX_TOOLS 8
 
-enum tool_status { TOOL_NONE = 0, TOOL_SUCCESS = 1, TOOL_FAILURE = 2, TOOL_TIMEOUT = 3 };
 
 struct wl_tool {
     char name[32];

@@ -3,7 +3,7 @@
  * Planning epochs and weight syncs are in epoch.c.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "libra/controller.h"
+#include "ctl_internal.h"
 
 #include <math.h>
 #include <sys/resource.h>
@@ -538,7 +538,7 @@ void ctl_deliver(struct controller *c, int tag, int source, const void *data, si
         struct wire_sync_done d;
         if (len != sizeof d) FATAL("malformed SYNC_DONE from rank %d", source);
         memcpy(&d, data, sizeof d);
-        ctl_on_sync_done(c, &d);
+        ctl_on_sync_done(c, &d, source);
         break;
     }
     default: FATAL("unexpected message tag %d (%s) from rank %d", tag, wire_tag_name(tag), source);
@@ -700,9 +700,11 @@ static void write_run_attrs(struct controller *c)
 
 static void controller_init(struct controller *c, const struct libra_config *cfg,
                             const struct cost_model *cm, const struct workload *wl,
-                            struct metrics *m, int world, const struct ctl_transport *tr)
+                            const struct device_info *dev, struct metrics *m, int world,
+                            const struct ctl_transport *tr)
 {
     memset(c, 0, sizeof *c);
+    c->dev = *dev;
     c->tr = tr;
     c->cfg = cfg;
     c->cm = cm;
@@ -714,7 +716,7 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
     c->batch_groups = xmalloc((size_t)c->groups_per_batch * sizeof *c->batch_groups);
     c->sync_wanted = -1;
     c->select_failed_completed = -1;
-    c->real = strcmp(cfg->device.type, "cpu") == 0;
+    c->real = dev->has_model;
     comms_init(&c->comms);
     plan_init(&c->plan, world);
     plan_init(&c->base, world);
@@ -763,10 +765,11 @@ static int busy_tail(const struct controller *c)
 }
 
 void ctl_open(struct controller *c, const struct libra_config *cfg, const struct cost_model *cm,
-              const struct workload *wl, struct metrics *m, int world,
-              const struct ctl_transport *tr, const struct ckpt_state *resume, int resume_step)
+              const struct workload *wl, const struct device_info *dev, struct metrics *m,
+              int world, const struct ctl_transport *tr, const struct ckpt_state *resume,
+              int resume_step)
 {
-    controller_init(c, cfg, cm, wl, m, world, tr);
+    controller_init(c, cfg, cm, wl, dev, m, world, tr);
     if (c->real) ctl_real_init(c, resume, resume_step);
     first_epoch(c);
     c->acc.t_start = 0;
@@ -818,20 +821,43 @@ void ctl_close(struct controller *c)
     controller_free(c);
 }
 
-int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
-                   const struct workload *wl, struct metrics *m, int world,
-                   const struct ckpt_state *resume, int resume_step)
+struct controller *ctl_create(const struct libra_config *cfg, const struct cost_model *cm,
+                              const struct workload *wl, const struct device_info *dev,
+                              struct metrics *m, int world, const struct ctl_transport *tr,
+                              const struct ckpt_state *resume, int resume_step)
 {
-    struct controller c;
-    ctl_open(&c, cfg, cm, wl, m, world, NULL, resume, resume_step);
+    struct controller *c = xmalloc(sizeof *c);
+    ctl_open(c, cfg, cm, wl, dev, m, world, tr, resume, resume_step);
+    return c;
+}
+
+void ctl_destroy(struct controller *c) { free(c); }
+
+void ctl_status(const struct controller *c, struct ctl_status *out)
+{
+    *out = (struct ctl_status){.step = c->step,
+                               .n_traj = c->tt.n_traj,
+                               .queued = c->tt.q_len,
+                               .held = c->n_held,
+                               .train_inflight = c->train_inflight,
+                               .solve_s_sum = c->stats.solve_s_sum,
+                               .n_solves = c->stats.n_solves};
+}
+
+int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
+                   const struct workload *wl, const struct device_info *dev, struct metrics *m,
+                   int world, const struct ckpt_state *resume, int resume_step)
+{
+    struct controller *c = ctl_create(cfg, cm, wl, dev, m, world, NULL, resume, resume_step);
     struct backoff b;
     backoff_reset(&b);
-    while (ctl_running(&c)) {
-        if (ctl_iterate(&c))
+    while (ctl_running(c)) {
+        if (ctl_iterate(c))
             backoff_reset(&b);
         else
             backoff_sleep(&b);
     }
-    ctl_close(&c);
+    ctl_close(c);
+    ctl_destroy(c);
     return 0;
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libra/controller.h"
+#include "ctl_internal.h"
 #include "libra/log.h"
 
 static void report_failure(struct controller *c, const char *what, const char *err)

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libra/controller.h"
+#include "ctl_internal.h"
 #include "libra/log.h"
 
 static void write_planner_row(struct controller *c, const struct planner_pass *ps, int applied)

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libra/controller.h"
+#include "ctl_internal.h"
 #include "libra/log.h"
 #include "libra/pool_ctl.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libra/controller.h"
+#include "ctl_internal.h"
 #include "libra/adamw.h"
 #include "libra/env_setup.h"
 #include "libra/log.h"

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "libra/controller.h"
+#include "ctl_internal.h"
 #include "libra/log.h"
 
 _Static_assert(METRICS_SCHED_N_ROUTES == SCHED_R_COUNT && METRICS_SCHED_N_VIA == SCHED_VIA_COUNT,
@@ -21,7 +21,7 @@ void ctl_sched_init(struct controller *c)
         for (; n < c->wl->n_tools && n < WL_MAX_TOOLS; n++) c->tool_names[n] = c->wl->tools[n].name;
     }
     char err[1024];
-    if (sched_init(&c->sched, &c->cfg->sched, c->cm, c->tool_names, n, err, sizeof err))
+    if (sched_init(&c->sched, &c->cfg->sched, &c->dev.rates, c->tool_names, n, err, sizeof err))
         FATAL("%s", err);
     const struct ptree *t = sched_tree(&c->sched);
     if (t && c->cfg->sched.tree_in[0]) {

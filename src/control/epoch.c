@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libra/controller.h"
+#include "ctl_internal.h"
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
 
@@ -45,7 +45,7 @@ void ctl_rebuild_instances(struct controller *c, const struct plan *old)
         const struct instance_desc *d = &c->plan.inst[i];
         next[i] = (struct sched_instance){.leader = d->leader,
                                           .tp = d->tp,
-                                          .capacity = cost_kv_capacity_tokens(c->cm, d->tp),
+                                          .capacity = c->dev.rates.kv_capacity_tokens(&c->dev.rates, d->tp),
                                           .queued = -1,
                                           .running = -1,
                                           .kv_frac = -1};
@@ -133,9 +133,16 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
     plan_init(&old, c->world);
     plan_copy(&old, &c->plan);
 
-    size_t len = plan_packed_size(next);
+    /* The workers read plan.step as the optimizer steps done: lent ranks drain the
+     * totals of those steps before the re-split. */
+    struct plan sent;
+    plan_init(&sent, c->world);
+    plan_copy(&sent, next);
+    sent.step = c->step;
+    size_t len = plan_packed_size(&sent);
     char *buf = xmalloc(len);
-    plan_pack(next, buf);
+    plan_pack(&sent, buf);
+    plan_free(&sent);
     for (int r = 1; r < c->world; r++) ctl_send(c, buf, len, r, TAG_PLAN);
     free(buf);
 
@@ -177,27 +184,33 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
 void ctl_start_sync(struct controller *c, int version)
 {
     struct wire_sync s = {version, ++c->sync_id};
-    int root = plan_train_root(&c->plan);
-    int n = 0;
-    for (int r = 1; r < c->world; r++) {
-        if (r != root && c->plan.ranks[r].role != ROLE_ROLLOUT) continue;
-        ctl_send(c, &s, sizeof s, r, TAG_SYNC);
-        n++;
-    }
+    /* every member of the sync communicator: the root replica and the rollout ranks */
+    int *members = xmalloc((size_t)c->world * sizeof *members);
+    int n = plan_members(&c->plan, 0, members);
+    for (int k = 0; k < n; k++) ctl_send(c, &s, sizeof s, members[k], TAG_SYNC);
+    free(members);
     c->sync_acks_pending = n;
     c->sync_version_pending = version;
+    c->sync_bytes_max = c->sync_bytes_sum = 0;
 }
 
-void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d)
+void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d, int source)
 {
     if (c->sync_acks_pending <= 0 || d->sync_id != c->sync_id)
         FATAL("unexpected SYNC_DONE (sync %d, version %d; expected sync %d)", d->sync_id,
               d->version, c->sync_id);
+    if (!plan_in_root_replica(&c->plan, source)) { /* a receiver's count */
+        c->sync_bytes_sum += d->bytes;
+        if (d->bytes > c->sync_bytes_max) c->sync_bytes_max = d->bytes;
+    }
     if (--c->sync_acks_pending > 0) return;
     c->rollout_version = c->sync_version_pending;
-    char detail[128];
-    snprintf(detail, sizeof detail, "weights of version %d on %d rollout ranks", c->rollout_version,
-             c->plan.n_rollout_ranks);
+    c->stats.sync_bytes += c->sync_bytes_sum;
+    char detail[192];
+    snprintf(detail, sizeof detail,
+             "weights of version %d on %d rollout ranks; %lld bytes received, at most %lld by "
+             "one rank", c->rollout_version, c->plan.n_rollout_ranks,
+             (long long)c->sync_bytes_sum, (long long)c->sync_bytes_max);
     if (metrics_event(c->m, ctl_now(c), c->step, "weight_sync", detail))
         FATAL("metrics: cannot record weight sync");
 }

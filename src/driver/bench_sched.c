@@ -374,7 +374,9 @@ static int bench_latency(const struct bench_opts *o)
     snprintf(sc.type, sizeof sc.type, "cmlfq");
     sc.rebuild_interval = 0; /* no step ends here; the tree only grows */
     char err[1024];
-    if (sched_init(&c->s, &sc, &in.cm, lat_tools, LAT_TOOLS, err, sizeof err)) {
+    struct rates rates;
+    cost_rates(&in.cm, &rates);
+    if (sched_init(&c->s, &sc, &rates, lat_tools, LAT_TOOLS, err, sizeof err)) {
         fprintf(stderr, "libra --bench-sched: %s\n", err);
         free(c);
         return 1;

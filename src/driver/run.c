@@ -21,6 +21,7 @@
 
 #include "libra/checkpoint.h"
 #include "libra/controller.h"
+#include "libra/device.h"
 #include "libra/driver.h"
 #include "libra/log.h"
 #include "libra/metrics.h"
@@ -98,12 +99,13 @@ struct resume {
 /* Finds the checkpoint, points model.checkpoint at its model, and names the metrics
  * file of the resumed segment "<file>.resumed-<step>.h5" so the first segment's file
  * is never touched. 0, or -1 with rs->err. */
-static int resume_latest(struct libra_config *cfg, struct resume *rs, char *out, size_t outlen)
+static int resume_latest(struct libra_config *cfg, const struct device_info *dev,
+                         struct resume *rs, char *out, size_t outlen)
 {
     char root[CFG_PATH_MAX], model[CFG_PATH_MAX];
-    if (strcmp(cfg->device.type, "cpu") != 0) {
-        snprintf(rs->err, sizeof rs->err, "--resume needs device.type = \"cpu\" (emulated runs "
-                 "keep no checkpoints)");
+    if (!dev->has_model) {
+        snprintf(rs->err, sizeof rs->err, "--resume needs a device with a model (device.type = "
+                 "\"%s\" keeps no checkpoints)", cfg->device.type);
         return -1;
     }
     if (cfg->run.checkpoint_dir[0])
@@ -142,21 +144,23 @@ static int resume_latest(struct libra_config *cfg, struct resume *rs, char *out,
 
 /* Rank 0: everything that can fail on bad input, before anything is written. */
 static struct metrics *prepare(const char *path, int world, struct libra_config *cfg,
-                               struct job_inputs *in, struct resume *rs)
+                               struct job_inputs *in, struct device_info *dev, struct resume *rs)
 {
     char err[1024];
     if (config_load(path, cfg, err, sizeof err) || config_check_world(cfg, world, err, sizeof err) ||
         driver_load_inputs(cfg, in, err, sizeof err))
         FATAL_INPUT("%s", err);
-    if (strcmp(cfg->device.type, "cuda") == 0)
-        FATAL_INPUT("%s: device.type = \"cuda\": this version runs the emulated (emu) and CPU "
-                    "(cpu) devices; the CUDA engine comes later", cfg->source);
+    const struct device_ops *ops = device_find(cfg->device.type);
+    if (!ops)
+        FATAL_INPUT("%s: device.type = \"%s\": this build has no such device (it has: %s)",
+                    cfg->source, cfg->device.type, device_names());
     if (cfg->train.colocate)
         FATAL_INPUT("%s: train.colocate = 1 (every GPU alternates rollout and training) is "
                     "simulated only: run it with libra-sim", cfg->source);
     char out[2 * CFG_PATH_MAX];
     if (driver_output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
-    if (rs->resume && resume_latest(cfg, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
+    if (ops->describe(cfg, &in->cm, dev, err, sizeof err)) FATAL_INPUT("%s", err);
+    if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
     char *text = config_to_string(cfg);
     printf("libra %s: %d ranks (1 controller + %d workers), device %s\n", PACKAGE_VERSION, world,
            world - 1, cfg->device.type);
@@ -226,12 +230,13 @@ int driver_run_job(int argc, char **argv)
     struct libra_config *cfg = xcalloc(1, sizeof *cfg);
     struct job_inputs *in = xcalloc(1, sizeof *in);
     struct metrics *m = NULL;
+    struct device_info dev;
     struct fatal_ctx fatal = {NULL, 0};
     if (rank == 0) {
         if (world < 2)
             FATAL_INPUT("libra needs at least 2 ranks (1 controller + workers); run it with "
                   "mpirun -np N (N >= 2)");
-        m = prepare(argv[1], world, cfg, in, rs);
+        m = prepare(argv[1], world, cfg, in, &dev, rs);
         if (rs->resume && metrics_attr_int(m, "resumed_from_step", rs->step))
             FATAL("metrics: cannot write an attribute");
         fatal.m = m;
@@ -244,7 +249,7 @@ int driver_run_job(int argc, char **argv)
     int start_version = rs->resume ? rs->version : 0;
     bcast_bytes(&start_version, sizeof start_version);
     log_set_level((enum log_level)log_parse_level(cfg->run.log_level));
-    int rc = rank == 0 ? controller_run(cfg, &in->cm, &in->wl, m, world,
+    int rc = rank == 0 ? controller_run(cfg, &in->cm, &in->wl, &dev, m, world,
                                         rs->resume ? &rs->state : NULL, rs->step)
                        : worker_run(cfg, &in->cm, &in->wl, rank, world, start_version);
     if (rank == 0 && rs->resume) ckpt_state_free(&rs->state);

@@ -24,7 +24,7 @@
 
 #include "libra/log.h"
 #include "libra/tokenizer.h"
-#include "libra/workload.h"
+#include "libra/tool_status.h"
 #include "rollout_cpu_internal.h"
 
 /* ---- turn records and lists ---- */

@@ -55,6 +55,11 @@ const struct ptree *sched_cmlfq_tree(const struct sched *s) { return &priv(s)->t
 
 static int cmlfq_init(struct sched *s, char *err, size_t errlen)
 {
+    if (!rates_valid(&s->rates)) {
+        snprintf(err, errlen, "sched.type = \"cmlfq\" needs the device's rates to price "
+                 "migrations (none were given)");
+        return -1;
+    }
     struct cmlfq *c = xcalloc(1, sizeof *c);
     s->priv = c;
     struct ptree_config pc = {s->cfg.window, s->cfg.min_samples, s->cfg.shrink};
@@ -122,7 +127,7 @@ static void place(struct sched *s, const struct sched_turn *t, struct sched_traj
 /* Per-token decode time of instance i if it took one more sequence of ctx tokens. */
 static double token_time(const struct sched *s, const struct sched_instance *in, double ctx)
 {
-    return cost_decode_step_s(s->cm, in->tp, in->n_turns + 1, in->load + ctx);
+    return s->rates.decode_step_s(&s->rates, in->tp, in->n_turns + 1, in->load + ctx);
 }
 
 static void log_change(struct sched *s, const struct sched_turn *t, struct sched_traj *tr, int to,
@@ -164,7 +169,7 @@ static void consider_move(struct sched *s, const struct sched_turn *t, struct sc
     }
     double ctx = t->ctx_tokens;
     double saving = rem * (token_time(s, src, ctx) - token_time(s, &inst[dst], ctx));
-    double cost = cost_prefill_s(s->cm, inst[dst].tp, ctx, 0);
+    double cost = s->rates.prefill_s(&s->rates, inst[dst].tp, ctx, 0);
     if (saving <= (1 + s->cfg.hysteresis) * cost) {
         log_change(s, t, tr, t->prev, target, SCHED_MIG_DECLINED_COST, rem, saving, cost);
         return;

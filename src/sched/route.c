@@ -29,7 +29,7 @@ static enum balance balance_of(const struct sched *s)
     if (strcmp(s->cfg.balance, "connections") == 0) return BAL_CONNECTIONS;
     if (strcmp(s->cfg.balance, "round_robin") == 0) return BAL_ROUND_ROBIN;
     if (strcmp(s->cfg.balance, "weighted") == 0) return BAL_WEIGHTED;
-    if (strcmp(s->cfg.balance, "time") == 0 && s->cm) return BAL_TIME;
+    if (strcmp(s->cfg.balance, "time") == 0 && rates_valid(&s->rates)) return BAL_TIME;
     return BAL_KV;
 }
 
@@ -100,7 +100,7 @@ static double load_key(const struct sched *s, enum balance bal, const struct sch
     case BAL_WEIGHTED: return in->n_turns / tp_weight(s, in->tp);
     /* The decode time per token a newcomer would see: instances of different TP
      * compare by speed, not by occupancy. */
-    case BAL_TIME: return cost_decode_step_s(s->cm, in->tp, in->n_turns + 1, in->load);
+    case BAL_TIME: return s->rates.decode_step_s(&s->rates, in->tp, in->n_turns + 1, in->load);
     default: return sched_norm_load(in);
     }
 }

@@ -106,12 +106,12 @@ static void traj_remove(struct sched *s, struct sched_traj *tr)
 
 /* ---- interface ---- */
 
-int sched_init(struct sched *s, const struct sched_config *cfg, const struct cost_model *cm,
+int sched_init(struct sched *s, const struct sched_config *cfg, const struct rates *rates,
                const char *const *tool_names, int n_tools, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
-    s->cm = cm;
+    if (rates) s->rates = *rates;
     s->tool_names = tool_names;
     s->n_tools = n_tools;
     for (size_t i = 0; i < N_POLICIES && !s->ops; i++)

@@ -6,7 +6,7 @@
  */
 #include "libra/tool_state.h"
 
-#include "libra/workload.h" /* enum tool_status */
+#include "libra/tool_status.h"
 
 #include <stdio.h>
 

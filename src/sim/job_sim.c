@@ -104,7 +104,9 @@ static double next_stop(struct sim *s, const struct controller *c)
     if (!isfinite(first)) v = INFINITY;
     for (size_t i = 0; i < s->n_timer; i++)
         if (s->timer[i].t < v) v = s->timer[i].t;
-    if (c->n_held > 0 && s->now + s->tick < v) v = s->now + s->tick;
+    struct ctl_status cs;
+    ctl_status(c, &cs);
+    if (cs.held > 0 && s->now + s->tick < v) v = s->now + s->tick;
     return v;
 }
 
@@ -117,17 +119,24 @@ int job_sim_run(const struct job_sim_config *jc, struct metrics *m, struct job_s
     s->tick = jc->tick_s > 0 ? jc->tick_s : JOB_SIM_DEFAULT_TICK_S;
     sim_ranks_init(s);
     struct ctl_transport tr = {.ctx = s, .send = send, .poll = poll, .now = clock_now};
-    struct controller *c = xmalloc(sizeof *c);
-    ctl_open(c, jc->cfg, jc->cm, jc->wl, m, jc->world, &tr, NULL, 0);
+    struct device_info dev;
+    if (device_emu.describe(jc->cfg, jc->cm, &dev, err, errlen)) {
+        sim_ranks_free(s);
+        free(s);
+        return -1;
+    }
+    struct controller *c = ctl_create(jc->cfg, jc->cm, jc->wl, &dev, m, jc->world, &tr, NULL, 0);
+    struct ctl_status cs;
     int rc = 0;
     while (ctl_running(c)) {
         if (ctl_iterate(c)) continue;
         double v = next_stop(s, c);
         if (!isfinite(v)) {
+            ctl_status(c, &cs);
             snprintf(err, errlen, "libra-sim: stalled at %.3f emulated s in step %d: %zu "
                      "trajectories started, %zu queued, %zu held, training %s, but nothing is "
-                     "due (a bug)", s->now, c->step + 1, c->tt.n_traj, c->tt.q_len, c->n_held,
-                     c->train_inflight ? "in flight" : "idle");
+                     "due (a bug)", s->now, cs.step + 1, cs.n_traj, cs.queued, cs.held,
+                     cs.train_inflight ? "in flight" : "idle");
             rc = -1;
             break;
         }
@@ -137,14 +146,15 @@ int job_sim_run(const struct job_sim_config *jc, struct metrics *m, struct job_s
         sim_ranks_advance(s, v);
     }
     if (rc == 0) {
-        s->st.planner_solve_s = c->stats.solve_s_sum;
-        s->st.planner_solves = c->stats.n_solves;
+        ctl_status(c, &cs);
+        s->st.planner_solve_s = cs.solve_s_sum;
+        s->st.planner_solves = cs.n_solves;
         ctl_close(c);
     }
     s->st.virtual_s = s->now;
     s->st.events = s->st.messages_in + s->st.messages_out + s->st.engine_advances + s->st.timers;
     if (st) *st = s->st;
-    free(c);
+    ctl_destroy(c);
     sim_ranks_free(s);
     free(s->ev);
     free(s->timer);

@@ -63,7 +63,8 @@ int rsim_init(struct rsim *r, const struct rsim_config *c, char *err, size_t err
     if (r->cfg.max_batch == 0) r->cfg.max_batch = RSIM_DEFAULT_MAX_BATCH;
     if (r->cfg.tick_s == 0) r->cfg.tick_s = RSIM_DEFAULT_TICK_S;
     for (int k = 0; k < c->wl->n_tools; k++) r->tool_names[k] = c->wl->tools[k].name;
-    if (sched_init(&r->sched, c->sched, c->cm, r->tool_names, c->wl->n_tools, err, errlen))
+    cost_rates(c->cm, &r->rates);
+    if (sched_init(&r->sched, c->sched, &r->rates, r->tool_names, c->wl->n_tools, err, errlen))
         return -1;
     int n = c->n_inst;
     r->eng = xcalloc((size_t)n, sizeof *r->eng);

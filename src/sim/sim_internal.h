@@ -9,11 +9,11 @@
 #include <stdint.h>
 
 #include "libra/controller.h"
+#include "libra/device_emu.h"
 #include "libra/engine.h"
 #include "libra/job_sim.h"
 #include "libra/plan.h"
 #include "libra/wire.h"
-#include "libra/worker.h"
 
 struct sim_event {           /* a message to rank 0, due now */
     double t;
@@ -34,7 +34,7 @@ struct sim_train {           /* the training step whose shares are arriving */
     int step, msgs;
     double core_s, hybrid_s; /* slowest core / lent share */
     double busy_s;           /* compute GPU-seconds */
-    double grad[WORKER_EMU_PARAMS];
+    float grad[EMU_PARAMS];
 };
 
 struct sim {

@@ -54,7 +54,7 @@ static void list_leaders(struct sim *s)
 static void post_results(struct sim *s, int r, int tag)
 {
     if (s->n_res == 0 && tag != TAG_HANDBACK) return;
-    wr_pack_results(&s->pack, r, &s->eng[r], s->res, s->n_res, s->ts);
+    emu_pack_results(&s->pack, r, &s->eng[r], s->res, s->n_res, s->ts);
     sim_post(s, tag, r, s->pack.data, s->pack.len);
     s->n_res = 0;
 }
@@ -143,7 +143,7 @@ static void on_sync(struct sim *s, int r, const void *msg, size_t len)
         advance_engine(s, r, s->now);
         engine_set_version(&s->eng[r], y.version, cost_weight_sync_s(s->c->cm));
     }
-    struct wire_sync_done d = {y.version, y.sync_id};
+    struct wire_sync_done d = {y.version, y.sync_id, 0};
     sim_post(s, TAG_SYNC_DONE, r, &d, sizeof d);
 }
 
@@ -183,12 +183,14 @@ static void on_plan(struct sim *s, int r, const void *msg, size_t len)
 static void on_train_batch(struct sim *s, int r, const void *msg, size_t len)
 {
     struct wire_train_batch h;
-    struct wt_share share;
+    struct emu_share share;
     struct sim_train *t = &s->tr;
     if (t->msgs == 0) memset(t, 0, sizeof *t);
-    if (wt_read_share(msg, len, s->c->cfg->run.seed, &h, &share, t->grad))
+    /* every rank of a replica holds its share's gradient: count each replica once */
+    int first_of_replica = s->plan.ranks[r].index % plan_replica_size(&s->plan) == 0;
+    if (emu_read_share(msg, len, s->c->cfg->run.seed, &h, &share, first_of_replica ? t->grad : NULL))
         FATAL("libra-sim: malformed training batch (%zu bytes) for rank %d", len, r);
-    double compute = wt_share_compute_s(s->c->cm, &s->plan, &share);
+    double compute = emu_share_compute_s(s->c->cm, &s->plan, &share);
     if (s->plan.ranks[r].role == ROLE_HYBRID)
         t->hybrid_s = fmax(t->hybrid_s, compute);
     else
@@ -196,9 +198,9 @@ static void on_train_batch(struct sim *s, int r, const void *msg, size_t len)
     t->busy_s += compute;
     t->step = h.step;
     if (++t->msgs < h.n_replicas * h.replica_size) return;
-    double reduce = wt_reduce_s(s->c->cm, &s->plan, h.n_replicas);
+    double reduce = emu_reduce_s(s->c->cm, &s->plan, h.n_replicas);
     double norm = 0;
-    for (int i = 0; i < WORKER_EMU_PARAMS; i++) norm += t->grad[i] * t->grad[i];
+    for (int i = 0; i < EMU_PARAMS; i++) norm += (double)t->grad[i] * t->grad[i];
     struct wire_train_done d = {.step = t->step,
                                 .n_replicas = h.n_replicas,
                                 .compute_s = t->core_s / s->ts,

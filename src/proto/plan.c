@@ -154,17 +154,43 @@ int plan_train_root(const struct plan *p)
     return -1;
 }
 
+int plan_in_root_replica(const struct plan *p, int rank)
+{
+    if (p->colocated) return rank == plan_train_root(p);
+    const struct rank_assign *a = &p->ranks[rank];
+    return a->role == ROLE_TRAIN && a->index < plan_replica_size(p);
+}
+
 void plan_colors(const struct plan *p, int rank, struct plan_colors *c)
 {
     const struct rank_assign *a = &p->ranks[rank];
-    int root = plan_train_root(p);
-    c->role = (a->role == ROLE_ROLLOUT || a->role == ROLE_TRAIN || a->role == ROLE_HYBRID)
-                  ? a->role
-                  : MPI_UNDEFINED;
+    int size = plan_replica_size(p), root_rep = plan_in_root_replica(p, rank);
+    int trains = a->role == ROLE_TRAIN || a->role == ROLE_HYBRID;
+    c->role = (a->role == ROLE_ROLLOUT || trains) ? a->role : MPI_UNDEFINED;
     c->instance = a->role == ROLE_ROLLOUT ? a->instance : MPI_UNDEFINED;
-    c->sync = (a->role == ROLE_ROLLOUT || rank == root) ? 0 : MPI_UNDEFINED;
-    c->hybrid_lane = (a->role == ROLE_HYBRID || rank == root) ? 0 : MPI_UNDEFINED;
-    c->key = rank == root ? 0 : rank;
+    c->replica = trains ? a->index / size : MPI_UNDEFINED;
+    c->dp = trains ? a->index % size : MPI_UNDEFINED;
+    c->sync = (a->role == ROLE_ROLLOUT || root_rep) ? 0 : MPI_UNDEFINED;
+    c->hybrid_lane = (a->role == ROLE_HYBRID || root_rep) ? 0 : MPI_UNDEFINED;
+    c->key = root_rep ? a->index : rank;
+}
+
+int plan_members(const struct plan *p, int lane, int *out)
+{
+    int n = 0, size = p->colocated ? 1 : plan_replica_size(p);
+    /* the root replica first, in its index order, then the others by rank */
+    for (int k = 0; k < size; k++)
+        for (int r = 1; r < p->world; r++)
+            if (plan_in_root_replica(p, r) && (p->colocated || p->ranks[r].index == k)) {
+                out[n++] = r;
+                break;
+            }
+    for (int r = 1; r < p->world; r++) {
+        int role = p->ranks[r].role;
+        if (!plan_in_root_replica(p, r) && role == (lane ? ROLE_HYBRID : ROLE_ROLLOUT))
+            out[n++] = r;
+    }
+    return n;
 }
 
 int plan_find_instance(const struct plan *p, int leader, int tp)

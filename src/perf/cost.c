@@ -202,3 +202,26 @@ double cost_train_memory_bytes(const struct cost_model *c, int dp, double tokens
     double state = 2.0 * b * m->n_params + sharded * m->n_params / dp;
     return state + tokens_per_gpu * act_bytes_per_token(m) + c->p.act_workspace_bytes;
 }
+
+static double rate_decode(const struct rates *r, int tp, int batch, double kv_tokens)
+{
+    return cost_decode_step_s(r->ctx, tp, batch, kv_tokens);
+}
+
+static double rate_prefill(const struct rates *r, int tp, double n, double ctx_tokens)
+{
+    return cost_prefill_s(r->ctx, tp, n, ctx_tokens);
+}
+
+static double rate_capacity(const struct rates *r, int tp)
+{
+    return cost_kv_capacity_tokens(r->ctx, tp);
+}
+
+void cost_rates(const struct cost_model *c, struct rates *r)
+{
+    *r = (struct rates){.ctx = c,
+                        .decode_step_s = rate_decode,
+                        .prefill_s = rate_prefill,
+                        .kv_capacity_tokens = rate_capacity};
+}

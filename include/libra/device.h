@@ -1,0 +1,181 @@
+/*
+ * The device seam: everything a worker rank asks of the device it drives, as one
+ * table of operations (in the spirit of the Linux VFS file_operations or ggml's
+ * backend interface). The worker side (src/worker/) is written once per role against
+ * it and never learns which device runs; the controller sees only struct
+ * device_info. A device is a folder under src/device/ and one line in the table of
+ * src/device/device.c.
+ *
+ *   emu   src/device/emu/   an emulated GPU: tokens and tool returns from the
+ *                           workload model, time from the cost model (scaled)
+ *   cpu   src/device/cpu/   the real transformer on OpenBLAS, tensor parallel over
+ *                           MPI inside an instance or a training replica
+ *
+ * What the operations cover, by role (every rank calls device_epoch first with the
+ * communicators of the plan in force):
+ *   rollout instance  every rank of an instance holds one engine; the leader is fed
+ *                     turns by rank 0 and reports results, the other members take
+ *                     part in its collectives (a TP group). A real device's engine
+ *                     prefills, decodes batches of slots, admits and evicts KV and
+ *                     samples; the emulated one runs its event engine.
+ *   training replica  the rank's share of a step: log-probs of a packed batch,
+ *                     backward (into a gradient buffer the worker reduces over the
+ *                     data-parallel communicator and the hybrid lane), optimizer step.
+ *   weights           the slices of the model a rank holds for any (TP degree, index)
+ *                     -- so a weight sync can send each rank exactly its shard --
+ *                     staged receives swapped in between decode iterations, and the
+ *                     state a lent (hybrid) rank fetches when it joins.
+ * Collectives run on communicators the worker hands over (instance, replica,
+ * data-parallel); the device never builds job-wide communicators itself.
+ *
+ * Errors: a device operation that cannot go on calls FATAL (the job ends with one
+ * message); operations that return a status say so.
+ */
+#ifndef LIBRA_DEVICE_H
+#define LIBRA_DEVICE_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/config.h"
+#include "libra/cost.h"
+#include "libra/plan.h"
+#include "libra/rates.h"
+#include "libra/wire.h"
+#include "libra/workload.h"
+
+/* What the rest of the job learns about a device (rank 0 included). */
+struct device_info {
+    char name[16];
+    int has_model;        /* token ids, behaviour log-probs, env rewards, checkpoints;
+                             0: turns and rewards come from the workload model */
+    unsigned tp_mask;     /* bit t: rollout instances of TP degree t supported */
+    unsigned train_tp_mask; /* bit t: training replicas of TP degree t supported */
+    struct rates rates;   /* rollout costs for the router and the planner */
+};
+
+/* What a device is opened with on a worker rank. */
+struct device_args {
+    const struct libra_config *cfg;
+    const struct cost_model *cm;  /* the configured cost model (emu: time) */
+    const struct workload *wl;    /* the workload model (emu: tokens) */
+    int rank, world;
+    int start_version;            /* policy version of the weights every rank starts from */
+    double t0;                    /* wall time the worker started (emulated clocks) */
+};
+
+/* The communicators and place of a rank in one planning epoch. */
+struct device_epoch {
+    const struct plan *plan;   /* the plan in force (valid until the next epoch) */
+    int role;                  /* enum role (plan.h) */
+    int tp, index;             /* rollout: the instance's TP and the rank within it;
+                                  train/hybrid: the replica's TP and the rank within it */
+    MPI_Comm instance;         /* rollout: the instance's ranks (TP group) */
+    MPI_Comm replica;          /* train/hybrid: the replica's ranks (TP group) */
+    int kept;                  /* rollout: the rank's instance survives from the last epoch */
+};
+
+/* One block of a model tensor a rank holds: rows [r0, r0 + nr) x cols [c0, c0 + nc)
+ * of the full (full_rows x full_cols) tensor number `tensor` (Hugging Face order),
+ * stored row-major and contiguous at `data` (NULL when only the geometry is asked). */
+struct dev_slice {
+    int tensor;
+    int64_t full_rows, full_cols;
+    int64_t r0, nr, c0, nc;
+    float *data;
+};
+
+enum dev_slice_use {
+    DEV_SLICES_GEOMETRY = 0, /* shapes only (any TP degree and index) */
+    DEV_SLICES_SEND = 1,     /* this rank's live weights (a sync sender) */
+    DEV_SLICES_STAGE = 2,    /* this rank's staging buffer (a sync receiver) */
+};
+
+/* The step's figures a training rank contributes (stats_buffer), summed over every
+ * replica by the worker. */
+enum dev_stat {
+    DEV_STAT_LOSS, DEV_STAT_PG_LOSS, DEV_STAT_KL, DEV_STAT_ENTROPY, DEV_STAT_CLIPPED,
+    DEV_STAT_IS_TRUNCATED, DEV_STAT_RATIO_BEHAV, DEV_STAT_TOKENS,
+    DEV_STAT_BUSY_S,     /* compute seconds (filled by the worker) */
+    DEV_STAT_COUNT
+};
+
+struct device;      /* a device's state on one worker rank */
+struct dev_inst;    /* a rollout instance's engine on one of its ranks */
+
+struct device_ops {
+    const char *name;
+    /* The device's description without opening it (rank 0 and the simulator call
+     * it): capabilities and rates. 0, or -1 with a message. */
+    int (*describe)(const struct libra_config *cfg, const struct cost_model *cm,
+                    struct device_info *out, char *err, size_t errlen);
+    struct device *(*open)(const struct device_args *a);
+    void (*close)(struct device *d);
+    /* The plan changed this rank's place (role, TP, index, communicators). */
+    void (*epoch)(struct device *d, const struct device_epoch *e);
+
+    /* ---- rollout instance (see the role's contract above) ---- */
+    struct dev_inst *(*inst_open)(struct device *d, int leader);
+    /* Leader: one turn request of rank 0 (ctx: the tokens that come with it). */
+    void (*inst_submit)(struct dev_inst *in, const struct wire_turn_req *req,
+                        const int32_t *ctx);
+    /* One iteration. Leader: finished turns are packed into pack as one result batch
+     * (wire_batch_begin ... add), their count returned through *n_done. Members: serve
+     * the leader's collectives. Returns 1 if anything happened. */
+    int (*inst_progress)(struct dev_inst *in, struct wire_buf *pack, int *n_done);
+    /* Leader: everything in flight as one result batch (partial turns included); the
+     * engine is empty afterwards. Every rank then calls inst_close. */
+    void (*inst_handback)(struct dev_inst *in, struct wire_buf *pack);
+    /* Before the instance's communicator is rebuilt (every plan): the leader ends its
+     * stream of collectives, members serve it to the end. */
+    void (*inst_quiesce)(struct dev_inst *in);
+    void (*inst_close)(struct dev_inst *in);
+    /* Wall time of the instance's next emulated event (INFINITY: none, or real). */
+    double (*inst_next_wake)(const struct dev_inst *in);
+
+    /* ---- training replica ---- */
+    /* The rank's gradient shard, reduced by the worker (floats), and the step's
+     * figures (doubles, summed over replicas). */
+    float *(*grad_buffer)(struct device *d, size_t *n);
+    double *(*stats_buffer)(struct device *d, size_t *n);
+    /* This rank's share of a step (msg: its TAG_TRAIN_BATCH message) into the
+     * buffers. Returns the wall seconds until the result counts as ready (emulated
+     * compute; 0 for a real device, whose work is done on return). */
+    double (*train_compute)(struct device *d, const void *msg, size_t len);
+    /* Emulated wall seconds the data-parallel reduction takes on top of the real one
+     * (0 for a real device). */
+    double (*train_reduce_extra_s)(struct device *d, int n_replicas);
+    /* The reduced gradient and figures are in the buffers: the optimizer step (the
+     * weights become version `step`). Fills done's figures (not step / n_replicas). */
+    void (*train_apply)(struct device *d, int step, struct wire_train_done *done);
+    /* The state a lent rank fetches to join (weights + optimizer) as one float
+     * buffer: the partner's to send (snapshot taken now), the joiner's to receive
+     * into; restore installs it as version `version`. */
+    float *(*join_buffer)(struct device *d, int sending, size_t *n);
+    void (*join_restore)(struct device *d, int version);
+    /* Emulated wall seconds a join's fetch takes on top of the real transfer. */
+    double (*join_extra_s)(struct device *d, int dp);
+
+    /* ---- weights ---- */
+    /* Slices of a rank of TP degree t, index i (see enum dev_slice_use); the count
+     * (like snprintf: only the first max are written). */
+    int (*slices)(struct device *d, int t, int i, int use, struct dev_slice *out, int max);
+    /* The staging buffer holds the complete weights of version v for this rank's
+     * shard: they are swapped in at the next safe point (never mid-iteration). */
+    void (*weights_staged)(struct device *d, int version);
+    /* The policy version of the weights this rank holds (-1: none yet). */
+    int (*version)(const struct device *d);
+    /* A fingerprint of the weights (replicas compare theirs after every step). */
+    uint64_t (*weights_hash)(const struct device *d);
+    /* Training root: the weights and optimizer state as a model file in dir. 0, or -1
+     * with a message (the emulated device has nothing to save). */
+    int (*save)(struct device *d, const char *dir, char *err, size_t errlen);
+};
+
+/* The device named name (device.type), NULL if this build has none. */
+const struct device_ops *device_find(const char *name);
+/* "emu, cpu": the devices of this build (for messages). */
+const char *device_names(void);
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * What the CPU device reports about itself (device_info): it runs the real model
+ * (token ids, log-probs, checkpoints), rollout instances of TP 1, and rates measured
+ * on this host for the configured model's shapes.
+ *
+ * Measurement (about a second for the shipped models): a decoder with zeroed weights
+ * of the model's shapes -- decode time does not depend on the values -- times decode
+ * steps at (batch 1, 64 tokens cached), (batch 16, 64 each) and (batch 1, 256), and
+ * a 128-token prefill. The decode step is fitted as a + b*batch + c*kv_tokens (three
+ * points, three unknowns); prefill as a per-token time. A TP-t instance is modelled
+ * as the TP-1 time / t at 80 % scaling efficiency -- an assumption, not a
+ * measurement (the planner's online calibration corrects it with measured times).
+ * The KV capacity of an instance is its slots x rollout.max_tokens (every slot can
+ * hold a whole trajectory), whatever its TP.
+ *
+ * Also here: loading the model the configuration names (cpu_load_model).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "libra/log.h"
+#include "libra/tfm_decode.h"
+#include "libra/tfm_io.h"
+#include "libra/tokenizer.h"
+
+enum { C_A, C_B, C_C, C_PREFILL, C_EFF, C_CAPACITY };
+#define CPU_TP_EFFICIENCY 0.8
+
+int cpu_load_model(const struct libra_config *cfg, struct tfm_config *mc, struct tfm_params *p,
+                   struct adamw *opt, int *opt_loaded, char *err, size_t errlen)
+{
+    char e[512];
+    memset(opt, 0, sizeof *opt);
+    *opt_loaded = 0;
+    if (cfg->model.checkpoint[0]) {
+        if (tfm_load(cfg->model.checkpoint, mc, p, opt, e, sizeof e)) {
+            snprintf(err, errlen, "model.checkpoint: %s", e);
+            return -1;
+        }
+        *opt_loaded = opt->n > 0;
+        if (mc->vocab_size != TOK_VOCAB_SIZE) {
+            snprintf(err, errlen, "model.checkpoint: %s has vocab_size %d; the byte-level "
+                     "tokenizer needs %d", cfg->model.checkpoint, mc->vocab_size, TOK_VOCAB_SIZE);
+            tfm_params_free(p);
+            if (*opt_loaded) adamw_free(opt);
+            return -1;
+        }
+    } else {
+        const struct model_config *m = &cfg->model;
+        *mc = (struct tfm_config){.family = TFM_LLAMA,
+                                  .vocab_size = TOK_VOCAB_SIZE,
+                                  .hidden_size = m->hidden_size,
+                                  .n_layers = m->n_layers,
+                                  .n_heads = m->n_heads,
+                                  .n_kv_heads = m->n_kv_heads,
+                                  .head_dim = m->head_dim,
+                                  .intermediate_size = m->intermediate_size,
+                                  .max_position_embeddings = m->max_position,
+                                  .rms_norm_eps = 1e-5f,
+                                  .rope_theta = 10000.0f};
+        if (tfm_config_check(mc, e, sizeof e)) {
+            snprintf(err, errlen, "model: %s", e);
+            return -1;
+        }
+        tfm_params_alloc(p, mc);
+        tfm_params_init_random(p, mc, cfg->run.seed, (float)m->init_std);
+    }
+    if (cfg->rollout.max_tokens > mc->max_position_embeddings) {
+        snprintf(err, errlen, "rollout.max_tokens = %d exceeds the model's "
+                 "max_position_embeddings = %d", cfg->rollout.max_tokens,
+                 mc->max_position_embeddings);
+        tfm_params_free(p);
+        if (*opt_loaded) adamw_free(opt);
+        return -1;
+    }
+    return 0;
+}
+
+static double rate_decode(const struct rates *r, int tp, int batch, double kv_tokens)
+{
+    const double *k = r->coef;
+    double t1 = k[C_A] + k[C_B] * batch + k[C_C] * kv_tokens;
+    return tp <= 1 ? t1 : t1 / (tp * k[C_EFF]);
+}
+
+static double rate_prefill(const struct rates *r, int tp, double n, double ctx_tokens)
+{
+    (void)ctx_tokens;
+    double t1 = r->coef[C_PREFILL] * n;
+    return tp <= 1 ? t1 : t1 / (tp * r->coef[C_EFF]);
+}
+
+static double rate_capacity(const struct rates *r, int tp)
+{
+    (void)tp;
+    return r->coef[C_CAPACITY];
+}
+
+/* Seconds per decode step of n slots, each holding ctx tokens (median of 5). */
+static double time_steps(struct tfm_decoder *d, int n, int ctx, float *logits)
+{
+    int32_t tok[16] = {0}, slots[16];
+    int32_t *prompt = xcalloc((size_t)ctx, sizeof *prompt);
+    for (int s = 0; s < n; s++) {
+        slots[s] = s;
+        tfm_decoder_truncate(d, s, 0);
+        tfm_decoder_prefill(d, s, prompt, ctx, NULL);
+    }
+    free(prompt);
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        double t0 = wall_time();
+        tfm_decoder_step(d, slots, tok, n, logits);
+        t[k] = wall_time() - t0;
+    }
+    for (int i = 1; i < 5; i++) /* insertion sort, 5 values */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    return t[2];
+}
+
+int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
+                 struct device_info *out, char *err, size_t errlen)
+{
+    (void)cm;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "cpu");
+    out->has_model = 1;
+    out->tp_mask = 1u << 1;
+    out->train_tp_mask = 1u << 1;
+    struct tfm_config mc;
+    struct tfm_params p;
+    struct adamw opt;
+    int opt_loaded;
+    if (cpu_load_model(cfg, &mc, &p, &opt, &opt_loaded, err, errlen)) return -1;
+    if (opt_loaded) adamw_free(&opt);
+    memset(p.mem, 0, p.n * sizeof *p.mem); /* timing does not depend on the values */
+    struct tfm_decoder *d = tfm_decoder_create(&mc, &p, 16, 272, 128);
+    float *logits = xmalloc((size_t)16 * mc.vocab_size * sizeof *logits);
+    double t1 = time_steps(d, 1, 64, logits), t16 = time_steps(d, 16, 64, logits);
+    double t256 = time_steps(d, 1, 256, logits);
+    int32_t *prompt = xcalloc(128, sizeof *prompt);
+    tfm_decoder_truncate(d, 0, 0);
+    double t0 = wall_time();
+    tfm_decoder_prefill(d, 0, prompt, 128, logits);
+    double tp = wall_time() - t0;
+    free(prompt);
+    free(logits);
+    tfm_decoder_free(d);
+    tfm_params_free(&p);
+
+    double c = (t256 - t1) / 192.0;
+    c = c > 0 ? c : 0;
+    double b = (t16 - t1 - c * 15 * 64) / 15.0;
+    b = b > 0 ? b : 0;
+    double a = t1 - b - 64 * c;
+    a = a > 1e-7 ? a : 1e-7;
+    struct rates *r = &out->rates;
+    r->coef[C_A] = a;
+    r->coef[C_B] = b;
+    r->coef[C_C] = c;
+    r->coef[C_PREFILL] = tp / 128.0;
+    r->coef[C_EFF] = CPU_TP_EFFICIENCY;
+    r->coef[C_CAPACITY] = (double)cfg->rollout.slots * cfg->rollout.max_tokens;
+    r->decode_step_s = rate_decode;
+    r->prefill_s = rate_prefill;
+    r->kv_capacity_tokens = rate_capacity;
+    return 0;
+}

@@ -1,0 +1,114 @@
+/*
+ * Private to src/worker: one worker rank's state and the pieces of its loop.
+ *   worker.c          the loop, rank 0's messages, plans (hand back, re-split)
+ *   worker_rollout.c  the rollout-instance role
+ *   worker_train.c    the training role: core and hybrid replicas, their gradient
+ *                     reductions (data-parallel communicator and hybrid lane), joins
+ *   weight_sync.c     shard-matched weight syncs (root replica -> rollout ranks)
+ *
+ * Training step, as every replica sees it (phases of struct wk_train):
+ *   COMPUTE   the device computes the rank's share (emulated: until `until`)
+ *   REDUCE    gradient and figures summed over the core replicas (dp communicator)
+ *   DELAY     emulated reduction time on top of the real one
+ *   HYBRIDS   root replica: the lent replicas' gradients arrive on the lane, then the
+ *             hybrid sum is broadcast over dp to the other core replicas (HSUM)
+ *   TOTAL     a lent replica waits for its partner's total
+ * then every replica takes the same optimizer step on the same total; the root
+ * replica sends the total to its lent replicas, the training root reports to rank 0.
+ */
+#ifndef LIBRA_WORKER_INTERNAL_H
+#define LIBRA_WORKER_INTERNAL_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "libra/comms.h"
+#include "libra/device.h"
+#include "libra/outbox.h"
+#include "libra/plan.h"
+#include "libra/wire.h"
+#include "libra/worker.h"
+
+enum wk_phase { WK_IDLE = 0, WK_COMPUTE, WK_REDUCE, WK_DELAY, WK_HYBRIDS, WK_HSUM, WK_TOTAL };
+
+struct wk_train {
+    int phase;               /* enum wk_phase */
+    int step, n_replicas;
+    int hybrids_expected;    /* root replica: lent gradients this rank collects */
+    int hybrids_left;
+    int any_hybrids;         /* lent replicas take part in this step */
+    double t0, until;        /* wall times: share started, emulated phase ends */
+    double compute_s, comm_s;
+    MPI_Request req[2];
+    float *hsum;             /* (n_grad) root replica: the lent replicas' gradient sum */
+    double hstats[DEV_STAT_COUNT];
+    size_t n_hsum;
+    struct wire_buf msg;     /* lane receive scratch */
+};
+
+/* A lent (hybrid) rank fetching the weights and optimizer state from its partner. */
+struct wk_join {
+    int active;              /* a join is under way (snapshot or READY pending) */
+    int epoch;               /* the plan epoch that lent the rank (its READY says so) */
+    int have_snapshot;       /* received and restored */
+    double ready_at;         /* wall time READY may go (emulated fetch time) */
+    MPI_Request req;
+    size_t n;
+    int version;             /* the snapshot's version (header) */
+};
+
+struct wk_sync {
+    int active, version, sync_id;
+    MPI_Request *req;        /* (n_req) */
+    MPI_Datatype *types;     /* (n_req) */
+    int n_req, cap_req;
+    int receiving;           /* this rank is a receiver (a rollout rank) */
+    float *send_copy;        /* a sender's copy of its slices while the sends run */
+    long long bytes_in, bytes_out;
+};
+
+struct worker {
+    const struct libra_config *cfg;
+    const struct device_ops *ops;
+    struct device *dev;
+    int rank, world;
+    struct plan plan;
+    struct comms comms;
+    struct outbox ob;
+    struct wire_buf msg, pack;
+    struct dev_inst *inst;   /* the rollout instance this rank belongs to */
+    int inst_leader;
+    struct wk_train tr;
+    struct wk_join join;
+    struct wk_sync sync;
+    int stop;
+};
+
+/* worker_rollout.c */
+void wr_open(struct worker *w);
+void wr_on_turn_req(struct worker *w, const void *msg, size_t len);
+int wr_progress(struct worker *w);
+/* Before the communicators are rebuilt for next (NULL: shutdown): an instance that
+ * does not survive hands its turns back and closes; every instance quiesces. */
+void wr_before_plan(struct worker *w, const struct plan *next);
+double wr_next_wake(const struct worker *w);
+
+/* worker_train.c */
+void wt_on_batch(struct worker *w, const void *msg, size_t len);
+int wt_progress(struct worker *w);
+/* Completes the rank's part of the step in flight (before a plan or the next batch). */
+void wt_settle(struct worker *w);
+/* Around a re-split: the hybrid lane's traffic of the ending epoch is drained
+ * (before) and joins start (after). */
+void wt_before_plan(struct worker *w, const struct plan *next);
+void wt_after_plan(struct worker *w, const struct plan *old);
+int wt_join_progress(struct worker *w);
+double wt_next_wake(const struct worker *w);
+void wt_free(struct worker *w);
+
+/* weight_sync.c */
+void ws_on_sync(struct worker *w, const struct wire_sync *s);
+int ws_progress(struct worker *w);
+void ws_free(struct worker *w);
+
+#endif

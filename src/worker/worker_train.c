@@ -1,0 +1,469 @@
+/*
+ * The training role (worker_internal.h has the phases of a step): core replicas
+ * (ROLE_TRAIN) and lent ones (ROLE_HYBRID), on any device.
+ *
+ * Gradients: the device leaves each rank's gradient shard and the step's figures in
+ * its buffers; the core replicas sum them over the dp communicator (one TP index
+ * across replicas); the lent replicas send theirs on the hybrid lane to their
+ * partner (the root replica's rank of the same index), which adds them up and
+ * broadcasts the hybrid sum over dp, so every core replica ends with the same total
+ * without the core communicator ever changing. The partner then sends the total to
+ * its lent replicas, and every replica -- core and lent -- takes the same optimizer
+ * step: parameters stay identical everywhere, and a lent replica can go back to
+ * rollout with current weights.
+ *
+ * Normalisation is per token over the whole batch (the device divides by the batch's
+ * tokens), so the learning rate does not change when a replica joins or leaves.
+ *
+ * Joins: a rank the plan lends (it was not lent before) receives a snapshot of its
+ * partner's weights and optimizer state (device join_buffer), taken at the re-split
+ * (a quiet point: no step in flight), then every step's total as the core replicas
+ * finish it, applied in order -- so it catches up exactly while the core keeps
+ * training. Once the snapshot is in (plus the device's emulated fetch time) it tells
+ * rank 0 (TAG_HYBRID_READY), which gives it a share from the next step on. Before a
+ * re-split every lent rank drains the totals of the steps done so far (plan.step),
+ * so nothing is left in flight on the lane it leaves.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/hash.h"
+#include "libra/log.h"
+#include "libra/mpi_wait.h"
+#include "worker_internal.h"
+
+#define TAG_HYBRID_TOTAL 201 /* on the lane: partner -> lent rank, a step's total */
+#define TAG_HYBRID_JOIN 202  /* on the lane: partner -> joining rank, the snapshot */
+
+/* Header of a lane gradient or total; followed by the floats and then the figures. */
+struct lane_hdr {
+    int32_t step;
+    int32_t n;           /* floats that follow */
+    double compute_s;
+};
+
+static int my_role(const struct worker *w) { return w->plan.ranks[w->rank].role; }
+
+static int replica_index(const struct worker *w)
+{
+    return w->plan.ranks[w->rank].index % plan_replica_size(&w->plan);
+}
+
+/* Lane rank of world rank r (plan_members order), -1 if not a member. */
+static int lane_rank(const struct worker *w, int r)
+{
+    int *m = xmalloc((size_t)w->world * sizeof *m);
+    int n = plan_members(&w->plan, 1, m), k = -1;
+    for (int i = 0; i < n && k < 0; i++)
+        if (m[i] == r) k = i;
+    free(m);
+    return k;
+}
+
+/* The lent ranks whose partner is this root-replica rank, as lane ranks: out (world
+ * entries); returns the count. */
+static int my_hybrids(const struct worker *w, int *out)
+{
+    int n = 0, size = plan_replica_size(&w->plan), j = replica_index(w);
+    for (int r = 1; r < w->world; r++)
+        if (w->plan.ranks[r].role == ROLE_HYBRID && w->plan.ranks[r].index % size == j)
+            out[n++] = lane_rank(w, r);
+    return n;
+}
+
+/* ---- lane messages: header + gradient + figures ---- */
+
+static void lane_send(struct worker *w, int dest, int tag, int step, double compute_s,
+                      const float *g, size_t n, const double *stats)
+{
+    struct wire_buf *b = &w->pack;
+    wire_buf_reset(b);
+    struct lane_hdr h = {step, (int32_t)n, compute_s};
+    wire_buf_put(b, &h, sizeof h);
+    wire_buf_put(b, g, n * sizeof *g);
+    wire_buf_put(b, stats, DEV_STAT_COUNT * sizeof *stats);
+    outbox_send(&w->ob, b->data, b->len, dest, tag, w->comms.hybrid_lane);
+}
+
+/* Receives one lane message of tag from source (MPI_ANY_SOURCE) if there is one
+ * (block: wait for it); returns 1 with its parts pointing into w->tr.msg. */
+static int lane_recv(struct worker *w, int source, int tag, int block, struct lane_hdr *h,
+                     const float **g, const double **stats, size_t n_expect)
+{
+    int flag = 0;
+    MPI_Status st;
+    if (block)
+        mpi_probe_backoff(source, tag, w->comms.hybrid_lane, &st);
+    else
+        MPI_CHECK(MPI_Iprobe(source, tag, w->comms.hybrid_lane, &flag, &st));
+    if (!block && !flag) return 0;
+    wire_recv(&w->tr.msg, &st, w->comms.hybrid_lane);
+    size_t len = w->tr.msg.len, want = sizeof *h + n_expect * sizeof **g + DEV_STAT_COUNT * sizeof **stats;
+    if (len != want) FATAL("malformed hybrid-lane message (tag %d, %zu bytes, expected %zu)", tag, len, want);
+    memcpy(h, w->tr.msg.data, sizeof *h);
+    *g = (const float *)(w->tr.msg.data + sizeof *h);
+    *stats = (const double *)(w->tr.msg.data + sizeof *h + n_expect * sizeof **g);
+    return 1;
+}
+
+static int take_total(struct worker *w, int block);
+
+/* ---- the step ---- */
+
+void wt_on_batch(struct worker *w, const void *msg, size_t len)
+{
+    int role = my_role(w);
+    if (role != ROLE_TRAIN && role != ROLE_HYBRID)
+        FATAL("training batch reached rank %d whose role is %s", w->rank, role_name(role));
+    wt_settle(w);
+    if (role == ROLE_HYBRID && w->join.active && !w->join.have_snapshot)
+        FATAL("training batch reached rank %d before its join completed", w->rank);
+    struct wire_train_batch h;
+    if (len < sizeof h) FATAL("malformed training batch (%zu bytes) from rank 0", len);
+    memcpy(&h, msg, sizeof h);
+    struct wk_train *t = &w->tr;
+    t->step = h.step;
+    t->n_replicas = h.n_replicas;
+    t->any_hybrids = h.hybrid_ranks > 0;
+    t->hybrids_expected = 0;
+    if (role == ROLE_TRAIN && plan_in_root_replica(&w->plan, w->rank))
+        t->hybrids_expected = h.hybrid_ranks / plan_replica_size(&w->plan);
+    if (role == ROLE_HYBRID) /* its weights must be those of the step before */
+        while (w->ops->version(w->dev) < h.step - 1) take_total(w, 1);
+    t->t0 = wall_time();
+    double emulated = w->ops->train_compute(w->dev, msg, len);
+    t->compute_s = wall_time() - t->t0 + emulated;
+    t->until = t->t0 + t->compute_s;
+    t->phase = WK_COMPUTE;
+}
+
+static void start_reduce(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    size_t n, ns;
+    float *g = w->ops->grad_buffer(w->dev, &n);
+    double *s = w->ops->stats_buffer(w->dev, &ns);
+    if (n > 0x7fffffff) FATAL("gradient of %zu floats exceeds one MPI count", n);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, w->comms.dp, &t->req[0]));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s, (int)ns, MPI_DOUBLE, MPI_SUM, w->comms.dp, &t->req[1]));
+    t->phase = WK_REDUCE;
+}
+
+static void after_compute(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    size_t n, ns;
+    float *g = w->ops->grad_buffer(w->dev, &n);
+    double *s = w->ops->stats_buffer(w->dev, &ns);
+    s[DEV_STAT_BUSY_S] = t->compute_s;
+    if (my_role(w) == ROLE_HYBRID) {
+        /* the partner: the root replica's rank of the same index (lane rank = index) */
+        lane_send(w, replica_index(w), TAG_HYBRID_GRAD, t->step, t->compute_s, g, n, s);
+        t->phase = WK_TOTAL;
+        return;
+    }
+    start_reduce(w);
+}
+
+/* Every replica: the total is in the device's buffers. */
+static void apply_step(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    struct wire_train_done d;
+    memset(&d, 0, sizeof d);
+    w->ops->train_apply(w->dev, t->step, &d);
+    t->phase = WK_IDLE;
+    if (my_role(w) == ROLE_HYBRID) return;
+
+    /* "identical parameters everywhere" is checked, not assumed (core replicas) */
+    uint64_t h = w->ops->weights_hash(w->dev), lo, hi;
+    MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, w->comms.dp));
+    MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, w->comms.dp));
+    if (lo != hi)
+        LOG_E("step %d: the training replicas' parameters differ (hash %016llx here)", t->step,
+              (unsigned long long)h);
+    size_t n, ns;
+    float *g = w->ops->grad_buffer(w->dev, &n);
+    double *s = w->ops->stats_buffer(w->dev, &ns);
+    if (plan_in_root_replica(&w->plan, w->rank)) { /* the total to the lent replicas */
+        int *hy = xmalloc((size_t)w->world * sizeof *hy);
+        int nh = my_hybrids(w, hy);
+        for (int i = 0; i < nh; i++) lane_send(w, hy[i], TAG_HYBRID_TOTAL, t->step, 0, g, n, s);
+        free(hy);
+    }
+    if (plan_train_root(&w->plan) != w->rank) return;
+    d.step = t->step;
+    d.n_replicas = t->n_replicas;
+    d.compute_s = t->compute_s;
+    d.comm_s = t->comm_s;
+    d.busy_rank_s = s[DEV_STAT_BUSY_S] * plan_replica_size(&w->plan);
+    d.params_identical = lo == hi;
+    outbox_send(&w->ob, &d, sizeof d, 0, TAG_TRAIN_DONE, MPI_COMM_WORLD);
+}
+
+/* Root replica: adds the lent gradients that have arrived into hsum; block: all of
+ * them. Returns how many arrived. */
+static int collect_hybrids(struct worker *w, int block)
+{
+    struct wk_train *t = &w->tr;
+    int got = 0;
+    struct lane_hdr h;
+    const float *hg;
+    const double *hs;
+    while (t->hybrids_left > 0 &&
+           lane_recv(w, MPI_ANY_SOURCE, TAG_HYBRID_GRAD, block, &h, &hg, &hs, t->n_hsum)) {
+        if (h.step != t->step)
+            FATAL("hybrid gradient of step %d arrived during step %d", h.step, t->step);
+        for (size_t i = 0; i < t->n_hsum; i++) t->hsum[i] += hg[i];
+        for (int i = 0; i < DEV_STAT_COUNT; i++) t->hstats[i] += hs[i];
+        t->hybrids_left--;
+        got++;
+    }
+    return got;
+}
+
+/* hsum (zeroed) sized for the device's gradient. */
+static void reset_hsum(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    size_t n;
+    (void)w->ops->grad_buffer(w->dev, &n);
+    if (t->n_hsum != n) {
+        free(t->hsum);
+        t->hsum = xmalloc(n * sizeof *t->hsum);
+        t->n_hsum = n;
+    }
+    memset(t->hsum, 0, n * sizeof *t->hsum);
+    memset(t->hstats, 0, sizeof t->hstats);
+}
+
+/* The hybrid sum reaches every core replica of this TP index (dp root: the root
+ * replica's rank), which adds it to its total. */
+static void start_hsum(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    MPI_CHECK(MPI_Ibcast(t->hsum, (int)t->n_hsum, MPI_FLOAT, 0, w->comms.dp, &t->req[0]));
+    MPI_CHECK(MPI_Ibcast(t->hstats, DEV_STAT_COUNT, MPI_DOUBLE, 0, w->comms.dp, &t->req[1]));
+    t->phase = WK_HSUM;
+}
+
+static void add_hsum(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    size_t n, ns;
+    float *g = w->ops->grad_buffer(w->dev, &n);
+    double *s = w->ops->stats_buffer(w->dev, &ns);
+    for (size_t i = 0; i < n; i++) g[i] += t->hsum[i];
+    for (int i = 0; i < DEV_STAT_COUNT; i++) s[i] += t->hstats[i];
+}
+
+/* After the core reduction: the lent gradients (if any), then the optimizer step. */
+static void after_reduce(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    if (!t->any_hybrids) {
+        apply_step(w);
+        return;
+    }
+    reset_hsum(w);
+    if (plan_in_root_replica(&w->plan, w->rank)) {
+        t->hybrids_left = t->hybrids_expected;
+        t->phase = WK_HYBRIDS;
+        collect_hybrids(w, 0);
+        if (t->hybrids_left == 0) start_hsum(w);
+        return;
+    }
+    start_hsum(w);
+}
+
+/* A lent replica: its partner's total arrived (into the device's buffers). */
+static int take_total(struct worker *w, int block)
+{
+    struct wk_train *t = &w->tr;
+    size_t n, ns;
+    float *g = w->ops->grad_buffer(w->dev, &n);
+    double *s = w->ops->stats_buffer(w->dev, &ns);
+    struct lane_hdr h;
+    const float *hg;
+    const double *hs;
+    if (!lane_recv(w, MPI_ANY_SOURCE, TAG_HYBRID_TOTAL, block, &h, &hg, &hs, n)) return 0;
+    memcpy(g, hg, n * sizeof *g);
+    memcpy(s, hs, DEV_STAT_COUNT * sizeof *s);
+    if (t->phase == WK_TOTAL && h.step != t->step)
+        FATAL("the total of step %d arrived while rank %d waits for step %d", h.step, w->rank,
+              t->step);
+    t->step = h.step;
+    t->phase = WK_TOTAL;
+    apply_step(w);
+    return 1;
+}
+
+int wt_progress(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    int done = 0;
+    switch (t->phase) {
+    case WK_COMPUTE:
+        if (wall_time() < t->until) return 0;
+        after_compute(w);
+        return 1;
+    case WK_REDUCE:
+        MPI_CHECK(MPI_Testall(2, t->req, &done, MPI_STATUSES_IGNORE));
+        if (!done) return 0;
+        t->comm_s = wall_time() - t->t0 - t->compute_s;
+        t->until = wall_time() + w->ops->train_reduce_extra_s(w->dev, t->n_replicas);
+        t->phase = WK_DELAY;
+        return 1;
+    case WK_DELAY:
+        if (wall_time() < t->until) return 0;
+        t->comm_s = wall_time() - t->t0 - t->compute_s;
+        after_reduce(w);
+        return 1;
+    case WK_HYBRIDS: {
+        int got = collect_hybrids(w, 0);
+        if (t->hybrids_left == 0) start_hsum(w);
+        return got > 0;
+    }
+    case WK_HSUM:
+        MPI_CHECK(MPI_Testall(2, t->req, &done, MPI_STATUSES_IGNORE));
+        if (!done) return 0;
+        add_hsum(w);
+        apply_step(w);
+        return 1;
+    case WK_TOTAL: return take_total(w, 0);
+    default:
+        /* an idle lent rank applies the totals of steps it had no share of */
+        if (my_role(w) == ROLE_HYBRID && (!w->join.active || w->join.have_snapshot))
+            return take_total(w, 0);
+        return 0;
+    }
+}
+
+double wt_next_wake(const struct worker *w)
+{
+    double wake = INFINITY;
+    if (w->tr.phase == WK_COMPUTE || w->tr.phase == WK_DELAY) wake = w->tr.until;
+    if (w->join.active && w->join.have_snapshot) wake = fmin(wake, w->join.ready_at);
+    return wake;
+}
+
+void wt_settle(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    /* Rank 0 sends a plan or the next batch only after TRAIN_DONE, so the root has
+     * finished: the rest of the step on this rank cannot wait on anything that is
+     * not already under way. */
+    while (t->phase != WK_IDLE) {
+        switch (t->phase) {
+        case WK_COMPUTE:
+        case WK_DELAY: sleep_seconds(t->until - wall_time()); break;
+        case WK_REDUCE:
+        case WK_HSUM:
+            for (int i = 0; i < 2; i++) mpi_wait_backoff(&t->req[i], NULL);
+            break;
+        case WK_HYBRIDS: collect_hybrids(w, 1); break;
+        case WK_TOTAL: take_total(w, 1); continue;
+        default: break;
+        }
+        if (t->phase != WK_TOTAL) wt_progress(w);
+    }
+}
+
+/* ---- joins ---- */
+
+struct join_hdr {
+    int32_t version;
+    int32_t epoch;
+};
+
+static void join_start(struct worker *w)
+{
+    struct wk_join *j = &w->join;
+    size_t n;
+    float *buf = w->ops->join_buffer(w->dev, 0, &n);
+    int partner = replica_index(w); /* lane rank of the root replica's rank of that index */
+    j->active = 1;
+    j->have_snapshot = 0;
+    j->epoch = w->plan.epoch;
+    j->n = n;
+    MPI_CHECK(MPI_Recv(&j->version, 1, MPI_INT32_T, partner, TAG_HYBRID_JOIN,
+                       w->comms.hybrid_lane, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_FLOAT, partner, TAG_HYBRID_JOIN, w->comms.hybrid_lane,
+                        &j->req));
+    int dp = w->plan.n_train / plan_replica_size(&w->plan);
+    j->ready_at = wall_time() + w->ops->join_extra_s(w->dev, dp);
+}
+
+/* Partner side: a snapshot of the weights and optimizer state for each rank the
+ * plan newly lends to it (it was not lent in old). */
+static void join_serve(struct worker *w, const struct plan *old)
+{
+    if (!plan_in_root_replica(&w->plan, w->rank) || my_role(w) != ROLE_TRAIN) return;
+    int *hy = xmalloc((size_t)w->world * sizeof *hy);
+    int size = plan_replica_size(&w->plan), j = replica_index(w), n = 0;
+    for (int r = 1; r < w->world; r++)
+        if (w->plan.ranks[r].role == ROLE_HYBRID && old->ranks[r].role != ROLE_HYBRID &&
+            w->plan.ranks[r].index % size == j)
+            hy[n++] = lane_rank(w, r);
+    if (n > 0) {
+        size_t len;
+        float *buf = w->ops->join_buffer(w->dev, 1, &len);
+        int32_t version = w->ops->version(w->dev);
+        for (int i = 0; i < n; i++) {
+            outbox_send(&w->ob, &version, sizeof version, hy[i], TAG_HYBRID_JOIN,
+                        w->comms.hybrid_lane);
+            outbox_send(&w->ob, buf, len * sizeof *buf, hy[i], TAG_HYBRID_JOIN,
+                        w->comms.hybrid_lane);
+        }
+    }
+    free(hy);
+}
+
+static void join_finish_snapshot(struct worker *w)
+{
+    w->ops->join_restore(w->dev, w->join.version);
+    w->join.have_snapshot = 1;
+}
+
+int wt_join_progress(struct worker *w)
+{
+    struct wk_join *j = &w->join;
+    if (!j->active) return 0;
+    if (!j->have_snapshot) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(&j->req, &done, MPI_STATUS_IGNORE));
+        if (!done) return 0;
+        join_finish_snapshot(w);
+    }
+    if (wall_time() < j->ready_at) return 0;
+    struct wire_hybrid_ready r = {j->epoch, w->rank};
+    outbox_send(&w->ob, &r, sizeof r, 0, TAG_HYBRID_READY, MPI_COMM_WORLD);
+    j->active = 0;
+    return 1;
+}
+
+void wt_before_plan(struct worker *w, const struct plan *next)
+{
+    if (my_role(w) != ROLE_HYBRID) return;
+    struct wk_join *j = &w->join;
+    if (j->active && !j->have_snapshot) {
+        mpi_wait_backoff(&j->req, NULL);
+        join_finish_snapshot(w);
+    }
+    /* the totals of every step done so far (their partner sent them on this lane) */
+    while (w->ops->version(w->dev) < next->step) take_total(w, 1);
+    if (next->ranks[w->rank].role != ROLE_HYBRID) j->active = 0; /* a cancelled join */
+}
+
+void wt_after_plan(struct worker *w, const struct plan *old)
+{
+    if (my_role(w) == ROLE_HYBRID && old->ranks[w->rank].role != ROLE_HYBRID) join_start(w);
+    if (my_role(w) == ROLE_TRAIN) join_serve(w, old);
+}
+
+void wt_free(struct worker *w)
+{
+    free(w->tr.hsum);
+    wire_buf_free(&w->tr.msg);
+}
