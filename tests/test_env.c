@@ -7,7 +7,9 @@
  * answer normalisation, parameter checks, JSONL problem files (escapes, a table of bad
  * lines with their "file:line:" messages, random bytes and mutated lines that must
  * fail cleanly, the train/eval split sizes) and, end to end with the real calc and
- * search environments, problems, tools and expert demonstrations that score 1.
+ * search environments, problems, tools and expert demonstrations that score 1, and the
+ * calc environment on a vocabulary that is not the byte-level one (shifted text ids,
+ * other tag ids), which must give the same conversations in its own ids.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "env/jsonl.h"
@@ -52,6 +54,16 @@ static void calc_params(struct env_params *p)
     p->search_entities = 40;
     p->search_top_k = 3;
     p->search_max_hops = 2;
+    p->vocab = tok_byte_vocab();
+}
+
+/* A struct env with only the byte vocabulary set: the token formats read nothing else. */
+static struct env byte_env(void)
+{
+    struct env e;
+    memset(&e, 0, sizeof e);
+    e.vocab = tok_byte_vocab();
+    return e;
 }
 
 /* ---- scratch files ---- */
@@ -101,8 +113,7 @@ static int init_jsonl(struct env *e, const char *path, char *err, size_t errlen)
 
 static void test_prompt_tokens(void)
 {
-    struct env e;
-    memset(&e, 0, sizeof e);
+    struct env e = byte_env();
     struct env_problem pr;
     memset(&pr, 0, sizeof pr);
     snprintf(pr.text, sizeof pr.text, "2+2? <answer>\xC3\xA9");
@@ -129,11 +140,12 @@ static void test_prompt_tokens(void)
 
 static void test_payload_tokens(void)
 {
+    struct env e = byte_env();
     struct env_tool_result r;
     memset(&r, 0, sizeof r);
     r.len = snprintf(r.text, sizeof r.text, "x=</tool_result>!");
     int32_t out[64];
-    int n = env_payload_tokens(&r, out, 64);
+    int n = env_payload_tokens(&e, &r, out, 64);
     CU_ASSERT_EQUAL(n, r.len + 2);
     CU_ASSERT_EQUAL(out[0], TOK_TOOL_RESULT);
     for (int i = 0; i < r.len; i++) CU_ASSERT_EQUAL(out[1 + i], (int32_t)r.text[i]);
@@ -142,26 +154,26 @@ static void test_payload_tokens(void)
     for (int cap = 2; cap < r.len + 2; cap++) {
         int32_t *o = malloc((size_t)cap * sizeof *o);
         CU_ASSERT_FATAL(o != NULL);
-        CU_ASSERT_EQUAL(env_payload_tokens(&r, o, cap), cap);
+        CU_ASSERT_EQUAL(env_payload_tokens(&e, &r, o, cap), cap);
         CU_ASSERT_EQUAL(o[0], TOK_TOOL_RESULT);
         CU_ASSERT_EQUAL(o[cap - 1], TOK_TOOL_RESULT_END);
         for (int i = 1; i < cap - 1; i++) CU_ASSERT_EQUAL(o[i], (int32_t)r.text[i - 1]);
         free(o);
     }
     out[0] = -7;
-    CU_ASSERT_EQUAL(env_payload_tokens(&r, out, 1), 0);
+    CU_ASSERT_EQUAL(env_payload_tokens(&e, &r, out, 1), 0);
     CU_ASSERT_EQUAL(out[0], -7);
-    CU_ASSERT_EQUAL(env_payload_tokens(&r, out, 0), 0);
+    CU_ASSERT_EQUAL(env_payload_tokens(&e, &r, out, 0), 0);
     /* Empty payload; a bad len is clamped to the text's size. */
     r.len = 0;
-    CU_ASSERT_EQUAL(env_payload_tokens(&r, out, 64), 2);
+    CU_ASSERT_EQUAL(env_payload_tokens(&e, &r, out, 64), 2);
     CU_ASSERT_EQUAL(out[1], TOK_TOOL_RESULT_END);
     r.len = -5;
-    CU_ASSERT_EQUAL(env_payload_tokens(&r, out, 64), 2);
+    CU_ASSERT_EQUAL(env_payload_tokens(&e, &r, out, 64), 2);
     static int32_t big[ENV_PAYLOAD_MAX + 100];
     memset(r.text, 'a', sizeof r.text);
     r.len = ENV_PAYLOAD_MAX + 50;
-    CU_ASSERT_EQUAL(env_payload_tokens(&r, big, ENV_PAYLOAD_MAX + 100), ENV_PAYLOAD_MAX + 2);
+    CU_ASSERT_EQUAL(env_payload_tokens(&e, &r, big, ENV_PAYLOAD_MAX + 100), ENV_PAYLOAD_MAX + 2);
     CU_ASSERT_EQUAL(big[ENV_PAYLOAD_MAX + 1], TOK_TOOL_RESULT_END);
 }
 
@@ -172,9 +184,13 @@ static void test_payload_tokens(void)
 static int extract(const char *text, char *out, size_t cap)
 {
     static struct seq s;
+    struct env e = byte_env();
     s.n = 0;
     seq_add(&s, text, 1);
-    return env_extract_call(s.ids, s.n, out, cap);
+    size_t len = 12345;
+    int rc = env_extract_call(&e, s.ids, s.n, out, cap, &len);
+    CU_ASSERT_EQUAL(len, rc == 0 ? strlen(out) : 0); /* no NUL inside these calls */
+    return rc;
 }
 
 static void test_extract_call(void)
@@ -225,13 +241,20 @@ static void test_extract_call(void)
     CU_ASSERT_EQUAL(extract("<tool_call>12345</tool_call>", out, 6), 0);
     CU_ASSERT_STRING_EQUAL(out, "12345");
     /* Ids outside the vocabulary count as specials. */
+    struct env e = byte_env();
     int32_t ids[] = {TOK_TOOL_CALL, '1', 9999, '2', TOK_TOOL_CALL_END};
-    CU_ASSERT_EQUAL(env_extract_call(ids, 5, out, sizeof out), -1);
+    CU_ASSERT_EQUAL(env_extract_call(&e, ids, 5, out, sizeof out, NULL), -1);
     ids[2] = -1;
-    CU_ASSERT_EQUAL(env_extract_call(ids, 5, out, sizeof out), -1);
+    CU_ASSERT_EQUAL(env_extract_call(&e, ids, 5, out, sizeof out, NULL), -1);
     ids[2] = 0xFF; /* a raw byte is fine */
-    CU_ASSERT_EQUAL(env_extract_call(ids, 5, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(env_extract_call(&e, ids, 5, out, sizeof out, NULL), 0);
     CU_ASSERT_EQUAL((unsigned char)out[1], 0xFF);
+    /* A NUL byte is part of the call: *len counts it. */
+    ids[2] = 0;
+    size_t len = 0;
+    CU_ASSERT_EQUAL(env_extract_call(&e, ids, 5, out, sizeof out, &len), 0);
+    CU_ASSERT_EQUAL(len, 3);
+    CU_ASSERT_EQUAL(memcmp(out, "1\0" "2", 4), 0);
 }
 
 /* ======================================================================== */
@@ -320,15 +343,15 @@ static void test_reward_calc(void)
     CU_ASSERT_DOUBLE_EQUAL(env_reward(&e, &pr, NULL, NULL, 0, &correct), 0.0, 1e-12);
     CU_ASSERT_EQUAL(correct, 0);
     CU_ASSERT_DOUBLE_EQUAL(env_reward(&e, &pr, NULL, NULL, -1, &correct), 0.0, 1e-12);
-    CU_ASSERT_EQUAL(env_extract_call(NULL, -1, NULL, 0), -1);
+    CU_ASSERT_EQUAL(env_extract_call(&e, NULL, -1, NULL, 0, NULL), -1);
     env_free(&e);
 }
 
 static void test_reward_search_normalised(void)
 {
-    /* The reward reads only p.kind and p.format_bonus: no knowledge base needed. */
-    struct env e;
-    memset(&e, 0, sizeof e);
+    /* The reward reads only p.kind, p.format_bonus and the vocabulary: no knowledge
+     * base needed. */
+    struct env e = byte_env();
     e.p.kind = ENV_KIND_SEARCH;
     e.p.format_bonus = 0.25;
     struct env_problem pr;
@@ -433,6 +456,38 @@ static void test_params(void)
     p.calc_min_steps = 0; /* calc's own check */
     CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
     CU_ASSERT(err[0] != '\0');
+    /* The vocabulary: required, its format ids in range, special and (the tags)
+     * distinct. */
+    calc_params(&p);
+    p.vocab = NULL;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "env_params.vocab is NULL"));
+    struct vocab bad = *tok_byte_vocab();
+    p.vocab = &bad;
+    bad.answer_end = TOK_VOCAB_SIZE;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "answer_end = 269 is outside [0, 269)"));
+    bad = *tok_byte_vocab();
+    bad.bos = -1;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "bos = -1 is outside"));
+    bad = *tok_byte_vocab();
+    bad.tool_call = 'x';
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a special token"));
+    bad = *tok_byte_vocab();
+    bad.answer = bad.tool_call_end;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "tool_call_end and answer are both id 264"));
+    bad = *tok_byte_vocab();
+    bad.decode = NULL;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "decode NULL"));
+    bad = *tok_byte_vocab();
+    bad.eos = bad.bos; /* shared bos/eos (as in some tokenizers) is fine */
+    CU_ASSERT_EQUAL_FATAL(env_init(&e, &p, err, sizeof err), 0);
+    CU_ASSERT_PTR_EQUAL(e.vocab, &bad);
+    env_free(&e);
     env_free(&e); /* a failed init leaves a freeable struct */
     env_free(NULL);
 
@@ -776,6 +831,159 @@ static void check_env_end_to_end(int kind)
 static void test_calc_end_to_end(void) { check_env_end_to_end(ENV_KIND_CALC); }
 static void test_search_end_to_end(void) { check_env_end_to_end(ENV_KIND_SEARCH); }
 
+/* ======================================================================== */
+/* Another vocabulary                                                       */
+/* ======================================================================== */
+
+/* A vocabulary unlike the byte-level one, to show that the environment takes every id
+ * from the vocabulary it is handed: byte b is id b + shift (shift in ctx), the ten
+ * format tags are ids 290..299, and every other id (0..shift-1, 256+shift..289) is a
+ * special too. The byte tokenizer's TOK_* ids are plain text here, and its tags can
+ * never be mistaken for these. */
+enum { SHIFT_SIZE = 300, SHIFT_TAGS = 290 };
+struct shift_ctx {
+    int32_t shift;
+};
+static struct shift_ctx shift_ctx = {20};
+
+static int shift_is_special(void *ctx, int32_t id)
+{
+    const struct shift_ctx *c = ctx;
+    return id < c->shift || id >= c->shift + 256;
+}
+
+static size_t shift_encode(void *ctx, const char *text, size_t len, int32_t *out, size_t cap)
+{
+    const struct shift_ctx *c = ctx;
+    for (size_t i = 0; i < len && i < cap; i++)
+        out[i] = (int32_t)(unsigned char)text[i] + c->shift;
+    return len;
+}
+
+/* Specials decode as '?': the environment never decodes one. */
+static size_t shift_decode(void *ctx, const int32_t *ids, size_t n, char *out, size_t cap)
+{
+    const struct shift_ctx *c = ctx;
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = shift_is_special(ctx, ids[i]) ? '?' : (char)(unsigned char)(ids[i] - c->shift);
+    return n;
+}
+
+static const struct vocab shift_vocab = {
+    .size = SHIFT_SIZE,
+    .bos = SHIFT_TAGS + 0, .eos = SHIFT_TAGS + 1, .user = SHIFT_TAGS + 2,
+    .assistant = SHIFT_TAGS + 3, .tool_call = SHIFT_TAGS + 4, .tool_call_end = SHIFT_TAGS + 5,
+    .tool_result = SHIFT_TAGS + 6, .tool_result_end = SHIFT_TAGS + 7,
+    .answer = SHIFT_TAGS + 8, .answer_end = SHIFT_TAGS + 9,
+    .ctx = &shift_ctx,
+    .encode = shift_encode, .decode = shift_decode, .is_special = shift_is_special,
+};
+
+/* The byte-level id of a shift_vocab id (-1 for a special without a counterpart). */
+static int32_t shift_to_byte(int32_t id)
+{
+    static const int32_t tags[10] = {TOK_BOS,       TOK_EOS,         TOK_USER,
+                                     TOK_ASSISTANT, TOK_TOOL_CALL,   TOK_TOOL_CALL_END,
+                                     TOK_TOOL_RESULT, TOK_TOOL_RESULT_END, TOK_ANSWER,
+                                     TOK_ANSWER_END};
+    if (id >= SHIFT_TAGS && id < SHIFT_TAGS + 10) return tags[id - SHIFT_TAGS];
+    return shift_is_special(&shift_ctx, id) ? -1 : id - shift_ctx.shift;
+}
+
+static void test_other_vocab(void)
+{
+    const struct vocab *v = &shift_vocab;
+    struct env be, se; /* the same calc environment on the byte and the shifted vocabulary */
+    struct env_params p;
+    char err[512] = "";
+    calc_params(&p);
+    p.demo_mistake_rate = 0.5; /* demonstrations with wrong answers and repaired calls too */
+    CU_ASSERT_EQUAL_FATAL(env_init(&be, &p, err, sizeof err), 0);
+    p.vocab = v;
+    int rc = env_init(&se, &p, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "env_init(shift vocab): %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+
+    /* Prompts and demonstrations: the same conversations, every id translated, and the
+     * same rewards. The byte-level sequence holds no tag of this vocabulary: it scores 0
+     * here and holds no tool call. */
+    static struct seq b, s;
+    int n_correct = 0;
+    for (int64_t i = 0; i < 20; i++) {
+        struct env_problem pr;
+        env_problem(&se, ENV_TRAIN, i, &pr);
+        int nb = env_prompt_tokens(&be, &pr, b.ids, SEQ_CAP);
+        int ns = env_prompt_tokens(&se, &pr, s.ids, SEQ_CAP);
+        CU_ASSERT_EQUAL_FATAL(ns, nb);
+        CU_ASSERT_EQUAL(s.ids[0], v->bos);
+        CU_ASSERT_EQUAL(s.ids[1], v->user);
+        CU_ASSERT_EQUAL(s.ids[2], (int32_t)(unsigned char)pr.text[0] + shift_ctx.shift);
+        CU_ASSERT_EQUAL(s.ids[ns - 1], v->assistant);
+        memset(b.mask, 0, (size_t)nb);
+        memset(s.mask, 0, (size_t)ns);
+        int db = env_demo(&be, &pr, 5, b.ids + nb, b.mask + nb, SEQ_CAP - nb);
+        int ds = env_demo(&se, &pr, 5, s.ids + ns, s.mask + ns, SEQ_CAP - ns);
+        CU_ASSERT_FATAL(db > 0);
+        CU_ASSERT_EQUAL_FATAL(ds, db);
+        int same = 1;
+        for (int k = 0; k < ns + ds; k++)
+            same &= shift_to_byte(s.ids[k]) == b.ids[k] && s.mask[k] == b.mask[k];
+        CU_ASSERT(same);
+        int cb, cs;
+        double rb = env_reward(&be, &pr, b.ids, b.mask, nb + db, &cb);
+        double rs = env_reward(&se, &pr, s.ids, s.mask, ns + ds, &cs);
+        CU_ASSERT_DOUBLE_EQUAL(rs, rb, 0);
+        CU_ASSERT_EQUAL(cs, cb);
+        n_correct += cs;
+        CU_ASSERT_DOUBLE_EQUAL(env_reward(&se, &pr, b.ids, b.mask, nb + db, &cs), 0, 0);
+        CU_ASSERT_EQUAL(cs, 0);
+        char call[ENV_CALL_MAX + 1];
+        CU_ASSERT_EQUAL(env_extract_call(&se, b.ids, nb + db, call, sizeof call, NULL), -1);
+    }
+    CU_ASSERT(n_correct > 0 && n_correct < 20); /* both kinds of demonstration were seen */
+
+    /* Payload: this vocabulary's tags around the shifted bytes, cut keeping the close. */
+    struct env_tool_result r;
+    memset(&r, 0, sizeof r);
+    r.len = snprintf(r.text, sizeof r.text, "14");
+    int32_t out[8];
+    CU_ASSERT_EQUAL(env_payload_tokens(&se, &r, out, 8), 4);
+    CU_ASSERT(out[0] == v->tool_result && out[1] == '1' + 20 && out[2] == '4' + 20 &&
+              out[3] == v->tool_result_end);
+    CU_ASSERT_EQUAL(env_payload_tokens(&se, &r, out, 3), 3);
+    CU_ASSERT(out[0] == v->tool_result && out[1] == '1' + 20 && out[2] == v->tool_result_end);
+
+    /* Tool calls: decoded through the vocabulary; the byte tags are text here, and an id
+     * special here (though a byte in the byte vocabulary) or out of range is refused. */
+    int32_t ids[] = {v->tool_call, '2' + 20, '+' + 20, '3' + 20, v->tool_call_end};
+    char call[ENV_CALL_MAX + 1];
+    size_t len = 0;
+    CU_ASSERT_EQUAL(env_extract_call(&se, ids, 5, call, sizeof call, &len), 0);
+    CU_ASSERT_STRING_EQUAL(call, "2+3");
+    CU_ASSERT_EQUAL(len, 3);
+    const int32_t byte_ids[] = {TOK_TOOL_CALL, '2', '+', '3', TOK_TOOL_CALL_END};
+    CU_ASSERT_EQUAL(env_extract_call(&se, byte_ids, 5, call, sizeof call, NULL), -1);
+    ids[2] = '\t'; /* id 9 */
+    CU_ASSERT_EQUAL(env_extract_call(&se, ids, 5, call, sizeof call, NULL), -1);
+    ids[2] = SHIFT_SIZE;
+    CU_ASSERT_EQUAL(env_extract_call(&se, ids, 5, call, sizeof call, NULL), -1);
+
+    /* Reward of a hand-made answer in this vocabulary, and of the byte-level one. */
+    struct env_problem pr;
+    memset(&pr, 0, sizeof pr);
+    snprintf(pr.answer, sizeof pr.answer, "42");
+    const int32_t ans[] = {v->answer, '4' + 20, '2' + 20, v->answer_end};
+    const int32_t byte_ans[] = {TOK_ANSWER, '4', '2', TOK_ANSWER_END};
+    const uint8_t gen[] = {1, 1, 1, 1};
+    int correct;
+    CU_ASSERT_DOUBLE_EQUAL(env_reward(&se, &pr, ans, gen, 4, &correct), 1.0, 0);
+    CU_ASSERT_EQUAL(correct, 1);
+    CU_ASSERT_DOUBLE_EQUAL(env_reward(&se, &pr, byte_ans, gen, 4, &correct), 0.0, 0);
+    CU_ASSERT_EQUAL(correct, 0);
+    env_free(&se);
+    env_free(&be);
+}
+
 int main(void)
 {
     static const struct test_case format_cases[] = {
@@ -802,6 +1010,7 @@ int main(void)
     static const struct test_case e2e_cases[] = {
         {"calc: problems, tool, demonstrations score 1", test_calc_end_to_end},
         {"search: problems, tool, demonstrations score 1", test_search_end_to_end},
+        {"calc on another vocabulary: every id is the vocabulary's", test_other_vocab},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

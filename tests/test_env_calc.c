@@ -50,6 +50,7 @@ static void make_env(struct env *e, int min_steps, int max_steps, int distractor
     e->p.calc_max_steps = max_steps;
     e->p.calc_distractors = distractors;
     e->p.demo_mistake_rate = rate;
+    e->vocab = e->p.vocab = tok_byte_vocab(); /* env_init is not linked: set by hand */
     int rc = env_calc_init(e, err, sizeof err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
 }

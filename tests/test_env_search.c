@@ -33,6 +33,7 @@ static void make_env(struct env *e, uint64_t seed, int entities, int top_k, doub
     e->p.search_top_k = top_k;
     e->p.search_max_hops = 3;
     e->p.demo_mistake_rate = rate;
+    e->vocab = e->p.vocab = tok_byte_vocab(); /* env_init is not used: set by hand */
     int rc = env_search_init(e, err, sizeof err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     CU_ASSERT_STRING_EQUAL(err, "");

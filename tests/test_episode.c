@@ -42,6 +42,7 @@ static void calc_env(struct env *e, double mistake_rate)
     p.calc_max_steps = 2;
     p.calc_distractors = 1;
     p.demo_mistake_rate = mistake_rate;
+    p.vocab = tok_byte_vocab();
     char err[512];
     int rc = env_init(e, &p, err, sizeof err);
     if (rc) fprintf(stderr, "env_init: %s\n", err);
@@ -418,7 +419,8 @@ static int reference_episode(const struct env *e, const struct tfm_params *p,
         if (t == TOK_TOOL_CALL_END) {
             char call[ENV_CALL_MAX + 1];
             struct env_tool_result res;
-            if (env_extract_call(ids + turn_start, n - turn_start, call, sizeof call) == 0) {
+            if (env_extract_call(e, ids + turn_start, n - turn_start, call, sizeof call,
+                                 NULL) == 0) {
                 int open = n - 2; /* the call's bytes are the ids after <tool_call> */
                 while (ids[open] != TOK_TOOL_CALL) open--;
                 env_tool(e, call, (size_t)(n - 2 - open), 0.0, &res);
@@ -428,7 +430,7 @@ static int reference_episode(const struct env *e, const struct tfm_params *p,
             }
             ++*calls;
             if (++turns >= ec->max_turns || cap - n - 1 < 2) break;
-            n += env_payload_tokens(&res, ids + n, cap - n - 1);
+            n += env_payload_tokens(e, &res, ids + n, cap - n - 1);
             turn_start = n;
         } else if (n - turn_start >= ec->max_tokens_per_turn) {
             break;

@@ -52,7 +52,7 @@ static const struct env *calc_env(void)
     if (!g_env_ok) {
         struct env_params ep = {.kind = ENV_KIND_CALC, .seed = 1, .calc_min_steps = 1,
                                 .calc_max_steps = 3, .calc_distractors = 1,
-                                .demo_mistake_rate = 0.3};
+                                .demo_mistake_rate = 0.3, .vocab = tok_byte_vocab()};
         char err[256];
         CU_ASSERT_EQUAL_FATAL(env_init(&g_env, &ep, err, sizeof err), 0);
         g_env_ok = 1;

@@ -2,7 +2,8 @@
  * Tests of the byte-level tokenizer: exact round trips for arbitrary byte strings
  * (seeded random, NULs and bytes >= 0x80 included), special-token parsing (longest
  * match, near misses), decoding of specials and of out-of-range ids, and the
- * "write at most cap, return the need" contract.
+ * "write at most cap, return the need" contract, and tok_byte_vocab (the vocabulary
+ * the environments see).
  */
 #include "libra/rng.h"
 #include "libra/tokenizer.h"
@@ -180,6 +181,35 @@ static void test_cap(void)
     CU_ASSERT_EQUAL(out[9], '#');
 }
 
+/* The byte vocabulary: the TOK_* ids, plain encoding (specials never parsed), every
+ * non-byte id special. */
+static void test_byte_vocab(void)
+{
+    const struct vocab *v = tok_byte_vocab();
+    CU_ASSERT_PTR_EQUAL(v, tok_byte_vocab()); /* one static object */
+    CU_ASSERT_EQUAL(v->size, TOK_VOCAB_SIZE);
+    const int32_t got[] = {v->bos, v->eos, v->user, v->assistant, v->tool_call,
+                           v->tool_call_end, v->tool_result, v->tool_result_end, v->answer,
+                           v->answer_end};
+    const int32_t want[] = {TOK_BOS, TOK_EOS, TOK_USER, TOK_ASSISTANT, TOK_TOOL_CALL,
+                            TOK_TOOL_CALL_END, TOK_TOOL_RESULT, TOK_TOOL_RESULT_END,
+                            TOK_ANSWER, TOK_ANSWER_END};
+    CU_ASSERT_EQUAL(memcmp(got, want, sizeof got), 0);
+    for (int32_t id = -1; id <= TOK_VOCAB_SIZE; id++)
+        CU_ASSERT_EQUAL(v->is_special(v->ctx, id), id < 0 || id >= 256);
+    static const char text[] = "<answer>\0\xff";
+    int32_t ids[16];
+    CU_ASSERT_EQUAL(v->encode(v->ctx, text, sizeof text - 1, ids, 16), sizeof text - 1);
+    CU_ASSERT_EQUAL(ids[0], '<');
+    CU_ASSERT_EQUAL(v->encode(v->ctx, text, sizeof text - 1, NULL, 0), sizeof text - 1);
+    char back[16];
+    CU_ASSERT_EQUAL(v->decode(v->ctx, ids, sizeof text - 1, back, sizeof back), sizeof text - 1);
+    CU_ASSERT_EQUAL(memcmp(back, text, sizeof text - 1), 0);
+    ids[0] = TOK_ANSWER;
+    CU_ASSERT_EQUAL(v->decode(v->ctx, ids, 1, back, sizeof back), 8);
+    CU_ASSERT_EQUAL(memcmp(back, "<answer>", 8), 0);
+}
+
 int main(void)
 {
     static const struct test_case cases[] = {
@@ -188,6 +218,7 @@ int main(void)
         {"special parsing: longest match, near misses, NULs", test_parse_specials},
         {"decode spells specials, U+FFFD for bad ids", test_decode_specials_and_invalid},
         {"write at most cap, return the need", test_cap},
+        {"tok_byte_vocab: TOK_* ids, plain encoding, non-bytes special", test_byte_vocab},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

@@ -11,7 +11,8 @@
  * the search knowledge base and its BM25 index are rebuilt at start), so nothing but
  * token ids travels. Tools see only the call text: they never learn the answer.
  *
- * Conversation format (token ids, include/libra/tokenizer.h):
+ * Conversation format (token ids; the specials and the text encoding come from the
+ * vocabulary the caller hands in, env_params.vocab, include/libra/vocab.h):
  *   <|bos|><|user|>QUESTION<|assistant|>            the prompt (loss mask 0)
  *   <tool_call>CALL</tool_call>                     model tokens (loss mask 1); a turn
  *                                                   ends at </tool_call>
@@ -24,6 +25,9 @@
  * disjoint held-out stream (different generator keys), the fixed evaluation set.
  * With env.prompts set, problems come from a JSONL file instead (see env_load_jsonl).
  *
+ * The environments never call a tokenizer (it lives in the model layer, beside this
+ * one) and assume nothing of its ids: one byte of text may be any number of ids.
+ *
  * All functions are thread-safe on a const struct env (the tool pool calls env_tool
  * from several threads).
  */
@@ -34,6 +38,7 @@
 #include <stdint.h>
 
 #include "libra/tool_status.h"
+#include "libra/vocab.h"
 
 #define ENV_TEXT_MAX 1024  /* prompt text bytes at most */
 #define ENV_ANSWER_MAX 128 /* answer text bytes at most */
@@ -46,6 +51,8 @@ enum env_split { ENV_TRAIN = 0, ENV_EVAL = 1 };
 enum env_tool_id { ENV_TOOL_CALC = 0, ENV_TOOL_SEARCH = 1, ENV_N_TOOLS = 2 };
 
 struct env_params {
+    const struct vocab *vocab; /* required; not owned, must outlive the env (e.g. the
+                                * tokenizer's tok_byte_vocab()) */
     int kind;                 /* enum env_kind */
     uint64_t seed;            /* run.seed */
     char prompts[512];        /* JSONL file of {"prompt": ..., "answer": ...}; "" = generator */
@@ -74,6 +81,7 @@ struct env_search; /* src/env/search.c */
 
 struct env {
     struct env_params p;
+    const struct vocab *vocab; /* = p.vocab, checked by env_init */
     struct env_calc *calc;
     struct env_search *search;
     /* JSONL problems, when p.prompts is set: the last n_eval lines are the held-out
@@ -83,7 +91,8 @@ struct env {
 };
 
 /* Builds the environment (the search knowledge base and index included). Returns 0,
- * or -1 with one message in err (bad JSONL line: "file:line: what"). */
+ * or -1 with one message in err (bad JSONL line: "file:line: what"; no vocabulary,
+ * or one whose format ids are out of range, not special or not distinct). */
 int env_init(struct env *e, const struct env_params *p, char *err, size_t errlen);
 void env_free(struct env *e);
 const char *env_kind_name(int kind);
@@ -107,14 +116,18 @@ struct env_tool_result {
  * passes it stops and reports TOOL_TIMEOUT (0 = none). */
 void env_tool(const struct env *e, const char *call, size_t len, double deadline,
               struct env_tool_result *out);
-/* Payload token ids: <tool_result> + bytes + </tool_result>, truncated to cap (the
- * closing tag always kept). Returns the count written. */
-int env_payload_tokens(const struct env_tool_result *r, int32_t *out, int cap);
+/* Payload token ids: <tool_result> + the encoded text + </tool_result>, truncated to
+ * cap (the closing tag always kept). Returns the count written. */
+int env_payload_tokens(const struct env *e, const struct env_tool_result *r, int32_t *out,
+                       int cap);
 
 /* The text of the last <tool_call> ... </tool_call> in the generated ids (the ids
- * of one turn): 0 and the bytes in out (NUL-terminated), or -1 if there is none, it
- * is unterminated, holds another special token or exceeds ENV_CALL_MAX bytes. */
-int env_extract_call(const int32_t *ids, int n, char *out, size_t cap);
+ * of one turn): 0, the decoded bytes in out (NUL-terminated) and their count in *len
+ * (len may be NULL; the call may hold NUL bytes), or -1 if there is none, it is
+ * unterminated, holds another special token or an id outside the vocabulary, or
+ * decodes to more than ENV_CALL_MAX bytes. */
+int env_extract_call(const struct env *e, const int32_t *ids, int n, char *out, size_t cap,
+                     size_t *len);
 
 /* Reward of a finished trajectory: ids/mask are its whole token sequence and loss
  * mask (mask 1 = model-generated). Only generated tokens are read (never the prompt

@@ -3,13 +3,16 @@
  * tokens follow (TOK_BOS = 256 ...). Encoding plain text never produces a special
  * token, so decode(encode(bytes)) == bytes for any byte string. Encoding with
  * specials enabled turns the exact spellings below ("<tool_call>", ...) into their
- * single ids.
+ * single ids. tok_byte_vocab() presents this tokenizer to the environments
+ * (include/libra/vocab.h).
  */
 #ifndef LIBRA_TOKENIZER_H
 #define LIBRA_TOKENIZER_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "libra/vocab.h"
 
 enum tok_special {
     TOK_BOS = 256,        /* "<|bos|>" */
@@ -35,5 +38,10 @@ size_t tok_encode(const char *text, size_t len, int parse_specials, int32_t *out
 /* Decodes ids (specials spelled out); writes at most cap bytes (no NUL added) and
  * returns how many the ids need. Ids outside [0, TOK_VOCAB_SIZE) decode as "\xEF\xBF\xBD". */
 size_t tok_decode(const int32_t *ids, size_t n, char *out, size_t cap);
+
+/* The byte-level vocabulary as the environments see it: size TOK_VOCAB_SIZE, the
+ * TOK_* specials, plain tok_encode / tok_decode; every id outside 0..255 counts as
+ * special. A static object: never freed, shared by all threads. */
+const struct vocab *tok_byte_vocab(void);
 
 #endif

@@ -75,6 +75,7 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
     struct env_params ep;
     char err[512];
     env_params_from_config(cfg, &ep);
+    ep.vocab = tok_byte_vocab(); /* the model's tokenizer: byte-level is the only one */
     if (env_init(&rl->env, &ep, err, sizeof err)) FATAL("env: %s", err);
     const struct train_config *t = &cfg->train;
     rl->gc = (struct grpo_config){t->clip_low, t->clip_high, t->is_cap, t->kl_coef,

@@ -125,6 +125,7 @@ static int setup_env(struct sft_run *r)
                     "(calc or search)", cfg->env.name);
     struct env_params ep;
     env_params_from_config(cfg, &ep);
+    ep.vocab = tok_byte_vocab(); /* the model's tokenizer: byte-level is the only one */
     char err[1024];
     if (env_init(&r->env, &ep, err, sizeof err)) return fail("env: %s", err);
     r->env_ready = 1;

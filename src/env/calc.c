@@ -31,7 +31,6 @@
 #include "libra/env.h"
 #include "libra/log.h"
 #include "libra/rng.h"
-#include "libra/tokenizer.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -469,6 +468,7 @@ int env_calc_correct(const char *given, const char *answer)
 /* ---- the scripted expert ---- */
 
 struct demo_buf {
+    const struct vocab *v; /* the env's: the tags' ids and the text encoding */
     int32_t *ids;
     uint8_t *mask;
     int n, cap;
@@ -488,11 +488,12 @@ static void demo_special(struct demo_buf *d, int32_t id, uint8_t m)
 
 static void demo_bytes(struct demo_buf *d, const char *s, size_t len, uint8_t m)
 {
-    if (d->overflow || len > (size_t)(d->cap - d->n)) {
+    if (d->overflow) return;
+    size_t k = d->v->encode(d->v->ctx, s, len, d->ids + d->n, (size_t)(d->cap - d->n));
+    if (k > (size_t)(d->cap - d->n)) { /* the text's ids do not all fit */
         d->overflow = 1;
         return;
     }
-    size_t k = tok_encode(s, len, 0, d->ids + d->n, (size_t)(d->cap - d->n));
     for (size_t j = 0; j < k; j++) d->mask[d->n + (int)j] = m;
     d->n += (int)k;
 }
@@ -502,21 +503,21 @@ static void demo_bytes(struct demo_buf *d, const char *s, size_t len, uint8_t m)
 static void demo_call(struct demo_buf *d, const struct env *e, const char *call)
 {
     size_t len = strlen(call);
-    demo_special(d, TOK_TOOL_CALL, 1);
+    demo_special(d, d->v->tool_call, 1);
     demo_bytes(d, call, len, 1);
-    demo_special(d, TOK_TOOL_CALL_END, 1);
+    demo_special(d, d->v->tool_call_end, 1);
     struct env_tool_result res;
     env_calc_tool(e, call, len, 0.0, &res);
-    demo_special(d, TOK_TOOL_RESULT, 0);
+    demo_special(d, d->v->tool_result, 0);
     demo_bytes(d, res.text, (size_t)res.len, 0);
-    demo_special(d, TOK_TOOL_RESULT_END, 0);
+    demo_special(d, d->v->tool_result_end, 0);
 }
 
 static void demo_answer(struct demo_buf *d, const char *text)
 {
-    demo_special(d, TOK_ANSWER, 1);
+    demo_special(d, d->v->answer, 1);
     demo_bytes(d, text, strlen(text), 1);
-    demo_special(d, TOK_ANSWER_END, 1);
+    demo_special(d, d->v->answer_end, 1);
 }
 
 /* A 1-step +/- problem with every number and the result below CALC_SMALL_LIMIT. */
@@ -604,7 +605,7 @@ int env_calc_demo(const struct env *e, const struct env_problem *pr, uint64_t se
     struct rng r;
     rng_init(&r, seed, (uint64_t)pr->split, (uint64_t)pr->index, KEY_DEMO);
     int mistake = rng_uniform(&r) < e->p.demo_mistake_rate;
-    struct demo_buf d = {ids, mask, 0, cap < 0 ? 0 : cap, 0};
+    struct demo_buf d = {e->vocab, ids, mask, 0, cap < 0 ? 0 : cap, 0};
     char wrong[ENV_ANSWER_MAX];
 
     if (plan_is_small(&pl)) {

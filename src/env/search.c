@@ -23,7 +23,6 @@
 
 #include "libra/log.h"
 #include "libra/rng.h"
-#include "libra/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +214,7 @@ void env_search_tool(const struct env *e, const char *call, size_t len, double d
 /* ---- the scripted expert ---- */
 
 struct demo_buf {
+    const struct vocab *v; /* the env's: the tags' ids and the text encoding */
     int32_t *ids;
     uint8_t *mask;
     int n, cap;
@@ -234,11 +234,12 @@ static void demo_special(struct demo_buf *d, int32_t id, uint8_t m)
 
 static void demo_bytes(struct demo_buf *d, const char *s, size_t len, uint8_t m)
 {
-    if (d->overflow || len > (size_t)(d->cap - d->n)) {
+    if (d->overflow) return;
+    size_t k = d->v->encode(d->v->ctx, s, len, d->ids + d->n, (size_t)(d->cap - d->n));
+    if (k > (size_t)(d->cap - d->n)) { /* the text's ids do not all fit */
         d->overflow = 1;
         return;
     }
-    size_t k = tok_encode(s, len, 0, d->ids + d->n, (size_t)(d->cap - d->n));
     memset(d->mask + d->n, m, k);
     d->n += (int)k;
 }
@@ -249,20 +250,20 @@ static void demo_call(struct demo_buf *d, const struct env *e, const char *query
                       struct env_tool_result *res)
 {
     size_t len = strlen(query);
-    demo_special(d, TOK_TOOL_CALL, 1);
+    demo_special(d, d->v->tool_call, 1);
     demo_bytes(d, query, len, 1);
-    demo_special(d, TOK_TOOL_CALL_END, 1);
+    demo_special(d, d->v->tool_call_end, 1);
     env_search_tool(e, query, len, 0.0, res);
-    demo_special(d, TOK_TOOL_RESULT, 0);
+    demo_special(d, d->v->tool_result, 0);
     demo_bytes(d, res->text, (size_t)res->len, 0);
-    demo_special(d, TOK_TOOL_RESULT_END, 0);
+    demo_special(d, d->v->tool_result_end, 0);
 }
 
 static void demo_answer(struct demo_buf *d, const char *text)
 {
-    demo_special(d, TOK_ANSWER, 1);
+    demo_special(d, d->v->answer, 1);
     demo_bytes(d, text, strlen(text), 1);
-    demo_special(d, TOK_ANSWER_END, 1);
+    demo_special(d, d->v->answer_end, 1);
 }
 
 /* Reads the object of relation rel about subj off a successful payload: a line
@@ -369,7 +370,7 @@ int env_search_demo(const struct env *e, const struct env_problem *pr, uint64_t 
     int mistake = rng_uniform(&r) < e->p.demo_mistake_rate;
     int too_few = mistake && rng_below(&r, 2) == 0;
     int hops = q.hops;
-    struct demo_buf d = {ids, mask, 0, cap < 0 ? 0 : cap, 0};
+    struct demo_buf d = {e->vocab, ids, mask, 0, cap < 0 ? 0 : cap, 0};
 
     if (too_few) {
         /* Stop after `stop` hops, where the entity held is not the answer (the city of

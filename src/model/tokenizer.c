@@ -12,7 +12,8 @@
  *  - Decoding spells specials out and turns ids outside [0, TOK_VOCAB_SIZE) into
  *    U+FFFD (EF BF BD). Both directions write at most cap elements (a spelling may be
  *    cut at cap) and return the full count, so callers can size a buffer with cap 0.
- *  - Pure functions of their arguments; no state, thread-safe.
+ *  - Pure functions of their arguments; no state, thread-safe. tok_byte_vocab() is a
+ *    constant object wrapping them (ctx unused).
  */
 #include "libra/tokenizer.h"
 
@@ -96,3 +97,45 @@ size_t tok_decode(const int32_t *ids, size_t n, char *out, size_t cap)
     }
     return at;
 }
+
+/* ---- the vocabulary the environments see (include/libra/vocab.h) ---- */
+
+static size_t vocab_encode(void *ctx, const char *text, size_t len, int32_t *out, size_t cap)
+{
+    (void)ctx;
+    return tok_encode(text, len, 0, out, cap);
+}
+
+static size_t vocab_decode(void *ctx, const int32_t *ids, size_t n, char *out, size_t cap)
+{
+    (void)ctx;
+    return tok_decode(ids, n, out, cap);
+}
+
+/* Every non-byte id, <|pad|>, <|system|> and <|tool|> included: none of them may
+ * appear inside a tool call or an answer. */
+static int vocab_is_special(void *ctx, int32_t id)
+{
+    (void)ctx;
+    return id < 0 || id >= TOK_BOS;
+}
+
+static const struct vocab byte_vocab = {
+    .size = TOK_VOCAB_SIZE,
+    .bos = TOK_BOS,
+    .eos = TOK_EOS,
+    .user = TOK_USER,
+    .assistant = TOK_ASSISTANT,
+    .tool_call = TOK_TOOL_CALL,
+    .tool_call_end = TOK_TOOL_CALL_END,
+    .tool_result = TOK_TOOL_RESULT,
+    .tool_result_end = TOK_TOOL_RESULT_END,
+    .answer = TOK_ANSWER,
+    .answer_end = TOK_ANSWER_END,
+    .ctx = NULL,
+    .encode = vocab_encode,
+    .decode = vocab_decode,
+    .is_special = vocab_is_special,
+};
+
+const struct vocab *tok_byte_vocab(void) { return &byte_vocab; }

@@ -148,14 +148,10 @@ static void slot_tool_turn(struct ep_run *r, int s, struct episode_stats *st)
     char call[ENV_CALL_MAX + 1];
     struct env_tool_result res;
     int turn_len = sl->len - sl->turn_start;
-    if (env_extract_call(sl->ids + sl->turn_start, turn_len, call, sizeof call) == 0) {
-        /* The call's length from its ids (every one a byte, NUL included), as the
-         * rollout engine counts it: from the last <tool_call> to </tool_call>. */
-        int open = sl->len - 2;
-        while (open >= sl->turn_start && sl->ids[open] != TOK_TOOL_CALL) open--;
-        if (open < sl->turn_start)
-            FATAL("episode: env_extract_call accepted a call without <tool_call>");
-        env_tool(r->e, call, (size_t)(sl->len - 2 - open), 0.0, &res);
+    size_t call_len; /* its byte count: it may hold NULs, so not strlen(call) */
+    if (env_extract_call(r->e, sl->ids + sl->turn_start, turn_len, call, sizeof call,
+                         &call_len) == 0) {
+        env_tool(r->e, call, call_len, 0.0, &res);
     } else {
         memset(&res, 0, sizeof res);
         res.tool = r->e->p.kind == ENV_KIND_SEARCH ? ENV_TOOL_SEARCH : ENV_TOOL_CALC;
@@ -174,7 +170,7 @@ static void slot_tool_turn(struct ep_run *r, int s, struct episode_stats *st)
         sl->active = 0;
         return;
     }
-    int np = env_payload_tokens(&res, r->payload, room);
+    int np = env_payload_tokens(r->e, &res, r->payload, room);
     if (np < 1 || np > room) FATAL("env_payload_tokens wrote %d tokens, room for %d", np, room);
     memcpy(sl->ids + sl->len, r->payload, (size_t)np * sizeof *sl->ids);
     memset(sl->mask + sl->len, 0, (size_t)np);

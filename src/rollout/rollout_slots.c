@@ -61,7 +61,7 @@ static void finish_tool(struct rollout_cpu *r, int s, const struct env_tool_resu
     t->tool = res->tool >= 0 ? res->tool : tool_of_env(r->env); /* a pool timeout has -1 */
     t->tool_status = res->status;
     t->tool_latency_s = latency_s;
-    t->n_payload = env_payload_tokens(res, t->payload, RC_PAYLOAD_CAP);
+    t->n_payload = env_payload_tokens(r->env, res, t->payload, RC_PAYLOAD_CAP);
     rcpu_list_push(&r->done, t);
     sl->state = SLOT_IDLE;
     sl->t = NULL;
@@ -74,20 +74,13 @@ static void start_tool(struct rollout_cpu *r, int s)
     struct rc_slot *sl = &r->slots[s];
     struct rc_turn *t = sl->t;
     char call[ENV_CALL_MAX + 1];
-    if (env_extract_call(t->ids, t->n_gen, call, sizeof call) < 0) {
+    size_t len; /* the call's byte count: it may hold NULs, so not strlen(call) */
+    if (env_extract_call(r->env, t->ids, t->n_gen, call, sizeof call, &len) < 0) {
         struct env_tool_result res = {.tool = tool_of_env(r->env), .status = TOOL_FAILURE};
         res.len = snprintf(res.text, sizeof res.text, "error: malformed tool call");
         finish_tool(r, s, &res, 0.0);
         return;
     }
-    /* The call is every id between the last <tool_call> and the closing tag (all bytes,
-     * NUL included, once env_extract_call accepted it). */
-    int at = t->n_gen - 2;
-    while (at >= 0 && t->ids[at] != TOK_TOOL_CALL) at--;
-    size_t len = (size_t)(t->n_gen - 2 - at);
-    if (at < 0 || len > ENV_CALL_MAX)
-        FATAL("rollout_cpu: env_extract_call accepted a call without <tool_call> or of %zu "
-              "bytes", len);
     tool_pool_submit(r->pool, t->in.traj_id, call, len);
     sl->state = SLOT_TOOL;
 }

@@ -17,6 +17,7 @@
 #include "libra/hash.h"
 #include "libra/log.h"
 #include "libra/tfm_io.h"
+#include "libra/tokenizer.h"
 
 struct tfm_params *cpu_live_params(struct device *d) { return d->tr ? &d->tr->p : &d->p; }
 
@@ -29,6 +30,7 @@ static struct device *cpu_open(const struct device_args *a)
         FATAL("%s", err);
     struct env_params ep;
     env_params_from_config(a->cfg, &ep);
+    ep.vocab = tok_byte_vocab(); /* the model's tokenizer: byte-level is the only one */
     if (env_init(&d->env, &ep, err, sizeof err)) FATAL("env: %s", err);
     d->stage = xmalloc(d->p.n * sizeof *d->stage);
     d->version = a->start_version; /* every rank loaded the same weights */
