@@ -47,8 +47,6 @@
 
 enum env_kind { ENV_KIND_EMU = 0, ENV_KIND_CALC = 1, ENV_KIND_SEARCH = 2 };
 enum env_split { ENV_TRAIN = 0, ENV_EVAL = 1 };
-/* Tool indices reported in turn results and metrics (-1 = no tool). */
-enum env_tool_id { ENV_TOOL_CALC = 0, ENV_TOOL_SEARCH = 1, ENV_N_TOOLS = 2 };
 
 struct env_params {
     const struct vocab *vocab; /* required; not owned, must outlive the env (e.g. the

@@ -31,7 +31,7 @@ struct tool_state_config {
 int tool_state_config_check(const struct tool_state_config *c, char *err, size_t errlen);
 enum tool_size tool_state_size(const struct tool_state_config *c, int payload_tokens);
 /* The state code; -1 if tool is outside [0, TOOL_STATE_MAX_TOOLS) or status is not
- * TOOL_SUCCESS, TOOL_FAILURE or TOOL_TIMEOUT (enum tool_status, workload.h). */
+ * TOOL_SUCCESS, TOOL_FAILURE or TOOL_TIMEOUT (enum tool_status, tool_status.h). */
 int tool_state_code(const struct tool_state_config *c, int tool, int payload_tokens, int status);
 /* Decodes a code (returns -1 if out of range). */
 int tool_state_decode(int code, int *tool, enum tool_size *size, int *status);

@@ -39,7 +39,7 @@
 #endif
 #include "libra/metrics.h"
 
-#include "libra/env.h" /* enum env_tool_id: the per-tool columns of /steps */
+#include "libra/tool_status.h" /* enum env_tool_id: the per-tool columns of /steps */
 #include "libra/h5util.h"
 #include "libra/log.h"
 
