@@ -34,5 +34,10 @@ float adamw_lr(const struct adamw_config *c, int64_t step);
 /* One step on params given grads (both n floats); grads are clipped in place.
  * Returns the global gradient norm before clipping. */
 double adamw_step(struct adamw *o, float *params, float *grads);
+/* adamw_step with the global gradient norm given (sharded models: the norm over every
+ * rank's gradients, e.g. sqrt(tfm_tp_grad_sq)): grads (n) are clipped in place by
+ * min(1, clip_norm / (grad_norm + 1e-6)) as adamw_step clips, then the same update.
+ * Returns grad_norm. */
+double adamw_step_norm(struct adamw *o, float *params, float *grads, double grad_norm);
 
 #endif

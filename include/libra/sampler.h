@@ -11,6 +11,7 @@
 #ifndef LIBRA_SAMPLER_H
 #define LIBRA_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct sampler_config {
@@ -23,5 +24,36 @@ struct sampler_config {
 /* Samples from logits (V); scratch holds at least 2 * V floats. */
 int32_t sampler_sample(const struct sampler_config *c, const float *logits, int V,
                        int64_t traj_id, int64_t position, float *logprob, float *scratch);
+
+struct tfm_tp; /* include/libra/tfm_tp.h */
+
+/* sampler_sample over vocabulary-parallel logits (collective): this rank holds the
+ * columns [tp->v0, tp->v1) of the full logits (V = tp->full.vocab_size) as
+ * local_logits (v1 - v0), e.g. a row of tfm_decoder_step's local logits. Every rank of
+ * the group calls it with the same (c, traj_id, position) and gets the SAME global
+ * token id and behaviour log-prob (over the full vocabulary), and the token is the one
+ * sampler_sample gives on the full logits (same key, same rules: greedy argmax with
+ * ties to the lowest id; inverse CDF in id order; top-k; top-p; top-k then top-p),
+ * except where the ranks' partial sums, added in rank order instead of id order, round
+ * across a sampling boundary (a measure-zero coincidence; greedy and top-k pick
+ * exactly). The full vocabulary is never gathered. Cost, in all-reduces over tp->comm
+ * (f64; t the degree), besides O(v1 - v0) local work:
+ *   greedy           one sum of 3t (each rank's max, argmax and sum of exp)
+ *   temperature      a max of 1, a sum of 2t (each rank's sums), a sum of 2 (the token
+ *                    and its log-prob, from the rank whose range holds u * total)
+ *   top-k (+ top-p)  a max of 1, a sum of t + 2 sum_r min(k, Vl_r) (each rank's top-k
+ *                    candidates as (id, logit), then the single-rank selection on them)
+ *   top-p alone      a max of 1, a sum of 2t, a sum of t (survivor counts), a sum of 2N
+ *                    for the N survivors of the single-rank cutoff p >= (1 - top_p) /
+ *                    (V - 1) * sum (up to V for a flat distribution); if rounding leaves
+ *                    the survivors short of top_p, one more sum of 2V (all ids), as
+ *                    sampler_sample then sorts all V.
+ * scratch: sampler_tp_scratch_floats(c, tp) floats (at most 2 (v1 - v0) + 6V + 6t + 1),
+ * 8-byte aligned (from malloc): part of it holds doubles. t == 1: sampler_sample
+ * (scratch 2V), bitwise. */
+int32_t sampler_sample_tp(const struct sampler_config *c, const struct tfm_tp *tp,
+                          const float *local_logits, int64_t traj_id, int64_t position,
+                          float *logprob, float *scratch);
+size_t sampler_tp_scratch_floats(const struct sampler_config *c, const struct tfm_tp *tp);
 
 #endif

@@ -21,6 +21,7 @@
  * Three structs kept apart (STYLE 2): tfm_config (hyper-parameters), tfm_params
  * (pointers carved out of ONE allocation; the same layout serves gradients and the
  * AdamW moments), tfm_state (activations and scratch of the training path).
+ * Tensor parallelism over several ranks: include/libra/tfm_tp.h.
  */
 #ifndef LIBRA_TFM_H
 #define LIBRA_TFM_H

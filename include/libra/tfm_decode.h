@@ -15,11 +15,21 @@
 #include <stdint.h>
 
 #include "libra/tfm.h"
+#include "libra/tfm_tp.h"
 
 struct tfm_decoder;
 
 struct tfm_decoder *tfm_decoder_create(const struct tfm_config *c, const struct tfm_params *p,
                                        int n_slots, int slot_capacity, int prefill_chunk);
+/* The decoder of one rank of a TP-t model (include/libra/tfm_tp.h) on its shard p_local
+ * (tfm_params_alloc(&tp->local)): its KV caches hold only the local kv heads. prefill
+ * and step then take GLOBAL token ids and write LOCAL logits, rows x (v1 - v0) (the
+ * columns [v0, v1) of the full logits; sample them with sampler_sample_tp). prefill and
+ * step are collective: every rank of the group calls them with the same arguments in
+ * the same order (per layer two (rows, C) f32 sum all-reduces, plus one for the
+ * embedding). len / truncate / bytes are local. t == 1: tfm_decoder_create. */
+struct tfm_decoder *tfm_decoder_create_tp(const struct tfm_tp *tp, const struct tfm_params *p_local,
+                                          int n_slots, int slot_capacity, int prefill_chunk);
 void tfm_decoder_free(struct tfm_decoder *d);
 /* Appends n tokens to the slot's context; writes the logits (V) of the last one if
  * last_logits != NULL. -1 if the slot's capacity would be exceeded (nothing added). */

@@ -6,6 +6,8 @@
  *
  * Order of one step (torch's): clip grads; p *= 1 - lr*wd; m = lerp(m, g, 1-b1);
  * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+ * adamw_step_norm is the same step with the global norm supplied by the caller (a
+ * sharded model's norm spans ranks: tfm_tp_grad_sq).
  * Limits: one flat parameter group; plain loops (no threads), so bitwise
  * reproducible.
  */
@@ -46,12 +48,17 @@ float adamw_lr(const struct adamw_config *c, int64_t step)
     return (float)(c->lr * ratio);
 }
 
-/* clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)); returns the norm before. */
-static double clip_grads(float *grads, size_t n, float clip)
+/* The global L2 norm of grads (n), summed in double in index order. */
+static double l2_norm(const float *grads, size_t n)
 {
     double ss = 0;
     for (size_t i = 0; i < n; i++) ss += (double)grads[i] * grads[i];
-    double norm = sqrt(ss);
+    return sqrt(ss);
+}
+
+/* clip_grad_norm_ given the norm: scale by min(1, clip / (norm + 1e-6)). */
+static void clip_grads(float *grads, size_t n, float clip, double norm)
+{
     if (clip > 0) {
         double coef = (double)clip / (norm + 1e-6);
         if (coef < 1.0) {
@@ -59,13 +66,12 @@ static double clip_grads(float *grads, size_t n, float clip)
             for (size_t i = 0; i < n; i++) grads[i] *= s;
         }
     }
-    return norm;
 }
 
-double adamw_step(struct adamw *o, float *params, float *grads)
+/* The AdamW update of one step, on (already clipped) grads. */
+static void update(struct adamw *o, float *params, const float *grads)
 {
     const struct adamw_config *c = &o->c;
-    double norm = clip_grads(grads, o->n, c->clip_norm);
     o->step++;
     double lr = adamw_lr(c, o->step);
     double bc1 = 1.0 - pow(c->beta1, (double)o->step);
@@ -81,5 +87,23 @@ double adamw_step(struct adamw *o, float *params, float *grads)
         float denom = sqrtf(o->v[i]) / bc2_sqrt + c->eps;
         params[i] -= step_size * o->m[i] / denom;
     }
+}
+
+double adamw_step(struct adamw *o, float *params, float *grads)
+{
+    double norm = l2_norm(grads, o->n);
+    clip_grads(grads, o->n, o->c.clip_norm, norm);
+    update(o, params, grads);
     return norm;
+}
+
+double adamw_step_norm(struct adamw *o, float *params, float *grads, double grad_norm)
+{
+    /* a NaN / inf norm passes through as in adamw_step (no clipping; the caller sees it) */
+    if (grad_norm < 0)
+        FATAL("adamw_step_norm: gradient norm %g is negative (pass sqrt of the global sum of "
+              "squares)", grad_norm);
+    clip_grads(grads, o->n, o->c.clip_norm, grad_norm);
+    update(o, params, grads);
+    return grad_norm;
 }

@@ -28,17 +28,19 @@
  *
  * scratch (2V floats): [0, V) the p_i, [V, 2V) candidate ids stored as floats (exact
  * for V <= 2^24; floats rather than int32 so any float buffer is valid scratch).
+ *
+ * The candidate helpers (sampler_sort, sampler_select_top_k, sampler_nucleus,
+ * sampler_draw; contracts in sampler_internal.h) are shared with sampler_tp.c, the
+ * vocabulary-parallel sampler, so both select with the same code.
  */
 #include "libra/sampler.h"
 
 #include "libra/rng.h"
+#include "sampler_internal.h"
 
 #include <assert.h>
 #include <math.h>
 #include <stddef.h>
-
-/* "sampler": the purpose component of the RNG stream key. */
-#define SAMPLER_PURPOSE 0x73616d706c6572ULL
 
 /* a ranks strictly before b: more probable, or as probable with a lower id. */
 static int ranks_before(const float *p, int a, int b)
@@ -66,7 +68,7 @@ static void heapify(const float *p, float *c, int n)
     for (int i = n / 2 - 1; i >= 0; i--) sift_down(p, c, n, i);
 }
 
-/* Heap sort: leaves c[0, n) ordered best first. */
+/* Heap sort of a heap: leaves c[0, n) ordered best first. */
 static void sort_heap(const float *p, float *c, int n)
 {
     for (int end = n - 1; end > 0; end--) {
@@ -77,8 +79,13 @@ static void sort_heap(const float *p, float *c, int n)
     }
 }
 
-/* The k best of all V ids, ordered best first, in c[0, k). */
-static void select_top_k(const float *p, float *c, int V, int k)
+void sampler_sort(const float *p, float *c, int n)
+{
+    heapify(p, c, n);
+    sort_heap(p, c, n);
+}
+
+void sampler_select_top_k(const float *p, float *c, int V, int k)
 {
     for (int i = 0; i < k; i++) c[i] = (float)i;
     heapify(p, c, k);
@@ -91,9 +98,7 @@ static void select_top_k(const float *p, float *c, int V, int k)
     sort_heap(p, c, k);
 }
 
-/* Smallest prefix of the sorted c[0, n) whose mass reaches target: its length, or 0
- * when the whole list falls short. *mass gets the prefix mass. */
-static int nucleus(const float *p, const float *c, int n, double target, double *mass)
+int sampler_nucleus(const float *p, const float *c, int n, double target, double *mass)
 {
     double cum = 0;
     for (int j = 0; j < n; j++) {
@@ -107,8 +112,7 @@ static int nucleus(const float *p, const float *c, int n, double target, double 
     return 0;
 }
 
-/* Inverse CDF over the candidates c[0, n) (mass their total). */
-static int32_t draw(const float *p, const float *c, int n, double mass, struct rng *r)
+int32_t sampler_draw(const float *p, const float *c, int n, double mass, struct rng *r)
 {
     double u = rng_uniform(r) * mass, cum = 0;
     for (int j = 0; j < n; j++) {
@@ -172,11 +176,11 @@ int32_t sampler_sample(const struct sampler_config *c, const float *logits, int 
         double mass = 0;
         if (use_k) {
             n = c->top_k;
-            select_top_k(p, cand, V, n);
+            sampler_select_top_k(p, cand, V, n);
             if (use_p) {
                 double mk = 0;
                 for (int j = 0; j < n; j++) mk += p[(int)cand[j]];
-                int np = nucleus(p, cand, n, (double)c->top_p * mk, &mass);
+                int np = sampler_nucleus(p, cand, n, (double)c->top_p * mk, &mass);
                 if (np > 0) n = np; /* else (rounding): the whole top-k */
             } else {
                 for (int j = 0; j < n; j++) mass += p[(int)cand[j]];
@@ -189,20 +193,18 @@ int32_t sampler_sample(const struct sampler_config *c, const float *logits, int 
                 if (p[i] >= cutoff) cand[n++] = (float)i;
             int np = 0;
             if (n > 0) {
-                heapify(p, cand, n);
-                sort_heap(p, cand, n);
-                np = nucleus(p, cand, n, target, &mass);
+                sampler_sort(p, cand, n);
+                np = sampler_nucleus(p, cand, n, target, &mass);
             }
             if (np == 0) { /* survivors short of top_p through rounding: all ids */
                 for (int i = 0; i < V; i++) cand[i] = (float)i;
                 n = V;
-                heapify(p, cand, n);
-                sort_heap(p, cand, n);
-                np = nucleus(p, cand, n, target, &mass);
+                sampler_sort(p, cand, n);
+                np = sampler_nucleus(p, cand, n, target, &mass);
             }
             if (np > 0) n = np; /* else: top_p within rounding of 1, keep all */
         }
-        tok = draw(p, cand, n, mass, &r);
+        tok = sampler_draw(p, cand, n, mass, &r);
     }
     if (logprob) *logprob = (float)((double)logits[tok] / T - m - log(sum_exact));
     return tok;

@@ -1,14 +1,18 @@
 /*
  * The training path's backward: gradients of J = -sum_t w_t logprob_t - sum_t e_t H_t
  * (H_t the entropy of the token's predictive distribution, e_t the batch's optional
- * entropy weights), ADDED into a gradient block with the parameters' layout. Runs its
- * own forward, which keeps every layer's internals (tfm_state.h), so the way back is
- * the backward alone: 3 x the forward's FLOPs in all. The output head (forward and
- * backward) runs here, logit_chunk rows at a time, only for tokens with a non-zero
- * weight or entropy weight.
+ * entropy weights), ADDED into a gradient block with the parameters' layout; and its
+ * tensor-parallel twin tfm_backward_tp. Runs its own forward, which keeps every
+ * layer's internals (tfm_state.h), so the way back is the backward alone: 3 x the
+ * forward's FLOPs in all. The output head (tfm_head.c) runs logit_chunk rows at a
+ * time, only for tokens with a non-zero weight or entropy weight.
  *
- * Tied embeddings need no special case: g->lm_head == g->embed, so the output head's
- * and the embedding's gradients land in the same rows.
+ * TP (Megatron): the residual-stream gradient dx is the full one on every rank.
+ * Row-parallel o_proj / down_proj need no communication (their input gradient is per
+ * rank); the input gradient dh of the column-parallel q/k/v and gate/up projections is
+ * a partial sum over the ranks' heads / F columns, all-reduced before the norm
+ * backward (which then gives every rank the same full dln1, dln2 and dx). With tp NULL
+ * the all-reduces are no-ops.
  */
 #include <math.h>
 #include <string.h>
@@ -16,77 +20,9 @@
 #include "cpu/ops.h"
 #include "libra/log.h"
 #include "tfm_state.h"
+#include "tp_ops.h"
 
 static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
-
-/* Entropy weight of token t: entropy_weights[t] where targets[t] >= 0, else 0. */
-static float entropy_weight(const struct tfm_batch *b, int t)
-{
-    return b->entropy_weights && b->targets[t] >= 0 ? b->entropy_weights[t] : 0.0f;
-}
-
-/* The entropy term of one row of logits x (V): with p = softmax(x / temp) and
- * H = -sum p log p, dH/dx_j = -(1/temp) p_j (log p_j + H); J carries -e H, so
- * d (V) += (e / temp) p_j (log p_j + H). Returns H. Sums in double; z_j = x_j / temp
- * rounded to float as logsoftmax_forward forms it. */
-static double entropy_row_backward(float *d, const float *x, int V, float temp, float e)
-{
-    float mx = -INFINITY;
-    for (int j = 0; j < V; j++) mx = fmaxf(mx, x[j] / temp);
-    double sum = 0;
-    for (int j = 0; j < V; j++) sum += exp((double)(x[j] / temp - mx));
-    double lsum = log(sum), H = 0;
-    for (int j = 0; j < V; j++) {
-        double lp = (double)(x[j] / temp - mx) - lsum;
-        H -= exp(lp) * lp;
-    }
-    double c = (double)e / temp;
-    for (int j = 0; j < V; j++) {
-        double lp = (double)(x[j] / temp - mx) - lsum;
-        d[j] += (float)(c * exp(lp) * (lp + H));
-    }
-    return H;
-}
-
-/* Output head and final norm: dJ/dx_L into s->dx (overwritten); returns J. */
-static double head_backward(const struct tfm_config *c, const struct tfm_params *p,
-                            struct tfm_state *s, const struct tfm_batch *b, int T,
-                            struct tfm_params *g)
-{
-    int C = c->hidden_size, V = c->vocab_size;
-    rmsnorm_forward(s->hf, s->x, p->ln_f, T, C, c->rms_norm_eps);
-    zero(s->dh, (size_t)T * C);
-    int n_rows = 0;
-    for (int t = 0; t < T; t++)
-        if (tfm_token_weight(b, t) != 0.0f || entropy_weight(b, t) != 0.0f)
-            s->rows[n_rows++] = t;
-
-    double J = 0;
-    for (int r0 = 0; r0 < n_rows; r0 += s->logit_chunk) {
-        int n = n_rows - r0 < s->logit_chunk ? n_rows - r0 : s->logit_chunk;
-        const int *rows = s->rows + r0;
-        tfm_gather_chunk(s, b, rows, n);
-        for (int i = 0; i < n; i++) s->dlp_c[i] = -tfm_token_weight(b, rows[i]);
-        linear_forward(s->logits, s->hc, p->lm_head, NULL, n, C, V);
-        logsoftmax_forward(s->lp_c, NULL, s->logits, s->tgt_c, n, V, b->temperature);
-        for (int i = 0; i < n; i++) J += (double)s->dlp_c[i] * s->lp_c[i];
-        zero(s->dlogits, (size_t)n * V);
-        logsoftmax_backward(s->dlogits, s->dlp_c, s->logits, s->tgt_c, n, V, b->temperature);
-        for (int i = 0; i < n; i++) {
-            float e = entropy_weight(b, rows[i]);
-            if (e != 0.0f)
-                J -= e * entropy_row_backward(s->dlogits + (size_t)i * V,
-                                              s->logits + (size_t)i * V, V, b->temperature, e);
-        }
-        zero(s->dhc, (size_t)n * C);
-        linear_backward(s->dhc, g->lm_head, NULL, s->dlogits, s->hc, p->lm_head, n, C, V);
-        for (int i = 0; i < n; i++)
-            memcpy(s->dh + (size_t)rows[i] * C, s->dhc + (size_t)i * C, (size_t)C * sizeof(float));
-    }
-    zero(s->dx, (size_t)T * C);
-    rmsnorm_backward(s->dx, g->ln_f, s->dh, s->x, p->ln_f, T, C, c->rms_norm_eps);
-    return J;
-}
 
 /* Attention of every sequence, backward: dq, dk, dv (zeroed here) from datt. */
 static void attention_backward(const struct tfm_config *c, struct tfm_state *s,
@@ -109,9 +45,9 @@ static void attention_backward(const struct tfm_config *c, struct tfm_state *s,
 
 /* Layer l: on entry s->dx = dJ/dx_out, on exit dJ/dx_in; reads the internals the
  * forward left in s->acts[l]. */
-static void layer_backward(const struct tfm_config *c, const struct tfm_params *p,
-                           struct tfm_state *s, const struct tfm_batch *b, int l, int T,
-                           struct tfm_params *g)
+static void layer_backward(const struct tfm_tp *tp, const struct tfm_config *c,
+                           const struct tfm_params *p, struct tfm_state *s,
+                           const struct tfm_batch *b, int l, int T, struct tfm_params *g)
 {
     const struct tfm_acts *a = &s->acts[l];
     struct tfm_layer w = tfm_layer_view(c, p, l);
@@ -131,6 +67,7 @@ static void layer_backward(const struct tfm_config *c, const struct tfm_params *
     zero(s->dh, TC);
     linear_backward(s->dh, dw.w_gate, NULL, s->dgate, a->h2, w.w_gate, T, C, F);
     linear_backward(s->dh, dw.w_up, NULL, s->dup, a->h2, w.w_up, T, C, F);
+    tp_allreduce_sum(tp, s->dh, TC); /* column-parallel: each rank's F/t columns' share */
     rmsnorm_backward(s->dx, dw.ln2, s->dh, a->xmid, w.ln2, T, C, eps); /* dx: dJ/dxmid */
 
     /* attention: xmid = x_in + att Wo^T */
@@ -152,7 +89,27 @@ static void layer_backward(const struct tfm_config *c, const struct tfm_params *
     linear_backward(s->dh, dw.wq, dw.bq, dqp, a->h1, w.wq, T, C, H * D);
     linear_backward(s->dh, dw.wk, dw.bk, dkp, a->h1, w.wk, T, C, K * D);
     linear_backward(s->dh, dw.wv, dw.bv, s->dv, a->h1, w.wv, T, C, K * D);
+    tp_allreduce_sum(tp, s->dh, TC); /* column-parallel: each rank's heads' share */
     rmsnorm_backward(s->dx, dw.ln1, s->dh, a->xin, w.ln1, T, C, eps); /* dx: dJ/dx_in */
+}
+
+/* The backward of the model c (the whole model, or tp's shard): J. */
+static double backward(const struct tfm_tp *tp, const struct tfm_config *c,
+                       const struct tfm_params *p, struct tfm_state *s,
+                       const struct tfm_batch *b, struct tfm_params *g)
+{
+    int T = tfm_batch_prepare(c, s, b);
+    tfm_trunk_forward(tp, c, p, s, b, T);
+    double J = tfm_head_backward(tp, c, p, s, b, T, g);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        /* Recompute mode: the internals hold the last layer's; refill layer l's from its
+         * kept input (writing the same output as the forward did, bit for bit). */
+        if (s->recompute && l < c->n_layers - 1)
+            tfm_layer_forward(tp, c, p, s, b, l, T, s->acts[l + 1].xin);
+        layer_backward(tp, c, p, s, b, l, T, g);
+    }
+    tp_embed_backward(tp, g->embed, s->dx, b->tokens, T, c->hidden_size);
+    return J;
 }
 
 double tfm_backward(const struct tfm_config *c, const struct tfm_params *p, struct tfm_state *s,
@@ -161,16 +118,20 @@ double tfm_backward(const struct tfm_config *c, const struct tfm_params *p, stru
     if (g->n != p->n)
         FATAL("tfm_backward: gradient block has %zu floats, the parameters %zu (allocate g "
               "with tfm_params_alloc for the same config)", g->n, p->n);
-    int T = tfm_batch_prepare(c, s, b);
-    tfm_trunk_forward(c, p, s, b, T);
-    double J = head_backward(c, p, s, b, T, g);
-    for (int l = c->n_layers - 1; l >= 0; l--) {
-        /* Recompute mode: the internals hold the last layer's; refill layer l's from its
-         * kept input (writing the same output as the forward did, bit for bit). */
-        if (s->recompute && l < c->n_layers - 1)
-            tfm_layer_forward(c, p, s, b, l, T, s->acts[l + 1].xin);
-        layer_backward(c, p, s, b, l, T, g);
-    }
-    embed_backward(g->embed, s->dx, b->tokens, T, c->hidden_size);
-    return J;
+    return backward(NULL, c, p, s, b, g);
+}
+
+double tfm_backward_tp(const struct tfm_tp *tp, const struct tfm_params *p_local,
+                       struct tfm_state *s, const struct tfm_batch *b,
+                       struct tfm_params *g_local)
+{
+    const struct tfm_config *c = &tp->local;
+    if (tp_parallel(tp) && (!s->tp_mx || s->vocab_full != tp->full.vocab_size))
+        FATAL("tfm_backward_tp: the state was not created for this TP shard (create it with "
+              "tfm_state_create_tp)");
+    if (p_local->n != tfm_param_count(c) || g_local->n != p_local->n)
+        FATAL("tfm_backward_tp: rank %d: parameters %zu floats, gradients %zu, its shard %zu "
+              "(allocate both with tfm_params_alloc(&tp->local))", tp->rank, p_local->n,
+              g_local->n, tfm_param_count(c));
+    return backward(tp, c, p_local, s, b, g_local);
 }

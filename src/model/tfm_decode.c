@@ -8,6 +8,12 @@
  * slot's cache (attn_forward only ever reads keys 0..position, exactly as in
  * training). Logits come from the same final norm and lm_head product.
  *
+ * Tensor parallelism (tfm_decoder_create_tp): the same code on a shard (H/t heads, the
+ * local kv heads in the cache, F/t MLP columns, Vl vocabulary rows), with the
+ * training path's communication: the vocabulary-parallel embedding, a (rows, C) sum
+ * all-reduce after o_proj and after down_proj; logits stay local (rows, Vl). Every
+ * rank must call prefill / step with the same arguments (they are collective).
+ *
  * Memory: KV caches 2 x n_slots x L x capacity x K*D floats, plus scratch for
  * max(prefill_chunk, n_slots) rows. Single-threaded apart from OpenBLAS.
  */
@@ -19,10 +25,13 @@
 #include "cpu/ops.h"
 #include "libra/log.h"
 #include "tfm_state.h"
+#include "tp_ops.h"
 
 struct tfm_decoder {
-    struct tfm_config c;
+    struct tfm_config c;        /* the model, or the TP shard's shapes (tp->local) */
     const struct tfm_params *p;
+    const struct tfm_tp *tp;    /* NULL: the single-rank model */
+    int vocab_full;             /* V of the whole model: token ids are checked against it */
     int n_slots, cap, chunk, max_rows;
     int *len;        /* (n_slots) tokens in each slot's cache */
     float *kc, *vc;  /* (n_slots, L, cap, K*D) */
@@ -55,6 +64,7 @@ struct tfm_decoder *tfm_decoder_create(const struct tfm_config *c, const struct 
     struct tfm_decoder *d = xcalloc(1, sizeof *d);
     d->c = *c;
     d->p = p;
+    d->vocab_full = c->vocab_size;
     d->n_slots = n_slots;
     d->cap = slot_capacity;
     d->chunk = prefill_chunk;
@@ -83,6 +93,22 @@ struct tfm_decoder *tfm_decoder_create(const struct tfm_config *c, const struct 
     d->len = xcalloc((size_t)n_slots, sizeof *d->len);
     d->pos = xcalloc(R, sizeof *d->pos);
     d->slot_of = xcalloc(R, sizeof *d->slot_of);
+    return d;
+}
+
+struct tfm_decoder *tfm_decoder_create_tp(const struct tfm_tp *tp, const struct tfm_params *p_local,
+                                          int n_slots, int slot_capacity, int prefill_chunk)
+{
+    if (p_local->n != tfm_param_count(&tp->local))
+        FATAL("tfm_decoder_create_tp: rank %d's parameters have %zu floats, its shard %zu "
+              "(allocate them with tfm_params_alloc(&tp->local))", tp->rank, p_local->n,
+              tfm_param_count(&tp->local));
+    struct tfm_decoder *d =
+        tfm_decoder_create(&tp->local, p_local, n_slots, slot_capacity, prefill_chunk);
+    if (tp_parallel(tp)) {
+        d->tp = tp;
+        d->vocab_full = tp->full.vocab_size;
+    }
     return d;
 }
 
@@ -155,6 +181,7 @@ static void layer_rows(struct tfm_decoder *d, int l, int R)
         attend_slot_rows(d, l, r0, r1);
     }
     linear_forward(d->xmid, d->att, w.wo, NULL, R, H * D, C);
+    tp_allreduce_sum(d->tp, d->xmid, RC); /* row-parallel o_proj: each rank's heads' share */
     for (size_t i = 0; i < RC; i++) d->xmid[i] += d->x[i];
 
     rmsnorm_forward(d->h2, d->xmid, w.ln2, R, C, eps);
@@ -162,16 +189,18 @@ static void layer_rows(struct tfm_decoder *d, int l, int R)
     linear_forward(d->up, d->h2, w.w_up, NULL, R, C, F);
     swiglu_forward(d->act, NULL, d->gate, d->up, (int64_t)R * F);
     linear_forward(d->x, d->act, w.w_down, NULL, R, F, C);
+    tp_allreduce_sum(d->tp, d->x, RC); /* row-parallel down_proj */
     for (size_t i = 0; i < RC; i++) d->x[i] += d->xmid[i];
 }
 
 /* Runs rows (tokens with slot_of/pos set) through the model; logits of the rows
- * [first, R) to logits (R - first, V) if logits != NULL. */
+ * [first, R) to logits (R - first, V) if logits != NULL (TP: V is Vl, this rank's
+ * vocabulary columns). */
 static void run_rows(struct tfm_decoder *d, const int32_t *tokens, int R, int first, float *logits)
 {
     const struct tfm_config *c = &d->c;
     int C = c->hidden_size;
-    embed_forward(d->x, d->p->embed, tokens, R, C);
+    tp_embed_forward(d->tp, d->x, d->p->embed, tokens, R, C);
     for (int l = 0; l < c->n_layers; l++) layer_rows(d, l, R);
     for (int r = 0; r < R; r++) d->len[d->slot_of[r]] = d->pos[r] + 1;
     if (!logits) return;
@@ -186,8 +215,8 @@ int tfm_decoder_prefill(struct tfm_decoder *d, int slot, const int32_t *tokens, 
     if (slot < 0 || slot >= d->n_slots) FATAL("tfm_decoder_prefill: no slot %d", slot);
     if (n < 0 || d->len[slot] + n > d->cap) return -1;
     for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= d->c.vocab_size)
-            FATAL("tfm_decoder_prefill: token %d outside [0, %d)", tokens[i], d->c.vocab_size);
+        if (tokens[i] < 0 || tokens[i] >= d->vocab_full)
+            FATAL("tfm_decoder_prefill: token %d outside [0, %d)", tokens[i], d->vocab_full);
     for (int done = 0; done < n;) {
         int m = n - done < d->chunk ? n - done : d->chunk;
         for (int r = 0; r < m; r++) {
@@ -207,8 +236,8 @@ int tfm_decoder_step(struct tfm_decoder *d, const int *slots, const int32_t *tok
     if (n < 0 || n > d->n_slots) FATAL("tfm_decoder_step: %d rows for %d slots", n, d->n_slots);
     for (int i = 0; i < n; i++) {
         if (slots[i] < 0 || slots[i] >= d->n_slots) FATAL("tfm_decoder_step: no slot %d", slots[i]);
-        if (tokens[i] < 0 || tokens[i] >= d->c.vocab_size)
-            FATAL("tfm_decoder_step: token %d outside [0, %d)", tokens[i], d->c.vocab_size);
+        if (tokens[i] < 0 || tokens[i] >= d->vocab_full)
+            FATAL("tfm_decoder_step: token %d outside [0, %d)", tokens[i], d->vocab_full);
         for (int j = 0; j < i; j++)
             if (slots[j] == slots[i]) FATAL("tfm_decoder_step: slot %d given twice", slots[i]);
         if (d->len[slots[i]] >= d->cap) return -1;
