@@ -33,6 +33,7 @@
 
 #include "libra/env.h"
 #include "libra/iqueue.h"
+#include "libra/rollout_model.h"
 #include "libra/sampler.h"
 #include "libra/tfm.h"
 
@@ -79,10 +80,17 @@ struct rollout_turn_out {
 
 struct rollout_cpu;
 
-/* params are copied; env must outlive the engine. */
+/* The engine on the whole model of this rank (a local rollout_model over a copy of
+ * params); env must outlive the engine. */
 struct rollout_cpu *rollout_cpu_create(const struct tfm_config *mc, const float *params,
                                        int version, const struct env *env,
                                        const struct rollout_cpu_config *rc);
+/* The engine on a model someone else owns (a device's tensor-parallel instance):
+ * model must outlive the engine. version -1: no weights yet -- turns queue, nothing
+ * is admitted or decoded until rollout_cpu_weights_changed. */
+struct rollout_cpu *rollout_cpu_create_on(const struct rollout_model *model, int version,
+                                          const struct env *env,
+                                          const struct rollout_cpu_config *rc);
 void rollout_cpu_free(struct rollout_cpu *r);
 /* Queues a turn (FATAL if the trajectory already has one in the engine). */
 void rollout_cpu_submit(struct rollout_cpu *r, const struct rollout_turn_in *in);
@@ -93,8 +101,12 @@ int rollout_cpu_step(struct rollout_cpu *r);
 int rollout_cpu_take(struct rollout_cpu *r, const struct rollout_turn_out **out);
 /* Turns queued, decoding or waiting for a tool. */
 int rollout_cpu_busy(const struct rollout_cpu *r);
-/* New parameters (copied) of version v, used from the next iteration on. */
+/* New parameters (copied) of version v, used from the next iteration on (engines of
+ * rollout_cpu_create only). */
 void rollout_cpu_set_weights(struct rollout_cpu *r, const float *params, int version);
+/* The model behind the engine now holds the weights of version v: every cache is
+ * dropped (rebuilt by prefill at the slots' next use). */
+void rollout_cpu_weights_changed(struct rollout_cpu *r, int version);
 /* Hands back every unfinished turn: turns waiting for a tool are completed first
  * (bounded by the tool timeout); queued and decoding ones come back with partial = 1
  * and the tokens generated so far. Results via rollout_cpu_take. */

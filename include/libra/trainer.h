@@ -17,6 +17,7 @@
 #include "libra/adamw.h"
 #include "libra/grpo.h"
 #include "libra/tfm.h"
+#include "libra/tfm_tp.h"
 
 /* One trajectory of a share: its whole token sequence with loss mask and behaviour
  * log-probs (logp_behav[t] = log-prob of ids[t] at sampling time where mask[t] = 1).
@@ -31,6 +32,8 @@ struct train_seq {
 };
 
 struct trainer {
+    const struct tfm_tp *tp;    /* tensor parallel: this rank's shard of a TP group (NULL: the
+                                   whole model here); mc is then the shard's tp->local */
     struct tfm_config mc;
     struct tfm_params p, g;     /* parameters and gradient (same layout) */
     struct tfm_params ref;      /* frozen reference (kl_coef > 0), else unallocated */
@@ -64,5 +67,11 @@ void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
                    double norm_tokens, struct grpo_stats *st);
 /* Applies AdamW with the (already reduced) gradient in t->g; returns the grad norm. */
 double trainer_apply(struct trainer *t);
+/* A trainer of this rank's shard of a TP group (p: tp->local's layout, taken over like
+ * trainer_init's). trainer_grads and trainer_apply are then collective over the group
+ * (every rank passes the same sequences); the gradient norm is the whole model's. */
+void trainer_init_tp(struct trainer *t, const struct tfm_tp *tp, struct tfm_params *p,
+                     const struct adamw_config *oc, struct adamw *opt_loaded, int opt_is_loaded,
+                     const struct grpo_config *gc, int max_tokens);
 
 #endif

@@ -38,7 +38,12 @@ void ctl_ckpt_start(struct controller *c)
     m.step = c->step;
     m.version = c->version;
     ckpt_dir_path(rl->ckpt_root, c->step, 1, m.dir, sizeof m.dir);
-    ctl_send(c, &m, sizeof m, plan_train_root(&c->plan), TAG_CKPT);
+    /* every rank of the root replica: a tensor-parallel root gathers its shards */
+    int *members = xmalloc((size_t)c->world * sizeof *members);
+    int n = plan_members(&c->plan, 0, members);
+    for (int k = 0; k < n; k++)
+        if (plan_in_root_replica(&c->plan, members[k])) ctl_send(c, &m, sizeof m, members[k], TAG_CKPT);
+    free(members);
     rl->ckpt_inflight = c->step;
 }
 

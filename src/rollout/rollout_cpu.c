@@ -98,34 +98,44 @@ static void check_config(const struct tfm_config *mc, const struct rollout_cpu_c
               (double)rc->temperature, (double)rc->top_p);
 }
 
-struct rollout_cpu *rollout_cpu_create(const struct tfm_config *mc, const float *params,
-                                       int version, const struct env *env,
-                                       const struct rollout_cpu_config *rc)
+struct rollout_cpu *rollout_cpu_create_on(const struct rollout_model *model, int version,
+                                          const struct env *env,
+                                          const struct rollout_cpu_config *rc)
 {
-    check_config(mc, rc);
+    struct tfm_config mc = {.vocab_size = model->vocab_size};
+    check_config(&mc, rc);
     struct rollout_cpu *r = xcalloc(1, sizeof *r);
-    r->mc = *mc;
     r->rc = *rc;
     r->env = env;
     r->version = version;
-    r->V = mc->vocab_size;
-    tfm_params_alloc(&r->p, mc);
-    memcpy(r->p.mem, params, tfm_param_count(mc) * sizeof(float));
-    r->dec = tfm_decoder_create(mc, &r->p, rc->n_slots, rc->slot_capacity, rc->prefill_chunk);
+    r->V = model->vocab_size;
+    r->model = *model;
     r->pool = tool_pool_create(rc->tool_threads, rc->tool_timeout_s, run_tool, r);
-    size_t S = (size_t)rc->n_slots, N = (size_t)rc->slot_capacity, V = (size_t)r->V;
+    size_t S = (size_t)rc->n_slots, N = (size_t)rc->slot_capacity;
     r->slots = xcalloc(S, sizeof *r->slots);
     r->slot_ids = xmalloc(S * N * sizeof *r->slot_ids);
     for (size_t s = 0; s < S; s++) {
         r->slots[s].owner = -1;
         r->slots[s].ids = r->slot_ids + s * N;
     }
-    r->logits = xmalloc(S * V * sizeof *r->logits);
-    r->prefill_logits = xmalloc(V * sizeof *r->prefill_logits);
-    r->scratch = xmalloc(2 * V * sizeof *r->scratch);
     r->batch_slots = xmalloc(S * sizeof *r->batch_slots);
     r->batch_tokens = xmalloc(S * sizeof *r->batch_tokens);
+    r->batch_sample = xmalloc(S * sizeof *r->batch_sample);
+    r->batch_next = xmalloc(S * sizeof *r->batch_next);
+    r->batch_lp = xmalloc(S * sizeof *r->batch_lp);
     r->jobs = xmalloc(S * sizeof *r->jobs);
+    return r;
+}
+
+struct rollout_cpu *rollout_cpu_create(const struct tfm_config *mc, const float *params,
+                                       int version, const struct env *env,
+                                       const struct rollout_cpu_config *rc)
+{
+    check_config(mc, rc);
+    struct rollout_model *m = rollout_model_local_create(mc, params, rc->n_slots,
+                                                         rc->slot_capacity, rc->prefill_chunk);
+    struct rollout_cpu *r = rollout_cpu_create_on(m, version, env, rc);
+    r->owned = m;
     return r;
 }
 
@@ -147,15 +157,14 @@ void rollout_cpu_free(struct rollout_cpu *r)
     }
     free(r->outs);
     free(r->jobs);
+    free(r->batch_lp);
+    free(r->batch_next);
+    free(r->batch_sample);
     free(r->batch_tokens);
     free(r->batch_slots);
-    free(r->scratch);
-    free(r->prefill_logits);
-    free(r->logits);
     free(r->slot_ids);
     free(r->slots);
-    tfm_decoder_free(r->dec);
-    tfm_params_free(&r->p);
+    rollout_model_local_free(r->owned);
     free(r);
 }
 
@@ -209,8 +218,10 @@ int rollout_cpu_step(struct rollout_cpu *r)
     recycle_taken(r);
     double t0 = wall_time();
     int did = rcpu_collect_tools(r);
-    did += rcpu_admit_queued(r);
-    did += rcpu_decode_once(r);
+    if (r->version >= 0) { /* no weights yet (a re-sharded instance): turns wait */
+        did += rcpu_admit_queued(r);
+        did += rcpu_decode_once(r);
+    }
     if (did) r->busy_s += wall_time() - t0;
     return did > 0;
 }
@@ -260,12 +271,19 @@ void rollout_cpu_queue_stats(const struct rollout_cpu *r, int *queued, int *runn
 
 void rollout_cpu_set_weights(struct rollout_cpu *r, const float *params, int version)
 {
+    if (!r->owned) FATAL("rollout_cpu_set_weights: the engine's model is not its own");
+    rollout_model_local_set_weights(r->owned, params);
+    rollout_cpu_weights_changed(r, version);
+}
+
+void rollout_cpu_weights_changed(struct rollout_cpu *r, int version)
+{
     recycle_taken(r);
-    memcpy(r->p.mem, params, tfm_param_count(&r->mc) * sizeof(float));
     r->version = version;
     /* Every cache was built with the old weights; the id lists stay, so the next use
      * of a slot prefills them again (rcpu_decode_once, admit). */
-    for (int s = 0; s < r->rc.n_slots; s++) tfm_decoder_truncate(r->dec, s, 0);
+    for (int s = 0; s < r->rc.n_slots; s++)
+        if (r->model.ops->len(r->model.m, s) > 0) r->model.ops->truncate(r->model.m, s, 0);
 }
 
 void rollout_cpu_handback(struct rollout_cpu *r)

@@ -15,7 +15,7 @@
  * path allocates nothing.
  *
  * A slot remembers the ids its KV cache holds or is to hold (ids[0, n_ids)); the
- * decoder's own length of the slot (tfm_decoder_len) may be shorter after a weight
+ * model's own length of the slot (model.ops->len) may be shorter after a weight
  * swap, and the missing part is re-prefilled before the slot is next used. While a
  * turn decodes, ids = context + every generated token but the last; the last sampled
  * token is the next decode input. A slot is
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "libra/rollout_cpu.h"
-#include "libra/tfm_decode.h"
+#include "libra/rollout_model.h"
 #include "libra/tool_pool.h"
 
 #define RC_PAYLOAD_CAP (ENV_PAYLOAD_MAX + 2) /* <tool_result> + bytes + </tool_result> */
@@ -75,21 +75,20 @@ struct rc_list {
 };
 
 struct rollout_cpu {
-    struct tfm_config mc;
     struct rollout_cpu_config rc;
     const struct env *env;
-    struct tfm_params p;   /* the engine's copy; the decoder reads it */
-    int version;
+    struct rollout_model model;  /* what decodes (rollout_model.h) */
+    struct rollout_model *owned; /* the local model rollout_cpu_create made, else NULL */
+    int version;                 /* of the model's weights; -1: none yet (nothing decodes) */
     int V;
-    struct tfm_decoder *dec;
     struct tool_pool *pool;
     struct rc_slot *slots;       /* (S) */
     int32_t *slot_ids;           /* (S, N) the slots' id lists */
-    float *logits;               /* (S, V) one decode step's logits */
-    float *prefill_logits;       /* (V) the last context token's logits at admission */
-    float *scratch;              /* (2V) sampler scratch */
     int *batch_slots;            /* (S) */
     int32_t *batch_tokens;       /* (S) */
+    struct rollout_sample *batch_sample; /* (S) */
+    int32_t *batch_next;         /* (S) the sampled tokens */
+    float *batch_lp;             /* (S) their behaviour log-probs */
     struct tool_job_done *jobs;  /* (S) tool results of one poll */
     struct rc_list queue, done, taken;
     struct rollout_turn_out *outs;

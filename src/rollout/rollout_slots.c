@@ -19,7 +19,6 @@
 #include "libra/env.h"
 #include "libra/iqueue.h"
 #include "libra/log.h"
-#include "libra/sampler.h"
 #include "libra/tokenizer.h"
 #include "libra/tool_status.h"
 #include "rollout_cpu_internal.h"
@@ -33,7 +32,7 @@ void rcpu_slot_release(struct rollout_cpu *r, int s)
     sl->owner = -1;
     sl->n_ids = 0;
     sl->t = NULL;
-    tfm_decoder_truncate(r->dec, s, 0);
+    r->model.ops->truncate(r->model.m, s, 0);
 }
 
 static void finish_final(struct rollout_cpu *r, int s)
@@ -85,15 +84,19 @@ static void start_tool(struct rollout_cpu *r, int s)
     sl->state = SLOT_TOOL;
 }
 
-/* Samples the next token of the turn in slot s from logits (V) and handles a stop. */
-static void sample_next(struct rollout_cpu *r, int s, const float *logits)
+/* How the next token of the turn in slot s is drawn. */
+static struct rollout_sample sample_of(const struct rollout_cpu *r, int s)
+{
+    const struct rc_turn *t = r->slots[s].t;
+    return (struct rollout_sample){{t->in.greedy ? 0.0f : r->rc.temperature, r->rc.top_p,
+                                    r->rc.top_k, r->rc.seed},
+                                   t->in.rng_key, (int64_t)t->in.n_ctx + t->n_gen};
+}
+
+/* Records the sampled next token of the turn in slot s and handles a stop. */
+static void take_next(struct rollout_cpu *r, int s, int32_t tok, float lp)
 {
     struct rc_turn *t = r->slots[s].t;
-    struct sampler_config sc = {t->in.greedy ? 0.0f : r->rc.temperature, r->rc.top_p,
-                                r->rc.top_k, r->rc.seed};
-    float lp;
-    int32_t tok = sampler_sample(&sc, logits, r->V, t->in.rng_key,
-                                 (int64_t)t->in.n_ctx + t->n_gen, &lp, r->scratch);
     t->ids[t->n_gen] = tok;
     t->logp[t->n_gen] = lp;
     t->ver[t->n_gen] = r->version;
@@ -132,20 +135,23 @@ static void admit(struct rollout_cpu *r, struct rc_turn *t, int s)
     struct rc_slot *sl = &r->slots[s];
     int n_ctx = t->in.n_ctx, keep = 0;
     if (sl->owner == t->in.traj_id) {
-        int kv = tfm_decoder_len(r->dec, s);
+        int kv = r->model.ops->len(r->model.m, s);
         while (keep < kv && keep < n_ctx - 1 && sl->ids[keep] == t->ctx[keep]) keep++;
     }
-    tfm_decoder_truncate(r->dec, s, keep);
+    r->model.ops->truncate(r->model.m, s, keep);
     memcpy(sl->ids, t->ctx, (size_t)n_ctx * sizeof *sl->ids);
     sl->n_ids = n_ctx;
     sl->owner = t->in.traj_id;
     sl->state = SLOT_DECODING;
     sl->t = t;
     sl->last_use = ++r->clock;
-    if (tfm_decoder_prefill(r->dec, s, t->ctx + keep, n_ctx - keep, r->prefill_logits))
+    struct rollout_sample smp = sample_of(r, s);
+    int32_t tok;
+    float lp;
+    if (r->model.ops->prefill(r->model.m, s, t->ctx + keep, n_ctx - keep, &smp, &tok, &lp))
         FATAL("rollout_cpu: slot %d cannot hold the %d context tokens of trajectory %lld",
               s, n_ctx, (long long)t->in.traj_id);
-    sample_next(r, s, r->prefill_logits);
+    take_next(r, s, tok, lp);
 }
 
 /* Reorders the queue by iq_compare (level, then arrival) with a stable insertion sort
@@ -225,21 +231,23 @@ int rcpu_decode_once(struct rollout_cpu *r)
     for (int s = 0; s < r->rc.n_slots; s++) {
         struct rc_slot *sl = &r->slots[s];
         if (sl->state != SLOT_DECODING) continue;
-        int kv = tfm_decoder_len(r->dec, s);
+        int kv = r->model.ops->len(r->model.m, s);
         if (kv < sl->n_ids && /* dropped by a weight swap: rebuild with the new weights */
-            tfm_decoder_prefill(r->dec, s, sl->ids + kv, sl->n_ids - kv, NULL))
+            r->model.ops->prefill(r->model.m, s, sl->ids + kv, sl->n_ids - kv, NULL, NULL, NULL))
             FATAL("rollout_cpu: slot %d cannot hold its %d ids", s, sl->n_ids);
         r->batch_slots[n] = s;
         r->batch_tokens[n] = sl->t->ids[sl->t->n_gen - 1];
+        r->batch_sample[n] = sample_of(r, s);
         n++;
     }
     if (n == 0) return 0;
-    if (tfm_decoder_step(r->dec, r->batch_slots, r->batch_tokens, n, r->logits))
+    if (r->model.ops->step(r->model.m, r->batch_slots, r->batch_tokens, n, r->batch_sample,
+                           r->batch_next, r->batch_lp))
         FATAL("rollout_cpu: a decoding slot is full (capacity %d)", r->rc.slot_capacity);
     for (int i = 0; i < n; i++) {
         struct rc_slot *sl = &r->slots[r->batch_slots[i]];
         sl->ids[sl->n_ids++] = r->batch_tokens[i];
-        sample_next(r, r->batch_slots[i], r->logits + (size_t)i * r->V);
+        take_next(r, r->batch_slots[i], r->batch_next[i], r->batch_lp[i]);
     }
     return n;
 }

@@ -16,16 +16,18 @@
  */
 #include "libra/trainer.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "libra/log.h"
 
-void trainer_init(struct trainer *t, const struct tfm_config *mc, struct tfm_params *p,
-                  const struct adamw_config *oc, struct adamw *opt_loaded, int opt_is_loaded,
-                  const struct grpo_config *gc, int max_tokens)
+static void init(struct trainer *t, const struct tfm_tp *tp, const struct tfm_config *mc,
+                 struct tfm_params *p, const struct adamw_config *oc, struct adamw *opt_loaded,
+                 int opt_is_loaded, const struct grpo_config *gc, int max_tokens)
 {
     memset(t, 0, sizeof *t);
+    t->tp = tp;
     if (p->n != tfm_param_count(mc))
         FATAL("trainer_init: parameter block has %zu floats, the model config needs %zu",
               p->n, tfm_param_count(mc));
@@ -53,7 +55,7 @@ void trainer_init(struct trainer *t, const struct tfm_config *mc, struct tfm_par
     }
     t->max_tokens = max_tokens;
     t->temperature = 1.0f;
-    t->st = tfm_state_create(mc, max_tokens);
+    t->st = tp ? tfm_state_create_tp(tp, max_tokens) : tfm_state_create(mc, max_tokens);
     t->cap = (size_t)max_tokens;
     t->tok = xmalloc(t->cap * sizeof *t->tok);
     t->tgt = xmalloc(t->cap * sizeof *t->tgt);
@@ -63,6 +65,20 @@ void trainer_init(struct trainer *t, const struct tfm_config *mc, struct tfm_par
     t->lp_ref = xmalloc(t->cap * sizeof *t->lp_ref);
     t->ent = xmalloc(t->cap * sizeof *t->ent);
     t->seq_len = xmalloc(t->cap * sizeof *t->seq_len);
+}
+
+void trainer_init(struct trainer *t, const struct tfm_config *mc, struct tfm_params *p,
+                  const struct adamw_config *oc, struct adamw *opt_loaded, int opt_is_loaded,
+                  const struct grpo_config *gc, int max_tokens)
+{
+    init(t, NULL, mc, p, oc, opt_loaded, opt_is_loaded, gc, max_tokens);
+}
+
+void trainer_init_tp(struct trainer *t, const struct tfm_tp *tp, struct tfm_params *p,
+                     const struct adamw_config *oc, struct adamw *opt_loaded, int opt_is_loaded,
+                     const struct grpo_config *gc, int max_tokens)
+{
+    init(t, tp, &tp->local, p, oc, opt_loaded, opt_is_loaded, gc, max_tokens);
 }
 
 void trainer_free(struct trainer *t)
@@ -121,8 +137,13 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
     }
     struct tfm_batch b = {.n_seq = S, .seq_len = t->seq_len, .tokens = t->tok,
                           .targets = t->tgt, .temperature = t->temperature};
-    tfm_forward(&t->mc, &t->p, t->st, &b, t->lp, t->ent, NULL);
-    if (t->have_ref) tfm_forward(&t->mc, &t->ref, t->st, &b, t->lp_ref, NULL, NULL);
+    if (t->tp) {
+        tfm_forward_tp(t->tp, &t->p, t->st, &b, t->lp, t->ent);
+        if (t->have_ref) tfm_forward_tp(t->tp, &t->ref, t->st, &b, t->lp_ref, NULL);
+    } else {
+        tfm_forward(&t->mc, &t->p, t->st, &b, t->lp, t->ent, NULL);
+        if (t->have_ref) tfm_forward(&t->mc, &t->ref, t->st, &b, t->lp_ref, NULL, NULL);
+    }
 
     int off = 0;
     for (int i = 0; i < n_seq; i++) {
@@ -135,12 +156,15 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
                            q->mask + 1, norm_tokens, t->w + off, t->e + off, st);
         off += m;
     }
-    int any = 0;
+    int any = 0; /* the same on every rank of a TP group: the weights are */
     for (int k = 0; k < T && !any; k++) any = t->w[k] != 0.0f || t->e[k] != 0.0f;
     if (!any) return;
     b.weights = t->w;
     b.entropy_weights = t->gc.entropy_coef != 0.0 ? t->e : NULL;
-    tfm_backward(&t->mc, &t->p, t->st, &b, &t->g);
+    if (t->tp)
+        tfm_backward_tp(t->tp, &t->p, t->st, &b, &t->g);
+    else
+        tfm_backward(&t->mc, &t->p, t->st, &b, &t->g);
 }
 
 void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
@@ -159,4 +183,9 @@ void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
     }
 }
 
-double trainer_apply(struct trainer *t) { return adamw_step(&t->opt, t->p.mem, t->g.mem); }
+double trainer_apply(struct trainer *t)
+{
+    if (!t->tp) return adamw_step(&t->opt, t->p.mem, t->g.mem);
+    tfm_tp_reduce_grads(t->tp, &t->g);
+    return adamw_step_norm(&t->opt, t->p.mem, t->g.mem, sqrt(tfm_tp_grad_sq(t->tp, &t->g)));
+}

@@ -73,11 +73,15 @@ static void on_ckpt(struct worker *w, const void *msg, size_t len)
     m.dir[sizeof m.dir - 1] = '\0';
     d.step = m.step;
     char err[512];
-    if (plan_train_root(&w->plan) != w->rank) {
-        snprintf(d.error, sizeof d.error, "rank %d is not the training root", w->rank);
+    /* Every rank of the root replica takes part (its shards are gathered); the root
+     * writes and answers. */
+    wt_settle(w);
+    if (!plan_in_root_replica(&w->plan, w->rank)) {
+        snprintf(d.error, sizeof d.error, "rank %d is not in the root replica", w->rank);
     } else {
         d.ok = w->ops->save(w->dev, m.dir, err, sizeof err) == 0;
         if (!d.ok) snprintf(d.error, sizeof d.error, "%s", err);
+        if (plan_train_root(&w->plan) != w->rank) return;
     }
     outbox_send(&w->ob, &d, sizeof d, 0, TAG_CKPT_DONE, MPI_COMM_WORLD);
 }

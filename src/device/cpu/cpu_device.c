@@ -1,11 +1,12 @@
 /*
  * The CPU device (device.type = "cpu"): the real transformer of src/model on this
- * rank. Its lifetime (the weights every rank starts from: the configured model file,
- * a checkpoint's when resuming, or a fresh seeded model; the environment the
- * rollout ranks' tools run in), its epochs, the weight-sync data path (slices of
- * the live weights to send, a staging buffer to receive into, swapped in between
- * decode iterations) and the training root's model file for checkpoints. Rollout
- * instances are in cpu_rollout.c, training in cpu_train.c, rates in cpu_rates.c.
+ * rank, tensor parallel over MPI inside a rollout instance or a training replica.
+ * Here: its lifetime (the weights every rank starts from -- the configured model
+ * file, a checkpoint's when resuming, or a fresh seeded model -- and the environment
+ * the rollout ranks' tools run in), its epochs (which shard the rank holds:
+ * cpu_shard.c), the weight-sync data path (slices of the live weights to send, of the
+ * staging buffer to receive into) and the checkpoint's model file. Rollout instances
+ * are in cpu_rollout.c, training in cpu_train.c, rates in cpu_rates.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -16,26 +17,33 @@
 #include "libra/env_setup.h"
 #include "libra/hash.h"
 #include "libra/log.h"
-#include "libra/tfm_io.h"
 #include "libra/tokenizer.h"
 
-struct tfm_params *cpu_live_params(struct device *d) { return d->tr ? &d->tr->p : &d->p; }
+struct tfm_params *cpu_live_params(struct device *d) { return d->tr ? &d->tr->p : &d->sh.p; }
 
 static struct device *cpu_open(const struct device_args *a)
 {
     struct device *d = xcalloc(1, sizeof *d);
     d->a = *a;
     char err[512];
-    if (cpu_load_model(a->cfg, &d->mc, &d->p, &d->opt, &d->opt_loaded, err, sizeof err))
+    if (cpu_load_model(a->cfg, &d->mc, &d->full, &d->opt, &d->opt_loaded, err, sizeof err))
         FATAL("%s", err);
     struct env_params ep;
     env_params_from_config(a->cfg, &ep);
     ep.vocab = tok_byte_vocab(); /* the model's tokenizer: byte-level is the only one */
     if (env_init(&d->env, &ep, err, sizeof err)) FATAL("env: %s", err);
-    d->stage = xmalloc(d->p.n * sizeof *d->stage);
-    d->version = a->start_version; /* every rank loaded the same weights */
+    d->version = d->full_version = a->start_version; /* every rank loaded the same weights */
     d->staged_version = -1;
+    cpu_comm_bind(&d->sh.comm, MPI_COMM_NULL);
+    cpu_comm_bind(&d->sh.kv, MPI_COMM_NULL);
     return d;
+}
+
+static void drop_full(struct device *d)
+{
+    if (d->full_version < 0) return;
+    tfm_params_free(&d->full);
+    d->full_version = -1;
 }
 
 static void cpu_close(struct device *d)
@@ -43,13 +51,12 @@ static void cpu_close(struct device *d)
     if (!d) return;
     if (d->inst) cpu_inst_close(d->inst);
     if (d->tr) {
-        trainer_free(d->tr); /* frees the parameters it took over */
+        trainer_free(d->tr); /* frees the shard's weights it took over */
         free(d->tr);
-    } else {
-        tfm_params_free(&d->p);
-        if (d->opt_loaded) adamw_free(&d->opt);
     }
-    free(d->stage);
+    cpu_shard_free(&d->sh);
+    drop_full(d);
+    if (d->opt_loaded) adamw_free(&d->opt);
     free(d->join);
     env_free(&d->env);
     free(d);
@@ -57,55 +64,65 @@ static void cpu_close(struct device *d)
 
 static void cpu_epoch(struct device *d, const struct device_epoch *e)
 {
-    if (e->role == ROLE_ROLLOUT && e->tp != 1)
-        FATAL("rollout instances of TP %d on device cpu: this build runs TP 1", e->tp);
     d->ep = *e;
+    if (e->role == ROLE_ROLLOUT) {
+        cpu_shard_place(d, e->tp, e->index, e->instance);
+    } else if (e->role == ROLE_TRAIN || e->role == ROLE_HYBRID) {
+        if (e->plan->train_pp > 1)
+            FATAL("training replicas with pipeline stages (train_pp = %d) on device cpu: "
+                  "this build shards training by TP only", e->plan->train_pp);
+        cpu_shard_place(d, e->tp, e->index, e->replica);
+    }
 }
 
-/* ---- weights: the whole model as one block (TP 1) ---- */
+/* ---- weights ---- */
 
 static int cpu_slices(struct device *d, int t, int i, int use, struct dev_slice *out, int max)
 {
-    (void)t;
-    (void)i;
-    struct tfm_params *p = cpu_live_params(d);
-    if (max > 0)
-        out[0] = (struct dev_slice){.tensor = 0, .full_rows = 1, .full_cols = (int64_t)p->n,
-                                    .r0 = 0, .nr = 1, .c0 = 0, .nc = (int64_t)p->n,
-                                    .data = use == DEV_SLICES_SEND    ? p->mem
-                                            : use == DEV_SLICES_STAGE ? d->stage
-                                                                      : NULL};
-    return 1;
+    if (use == DEV_SLICES_GEOMETRY) return cpu_shard_slices(d, t, i, NULL, out, max);
+    if (t != d->sh.t || i != d->sh.i)
+        FATAL("weight sync: rank %d holds shard (%d, %d), not (%d, %d)", d->a.rank, d->sh.t,
+              d->sh.i, t, i);
+    if (use == DEV_SLICES_SEND) return cpu_shard_slices(d, t, i, cpu_live_params(d), out, max);
+    /* the staging buffer has the live weights' layout: the same offsets into it */
+    const struct tfm_params *live = cpu_live_params(d);
+    struct tfm_params stage = *live;
+    float **f[] = {&stage.embed, &stage.ln1, &stage.wq, &stage.bq, &stage.wk, &stage.bk,
+                   &stage.wv, &stage.bv, &stage.q_norm, &stage.k_norm, &stage.wo, &stage.ln2,
+                   &stage.w_gate, &stage.w_up, &stage.w_down, &stage.ln_f, &stage.lm_head};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (*f[k]) *f[k] = d->sh.stage + (*f[k] - live->mem);
+    stage.mem = d->sh.stage;
+    return cpu_shard_slices(d, t, i, &stage, out, max);
 }
 
 static void cpu_weights_staged(struct device *d, int version)
 {
-    struct tfm_params *p = cpu_live_params(d);
-    memcpy(p->mem, d->stage, p->n * sizeof *d->stage);
-    d->version = version;
-    if (d->inst) cpu_inst_weights(d->inst, d->stage, version);
+    d->staged_version = version; /* swapped in by the instance (every rank together) */
+    drop_full(d);
+    if (!d->inst) { /* no instance to agree with: take them now */
+        struct tfm_params *p = cpu_live_params(d);
+        memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
+        d->version = version;
+        d->staged_version = -1;
+    }
 }
 
 static int cpu_version(const struct device *d) { return d->version; }
 
-static int cpu_save(struct device *d, const char *dir, char *err, size_t errlen)
-{
-    if (!d->tr) {
-        snprintf(err, errlen, "rank %d holds no trained model", d->a.rank);
-        return -1;
-    }
-    char path[1100];
-    snprintf(path, sizeof path, "%s/model.h5", dir);
-    return tfm_save(path, &d->mc, &d->tr->p, &d->tr->opt, err, errlen);
-}
-
 static uint64_t cpu_weights_hash(const struct device *d)
 {
-    const struct tfm_params *p = d->tr ? &d->tr->p : &d->p;
+    const struct tfm_params *p = d->tr ? &d->tr->p : &d->sh.p;
     return fnv1a_floats(p->mem, p->n);
 }
 
 static float *grad_buffer(struct device *d, size_t *n) { return cpu_grad_buffer(d, n); }
+
+static void train_apply(struct device *d, int step, struct wire_train_done *done)
+{
+    cpu_train_apply(d, step, done);
+    drop_full(d); /* the loaded weights are history now */
+}
 
 static double no_extra(struct device *d, int n)
 {
@@ -131,7 +148,7 @@ const struct device_ops device_cpu = {
     .stats_buffer = cpu_stats_buffer,
     .train_compute = cpu_train_compute,
     .train_reduce_extra_s = no_extra,
-    .train_apply = cpu_train_apply,
+    .train_apply = train_apply,
     .join_buffer = cpu_join_buffer,
     .join_restore = cpu_join_restore,
     .join_extra_s = no_extra,
@@ -139,5 +156,5 @@ const struct device_ops device_cpu = {
     .weights_staged = cpu_weights_staged,
     .version = cpu_version,
     .weights_hash = cpu_weights_hash,
-    .save = cpu_save,
+    .save = cpu_train_save,
 };

@@ -1,12 +1,20 @@
 /*
  * Private to src/device/cpu: the CPU device's state on one worker rank, shared by
- * cpu_device.c (lifetime, epochs, weights, checkpoints), cpu_rollout.c (rollout
- * instances), cpu_train.c (training shares and the optimizer) and cpu_rates.c (the
- * rates the device reports).
+ *   cpu_device.c    lifetime, epochs (which shard the rank holds), weights, checkpoints
+ *   cpu_shard.c     a shard of the model: TP degree t, index i, its communicators
+ *   cpu_comm.c      the model's collectives over an MPI communicator
+ *   cpu_tp_model.c  the rollout model of an instance (rollout_model.h): the leader's
+ *                   decoder calls mirrored on the other ranks as a command stream
+ *   cpu_rollout.c   rollout instances (the engine on that model)
+ *   cpu_train.c     training shares and the optimizer
+ *   cpu_rates.c     the rates the device reports; loading the configured model
  *
- * Weights: the rank holds one copy of the model's parameters, `p` -- the trainer's
- * once it exists (it takes them over), else the loaded ones -- plus `stage`, the
- * receive buffer of weight syncs, swapped in between decode iterations.
+ * Weights: the rank holds the shard of the model its place needs -- the whole model at
+ * TP 1, else the slices of tfm_tp_slices -- in `sh.p` (the trainer's once it exists:
+ * it takes the shard over), plus `sh.stage`, the receive buffer of weight syncs. The
+ * whole model as loaded stays in `full` until the first sync arrives, so the first
+ * plan's shards are cut from it locally; a rank re-sharded later holds no weights
+ * (version -1) until the sync that follows every plan.
  */
 #ifndef LIBRA_DEVICE_CPU_INTERNAL_H
 #define LIBRA_DEVICE_CPU_INTERNAL_H
@@ -17,29 +25,80 @@
 #include "libra/env.h"
 #include "libra/grpo.h"
 #include "libra/rollout_cpu.h"
+#include "libra/rollout_model.h"
 #include "libra/tfm.h"
+#include "libra/tfm_tp.h"
 #include "libra/trainer.h"
+
+/* struct tfm_comm over an MPI communicator (cpu_comm.c). tc.ctx points here: keep it
+ * at a stable address while a tfm_tp refers to it. */
+struct cpu_comm {
+    struct tfm_comm tc;
+    MPI_Comm comm;
+    int owned;                 /* comm was made here (MPI_Comm_free it) */
+};
+void cpu_comm_bind(struct cpu_comm *c, MPI_Comm comm);
+void cpu_comm_free_owned(struct cpu_comm *c);
+
+/* This rank's shard of the model (cpu_shard.c). */
+struct cpu_shard {
+    int t, i;                  /* TP degree and index; t = 0: none */
+    struct tfm_tp tp;          /* its geometry; refers to comm and kv */
+    struct cpu_comm comm, kv;  /* the group (instance or replica) and the kv sub-group */
+    struct tfm_params p;       /* the shard's weights (tp.local layout), unless the trainer has them */
+    float *stage;              /* (p.n) weight-sync receive buffer */
+};
 
 struct device {
     struct device_args a;
     struct device_epoch ep;
-    struct tfm_config mc;
-    struct tfm_params p;       /* the weights this rank holds (until the trainer takes them) */
-    struct adamw opt;          /* a resumed optimizer state, if opt_loaded */
+    struct tfm_config mc;      /* the whole model */
+    struct tfm_params full;    /* the whole model as loaded, while full_version is current */
+    int full_version;          /* -1: freed */
+    struct adamw opt;          /* a resumed optimizer state of the whole model, if opt_loaded */
     int opt_loaded;
     struct env env;
-    struct trainer *tr;        /* training replica (owns the parameters from its first batch) */
-    float *stage;              /* (p.n) weight-sync receive buffer */
+    struct cpu_shard sh;
+    struct trainer *tr;        /* training replica on sh (owns the shard's weights) */
     int version;               /* of the weights held; -1 none */
     int staged_version;        /* the stage holds this version, not yet swapped in; -1 none */
     struct dev_inst *inst;     /* the instance this rank belongs to, if any */
     double stats[DEV_STAT_COUNT];
-    float *join;               /* (2 n + ...) a join's weights and optimizer state */
+    float *join;               /* a join's weights and optimizer state */
     size_t n_join;
 };
 
-/* The parameters this rank holds right now (the trainer's once it exists). */
+/* The shard's weights this rank holds right now (the trainer's once it exists). */
 struct tfm_params *cpu_live_params(struct device *d);
+
+/* cpu_shard.c */
+/* Makes sh the shard (t, i) of the group comm (the instance's or the replica's ranks,
+ * size t): keeps the weights if the shard is unchanged, else allocates new ones -- cut
+ * from full when full is current (version kept), else none (version -1). */
+void cpu_shard_place(struct device *d, int t, int i, MPI_Comm group);
+void cpu_shard_free(struct cpu_shard *sh);
+/* A tfm_tp of (t, i) for geometry only (slices, shard / unshard): its communicators
+ * comm and kv refuse collectives and must outlive tp. */
+void cpu_shard_geometry(const struct tfm_config *mc, int t, int i, struct tfm_tp *tp,
+                        struct tfm_comm *comm, struct tfm_comm *kv);
+/* The slices of shard (t, i) (tfm_tp_slices geometry), data into p if p != NULL (p is
+ * then this rank's own shard). */
+int cpu_shard_slices(const struct device *d, int t, int i, const struct tfm_params *p,
+                     struct dev_slice *out, int max);
+
+/* cpu_tp_model.c: the rollout model of this rank's instance. */
+struct cpu_tp_model;
+struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader);
+void cpu_tp_model_free(struct cpu_tp_model *m);
+const struct rollout_model *cpu_tp_model_ops(struct cpu_tp_model *m);
+/* Leader, between engine iterations: if every rank of the instance has staged newer
+ * weights, all swap them in (collective); returns 1 if they did. */
+int cpu_tp_model_agree_weights(struct cpu_tp_model *m);
+/* Member: runs the leader's commands that have arrived (block: until CMD_END).
+ * Returns how many ran. */
+int cpu_tp_model_serve(struct cpu_tp_model *m, int block);
+/* Leader: ends the command stream of this epoch (members' serve(block) returns). */
+void cpu_tp_model_end(struct cpu_tp_model *m);
 
 /* cpu_rollout.c */
 struct dev_inst *cpu_inst_open(struct device *d, int leader);
@@ -49,8 +108,6 @@ void cpu_inst_handback(struct dev_inst *in, struct wire_buf *pack);
 void cpu_inst_quiesce(struct dev_inst *in);
 void cpu_inst_close(struct dev_inst *in);
 double cpu_inst_next_wake(const struct dev_inst *in);
-/* The staged weights become the instance's at its next iteration. */
-void cpu_inst_weights(struct dev_inst *in, const float *params, int version);
 
 /* cpu_train.c */
 float *cpu_grad_buffer(struct device *d, size_t *n);
@@ -59,6 +116,9 @@ double cpu_train_compute(struct device *d, const void *msg, size_t len);
 void cpu_train_apply(struct device *d, int step, struct wire_train_done *done);
 float *cpu_join_buffer(struct device *d, int sending, size_t *n);
 void cpu_join_restore(struct device *d, int version);
+/* The checkpoint's model file: the root gathers the replica's shards (collective over
+ * the root replica). */
+int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen);
 
 /* cpu_rates.c */
 int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,

@@ -1,12 +1,13 @@
 /*
- * The CPU device's rollout instance (include/libra/device.h): the instance leader
- * runs the CPU rollout engine (include/libra/rollout_cpu.h). Turn requests carry the
- * trajectory's whole context; results go back with the generated ids, their
- * behaviour log-probs and policy versions, and the tool's payload ids. Each progress
- * call is one engine iteration, so rank 0's messages and weight syncs are served
- * between decode steps. The instance's queue discipline (fifo / mlfq) comes from the
- * sched section; each result batch reports the instance's queue and slot state on
- * its first result.
+ * The CPU device's rollout instance (include/libra/device.h): every rank of the
+ * instance holds its shard's rollout model (cpu_tp_model.c); the leader runs the CPU
+ * rollout engine (include/libra/rollout_cpu.h) on it, the other ranks serve its
+ * commands. Turn requests carry the trajectory's whole context; results go back with
+ * the generated ids, their behaviour log-probs and policy versions, and the tool's
+ * payload ids. Each progress call is one engine iteration, so rank 0's messages and
+ * weight syncs are served between decode steps. The queue discipline (fifo / mlfq)
+ * comes from the sched section; each result batch reports the instance's queue and
+ * slot state on its first result.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 struct dev_inst {
     struct device *d;
     int leader;
+    struct cpu_tp_model *model;
     struct rollout_cpu *eng; /* leader */
 };
 
@@ -28,6 +30,7 @@ struct dev_inst *cpu_inst_open(struct device *d, int leader)
     in->d = d;
     in->leader = leader;
     d->inst = in;
+    in->model = cpu_tp_model_create(d, leader);
     if (!leader) return in;
     const struct rollout_config *r = &d->a.cfg->rollout;
     struct rollout_cpu_config rc = {.n_slots = r->slots,
@@ -41,7 +44,7 @@ struct dev_inst *cpu_inst_open(struct device *d, int leader)
                                     .tool_threads = r->tool_threads,
                                     .tool_timeout_s = r->tool_timeout_s};
     iq_config_from_sched(&rc.queue, &d->a.cfg->sched);
-    in->eng = rollout_cpu_create(&d->mc, cpu_live_params(d)->mem, d->version, &d->env, &rc);
+    in->eng = rollout_cpu_create_on(cpu_tp_model_ops(in->model), d->version, &d->env, &rc);
     return in;
 }
 
@@ -90,7 +93,8 @@ static int pack_taken(struct dev_inst *in, struct wire_buf *pack, int always)
                                      .tool_status = o->tool_status,
                                      .payload_tokens = o->n_payload,
                                      .tool_latency_s = o->tool_latency_s,
-                                     .busy_rank_s = i == 0 ? busy : 0,
+                                     /* rank-seconds: every rank of the instance was busy */
+                                     .busy_rank_s = i == 0 ? busy * in->d->sh.t : 0,
                                      .n_tokens = o->n_gen,
                                      .n_payload = o->n_payload,
                                      .inst_queued = i == 0 ? queued : -1,
@@ -104,8 +108,13 @@ static int pack_taken(struct dev_inst *in, struct wire_buf *pack, int always)
 int cpu_inst_progress(struct dev_inst *in, struct wire_buf *pack, int *n_done)
 {
     *n_done = 0;
-    if (!in->leader) return 0;
-    int work = rollout_cpu_step(in->eng);
+    if (!in->leader) return cpu_tp_model_serve(in->model, 0) > 0;
+    int work = 0;
+    if (cpu_tp_model_agree_weights(in->model)) {
+        rollout_cpu_weights_changed(in->eng, in->d->version);
+        work = 1;
+    }
+    work |= rollout_cpu_step(in->eng);
     *n_done = pack_taken(in, pack, 0);
     return work || *n_done;
 }
@@ -116,12 +125,19 @@ void cpu_inst_handback(struct dev_inst *in, struct wire_buf *pack)
     pack_taken(in, pack, 1);
 }
 
-void cpu_inst_quiesce(struct dev_inst *in) { (void)in; }
+void cpu_inst_quiesce(struct dev_inst *in)
+{
+    if (in->leader)
+        cpu_tp_model_end(in->model);
+    else
+        cpu_tp_model_serve(in->model, 1);
+}
 
 void cpu_inst_close(struct dev_inst *in)
 {
     if (!in) return;
     if (in->eng) rollout_cpu_free(in->eng);
+    cpu_tp_model_free(in->model);
     if (in->d->inst == in) in->d->inst = NULL;
     free(in);
 }
@@ -130,9 +146,4 @@ double cpu_inst_next_wake(const struct dev_inst *in)
 {
     (void)in;
     return INFINITY;
-}
-
-void cpu_inst_weights(struct dev_inst *in, const float *params, int version)
-{
-    if (in->eng) rollout_cpu_set_weights(in->eng, params, version);
 }

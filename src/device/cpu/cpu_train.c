@@ -1,20 +1,50 @@
 /*
  * The CPU device's training share (include/libra/device.h, training replica): the
  * rank's token-balanced share of a step goes through the GRPO trainer
- * (include/libra/trainer.h) into the gradient buffer, which the worker sums over the
- * replicas; every replica then takes the same AdamW step on the same sum, so the
- * parameters stay identical (the worker compares their hashes).
+ * (include/libra/trainer.h) on its shard -- the whole model at TP 1, a tensor-
+ * parallel shard of its replica otherwise (the trainer's calls are then collective
+ * over the replica) -- into the gradient buffer, which the worker sums over the
+ * replicas; every replica then takes the same AdamW step on the same sum (gradient
+ * norm of the whole model), so the parameters stay identical.
+ *
+ * Also here: a join's state (weights + AdamW moments + step), and the checkpoint's
+ * model file, which the root replica's TP ranks gather to the root.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
 #include "libra/log.h"
+#include "libra/tfm_io.h"
 #include "libra/tokenizer.h"
+
+/* A resumed optimizer state of the whole model, cut to this rank's shard. */
+static void shard_moments(const struct device *d, const struct adamw *whole, struct adamw *out)
+{
+    const struct tfm_tp *tp = &d->sh.tp;
+    struct tfm_params full, part;
+    tfm_params_alloc(&full, &d->mc);
+    tfm_params_alloc(&part, &tp->local);
+    adamw_init(out, &whole->c, part.n);
+    out->step = whole->step;
+    const float *src[2] = {whole->m, whole->v};
+    float *dst[2] = {out->m, out->v};
+    for (int k = 0; k < 2; k++) {
+        memcpy(full.mem, src[k], full.n * sizeof *full.mem);
+        tfm_tp_shard(tp, &full, &part);
+        memcpy(dst[k], part.mem, part.n * sizeof *part.mem);
+    }
+    tfm_params_free(&full);
+    tfm_params_free(&part);
+}
 
 static void make_trainer(struct device *d)
 {
     const struct train_config *t = &d->a.cfg->train;
+    if (d->sh.t == 0) FATAL("rank %d trains without a shard of the model (a bug)", d->a.rank);
+    if (d->version < 0)
+        FATAL("rank %d trains without weights: a training replica must hold the current "
+              "weights and optimizer state when its epoch starts", d->a.rank);
     struct adamw_config oc = {.lr = (float)t->lr,
                               .beta1 = (float)t->beta1,
                               .beta2 = (float)t->beta2,
@@ -27,10 +57,17 @@ static void make_trainer(struct device *d)
                               .min_lr_ratio = 1.0f};
     struct grpo_config gc = {t->clip_low, t->clip_high, t->is_cap, t->kl_coef, t->entropy_coef,
                              t->adv_eps, t->baseline_decay};
+    int max_tokens = d->a.cfg->rollout.max_tokens + ENV_PAYLOAD_MAX + 2;
     d->tr = xcalloc(1, sizeof *d->tr);
-    /* The trainer owns the parameters from now on (and a resumed optimizer state). */
-    trainer_init(d->tr, &d->mc, &d->p, &oc, &d->opt, d->opt_loaded, &gc,
-                 d->a.cfg->rollout.max_tokens + ENV_PAYLOAD_MAX + 2);
+    /* The trainer owns the shard's weights from now on (and a resumed optimizer state). */
+    if (d->sh.t == 1) {
+        trainer_init(d->tr, &d->mc, &d->sh.p, &oc, &d->opt, d->opt_loaded, &gc, max_tokens);
+    } else {
+        struct adamw part;
+        if (d->opt_loaded) shard_moments(d, &d->opt, &part);
+        trainer_init_tp(d->tr, &d->sh.tp, &d->sh.p, &oc, &part, d->opt_loaded, &gc, max_tokens);
+        if (d->opt_loaded) adamw_free(&d->opt);
+    }
     if (d->opt_loaded) d->tr->opt.c = oc; /* the run's hyper-parameters, the file's moments */
     d->tr->temperature = (float)d->a.cfg->rollout.temperature; /* as the behaviour log-probs */
     d->opt_loaded = 0;
@@ -115,13 +152,18 @@ void cpu_train_apply(struct device *d, int step, struct wire_train_done *done)
     done->tokens = r[DEV_STAT_TOKENS];
 }
 
-/* A join's state: the weights, the AdamW moments and the step count (as a float:
- * exact below 2^24 steps). */
+/* A join's state: the shard's weights, its AdamW moments and the step count (as a
+ * float: exact below 2^24 steps). */
 float *cpu_join_buffer(struct device *d, int sending, size_t *n)
 {
-    if (!d->tr) make_trainer(d);
+    if (!d->tr) {
+        if (sending) FATAL("rank %d serves a join without a trainer (a bug)", d->a.rank);
+        if (d->version < 0) d->version = 0; /* the snapshot overwrites everything */
+        make_trainer(d);
+    }
     size_t np = d->tr->p.n;
-    if (!d->join) {
+    if (!d->join || d->n_join != 3 * np + 1) {
+        free(d->join);
         d->n_join = 3 * np + 1;
         d->join = xmalloc(d->n_join * sizeof *d->join);
     }
@@ -143,4 +185,72 @@ void cpu_join_restore(struct device *d, int version)
     memcpy(d->tr->opt.v, d->join + 2 * np, np * sizeof(float));
     d->tr->opt.step = (int64_t)d->join[3 * np];
     d->version = version;
+}
+
+/* ---- the checkpoint's model file ---- */
+
+/* Gathers k (0: weights, 1: m, 2: v) of every TP rank of the replica into whole at
+ * the replica's rank 0 (collective over the replica). */
+static void gather_whole(struct device *d, int k, struct tfm_params *whole)
+{
+    const struct cpu_shard *sh = &d->sh;
+    const struct trainer *tr = d->tr;
+    const float *mine = k == 0 ? tr->p.mem : k == 1 ? tr->opt.m : tr->opt.v;
+    int t = sh->t, root = sh->comm.tc.rank == 0, n_mine = (int)tr->p.n;
+    int *counts = xmalloc((size_t)t * sizeof *counts), *displs = xmalloc((size_t)t * sizeof *displs);
+    /* the ranks' blocks differ in size (vocabulary rows) */
+    MPI_CHECK(MPI_Allgather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, sh->comm.comm));
+    int total = 0;
+    for (int i = 0; i < t; i++) {
+        displs[i] = total;
+        total += counts[i];
+    }
+    float *all = root ? xmalloc((size_t)total * sizeof *all) : NULL;
+    MPI_CHECK(MPI_Gatherv(mine, n_mine, MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0,
+                          sh->comm.comm));
+    for (int i = 0; root && i < t; i++) {
+        struct tfm_tp geo;
+        struct tfm_comm c1, c2;
+        cpu_shard_geometry(&d->mc, t, i, &geo, &c1, &c2);
+        struct tfm_params part;
+        tfm_params_alloc(&part, &geo.local);
+        if (part.n != (size_t)counts[i])
+            FATAL("checkpoint: TP rank %d sent %d floats, its shard has %zu", i, counts[i], part.n);
+        memcpy(part.mem, all + displs[i], part.n * sizeof *part.mem);
+        tfm_tp_unshard(&geo, &part, whole);
+        tfm_params_free(&part);
+    }
+    free(all);
+    free(counts);
+    free(displs);
+}
+
+int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen)
+{
+    if (!d->tr) {
+        snprintf(err, errlen, "rank %d holds no trained model", d->a.rank);
+        return -1;
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/model.h5", dir);
+    if (d->sh.t == 1) return tfm_save(path, &d->mc, &d->tr->p, &d->tr->opt, err, errlen);
+    /* the whole model and its moments, gathered at the replica's rank 0 */
+    int root = d->sh.comm.tc.rank == 0;
+    struct tfm_params whole[3];
+    for (int k = 0; k < 3; k++) {
+        if (root) tfm_params_alloc(&whole[k], &d->mc);
+        gather_whole(d, k, root ? &whole[k] : NULL);
+    }
+    int rc = 0;
+    if (root) {
+        struct adamw opt;
+        adamw_init(&opt, &d->tr->opt.c, whole[0].n);
+        opt.step = d->tr->opt.step;
+        memcpy(opt.m, whole[1].mem, whole[1].n * sizeof *opt.m);
+        memcpy(opt.v, whole[2].mem, whole[2].n * sizeof *opt.v);
+        rc = tfm_save(path, &d->mc, &whole[0], &opt, err, errlen);
+        adamw_free(&opt);
+        for (int k = 0; k < 3; k++) tfm_params_free(&whole[k]);
+    }
+    return rc;
 }
