@@ -8,6 +8,7 @@
 
 #include "libra/config.h"
 #include "libra/cost.h"
+#include "libra/device.h"
 #include "libra/workload.h"
 
 /* Everything a rank needs besides the config: loaded once by rank 0, broadcast. */
@@ -40,6 +41,11 @@ int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, ch
  * (output.dir created); 0 or -1 with a message. */
 int driver_output_path(const struct libra_config *cfg, char *out, size_t len, char *err,
                        size_t errlen);
+/* The static or scripted plans against what the device runs -- TP degrees, and, for a
+ * device with a model, no rank of the world left without a role -- (0, or -1 with a
+ * "file: plan.key: ..." message). */
+int driver_check_plans(const struct libra_config *cfg, const struct device_info *dev, int world,
+                       char *err, size_t errlen);
 /* sim_run.c: libra-sim's command line (src/sim_main.c). */
 int driver_run_sim(int argc, char **argv);
 /* cmd_report.c: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ... */

@@ -1016,14 +1016,6 @@ static int check_staleness(const struct load_ctx *c, const config_setting_t *roo
                 t->max_staleness, t->sync_interval - 1);
 }
 
-/* The device decides which environments and plans make sense. */
-static int plan_has_tp_above_1(const struct plan_spec *p)
-{
-    for (int i = 0; i < p->n_tp; i++)
-        if (p->rollout_tp[i] > 1) return 1;
-    return 0;
-}
-
 static int is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 /* plan.mode = grp: powers of two, ordered ranges, a device with a cost model. */
@@ -1101,22 +1093,28 @@ static int check_device(const struct load_ctx *c, const config_setting_t *root,
                     "%d exceeds env.calc_max_steps = %d (lower calc_min_steps or raise "
                     "calc_max_steps)", cfg->env.calc_min_steps,
                     cfg->env.calc_max_steps);
-    if (emu) return 0;
+    return 0;
+}
+
+/* A static or scripted plan's training shape: whole replicas of train_tp ranks. (What
+ * a device supports -- TP degrees, the model's heads -- is checked when the job
+ * starts, against the device's description.) */
+static int check_train_tp(const struct load_ctx *c, const config_setting_t *root,
+                          const struct libra_config *cfg)
+{
     const struct plan_config *pc = &cfg->plan;
-    int n = strcmp(pc->mode, "schedule") == 0 ? pc->n_schedule : 1;
+    int sched = strcmp(pc->mode, "schedule") == 0;
+    int n = sched ? pc->n_schedule : strcmp(pc->mode, "static") == 0;
     for (int i = 0; i < n; i++) {
-        const struct plan_spec *p = n > 1 || strcmp(pc->mode, "schedule") == 0 ? &pc->schedule[i]
-                                                                             : &pc->fixed;
-        const config_setting_t *at = lookup(root, "plan", "rollout_tp");
-        if (!at) at = lookup(root, "plan", "schedule");
-        if (plan_has_tp_above_1(p))
-            return fail(c, at, "plan.rollout_tp",
-                        "device.type = \"%s\" runs rollout instances of TP 1 only (list one "
-                        "entry 1 per rollout rank)", cfg->device.type);
-        if (p->n_hybrid > 0)
-            return fail(c, lookup(root, "plan", "n_hybrid"), "plan.n_hybrid",
-                        "device.type = \"%s\" has no hybrid replicas yet (set n_hybrid = 0)",
-                        cfg->device.type);
+        const struct plan_spec *p = sched ? &pc->schedule[i] : &pc->fixed;
+        int t = p->train_tp > 0 ? p->train_tp : 1;
+        const config_setting_t *at = lookup(root, "plan", "train_tp");
+        if (!at) at = lookup(root, "plan", sched ? "schedule" : "n_train");
+        if (!is_pow2(t))
+            return fail(c, at, "plan.train_tp", "%d is not a power of two (1, 2, 4 or 8)", t);
+        if (p->n_train % t != 0 || p->n_hybrid % t != 0)
+            return fail(c, at, "plan.train_tp", "%d does not divide n_train = %d and n_hybrid = "
+                        "%d (a training replica is train_tp ranks)", t, p->n_train, p->n_hybrid);
     }
     return 0;
 }
@@ -1218,7 +1216,8 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     if (check_wide_literals(&c, text, root) || check_names(&c, root) ||
         read_sections(&c, root, cfg) || read_plan(&c, root, cfg) || check_batch(&c, root, cfg) ||
         check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg) ||
-        check_device(&c, root, cfg) || check_grp(&c, root, cfg) || check_sched(&c, root, cfg) ||
+        check_device(&c, root, cfg) || check_train_tp(&c, root, cfg) ||
+        check_grp(&c, root, cfg) || check_sched(&c, root, cfg) ||
         check_colocate(&c, root, cfg))
         goto done;
     *out = *cfg;

@@ -142,6 +142,39 @@ static int resume_latest(struct libra_config *cfg, const struct device_info *dev
     return 0;
 }
 
+int driver_check_plans(const struct libra_config *cfg, const struct device_info *dev, int world,
+                       char *err, size_t errlen)
+{
+    const struct plan_config *pc = &cfg->plan;
+    int sched = strcmp(pc->mode, "schedule") == 0;
+    int n = sched ? pc->n_schedule : strcmp(pc->mode, "static") == 0, most = 0;
+    for (int k = 0; k < n; k++) {
+        const struct plan_spec *p = sched ? &pc->schedule[k] : &pc->fixed;
+        if (plan_spec_workers(p) > most) most = plan_spec_workers(p);
+        for (int i = 0; i < p->n_tp; i++)
+            if (p->rollout_tp[i] > 31 || !(dev->tp_mask >> p->rollout_tp[i] & 1)) {
+                snprintf(err, errlen, "%s: plan.rollout_tp: device.type = \"%s\" runs no "
+                         "rollout instance of TP %d", cfg->source, dev->name, p->rollout_tp[i]);
+                return -1;
+            }
+        int t = p->train_tp > 0 ? p->train_tp : 1;
+        if (t > 31 || !(dev->train_tp_mask >> t & 1)) {
+            snprintf(err, errlen, "%s: plan.train_tp: device.type = \"%s\" runs no training "
+                     "replica of TP %d", cfg->source, dev->name, t);
+            return -1;
+        }
+    }
+    /* a real device's rank without a role holds a model copy and only waits */
+    if (n > 0 && dev->has_model && world - 1 > most) {
+        snprintf(err, errlen, "%s: plan: the layout uses %d workers but the job has %d (world "
+                 "size %d): start %d ranks, or give the plan the other %d (plan.n_train, "
+                 "plan.rollout_tp)", cfg->source, most, world - 1, world, most + 1,
+                 world - 1 - most);
+        return -1;
+    }
+    return 0;
+}
+
 /* Rank 0: everything that can fail on bad input, before anything is written. */
 static struct metrics *prepare(const char *path, int world, struct libra_config *cfg,
                                struct job_inputs *in, struct device_info *dev, struct resume *rs)
@@ -159,7 +192,9 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
                     "simulated only: run it with libra-sim", cfg->source);
     char out[2 * CFG_PATH_MAX];
     if (driver_output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
-    if (ops->describe(cfg, &in->cm, dev, err, sizeof err)) FATAL_INPUT("%s", err);
+    if (ops->describe(cfg, &in->cm, dev, err, sizeof err) ||
+        driver_check_plans(cfg, dev, world, err, sizeof err))
+        FATAL_INPUT("%s", err);
     if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
     char *text = config_to_string(cfg);
     printf("libra %s: %d ranks (1 controller + %d workers), device %s\n", PACKAGE_VERSION, world,

@@ -1,7 +1,9 @@
 /*
  * What the CPU device reports about itself (device_info): it runs the real model
- * (token ids, log-probs, checkpoints), rollout instances of TP 1, and rates measured
- * on this host for the configured model's shapes.
+ * (token ids, log-probs, checkpoints), rollout instances of TP 1, 2, 4 and 8 and
+ * training replicas of TP 1 and 2 (any degree that shards the configured model:
+ * checked here against the configured plans), and rates measured on this host for
+ * the model's shapes.
  *
  * Measurement (about a second for the shipped models): a decoder with zeroed weights
  * of the model's shapes -- decode time does not depend on the values -- times decode
@@ -23,6 +25,7 @@
 #include "libra/log.h"
 #include "libra/tfm_decode.h"
 #include "libra/tfm_io.h"
+#include "libra/tfm_tp.h"
 #include "libra/tokenizer.h"
 
 enum { C_A, C_B, C_C, C_PREFILL, C_EFF, C_CAPACITY };
@@ -131,14 +134,30 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "cpu");
     out->has_model = 1;
-    out->tp_mask = 1u << 1;
-    out->train_tp_mask = 1u << 1;
+    out->tp_mask = 1u << 1 | 1u << 2 | 1u << 4 | 1u << 8;
+    out->train_tp_mask = 1u << 1 | 1u << 2;
     struct tfm_config mc;
     struct tfm_params p;
     struct adamw opt;
     int opt_loaded;
     if (cpu_load_model(cfg, &mc, &p, &opt, &opt_loaded, err, errlen)) return -1;
     if (opt_loaded) adamw_free(&opt);
+    /* every TP degree the configured plans use must shard this model */
+    const struct plan_config *pc = &cfg->plan;
+    int sched = strcmp(pc->mode, "schedule") == 0, n = sched ? pc->n_schedule : 1;
+    for (int k = 0; k < n; k++) {
+        const struct plan_spec *ps = sched ? &pc->schedule[k] : &pc->fixed;
+        for (int j = 0; j <= ps->n_tp; j++) {
+            int t = j < ps->n_tp ? ps->rollout_tp[j] : ps->train_tp > 0 ? ps->train_tp : 1;
+            char e[256];
+            if (tfm_tp_check(&mc, t, e, sizeof e) == 0) continue;
+            snprintf(err, errlen, "%s: plan.%s: TP %d cannot shard the model%s%s: %s",
+                     cfg->source, j < ps->n_tp ? "rollout_tp" : "train_tp", t,
+                     cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
+            tfm_params_free(&p);
+            return -1;
+        }
+    }
     memset(p.mem, 0, p.n * sizeof *p.mem); /* timing does not depend on the values */
     struct tfm_decoder *d = tfm_decoder_create(&mc, &p, 16, 272, 128);
     float *logits = xmalloc((size_t)16 * mc.vocab_size * sizeof *logits);
