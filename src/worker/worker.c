@@ -38,10 +38,19 @@ static void tell_device(struct worker *w, const struct plan *old)
 
 static void on_plan(struct worker *w, const void *msg, size_t len)
 {
-    struct plan next, old;
+    struct plan next;
     plan_init(&next, w->world);
     if (plan_unpack(msg, len, &next) || next.world != w->world)
         FATAL("malformed plan (%zu bytes) from rank 0", len);
+    worker_apply_plan(w, &next);
+    plan_free(&next);
+}
+
+void worker_apply_plan(struct worker *w, const struct plan *next_in)
+{
+    struct plan next, old;
+    plan_init(&next, w->world);
+    plan_copy(&next, next_in);
     wt_settle(w);
     if (w->sync.active) ws_progress(w);
     if (w->sync.active)
@@ -128,7 +137,7 @@ static int poll_messages(struct worker *w)
     return n;
 }
 
-static void worker_init(struct worker *w, const struct libra_config *cfg,
+void worker_init(struct worker *w, const struct libra_config *cfg,
                         const struct cost_model *cm, const struct workload *wl, int rank, int world,
                         int start_version)
 {
@@ -154,7 +163,7 @@ static void worker_init(struct worker *w, const struct libra_config *cfg,
     outbox_init(&w->ob);
 }
 
-static void worker_free(struct worker *w)
+void worker_free(struct worker *w)
 {
     if (w->inst) w->ops->inst_close(w->inst);
     w->ops->close(w->dev);

@@ -84,6 +84,13 @@ struct worker {
     int stop;
 };
 
+/* worker.c: the pieces of worker_run, for tests that drive a worker by hand. */
+void worker_init(struct worker *w, const struct libra_config *cfg, const struct cost_model *cm,
+                 const struct workload *wl, int rank, int world, int start_version);
+/* Applies a plan as TAG_PLAN does (collective over the world: comms_rebuild). */
+void worker_apply_plan(struct worker *w, const struct plan *next);
+void worker_free(struct worker *w);
+
 /* worker_rollout.c */
 void wr_open(struct worker *w);
 void wr_on_turn_req(struct worker *w, const void *msg, size_t len);

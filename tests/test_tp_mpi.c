@@ -1,0 +1,277 @@
+/*
+ * Tensor parallelism over MPI (run with mpirun -np 4; tests/mpi_tp.sh): the model's
+ * collectives through the CPU device's MPI communicators (src/device/cpu/cpu_comm.c)
+ * give what the single-rank model gives, for Llama- (K == t at t = 2, K < t at t = 4),
+ * Qwen2- (biases, untied, K > t) and Qwen3-shaped (qk norm, tied) random models:
+ *  - log-probs and entropies of TP 2 and 4 = TP 1 within 1e-5 relative, and the same
+ *    bits on every rank of a group;
+ *  - greedy and seeded temperature / top-k decode on two slots for 24 steps: the same
+ *    tokens as TP 1, log-probs within 1e-5;
+ *  - one AdamW step (tfm_backward_tp, tfm_tp_reduce_grads, tfm_tp_grad_sq,
+ *    adamw_step_norm) = TP 1's step within 1e-5 relative on every shard.
+ * Every rank runs the suites (they are collective); rank 0 prints, and the exit code is
+ * the worst of all ranks'.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/cpu/cpu_internal.h"
+#include "libra/adamw.h"
+#include "libra/hash.h"
+#include "libra/log.h"
+#include "libra/rng.h"
+#include "libra/sampler.h"
+#include "libra/tfm_decode.h"
+#include "testutil.h"
+
+static const struct tfm_config cfgs[] = {
+    {TFM_LLAMA, 301, 32, 2, 8, 2, 8, 48, 512, 1e-6f, 1e4f, 0, 0, 0},
+    {TFM_QWEN2, 301, 32, 2, 8, 4, 8, 40, 512, 1e-6f, 1e6f, 0, 1, 0},
+    {TFM_QWEN3, 301, 32, 2, 4, 2, 12, 48, 512, 1e-6f, 1e4f, 1, 0, 1},
+};
+#define N_CFG 3
+
+static int g_rank, g_world;
+
+/* The TP group of degree t this rank belongs to, as the CPU device builds it. */
+struct group {
+    struct cpu_comm comm, kv;
+    struct tfm_tp tp;
+    int t, i;
+};
+
+static void group_open(struct group *g, const struct tfm_config *c, int t)
+{
+    memset(g, 0, sizeof *g);
+    g->t = t;
+    g->i = g_rank % t;
+    MPI_Comm comm;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, g_rank / t, g_rank, &comm));
+    cpu_comm_bind(&g->comm, comm);
+    g->comm.owned = 1;
+    cpu_comm_bind(&g->kv, MPI_COMM_NULL);
+    if (c->n_kv_heads < t) {
+        int share = t / c->n_kv_heads;
+        MPI_Comm kv;
+        MPI_CHECK(MPI_Comm_split(comm, g->i / share, g->i, &kv));
+        cpu_comm_bind(&g->kv, kv);
+        g->kv.owned = 1;
+    }
+    tfm_tp_init(&g->tp, c, t, g->i, &g->comm.tc, g->kv.comm != MPI_COMM_NULL ? &g->kv.tc : NULL);
+}
+
+static void group_close(struct group *g)
+{
+    cpu_comm_free_owned(&g->kv);
+    cpu_comm_free_owned(&g->comm);
+}
+
+static void make_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed)
+{
+    tfm_params_alloc(p, c);
+    tfm_params_init_random(p, c, seed, 0.2f);
+    struct rng r;
+    rng_init(&r, seed, 7, 0, 0);
+    for (size_t i = 0; i < p->n; i++) p->mem[i] += (float)(0.05 * rng_normal(&r));
+}
+
+/* Every rank of the group holds the same bytes. */
+static int same_on_group(const struct group *g, const void *x, size_t n)
+{
+    uint64_t h = fnv1a_bytes(x, n), lo, hi;
+    MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, g->comm.comm));
+    MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, g->comm.comm));
+    return lo == hi;
+}
+
+#define BT 14
+static void make_batch(struct tfm_batch *b, int *seq_len, int32_t *tok, int32_t *tgt, float *w,
+                       int V)
+{
+    static const int len[3] = {5, 3, 6};
+    struct rng r;
+    rng_init(&r, 3, 1, 2, 3);
+    for (int t = 0; t < BT; t++) {
+        tok[t] = (int32_t)rng_below(&r, (uint64_t)V);
+        tgt[t] = t % 4 == 3 ? -1 : (int32_t)rng_below(&r, (uint64_t)V);
+        w[t] = (float)(0.5 + rng_uniform(&r));
+    }
+    memcpy(seq_len, len, sizeof len);
+    *b = (struct tfm_batch){3, seq_len, tok, tgt, w, 0.8f, NULL};
+}
+
+static void test_forward(void)
+{
+    for (int k = 0; k < N_CFG; k++)
+        for (int t = 2; t <= 4; t *= 2) {
+            const struct tfm_config *c = &cfgs[k];
+            struct group g;
+            group_open(&g, c, t);
+            struct tfm_params full, part;
+            make_params(&full, c, 11 + (uint64_t)k);
+            tfm_params_alloc(&part, &g.tp.local);
+            tfm_tp_shard(&g.tp, &full, &part);
+            int seq_len[3];
+            int32_t tok[BT], tgt[BT];
+            float w[BT], lp1[BT], ent1[BT], lpt[BT], entt[BT];
+            struct tfm_batch b;
+            make_batch(&b, seq_len, tok, tgt, w, c->vocab_size);
+            struct tfm_state *s1 = tfm_state_create(c, BT), *st = tfm_state_create_tp(&g.tp, BT);
+            double j1 = tfm_forward(c, &full, s1, &b, lp1, ent1, NULL);
+            double jt = tfm_forward_tp(&g.tp, &part, st, &b, lpt, entt);
+            CU_ASSERT_CLOSE(jt, j1, 1e-5);
+            for (int i = 0; i < BT; i++) {
+                CU_ASSERT_CLOSE(lpt[i], lp1[i], 1e-5);
+                CU_ASSERT_CLOSE(entt[i], ent1[i], 1e-5);
+            }
+            CU_ASSERT(same_on_group(&g, lpt, sizeof lpt));
+            CU_ASSERT(same_on_group(&g, entt, sizeof entt));
+            tfm_state_free(s1);
+            tfm_state_free(st);
+            tfm_params_free(&full);
+            tfm_params_free(&part);
+            group_close(&g);
+        }
+}
+
+static void test_decode(void)
+{
+    const struct sampler_config modes[] = {{0, 1, 0, 5}, {0.9f, 1, 0, 5}, {1.0f, 1, 7, 9}};
+    for (int k = 0; k < N_CFG; k++)
+        for (int t = 2; t <= 4; t *= 2)
+            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                const struct tfm_config *c = &cfgs[k];
+                struct group g;
+                group_open(&g, c, t);
+                struct tfm_params full, part;
+                make_params(&full, c, 21 + (uint64_t)k);
+                tfm_params_alloc(&part, &g.tp.local);
+                tfm_tp_shard(&g.tp, &full, &part);
+                struct tfm_decoder *d1 = tfm_decoder_create(c, &full, 2, 64, 4);
+                struct tfm_decoder *dt = tfm_decoder_create_tp(&g.tp, &part, 2, 64, 4);
+                int V = c->vocab_size, Vl = g.tp.v1 - g.tp.v0;
+                float *l1 = malloc(2 * (size_t)V * sizeof *l1), *lt = malloc(2 * (size_t)Vl * sizeof *lt);
+                float *sc1 = malloc(2 * (size_t)V * sizeof *sc1);
+                float *sct = malloc(sampler_tp_scratch_floats(&modes[m], &g.tp) * sizeof *sct);
+                int32_t prompt[10];
+                for (int i = 0; i < 10; i++) prompt[i] = (int32_t)((i * 37 + k) % V);
+                int slots[2] = {0, 1};
+                int32_t next1[2], nextt[2];
+                int same_tokens = 1, close_lp = 1;
+                for (int s = 0; s < 2; s++) {
+                    tfm_decoder_prefill(d1, s, prompt, 10 - s, l1);
+                    tfm_decoder_prefill(dt, s, prompt, 10 - s, lt);
+                    float a, bb;
+                    next1[s] = sampler_sample(&modes[m], l1, V, s, 10 - s, &a, sc1);
+                    nextt[s] = sampler_sample_tp(&modes[m], &g.tp, lt, s, 10 - s, &bb, sct);
+                    same_tokens &= next1[s] == nextt[s];
+                    close_lp &= fabsf(a - bb) <= 1e-5f * fmaxf(1.0f, fabsf(a));
+                }
+                for (int step = 0; step < 24 && same_tokens; step++) {
+                    tfm_decoder_step(d1, slots, next1, 2, l1);
+                    tfm_decoder_step(dt, slots, nextt, 2, lt);
+                    for (int s = 0; s < 2; s++) {
+                        float a, bb;
+                        int64_t pos = 11 - s + step;
+                        next1[s] = sampler_sample(&modes[m], l1 + (size_t)s * V, V, s, pos, &a, sc1);
+                        nextt[s] = sampler_sample_tp(&modes[m], &g.tp, lt + (size_t)s * Vl, s, pos,
+                                                     &bb, sct);
+                        same_tokens &= next1[s] == nextt[s];
+                        close_lp &= fabsf(a - bb) <= 1e-5f * fmaxf(1.0f, fabsf(a));
+                    }
+                }
+                CU_ASSERT(same_tokens);
+                CU_ASSERT(close_lp);
+                CU_ASSERT(same_on_group(&g, nextt, sizeof nextt));
+                free(l1);
+                free(lt);
+                free(sc1);
+                free(sct);
+                tfm_decoder_free(d1);
+                tfm_decoder_free(dt);
+                tfm_params_free(&full);
+                tfm_params_free(&part);
+                group_close(&g);
+            }
+}
+
+static void test_train_step(void)
+{
+    struct adamw_config oc = {1e-2f, 0.9f, 0.95f, 1e-3f, 0.01f, 0.5f, LR_CONSTANT, 0, 10, 1.0f};
+    for (int k = 0; k < N_CFG; k++)
+        for (int t = 2; t <= 4; t *= 2) {
+            const struct tfm_config *c = &cfgs[k];
+            struct group g;
+            group_open(&g, c, t);
+            struct tfm_params full, part, g1, gt, want;
+            make_params(&full, c, 31 + (uint64_t)k);
+            tfm_params_alloc(&part, &g.tp.local);
+            tfm_params_alloc(&want, &g.tp.local);
+            tfm_tp_shard(&g.tp, &full, &part);
+            tfm_params_alloc(&g1, c);
+            tfm_params_alloc(&gt, &g.tp.local);
+            int seq_len[3];
+            int32_t tok[BT], tgt[BT];
+            float w[BT];
+            struct tfm_batch b;
+            make_batch(&b, seq_len, tok, tgt, w, c->vocab_size);
+            struct tfm_state *s1 = tfm_state_create(c, BT), *st = tfm_state_create_tp(&g.tp, BT);
+            tfm_backward(c, &full, s1, &b, &g1);
+            tfm_backward_tp(&g.tp, &part, st, &b, &gt);
+            tfm_tp_reduce_grads(&g.tp, &gt);
+            struct adamw o1, ot;
+            adamw_init(&o1, &oc, full.n);
+            adamw_init(&ot, &oc, part.n);
+            double n1 = adamw_step(&o1, full.mem, g1.mem);
+            double nt = adamw_step_norm(&ot, part.mem, gt.mem, sqrt(tfm_tp_grad_sq(&g.tp, &gt)));
+            CU_ASSERT_CLOSE(nt, n1, 1e-5);
+            tfm_tp_shard(&g.tp, &full, &want);
+            int ok = 1;
+            for (size_t i = 0; i < part.n; i++)
+                ok &= fabs((double)part.mem[i] - want.mem[i]) <= 1e-5 * fmax(1.0, fabs(want.mem[i]));
+            CU_ASSERT(ok);
+            adamw_free(&o1);
+            adamw_free(&ot);
+            tfm_state_free(s1);
+            tfm_state_free(st);
+            tfm_params_free(&full);
+            tfm_params_free(&part);
+            tfm_params_free(&want);
+            tfm_params_free(&g1);
+            tfm_params_free(&gt);
+            group_close(&g);
+        }
+}
+
+static const struct test_case tp_cases[] = {
+    {"log-probs and entropies of TP 2, 4 = TP 1 over MPI", test_forward},
+    {"decode and sampling of TP 2, 4 = TP 1 over MPI", test_decode},
+    {"one AdamW step of TP 2, 4 = TP 1 over MPI", test_train_step},
+    {NULL, NULL},
+};
+
+static const struct test_suite suites[] = {{"tensor parallel over MPI", tp_cases}, {NULL, NULL}};
+
+int main(int argc, char **argv)
+{
+    MPI_CHECK(MPI_Init(&argc, &argv));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world));
+    if (g_world != 4) {
+        if (g_rank == 0) fprintf(stderr, "test_tp_mpi: run with mpirun -np 4 (got %d)\n", g_world);
+        MPI_Finalize();
+        return 2;
+    }
+    openblas_set_num_threads(1);
+    /* rank 0 prints; LIBRA_TEST_ALL_RANKS=1 lets every rank print (debugging) */
+    const char *all = getenv("LIBRA_TEST_ALL_RANKS");
+    if (g_rank != 0 && !(all && *all == '1') && !freopen("/dev/null", "w", stdout)) return 2;
+    int rc = test_main(suites), worst = 0;
+    MPI_CHECK(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Finalize());
+    return worst;
+}
