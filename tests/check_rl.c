@@ -2,13 +2,16 @@
  * check_rl: checks the metrics files of real-model RL runs (device cpu; the layout
  * is docs/metrics.md) for the properties of the multi-rank RL tests.
  *
- *   check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL]
+ *   check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL] [--min-migrations N]
+ *                    [--accuracy-rises]
  *       One finished run: status "complete"; /steps numbered 1 .. steps_requested;
  *       params_identical == 1 on every step (the training replicas agree);
  *       staleness_max <= S on every step and (step_consumed - 1) - version_start
  *       in [0, S] for every trained trajectory (S defaults to the file's
  *       max_staleness attribute). Prints the mean over steps of reward_mean; with
- *       --reward-mean it must be within TOL of V.
+ *       --reward-mean it must be within TOL of V. --min-migrations: /migrations holds
+ *       at least N moves between buckets (from_bucket != to_bucket). --accuracy-rises:
+ *       the last /eval row's accuracy is above the first's.
  *
  *   check_rl --compare A.h5 B.h5 [--rel-tol R]
  *       Two finished runs ("complete") of one configuration agree: per step, the
@@ -312,7 +315,55 @@ struct run_opts {
     long max_staleness; /* -1: the file's max_staleness attribute */
     bool want_reward;
     double reward, reward_tol;
+    long min_migrations; /* -1: not checked */
+    bool accuracy_rises;
 };
+
+/* Moves between buckets in /migrations: rows whose from_bucket and to_bucket differ
+ * and whose why is not a refusal (declined_cost, declined_limit). -1 if unreadable. */
+static long count_bucket_moves(hid_t file)
+{
+    if (H5Lexists(file, "migrations", H5P_DEFAULT) <= 0) return 0;
+    hid_t d = H5Dopen(file, "migrations", H5P_DEFAULT);
+    if (d < 0) return -1;
+    long n = -1;
+    hid_t ft = H5Dget_type(d), sp = H5Dget_space(d);
+    hssize_t rows = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    static const char *const names[3] = {"from_bucket", "to_bucket", "why"};
+    hid_t st[3] = {-1, -1, -1};
+    size_t w[3] = {0, 0, 0}, off[3], row = 0;
+    int ok = rows >= 0 && ft >= 0;
+    for (int k = 0; ok && k < 3; k++) {
+        int idx = H5Tget_member_index(ft, names[k]);
+        ok = idx >= 0 && (st[k] = H5Tget_member_type(ft, (unsigned)idx)) >= 0;
+        if (ok) {
+            w[k] = H5Tget_size(st[k]);
+            off[k] = row;
+            row += w[k];
+        }
+    }
+    if (ok) {
+        hid_t mt = H5Tcreate(H5T_COMPOUND, row);
+        for (int k = 0; k < 3; k++) H5Tinsert(mt, names[k], off[k], st[k]);
+        char *buf = calloc((size_t)rows + 1, row);
+        if (buf && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0) {
+            n = 0;
+            for (hssize_t r = 0; r < rows; r++) {
+                const char *b = buf + (size_t)r * row;
+                n += strncmp(b + off[0], b + off[1], w[0] < w[1] ? w[0] : w[1]) != 0 &&
+                     strncmp(b + off[2], "declined", 8) != 0;
+            }
+        }
+        free(buf);
+        H5Tclose(mt);
+    }
+    for (int k = 0; k < 3; k++)
+        if (st[k] >= 0) H5Tclose(st[k]);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    H5Dclose(d);
+    return n;
+}
 
 static void check_params_identical(hid_t file, const char *path)
 {
@@ -417,6 +468,31 @@ static void run_check(const struct run_opts *o)
         snprintf(e, sizeof e, "%.4f +- %.4f", o->reward, o->reward_tol);
         snprintf(fd, sizeof fd, "%.6f", m);
         prop_fail(&p, what, e, fd);
+    }
+    if (o->min_migrations >= 0) {
+        long moves = count_bucket_moves(f);
+        printf("check_rl: %s: %ld moves between buckets in /migrations\n", o->path, moves);
+        if (moves < o->min_migrations) {
+            char e[32], fd[32];
+            snprintf(what, sizeof what, "%s: moves between buckets in /migrations", o->path);
+            snprintf(e, sizeof e, ">= %ld", o->min_migrations);
+            snprintf(fd, sizeof fd, "%ld", moves);
+            prop_fail(&p, what, e, fd);
+        }
+    }
+    if (o->accuracy_rises) {
+        struct col acc = col_f64(f, o->path, "eval", "accuracy");
+        double first = acc.f && acc.n ? acc.f[0] : NAN, last = acc.f && acc.n ? acc.f[acc.n - 1] : NAN;
+        printf("check_rl: %s: held-out accuracy %.3f -> %.3f over %zu evaluations\n", o->path,
+               first, last, acc.n);
+        if (!(acc.n >= 2 && last > first)) {
+            char e[64], fd[64];
+            snprintf(what, sizeof what, "%s: /eval accuracy, last row vs first", o->path);
+            snprintf(e, sizeof e, "> %.3f", first);
+            snprintf(fd, sizeof fd, "%.3f (%zu rows)", last, acc.n);
+            prop_fail(&p, what, e, fd);
+        }
+        col_free(&acc);
     }
     if (g_failed == 0)
         printf("check_rl: OK: %s: %" PRId64 " steps, replicas identical, staleness_max up to %"
@@ -737,7 +813,8 @@ static void resume_check(const char *state_path, const char *path, bool expect_c
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL]\n"
+    fprintf(f, "usage: check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL] "
+               "[--min-migrations N] [--accuracy-rises]\n"
                "       check_rl --compare A.h5 B.h5 [--rel-tol R]\n"
                "       check_rl --resume-check STATE.h5 RESUMED.h5 [--expect-carry] "
                "[--killed FIRST.h5]\n");
@@ -776,6 +853,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 {
     memset(a, 0, sizeof *a);
     a->run.max_staleness = -1;
+    a->run.min_migrations = -1;
     a->rel_tol = 1e-4;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
@@ -797,6 +875,12 @@ static int parse_args(int argc, char **argv, struct args *a)
                 return -1;
             a->run.want_reward = true;
             i += 2;
+        } else if (strcmp(s, "--min-migrations") == 0) {
+            if (parse_double(s, next, &v) || v < 0 || v != floor(v)) return -1;
+            a->run.min_migrations = (long)v;
+            i++;
+        } else if (strcmp(s, "--accuracy-rises") == 0) {
+            a->run.accuracy_rises = true;
         } else if (strcmp(s, "--rel-tol") == 0) {
             if (parse_double(s, next, &a->rel_tol) || a->rel_tol < 0) return -1;
             i++;
@@ -823,7 +907,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         fprintf(stderr, "check_rl: %d file(s) given, this mode takes %d\n", a->n_files, want);
         return -1;
     }
-    bool run_flags = a->run.max_staleness >= 0 || a->run.want_reward;
+    bool run_flags = a->run.max_staleness >= 0 || a->run.want_reward ||
+                     a->run.min_migrations >= 0 || a->run.accuracy_rises;
     if ((a->mode != MODE_RUN && run_flags) || (a->mode != MODE_COMPARE && a->rel_tol != 1e-4) ||
         (a->mode != MODE_RESUME && (a->killed || a->expect_carry))) {
         fprintf(stderr, "check_rl: an option does not belong to this mode\n");

@@ -196,6 +196,11 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
         driver_check_plans(cfg, dev, world, err, sizeof err))
         FATAL_INPUT("%s", err);
     if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
+    const struct rates *r = &dev->rates;
+    printf("libra: device %s: decode step %.3f ms at batch 1, %.3f ms at batch 32 (TP 1, 256 "
+           "cached tokens each); prefill %.1f us a token (the router's rates)\n", dev->name,
+           1e3 * r->decode_step_s(r, 1, 1, 256), 1e3 * r->decode_step_s(r, 1, 32, 32 * 256),
+           1e6 * r->prefill_s(r, 1, 1000, 0) / 1000);
     char *text = config_to_string(cfg);
     printf("libra %s: %d ranks (1 controller + %d workers), device %s\n", PACKAGE_VERSION, world,
            world - 1, cfg->device.type);
