@@ -3,7 +3,7 @@
  * is docs/metrics.md) for the properties of the multi-rank RL tests.
  *
  *   check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL] [--min-migrations N]
- *                    [--accuracy-rises]
+ *                    [--accuracy-rises] [--min-hybrid-steps N]
  *       One finished run: status "complete"; /steps numbered 1 .. steps_requested;
  *       params_identical == 1 on every step (the training replicas agree);
  *       staleness_max <= S on every step and (step_consumed - 1) - version_start
@@ -11,7 +11,12 @@
  *       max_staleness attribute). Prints the mean over steps of reward_mean; with
  *       --reward-mean it must be within TOL of V. --min-migrations: /migrations holds
  *       at least N moves between buckets (from_bucket != to_bucket). --accuracy-rises:
- *       the last /eval row's accuracy is above the first's.
+ *       the last /eval row's accuracy is above the first's. --min-hybrid-steps:
+ *       at least N steps trained with lent replicas (n_hybrid_ranks > 0).
+ *
+ *   check_rl --compare-models A.h5 B.h5 [--rel-tol R]
+ *       Two model files (libra's HDF5 model format: checkpoints' model.h5) hold the
+ *       same parameters within R relative (default 1e-4).
  *
  *   check_rl --compare A.h5 B.h5 [--rel-tol R]
  *       Two finished runs ("complete") of one configuration agree: per step, the
@@ -48,6 +53,7 @@
 #include "libra/checkpoint.h"
 #include "libra/log.h"
 #include "libra/metrics.h" /* enum traj_fate */
+#include "libra/tfm_io.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -316,6 +322,7 @@ struct run_opts {
     bool want_reward;
     double reward, reward_tol;
     long min_migrations; /* -1: not checked */
+    long min_hybrid_steps; /* -1: not checked */
     bool accuracy_rises;
 };
 
@@ -479,6 +486,20 @@ static void run_check(const struct run_opts *o)
             snprintf(fd, sizeof fd, "%ld", moves);
             prop_fail(&p, what, e, fd);
         }
+    }
+    if (o->min_hybrid_steps >= 0) {
+        struct col h = col_i64(f, o->path, "steps", "n_hybrid_ranks");
+        long n = 0;
+        for (size_t r = 0; h.i && r < h.n; r++) n += h.i[r] > 0;
+        printf("check_rl: %s: %ld steps trained with lent (hybrid) replicas\n", o->path, n);
+        if (n < o->min_hybrid_steps) {
+            char e[32], fd[32];
+            snprintf(what, sizeof what, "%s: /steps rows with n_hybrid_ranks > 0", o->path);
+            snprintf(e, sizeof e, ">= %ld", o->min_hybrid_steps);
+            snprintf(fd, sizeof fd, "%ld", n);
+            prop_fail(&p, what, e, fd);
+        }
+        col_free(&h);
     }
     if (o->accuracy_rises) {
         struct col acc = col_f64(f, o->path, "eval", "accuracy");
@@ -814,7 +835,8 @@ static void resume_check(const char *state_path, const char *path, bool expect_c
 static void usage(FILE *f)
 {
     fprintf(f, "usage: check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL] "
-               "[--min-migrations N] [--accuracy-rises]\n"
+               "[--min-migrations N] [--accuracy-rises] [--min-hybrid-steps N]\n"
+               "       check_rl --compare-models A.h5 B.h5 [--rel-tol R]\n"
                "       check_rl --compare A.h5 B.h5 [--rel-tol R]\n"
                "       check_rl --resume-check STATE.h5 RESUMED.h5 [--expect-carry] "
                "[--killed FIRST.h5]\n");
@@ -837,7 +859,57 @@ static int parse_double(const char *flag, const char *s, double *out)
     return 0;
 }
 
-enum mode { MODE_RUN, MODE_COMPARE, MODE_RESUME };
+/* ---- mode 4: two model files hold the same parameters ---- */
+
+static void compare_models(const char *a, const char *b, double rel_tol)
+{
+    struct prop p = {"models", 0};
+    struct tfm_config ca, cb;
+    struct tfm_params pa, pb;
+    struct adamw oa, ob;
+    char err[512], what[1200];
+    if (tfm_load(a, &ca, &pa, &oa, err, sizeof err)) {
+        snprintf(what, sizeof what, "%s loads", a);
+        prop_fail(&p, what, "a model file", err);
+        return;
+    }
+    if (tfm_load(b, &cb, &pb, &ob, err, sizeof err)) {
+        snprintf(what, sizeof what, "%s loads", b);
+        prop_fail(&p, what, "a model file", err);
+        return;
+    }
+    if (pa.n != pb.n) {
+        char e[32], f[32];
+        snprintf(what, sizeof what, "%s and %s: parameter count", a, b);
+        snprintf(e, sizeof e, "%zu", pa.n);
+        snprintf(f, sizeof f, "%zu", pb.n);
+        prop_fail(&p, what, e, f);
+    } else {
+        double worst = 0;
+        size_t at = 0;
+        for (size_t i = 0; i < pa.n; i++) {
+            double d = fabs((double)pa.mem[i] - pb.mem[i]) / fmax(1.0, fabs((double)pa.mem[i]));
+            if (d > worst) worst = d, at = i;
+        }
+        printf("check_rl: %s vs %s: %zu parameters, largest relative difference %.3g (at %zu)\n",
+               a, b, pa.n, worst, at);
+        if (!(worst <= rel_tol)) {
+            char e[32], f[32];
+            snprintf(what, sizeof what, "%s vs %s: largest relative parameter difference", a, b);
+            snprintf(e, sizeof e, "<= %g", rel_tol);
+            snprintf(f, sizeof f, "%.3g", worst);
+            prop_fail(&p, what, e, f);
+        }
+    }
+    tfm_params_free(&pa);
+    tfm_params_free(&pb);
+    adamw_free(&oa);
+    adamw_free(&ob);
+    prop_end(&p);
+    if (g_failed == 0) printf("check_rl: OK: %s and %s hold the same parameters\n", a, b);
+}
+
+enum mode { MODE_RUN, MODE_COMPARE, MODE_RESUME, MODE_MODELS };
 
 struct args {
     enum mode mode;
@@ -854,17 +926,21 @@ static int parse_args(int argc, char **argv, struct args *a)
     memset(a, 0, sizeof *a);
     a->run.max_staleness = -1;
     a->run.min_migrations = -1;
+    a->run.min_hybrid_steps = -1;
     a->rel_tol = 1e-4;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         double v;
-        if (strcmp(s, "--compare") == 0 || strcmp(s, "--resume-check") == 0) {
+        if (strcmp(s, "--compare") == 0 || strcmp(s, "--resume-check") == 0 ||
+            strcmp(s, "--compare-models") == 0) {
             if (a->mode != MODE_RUN || a->n_files) {
                 fprintf(stderr, "check_rl: %s must come first, once\n", s);
                 return -1;
             }
-            a->mode = s[2] == 'c' ? MODE_COMPARE : MODE_RESUME;
+            a->mode = strcmp(s, "--compare-models") == 0 ? MODE_MODELS
+                      : s[2] == 'c'                      ? MODE_COMPARE
+                                                         : MODE_RESUME;
         } else if (strcmp(s, "--max-staleness") == 0) {
             if (parse_double(s, next, &v) || v < 0 || v != floor(v)) return -1;
             a->run.max_staleness = (long)v;
@@ -878,6 +954,10 @@ static int parse_args(int argc, char **argv, struct args *a)
         } else if (strcmp(s, "--min-migrations") == 0) {
             if (parse_double(s, next, &v) || v < 0 || v != floor(v)) return -1;
             a->run.min_migrations = (long)v;
+            i++;
+        } else if (strcmp(s, "--min-hybrid-steps") == 0) {
+            if (parse_double(s, next, &v) || v < 0 || v != floor(v)) return -1;
+            a->run.min_hybrid_steps = (long)v;
             i++;
         } else if (strcmp(s, "--accuracy-rises") == 0) {
             a->run.accuracy_rises = true;
@@ -908,8 +988,10 @@ static int parse_args(int argc, char **argv, struct args *a)
         return -1;
     }
     bool run_flags = a->run.max_staleness >= 0 || a->run.want_reward ||
-                     a->run.min_migrations >= 0 || a->run.accuracy_rises;
-    if ((a->mode != MODE_RUN && run_flags) || (a->mode != MODE_COMPARE && a->rel_tol != 1e-4) ||
+                     a->run.min_migrations >= 0 || a->run.accuracy_rises ||
+                     a->run.min_hybrid_steps >= 0;
+    if ((a->mode != MODE_RUN && run_flags) ||
+        (a->mode != MODE_COMPARE && a->mode != MODE_MODELS && a->rel_tol != 1e-4) ||
         (a->mode != MODE_RESUME && (a->killed || a->expect_carry))) {
         fprintf(stderr, "check_rl: an option does not belong to this mode\n");
         return -1;
@@ -929,6 +1011,7 @@ int main(int argc, char **argv)
     switch (a.mode) {
     case MODE_RUN: run_check(&a.run); break;
     case MODE_COMPARE: compare_runs(a.files[0], a.files[1], a.rel_tol); break;
+    case MODE_MODELS: compare_models(a.files[0], a.files[1], a.rel_tol); break;
     case MODE_RESUME: resume_check(a.files[0], a.files[1], a.expect_carry, a.killed); break;
     }
     if (g_failed) printf("check_rl: %d failed checks\n", g_failed);

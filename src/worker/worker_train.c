@@ -393,6 +393,8 @@ static void join_start(struct worker *w)
                         &j->req));
     int dp = w->plan.n_train / plan_replica_size(&w->plan);
     j->ready_at = wall_time() + w->ops->join_extra_s(w->dev, dp);
+    LOG_D("join of epoch %d: fetching %zu floats of version %d from lane rank %d", j->epoch, n,
+          j->version, partner);
 }
 
 /* Partner side: a snapshot of the weights and optimizer state for each rank the
@@ -410,6 +412,7 @@ static void join_serve(struct worker *w, const struct plan *old)
         size_t len;
         float *buf = w->ops->join_buffer(w->dev, 1, &len);
         int32_t version = w->ops->version(w->dev);
+        LOG_D("join: serving %d lent rank(s) %zu floats of version %d", n, len, version);
         for (int i = 0; i < n; i++) {
             outbox_send(&w->ob, &version, sizeof version, hy[i], TAG_HYBRID_JOIN,
                         w->comms.hybrid_lane);
@@ -422,6 +425,7 @@ static void join_serve(struct worker *w, const struct plan *old)
 
 static void join_finish_snapshot(struct worker *w)
 {
+    LOG_D("join of epoch %d: snapshot of version %d in", w->join.epoch, w->join.version);
     w->ops->join_restore(w->dev, w->join.version);
     w->join.have_snapshot = 1;
 }
@@ -437,6 +441,7 @@ int wt_join_progress(struct worker *w)
         join_finish_snapshot(w);
     }
     if (wall_time() < j->ready_at) return 0;
+    LOG_D("join of epoch %d: ready at version %d", j->epoch, w->ops->version(w->dev));
     struct wire_hybrid_ready r = {j->epoch, w->rank};
     outbox_send(&w->ob, &r, sizeof r, 0, TAG_HYBRID_READY, MPI_COMM_WORLD);
     j->active = 0;
