@@ -1,27 +1,31 @@
 #!/bin/sh
-# A hybrid (lent) replica on the CPU device gives the parameters training without it
-# gives. Two runs of the same data -- max_staleness 0 and a weight sync after every
-# step, so each step trains exactly the groups launched at its version and sampling is
-# keyed by (seed, trajectory, position): which instance or replica does the work does
-# not change a token --
+# Re-planning on the CPU device is lossless: a hybrid (lent) replica, and plans that
+# move ranks between roles and change the rollout TP layout, give the parameters a
+# fixed plan gives. Three runs of the same data -- max_staleness 0 and a weight sync
+# after every step, so each step trains exactly the groups launched at its version,
+# and sampling is keyed by (seed, trajectory, position): which instance or replica
+# does the work does not change a token --
 #   A  1 training rank and 3 rollout instances throughout;
 #   B  the same, but in the middle epoch one rollout rank is lent to training: it
 #      joins without stopping the core (a snapshot of the root's weights and AdamW
 #      moments, then the totals of the steps it missed), trains its token share on
-#      the hybrid lane, and goes back to rollout.
-# B must have trained some steps with the lent replica, and after 12 steps the two
-# final models must hold the same parameters within 1e-4 relative (the gradient is
-# normalised by the whole batch's tokens, so splitting a batch over more replicas
-# only reorders sums); their step figures agree (check_rl --compare).
+#      the hybrid lane, and goes back to rollout;
+#   C  epochs of 1 training rank + TP [1, 1, 1], then 2 training ranks + TP [2] (the
+#      new training rank takes over the root's state at the re-split), then 1 + TP
+#      [2, 1]: instances dissolve and hand their turns back, shards change.
+# B must have trained some steps with the lent replica; after 12 steps every final
+# model must hold A's parameters within 1e-4 relative (the gradient is normalised by
+# the whole batch's tokens, so more replicas only reorder sums), and the step
+# figures agree (check_rl --compare).
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-hybrid)
-for run in a b; do
-    if [ $run = a ]; then
-        sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }'
-    else
-        sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }, { n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }'
-    fi
+for run in a b c; do
+    case $run in
+    a) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }' ;;
+    b) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }, { n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }' ;;
+    c) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }, { n_train = 2; rollout_tp = [2]; }, { n_train = 1; rollout_tp = [2, 1]; }' ;;
+    esac
     cat > "$out/$run.cfg" <<CFG
 run = { name = "rl-hybrid"; steps = 12; seed = 7; log_level = "warn"; progress_interval_s = 5.0;
         checkpoint_interval = 12; checkpoint_dir = "$out/ckpt-$run"; };
@@ -36,9 +40,11 @@ output = { file = "$out/$run.h5"; };
 CFG
     rl_job 5 "$out/$run.cfg" "$out/$run"
 done
-"$CHECK_RUN" "$out/b.h5" --min-steps 12 || fail "check_run"
 "$CHECK_RL" "$out/b.h5" --min-hybrid-steps 1 || fail "check_rl: the lent replica"
-"$CHECK_RL" --compare "$out/a.h5" "$out/b.h5" || fail "check_rl --compare"
-"$CHECK_RL" --compare-models "$out/ckpt-a/step-00000012/model.h5" \
-    "$out/ckpt-b/step-00000012/model.h5" || fail "check_rl --compare-models"
+for run in b c; do
+    "$CHECK_RUN" "$out/$run.h5" --min-steps 12 || fail "check_run $run"
+    "$CHECK_RL" --compare "$out/a.h5" "$out/$run.h5" || fail "check_rl --compare a $run"
+    "$CHECK_RL" --compare-models "$out/ckpt-a/step-00000012/model.h5" \
+        "$out/ckpt-$run/step-00000012/model.h5" || fail "check_rl --compare-models a $run"
+done
 [ -n "${KEEP:-}" ] || rm -rf "$out"

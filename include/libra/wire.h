@@ -27,6 +27,9 @@
  *   rank 0 -> train root       TAG_CKPT           write the model + optimizer into a directory
  *   train root -> rank 0       TAG_CKPT_DONE      done (or the error)
  *   lent rank -> rank 0        TAG_HYBRID_READY   joined: weights and optimizer shard fetched
+ *   old root replica -> a new  TAG_TRAIN_STATE    at a re-split that adds training ranks: the
+ *     core training rank                          weights and optimizer state (worker to
+ *                                                 worker, while both apply the plan)
  *
  * The cpu device carries the real data: a turn request the trajectory's whole
  * context, a turn result the generated ids with their behaviour log-probs and policy
@@ -54,6 +57,7 @@ enum wire_tag {
     TAG_CKPT = 111,
     TAG_CKPT_DONE = 112,
     TAG_HYBRID_READY = 113,
+    TAG_TRAIN_STATE = 114,
 };
 
 enum wire_turn_flags { WIRE_TURN_GREEDY = 1 /* evaluation: decode greedily */ };

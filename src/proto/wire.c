@@ -25,6 +25,7 @@ const char *wire_tag_name(int tag)
     case TAG_TRAIN_DONE: return "train_done";
     case TAG_HYBRID_GRAD: return "hybrid_grad";
     case TAG_HYBRID_READY: return "hybrid_ready";
+    case TAG_TRAIN_STATE: return "train_state";
     case TAG_SHUTDOWN: return "shutdown";
     case TAG_CKPT: return "ckpt";
     case TAG_CKPT_DONE: return "ckpt_done";

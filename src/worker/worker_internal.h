@@ -44,6 +44,9 @@ struct wk_train {
     double hstats[DEV_STAT_COUNT];
     size_t n_hsum;
     struct wire_buf msg;     /* lane receive scratch */
+    float *handover;         /* a new core rank's state, received before the re-split */
+    size_t n_handover;
+    int handover_version;
 };
 
 /* A lent (hybrid) rank fetching the weights and optimizer state from its partner. */

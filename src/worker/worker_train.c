@@ -123,14 +123,16 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
     if (len < sizeof h) FATAL("malformed training batch (%zu bytes) from rank 0", len);
     memcpy(&h, msg, sizeof h);
     struct wk_train *t = &w->tr;
+    if (role == ROLE_HYBRID) /* its weights must be those of the step before (first) */
+        while (w->ops->version(w->dev) < h.step - 1) take_total(w, 1);
     t->step = h.step;
     t->n_replicas = h.n_replicas;
     t->any_hybrids = h.hybrid_ranks > 0;
     t->hybrids_expected = 0;
     if (role == ROLE_TRAIN && plan_in_root_replica(&w->plan, w->rank))
         t->hybrids_expected = h.hybrid_ranks / plan_replica_size(&w->plan);
-    if (role == ROLE_HYBRID) /* its weights must be those of the step before */
-        while (w->ops->version(w->dev) < h.step - 1) take_total(w, 1);
+    LOG_D("step %d: share of %d items, %d replicas, %d lent ranks, version %d", h.step,
+          h.n_items, h.n_replicas, h.hybrid_ranks, w->ops->version(w->dev));
     t->t0 = wall_time();
     double emulated = w->ops->train_compute(w->dev, msg, len);
     t->compute_s = wall_time() - t->t0 + emulated;
@@ -448,8 +450,82 @@ int wt_join_progress(struct worker *w)
     return 1;
 }
 
+/* ---- core training ranks added by a plan ---- */
+
+/* Rank r holds current training state under plan p: a core or a lent replica (a lent
+ * one has caught up in wt_before_plan). */
+static int holds_state(const struct plan *p, int r)
+{
+    return p->ranks[r].role == ROLE_TRAIN || p->ranks[r].role == ROLE_HYBRID;
+}
+
+/* The old plan's rank that hands its state to new core training rank r: the root
+ * replica's rank of r's TP index. */
+static int state_source(const struct plan *old, const struct plan *next, int r)
+{
+    int size = plan_replica_size(next), j = next->ranks[r].index % size;
+    if (plan_replica_size(old) != size)
+        FATAL("a plan changes the training replicas' shape (%d -> %d ranks) while adding "
+              "training ranks: their state cannot be handed over shard for shard",
+              plan_replica_size(old), size);
+    for (int q = 1; q < old->world; q++)
+        if (plan_in_root_replica(old, q) && old->ranks[q].index % size == j) return q;
+    FATAL("no rank of the old root replica holds TP index %d", j);
+}
+
+/* A rank the next plan makes a core training rank without current state receives it
+ * (weights + optimizer, device join_buffer) from the old root replica, point to point
+ * on the world communicator, while both apply the plan -- so the core's optimizer
+ * state carries over exactly when the planner grows the training group. The receiver
+ * installs it after the re-split (its shard may change with its place). */
+static void handover_before(struct worker *w, const struct plan *next)
+{
+    const struct plan *old = &w->plan;
+    if (plan_train_root(old) < 0) return;
+    for (int r = 1; r < w->world; r++) {
+        if (next->ranks[r].role != ROLE_TRAIN || holds_state(old, r)) continue;
+        int src = state_source(old, next, r);
+        if (w->rank == src) { /* blocking: r is applying the same plan */
+            size_t n;
+            float *buf = w->ops->join_buffer(w->dev, 1, &n);
+            int32_t version = w->ops->version(w->dev);
+            if (n > 0x7fffffff) FATAL("training state of %zu floats exceeds one MPI count", n);
+            MPI_CHECK(MPI_Send(&version, 1, MPI_INT32_T, r, TAG_TRAIN_STATE, MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Send(buf, (int)n, MPI_FLOAT, r, TAG_TRAIN_STATE, MPI_COMM_WORLD));
+        } else if (w->rank == r) {
+            MPI_Status st;
+            int count = 0;
+            MPI_CHECK(MPI_Recv(&w->tr.handover_version, 1, MPI_INT32_T, src, TAG_TRAIN_STATE,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            mpi_probe_backoff(src, TAG_TRAIN_STATE, MPI_COMM_WORLD, &st);
+            MPI_CHECK(MPI_Get_count(&st, MPI_FLOAT, &count));
+            w->tr.handover = xmalloc((size_t)(count > 0 ? count : 1) * sizeof *w->tr.handover);
+            w->tr.n_handover = (size_t)count;
+            MPI_CHECK(MPI_Recv(w->tr.handover, count, MPI_FLOAT, src, TAG_TRAIN_STATE,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        }
+    }
+}
+
+static void handover_after(struct worker *w)
+{
+    struct wk_train *t = &w->tr;
+    if (!t->handover) return;
+    size_t n;
+    float *buf = w->ops->join_buffer(w->dev, 0, &n);
+    if (n != t->n_handover)
+        FATAL("the handed-over training state has %zu floats, this rank's shard %zu", t->n_handover,
+              n);
+    memcpy(buf, t->handover, n * sizeof *buf);
+    w->ops->join_restore(w->dev, t->handover_version);
+    free(t->handover);
+    t->handover = NULL;
+    LOG_D("took over the training state of version %d", t->handover_version);
+}
+
 void wt_before_plan(struct worker *w, const struct plan *next)
 {
+    handover_before(w, next);
     if (my_role(w) != ROLE_HYBRID) return;
     struct wk_join *j = &w->join;
     if (j->active && !j->have_snapshot) {
@@ -463,12 +539,14 @@ void wt_before_plan(struct worker *w, const struct plan *next)
 
 void wt_after_plan(struct worker *w, const struct plan *old)
 {
+    handover_after(w);
     if (my_role(w) == ROLE_HYBRID && old->ranks[w->rank].role != ROLE_HYBRID) join_start(w);
     if (my_role(w) == ROLE_TRAIN) join_serve(w, old);
 }
 
 void wt_free(struct worker *w)
 {
+    free(w->tr.handover);
     free(w->tr.hsum);
     wire_buf_free(&w->tr.msg);
 }
