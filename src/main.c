@@ -24,6 +24,8 @@ static void usage(FILE *out)
             "  libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
             "                 [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
             "  libra --bench-engine [tiny|small|100m ...]   CPU engine throughput\n"
+            "  mpirun -np N libra --bench-tp [tiny|small|100m]  TP decode, TP 1 .. N\n"
+            "  mpirun -np N libra --bench-sync CONFIG      weight syncs: shard-matched vs broadcast\n"
             "  libra --bench-sched [--workload NAME] [--steps N] [--seed S] [--latency]\n"
             "  libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R]\n"
             "  libra --bench-planner-report LABEL=FILE[,FILE...] ...\n"
@@ -52,6 +54,8 @@ int main(int argc, char **argv)
     if (strcmp(a, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
     if (strcmp(a, "sft") == 0) return cmd_sft(argc - 2, argv + 2);
     if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-tp") == 0) return cmd_bench_tp(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-sync") == 0) return cmd_bench_sync(argc - 2, argv + 2);
     if (strcmp(a, "--bench-sched") == 0) return cmd_bench_sched(argc - 2, argv + 2);
     if (strcmp(a, "--bench-planner-solve") == 0) return cmd_bench_planner_solve(argc - 2, argv + 2);
     if (strcmp(a, "--bench-planner-report") == 0) return cmd_bench_planner_report(argc - 2, argv + 2);

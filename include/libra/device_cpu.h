@@ -5,8 +5,17 @@
 #ifndef LIBRA_DEVICE_CPU_H
 #define LIBRA_DEVICE_CPU_H
 
+#include <mpi.h>
+
 #include "libra/device.h"
+#include "libra/tfm_tp.h"
 
 extern const struct device_ops device_cpu;
+
+/* The model layer's collectives (struct tfm_comm) over an MPI communicator, as the
+ * device's TP instances and replicas use them (for benchmarks and tools). The comm is
+ * not owned; free the result with device_cpu_comm_free. */
+struct tfm_comm *device_cpu_comm_create(MPI_Comm comm);
+void device_cpu_comm_free(struct tfm_comm *c);
 
 #endif

@@ -29,6 +29,10 @@ int cmd_generate(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
 /* bench_engine.c */
 int cmd_bench_engine(int argc, char **argv);
+/* bench_tp.c (under mpirun) */
+int cmd_bench_tp(int argc, char **argv);
+/* bench_sync.c (under mpirun) */
+int cmd_bench_sync(int argc, char **argv);
 /* bench_sched.c: the scheduler benchmark on the rollout-cluster simulator */
 int cmd_bench_sched(int argc, char **argv);
 /* bench_planner.c: the planner's solve time at several GPU counts */

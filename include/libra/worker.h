@@ -17,4 +17,8 @@
 int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
                const struct workload *wl, int rank, int world, int start_version);
 
+/* `libra --bench-sync` (worker_bench.c): every rank of the job calls it with the same
+ * configuration (device cpu, a static plan); rank 0 prints the table. */
+int worker_bench_sync(const struct libra_config *cfg, int rank, int world);
+
 #endif

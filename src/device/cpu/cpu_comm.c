@@ -12,6 +12,8 @@
 #include "cpu_internal.h"
 #include "libra/log.h"
 
+#include <stdlib.h>
+
 static MPI_Op op_of(enum tfm_red_op op)
 {
     return op == TFM_RED_MAX ? MPI_MAX : op == TFM_RED_MIN ? MPI_MIN : MPI_SUM;
@@ -45,3 +47,12 @@ void cpu_comm_free_owned(struct cpu_comm *c)
     c->comm = MPI_COMM_NULL;
     c->owned = 0;
 }
+
+struct tfm_comm *device_cpu_comm_create(MPI_Comm comm)
+{
+    struct cpu_comm *c = xcalloc(1, sizeof *c);
+    cpu_comm_bind(c, comm);
+    return &c->tc; /* first member: the struct's address */
+}
+
+void device_cpu_comm_free(struct tfm_comm *c) { free(c); }

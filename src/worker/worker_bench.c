@@ -1,0 +1,190 @@
+/*
+ * `mpirun -np N libra --bench-sync CONFIG`: weight syncs on the CPU device for the
+ * configuration's static plan (its model, its rollout TP layout, its training shape),
+ * shard-matched (weight_sync.c: each rollout rank receives its own slices) against
+ * the reference's full broadcast (MPI_Ibcast of the whole model from the training
+ * root to every rollout rank, which then cuts its shard out of it). Rank 0 plays the
+ * controller's part of the re-split; the workers are driven by hand, as in the job.
+ *
+ * Per method: bytes received by the rollout ranks (in all, and by the rank that got
+ * the most) and wall time until every rank has its weights (best of 5, the slowest
+ * rank each time). Times depend on the cores the ranks get: with fewer cores than
+ * ranks they measure the oversubscription as much as the transfer; bytes are exact.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/log.h"
+#include "libra/mpi_wait.h"
+#include "worker_internal.h"
+
+#define REPS 5
+
+struct sync_fig {
+    double s;               /* wall seconds, slowest rank */
+    long long bytes, most;  /* received by rollout ranks: in all, by one rank at most */
+    long long by_tp[4];     /* received by one rank of a TP-1, 2, 4, 8 instance (the most) */
+};
+
+static int tp_slot(int tp) { return tp == 1 ? 0 : tp == 2 ? 1 : tp == 4 ? 2 : 3; }
+
+/* The per-rank figures reduced over the job (rank: this rank's TP, -1 none). */
+static void reduce_fig(struct sync_fig *f, double dt, long long in, int tp)
+{
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(&in, &f->bytes, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(&in, &f->most, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+    long long mine[4] = {0, 0, 0, 0};
+    if (tp > 0) mine[tp_slot(tp)] = in;
+    MPI_CHECK(MPI_Allreduce(mine, f->by_tp, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+    f->s = dt;
+}
+
+/* The sync comm's size in floats of the whole model (geometry of TP 1). */
+static long long model_floats(struct worker *w)
+{
+    struct dev_slice s[1024];
+    int n = w->ops->slices(w->dev, 1, 0, DEV_SLICES_GEOMETRY, s, 1024);
+    long long f = 0;
+    for (int k = 0; k < n; k++) f += s[k].nr * s[k].nc;
+    return f;
+}
+
+static void take_done(int n)
+{
+    for (int k = 0; k < n; k++) {
+        struct wire_sync_done d;
+        MPI_CHECK(MPI_Recv(&d, sizeof d, MPI_BYTE, MPI_ANY_SOURCE, TAG_SYNC_DONE, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+    }
+}
+
+/* This rank's instance TP, -1 if it is no rollout rank. */
+static int rollout_tp(const struct worker *w, int rank)
+{
+    return rank > 0 && w->plan.ranks[rank].role == ROLE_ROLLOUT ? w->plan.ranks[rank].tp : -1;
+}
+
+/* One shard-matched sync, timed; rank 0 collects the SYNC_DONEs. */
+static void shard_sync(struct worker *w, int rank, int n_members, int id, struct sync_fig *f)
+{
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = wall_time();
+    long long in = 0;
+    if (rank == 0) {
+        take_done(n_members);
+    } else if (w->comms.sync != MPI_COMM_NULL) {
+        struct wire_sync msg = {id, id};
+        ws_on_sync(w, &msg);
+        while (w->sync.active) {
+            ws_progress(w);
+            outbox_progress(&w->ob);
+        }
+        outbox_drain(&w->ob);
+        in = w->plan.ranks[rank].role == ROLE_ROLLOUT ? w->sync.bytes_in : 0;
+    }
+    reduce_fig(f, wall_time() - t0, in, rollout_tp(w, rank));
+}
+
+/* The reference's way: the whole model broadcast to every rollout rank. */
+static void full_broadcast(struct worker *w, int rank, struct sync_fig *f)
+{
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = wall_time();
+    long long in = 0;
+    if (rank > 0 && w->comms.sync != MPI_COMM_NULL) {
+        long long n = model_floats(w);
+        float *all = xmalloc((size_t)n * sizeof *all);
+        int root = plan_in_root_replica(&w->plan, rank);
+        if (root) { /* the root's whole model: its slices (TP 1) */
+            struct dev_slice s[1024];
+            int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, 1024);
+            long long off = 0;
+            for (int k = 0; k < ns; k++) {
+                memcpy(all + off, s[k].data, (size_t)(s[k].nr * s[k].nc) * sizeof *all);
+                off += s[k].nr * s[k].nc;
+            }
+        }
+        MPI_Request req;
+        int done = 0;
+        MPI_CHECK(MPI_Ibcast(all, (int)n, MPI_FLOAT, 0, w->comms.sync, &req));
+        while (!done) MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE)); /* as the sync polls */
+        if (!root) in = n * (long long)sizeof(float);
+        free(all);
+    }
+    reduce_fig(f, wall_time() - t0, in, rollout_tp(w, rank));
+}
+
+static void best_of(struct sync_fig *best, const struct sync_fig *f)
+{
+    if (f->s < best->s) *best = *f;
+}
+
+int worker_bench_sync(const struct libra_config *cfg, int rank, int world)
+{
+    struct plan p;
+    plan_init(&p, world);
+    char err[512];
+    if (plan_build(&cfg->plan.fixed, world, 0, 0, "bench", &p, err, sizeof err))
+        FATAL("--bench-sync: %s", err);
+    if (p.train_tp != 1) FATAL("--bench-sync: the full broadcast needs plan.train_tp = 1");
+    struct worker *w = NULL;
+    struct comms c0;
+    comms_init(&c0);
+    if (rank > 0) {
+        w = xcalloc(1, sizeof *w);
+        worker_init(w, cfg, NULL, NULL, rank, world, 0);
+        worker_apply_plan(w, &p);
+    } else {
+        comms_rebuild(&c0, NULL, &p, 0);
+    }
+    int *members = xmalloc((size_t)world * sizeof *members);
+    int n_members = plan_members(&p, 0, members);
+    struct sync_fig shard = {.s = INFINITY}, full = {.s = INFINITY}, f;
+    for (int rep = 0; rep < REPS; rep++) {
+        shard_sync(w, rank, n_members, rep + 1, &f);
+        best_of(&shard, &f);
+        full_broadcast(w, rank, &f);
+        best_of(&full, &f);
+    }
+    long long model = 0;
+    if (rank > 0 && w) model = model_floats(w) * (long long)sizeof(float);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &model, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+    if (rank == 0) {
+        char tp[256];
+        plan_format_tp(&p, tp, sizeof tp);
+        printf("libra bench-sync: model %.1f MB, rollout TP [%s] (%d ranks) from %d training "
+               "rank(s); best of %d\n", model / 1e6, tp, p.n_rollout_ranks, p.n_train, REPS);
+        printf("  %-16s %14s %16s %12s\n", "method", "MB received", "MB by one rank", "ms");
+        printf("  %-16s %14.1f %16.1f %12.1f\n", "shard-matched", shard.bytes / 1e6,
+               shard.most / 1e6, 1e3 * shard.s);
+        printf("  %-16s %14.1f %16.1f %12.1f\n", "full broadcast", full.bytes / 1e6,
+               full.most / 1e6, 1e3 * full.s);
+        printf("  shard-matched / full broadcast: %.2f of the bytes, %.2f of the time\n",
+               (double)shard.bytes / (double)full.bytes, shard.s / full.s);
+        printf("  MB received by one rank of a TP-t instance (shard-matched / full broadcast):");
+        for (int k = 0; k < 4; k++)
+            if (full.by_tp[k] > 0)
+                printf(" TP %d %.1f / %.1f;", 1 << k, shard.by_tp[k] / 1e6, full.by_tp[k] / 1e6);
+        printf("\n");
+    }
+    if (w) {
+        wr_before_plan(w, NULL);
+        outbox_drain(&w->ob);
+        worker_free(w);
+        free(w);
+    } else {
+        for (int i = 0; i < p.n_instances; i++) { /* the instances' handbacks */
+            char buf[4096];
+            MPI_CHECK(MPI_Recv(buf, sizeof buf, MPI_BYTE, MPI_ANY_SOURCE, TAG_HANDBACK,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        }
+    }
+    free(members);
+    comms_free(&c0);
+    plan_free(&p);
+    return 0;
+}
