@@ -326,6 +326,17 @@ struct run_opts {
     bool accuracy_rises;
 };
 
+/* A count that must reach a minimum. */
+static void at_least(struct prop *p, const char *path, const char *name, long n, long min)
+{
+    if (n >= min) return;
+    char what[1200], e[32], f[32];
+    snprintf(what, sizeof what, "%s: %s", path, name);
+    snprintf(e, sizeof e, ">= %ld", min);
+    snprintf(f, sizeof f, "%ld", n);
+    prop_fail(p, what, e, f);
+}
+
 /* Moves between buckets in /migrations: rows whose from_bucket and to_bucket differ
  * and whose why is not a refusal (declined_cost, declined_limit). -1 if unreadable. */
 static long count_bucket_moves(hid_t file)
@@ -479,26 +490,14 @@ static void run_check(const struct run_opts *o)
     if (o->min_migrations >= 0) {
         long moves = count_bucket_moves(f);
         printf("check_rl: %s: %ld moves between buckets in /migrations\n", o->path, moves);
-        if (moves < o->min_migrations) {
-            char e[32], fd[32];
-            snprintf(what, sizeof what, "%s: moves between buckets in /migrations", o->path);
-            snprintf(e, sizeof e, ">= %ld", o->min_migrations);
-            snprintf(fd, sizeof fd, "%ld", moves);
-            prop_fail(&p, what, e, fd);
-        }
+        at_least(&p, o->path, "moves between buckets in /migrations", moves, o->min_migrations);
     }
     if (o->min_hybrid_steps >= 0) {
         struct col h = col_i64(f, o->path, "steps", "n_hybrid_ranks");
         long n = 0;
         for (size_t r = 0; h.i && r < h.n; r++) n += h.i[r] > 0;
         printf("check_rl: %s: %ld steps trained with lent (hybrid) replicas\n", o->path, n);
-        if (n < o->min_hybrid_steps) {
-            char e[32], fd[32];
-            snprintf(what, sizeof what, "%s: /steps rows with n_hybrid_ranks > 0", o->path);
-            snprintf(e, sizeof e, ">= %ld", o->min_hybrid_steps);
-            snprintf(fd, sizeof fd, "%ld", n);
-            prop_fail(&p, what, e, fd);
-        }
+        at_least(&p, o->path, "/steps rows with n_hybrid_ranks > 0", n, o->min_hybrid_steps);
         col_free(&h);
     }
     if (o->accuracy_rises) {

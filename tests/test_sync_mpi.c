@@ -218,11 +218,7 @@ int main(int argc, char **argv)
     g_cfg.model.max_position = 256;
     g_cfg.rollout.max_tokens = 128;
     g_cfg.rollout.slots = 2;
-    /* rank 0 prints; LIBRA_TEST_ALL_RANKS=1 lets every rank print (debugging) */
-    const char *all = getenv("LIBRA_TEST_ALL_RANKS");
-    if (g_rank != 0 && !(all && *all == '1') && !freopen("/dev/null", "w", stdout)) return 2;
-    int rc = test_main(suites), worst = 0;
-    MPI_CHECK(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    int worst = test_main_all_ranks(suites);
     MPI_CHECK(MPI_Finalize());
     return worst;
 }

@@ -51,16 +51,6 @@ static const struct tfm_config cfgs[] = {
 static const char *const cfg_names[] = {"llama", "qwen2", "qwen3"};
 #define N_CFG 3
 
-/* Random parameters with norms and biases moved off 1 and 0 (every tensor matters). */
-static void make_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed)
-{
-    tfm_params_alloc(p, c);
-    tfm_params_init_random(p, c, seed, 0.2f);
-    struct rng r;
-    rng_init(&r, seed, 7, 0, 0);
-    for (size_t i = 0; i < p->n; i++) p->mem[i] += (float)(0.05 * rng_normal(&r));
-}
-
 static double rel_err(double a, double b) { return fabs(a - b) / fmax(1.0, fabs(b)); }
 
 /* ---------------------------------------------------------------- batch */
@@ -129,7 +119,7 @@ static void test_forward(void)
     for (int k = 0; k < N_CFG; k++) {
         const struct tfm_config *c = &cfgs[k];
         struct tfm_params p;
-        make_params(&p, c, 10 + (uint64_t)k);
+        test_random_params(&p, c, 10 + (uint64_t)k);
         struct batch_data d;
         make_batch(&d, c->vocab_size, 0.8f, 0);
         float lp1[BT], ent1[BT];
@@ -187,7 +177,7 @@ static void test_shard_tiling(void)
     for (int k = 0; k < N_CFG; k++) {
         const struct tfm_config *c = &cfgs[k];
         struct tfm_params full, out;
-        make_params(&full, c, 20 + (uint64_t)k);
+        test_random_params(&full, c, 20 + (uint64_t)k);
         tfm_params_alloc(&out, c);
         int nt = tfm_tensors(c, &full, NULL, 0);
         struct tfm_tensor *ft = malloc((size_t)nt * sizeof *ft);
@@ -347,7 +337,7 @@ static void test_decode(void)
     for (int k = 0; k < N_CFG; k++) {
         const struct tfm_config *c = &cfgs[k];
         struct tfm_params p;
-        make_params(&p, c, 30 + (uint64_t)k);
+        test_random_params(&p, c, 30 + (uint64_t)k);
         double worst_all = 0;
         for (int m = 0; m < N_MODES; m++) {
             decode_run(NULL, c, &p, &modes[m], &ref);
@@ -434,7 +424,7 @@ static void train_check(const struct train_case *tc)
     const struct tfm_config *c = &cfgs[tc->cfg];
     int t = tc->t;
     struct tfm_params p1, g1, gunclipped, full_out;
-    make_params(&p1, c, 40 + (uint64_t)tc->cfg);
+    test_random_params(&p1, c, 40 + (uint64_t)tc->cfg);
     struct tfm_params p0;
     tfm_params_alloc(&p0, c);
     memcpy(p0.mem, p1.mem, p1.n * sizeof(float));
@@ -544,7 +534,7 @@ static void test_t1_bitwise(void)
 {
     const struct tfm_config *c = &cfgs[2];
     struct tfm_params p, g1, g2;
-    make_params(&p, c, 50);
+    test_random_params(&p, c, 50);
     tfm_params_alloc(&g1, c);
     tfm_params_alloc(&g2, c);
     struct batch_data d;

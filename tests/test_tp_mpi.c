@@ -70,15 +70,6 @@ static void group_close(struct group *g)
     cpu_comm_free_owned(&g->comm);
 }
 
-static void make_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed)
-{
-    tfm_params_alloc(p, c);
-    tfm_params_init_random(p, c, seed, 0.2f);
-    struct rng r;
-    rng_init(&r, seed, 7, 0, 0);
-    for (size_t i = 0; i < p->n; i++) p->mem[i] += (float)(0.05 * rng_normal(&r));
-}
-
 /* Every rank of the group holds the same bytes. */
 static int same_on_group(const struct group *g, const void *x, size_t n)
 {
@@ -112,7 +103,7 @@ static void test_forward(void)
             struct group g;
             group_open(&g, c, t);
             struct tfm_params full, part;
-            make_params(&full, c, 11 + (uint64_t)k);
+            test_random_params(&full, c, 11 + (uint64_t)k);
             tfm_params_alloc(&part, &g.tp.local);
             tfm_tp_shard(&g.tp, &full, &part);
             int seq_len[3];
@@ -148,7 +139,7 @@ static void test_decode(void)
                 struct group g;
                 group_open(&g, c, t);
                 struct tfm_params full, part;
-                make_params(&full, c, 21 + (uint64_t)k);
+                test_random_params(&full, c, 21 + (uint64_t)k);
                 tfm_params_alloc(&part, &g.tp.local);
                 tfm_tp_shard(&g.tp, &full, &part);
                 struct tfm_decoder *d1 = tfm_decoder_create(c, &full, 2, 64, 4);
@@ -208,7 +199,7 @@ static void test_train_step(void)
             struct group g;
             group_open(&g, c, t);
             struct tfm_params full, part, g1, gt, want;
-            make_params(&full, c, 31 + (uint64_t)k);
+            test_random_params(&full, c, 31 + (uint64_t)k);
             tfm_params_alloc(&part, &g.tp.local);
             tfm_params_alloc(&want, &g.tp.local);
             tfm_tp_shard(&g.tp, &full, &part);
@@ -267,11 +258,7 @@ int main(int argc, char **argv)
         return 2;
     }
     openblas_set_num_threads(1);
-    /* rank 0 prints; LIBRA_TEST_ALL_RANKS=1 lets every rank print (debugging) */
-    const char *all = getenv("LIBRA_TEST_ALL_RANKS");
-    if (g_rank != 0 && !(all && *all == '1') && !freopen("/dev/null", "w", stdout)) return 2;
-    int rc = test_main(suites), worst = 0;
-    MPI_CHECK(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    int worst = test_main_all_ranks(suites);
     MPI_CHECK(MPI_Finalize());
     return worst;
 }

@@ -2,7 +2,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include "libra/rng.h"
+#include "libra/tfm.h"
+
 #include <CUnit/Basic.h>
+#include <mpi.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,26 @@ fail:
     fprintf(stderr, "CUnit: %s\n", CU_get_error_msg());
     CU_cleanup_registry();
     return 2;
+}
+
+int test_main_all_ranks(const struct test_suite *suites)
+{
+    int rank = 0, rc, worst = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const char *all = getenv("LIBRA_TEST_ALL_RANKS");
+    if (rank != 0 && !(all && *all == '1') && !freopen("/dev/null", "w", stdout)) return 2;
+    rc = test_main(suites);
+    if (MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) return 2;
+    return worst;
+}
+
+void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed)
+{
+    tfm_params_alloc(p, c);
+    tfm_params_init_random(p, c, seed, 0.2f);
+    struct rng r;
+    rng_init(&r, seed, 7, 0, 0);
+    for (size_t i = 0; i < p->n; i++) p->mem[i] += (float)(0.05 * rng_normal(&r));
 }
 
 const char *test_path(const char *rel)

@@ -8,6 +8,7 @@
 
 #include <CUnit/CUnit.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "libra/cost.h"
 
@@ -23,6 +24,16 @@ struct test_suite {
 
 /* Runs the suites (terminated by {NULL, NULL}); returns the process exit code. */
 int test_main(const struct test_suite *suites);
+/* Multi-rank suites (every test collective; MPI initialised by the caller): every
+ * rank runs them, rank 0 prints (LIBRA_TEST_ALL_RANKS=1: every rank), and the exit
+ * code is the worst of all ranks'. */
+int test_main_all_ranks(const struct test_suite *suites);
+
+struct tfm_config;
+struct tfm_params;
+/* Random parameters of model c with norms and biases moved off 1 and 0, so every
+ * tensor matters (keyed by seed). */
+void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed);
 /* $top_srcdir/rel (top_srcdir from the environment, else the configure-time path). */
 const char *test_path(const char *rel);
 /* A fresh scratch directory under the build tree (tests/out/<name>-<pid>). */

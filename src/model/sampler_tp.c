@@ -128,29 +128,39 @@ static int32_t greedy_tp(const struct tfm_tp *tp, const float *x, float *logprob
     return (int32_t)xb[3 * win + 1];
 }
 
-/* Plain temperature: the ranks' sums in slots of 2, then the rank whose range of the
- * cumulative sum holds u * total scans its ids and announces (id, log-prob). */
-static int32_t temperature_tp(const struct tfm_tp *tp, const float *x, double T, double m,
-                              struct rng *r, float *logprob, struct tp_scratch *s)
+/* This rank's p_i = exp(z_i - m) into s->p; every rank's sums of them (of the float
+ * p_i and of exp in double) exchanged in slots of 2 of s->xb, in rank order; *total
+ * and *total_exact their sums over the ranks. */
+static void rank_sums(const struct tfm_tp *tp, const float *x, double T, double m,
+                      struct tp_scratch *s, double *total, double *total_exact)
 {
     int Vl = tp->v1 - tp->v0, t = tp->t;
-    double *xb = s->xb;
-    memset(xb, 0, 2 * (size_t)t * sizeof *xb);
-    double sum = 0, sum_exact = 0; /* of the float p_i / of exp in double */
+    double *xb = s->xb, sum = 0, sum_exact = 0;
     for (int i = 0; i < Vl; i++) {
         double e = exp((double)x[i] / T - m);
         s->p[i] = (float)e;
         sum_exact += e;
         sum += s->p[i];
     }
+    memset(xb, 0, 2 * (size_t)t * sizeof *xb);
     xb[2 * tp->rank] = sum;
     xb[2 * tp->rank + 1] = sum_exact;
     sum_f64(tp, xb, 2 * (size_t)t);
-    double total = 0, total_exact = 0;
+    *total = *total_exact = 0;
     for (int q = 0; q < t; q++) {
-        total += xb[2 * q];
-        total_exact += xb[2 * q + 1];
+        *total += xb[2 * q];
+        *total_exact += xb[2 * q + 1];
     }
+}
+
+/* Plain temperature: the ranks' sums in slots of 2, then the rank whose range of the
+ * cumulative sum holds u * total scans its ids and announces (id, log-prob). */
+static int32_t temperature_tp(const struct tfm_tp *tp, const float *x, double T, double m,
+                              struct rng *r, float *logprob, struct tp_scratch *s)
+{
+    int Vl = tp->v1 - tp->v0, t = tp->t;
+    double *xb = s->xb, total, total_exact;
+    rank_sums(tp, x, T, m, s, &total, &total_exact);
     double u = rng_uniform(r) * total;
     /* the owner: the last rank with mass whose range starts at or below u (the first
      * rank with mass if rounding puts u below everything) */
@@ -274,23 +284,8 @@ static int32_t top_p_tp(const struct sampler_config *c, const struct tfm_tp *tp,
                         struct tp_scratch *s)
 {
     int Vl = tp->v1 - tp->v0, t = tp->t, V = tp->full.vocab_size;
-    double *xb = s->xb;
-    double sum = 0, sum_exact = 0;
-    for (int i = 0; i < Vl; i++) {
-        double e = exp((double)x[i] / T - m);
-        s->p[i] = (float)e;
-        sum_exact += e;
-        sum += s->p[i];
-    }
-    memset(xb, 0, 2 * (size_t)t * sizeof *xb);
-    xb[2 * tp->rank] = sum;
-    xb[2 * tp->rank + 1] = sum_exact;
-    sum_f64(tp, xb, 2 * (size_t)t);
-    double total = 0, total_exact = 0;
-    for (int q = 0; q < t; q++) {
-        total += xb[2 * q];
-        total_exact += xb[2 * q + 1];
-    }
+    double *xb = s->xb, total, total_exact;
+    rank_sums(tp, x, T, m, s, &total, &total_exact);
     double target = (double)c->top_p * total;
     double cutoff = (1.0 - (double)c->top_p) / (V - 1) * total; /* V >= t >= 2 */
     int cnt = 0;

@@ -459,17 +459,15 @@ static int holds_state(const struct plan *p, int r)
     return p->ranks[r].role == ROLE_TRAIN || p->ranks[r].role == ROLE_HYBRID;
 }
 
-/* The old plan's rank that hands its state to new core training rank r: the root
- * replica's rank of r's TP index. */
+/* The old plan's rank that hands its state to new core training rank r: the old root
+ * replica's rank of r's TP index (modulo the old replica size, when the shape
+ * changes: a device whose state depends on the shard refuses a state of another size
+ * in handover_after). */
 static int state_source(const struct plan *old, const struct plan *next, int r)
 {
-    int size = plan_replica_size(next), j = next->ranks[r].index % size;
-    if (plan_replica_size(old) != size)
-        FATAL("a plan changes the training replicas' shape (%d -> %d ranks) while adding "
-              "training ranks: their state cannot be handed over shard for shard",
-              plan_replica_size(old), size);
+    int j = next->ranks[r].index % plan_replica_size(next) % plan_replica_size(old);
     for (int q = 1; q < old->world; q++)
-        if (plan_in_root_replica(old, q) && old->ranks[q].index % size == j) return q;
+        if (plan_in_root_replica(old, q) && old->ranks[q].index == j) return q;
     FATAL("no rank of the old root replica holds TP index %d", j);
 }
 
@@ -514,8 +512,9 @@ static void handover_after(struct worker *w)
     size_t n;
     float *buf = w->ops->join_buffer(w->dev, 0, &n);
     if (n != t->n_handover)
-        FATAL("the handed-over training state has %zu floats, this rank's shard %zu", t->n_handover,
-              n);
+        FATAL("the handed-over training state has %zu floats, this rank's shard %zu: a plan "
+              "that adds training ranks may not change the training replicas' TP degree on "
+              "this device", t->n_handover, n);
     memcpy(buf, t->handover, n * sizeof *buf);
     w->ops->join_restore(w->dev, t->handover_version);
     free(t->handover);
