@@ -106,7 +106,8 @@ struct options {
     bool expect_handback;
     bool sched, expect_tree;
     long min_replans;         /* /plans rows chosen by the planner or the pool */
-    const char *expect_event; /* an /events kind that must appear */
+    const char *expect_event[8]; /* /events kinds that must appear (--expect-event, repeatable) */
+    int n_expect_event;
     bool planner;             /* /planner: a row per step, applied rows = grp plans */
 };
 
@@ -720,11 +721,13 @@ static void check_sched(const struct run *r, const struct options *o)
 static void check_planner(const struct run *r, const struct options *o)
 {
     struct prop p = {"planner", 0};
-    if (o->expect_event && count_kind(r, o->expect_event) == 0) {
-        char what[160];
-        snprintf(what, sizeof what, "/events has a \"%s\" row (--expect-event)", o->expect_event);
-        prop_fail(&p, what, ">= 1", "0");
-    }
+    for (int e = 0; e < o->n_expect_event; e++)
+        if (count_kind(r, o->expect_event[e]) == 0) {
+            char what[160];
+            snprintf(what, sizeof what, "/events has a \"%s\" row (--expect-event)",
+                     o->expect_event[e]);
+            prop_fail(&p, what, ">= 1", "0");
+        }
     if (!o->planner && o->min_replans == 0) return;
     char *reason = NULL;
     int64_t *pstep = NULL;
@@ -819,11 +822,11 @@ static int parse_args(int argc, char **argv, struct options *o)
         } else if (strcmp(a, "--min-replans") == 0) {
             if (parse_long(a, i + 1 < argc ? argv[++i] : NULL, &o->min_replans)) return -1;
         } else if (strcmp(a, "--expect-event") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "check_run: --expect-event needs a kind\n");
+            if (i + 1 >= argc || o->n_expect_event == 8) {
+                fprintf(stderr, "check_run: --expect-event needs a kind (8 at most)\n");
                 return -1;
             }
-            o->expect_event = argv[++i];
+            o->expect_event[o->n_expect_event++] = argv[++i];
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);

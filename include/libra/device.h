@@ -52,7 +52,10 @@ struct device_info {
                              0: turns and rewards come from the workload model */
     unsigned tp_mask;     /* bit t: rollout instances of TP degree t supported */
     unsigned train_tp_mask; /* bit t: training replicas of TP degree t supported */
-    struct rates rates;   /* rollout costs for the router and the planner */
+    struct rates rates;   /* rollout costs for the router */
+    /* The cost model the global resource planner plans with: the configured one for
+     * the emulated device, this host measured at start-up for the CPU device. */
+    struct cost_model cm;
 };
 
 /* What a device is opened with on a worker rank. */

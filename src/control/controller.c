@@ -721,7 +721,7 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
     plan_init(&c->plan, world);
     plan_init(&c->base, world);
     plan_init(&c->next_base, world);
-    planner_init(&c->planner, cfg, cm, wl, world);
+    planner_init(&c->planner, cfg, &c->dev.cm, wl, world); /* the device's cost model */
     ctl_pool_init(c);
     outbox_init(&c->ob);
     tt_init(&c->tt, cfg->rollout.n_samples);

@@ -120,6 +120,12 @@ void cpu_join_restore(struct device *d, int version);
  * the root replica). */
 int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen);
 
+/* cpu_host.c: the planning cost model of this host for model mc (p: weights of its
+ * shapes, any values), given the engine's measured batch-1 decode step and 128-token
+ * prefill. */
+void cpu_host_cost_model(const struct tfm_config *mc, const struct tfm_params *p,
+                         double decode1_s, double prefill128_s, struct cost_model *cm);
+
 /* cpu_rates.c */
 int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
                  struct device_info *out, char *err, size_t errlen);

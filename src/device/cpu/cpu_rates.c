@@ -171,6 +171,7 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     free(prompt);
     free(logits);
     tfm_decoder_free(d);
+    cpu_host_cost_model(&mc, &p, t1, tp, &out->cm);
     tfm_params_free(&p);
 
     double c = (t256 - t1) / 192.0;

@@ -45,6 +45,7 @@ static int emu_describe(const struct libra_config *cfg, const struct cost_model 
     out->has_model = 0;
     out->tp_mask = out->train_tp_mask = 1u << 1 | 1u << 2 | 1u << 4 | 1u << 8;
     cost_rates(cm, &out->rates);
+    out->cm = *cm;
     return 0;
 }
 
