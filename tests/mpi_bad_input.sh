@@ -34,5 +34,17 @@ expect_failure too_few_ranks 3 "$out/small.cfg" "needs 8 workers"
 emu_config "$out/unwritable.cfg" 2 1 "/proc/libra-test/run.h5" '{ n_train = 1; rollout_tp = [1]; }'
 expect_failure unwritable 3 "$out/unwritable.cfg" "/proc/libra-test"
 
+# the CPU device, checked against the model when the job starts (calc-base: 4 heads,
+# 2 kv heads, so TP 8 cannot shard it)
+cpu() {
+    printf 'run = { steps = 2; };\ndevice = { type = "cpu"; };\nmodel = { checkpoint = "models/calc-base.h5"; };\nenv = { name = "calc"; };\nrollout = { max_tokens = 512; max_tokens_per_turn = 48; };\nplan = { %s };\noutput = { file = "%s"; };\n' "$2" "$out/$1.h5" > "$out/$1.cfg"
+}
+cpu cpu_tp8 'n_train = 1; rollout_tp = [8];'
+expect_failure cpu_tp8 10 "$out/cpu_tp8.cfg" "plan.rollout_tp: TP 8 cannot shard the model"
+cpu cpu_idle 'n_train = 1; rollout_tp = [1];'
+expect_failure cpu_idle 4 "$out/cpu_idle.cfg" "the layout uses 2 workers but the job has 3"
+cpu cpu_grp 'mode = "grp"; max_train_tp = 1; max_train_pp = 1; max_rollout_tp = 8;'
+expect_failure cpu_grp 4 "$out/cpu_grp.cfg" "plan.max_rollout_tp = 8: TP 8 cannot shard the model"
+
 ls "$out"/*.h5 > /dev/null 2>&1 && fail "a metrics file was left behind"
 [ -n "${KEEP:-}" ] || rm -rf "$out"

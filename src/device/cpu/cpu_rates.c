@@ -158,6 +158,16 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
             return -1;
         }
     }
+    /* the planner chooses instances of TP min_rollout_tp .. max_rollout_tp */
+    for (int t = pc->min_rollout_tp; strcmp(pc->mode, "grp") == 0 && t <= pc->max_rollout_tp; t *= 2) {
+        char e[256];
+        if (tfm_tp_check(&mc, t, e, sizeof e) == 0) continue;
+        snprintf(err, errlen, "%s: plan.max_rollout_tp = %d: TP %d cannot shard the model%s%s: "
+                 "%s (lower plan.max_rollout_tp)", cfg->source, pc->max_rollout_tp, t,
+                 cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
+        tfm_params_free(&p);
+        return -1;
+    }
     memset(p.mem, 0, p.n * sizeof *p.mem); /* timing does not depend on the values */
     struct tfm_decoder *d = tfm_decoder_create(&mc, &p, 16, 272, 128);
     float *logits = xmalloc((size_t)16 * mc.vocab_size * sizeof *logits);
