@@ -58,6 +58,7 @@ static void cpu_close(struct device *d)
     drop_full(d);
     if (d->opt_loaded) adamw_free(&d->opt);
     free(d->join);
+    cpu_shard_forget_geometry(d);
     env_free(&d->env);
     free(d);
 }

@@ -66,6 +66,11 @@ struct device {
     double stats[DEV_STAT_COUNT];
     float *join;               /* a join's weights and optimizer state */
     size_t n_join;
+    struct cpu_geometry {      /* slice geometry of (t, i) shards, computed once */
+        int t, i, n;
+        struct dev_slice *s;   /* (n) */
+    } geo[32];
+    int n_geo;
 };
 
 /* The shard's weights this rank holds right now (the trainer's once it exists). */
@@ -77,13 +82,15 @@ struct tfm_params *cpu_live_params(struct device *d);
  * from full when full is current (version kept), else none (version -1). */
 void cpu_shard_place(struct device *d, int t, int i, MPI_Comm group);
 void cpu_shard_free(struct cpu_shard *sh);
+/* Frees the geometry cache. */
+void cpu_shard_forget_geometry(struct device *d);
 /* A tfm_tp of (t, i) for geometry only (slices, shard / unshard): its communicators
  * comm and kv refuse collectives and must outlive tp. */
 void cpu_shard_geometry(const struct tfm_config *mc, int t, int i, struct tfm_tp *tp,
                         struct tfm_comm *comm, struct tfm_comm *kv);
 /* The slices of shard (t, i) (tfm_tp_slices geometry), data into p if p != NULL (p is
  * then this rank's own shard). */
-int cpu_shard_slices(const struct device *d, int t, int i, const struct tfm_params *p,
+int cpu_shard_slices(struct device *d, int t, int i, const struct tfm_params *p,
                      struct dev_slice *out, int max);
 
 /* cpu_tp_model.c: the rollout model of this rank's instance. */

@@ -46,7 +46,39 @@ static void to_dev_slices(const struct tfm_slice *s, int n, int copy_data,
                                     .data = copy_data ? s[k].local : NULL};
 }
 
-int cpu_shard_slices(const struct device *d, int t, int i, const struct tfm_params *p,
+/* The geometry of shard (t, i), computed on first use. */
+static const struct cpu_geometry *geometry(struct device *d, int t, int i)
+{
+    for (int k = 0; k < d->n_geo; k++)
+        if (d->geo[k].t == t && d->geo[k].i == i) return &d->geo[k];
+    struct tfm_tp tp;
+    struct tfm_comm comm, kv;
+    cpu_shard_geometry(&d->mc, t, i, &tp, &comm, &kv);
+    struct tfm_params shape;
+    tfm_params_alloc(&shape, &tp.local); /* zeroed, never written: no pages touched */
+    int n = tfm_tp_slices(&tp, &shape, NULL, 0);
+    struct tfm_slice *s = xmalloc((size_t)n * sizeof *s);
+    tfm_tp_slices(&tp, &shape, s, n);
+    struct cpu_geometry g = {t, i, n, xmalloc((size_t)n * sizeof *g.s)};
+    to_dev_slices(s, n, 0, g.s, n);
+    free(s);
+    tfm_params_free(&shape);
+    if (d->n_geo == (int)(sizeof d->geo / sizeof d->geo[0])) { /* full: drop the oldest */
+        free(d->geo[0].s);
+        memmove(d->geo, d->geo + 1, (size_t)(d->n_geo - 1) * sizeof *d->geo);
+        d->n_geo--;
+    }
+    d->geo[d->n_geo] = g;
+    return &d->geo[d->n_geo++];
+}
+
+void cpu_shard_forget_geometry(struct device *d)
+{
+    for (int k = 0; k < d->n_geo; k++) free(d->geo[k].s);
+    d->n_geo = 0;
+}
+
+int cpu_shard_slices(struct device *d, int t, int i, const struct tfm_params *p,
                      struct dev_slice *out, int max)
 {
     if (p) { /* this rank's own shard: its tp describes p */
@@ -57,18 +89,9 @@ int cpu_shard_slices(const struct device *d, int t, int i, const struct tfm_para
         free(s);
         return n;
     }
-    struct tfm_tp tp;
-    struct tfm_comm comm, kv;
-    cpu_shard_geometry(&d->mc, t, i, &tp, &comm, &kv);
-    struct tfm_params shape;
-    tfm_params_alloc(&shape, &tp.local); /* zeroed, never written: no pages touched */
-    int n = tfm_tp_slices(&tp, &shape, NULL, 0);
-    struct tfm_slice *s = xmalloc((size_t)n * sizeof *s);
-    tfm_tp_slices(&tp, &shape, s, n);
-    to_dev_slices(s, n, 0, out, max);
-    free(s);
-    tfm_params_free(&shape);
-    return n;
+    const struct cpu_geometry *g = geometry(d, t, i);
+    for (int k = 0; k < g->n && k < max; k++) out[k] = g->s[k];
+    return g->n;
 }
 
 void cpu_shard_free(struct cpu_shard *sh)
