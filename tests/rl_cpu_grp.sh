@@ -1,32 +1,50 @@
 #!/bin/sh
-# The global resource planner and the elastic hybrid pool on the CPU device: a real
-# calc run of 20 steps on 6 ranks with plan.mode = "grp" and the pool on. The planner
-# plans with this host's measured cost model (device_info.cm) from a start-up profile
-# of calc trajectories (workloads/calc.cfg), calibrates on the measured step times and
-# re-plans; batches of 96 trajectories make training the heavier side, so the pool
-# lends a rollout instance to training and takes it back when rollout becomes the
-# bottleneck. The metrics file must show at least two re-splits chosen by the planner
-# or the pool, a lent rank that joined and was released, one /planner row per step,
-# nothing lost (check_run), and identical replicas within the staleness bound
-# (check_rl).
+# The global resource planner and the elastic hybrid pool on the CPU device: real calc
+# runs of 16 steps on 6 ranks with plan.mode = "grp" and the pool on. The planner
+# plans with this host's measured cost model (device_info.cm), calibrates on the
+# measured step times and re-plans; batches of 96 trajectories make training the
+# heavier side.
+#   planner  the start-up profile of calc trajectories (workloads/calc.cfg); the
+#            planner must apply at least one plan of its own ("planner" event, a
+#            grp: /plans row) -- it moves ranks between roles and TP layouts.
+#   pool     the start-up profile over-states the rollouts (the default R2E-like
+#            preset), so the preflight plan is rollout-heavy, and the planner keeps it
+#            (min_gain_ratio 1: a new plan would have to halve the step): the pool
+#            alone rebalances, lending rollout ranks to training while training is
+#            the bottleneck and taking them back when rollout becomes it. The file
+#            must show at least two re-splits by the pool, a lent rank that joined and
+#            one that was released.
+# Both: one /planner row per step, nothing lost (check_run), identical replicas
+# within the staleness bound (check_rl).
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-grp)
-cat > "$out/run.cfg" <<CFG
-run = { name = "rl-grp"; steps = 20; seed = 7; log_level = "info"; progress_interval_s = 5.0; };
+for run in planner pool; do
+    if [ $run = planner ]; then
+        plan='max_rollout_tp = 2;'
+        workload='workload = { preset = "workloads/calc.cfg"; };'
+    else
+        plan='max_rollout_tp = 1; min_gain_ratio = 1.0;'
+        workload=''
+    fi
+    cat > "$out/$run.cfg" <<CFG
+run = { name = "rl-grp"; steps = 16; seed = 7; log_level = "info"; progress_interval_s = 5.0; };
 device = { type = "cpu"; };
 model = { checkpoint = "$RL_MODEL"; };
 rollout = { n_samples = 8; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
 train = { batch_size = 96; max_staleness = 1; sync_interval = 1; lr = 5e-5; };
-plan = { mode = "grp"; max_train_tp = 1; max_train_pp = 1; max_rollout_tp = 2; pool = 1; };
-workload = { preset = "workloads/calc.cfg"; };
+plan = { mode = "grp"; max_train_tp = 1; max_train_pp = 1; pool = 1; $plan };
+$workload
 env = { name = "calc"; };
 eval = { size = 16; interval = 0; };
-output = { file = "$out/run.h5"; };
+output = { file = "$out/$run.h5"; };
 CFG
-rl_job 6 "$out/run.cfg" "$out/run"
-grep '^\[rank 0\]' "$out/run.stdout" | grep -v debug
-"$CHECK_RUN" "$out/run.h5" --min-steps 20 --planner --min-replans 2 --expect-event pool_ready \
-    --expect-event pool_release || fail "check_run"
-"$CHECK_RL" "$out/run.h5" || fail "check_rl"
+    rl_job 6 "$out/$run.cfg" "$out/$run"
+    grep '^\[rank 0\]' "$out/$run.stdout" | grep -v debug
+    "$CHECK_RL" "$out/$run.h5" || fail "check_rl $run"
+done
+"$CHECK_RUN" "$out/planner.h5" --min-steps 16 --planner --min-replans 1 --expect-event planner \
+    || fail "check_run planner"
+"$CHECK_RUN" "$out/pool.h5" --min-steps 16 --planner --min-replans 2 --expect-event pool_ready \
+    --expect-event pool_release || fail "check_run pool"
 [ -n "${KEEP:-}" ] || rm -rf "$out"
