@@ -46,7 +46,17 @@ struct tfm_config {
     int tie_word_embeddings; /* 1: the output head is the embedding */
     int attention_bias;      /* q/k/v projections have biases (qwen2) */
     int qk_norm;             /* per-head RMSNorm on q and k (qwen3) */
+    /* config.json "rope_scaling" (all zero = none: plain rotary with rope_theta).
+     * Last, so that positional initialisers of the fields above leave it unset. */
+    int rope_type;             /* enum tfm_rope_type */
+    float rope_factor;         /* "factor" (linear, llama3, yarn) */
+    float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    int rope_original_max_pos; /* "original_max_position_embeddings" (llama3, yarn) */
+    float rope_beta_fast, rope_beta_slow; /* yarn (0 = the defaults 32 and 1) */
+    float rope_attention_factor;          /* yarn "attention_factor" (0 = 0.1 ln(factor) + 1) */
 };
+
+enum tfm_rope_type { TFM_ROPE_DEFAULT = 0, TFM_ROPE_LINEAR = 1, TFM_ROPE_LLAMA3 = 2, TFM_ROPE_YARN = 3 };
 
 struct tfm_params {
     float *embed;   /* (V, C)      model.embed_tokens.weight */
