@@ -39,9 +39,18 @@ struct bench_size {
 };
 
 static const struct bench_size sizes[] = {
-    {"tiny", {TFM_QWEN3, TOK_VOCAB_SIZE, 128, 4, 4, 2, 32, 384, 4096, 1e-6f, 1e6f, 1, 0, 1}},
-    {"small", {TFM_QWEN3, TOK_VOCAB_SIZE, 384, 6, 6, 2, 64, 1024, 4096, 1e-6f, 1e6f, 1, 0, 1}},
-    {"100m", {TFM_LLAMA, TOK_VOCAB_SIZE, 768, 12, 12, 12, 64, 3072, 4096, 1e-6f, 1e4f, 0, 0, 0}},
+    {"tiny", {.family = TFM_QWEN3, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 128,
+      .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32, .intermediate_size = 384,
+      .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
+      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}},
+    {"small", {.family = TFM_QWEN3, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 384,
+      .n_layers = 6, .n_heads = 6, .n_kv_heads = 2, .head_dim = 64, .intermediate_size = 1024,
+      .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
+      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}},
+    {"100m", {.family = TFM_LLAMA, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 768,
+      .n_layers = 12, .n_heads = 12, .n_kv_heads = 12, .head_dim = 64, .intermediate_size = 3072,
+      .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e4f,
+      .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0}},
 };
 
 static double gemm_peak_gflops(void)
