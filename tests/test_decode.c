@@ -13,9 +13,15 @@
 
 static const struct tfm_config cfgs[] = {
     /* qwen3-style: qk norm, tied, GQA, H*D != C */
-    {TFM_QWEN3, 300, 32, 2, 4, 2, 12, 48, 512, 1e-6f, 1e4f, 1, 0, 1},
+    {.family = TFM_QWEN3, .vocab_size = 300, .hidden_size = 32, .n_layers = 2, .n_heads = 4,
+     .n_kv_heads = 2, .head_dim = 12, .intermediate_size = 48, .max_position_embeddings = 512,
+     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 1, .attention_bias = 0,
+     .qk_norm = 1},
     /* qwen2-style: biases, untied, GQA */
-    {TFM_QWEN2, 300, 32, 2, 4, 1, 8, 40, 512, 1e-6f, 1e6f, 0, 1, 0},
+    {.family = TFM_QWEN2, .vocab_size = 300, .hidden_size = 32, .n_layers = 2, .n_heads = 4,
+     .n_kv_heads = 1, .head_dim = 8, .intermediate_size = 40, .max_position_embeddings = 512,
+     .rms_norm_eps = 1e-6f, .rope_theta = 1e6f, .tie_word_embeddings = 0, .attention_bias = 1,
+     .qk_norm = 0},
 };
 #define N_CFG 2
 

@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "env/jsonl.h"
 #include "libra/env.h"
+#include "libra/format_tags.h"
 #include "libra/rng.h"
 #include "libra/tokenizer.h"
 #include "testutil.h"
@@ -464,27 +465,18 @@ static void test_params(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "env_params.vocab is NULL"));
     struct vocab bad = *tok_byte_vocab();
     p.vocab = &bad;
-    bad.answer_end = TOK_VOCAB_SIZE;
-    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "answer_end = 269 is outside [0, 269)"));
-    bad = *tok_byte_vocab();
-    bad.bos = -1;
-    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "bos = -1 is outside"));
-    bad = *tok_byte_vocab();
-    bad.tool_call = 'x';
-    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a special token"));
-    bad = *tok_byte_vocab();
-    bad.answer = bad.tool_call_end;
-    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "tool_call_end and answer are both id 264"));
-    bad = *tok_byte_vocab();
     bad.decode = NULL;
     CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "decode NULL"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "decode is NULL"));
     bad = *tok_byte_vocab();
-    bad.eos = bad.bos; /* shared bos/eos (as in some tokenizers) is fine */
+    bad.call_text = NULL;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "call_text is NULL"));
+    bad = *tok_byte_vocab();
+    bad.size = 0;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "positive size"));
+    bad = *tok_byte_vocab();
     CU_ASSERT_EQUAL_FATAL(env_init(&e, &p, err, sizeof err), 0);
     CU_ASSERT_PTR_EQUAL(e.vocab, &bad);
     env_free(&e);
@@ -869,14 +861,15 @@ static size_t shift_decode(void *ctx, const int32_t *ids, size_t n, char *out, s
     return n;
 }
 
-static const struct vocab shift_vocab = {
-    .size = SHIFT_SIZE,
+static const struct vocab shift_text = {
+    .size = SHIFT_SIZE, .name = "shifted", .ctx = &shift_ctx,
+    .encode = shift_encode, .decode = shift_decode, .is_special = shift_is_special,
+};
+static const struct tag_ids shift_tags = {
     .bos = SHIFT_TAGS + 0, .eos = SHIFT_TAGS + 1, .user = SHIFT_TAGS + 2,
     .assistant = SHIFT_TAGS + 3, .tool_call = SHIFT_TAGS + 4, .tool_call_end = SHIFT_TAGS + 5,
     .tool_result = SHIFT_TAGS + 6, .tool_result_end = SHIFT_TAGS + 7,
     .answer = SHIFT_TAGS + 8, .answer_end = SHIFT_TAGS + 9,
-    .ctx = &shift_ctx,
-    .encode = shift_encode, .decode = shift_decode, .is_special = shift_is_special,
 };
 
 /* The byte-level id of a shift_vocab id (-1 for a special without a counterpart). */
@@ -892,7 +885,13 @@ static int32_t shift_to_byte(int32_t id)
 
 static void test_other_vocab(void)
 {
+    struct tag_format fmt;
+    struct vocab shift_vocab;
+    char ferr[256] = "";
+    CU_ASSERT_EQUAL_FATAL(tag_format_init(&fmt, &shift_vocab, &shift_text, &shift_tags, ferr,
+                                          sizeof ferr), 0);
     const struct vocab *v = &shift_vocab;
+    const struct tag_ids *tg = &shift_tags;
     struct env be, se; /* the same calc environment on the byte and the shifted vocabulary */
     struct env_params p;
     char err[512] = "";
@@ -915,10 +914,10 @@ static void test_other_vocab(void)
         int nb = env_prompt_tokens(&be, &pr, b.ids, SEQ_CAP);
         int ns = env_prompt_tokens(&se, &pr, s.ids, SEQ_CAP);
         CU_ASSERT_EQUAL_FATAL(ns, nb);
-        CU_ASSERT_EQUAL(s.ids[0], v->bos);
-        CU_ASSERT_EQUAL(s.ids[1], v->user);
+        CU_ASSERT_EQUAL(s.ids[0], tg->bos);
+        CU_ASSERT_EQUAL(s.ids[1], tg->user);
         CU_ASSERT_EQUAL(s.ids[2], (int32_t)(unsigned char)pr.text[0] + shift_ctx.shift);
-        CU_ASSERT_EQUAL(s.ids[ns - 1], v->assistant);
+        CU_ASSERT_EQUAL(s.ids[ns - 1], tg->assistant);
         memset(b.mask, 0, (size_t)nb);
         memset(s.mask, 0, (size_t)ns);
         int db = env_demo(&be, &pr, 5, b.ids + nb, b.mask + nb, SEQ_CAP - nb);
@@ -948,14 +947,14 @@ static void test_other_vocab(void)
     r.len = snprintf(r.text, sizeof r.text, "14");
     int32_t out[8];
     CU_ASSERT_EQUAL(env_payload_tokens(&se, &r, out, 8), 4);
-    CU_ASSERT(out[0] == v->tool_result && out[1] == '1' + 20 && out[2] == '4' + 20 &&
-              out[3] == v->tool_result_end);
+    CU_ASSERT(out[0] == tg->tool_result && out[1] == '1' + 20 && out[2] == '4' + 20 &&
+              out[3] == tg->tool_result_end);
     CU_ASSERT_EQUAL(env_payload_tokens(&se, &r, out, 3), 3);
-    CU_ASSERT(out[0] == v->tool_result && out[1] == '1' + 20 && out[2] == v->tool_result_end);
+    CU_ASSERT(out[0] == tg->tool_result && out[1] == '1' + 20 && out[2] == tg->tool_result_end);
 
     /* Tool calls: decoded through the vocabulary; the byte tags are text here, and an id
      * special here (though a byte in the byte vocabulary) or out of range is refused. */
-    int32_t ids[] = {v->tool_call, '2' + 20, '+' + 20, '3' + 20, v->tool_call_end};
+    int32_t ids[] = {tg->tool_call, '2' + 20, '+' + 20, '3' + 20, tg->tool_call_end};
     char call[ENV_CALL_MAX + 1];
     size_t len = 0;
     CU_ASSERT_EQUAL(env_extract_call(&se, ids, 5, call, sizeof call, &len), 0);
@@ -972,7 +971,7 @@ static void test_other_vocab(void)
     struct env_problem pr;
     memset(&pr, 0, sizeof pr);
     snprintf(pr.answer, sizeof pr.answer, "42");
-    const int32_t ans[] = {v->answer, '4' + 20, '2' + 20, v->answer_end};
+    const int32_t ans[] = {tg->answer, '4' + 20, '2' + 20, tg->answer_end};
     const int32_t byte_ans[] = {TOK_ANSWER, '4', '2', TOK_ANSWER_END};
     const uint8_t gen[] = {1, 1, 1, 1};
     int correct;

@@ -6,6 +6,7 @@
  * the environments see).
  */
 #include "libra/rng.h"
+#include "libra/format_tags.h"
 #include "libra/tokenizer.h"
 #include "testutil.h"
 
@@ -188,13 +189,23 @@ static void test_byte_vocab(void)
     const struct vocab *v = tok_byte_vocab();
     CU_ASSERT_PTR_EQUAL(v, tok_byte_vocab()); /* one static object */
     CU_ASSERT_EQUAL(v->size, TOK_VOCAB_SIZE);
-    const int32_t got[] = {v->bos, v->eos, v->user, v->assistant, v->tool_call,
-                           v->tool_call_end, v->tool_result, v->tool_result_end, v->answer,
-                           v->answer_end};
-    const int32_t want[] = {TOK_BOS, TOK_EOS, TOK_USER, TOK_ASSISTANT, TOK_TOOL_CALL,
-                            TOK_TOOL_CALL_END, TOK_TOOL_RESULT, TOK_TOOL_RESULT_END,
-                            TOK_ANSWER, TOK_ANSWER_END};
-    CU_ASSERT_EQUAL(memcmp(got, want, sizeof got), 0);
+    CU_ASSERT_STRING_EQUAL(v->name, "libra");
+    /* The format's ids are the TOK_* tags: the prompt, the turn ends, the framing. */
+    int32_t p[8];
+    CU_ASSERT_EQUAL(v->prompt(v->ctx, "ignored", NULL, "hi", 2, p, 8), 5);
+    const int32_t prompt[] = {TOK_BOS, TOK_USER, 'h', 'i', TOK_ASSISTANT};
+    CU_ASSERT_EQUAL(memcmp(p, prompt, sizeof prompt), 0);
+    for (int32_t id = 0; id < TOK_VOCAB_SIZE; id++)
+        CU_ASSERT_EQUAL(v->ends_turn(v->ctx, id),
+                        id == TOK_TOOL_CALL_END || id == TOK_ANSWER_END || id == TOK_EOS);
+    CU_ASSERT_EQUAL(v->tool_response(v->ctx, "7", 1, p, 8), 3);
+    CU_ASSERT(p[0] == TOK_TOOL_RESULT && p[1] == '7' && p[2] == TOK_TOOL_RESULT_END);
+    CU_ASSERT_EQUAL(v->write_call(v->ctx, NULL, "1+2", 3, p, 8), 5);
+    CU_ASSERT(p[0] == TOK_TOOL_CALL && p[4] == TOK_TOOL_CALL_END);
+    CU_ASSERT_EQUAL(v->turn_calls(v->ctx, p, 5), 1);
+    CU_ASSERT_EQUAL(v->write_answer(v->ctx, "3", 1, p, 8), 3);
+    CU_ASSERT(p[0] == TOK_ANSWER && p[1] == '3' && p[2] == TOK_ANSWER_END);
+    CU_ASSERT_EQUAL(v->turn_calls(v->ctx, p, 3), 0);
     for (int32_t id = -1; id <= TOK_VOCAB_SIZE; id++)
         CU_ASSERT_EQUAL(v->is_special(v->ctx, id), id < 0 || id >= 256);
     static const char text[] = "<answer>\0\xff";
@@ -210,6 +221,42 @@ static void test_byte_vocab(void)
     CU_ASSERT_EQUAL(memcmp(back, "<answer>", 8), 0);
 }
 
+/* tag_format_init checks the tags: in range, special, the six parsed tags distinct
+ * (bos/eos may be shared). */
+static void test_tag_format_checks(void)
+{
+    const struct vocab *byte = tok_byte_vocab();
+    const struct tag_format *bf = byte->ctx;
+    struct tag_format f;
+    struct vocab v;
+    char err[256] = "";
+    struct tag_ids t = bf->t;
+    t.answer_end = TOK_VOCAB_SIZE;
+    CU_ASSERT_EQUAL(tag_format_init(&f, &v, &bf->text, &t, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "answer_end = 269 is outside [0, 269)"));
+    t = bf->t;
+    t.bos = -1;
+    CU_ASSERT_EQUAL(tag_format_init(&f, &v, &bf->text, &t, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "bos = -1 is outside"));
+    t = bf->t;
+    t.tool_call = 'x';
+    CU_ASSERT_EQUAL(tag_format_init(&f, &v, &bf->text, &t, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a special token"));
+    t = bf->t;
+    t.answer = t.tool_call_end;
+    CU_ASSERT_EQUAL(tag_format_init(&f, &v, &bf->text, &t, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "tool_call_end and answer are both id 264"));
+    t = bf->t;
+    t.eos = t.bos; /* shared bos/eos (as in some tokenizers) is fine */
+    CU_ASSERT_EQUAL(tag_format_init(&f, &v, &bf->text, &t, err, sizeof err), 0);
+    CU_ASSERT_PTR_EQUAL(v.ctx, &f);
+    CU_ASSERT_EQUAL(v.size, TOK_VOCAB_SIZE);
+    struct vocab none = *byte;
+    none.decode = NULL;
+    CU_ASSERT_EQUAL(tag_format_init(&f, &v, &none, &bf->t, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "encode, decode and is_special"));
+}
+
 int main(void)
 {
     static const struct test_case cases[] = {
@@ -218,7 +265,8 @@ int main(void)
         {"special parsing: longest match, near misses, NULs", test_parse_specials},
         {"decode spells specials, U+FFFD for bad ids", test_decode_specials_and_invalid},
         {"write at most cap, return the need", test_cap},
-        {"tok_byte_vocab: TOK_* ids, plain encoding, non-bytes special", test_byte_vocab},
+        {"tok_byte_vocab: the tag format over bytes, non-bytes special", test_byte_vocab},
+        {"tag_format_init: tags in range, special, distinct", test_tag_format_checks},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

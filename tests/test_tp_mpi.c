@@ -29,9 +29,18 @@
 #include "testutil.h"
 
 static const struct tfm_config cfgs[] = {
-    {TFM_LLAMA, 301, 32, 2, 8, 2, 8, 48, 512, 1e-6f, 1e4f, 0, 0, 0},
-    {TFM_QWEN2, 301, 32, 2, 8, 4, 8, 40, 512, 1e-6f, 1e6f, 0, 1, 0},
-    {TFM_QWEN3, 301, 32, 2, 4, 2, 12, 48, 512, 1e-6f, 1e4f, 1, 0, 1},
+    {.family = TFM_LLAMA, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 8,
+     .n_kv_heads = 2, .head_dim = 8, .intermediate_size = 48, .max_position_embeddings = 512,
+     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 0, .attention_bias = 0,
+     .qk_norm = 0},
+    {.family = TFM_QWEN2, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 8,
+     .n_kv_heads = 4, .head_dim = 8, .intermediate_size = 40, .max_position_embeddings = 512,
+     .rms_norm_eps = 1e-6f, .rope_theta = 1e6f, .tie_word_embeddings = 0, .attention_bias = 1,
+     .qk_norm = 0},
+    {.family = TFM_QWEN3, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 4,
+     .n_kv_heads = 2, .head_dim = 12, .intermediate_size = 48, .max_position_embeddings = 512,
+     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 1, .attention_bias = 0,
+     .qk_norm = 1},
 };
 #define N_CFG 3
 

@@ -50,6 +50,7 @@ struct device_info {
     char name[16];
     int has_model;        /* token ids, behaviour log-probs, env rewards, checkpoints;
                              0: turns and rewards come from the workload model */
+    int vocab_size;       /* has_model: the ids the model emits are in [0, vocab_size) */
     unsigned tp_mask;     /* bit t: rollout instances of TP degree t supported */
     unsigned train_tp_mask; /* bit t: training replicas of TP degree t supported */
     struct rates rates;   /* rollout costs for the router */

@@ -11,8 +11,10 @@
  * the search knowledge base and its BM25 index are rebuilt at start), so nothing but
  * token ids travels. Tools see only the call text: they never learn the answer.
  *
- * Conversation format (token ids; the specials and the text encoding come from the
- * vocabulary the caller hands in, env_params.vocab, include/libra/vocab.h):
+ * Conversation format: the vocabulary's (env_params.vocab, include/libra/vocab.h):
+ * the environment speaks text and one tool (env_tool_spec: its name, description
+ * and parameter, which chat formats describe to the model as a JSON schema), the
+ * format lays out the ids. With the libra tag format of the byte-level models:
  *   <|bos|><|user|>QUESTION<|assistant|>            the prompt (loss mask 0)
  *   <tool_call>CALL</tool_call>                     model tokens (loss mask 1); a turn
  *                                                   ends at </tool_call>
@@ -20,13 +22,18 @@
  *   ... more calls ...
  *   <answer>ANSWER</answer>                         model tokens; the episode ends at
  *                                                   </answer> (or <|eos|>, or a budget)
+ * With a chat format (Qwen3, Llama 3) the prompt is the template's system turn (the
+ * task's instruction, env_system_text, and the tool), the user turn and the
+ * generation prompt; calls are the family's JSON tool calls, payloads its
+ * tool-response turns, and the answer is "<answer>ANSWER</answer>" written as text.
  *
  * Problems are indexed: split ENV_TRAIN draws i = 0, 1, 2, ...; split ENV_EVAL is a
  * disjoint held-out stream (different generator keys), the fixed evaluation set.
  * With env.prompts set, problems come from a JSONL file instead (see env_load_jsonl).
  *
- * The environments never call a tokenizer (it lives in the model layer, beside this
- * one) and assume nothing of its ids: one byte of text may be any number of ids.
+ * The environments never call a tokenizer or a template (they live in the model
+ * layer, beside this one) and assume nothing of the ids: one byte of text may be any
+ * number of ids.
  *
  * All functions are thread-safe on a const struct env (the tool pool calls env_tool
  * from several threads).
@@ -50,7 +57,7 @@ enum env_split { ENV_TRAIN = 0, ENV_EVAL = 1 };
 
 struct env_params {
     const struct vocab *vocab; /* required; not owned, must outlive the env (e.g. the
-                                * tokenizer's tok_byte_vocab()) */
+                                * byte-level tok_byte_vocab(), or a model's chat format) */
     int kind;                 /* enum env_kind */
     uint64_t seed;            /* run.seed */
     char prompts[512];        /* JSONL file of {"prompt": ..., "answer": ...}; "" = generator */
@@ -89,12 +96,19 @@ struct env {
 };
 
 /* Builds the environment (the search knowledge base and index included). Returns 0,
- * or -1 with one message in err (bad JSONL line: "file:line: what"; no vocabulary,
- * or one whose format ids are out of range, not special or not distinct). */
+ * or -1 with one message in err (bad JSONL line: "file:line: what"; no vocabulary, or
+ * one missing a function). */
 int env_init(struct env *e, const struct env_params *p, char *err, size_t errlen);
 void env_free(struct env *e);
 const char *env_kind_name(int kind);
 const char *env_tool_name(int tool);
+/* The environment's tool as the vocabulary's format describes it to the model
+ * (calc: "calculator" with the string parameter "expression"; search: "search" with
+ * "query"). A static object. */
+const struct vocab_tool *env_tool_spec(const struct env *e);
+/* The task's instruction, for formats with a system turn: what to do, that the tool
+ * is there, and that the final answer goes in <answer>...</answer>. */
+const char *env_system_text(const struct env *e);
 
 /* Problem i of a split. Generators: any i >= 0. JSONL: i modulo the split's size. */
 void env_problem(const struct env *e, int split, int64_t i, struct env_problem *out);
@@ -114,22 +128,26 @@ struct env_tool_result {
  * passes it stops and reports TOOL_TIMEOUT (0 = none). */
 void env_tool(const struct env *e, const char *call, size_t len, double deadline,
               struct env_tool_result *out);
-/* Payload token ids: <tool_result> + the encoded text + </tool_result>, truncated to
- * cap (the closing tag always kept). Returns the count written. */
+/* Payload token ids: the format's tool response to r (libra tags: <tool_result> + the
+ * encoded text + </tool_result>), the text cut to ENV_PAYLOAD_MAX bytes and its ids
+ * to fit cap (the framing always kept). Returns the count written (0 if cap cannot
+ * hold the framing). */
 int env_payload_tokens(const struct env *e, const struct env_tool_result *r, int32_t *out,
                        int cap);
 
-/* The text of the last <tool_call> ... </tool_call> in the generated ids (the ids
- * of one turn): 0, the decoded bytes in out (NUL-terminated) and their count in *len
- * (len may be NULL; the call may hold NUL bytes), or -1 if there is none, it is
- * unterminated, holds another special token or an id outside the vocabulary, or
- * decodes to more than ENV_CALL_MAX bytes. */
+/* The argument of the tool call in the generated ids of one turn, as the format reads
+ * it (libra tags: the text of the last <tool_call> ... </tool_call>; chat formats: the
+ * tool parameter's string in the call's JSON): 0, the bytes in out (NUL-terminated)
+ * and their count in *len (len may be NULL; the text may hold NUL bytes), or -1 if
+ * there is none or it is malformed (see include/libra/vocab.h), or it is more than
+ * ENV_CALL_MAX bytes. */
 int env_extract_call(const struct env *e, const int32_t *ids, int n, char *out, size_t cap,
                      size_t *len);
 
 /* Reward of a finished trajectory: ids/mask are its whole token sequence and loss
  * mask (mask 1 = model-generated). Only generated tokens are read (never the prompt
- * or tool payloads): the first <answer> ... </answer> among them is the answer. 1 if
+ * or tool payloads): the format's first answer among them (<answer> ... </answer>)
+ * is the answer. 1 if
  * it matches the problem's answer (calc: numerically; search: exact match after
  * normalisation), else format_bonus if well-formed, else 0. *correct is set to 1/0. */
 double env_reward(const struct env *e, const struct env_problem *pr, const int32_t *ids,

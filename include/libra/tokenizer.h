@@ -39,9 +39,10 @@ size_t tok_encode(const char *text, size_t len, int parse_specials, int32_t *out
  * returns how many the ids need. Ids outside [0, TOK_VOCAB_SIZE) decode as "\xEF\xBF\xBD". */
 size_t tok_decode(const int32_t *ids, size_t n, char *out, size_t cap);
 
-/* The byte-level vocabulary as the environments see it: size TOK_VOCAB_SIZE, the
- * TOK_* specials, plain tok_encode / tok_decode; every id outside 0..255 counts as
- * special. A static object: never freed, shared by all threads. */
+/* The byte-level vocabulary as the environments see it: the libra tag format
+ * (include/libra/format_tags.h) with the TOK_* tags over plain tok_encode /
+ * tok_decode, size TOK_VOCAB_SIZE; every id outside 0..255 counts as special. A
+ * static object built on first use: never freed, shared by all threads. */
 const struct vocab *tok_byte_vocab(void);
 
 #endif

@@ -13,7 +13,6 @@
 
 #include "ctl_internal.h"
 #include "libra/log.h"
-#include "libra/tokenizer.h"
 
 void ctl_eval_request(struct controller *c) { c->rl.ev.wanted_version = c->version; }
 
@@ -77,11 +76,11 @@ void ctl_eval_progress(struct controller *c)
     launch(c);
 }
 
-static int answered(const struct traj_tokens *tk)
+/* 1 if the trajectory's generated tokens hold a well-formed answer. */
+static int answered(const struct vocab *v, const struct traj_tokens *tk)
 {
-    for (int i = 0; i < tk->n; i++)
-        if (tk->mask[i] && tk->ids[i] == TOK_ANSWER_END) return 1;
-    return 0;
+    char text[ENV_TEXT_MAX];
+    return v->answer(v->ctx, tk->ids, tk->mask, tk->n, text, sizeof text);
 }
 
 void ctl_eval_finished_traj(struct controller *c, struct traj *t)
@@ -96,7 +95,7 @@ void ctl_eval_finished_traj(struct controller *c, struct traj *t)
         const struct traj_tokens *tk = &ev->tok[i];
         ok += tk->correct;
         reward += ev->t[i].reward;
-        ans += answered(tk);
+        ans += answered(c->rl.env.vocab, tk);
         for (int u = 0; u < ENV_N_TOOLS; u++) calls += tk->tool_calls[u];
         gen += ev->t[i].gen_tokens;
     }

@@ -186,7 +186,7 @@ void ctl_real_on_turn(struct controller *c, struct traj *t, const struct wire_tu
         FATAL("trajectory %lld from rank %d outgrew rollout.max_tokens (%d + %d + %d tokens)",
               (long long)t->id, r->leader, tk->n, r->n_tokens, r->n_payload);
     for (int i = 0; i < r->n_tokens; i++)
-        if (a->tokens[i] < 0 || a->tokens[i] >= TOK_VOCAB_SIZE)
+        if (a->tokens[i] < 0 || a->tokens[i] >= c->dev.vocab_size)
             FATAL("turn result of trajectory %lld from rank %d: token %d out of range",
                   (long long)t->id, r->leader, a->tokens[i]);
     ttok_append(tk, a->tokens, a->logprobs, a->versions, r->n_tokens, 1);

@@ -29,6 +29,8 @@
  * expert's policy and mistakes are described above env_calc_demo.
  */
 #include "libra/env.h"
+
+#include "demo.h"
 #include "libra/log.h"
 #include "libra/rng.h"
 
@@ -467,57 +469,12 @@ int env_calc_correct(const char *given, const char *answer)
 
 /* ---- the scripted expert ---- */
 
-struct demo_buf {
-    const struct vocab *v; /* the env's: the tags' ids and the text encoding */
-    int32_t *ids;
-    uint8_t *mask;
-    int n, cap;
-    int overflow;
-};
-
-static void demo_special(struct demo_buf *d, int32_t id, uint8_t m)
+/* The call turn and the real tool's response to it. */
+static void calc_demo_call(struct demo_buf *d, const char *call)
 {
-    if (d->n >= d->cap) {
-        d->overflow = 1;
-        return;
-    }
-    d->ids[d->n] = id;
-    d->mask[d->n] = m;
-    d->n++;
-}
-
-static void demo_bytes(struct demo_buf *d, const char *s, size_t len, uint8_t m)
-{
-    if (d->overflow) return;
-    size_t k = d->v->encode(d->v->ctx, s, len, d->ids + d->n, (size_t)(d->cap - d->n));
-    if (k > (size_t)(d->cap - d->n)) { /* the text's ids do not all fit */
-        d->overflow = 1;
-        return;
-    }
-    for (size_t j = 0; j < k; j++) d->mask[d->n + (int)j] = m;
-    d->n += (int)k;
-}
-
-/* <tool_call>CALL</tool_call> (mask 1) then the real tool's payload as env_payload_tokens
- * writes it: <tool_result>PAYLOAD</tool_result> (mask 0). */
-static void demo_call(struct demo_buf *d, const struct env *e, const char *call)
-{
-    size_t len = strlen(call);
-    demo_special(d, d->v->tool_call, 1);
-    demo_bytes(d, call, len, 1);
-    demo_special(d, d->v->tool_call_end, 1);
     struct env_tool_result res;
-    env_calc_tool(e, call, len, 0.0, &res);
-    demo_special(d, d->v->tool_result, 0);
-    demo_bytes(d, res.text, (size_t)res.len, 0);
-    demo_special(d, d->v->tool_result_end, 0);
-}
-
-static void demo_answer(struct demo_buf *d, const char *text)
-{
-    demo_special(d, d->v->answer, 1);
-    demo_bytes(d, text, strlen(text), 1);
-    demo_special(d, d->v->answer_end, 1);
+    env_calc_tool(d->e, call, strlen(call), 0.0, &res);
+    demo_call(d, call, &res);
 }
 
 /* A 1-step +/- problem with every number and the result below CALC_SMALL_LIMIT. */
@@ -605,7 +562,7 @@ int env_calc_demo(const struct env *e, const struct env_problem *pr, uint64_t se
     struct rng r;
     rng_init(&r, seed, (uint64_t)pr->split, (uint64_t)pr->index, KEY_DEMO);
     int mistake = rng_uniform(&r) < e->p.demo_mistake_rate;
-    struct demo_buf d = {e->vocab, ids, mask, 0, cap < 0 ? 0 : cap, 0};
+    struct demo_buf d = demo_buf_make(e, ids, mask, cap);
     char wrong[ENV_ANSWER_MAX];
 
     if (plan_is_small(&pl)) {
@@ -622,10 +579,10 @@ int env_calc_demo(const struct env *e, const struct env_problem *pr, uint64_t se
         if (mistake) {
             char bad[CALL_TEXT_CAP];
             malformed_call(&r, pl.expr, bad, sizeof bad);
-            demo_call(&d, e, bad);
+            calc_demo_call(&d, bad);
         }
-        demo_call(&d, e, pl.expr);
+        calc_demo_call(&d, pl.expr);
         demo_answer(&d, value);
     }
-    return d.overflow ? -1 : d.n;
+    return demo_result(&d);
 }

@@ -6,19 +6,16 @@
  * Decisions beyond the header:
  *  - JSONL split: of n problems, the last n_eval = max(1, min(200, n / 10)) are the
  *    held-out ENV_EVAL set, the others ENV_TRAIN; fewer than 2 problems is an error.
- *  - Token ids: the format's specials and the text encoding are the vocabulary's
- *    (e->vocab); "text" ids are those in [0, size) that it does not call special.
- *    Text is turned into bytes only through the vocabulary's decode, and byte
- *    limits (ENV_CALL_MAX, ENV_TEXT_MAX) apply to the decoded bytes.
- *  - env_init checks the vocabulary once (ten format ids in range and special, the
- *    six tags distinct) so the parsers below can trust it.
- *  - env_extract_call: the call is the text after the LAST <tool_call> up to the next
- *    </tool_call> ("<tool_call>a<tool_call>b</tool_call>" gives "b"). Ids outside
- *    the vocabulary count as special tokens.
- *  - env_reward: the answer is the text between the first generated <answer> and the
- *    </answer> that follows it. It is well-formed only if every token in between is
- *    generated text (no special, no mask-0 token), it decodes to at most
- *    ENV_TEXT_MAX - 1 bytes and it is not all whitespace. A malformed first answer is
+ *  - Token ids: the conversation format (prompt, tool responses, calls, the answer)
+ *    is the vocabulary's (e->vocab, include/libra/vocab.h); this file speaks text and
+ *    tools. Byte limits (ENV_CALL_MAX, ENV_PAYLOAD_MAX, ENV_TEXT_MAX) apply to the
+ *    decoded bytes.
+ *  - env_init checks only that the vocabulary has every function; the format checks
+ *    its own ids when it is built (e.g. tag_format_init).
+ *  - env_reward: the answer is the format's first well-formed generated answer
+ *    (libra tags: the text between the first generated <answer> and the </answer>
+ *    that follows it, generated text only). It must decode to at most
+ *    ENV_TEXT_MAX - 1 bytes and not be all whitespace. A malformed first answer is
  *    not retried with a later one. calc compares with env_calc_correct (surrounding
  *    whitespace trimmed); search compares normalised texts.
  *  - env_normalize_answer: ASCII letters lower-cased; apostrophes dropped ("O'Brien"
@@ -27,8 +24,8 @@
  *    words ("Kestrel-Bay" -> "kestrel bay"); the words "a", "an", "the" removed;
  *    whitespace collapsed to single spaces, none at the ends; other bytes (UTF-8)
  *    kept. "The  Kestrel-Bay!" -> "kestrel bay".
- *  - env_payload_tokens with cap < 2 writes nothing and returns 0; a payload cut at
- *    cap keeps the first cap - 2 ids of its encoding.
+ *  - env_payload_tokens: the payload is cut to ENV_PAYLOAD_MAX bytes, then the format
+ *    cuts its ids to fit cap (framing kept; 0 when cap cannot hold the framing).
  */
 #define _POSIX_C_SOURCE 200809L /* strnlen */
 #include "libra/env.h"
@@ -78,55 +75,35 @@ static int validate_params(const struct env_params *p, char *err, size_t errlen)
     return 0;
 }
 
-/* The vocabulary's format ids: in range and special (so no text encodes to one, and
- * the parsers below never mistake text for a tag), and the six tags the parsers look
- * for distinct. bos/eos/user/assistant may coincide (some tokenizers share bos and
- * eos). */
+/* Every function of the format set (the format checked its own ids when built). */
 static int validate_vocab(const struct vocab *v, char *err, size_t errlen)
 {
     if (!v) {
         snprintf(err, errlen, "env_params.vocab is NULL: the caller must hand in the "
-                              "tokenizer's vocabulary (e.g. tok_byte_vocab())");
-        return -1;
-    }
-    if (v->size <= 0 || !v->encode || !v->decode || !v->is_special) {
-        snprintf(err, errlen, "vocab: size %d, encode %s, decode %s, is_special %s: a "
-                              "vocabulary needs a positive size and all three functions",
-                 (int)v->size, v->encode ? "set" : "NULL", v->decode ? "set" : "NULL",
-                 v->is_special ? "set" : "NULL");
+                              "model's vocabulary and format (e.g. tok_byte_vocab())");
         return -1;
     }
     const struct {
         const char *name;
-        int32_t id;
-    } ids[] = {
-        {"tool_call", v->tool_call},     {"tool_call_end", v->tool_call_end},
-        {"tool_result", v->tool_result}, {"tool_result_end", v->tool_result_end},
-        {"answer", v->answer},           {"answer_end", v->answer_end},
-        {"bos", v->bos},                 {"eos", v->eos},
-        {"user", v->user},               {"assistant", v->assistant},
+        int set;
+    } fn[] = {
+        {"encode", v->encode != NULL},         {"decode", v->decode != NULL},
+        {"is_special", v->is_special != NULL}, {"prompt", v->prompt != NULL},
+        {"ends_turn", v->ends_turn != NULL},   {"turn_calls", v->turn_calls != NULL},
+        {"call_text", v->call_text != NULL},   {"tool_response", v->tool_response != NULL},
+        {"answer", v->answer != NULL},         {"write_call", v->write_call != NULL},
+        {"write_answer", v->write_answer != NULL},
     };
-    enum { N_TAGS = 6 }; /* the first six: the ones the parsers tell apart */
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        if (ids[i].id < 0 || ids[i].id >= v->size) {
-            snprintf(err, errlen, "vocab: special id %s = %d is outside [0, %d): the "
-                                  "tokenizer's vocabulary is inconsistent",
-                     ids[i].name, (int)ids[i].id, (int)v->size);
-            return -1;
-        }
-        if (!v->is_special(v->ctx, ids[i].id)) {
-            snprintf(err, errlen, "vocab: %s = %d is not a special token: text could "
-                                  "encode to it", ids[i].name, (int)ids[i].id);
-            return -1;
-        }
-        for (size_t j = 0; i < N_TAGS && j < i; j++)
-            if (ids[j].id == ids[i].id) {
-                snprintf(err, errlen, "vocab: %s and %s are both id %d: the tags must be "
-                                      "distinct tokens", ids[j].name, ids[i].name,
-                         (int)ids[i].id);
-                return -1;
-            }
+    if (v->size <= 0) {
+        snprintf(err, errlen, "vocab: size %d: a vocabulary needs a positive size", (int)v->size);
+        return -1;
     }
+    for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++)
+        if (!fn[i].set) {
+            snprintf(err, errlen, "vocab %s: %s is NULL: a format needs every function",
+                     v->name ? v->name : "(unnamed)", fn[i].name);
+            return -1;
+        }
     return 0;
 }
 
@@ -191,6 +168,34 @@ const char *env_tool_name(int tool)
     }
 }
 
+/* The tools as a chat format describes them to the model. */
+static const struct vocab_tool calc_tool = {
+    "calculator",
+    "Evaluates an arithmetic expression exactly and returns its value.",
+    "expression",
+    "The expression: numbers, + - * / and parentheses, e.g. (12 + 7) * 3",
+};
+static const struct vocab_tool search_tool = {
+    "search",
+    "Searches the knowledge base and returns the best matching passages, numbered.",
+    "query",
+    "Search words, e.g. a person's name and the fact wanted",
+};
+
+const struct vocab_tool *env_tool_spec(const struct env *e)
+{
+    return e->p.kind == ENV_KIND_SEARCH ? &search_tool : &calc_tool;
+}
+
+const char *env_system_text(const struct env *e)
+{
+    if (e->p.kind == ENV_KIND_SEARCH)
+        return "Answer the question. Use the search tool to look up facts, one hop at a "
+               "time, then give the final answer as <answer>ANSWER</answer>.";
+    return "Solve the arithmetic word problem. Use the calculator tool for the arithmetic, "
+           "then give the final answer as <answer>NUMBER</answer>.";
+}
+
 /* ======================================================================== */
 /* Problems and prompts                                                     */
 /* ======================================================================== */
@@ -223,13 +228,9 @@ int env_prompt_tokens(const struct env *e, const struct env_problem *pr, int32_t
 {
     const struct vocab *v = e->vocab;
     size_t len = strnlen(pr->text, sizeof pr->text);
-    size_t room = cap > 2 ? (size_t)cap - 2 : 0; /* out may be NULL when cap is 0 */
-    size_t text = v->encode(v->ctx, pr->text, len, room ? out + 2 : NULL, room);
-    size_t need = text + 3; /* <|bos|> <|user|> text <|assistant|> */
-    if (cap > 0) out[0] = v->bos;
-    if (cap > 1) out[1] = v->user;
-    if (cap > 0 && (size_t)cap >= need) out[need - 1] = v->assistant;
-    return (int)need;
+    size_t n = v->prompt(v->ctx, env_system_text(e), env_tool_spec(e), pr->text, len, out,
+                         cap > 0 ? (size_t)cap : 0);
+    return (int)n;
 }
 
 /* ======================================================================== */
@@ -255,47 +256,17 @@ int env_payload_tokens(const struct env *e, const struct env_tool_result *r, int
                        int cap)
 {
     const struct vocab *v = e->vocab;
-    if (cap < 2) return 0;
+    if (cap <= 0) return 0;
     int len = r->len < 0 ? 0 : r->len > ENV_PAYLOAD_MAX ? ENV_PAYLOAD_MAX : r->len;
-    size_t room = (size_t)cap - 2;
-    size_t k = v->encode(v->ctx, r->text, (size_t)len, out + 1, room);
-    if (k > room) k = room; /* cut: the leading ids, the closing tag still fits */
-    out[0] = v->tool_result;
-    out[k + 1] = v->tool_result_end;
-    return (int)k + 2;
-}
-
-/* A text id: in the vocabulary and not special. */
-static int is_text(const struct vocab *v, int32_t id)
-{
-    return id >= 0 && id < v->size && !v->is_special(v->ctx, id);
+    return (int)v->tool_response(v->ctx, r->text, (size_t)len, out, (size_t)cap);
 }
 
 int env_extract_call(const struct env *e, const int32_t *ids, int n, char *out, size_t cap,
                      size_t *len)
 {
     const struct vocab *v = e->vocab;
-    if (cap > 0) out[0] = '\0';
-    if (len) *len = 0;
-    int start = -1;
-    for (int i = n - 1; i >= 0; i--)
-        if (ids[i] == v->tool_call) {
-            start = i + 1;
-            break;
-        }
-    if (start < 0) return -1;
-    int end = start;
-    while (end < n && is_text(v, ids[end])) end++;
-    if (end >= n || ids[end] != v->tool_call_end) return -1; /* unterminated or special */
-    if (cap == 0) return -1;
-    size_t nb = v->decode(v->ctx, ids + start, (size_t)(end - start), out, cap - 1);
-    if (nb > ENV_CALL_MAX || nb + 1 > cap) {
-        out[0] = '\0'; /* decode may have written a prefix */
-        return -1;
-    }
-    out[nb] = '\0';
-    if (len) *len = nb;
-    return 0;
+    if (cap > ENV_CALL_MAX + 1) cap = ENV_CALL_MAX + 1; /* longer calls are an error */
+    return v->call_text(v->ctx, env_tool_spec(e), ids, n, out, cap, len);
 }
 
 /* ======================================================================== */
@@ -307,24 +278,13 @@ static int is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* The first generated answer into out (NUL-terminated, surrounding whitespace
- * trimmed): 1 if well-formed, else 0. cap > 0. */
+/* The format's first generated answer into out (NUL-terminated, surrounding
+ * whitespace trimmed): 1 if well-formed and not blank, else 0. cap > 0. */
 static int find_answer(const struct vocab *v, const int32_t *ids, const uint8_t *mask, int n,
                        char *out, size_t cap)
 {
-    int i = 0;
-    while (i < n && !(mask[i] && ids[i] == v->answer)) i++;
-    if (i >= n) return 0;
-    int start = i + 1;
-    for (i = start;; i++) {
-        if (i >= n || !mask[i]) return 0; /* unterminated, or not model text */
-        if (ids[i] == v->answer_end) break;
-        if (!is_text(v, ids[i])) return 0;
-    }
-    size_t len = v->decode(v->ctx, ids + start, (size_t)(i - start), out, cap - 1);
-    if (len + 1 > cap) return 0;
-    out[len] = '\0';
-    size_t a = 0;
+    if (!v->answer(v->ctx, ids, mask, n, out, cap)) return 0;
+    size_t len = strlen(out), a = 0;
     while (a < len && is_space(out[a])) a++;
     while (len > a && is_space(out[len - 1])) len--;
     if (a == len) return 0;

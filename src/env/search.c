@@ -20,6 +20,7 @@
  * a passed deadline is TOOL_TIMEOUT with "error: timeout".
  */
 #include "env/search_internal.h"
+#include "demo.h"
 
 #include "libra/log.h"
 #include "libra/rng.h"
@@ -213,57 +214,11 @@ void env_search_tool(const struct env *e, const char *call, size_t len, double d
 
 /* ---- the scripted expert ---- */
 
-struct demo_buf {
-    const struct vocab *v; /* the env's: the tags' ids and the text encoding */
-    int32_t *ids;
-    uint8_t *mask;
-    int n, cap;
-    int overflow;
-};
-
-static void demo_special(struct demo_buf *d, int32_t id, uint8_t m)
+/* The search call turn, the real tool's response to it; the result in *res. */
+static void search_demo_call(struct demo_buf *d, const char *query, struct env_tool_result *res)
 {
-    if (d->overflow || d->n >= d->cap) {
-        d->overflow = 1;
-        return;
-    }
-    d->ids[d->n] = id;
-    d->mask[d->n] = m;
-    d->n++;
-}
-
-static void demo_bytes(struct demo_buf *d, const char *s, size_t len, uint8_t m)
-{
-    if (d->overflow) return;
-    size_t k = d->v->encode(d->v->ctx, s, len, d->ids + d->n, (size_t)(d->cap - d->n));
-    if (k > (size_t)(d->cap - d->n)) { /* the text's ids do not all fit */
-        d->overflow = 1;
-        return;
-    }
-    memset(d->mask + d->n, m, k);
-    d->n += (int)k;
-}
-
-/* <tool_call>QUERY</tool_call> (mask 1), then the real tool's payload as
- * <tool_result>PAYLOAD</tool_result> (mask 0); the tool's result in *res. */
-static void demo_call(struct demo_buf *d, const struct env *e, const char *query,
-                      struct env_tool_result *res)
-{
-    size_t len = strlen(query);
-    demo_special(d, d->v->tool_call, 1);
-    demo_bytes(d, query, len, 1);
-    demo_special(d, d->v->tool_call_end, 1);
-    env_search_tool(e, query, len, 0.0, res);
-    demo_special(d, d->v->tool_result, 0);
-    demo_bytes(d, res->text, (size_t)res->len, 0);
-    demo_special(d, d->v->tool_result_end, 0);
-}
-
-static void demo_answer(struct demo_buf *d, const char *text)
-{
-    demo_special(d, d->v->answer, 1);
-    demo_bytes(d, text, strlen(text), 1);
-    demo_special(d, d->v->answer_end, 1);
+    env_search_tool(d->e, query, strlen(query), 0.0, res);
+    demo_call(d, query, res);
 }
 
 /* Reads the object of relation rel about subj off a successful payload: a line
@@ -304,19 +259,18 @@ static int read_fact(const struct env_tool_result *res, int rel, const char *sub
 /* One hop: the query "SUBJECT keyword"; if the fact is not among the results, once
  * more with the passage's own wording ("SUBJECT was born in"). Returns 0 with the
  * object in obj, or -1 if neither search showed the fact. */
-static int expert_hop(struct demo_buf *d, const struct env *e, int rel, const char *subj,
-                      char *obj, size_t cap)
+static int expert_hop(struct demo_buf *d, int rel, const char *subj, char *obj, size_t cap)
 {
     const struct kb_rel_info *ri = &kb_rels[rel];
     char query[ENV_CALL_MAX + 1];
     struct env_tool_result res;
     snprintf(query, sizeof query, "%s %s", subj, ri->keyword);
-    demo_call(d, e, query, &res);
+    search_demo_call(d, query, &res);
     if (read_fact(&res, rel, subj, obj, cap) == 0) return 0;
     snprintf(query, sizeof query, "%s%s%s", ri->pre, subj, ri->mid);
     size_t n = strlen(query);
     while (n > 0 && query[n - 1] == ' ') query[--n] = '\0';
-    demo_call(d, e, query, &res);
+    search_demo_call(d, query, &res);
     return read_fact(&res, rel, subj, obj, cap);
 }
 
@@ -370,7 +324,7 @@ int env_search_demo(const struct env *e, const struct env_problem *pr, uint64_t 
     int mistake = rng_uniform(&r) < e->p.demo_mistake_rate;
     int too_few = mistake && rng_below(&r, 2) == 0;
     int hops = q.hops;
-    struct demo_buf d = {e->vocab, ids, mask, 0, cap < 0 ? 0 : cap, 0};
+    struct demo_buf d = demo_buf_make(e, ids, mask, cap);
 
     if (too_few) {
         /* Stop after `stop` hops, where the entity held is not the answer (the city of
@@ -383,7 +337,7 @@ int env_search_demo(const struct env *e, const struct env_problem *pr, uint64_t 
             while (other == q.chain[hops])
                 other = kb->first[t] + (int32_t)rng_below(&r, (uint64_t)kb->count[t]);
             demo_answer(&d, kb_name(kb, other));
-            return d.overflow ? -1 : d.n;
+            return demo_result(&d);
         }
         hops = stop;
     }
@@ -396,12 +350,12 @@ int env_search_demo(const struct env *e, const struct env_problem *pr, uint64_t 
             char query[ENV_CALL_MAX + 1];
             struct env_tool_result res;
             useless_query(&r, cur, q.rel[0], query, sizeof query);
-            demo_call(&d, e, query, &res);
+            search_demo_call(&d, query, &res);
         }
-        if (expert_hop(&d, e, q.rel[h], cur, next, sizeof next) != 0)
+        if (expert_hop(&d, q.rel[h], cur, next, sizeof next) != 0)
             break; /* neither search showed the fact: answers with what it holds */
         memcpy(cur, next, sizeof cur);
     }
     demo_answer(&d, cur);
-    return d.overflow ? -1 : d.n;
+    return demo_result(&d);
 }

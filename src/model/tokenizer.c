@@ -12,12 +12,16 @@
  *  - Decoding spells specials out and turns ids outside [0, TOK_VOCAB_SIZE) into
  *    U+FFFD (EF BF BD). Both directions write at most cap elements (a spelling may be
  *    cut at cap) and return the full count, so callers can size a buffer with cap 0.
- *  - Pure functions of their arguments; no state, thread-safe. tok_byte_vocab() is a
- *    constant object wrapping them (ctx unused).
+ *  - Pure functions of their arguments; no state, thread-safe. tok_byte_vocab() is
+ *    the libra tag format (include/libra/format_tags.h) over them, built once.
  */
 #include "libra/tokenizer.h"
 
+#include <pthread.h>
 #include <string.h>
+
+#include "libra/format_tags.h"
+#include "libra/log.h"
 
 #define N_SPECIAL (TOK_VOCAB_SIZE - TOK_BOS)
 
@@ -120,22 +124,34 @@ static int vocab_is_special(void *ctx, int32_t id)
     return id < 0 || id >= TOK_BOS;
 }
 
-static const struct vocab byte_vocab = {
+static const struct vocab byte_text = {
     .size = TOK_VOCAB_SIZE,
-    .bos = TOK_BOS,
-    .eos = TOK_EOS,
-    .user = TOK_USER,
-    .assistant = TOK_ASSISTANT,
-    .tool_call = TOK_TOOL_CALL,
-    .tool_call_end = TOK_TOOL_CALL_END,
-    .tool_result = TOK_TOOL_RESULT,
-    .tool_result_end = TOK_TOOL_RESULT_END,
-    .answer = TOK_ANSWER,
-    .answer_end = TOK_ANSWER_END,
-    .ctx = NULL,
+    .name = "bytes",
     .encode = vocab_encode,
     .decode = vocab_decode,
     .is_special = vocab_is_special,
 };
 
-const struct vocab *tok_byte_vocab(void) { return &byte_vocab; }
+static const struct tag_ids byte_tags = {
+    .bos = TOK_BOS, .eos = TOK_EOS, .user = TOK_USER, .assistant = TOK_ASSISTANT,
+    .tool_call = TOK_TOOL_CALL, .tool_call_end = TOK_TOOL_CALL_END,
+    .tool_result = TOK_TOOL_RESULT, .tool_result_end = TOK_TOOL_RESULT_END,
+    .answer = TOK_ANSWER, .answer_end = TOK_ANSWER_END,
+};
+
+static struct tag_format byte_format;
+static struct vocab byte_vocab;
+static pthread_once_t byte_once = PTHREAD_ONCE_INIT;
+
+static void byte_vocab_init(void)
+{
+    char err[256];
+    if (tag_format_init(&byte_format, &byte_vocab, &byte_text, &byte_tags, err, sizeof err))
+        FATAL("byte-level vocabulary: %s", err); /* the constants above disagree */
+}
+
+const struct vocab *tok_byte_vocab(void)
+{
+    pthread_once(&byte_once, byte_vocab_init);
+    return &byte_vocab;
+}

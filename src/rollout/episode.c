@@ -3,11 +3,12 @@
  * decode together, one tfm_decoder slot each (capacity ec->max_tokens tokens).
  *
  * An episode is the prompt (env_prompt_tokens), then turns of generated tokens. A
- * turn ends at </tool_call> (the call is extracted, the tool runs inline with no
- * deadline, its payload is appended with mask 0 and the next turn starts), or the
- * episode ends at </answer>, <|eos|>, after max_turns turns, when a turn reaches
- * max_tokens_per_turn generated tokens, or when the context reaches max_tokens.
- * A call that env_extract_call rejects (no <tool_call>, a special token inside, too
+ * turn ends where the vocabulary's format says (include/libra/vocab.h; libra tags:
+ * </tool_call>, </answer>, <|eos|>). A turn that calls the tool has its call
+ * extracted, the tool runs inline with no deadline, its payload is appended with
+ * mask 0 and the next turn starts; any other ended turn ends the episode, as do
+ * max_turns turns, a turn reaching max_tokens_per_turn generated tokens, or the
+ * context reaching max_tokens. A call that env_extract_call rejects (malformed, too
  * long) is answered with the failure payload "error: malformed tool call", as a tool
  * answers bad syntax.
  *
@@ -26,7 +27,6 @@
 
 #include "libra/log.h"
 #include "libra/tfm_decode.h"
-#include "libra/tokenizer.h"
 
 #define EPISODE_PREFILL_CHUNK 64
 
@@ -60,15 +60,15 @@ struct ep_run {
     int warned_prompt;
 };
 
-static void check_config(const struct episode_config *ec, int V)
+static void check_config(const struct episode_config *ec, const struct env *e, int V)
 {
     if (ec->max_turns < 1 || ec->max_tokens_per_turn < 1 || ec->max_tokens < 2 || ec->batch < 1)
         FATAL("episode_run: max_turns %d, max_tokens_per_turn %d, max_tokens %d, batch %d: "
               "each must be positive (max_tokens >= 2)", ec->max_turns, ec->max_tokens_per_turn,
               ec->max_tokens, ec->batch);
-    if (V < TOK_VOCAB_SIZE)
-        FATAL("episode_run: the model's vocabulary (%d) lacks the tokenizer's special tokens "
-              "(%d ids needed)", V, TOK_VOCAB_SIZE);
+    if (V < e->vocab->size)
+        FATAL("episode_run: the model's vocabulary (%d ids) is smaller than its tokenizer's "
+              "(%s, %d ids)", V, e->vocab->name, (int)e->vocab->size);
 }
 
 static void run_init(struct ep_run *r, const struct env *e, const struct tfm_config *mc,
@@ -139,8 +139,8 @@ static void slot_start(struct ep_run *r, int s, int split, int64_t index)
         FATAL("episode: prefill of a %d-token prompt into a %d-token slot failed", need, N);
 }
 
-/* The turn that just ended with </tool_call>: runs the tool; continues the episode
- * with the payload (prefilled together with the pending </tool_call>) or ends it. */
+/* The turn that just ended with a tool call: runs the tool; continues the episode
+ * with the payload (prefilled together with the turn's pending last id) or ends it. */
 static void slot_tool_turn(struct ep_run *r, int s, struct episode_stats *st)
 {
     struct ep_slot *sl = &r->slot[s];
@@ -174,7 +174,7 @@ static void slot_tool_turn(struct ep_run *r, int s, struct episode_stats *st)
     if (np < 1 || np > room) FATAL("env_payload_tokens wrote %d tokens, room for %d", np, room);
     memcpy(sl->ids + sl->len, r->payload, (size_t)np * sizeof *sl->ids);
     memset(sl->mask + sl->len, 0, (size_t)np);
-    /* The decoder holds ids[0 .. len-2]; feed </tool_call> and the payload. */
+    /* The decoder holds ids[0 .. len-2]; feed the turn's last id and the payload. */
     int cached = tfm_decoder_len(r->dec, s);
     sl->len += np;
     sl->turn_start = sl->len;
@@ -199,10 +199,13 @@ static int sample_round(struct ep_run *r, struct episode_stats *st)
         sl->mask[sl->len] = 1;
         sl->len++;
         st->gen_tokens++;
-        if (t == TOK_ANSWER_END || t == TOK_EOS) {
-            sl->active = 0;
-        } else if (t == TOK_TOOL_CALL_END) {
-            slot_tool_turn(r, s, st);
+        const struct vocab *v = r->e->vocab;
+        if (v->ends_turn(v->ctx, t)) {
+            int turn = sl->len - sl->turn_start;
+            if (v->turn_calls(v->ctx, sl->ids + sl->turn_start, turn))
+                slot_tool_turn(r, s, st);
+            else
+                sl->active = 0;
         } else if (sl->len - sl->turn_start >= ec->max_tokens_per_turn ||
                    sl->len >= ec->max_tokens) {
             sl->active = 0; /* a budget ends the episode */
@@ -215,23 +218,19 @@ static int sample_round(struct ep_run *r, struct episode_stats *st)
     return n_step;
 }
 
-/* 1 if the generated tokens hold <answer> followed later by </answer>. */
-static int has_answer(const struct ep_slot *sl)
+/* 1 if the generated tokens hold a well-formed answer in the format. */
+static int has_answer(const struct env *e, const struct ep_slot *sl)
 {
-    int open = 0;
-    for (int i = 0; i < sl->len; i++) {
-        if (!sl->mask[i]) continue;
-        if (sl->ids[i] == TOK_ANSWER) open = 1;
-        else if (open && sl->ids[i] == TOK_ANSWER_END) return 1;
-    }
-    return 0;
+    char text[ENV_TEXT_MAX];
+    return e->vocab->answer(e->vocab->ctx, sl->ids, sl->mask, sl->len, text, sizeof text);
 }
 
-static void print_transcript(FILE *f, const struct ep_slot *sl, double reward, int correct)
+static void print_transcript(FILE *f, const struct vocab *v, const struct ep_slot *sl,
+                             double reward, int correct)
 {
-    size_t need = tok_decode(sl->ids, (size_t)sl->len, NULL, 0);
+    size_t need = v->decode(v->ctx, sl->ids, (size_t)sl->len, NULL, 0);
     char *text = xmalloc(need + 1);
-    size_t n = tok_decode(sl->ids, (size_t)sl->len, text, need);
+    size_t n = v->decode(v->ctx, sl->ids, (size_t)sl->len, text, need);
     fprintf(f, "=== %s problem %lld: reward %.3f, %s, %d turns, %d tokens; answer: %s ===\n",
             sl->pr.split == ENV_EVAL ? "eval" : "train", (long long)sl->pr.index, reward,
             correct ? "correct" : "wrong", sl->turns, sl->len, sl->pr.answer);
@@ -246,7 +245,7 @@ void episode_run(const struct env *e, const struct tfm_config *mc, const struct 
 {
     memset(st, 0, sizeof *st);
     if (n <= 0) return;
-    check_config(ec, mc->vocab_size);
+    check_config(ec, e, mc->vocab_size);
     FILE *tf = transcripts_FILE;
     struct ep_run r;
     run_init(&r, e, mc, p, ec, n);
@@ -274,8 +273,8 @@ void episode_run(const struct env *e, const struct tfm_config *mc, const struct 
             st->n++;
             st->reward_sum += reward;
             st->correct += correct != 0;
-            st->answered += has_answer(sl);
-            if (tf && b0 + s < n_transcripts) print_transcript(tf, sl, reward, correct);
+            st->answered += has_answer(r.e, sl);
+            if (tf && b0 + s < n_transcripts) print_transcript(tf, e->vocab, sl, reward, correct);
         }
     }
     if (tf) fflush(tf);

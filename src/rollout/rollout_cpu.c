@@ -23,7 +23,6 @@
 #include <time.h>
 
 #include "libra/log.h"
-#include "libra/tokenizer.h"
 #include "libra/tool_status.h"
 #include "rollout_cpu_internal.h"
 
@@ -82,11 +81,13 @@ static void run_tool(void *ctx, const char *call, size_t len, double deadline,
     env_tool(r->env, call, len, deadline, out);
 }
 
-static void check_config(const struct tfm_config *mc, const struct rollout_cpu_config *rc)
+static void check_config(const struct tfm_config *mc, const struct env *env,
+                         const struct rollout_cpu_config *rc)
 {
-    if (mc->vocab_size < TOK_VOCAB_SIZE)
-        FATAL("rollout_cpu_create: the model's vocabulary (%d) lacks the tokenizer's special "
-              "tokens (%d ids needed)", mc->vocab_size, TOK_VOCAB_SIZE);
+    if (mc->vocab_size < env->vocab->size)
+        FATAL("rollout_cpu_create: the model's vocabulary (%d ids) is smaller than its "
+              "tokenizer's (%s, %d ids)", mc->vocab_size, env->vocab->name,
+              (int)env->vocab->size);
     if (rc->n_slots < 1 || rc->slot_capacity < 2 || rc->prefill_chunk < 1 || rc->max_turns < 1 ||
         rc->tool_threads < 1 || !(rc->tool_timeout_s > 0))
         FATAL("rollout_cpu_create: n_slots %d, slot_capacity %d, prefill_chunk %d, max_turns %d, "
@@ -103,7 +104,7 @@ struct rollout_cpu *rollout_cpu_create_on(const struct rollout_model *model, int
                                           const struct rollout_cpu_config *rc)
 {
     struct tfm_config mc = {.vocab_size = model->vocab_size};
-    check_config(&mc, rc);
+    check_config(&mc, env, rc);
     struct rollout_cpu *r = xcalloc(1, sizeof *r);
     r->rc = *rc;
     r->env = env;
@@ -131,7 +132,7 @@ struct rollout_cpu *rollout_cpu_create(const struct tfm_config *mc, const float 
                                        int version, const struct env *env,
                                        const struct rollout_cpu_config *rc)
 {
-    check_config(mc, rc);
+    check_config(mc, env, rc);
     struct rollout_model *m = rollout_model_local_create(mc, params, rc->n_slots,
                                                          rc->slot_capacity, rc->prefill_chunk);
     struct rollout_cpu *r = rollout_cpu_create_on(m, version, env, rc);

@@ -19,7 +19,6 @@
 #include "libra/env.h"
 #include "libra/iqueue.h"
 #include "libra/log.h"
-#include "libra/tokenizer.h"
 #include "libra/tool_status.h"
 #include "rollout_cpu_internal.h"
 
@@ -67,7 +66,8 @@ static void finish_tool(struct rollout_cpu *r, int s, const struct env_tool_resu
     sl->last_use = ++r->clock;
 }
 
-/* The turn in slot s generated </tool_call> on a turn that may call a tool. */
+/* The turn in slot s ended with a tool call (the format says so) on a turn that may
+ * call a tool. */
 static void start_tool(struct rollout_cpu *r, int s)
 {
     struct rc_slot *sl = &r->slots[s];
@@ -102,11 +102,15 @@ static void take_next(struct rollout_cpu *r, int s, int32_t tok, float lp)
     t->ver[t->n_gen] = r->version;
     t->n_gen++;
     r->tokens++;
-    if (tok == TOK_TOOL_CALL_END && t->in.turn + 1 < r->rc.max_turns)
-        start_tool(r, s);
-    else if (tok == TOK_TOOL_CALL_END || tok == TOK_ANSWER_END || tok == TOK_EOS ||
-             t->n_gen >= t->budget)
+    const struct vocab *v = r->env->vocab;
+    if (v->ends_turn(v->ctx, tok)) {
+        if (t->in.turn + 1 < r->rc.max_turns && v->turn_calls(v->ctx, t->ids, t->n_gen))
+            start_tool(r, s);
+        else
+            finish_final(r, s);
+    } else if (t->n_gen >= t->budget) {
         finish_final(r, s);
+    }
 }
 
 /* The slot for a turn of trajectory traj: its own cached slot, else a free one, else

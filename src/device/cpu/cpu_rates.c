@@ -142,6 +142,7 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     int opt_loaded;
     if (cpu_load_model(cfg, &mc, &p, &opt, &opt_loaded, err, errlen)) return -1;
     if (opt_loaded) adamw_free(&opt);
+    out->vocab_size = mc.vocab_size;
     /* every TP degree the configured plans use must shard this model */
     const struct plan_config *pc = &cfg->plan;
     int sched = strcmp(pc->mode, "schedule") == 0, n = sched ? pc->n_schedule : 1;
