@@ -1,6 +1,7 @@
 /*
  * Tests of the native chat formats (include/libra/chat.h):
- *   - every conversation of tests/golden/chat/conversations.json, in both families,
+ *   - every conversation of tests/golden/chat/conversations.json and random.json
+ *     (seeded random ones), in both families,
  *     with add_generation_prompt false / true and enable_thinking true / false,
  *     renders to exactly the string @huggingface/jinja made from the official
  *     template (tests/golden/chat/{qwen3,llama3}.json, tools/chat-goldens);
@@ -32,7 +33,7 @@ struct conv {
 };
 
 struct convs {
-    json_t *root;
+    json_t *root, *random;
     struct conv *c;
     int n;
     /* every string the messages point into that the test made */
@@ -61,18 +62,17 @@ static const char *str_or_null(json_t *o, const char *key)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static int load_convs(struct convs *cs)
+/* Appends the conversations of one file (tool sets: the main file's). */
+static int add_convs(struct convs *cs, json_t *file, json_t *sets)
 {
-    memset(cs, 0, sizeof *cs);
-    cs->root = load_json("tests/golden/chat/conversations.json");
-    if (!cs->root) return -1;
-    json_t *list = json_object_get(cs->root, "conversations");
-    json_t *sets = json_object_get(cs->root, "tool_sets");
-    cs->n = (int)json_array_size(list);
-    cs->c = calloc((size_t)cs->n, sizeof *cs->c);
-    for (int i = 0; i < cs->n; i++) {
-        json_t *c = json_array_get(list, i);
+    json_t *list = json_object_get(file, "conversations");
+    int base = cs->n;
+    cs->n += (int)json_array_size(list);
+    cs->c = realloc(cs->c, (size_t)cs->n * sizeof *cs->c);
+    for (int i = base; i < cs->n; i++) {
+        json_t *c = json_array_get(list, (size_t)(i - base));
         struct conv *v = &cs->c[i];
+        memset(v, 0, sizeof *v);
         v->name = str_or_null(c, "name");
         json_t *tools = json_object_get(c, "tools");
         if (json_is_string(tools)) tools = json_object_get(sets, json_string_value(tools));
@@ -104,6 +104,19 @@ static int load_convs(struct convs *cs)
     return 0;
 }
 
+/* conversations.json, then random.json (both written for tools/chat-goldens). */
+static int load_convs(struct convs *cs)
+{
+    memset(cs, 0, sizeof *cs);
+    cs->root = load_json("tests/golden/chat/conversations.json");
+    cs->random = load_json("tests/golden/chat/random.json");
+    if (!cs->root || !cs->random) return -1;
+    json_t *sets = json_object_get(cs->root, "tool_sets");
+    add_convs(cs, cs->root, sets);
+    add_convs(cs, cs->random, sets);
+    return 0;
+}
+
 static void free_convs(struct convs *cs)
 {
     for (int i = 0; i < cs->n; i++) free(cs->c[i].m);
@@ -111,6 +124,7 @@ static void free_convs(struct convs *cs)
     for (int i = 0; i < cs->n_owned; i++) free(cs->owned[i]);
     free(cs->owned);
     json_decref(cs->root);
+    json_decref(cs->random);
 }
 
 static const struct conv *find_conv(const struct convs *cs, const char *name)
