@@ -374,7 +374,7 @@ static const struct good_call good_calls[] = {
     {"{\"name\": \"esc\", \"arguments\": {\"s\": \"a\\\"b\\\\c\\n\\u0001\\/<>&'\\u0000\"}}", "esc",
      "{\"s\":\"a\\\"b\\\\c\\n\\u0001/<>&'\\u0000\"}"},
     {"{\"name\": \"f\", \"arguments\": {}, \"id\": \"call_1\"}", "f", "{}"},
-    {"{\"name\": \"dup\", \"arguments\": {\"a\": 1, \"a\": 2}}", "dup", "{\"a\":2}"},
+    {"{\"name\": \"dup\", \"arguments\": {\"a\": 1, \"b\": 0, \"a\": 2}}", "dup", "{\"a\":2,\"b\":0}"}, /* JSON.parse's */
 };
 
 static const char *const bad_calls[] = {

@@ -97,7 +97,8 @@ const struct chat_format *chat_format_of(int family);
  * turn_end: what the model writes before it stops. Qwen3: the turn as it renders
  * after the last user query -- a think block when m->reasoning (or a <think> block in
  * the content) is non-empty, or always when last (the template's loop.last), then
- * the content and the calls; Llama 3: content and call lines, trimmed.
+ * the content and the calls; Llama 3: content and call lines, trimmed (last and
+ * reasoning ignored).
  * m->role must be "assistant". Errors as chat_render. */
 size_t chat_render_assistant(int family, const struct chat_message *m, int last, char *out,
                              size_t cap, char *err, size_t errlen);
