@@ -45,7 +45,8 @@ static json_t *load_json(const char *rel)
 {
     json_error_t je;
     json_t *j = json_load_file(test_path(rel), JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
-    if (!j) fprintf(stderr, "test_chat: %s: %s (line %d) -- run tools/chat-goldens?\n", rel, je.text, je.line);
+    if (!j)
+        fprintf(stderr, "test_chat: %s: %s (line %d) -- run tools/chat-goldens?\n", rel, je.text, je.line);
     return j;
 }
 
@@ -162,7 +163,8 @@ static int same_text(const char *what, const char *got, const char *want)
     size_t i = 0;
     while (got[i] && got[i] == want[i]) i++;
     size_t from = i > 40 ? i - 40 : 0;
-    fprintf(stderr, "\n  %s: differs at byte %zu (lengths %zu, %zu)\n    got : \"%.80s\"\n    want: \"%.80s\"\n",
+    fprintf(stderr,
+            "\n  %s: differs at byte %zu (lengths %zu, %zu)\n    got : \"%.80s\"\n    want: \"%.80s\"\n",
             what, i, strlen(got), strlen(want), got + from, want + from);
     return 0;
 }
@@ -188,7 +190,8 @@ static void check_goldens(int family, const char *rel)
         CU_ASSERT_EQUAL_FATAL(strlen(json_string_value(want)), json_string_length(want));
         char *got = render(family, c->m, c->n, c->tools_json, agp, thinking);
         char what[160];
-        snprintf(what, sizeof what, "%s %s agp=%d thinking=%d", chat_family_name(family), c->name, agp, thinking);
+        snprintf(what, sizeof what, "%s %s agp=%d thinking=%d", chat_family_name(family), c->name, agp,
+                 thinking);
         if (!same_text(what, got, json_string_value(want))) bad++;
         free(got);
     }
@@ -217,8 +220,8 @@ static void put(char **buf, size_t *len, const char *s)
     *len += n;
 }
 
-/* Puts a sized text made by f(..., out, cap, ...) == chat_render_assistant or
- * chat_render_tool_results. */
+/* Append chat_render_assistant's / chat_render_tool_results' text, sized first with
+ * cap 0 as a caller would. */
 static void put_assistant(char **buf, size_t *len, int family, const struct chat_message *m, int last)
 {
     char err[256] = "";
@@ -319,8 +322,9 @@ static void test_segments_spelled(void)
     char out[512], err[128];
     CU_ASSERT_EQUAL(chat_render_tool_results(CHAT_QWEN3, r, 2, 1, out, sizeof out, err, sizeof err),
                     strlen(out));
-    CU_ASSERT_STRING_EQUAL(out, "\n<|im_start|>user\n<tool_response>\nA\n</tool_response>\n<tool_response>\n B \n"
-                                "</tool_response><|im_end|>\n<|im_start|>assistant\n");
+    CU_ASSERT_STRING_EQUAL(out,
+                           "\n<|im_start|>user\n<tool_response>\nA\n</tool_response>\n<tool_response>\n B \n"
+                           "</tool_response><|im_end|>\n<|im_start|>assistant\n");
     chat_render_tool_results(CHAT_QWEN3, r, 1, 0, out, sizeof out, err, sizeof err);
     CU_ASSERT_STRING_EQUAL(out, "\n<|im_start|>user\n<tool_response>\nA\n</tool_response><|im_end|>\n"
                                 "<|im_start|>assistant\n<think>\n\n</think>\n\n");
@@ -328,8 +332,10 @@ static void test_segments_spelled(void)
     CU_ASSERT_STRING_EQUAL(out, "<|start_header_id|>ipython<|end_header_id|>\n\nA<|eot_id|>"
                                 "<|start_header_id|>ipython<|end_header_id|>\n\nB<|eot_id|>"
                                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    CU_ASSERT_EQUAL(chat_render_tool_results(CHAT_QWEN3, r, 0, 1, out, sizeof out, err, sizeof err), (size_t)-1);
-    CU_ASSERT_EQUAL(chat_render_tool_results(CHAT_QWEN3, NULL, 1, 1, out, sizeof out, err, sizeof err), (size_t)-1);
+    CU_ASSERT_EQUAL(chat_render_tool_results(CHAT_QWEN3, r, 0, 1, out, sizeof out, err, sizeof err),
+                    (size_t)-1);
+    CU_ASSERT_EQUAL(chat_render_tool_results(CHAT_QWEN3, NULL, 1, 1, out, sizeof out, err, sizeof err),
+                    (size_t)-1);
     CU_ASSERT_EQUAL(chat_render_tool_results(7, r, 1, 1, out, sizeof out, err, sizeof err), (size_t)-1);
 
     const struct chat_format *q = chat_format_of(CHAT_QWEN3), *l = chat_format_of(CHAT_LLAMA3);
@@ -344,9 +350,12 @@ static void test_segments_spelled(void)
     struct chat_tool_call tc = {"f", "{\"a\": [1, 2.0]}"};
     struct chat_message a = {.role = "assistant", .content = "x", .tool_calls = &tc, .n_tool_calls = 1};
     chat_render_assistant(CHAT_QWEN3, &a, 0, out, sizeof out, err, sizeof err);
-    CU_ASSERT_STRING_EQUAL(out, "x\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n</tool_call>");
+    CU_ASSERT_STRING_EQUAL(out,
+                           "x\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n</tool_call>");
     chat_render_assistant(CHAT_QWEN3, &a, 1, out, sizeof out, err, sizeof err);
-    CU_ASSERT_STRING_EQUAL(out, "<think>\n\n</think>\n\nx\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}\n</tool_call>");
+    CU_ASSERT_STRING_EQUAL(out,
+                           "<think>\n\n</think>\n\nx\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": "
+                           "[1, 2]}}\n</tool_call>");
     chat_render_assistant(CHAT_LLAMA3, &a, 1, out, sizeof out, err, sizeof err);
     CU_ASSERT_STRING_EQUAL(out, "x\n{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}");
     struct chat_message u = {.role = "user", .content = "x"};
@@ -360,21 +369,24 @@ struct good_call {
 };
 
 static const struct good_call good_calls[] = {
-    {"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "get_weather", "{\"city\":\"Paris\"}"},
-    {"\n  {\"name\":\"f\",\"arguments\":{}}  \n", "f", "{}"},
-    {"{\"name\": \"f\", \"arguments\": {}}\n", "f", "{}"},
-    {"\t{ \"arguments\" : { \"a\" : [ 1 , 2.50 , { \"b\" : null } ] } , \"name\" : \"g\" }\r\n", "g",
-     "{\"a\":[1,2.5,{\"b\":null}]}"},
-    {"{\"name\": \"nest\", \"arguments\": {\"a\": {\"b\": {\"c\": {\"d\": [[], {}, [true, false]]}}}}}", "nest",
-     "{\"a\":{\"b\":{\"c\":{\"d\":[[],{},[true,false]]}}}}"},
-    {"{\"name\": \"天气\", \"arguments\": {\"city\": \"Zürich\", \"e\": \"\\ud83d\\ude00\", \"raw\": \"😀\"}}", "天气",
-     "{\"city\":\"Zürich\",\"e\":\"😀\",\"raw\":\"😀\"}"},
-    {"{\"name\": \"k\", \"arguments\": {\"b\": 1, \"2\": 2, \"1\": 1.0, \"x\": 1e21, \"y\": 1E-7}}", "k",
-     "{\"1\":1,\"2\":2,\"b\":1,\"x\":1e+21,\"y\":1e-7}"},
-    {"{\"name\": \"esc\", \"arguments\": {\"s\": \"a\\\"b\\\\c\\n\\u0001\\/<>&'\\u0000\"}}", "esc",
-     "{\"s\":\"a\\\"b\\\\c\\n\\u0001/<>&'\\u0000\"}"},
-    {"{\"name\": \"f\", \"arguments\": {}, \"id\": \"call_1\"}", "f", "{}"},
-    {"{\"name\": \"dup\", \"arguments\": {\"a\": 1, \"b\": 0, \"a\": 2}}", "dup", "{\"a\":2,\"b\":0}"}, /* JSON.parse's */
+    { "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "get_weather",
+      "{\"city\":\"Paris\"}" },
+    { "\n  {\"name\":\"f\",\"arguments\":{}}  \n", "f", "{}" },
+    { "{\"name\": \"f\", \"arguments\": {}}\n", "f", "{}" },
+    { "\t{ \"arguments\" : { \"a\" : [ 1 , 2.50 , { \"b\" : null } ] } , \"name\" : \"g\" }\r\n", "g",
+      "{\"a\":[1,2.5,{\"b\":null}]}" },
+    { "{\"name\": \"nest\", \"arguments\": {\"a\": {\"b\": {\"c\": {\"d\": [[], {}, [true, false]]}}}}}",
+      "nest", "{\"a\":{\"b\":{\"c\":{\"d\":[[],{},[true,false]]}}}}" },
+    { "{\"name\": \"天气\", \"arguments\": {\"city\": \"Zürich\", \"e\": \"\\ud83d\\ude00\", \"raw\": "
+      "\"😀\"}}",
+      "天气", "{\"city\":\"Zürich\",\"e\":\"😀\",\"raw\":\"😀\"}" },
+    { "{\"name\": \"k\", \"arguments\": {\"b\": 1, \"2\": 2, \"1\": 1.0, \"x\": 1e21, \"y\": 1E-7}}", "k",
+      "{\"1\":1,\"2\":2,\"b\":1,\"x\":1e+21,\"y\":1e-7}" },
+    { "{\"name\": \"esc\", \"arguments\": {\"s\": \"a\\\"b\\\\c\\n\\u0001\\/<>&'\\u0000\"}}", "esc",
+      "{\"s\":\"a\\\"b\\\\c\\n\\u0001/<>&'\\u0000\"}" },
+    { "{\"name\": \"f\", \"arguments\": {}, \"id\": \"call_1\"}", "f", "{}" },
+    { "{\"name\": \"dup\", \"arguments\": {\"a\": 1, \"b\": 0, \"a\": 2}}", "dup",
+      "{\"a\":2,\"b\":0}" }, /* JSON.parse's */
 };
 
 static const char *const bad_calls[] = {
@@ -416,7 +428,8 @@ static void test_parse_good(void)
         CU_ASSERT_EQUAL(rc, 0);
         if (rc != 0) continue;
         CU_ASSERT_STRING_EQUAL(name, g->name);
-        if (strcmp(args, g->args) != 0) fprintf(stderr, "\n  good call %zu: args %s, want %s\n", i, args, g->args);
+        if (strcmp(args, g->args) != 0)
+            fprintf(stderr, "\n  good call %zu: args %s, want %s\n", i, args, g->args);
         CU_ASSERT_STRING_EQUAL(args, g->args);
         /* Llama 3 parses the same body. */
         CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_LLAMA3, g->text, strlen(g->text), name, sizeof name, args,
@@ -437,11 +450,13 @@ static void test_parse_bad(void)
     char name[64], args[256], err[256];
     /* NUL inside the given length: refused, not read as a shorter text. */
     static const char nul[] = "{\"name\": \"f\", \"arguments\": {}}\0x";
-    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, nul, sizeof nul - 1, name, sizeof name, args, sizeof args,
-                                         err, sizeof err), -1);
+    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, nul, sizeof nul - 1, name, sizeof name, args,
+                                         sizeof args, err, sizeof err),
+                    -1);
     /* Caps: a name or arguments that do not fit are refused, not cut. */
     static const char ok[] = "{\"name\": \"abcdef\", \"arguments\": {\"k\": \"0123456789\"}}";
-    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, ok, strlen(ok), name, 6, args, sizeof args, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(
+        chat_parse_tool_call(CHAT_QWEN3, ok, strlen(ok), name, 6, args, sizeof args, err, sizeof err), -1);
     CU_ASSERT(strstr(err, "name") != NULL);
     CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, ok, strlen(ok), name, 7, args, 18, err, sizeof err), -1);
     CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, ok, strlen(ok), name, 7, args, 19, err, sizeof err), 0);
@@ -462,13 +477,16 @@ static void test_parse_long(void)
     o += sprintf(t + o, "\"}}");
     char name[32], err[256];
     char *args = malloc(n + 64);
-    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, t, (size_t)o, name, sizeof name, args, n + 64, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(
+        chat_parse_tool_call(CHAT_QWEN3, t, (size_t)o, name, sizeof name, args, n + 64, err, sizeof err), 0);
     CU_ASSERT_EQUAL(strlen(args), n_x + strlen("{\"s\":\"\"}"));
-    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, t, (size_t)o, name, sizeof name, args, 1000, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(
+        chat_parse_tool_call(CHAT_QWEN3, t, (size_t)o, name, sizeof name, args, 1000, err, sizeof err), -1);
     /* Deep nesting: jansson's depth limit, an error either way. */
     o = sprintf(t, "{\"name\": \"deep\", \"arguments\": ");
     while ((size_t)o < n) t[o++] = '[';
-    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, t, (size_t)o, name, sizeof name, args, n, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(
+        chat_parse_tool_call(CHAT_QWEN3, t, (size_t)o, name, sizeof name, args, n, err, sizeof err), -1);
     memset(t, '{', n);
     CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, t, n, name, sizeof name, args, n, err, sizeof err), -1);
     free(t);
@@ -476,7 +494,8 @@ static void test_parse_long(void)
     t = malloc(big);
     memset(t, ' ', big);
     memcpy(t, "{\"name\": \"f\", \"arguments\": {}}", 30);
-    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, t, big, name, sizeof name, args, n, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(chat_parse_tool_call(CHAT_QWEN3, t, big, name, sizeof name, args, n, err, sizeof err),
+                    -1);
     CU_ASSERT(strstr(err, "allowed") != NULL);
     free(t);
     free(args);
@@ -486,7 +505,8 @@ static void test_parse_long(void)
  * and arguments that parse again to themselves. */
 static void test_parse_fuzz(void)
 {
-    static const char alphabet[] = "{}[]\":,\\ \n\tnameargumentsu0123456789.-+eEtrufalsenul\x01\x7f\xc3\xa9\xff";
+    static const char alphabet[] =
+        "{}[]\":,\\ \n\tnameargumentsu0123456789.-+eEtrufalsenul\x01\x7f\xc3\xa9\xff";
     struct rng r;
     int accepted = 0;
     for (int it = 0; it < 6000; it++) {
@@ -496,7 +516,8 @@ static void test_parse_fuzz(void)
         if (it % 2 == 0) {
             len = (size_t)rng_below(&r, sizeof buf);
             for (size_t i = 0; i < len; i++)
-                buf[i] = it % 4 == 0 ? (char)rng_below(&r, 256) : alphabet[rng_below(&r, sizeof alphabet - 1)];
+                buf[i] =
+                    it % 4 == 0 ? (char)rng_below(&r, 256) : alphabet[rng_below(&r, sizeof alphabet - 1)];
         } else {
             const char *g = good_calls[rng_below(&r, sizeof good_calls / sizeof good_calls[0])].text;
             len = strlen(g);
@@ -505,10 +526,16 @@ static void test_parse_fuzz(void)
             for (int e = 0; e < edits && len > 0; e++) {
                 size_t at = (size_t)rng_below(&r, len);
                 switch (rng_below(&r, 4)) {
-                case 0: buf[at] = (char)rng_below(&r, 256); break;                          /* flip */
-                case 1: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;        /* delete */
-                case 2: if (len < sizeof buf) { memmove(buf + at + 1, buf + at, len - at); buf[at] = alphabet[rng_below(&r, sizeof alphabet - 1)]; len++; } break;
-                default: len = at; break;                                                   /* truncate */
+                case 0: buf[at] = (char)rng_below(&r, 256); break; /* flip */
+                case 1: memmove(buf + at, buf + at + 1, len - at - 1); len--; break; /* delete */
+                case 2: /* insert */
+                    if (len < sizeof buf) {
+                        memmove(buf + at + 1, buf + at, len - at);
+                        buf[at] = alphabet[rng_below(&r, sizeof alphabet - 1)];
+                        len++;
+                    }
+                    break;
+                default: len = at; break; /* truncate */
                 }
             }
         }
@@ -531,8 +558,9 @@ static void test_parse_fuzz(void)
 static void test_next_tool_call(void)
 {
     size_t s, e;
-    static const char q[] = "<think>\nx\n</think>\n\nok\n<tool_call>\n{\"a\": 1}\n</tool_call>\n<tool_call>\nB\n</tool_call>"
-                            "<tool_call>\n{unterminated";
+    static const char q[] =
+        "<think>\nx\n</think>\n\nok\n<tool_call>\n{\"a\": 1}\n</tool_call>\n<tool_call>\nB\n</tool_call>"
+        "<tool_call>\n{unterminated";
     size_t len = strlen(q);
     CU_ASSERT_EQUAL(chat_next_tool_call(CHAT_QWEN3, q, len, 0, &s, &e), 1);
     CU_ASSERT_EQUAL(e - s, strlen("\n{\"a\": 1}\n"));
@@ -545,7 +573,8 @@ static void test_next_tool_call(void)
     CU_ASSERT_EQUAL(chat_next_tool_call(CHAT_QWEN3, q, len, e, &s, &e), 0);
     CU_ASSERT_EQUAL(chat_next_tool_call(CHAT_QWEN3, "no calls", 8, 0, &s, &e), 0);
 
-    static const char l[] = "Let me check {this}.\n  {\"name\": \"f\", \"arguments\": {}}\n{\"name\": \"g\", \"arguments\": {\"x\": 1}}";
+    static const char l[] = "Let me check {this}.\n  {\"name\": \"f\", \"arguments\": {}}\n{\"name\": \"g\", "
+                            "\"arguments\": {\"x\": 1}}";
     len = strlen(l);
     CU_ASSERT_EQUAL(chat_next_tool_call(CHAT_LLAMA3, l, len, 0, &s, &e), 1);
     CU_ASSERT_EQUAL(memcmp(l + s, "{\"name\": \"f\", \"arguments\": {}}", e - s), 0);
@@ -568,7 +597,9 @@ static void test_call_round_trip(void)
     static const int families[] = {CHAT_QWEN3, CHAT_LLAMA3};
     for (int fi = 0; fi < 2; fi++) {
         int family = families[fi];
-        struct chat_message m = {.role = "assistant", .content = "Two calls.", .tool_calls = calls, .n_tool_calls = 2};
+        struct chat_message m = {
+            .role = "assistant", .content = "Two calls.", .tool_calls = calls, .n_tool_calls = 2
+        };
         char text[1024], err[256];
         size_t len = chat_render_assistant(family, &m, 0, text, sizeof text, err, sizeof err);
         CU_ASSERT_FATAL(len < sizeof text);
@@ -577,7 +608,9 @@ static void test_call_round_trip(void)
         size_t s, e = 0;
         int k = 0;
         while (k < 2 && chat_next_tool_call(family, text, len, e, &s, &e)) {
-            CU_ASSERT_EQUAL(chat_parse_tool_call(family, text + s, e - s, names[k], 64, args[k], 256, err, sizeof err), 0);
+            CU_ASSERT_EQUAL(
+                chat_parse_tool_call(family, text + s, e - s, names[k], 64, args[k], 256, err, sizeof err),
+                0);
             back[k] = (struct chat_tool_call){names[k], args[k]};
             k++;
         }
@@ -599,14 +632,16 @@ static void test_bad_input(void)
     struct chat_tool_call tc = {"f", "{}"};
     struct chat_message m[2] = {{.role = "user", .content = "hi"},
                                 {.role = "assistant", .content = "", .tool_calls = &tc, .n_tool_calls = 1}};
-    static const char *const bad_tools[] = {"{}", "not json", "[1]", "[{\"a\": 1}, \"x\"]", "[", "[] x", "null"};
+    static const char *const bad_tools[] = { "{}", "not json", "[1]", "[{\"a\": 1}, \"x\"]",
+                                             "[",  "[] x",     "null" };
     static const int families[] = {CHAT_QWEN3, CHAT_LLAMA3};
     char out[256], err[256];
     for (int fi = 0; fi < 2; fi++) {
         int f = families[fi];
         for (size_t i = 0; i < sizeof bad_tools / sizeof bad_tools[0]; i++) {
             err[0] = '\0';
-            CU_ASSERT_EQUAL(chat_render(f, m, 2, bad_tools[i], 1, 1, out, sizeof out, err, sizeof err), (size_t)-1);
+            CU_ASSERT_EQUAL(chat_render(f, m, 2, bad_tools[i], 1, 1, out, sizeof out, err, sizeof err),
+                            (size_t)-1);
             CU_ASSERT(strstr(err, "tools_json") != NULL);
         }
         CU_ASSERT(chat_render(f, m, 2, "[]", 1, 1, out, sizeof out, err, sizeof err) != (size_t)-1);
@@ -667,11 +702,21 @@ static void test_family_names(void)
         const char *name;
         int family;
     } t[] = {
-        {"qwen3", CHAT_QWEN3}, {"qwen2", CHAT_QWEN3}, {"qwen3_moe", CHAT_QWEN3}, {"Qwen/Qwen3-8B", CHAT_QWEN3},
-        {"QWEN3", CHAT_QWEN3}, {"llama", CHAT_LLAMA3}, {"meta-llama/Meta-Llama-3-8B-Instruct", CHAT_LLAMA3},
-        {"Llama-3.2-1B", CHAT_LLAMA3}, {"mistral", -1}, {"", -1}, {"gpt2", -1}, {"org/qwen-like/llama", CHAT_LLAMA3},
+        { "qwen3", CHAT_QWEN3 },
+        { "qwen2", CHAT_QWEN3 },
+        { "qwen3_moe", CHAT_QWEN3 },
+        { "Qwen/Qwen3-8B", CHAT_QWEN3 },
+        { "QWEN3", CHAT_QWEN3 },
+        { "llama", CHAT_LLAMA3 },
+        { "meta-llama/Meta-Llama-3-8B-Instruct", CHAT_LLAMA3 },
+        { "Llama-3.2-1B", CHAT_LLAMA3 },
+        { "mistral", -1 },
+        { "", -1 },
+        { "gpt2", -1 },
+        { "org/qwen-like/llama", CHAT_LLAMA3 },
     };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) CU_ASSERT_EQUAL(chat_family_from_name(t[i].name), t[i].family);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        CU_ASSERT_EQUAL(chat_family_from_name(t[i].name), t[i].family);
     CU_ASSERT_EQUAL(chat_family_from_name(NULL), -1);
     CU_ASSERT_STRING_EQUAL(chat_family_name(CHAT_QWEN3), "qwen3");
     CU_ASSERT_STRING_EQUAL(chat_family_name(CHAT_LLAMA3), "llama3");

@@ -113,7 +113,8 @@ int chat_parse_tool_call(int family, const char *text, size_t len, char *name, s
     int rc = -1;
     struct chat_buf b = {0};
     if (!json_is_object(call)) {
-        chat_set_err(err, errlen, "tool call: not a JSON object (expected {\"name\": ..., \"arguments\": {...}})");
+        chat_set_err(err, errlen,
+                     "tool call: not a JSON object (expected {\"name\": ..., \"arguments\": {...}})");
         goto fail;
     }
     json_t *n = json_object_get(call, "name");
