@@ -864,6 +864,7 @@ static size_t shift_decode(void *ctx, const int32_t *ids, size_t n, char *out, s
 static const struct vocab shift_text = {
     .size = SHIFT_SIZE, .name = "shifted", .ctx = &shift_ctx,
     .encode = shift_encode, .decode = shift_decode, .is_special = shift_is_special,
+    .encode_markup = shift_encode,
 };
 static const struct tag_ids shift_tags = {
     .bos = SHIFT_TAGS + 0, .eos = SHIFT_TAGS + 1, .user = SHIFT_TAGS + 2,

@@ -254,7 +254,7 @@ static void test_tag_format_checks(void)
     struct vocab none = *byte;
     none.decode = NULL;
     CU_ASSERT_EQUAL(tag_format_init(&f, &v, &none, &bf->t, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "encode, decode and is_special"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "encode, decode, is_special and encode_markup"));
 }
 
 int main(void)

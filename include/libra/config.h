@@ -64,7 +64,12 @@ struct device_config {
 
 struct model_config {
     char profile[CFG_PATH_MAX]; /* model profile file (architecture numbers, emu) */
-    char checkpoint[CFG_PATH_MAX]; /* cpu: HDF5 model to start from; "" = fresh (below) */
+    char checkpoint[CFG_PATH_MAX]; /* cpu: HDF5 model file or Hugging Face directory;
+                                      "" = fresh (below) */
+    char tokenizer[CFG_PATH_MAX];  /* cpu: tokenizer.json or its directory; "" = the
+                                      checkpoint's own */
+    char chat_format[16];          /* auto, libra, qwen3, llama3 */
+    int enable_thinking;           /* qwen3: 1 = thinking on */
     /* cpu, fresh model: a byte-level Llama-style transformer of these shapes */
     int hidden_size, n_layers, n_heads, n_kv_heads, head_dim, intermediate_size;
     int max_position;

@@ -48,6 +48,12 @@ struct vocab {
     size_t (*decode)(void *ctx, const int32_t *ids, size_t n, char *out, size_t cap);
     /* 1 if id (in [0, size)) is a special token rather than text, else 0. */
     int (*is_special)(void *ctx, int32_t id);
+    /* Encodes text in which the tokenizer's special spellings ("<|im_start|>",
+     * "<tool_call>", ...) become their ids: for trusted text only (templates, a
+     * prompt typed on the command line). Same contract as encode otherwise. */
+    size_t (*encode_markup)(void *ctx, const char *text, size_t len, int32_t *out, size_t cap);
+    /* 1 if the id ends free generation (end of text: <|eos|>, <|im_end|>, ...). */
+    int (*ends_text)(void *ctx, int32_t id);
 
     /* ---- the conversation format ---- */
     /* The prompt: the conversation's opening (the system text and the tool described,

@@ -79,7 +79,8 @@ static void value_text(const struct cfg_key *k, const void *base, char *buf, siz
     case CFG_STRING:
     case CFG_NAME:
     case CFG_ENUM:
-    case CFG_PATH: quote(buf, n, (const char *)f); return;
+    case CFG_PATH:
+    case CFG_MODEL_PATH: quote(buf, n, (const char *)f); return;
     case CFG_TP_LIST: tp_text(base, buf, n); return;
     case CFG_SCHEDULE:
     case CFG_BUCKETS: snprintf(buf, n, "()"); return; /* printed by hand */

@@ -106,8 +106,20 @@ const struct cfg_key cfg_schema[] = {
 
     STR_KEY("model", "profile", CFG_PATH, model.profile, "models/qwen3-14b.cfg", 1,
             CFG_PATH_MAX - 1, "model profile (architecture numbers; emu and the planner)"),
-    STR_KEY("model", "checkpoint", CFG_PATH, model.checkpoint, "", 0, CFG_PATH_MAX - 1,
-            "cpu: HDF5 model to start from; \"\" = a fresh model of the shapes below"),
+    STR_KEY("model", "checkpoint", CFG_MODEL_PATH, model.checkpoint, "", 0, CFG_PATH_MAX - 1,
+            "cpu: the model to start from: a libra HDF5 model file or a Hugging Face "
+            "checkpoint directory (config.json + safetensors); \"\" = a fresh byte-level "
+            "model of the shapes below"),
+    STR_KEY("model", "tokenizer", CFG_MODEL_PATH, model.tokenizer, "", 0, CFG_PATH_MAX - 1,
+            "cpu: a tokenizer.json, or a directory holding one; \"\" = the checkpoint's own "
+            "(tokenizer.json in a Hugging Face directory, else the byte-level tokenizer)"),
+    ENUM_KEY("model", "chat_format", model.chat_format, "auto", "auto, libra, qwen3, llama3",
+             "cpu: the conversation format: libra tags (byte-level models), the Qwen3 or "
+             "Llama 3 chat template; auto = from the checkpoint (libra for HDF5 models, "
+             "config.json's model_type for Hugging Face ones)"),
+    INT_KEY("model", "enable_thinking", model.enable_thinking, 0, 0, 1, "",
+            "qwen3 chat format: 1 = let the model open a <think> block; 0 = the template's "
+            "empty thinking block after the generation prompt"),
     INT_KEY("model", "hidden_size", model.hidden_size, 128, 8, 65536, "", "fresh model: C"),
     INT_KEY("model", "n_layers", model.n_layers, 4, 1, 1024, "", "fresh model: layers"),
     INT_KEY("model", "n_heads", model.n_heads, 4, 1, 1024, "", "fresh model: attention heads"),
@@ -406,6 +418,7 @@ const char *cfg_type_name(enum cfg_type type)
     case CFG_NAME: return "name";
     case CFG_ENUM: return "enum";
     case CFG_PATH: return "path";
+    case CFG_MODEL_PATH: return "path";
     case CFG_TP_LIST: return "int array";
     case CFG_SCHEDULE:
     case CFG_BUCKETS: return "list of groups";
@@ -508,6 +521,7 @@ void cfg_range_text(const struct cfg_key *k, char *buf, size_t n)
         return;
     case CFG_ENUM: snprintf(buf, n, "one of %s", k->allowed); return;
     case CFG_PATH: snprintf(buf, n, "an existing file (see Paths)"); return;
+    case CFG_MODEL_PATH: snprintf(buf, n, "an existing file or directory (see Paths)"); return;
     case CFG_TP_LIST:
         snprintf(buf, n, "%.0f .. %.0f entries, each %s", k->min, k->max, k->allowed);
         return;
@@ -526,7 +540,8 @@ void cfg_default_text(const struct cfg_key *k, char *buf, size_t n)
     case CFG_STRING:
     case CFG_NAME:
     case CFG_ENUM:
-    case CFG_PATH: snprintf(buf, n, "\"%s\"", k->def_s); return;
+    case CFG_PATH:
+    case CFG_MODEL_PATH: snprintf(buf, n, "\"%s\"", k->def_s); return;
     case CFG_TP_LIST:
     case CFG_SCHEDULE: snprintf(buf, n, "%s", k->def_s); return;
     case CFG_BUCKETS: {

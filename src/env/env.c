@@ -89,6 +89,7 @@ static int validate_vocab(const struct vocab *v, char *err, size_t errlen)
     } fn[] = {
         {"encode", v->encode != NULL},         {"decode", v->decode != NULL},
         {"is_special", v->is_special != NULL}, {"prompt", v->prompt != NULL},
+        {"encode_markup", v->encode_markup != NULL}, {"ends_text", v->ends_text != NULL},
         {"ends_turn", v->ends_turn != NULL},   {"turn_calls", v->turn_calls != NULL},
         {"call_text", v->call_text != NULL},   {"tool_response", v->tool_response != NULL},
         {"answer", v->answer != NULL},         {"write_call", v->write_call != NULL},

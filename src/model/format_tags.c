@@ -34,6 +34,15 @@ static size_t tags_decode(void *ctx, const int32_t *ids, size_t n, char *out, si
     return f->text.decode(f->text.ctx, ids, n, out, cap);
 }
 
+static size_t tags_encode_markup(void *ctx, const char *text, size_t len, int32_t *out,
+                                 size_t cap)
+{
+    const struct tag_format *f = F(ctx);
+    return f->text.encode_markup(f->text.ctx, text, len, out, cap);
+}
+
+static int tags_ends_text(void *ctx, int32_t id) { return id == F(ctx)->t.eos; }
+
 static int tags_is_special(void *ctx, int32_t id)
 {
     const struct tag_format *f = F(ctx);
@@ -156,6 +165,8 @@ const struct vocab tag_format_ops = {
     .encode = tags_encode,
     .decode = tags_decode,
     .is_special = tags_is_special,
+    .encode_markup = tags_encode_markup,
+    .ends_text = tags_ends_text,
     .prompt = tags_prompt,
     .ends_turn = tags_ends_turn,
     .turn_calls = tags_turn_calls,
@@ -169,9 +180,10 @@ const struct vocab tag_format_ops = {
 int tag_format_init(struct tag_format *f, struct vocab *v, const struct vocab *base,
                     const struct tag_ids *t, char *err, size_t errlen)
 {
-    if (!base || base->size <= 0 || !base->encode || !base->decode || !base->is_special) {
+    if (!base || base->size <= 0 || !base->encode || !base->decode || !base->is_special ||
+        !base->encode_markup) {
         snprintf(err, errlen, "tag format: the text encoding needs a positive size and "
-                              "encode, decode and is_special");
+                              "encode, decode, is_special and encode_markup");
         return -1;
     }
     const struct {

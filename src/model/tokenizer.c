@@ -110,6 +110,13 @@ static size_t vocab_encode(void *ctx, const char *text, size_t len, int32_t *out
     return tok_encode(text, len, 0, out, cap);
 }
 
+static size_t vocab_encode_markup(void *ctx, const char *text, size_t len, int32_t *out,
+                                  size_t cap)
+{
+    (void)ctx;
+    return tok_encode(text, len, 1, out, cap);
+}
+
 static size_t vocab_decode(void *ctx, const int32_t *ids, size_t n, char *out, size_t cap)
 {
     (void)ctx;
@@ -128,6 +135,7 @@ static const struct vocab byte_text = {
     .size = TOK_VOCAB_SIZE,
     .name = "bytes",
     .encode = vocab_encode,
+    .encode_markup = vocab_encode_markup,
     .decode = vocab_decode,
     .is_special = vocab_is_special,
 };
