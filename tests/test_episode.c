@@ -29,8 +29,12 @@
 
 #define SEQ_MAX 512
 
-static const struct tfm_config tiny = {TFM_LLAMA, TOK_VOCAB_SIZE, 64, 2, 4, 2, 16, 128, 512,
-                                       1e-5f, 1e4f, 0, 0, 0};
+static const struct tfm_config tiny = {.family = TFM_LLAMA, .vocab_size = TOK_VOCAB_SIZE,
+                                       .hidden_size = 64, .n_layers = 2, .n_heads = 4,
+                                       .n_kv_heads = 2, .head_dim = 16,
+                                       .intermediate_size = 128,
+                                       .max_position_embeddings = 512, .rms_norm_eps = 1e-5f,
+                                       .rope_theta = 1e4f};
 
 static void calc_env(struct env *e, double mistake_rate)
 {

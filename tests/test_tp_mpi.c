@@ -28,10 +28,15 @@
 #include "libra/tfm_decode.h"
 #include "testutil.h"
 
+#define TINY(fam, H, K, D, F, theta, tie, bias, qkn)                                          \
+    .family = fam, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = H,         \
+    .n_kv_heads = K, .head_dim = D, .intermediate_size = F, .max_position_embeddings = 512,   \
+    .rms_norm_eps = 1e-6f, .rope_theta = theta, .tie_word_embeddings = tie,                   \
+    .attention_bias = bias, .qk_norm = qkn
 static const struct tfm_config cfgs[] = {
-    {TFM_LLAMA, 301, 32, 2, 8, 2, 8, 48, 512, 1e-6f, 1e4f, 0, 0, 0},
-    {TFM_QWEN2, 301, 32, 2, 8, 4, 8, 40, 512, 1e-6f, 1e6f, 0, 1, 0},
-    {TFM_QWEN3, 301, 32, 2, 4, 2, 12, 48, 512, 1e-6f, 1e4f, 1, 0, 1},
+    {TINY(TFM_LLAMA, 8, 2, 8, 48, 1e4f, 0, 0, 0)},
+    {TINY(TFM_QWEN2, 8, 4, 8, 40, 1e6f, 0, 1, 0)},
+    {TINY(TFM_QWEN3, 4, 2, 12, 48, 1e4f, 1, 0, 1)},
 };
 #define N_CFG 3
 
