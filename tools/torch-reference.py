@@ -182,14 +182,15 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope_freqs(cf):
+def rope_freqs(cf, bug=None):
     """(inv_freq (D/2) float64, attention scaling a) of a case. The golden cases: the
     plain formula theta^(-2i/D) in float64. A Hugging Face model (cf["rope"] set): the
     float32 frequencies transformers computes (hf_rope_init, rope_scaling included),
     then everything else in float64."""
     D = cf["D"]
     if "rope" in cf:
-        inv, a = hf_rope_init(D, cf["rope_theta"], cf["rope"]["max_pos"], cf["rope"]["scaling"])
+        scaling = None if bug == "no_rope_scaling" else cf["rope"]["scaling"]
+        inv, a = hf_rope_init(D, cf["rope_theta"], cf["rope"]["max_pos"], scaling)
         return inv.to(torch.float64), float(np.float32(a))
     theta = F32(cf["rope_theta"])
     return 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)), 1.0
@@ -216,7 +217,7 @@ def model_logits(cf, P, batch, bug=None):
     """P: name -> tensor (any float dtype). Returns logits (T, V) at temperature 1."""
     H, K, D, C = cf["H"], cf["K"], cf["D"], cf["C"]
     dt = P["model.embed_tokens.weight"].dtype
-    eps, freqs = F32(cf["eps"]), rope_freqs(cf)
+    eps, freqs = F32(cf["eps"]), rope_freqs(cf, bug)
     lens = [int(n) for n in batch["seq_len"]]
     T = sum(lens)
     tokens = torch.as_tensor(batch["tokens"], dtype=torch.long)
@@ -690,9 +691,9 @@ def hf_logits(args):
     batch = dict(seq_len=np.array([len(tokens)], np.int32), tokens=tokens)
     with torch.no_grad():
         logits = model_logits(cf, {n: torch.tensor(a, dtype=torch.float64) for n, a in P.items()},
-                              batch).numpy()
+                              batch, args.bug).numpy()
     ok = True
-    if args.validate:
+    if args.validate and not args.bug:
         err = tensor_err(loop_reference(cf, P, batch), logits)
         ok = err < 1e-12
         print("  logits vs loop-by-loop numpy forward: %.3e (limit 1e-12) %s"
@@ -981,6 +982,9 @@ def main():
                     "logits of --tokens to --logits only")
     ap.add_argument("--tokens", metavar="FILE", help="--hf: whitespace-separated token ids")
     ap.add_argument("--logits", metavar="OUT", help="--hf: OUT.npy, or HDF5 (dataset /logits)")
+    ap.add_argument("--bug", metavar="MUTANT", help="--hf: compute with a classic bug (e.g. "
+                    "no_rope_scaling, rope_interleaved), so that a parity test can show it "
+                    "would notice it")
     args = ap.parse_args()
     if args.rope_golden:
         return 0 if write_rope_golden(args.rope_golden, args.validate) else 1
