@@ -6,6 +6,21 @@ PyTorch reference for the C transformer (include/libra/tfm.h) and its optimizer
     /usr/bin/python3 tools/torch-reference.py              # writes tests/golden/*.h5
     /usr/bin/python3 tools/torch-reference.py --validate   # the same, plus self-checks
     /usr/bin/python3 tools/torch-reference.py --out DIR --case qwen3-gqa-tied
+    /usr/bin/python3 tools/torch-reference.py --rope-golden tests/golden/rope.txt --validate
+    /usr/bin/python3 tools/torch-reference.py --hf DIR --tokens FILE --logits OUT.h5 \
+        [--validate] [--bug MUTANT]
+
+--rope-golden writes the rotary tables of ROPE_CASES as transformers computes them
+(hf_rope_init: default, linear, llama3, yarn, float32 in torch's order of operations;
+--validate checks them against a float64 element-by-element writing of the formulas)
+for tests/test_rope.c. --hf reads a Hugging Face model directory (config.json of
+model_type llama / qwen2 / qwen3, model.safetensors or the shards of
+model.safetensors.index.json, read by our own safetensors reader; F32, F16, BF16) and
+writes the logits (T, V) of the token ids in FILE as one sequence: float64 from the
+stored weights widened to float32, the rotary frequencies HF's float32 ones
+(rope_scaling included); float32 to OUT (.npy, or HDF5 dataset /logits). --validate
+checks them against the loop-by-loop forward; --bug computes them with a classic
+mistake (no_rope_scaling, rope_interleaved, ...) for tests/hf_parity.sh's self-check.
 
 Needs python3-torch, python3-h5py and python3-numpy (Debian: apt-get install -y
 python3-torch python3-h5py python3-numpy; written against torch 1.13). It does NOT use
