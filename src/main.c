@@ -21,6 +21,8 @@ static void usage(FILE *out)
             "  libra --config-reference           every configuration key (Markdown)\n"
             "  libra --devices                    GPUs this build can use\n"
             "  libra score MODEL.h5 TOKENS_FILE   log-prob of each token given the ones before\n"
+            "  libra logits MODEL.h5 TOKENS_FILE OUT.h5\n"
+            "                                     the logits of one sequence: /logits (T, V)\n"
             "  libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
             "                 [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
             "  libra --bench-engine [tiny|small|100m ...]   CPU engine throughput\n"
@@ -51,6 +53,7 @@ int main(int argc, char **argv)
     if (strcmp(a, "--config-reference") == 0) return cmd_config_reference();
     if (strcmp(a, "--devices") == 0) return cmd_devices();
     if (strcmp(a, "score") == 0) return cmd_score(argc - 2, argv + 2);
+    if (strcmp(a, "logits") == 0) return cmd_logits(argc - 2, argv + 2);
     if (strcmp(a, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
     if (strcmp(a, "sft") == 0) return cmd_sft(argc - 2, argv + 2);
     if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The model commands end to end on a shipped model file: `libra score` prints one
 # log-prob per scored token (each <= 0) and refuses bad token files with a clear
-# message; `libra generate` is deterministic when greedy or seeded and rejects bad
-# options.
+# message; `libra logits` writes its file and checks its arguments; `libra generate` is
+# deterministic when greedy or seeded and rejects bad options.
 . "$(dirname "$0")/mpi_common.sh"
 out=$(scratch cli)
 model="$top_srcdir/tests/golden/qwen3-gqa-tied.model.h5"
@@ -19,6 +19,12 @@ grep -q "token 3: '300' is not a token id in \[0, 300)" "$out/err" || fail "scor
 if "$LIBRA" score "$out/toks" "$out/toks" 2> "$out/err"; then fail "score accepted a non-model"; fi
 grep -q "not an HDF5 file" "$out/err" || fail "score: unclear message for a non-HDF5 model"
 
+"$LIBRA" logits "$model" "$out/toks" "$out/logits.h5" > /dev/null || fail "logits exited non-zero"
+[ -s "$out/logits.h5" ] || fail "logits wrote no file"
+if "$LIBRA" logits "$model" "$out/toks" 2> "$out/err"; then fail "logits accepted 2 arguments"; fi
+grep -q "usage: libra logits" "$out/err" || fail "logits: no usage message"
+if "$LIBRA" logits "$model" "$out/bad" "$out/l2.h5" 2> /dev/null; then fail "logits accepted token 300"; fi
+
 "$LIBRA" generate "$model" --prompt "Hi <tool_call>" --max-new 12 > "$out/g1" || fail "generate"
 "$LIBRA" generate "$model" --prompt "Hi <tool_call>" --max-new 12 > "$out/g2" || fail "generate"
 cmp -s "$out/g1" "$out/g2" || fail "greedy generate is not deterministic"
@@ -28,5 +34,5 @@ cmp -s "$out/g1" "$out/g2" || fail "greedy generate is not deterministic"
     --max-new 12 > "$out/s2" || fail "generate --prompt-tokens"
 cmp -s "$out/s1" "$out/s2" || fail "seeded generate is not deterministic"
 if "$LIBRA" generate "$model" --top-p 0 2> /dev/null; then fail "generate accepted --top-p 0"; fi
-echo "ok: score and generate"
+echo "ok: score, logits and generate"
 [ -n "${KEEP:-}" ] || rm -rf "$out"

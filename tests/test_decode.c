@@ -11,19 +11,26 @@
 #include "libra/tfm_decode.h"
 #include "testutil.h"
 
+#define TINY(fam, K, D, F, theta, tie, bias, qkn)                                            \
+    .family = fam, .vocab_size = 300, .hidden_size = 32, .n_layers = 2, .n_heads = 4,         \
+    .n_kv_heads = K, .head_dim = D, .intermediate_size = F, .max_position_embeddings = 512,   \
+    .rms_norm_eps = 1e-6f, .rope_theta = theta, .tie_word_embeddings = tie,                   \
+    .attention_bias = bias, .qk_norm = qkn
 static const struct tfm_config cfgs[] = {
     /* qwen3-style: qk norm, tied, GQA, H*D != C */
-    {.family = TFM_QWEN3, .vocab_size = 300, .hidden_size = 32, .n_layers = 2, .n_heads = 4,
-     .n_kv_heads = 2, .head_dim = 12, .intermediate_size = 48, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 1, .attention_bias = 0,
-     .qk_norm = 1},
+    {TINY(TFM_QWEN3, 2, 12, 48, 1e4f, 1, 0, 1)},
     /* qwen2-style: biases, untied, GQA */
-    {.family = TFM_QWEN2, .vocab_size = 300, .hidden_size = 32, .n_layers = 2, .n_heads = 4,
-     .n_kv_heads = 1, .head_dim = 8, .intermediate_size = 40, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e6f, .tie_word_embeddings = 0, .attention_bias = 1,
-     .qk_norm = 0},
+    {TINY(TFM_QWEN2, 1, 8, 40, 1e6f, 0, 1, 0)},
+    /* llama with Llama 3.1 rope scaling (original context 16: scaled bands at these
+     * lengths), then yarn with its attention factor: decode and the training path
+     * must read the same scaled table */
+    {TINY(TFM_LLAMA, 2, 8, 40, 5e5f, 0, 0, 0), .rope_type = TFM_ROPE_LLAMA3,
+     .rope_factor = 8, .rope_low_freq_factor = 1, .rope_high_freq_factor = 4,
+     .rope_original_max_pos = 16},
+    {TINY(TFM_QWEN3, 2, 12, 48, 1e4f, 0, 0, 1), .rope_type = TFM_ROPE_YARN, .rope_factor = 4,
+     .rope_original_max_pos = 32},
 };
-#define N_CFG 2
+#define N_CFG 4
 
 static void random_tokens(int32_t *t, int n, int V, uint64_t key)
 {

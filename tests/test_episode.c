@@ -30,10 +30,11 @@
 #define SEQ_MAX 512
 
 static const struct tfm_config tiny = {.family = TFM_LLAMA, .vocab_size = TOK_VOCAB_SIZE,
-    .hidden_size = 64, .n_layers = 2,
-    .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .intermediate_size = 128,
-    .max_position_embeddings = 512, .rms_norm_eps = 1e-5f, .rope_theta = 1e4f,
-    .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0};
+                                       .hidden_size = 64, .n_layers = 2, .n_heads = 4,
+                                       .n_kv_heads = 2, .head_dim = 16,
+                                       .intermediate_size = 128,
+                                       .max_position_embeddings = 512, .rms_norm_eps = 1e-5f,
+                                       .rope_theta = 1e4f};
 
 static void calc_env(struct env *e, double mistake_rate)
 {

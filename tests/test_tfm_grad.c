@@ -1,7 +1,8 @@
 /*
  * The whole CPU transformer (tfm.c, tfm_forward.c, tfm_backward.c) on tiny configs of
  * each family: llama (untied, MHA), llama with GQA, qwen2 (q/k/v biases, GQA),
- * qwen3 (per-head q/k norm, tied embeddings, K = 1).
+ * qwen3 (per-head q/k norm, tied embeddings, K = 1), llama with yarn rope scaling (its
+ * attention factor scales cos and sin, so the rotation is no longer orthogonal).
  *
  *  - parameters: count = sum over the Hugging Face tensor table, names, carving;
  *  - forward against a plain double-precision reference written from the
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/model/rope.h"
 #include "../src/model/tfm_state.h"
 #include "libra/rng.h"
 #include "libra/tfm.h"
@@ -81,6 +83,17 @@ static struct tfm_config cfg_qwen3(void)
     c.head_dim = 6; /* head_dim * H != hidden_size, as in real qwen3 models */
     c.qk_norm = 1;
     c.tie_word_embeddings = 1;
+    return c;
+}
+
+/* yarn with an original context of 4 positions: pair 0 keeps its frequency, pair 1 is
+ * interpolated (/ 4), cos and sin scaled by 0.1 ln 4 + 1. */
+static struct tfm_config cfg_yarn(void)
+{
+    struct tfm_config c = base_config();
+    c.rope_type = TFM_ROPE_YARN;
+    c.rope_factor = 4;
+    c.rope_original_max_pos = 4;
     return c;
 }
 
@@ -154,17 +167,22 @@ static void ref_rmsnorm(double *y, const double *x, const float *w, int n, int C
     }
 }
 
-/* HF apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, cos/sin = cat(f, f). */
-static void ref_rope(double *x, int n, int nh, int D, double theta)
+/* HF apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, cos/sin = a cat(f, f),
+ * f = position * w_i; w and a from rope_inv_freq (the frequencies themselves are
+ * checked against Hugging Face's in test_rope.c). */
+static void ref_rope(double *x, int n, int nh, const struct tfm_config *c)
 {
+    int D = c->head_dim;
     double tmp[64];
+    float w[32];
+    double a = rope_inv_freq(w, c);
     for (int t = 0; t < n; t++)
         for (int h = 0; h < nh; h++) {
             double *xh = x + ((size_t)t * nh + h) * D;
             for (int i = 0; i < D; i++) {
-                double f = t * pow(theta, -2.0 * (i % (D / 2)) / D);
+                double f = t * (double)w[i % (D / 2)];
                 double rot = i < D / 2 ? -xh[i + D / 2] : xh[i - D / 2];
-                tmp[i] = xh[i] * cos(f) + rot * sin(f);
+                tmp[i] = a * (xh[i] * cos(f) + rot * sin(f));
             }
             memcpy(xh, tmp, (size_t)D * sizeof(double));
         }
@@ -193,8 +211,8 @@ static void ref_forward(const struct tfm_config *c, const struct tfm_params *p,
             ref_rmsnorm(q, q, w.q_norm, n * H, D, c->rms_norm_eps);
             ref_rmsnorm(k, k, w.k_norm, n * K, D, c->rms_norm_eps);
         }
-        ref_rope(q, n, H, D, c->rope_theta);
-        ref_rope(k, n, K, D, c->rope_theta);
+        ref_rope(q, n, H, c);
+        ref_rope(k, n, K, c);
         for (int t = 0; t < n; t++)
             for (int hh = 0; hh < H; hh++) {
                 int kh = hh / (H / K);
@@ -236,9 +254,9 @@ static void ref_forward(const struct tfm_config *c, const struct tfm_params *p,
 /* ---------------------------------------------------------------- tests */
 
 static struct tfm_config (*const configs[])(void) = {cfg_llama, cfg_llama_gqa, cfg_qwen2,
-                                                     cfg_qwen3};
-static const char *const config_names[] = {"llama", "llama-gqa", "qwen2", "qwen3"};
-#define N_CONFIGS 4
+                                                     cfg_qwen3, cfg_yarn};
+static const char *const config_names[] = {"llama", "llama-gqa", "qwen2", "qwen3", "yarn"};
+#define N_CONFIGS 5
 
 static void test_param_table(void)
 {
@@ -561,6 +579,7 @@ static void test_grad_llama(void) { grad_check_config(0, 1, 1.0f, TERMS_LOGPROB,
 static void test_grad_llama_gqa(void) { grad_check_config(1, 0, 0.7f, TERMS_LOGPROB, 0); }
 static void test_grad_qwen2(void) { grad_check_config(2, 1, 1.3f, TERMS_LOGPROB, 0); }
 static void test_grad_qwen3(void) { grad_check_config(3, 1, 0.9f, TERMS_LOGPROB, 0); }
+static void test_grad_yarn(void) { grad_check_config(4, 1, 1.1f, TERMS_LOGPROB, 0); }
 static void test_grad_entropy(void)
 {
     grad_check_config(0, 1, 1.0f, TERMS_ENTROPY, 0);
@@ -584,6 +603,7 @@ int main(void)
         {"gradient by finite differences: llama GQA, no weights", test_grad_llama_gqa},
         {"gradient by finite differences: qwen2 (biases)", test_grad_qwen2},
         {"gradient by finite differences: qwen3 (qk norm, tied)", test_grad_qwen3},
+        {"gradient by finite differences: llama, yarn rope scaling", test_grad_yarn},
         {"gradient by finite differences: entropy term alone", test_grad_entropy},
         {"gradient by finite differences: log-prob + entropy terms", test_grad_mixed},
         {NULL, NULL}};

@@ -1,6 +1,6 @@
 /*
  * Tests of the HDF5 model files: bitwise save/load round trips (llama / qwen2 / qwen3,
- * tied and untied, with and without optimizer state), the file's layout as another
+ * tied and untied, with and without optimizer state, rope_scaling), the file's layout as another
  * reader sees it, a converter-style file (int32 attributes, h5py bools, float64 data),
  * and every failure path: shape mismatch, missing / unexpected datasets, missing and
  * mistyped attributes, garbage / empty / truncated / missing files, invalid saves, and
@@ -98,7 +98,13 @@ static int config_equal(const struct tfm_config *a, const struct tfm_config *b)
            a->max_position_embeddings == b->max_position_embeddings &&
            a->rms_norm_eps == b->rms_norm_eps && a->rope_theta == b->rope_theta &&
            a->tie_word_embeddings == b->tie_word_embeddings &&
-           a->attention_bias == b->attention_bias && a->qk_norm == b->qk_norm;
+           a->attention_bias == b->attention_bias && a->qk_norm == b->qk_norm &&
+           a->rope_type == b->rope_type && a->rope_factor == b->rope_factor &&
+           a->rope_low_freq_factor == b->rope_low_freq_factor &&
+           a->rope_high_freq_factor == b->rope_high_freq_factor &&
+           a->rope_original_max_pos == b->rope_original_max_pos &&
+           a->rope_beta_fast == b->rope_beta_fast && a->rope_beta_slow == b->rope_beta_slow &&
+           a->rope_attention_factor == b->rope_attention_factor;
 }
 
 static int is_zero(const void *x, size_t n)
@@ -314,6 +320,136 @@ static void test_layout(void)
     H5Aclose(a);
     CU_ASSERT_EQUAL(H5Aexists(f, "qk_norm"), 0);
     CU_ASSERT(H5Fclose(f) >= 0);
+    tfm_params_free(&p);
+}
+
+/* rope_scaling: saved as rope_* root attributes only when not default, read back
+ * exactly (llama3, linear, yarn with and without its optional fields); files without
+ * them are plain rotary; bad or missing ones are named. */
+static void set_llama3(struct tfm_config *c)
+{
+    c->rope_type = TFM_ROPE_LLAMA3;
+    c->rope_factor = 8;
+    c->rope_low_freq_factor = 1;
+    c->rope_high_freq_factor = 4;
+    c->rope_original_max_pos = 8192;
+}
+
+static double f64_attr(hid_t f, const char *name)
+{
+    double v = -1;
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    CU_ASSERT_FATAL(a >= 0);
+    hid_t t = H5Aget_type(a);
+    CU_ASSERT(H5Tget_class(t) == H5T_FLOAT || H5Tget_class(t) == H5T_INTEGER);
+    H5Aread(a, H5T_NATIVE_DOUBLE, &v);
+    H5Tclose(t);
+    H5Aclose(a);
+    return v;
+}
+
+static void test_rope_scaling(void)
+{
+    struct tfm_config cs[4];
+    for (int i = 0; i < 4; i++) cs[i] = tiny(i == 3 ? TFM_QWEN3 : TFM_LLAMA, i % 2);
+    set_llama3(&cs[0]);
+    cs[1].rope_type = TFM_ROPE_LINEAR;
+    cs[1].rope_factor = 2.5f;
+    cs[2].rope_type = TFM_ROPE_YARN; /* HF's defaults for everything optional */
+    cs[2].rope_factor = 4;
+    cs[3].rope_type = TFM_ROPE_YARN;
+    cs[3].rope_factor = 4;
+    cs[3].rope_original_max_pos = 32;
+    cs[3].rope_beta_fast = 16;
+    cs[3].rope_beta_slow = 2;
+    cs[3].rope_attention_factor = 1.1f;
+    for (int i = 0; i < 4; i++) {
+        struct tfm_config c2;
+        struct tfm_params p, p2;
+        fill_params(&p, &cs[i], 40 + (uint64_t)i);
+        char name[32];
+        snprintf(name, sizeof name, "rope-%d.h5", i);
+        const char *path = scratch(name);
+        CU_ASSERT_EQUAL_FATAL(tfm_save(path, &cs[i], &p, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(tfm_load(path, &c2, &p2, NULL, err, sizeof err), 0);
+        CU_ASSERT(config_equal(&cs[i], &c2));
+        CU_ASSERT(memcmp(p.mem, p2.mem, sizeof(float) * p.n) == 0);
+        hid_t f = open_rw(path);
+        CU_ASSERT_EQUAL(H5Aexists(f, "rope_original_max_position_embeddings") > 0,
+                        cs[i].rope_original_max_pos > 0);
+        CU_ASSERT_EQUAL(H5Aexists(f, "rope_beta_fast") > 0, i == 3);
+        CU_ASSERT_EQUAL(H5Aexists(f, "rope_low_freq_factor") > 0, i == 0);
+        if (i == 0) {
+            CU_ASSERT_EQUAL(f64_attr(f, "rope_factor"), 8.0);
+            CU_ASSERT_EQUAL(f64_attr(f, "rope_original_max_position_embeddings"), 8192.0);
+        }
+        if (i == 3) CU_ASSERT_EQUAL(f64_attr(f, "rope_attention_factor"), 1.1); /* decimal */
+        H5Fclose(f);
+        tfm_params_free(&p2);
+        tfm_params_free(&p);
+    }
+
+    /* plain rotary writes no rope attribute at all */
+    const char *path = save_tiny("rope-plain.h5", TFM_QWEN2, 0, 0);
+    hid_t f = open_rw(path);
+    CU_ASSERT_EQUAL(H5Aexists(f, "rope_type"), 0);
+    CU_ASSERT_EQUAL(H5Aexists(f, "rope_factor"), 0);
+    /* an explicit "default" is plain rotary too */
+    put_str_attr(f, "rope_type", "default");
+    H5Fclose(f);
+    struct tfm_config c2;
+    struct tfm_params p2;
+    CU_ASSERT_EQUAL_FATAL(tfm_load(path, &c2, &p2, NULL, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(c2.rope_type, TFM_ROPE_DEFAULT);
+    tfm_params_free(&p2);
+
+    f = open_rw(path);
+    put_str_attr(f, "rope_type", "dynamic");
+    H5Fclose(f);
+    expect_load_fails(path, "root attribute rope_type = \"dynamic\" is not supported");
+
+    /* llama3 from a converter: int32 original, missing low_freq_factor */
+    f = open_rw(path);
+    put_str_attr(f, "rope_type", "llama3");
+    double d = 8;
+    put_attr(f, "rope_factor", H5T_NATIVE_DOUBLE, &d);
+    d = 4;
+    put_attr(f, "rope_high_freq_factor", H5T_NATIVE_DOUBLE, &d);
+    int32_t orig = 8192;
+    put_attr(f, "rope_original_max_position_embeddings", H5T_NATIVE_INT32, &orig);
+    H5Fclose(f);
+    expect_load_fails(path, "root attribute rope_low_freq_factor is missing (rope_type llama3 "
+                            "needs it)");
+    f = open_rw(path);
+    d = 1;
+    put_attr(f, "rope_low_freq_factor", H5T_NATIVE_DOUBLE, &d);
+    H5Fclose(f);
+    CU_ASSERT_EQUAL_FATAL(tfm_load(path, &c2, &p2, NULL, err, sizeof err), 0);
+    CU_ASSERT(c2.rope_type == TFM_ROPE_LLAMA3 && c2.rope_original_max_pos == 8192 &&
+              c2.rope_low_freq_factor == 1 && c2.rope_high_freq_factor == 4);
+    tfm_params_free(&p2);
+    f = open_rw(path);
+    d = 0.5;
+    put_attr(f, "rope_factor", H5T_NATIVE_DOUBLE, &d);
+    H5Fclose(f);
+    expect_load_fails(path, "the model config in the file is invalid: rope_scaling factor = 0.5 "
+                            "(rope_type llama3) must be >= 1");
+    f = open_rw(path);
+    put_str_attr(f, "rope_original_max_position_embeddings", "8192");
+    H5Fclose(f);
+    expect_load_fails(path, "root attribute rope_original_max_position_embeddings is a string");
+
+    /* an invalid rope config is refused before touching the disk */
+    struct tfm_config bad = tiny(TFM_LLAMA, 0);
+    set_llama3(&bad);
+    bad.rope_high_freq_factor = 0.5f;
+    struct tfm_params p;
+    fill_params(&p, &bad, 3);
+    path = scratch("rope-bad.h5");
+    CU_ASSERT_EQUAL(tfm_save(path, &bad, &p, NULL, err, sizeof err), -1);
+    CU_ASSERT(strstr(err, "low_freq_factor = 1 must be < high_freq_factor = 0.5") != NULL);
+    struct stat st;
+    CU_ASSERT(stat(path, &st) != 0);
     tfm_params_free(&p);
 }
 
@@ -720,6 +856,7 @@ int main(void)
         {"round trip: llama/qwen2/qwen3, tied/untied, +-optimizer (bitwise)", test_round_trip},
         {"layout as another reader sees it (names, shapes, types, slices)", test_layout},
         {"converter-style file: int32, h5py bools, float64 tensors", test_converter_style_file},
+        {"rope_scaling attributes: round trip, plain files, errors", test_rope_scaling},
         {"shape mismatch names the tensor, both shapes and the config", test_shape_mismatch},
         {"missing and unexpected datasets are listed", test_missing_and_unexpected},
         {"missing / mistyped / invalid attributes are named", test_bad_attributes},

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../src/model/cpu/ops.h"
+#include "../src/model/rope.h"
 #include "libra/rng.h"
 #include "testutil.h"
 
@@ -175,7 +176,8 @@ static double rope_loss(void *p)
 static void test_rope(void)
 {
     static struct rope_ctx c = {.pos = {0, 3, 17, 1000}};
-    rope_table(c.table, QPOS, QD, 10000.0f);
+    struct tfm_config cf = {.head_dim = QD, .rope_theta = 10000.0f};
+    rope_table(c.table, QPOS, &cf);
     fill(c.x, QN * QH * QD, 10, 1);
     fill(c.r, QN * QH * QD, 11, 1);
     rope_loss(&c);

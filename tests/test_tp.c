@@ -40,22 +40,20 @@
 #include "testutil.h"
 #include "tp_threads.h"
 
+#define TINY(fam, V, H, K, D, F, theta, tie, bias, qkn)                                       \
+    .family = fam, .vocab_size = V, .hidden_size = 32, .n_layers = 2, .n_heads = H,           \
+    .n_kv_heads = K, .head_dim = D, .intermediate_size = F, .max_position_embeddings = 512,   \
+    .rms_norm_eps = 1e-6f, .rope_theta = theta, .tie_word_embeddings = tie,                   \
+    .attention_bias = bias, .qk_norm = qkn
 static const struct tfm_config cfgs[] = {
-    /* llama: untied, GQA H = 8, K = 2 */
-    {.family = TFM_LLAMA, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 8,
-     .n_kv_heads = 2, .head_dim = 8, .intermediate_size = 48, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 0, .attention_bias = 0,
-     .qk_norm = 0},
+    /* llama: untied, GQA H = 8, K = 2; Llama 3.1 rope scaling (every shard reads it) */
+    {TINY(TFM_LLAMA, 301, 8, 2, 8, 48, 1e4f, 0, 0, 0), .rope_type = TFM_ROPE_LLAMA3,
+     .rope_factor = 8, .rope_low_freq_factor = 1, .rope_high_freq_factor = 4,
+     .rope_original_max_pos = 16},
     /* qwen2: biases, untied, K = 4 */
-    {.family = TFM_QWEN2, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 8,
-     .n_kv_heads = 4, .head_dim = 8, .intermediate_size = 40, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e6f, .tie_word_embeddings = 0, .attention_bias = 1,
-     .qk_norm = 0},
+    {TINY(TFM_QWEN2, 301, 8, 4, 8, 40, 1e6f, 0, 1, 0)},
     /* qwen3: qk norm, tied, H*D != C, H = 4, K = 2 */
-    {.family = TFM_QWEN3, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 4,
-     .n_kv_heads = 2, .head_dim = 12, .intermediate_size = 48, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 1, .attention_bias = 0,
-     .qk_norm = 1},
+    {TINY(TFM_QWEN3, 301, 4, 2, 12, 48, 1e4f, 1, 0, 1)},
 };
 static const char *const cfg_names[] = {"llama", "qwen2", "qwen3"};
 #define N_CFG 3
@@ -655,9 +653,9 @@ static void test_sampler_tp(void)
         for (int q = 0; q < nq; q++) s_logits(logits + (size_t)q * V, V, q / S_KEYS, q);
         for (int t = 1; t <= 8; t *= 2) {
             struct tfm_config c = {.family = TFM_LLAMA, .vocab_size = V, .hidden_size = 4,
-                .n_layers = 1, .n_heads = 8, .n_kv_heads = 8, .head_dim = 2,
-                .intermediate_size = 8, .max_position_embeddings = 16, .rms_norm_eps = 1e-6f,
-                .rope_theta = 1e4f, .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0};
+                                   .n_layers = 1, .n_heads = 8, .n_kv_heads = 8, .head_dim = 2,
+                                   .intermediate_size = 8, .max_position_embeddings = 16,
+                                   .rms_norm_eps = 1e-6f, .rope_theta = 1e4f};
             struct tp_world w;
             tp_world_init(&w, t, c.n_kv_heads);
             memset(&j, 0, sizeof j);

@@ -28,19 +28,15 @@
 #include "libra/tfm_decode.h"
 #include "testutil.h"
 
+#define TINY(fam, H, K, D, F, theta, tie, bias, qkn)                                          \
+    .family = fam, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = H,         \
+    .n_kv_heads = K, .head_dim = D, .intermediate_size = F, .max_position_embeddings = 512,   \
+    .rms_norm_eps = 1e-6f, .rope_theta = theta, .tie_word_embeddings = tie,                   \
+    .attention_bias = bias, .qk_norm = qkn
 static const struct tfm_config cfgs[] = {
-    {.family = TFM_LLAMA, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 8,
-     .n_kv_heads = 2, .head_dim = 8, .intermediate_size = 48, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 0, .attention_bias = 0,
-     .qk_norm = 0},
-    {.family = TFM_QWEN2, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 8,
-     .n_kv_heads = 4, .head_dim = 8, .intermediate_size = 40, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e6f, .tie_word_embeddings = 0, .attention_bias = 1,
-     .qk_norm = 0},
-    {.family = TFM_QWEN3, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = 4,
-     .n_kv_heads = 2, .head_dim = 12, .intermediate_size = 48, .max_position_embeddings = 512,
-     .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = 1, .attention_bias = 0,
-     .qk_norm = 1},
+    {TINY(TFM_LLAMA, 8, 2, 8, 48, 1e4f, 0, 0, 0)},
+    {TINY(TFM_QWEN2, 8, 4, 8, 40, 1e6f, 0, 1, 0)},
+    {TINY(TFM_QWEN3, 4, 2, 12, 48, 1e4f, 1, 0, 1)},
 };
 #define N_CFG 3
 

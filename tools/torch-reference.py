@@ -6,6 +6,21 @@ PyTorch reference for the C transformer (include/libra/tfm.h) and its optimizer
     /usr/bin/python3 tools/torch-reference.py              # writes tests/golden/*.h5
     /usr/bin/python3 tools/torch-reference.py --validate   # the same, plus self-checks
     /usr/bin/python3 tools/torch-reference.py --out DIR --case qwen3-gqa-tied
+    /usr/bin/python3 tools/torch-reference.py --rope-golden tests/golden/rope.txt --validate
+    /usr/bin/python3 tools/torch-reference.py --hf DIR --tokens FILE --logits OUT.h5 \
+        [--validate] [--bug MUTANT]
+
+--rope-golden writes the rotary tables of ROPE_CASES as transformers computes them
+(hf_rope_init: default, linear, llama3, yarn, float32 in torch's order of operations;
+--validate checks them against a float64 element-by-element writing of the formulas)
+for tests/test_rope.c. --hf reads a Hugging Face model directory (config.json of
+model_type llama / qwen2 / qwen3, model.safetensors or the shards of
+model.safetensors.index.json, read by our own safetensors reader; F32, F16, BF16) and
+writes the logits (T, V) of the token ids in FILE as one sequence: float64 from the
+stored weights widened to float32, the rotary frequencies HF's float32 ones
+(rope_scaling included); float32 to OUT (.npy, or HDF5 dataset /logits). --validate
+checks them against the loop-by-loop forward; --bug computes them with a classic
+mistake (no_rope_scaling, rope_interleaved, ...) for tests/hf_parity.sh's self-check.
 
 Needs python3-torch, python3-h5py and python3-numpy (Debian: apt-get install -y
 python3-torch python3-h5py python3-numpy; written against torch 1.13). It does NOT use
@@ -54,8 +69,10 @@ rotary pairing, no sequence boundaries, positions not restarting, GQA head mappi
 tolerances must reject.
 """
 import argparse
+import json
 import math
 import os
+import struct
 import sys
 
 import h5py
@@ -180,17 +197,32 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope(x, pos, D, theta, bug=None):
-    """x (T, n, D); HF rotate-half: pairs (i, i + D/2), angle pos * theta^(-2i/D)."""
-    inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+def rope_freqs(cf, bug=None):
+    """(inv_freq (D/2) float64, attention scaling a) of a case. The golden cases: the
+    plain formula theta^(-2i/D) in float64. A Hugging Face model (cf["rope"] set): the
+    float32 frequencies transformers computes (hf_rope_init, rope_scaling included),
+    then everything else in float64."""
+    D = cf["D"]
+    if "rope" in cf:
+        scaling = None if bug == "no_rope_scaling" else cf["rope"]["scaling"]
+        inv, a = hf_rope_init(D, cf["rope_theta"], cf["rope"]["max_pos"], scaling)
+        return inv.to(torch.float64), float(np.float32(a))
+    theta = F32(cf["rope_theta"])
+    return 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)), 1.0
+
+
+def rope(x, pos, freqs, bug=None):
+    """x (T, n, D); HF rotate-half: pairs (i, i + D/2), angle pos * inv_freq_i, cos and
+    sin times the attention scaling a; freqs = rope_freqs(cf)."""
+    inv, a = freqs
     ang = pos.to(x.dtype)[:, None] * inv.to(x.dtype)[None, :]       # (T, D/2)
     if bug == "rope_interleaved":  # GPT-J / Meta pairing (2i, 2i+1): the classic mix-up
         c, s = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
         x0, x1 = x[..., 0::2], x[..., 1::2]
         y0, y1 = x0 * c - x1 * s, x1 * c + x0 * s
         return torch.stack((y0, y1), dim=-1).reshape(x.shape)
-    cos = torch.cat((torch.cos(ang), torch.cos(ang)), -1)[:, None, :]
-    sin = torch.cat((torch.sin(ang), torch.sin(ang)), -1)[:, None, :]
+    cos = torch.cat((torch.cos(ang), torch.cos(ang)), -1)[:, None, :] * a
+    sin = torch.cat((torch.sin(ang), torch.sin(ang)), -1)[:, None, :] * a
     if bug == "no_rope":
         return x
     return x * cos + rotate_half(x) * sin
@@ -200,7 +232,7 @@ def model_logits(cf, P, batch, bug=None):
     """P: name -> tensor (any float dtype). Returns logits (T, V) at temperature 1."""
     H, K, D, C = cf["H"], cf["K"], cf["D"], cf["C"]
     dt = P["model.embed_tokens.weight"].dtype
-    eps, theta = F32(cf["eps"]), F32(cf["rope_theta"])
+    eps, freqs = F32(cf["eps"]), rope_freqs(cf, bug)
     lens = [int(n) for n in batch["seq_len"]]
     T = sum(lens)
     tokens = torch.as_tensor(batch["tokens"], dtype=torch.long)
@@ -230,7 +262,7 @@ def model_logits(cf, P, batch, bug=None):
         if cf["qk_norm"] and bug != "qk_norm_after_rope":
             q = rmsnorm(q, g("self_attn.q_norm.weight"), eps)
             k = rmsnorm(k, g("self_attn.k_norm.weight"), eps)
-        q, k = rope(q, pos, D, theta, bug), rope(k, pos, D, theta, bug)
+        q, k = rope(q, pos, freqs, bug), rope(k, pos, freqs, bug)
         if cf["qk_norm"] and bug == "qk_norm_after_rope":
             q = rmsnorm(q, g("self_attn.q_norm.weight"), eps)
             k = rmsnorm(k, g("self_attn.k_norm.weight"), eps)
@@ -364,6 +396,337 @@ def adamw_textbook(cf, P, batch, steps=5, bug=None):
     return np.array(losses)
 
 
+# ---- rotary frequencies as Hugging Face computes them ------------------------------------
+
+def rope_kind(scaling):
+    """config.json rope_scaling -> "default" | "linear" | "llama3" | "yarn" (the old key
+    "type" too); other types are refused, as by libra."""
+    if not scaling:
+        return "default"
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind not in ("default", "linear", "llama3", "yarn"):
+        raise SystemExit("rope_scaling type %r is not supported (default, linear, llama3, "
+                         "yarn)" % kind)
+    for key in ("mscale", "mscale_all_dim"):
+        if scaling.get(key):
+            raise SystemExit("rope_scaling %s is not supported" % key)
+    if scaling.get("truncate", True) is not True:
+        raise SystemExit("rope_scaling truncate = false is not supported")
+    return kind
+
+
+def hf_rope_init(D, theta, max_pos, scaling):
+    """(inv_freq float32 tensor (D/2), attention scaling a: a Python float) the way
+    transformers' ROPE_INIT_FUNCTIONS compute them, written from their formulas: float32
+    tensors with Python floats as scalars (torch casts a scalar to float32 where it meets
+    a tensor; `y / tensor` is reciprocal(tensor) * y in torch), i < D/2:
+
+      default  w_i = 1 / theta^(2i/D)                                          a = 1
+      linear   w_i = default / factor                                          a = 1
+      llama3   L = original_max_position_embeddings, lambda_i = 2 pi / w_i,
+               lambda_lo = L / low_freq_factor, lambda_hi = L / high_freq_factor;
+               w_i / factor where lambda_i > lambda_lo (low frequencies), w_i where
+               lambda_i < lambda_hi (high), else with s = (L / lambda_i - low) /
+               (high - low):  (1 - s) w_i / factor + s w_i                      a = 1
+      yarn     L = original_max_position_embeddings (absent: max_position_embeddings),
+               d(r) = D ln(L / (2 pi r)) / (2 ln theta), lo = max(floor(d(beta_fast)), 0),
+               hi = min(ceil(d(beta_slow)), D - 1) (hi += 0.001 if equal), beta_fast /
+               beta_slow default 32 / 1; ramp_i = clamp((i - lo) / (hi - lo), 0, 1),
+               e_i = 1 - ramp_i, p_i = theta^(2i/D):
+               w_i = 1 / (factor p_i) (1 - e_i) + 1 / p_i e_i;
+               a = attention_factor, default 0.1 ln(factor) + 1 (1 if factor <= 1).
+    The yarn factor is rope_scaling's "factor" (current transformers; 4.50-4.5x used
+    max_position_embeddings / L instead when L was given, earlier versions ignored L)."""
+    f32 = torch.float32
+    kind = rope_kind(scaling)
+    pos_freq = theta ** (torch.arange(0, D, 2, dtype=torch.int64).to(f32) / D)
+    if kind == "yarn":
+        factor = scaling["factor"]
+        L = scaling.get("original_max_position_embeddings") or max_pos
+        beta_fast = scaling.get("beta_fast") or 32
+        beta_slow = scaling.get("beta_slow") or 1
+
+        def dim_of(turns):
+            return (D * math.log(L / (turns * 2 * math.pi))) / (2 * math.log(theta))
+
+        lo = max(math.floor(dim_of(beta_fast)), 0)
+        hi = min(math.ceil(dim_of(beta_slow)), D - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = torch.clamp((torch.arange(D // 2, dtype=f32) - lo) / (hi - lo), 0, 1)
+        e = 1 - ramp
+        inv = (1.0 / (factor * pos_freq)) * (1 - e) + (1.0 / pos_freq) * e
+        a = scaling.get("attention_factor")
+        if not a:
+            a = 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+        return inv, float(a)
+    inv = 1.0 / pos_freq
+    if kind == "default":
+        return inv, 1.0
+    factor = scaling["factor"]
+    if kind == "linear":
+        return inv / factor, 1.0
+    L, low, high = (scaling["original_max_position_embeddings"], scaling["low_freq_factor"],
+                    scaling["high_freq_factor"])
+    lam = 2 * math.pi / inv
+    lam_lo, lam_hi = L / low, L / high
+    base = torch.where(lam > lam_lo, inv / factor, inv)
+    s = (L / lam - low) / (high - low)
+    smooth = (1 - s) * base / factor + s * base
+    mid = ~(lam < lam_hi) & ~(lam > lam_lo)
+    return torch.where(mid, smooth, base), 1.0
+
+
+def rope_freqs_loop(D, theta, max_pos, scaling):
+    """The same frequencies, element by element in float64 with plain branches (an
+    independent writing of the formulas, for --validate): list w, a."""
+    kind = rope_kind(scaling)
+    w = [theta ** (-2.0 * i / D) for i in range(D // 2)]
+    if kind == "default":
+        return w, 1.0
+    factor = float(scaling["factor"])
+    if kind == "linear":
+        return [x / factor for x in w], 1.0
+    if kind == "llama3":
+        L = float(scaling["original_max_position_embeddings"])
+        low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        out = []
+        for x in w:
+            wavelength = 2 * math.pi / x
+            if wavelength < L / high:
+                out.append(x)
+            elif wavelength > L / low:
+                out.append(x / factor)
+            else:
+                s = (L / wavelength - low) / (high - low)
+                out.append((1 - s) * x / factor + s * x)
+        return out, 1.0
+    L = float(scaling.get("original_max_position_embeddings") or max_pos)
+    turns_fast = float(scaling.get("beta_fast") or 32)
+    turns_slow = float(scaling.get("beta_slow") or 1)
+    # the pair index i whose wavelength 2 pi theta^(2i/D) fits `turns` times into L
+    pair = lambda turns: D / 2 * math.log(L / (2 * math.pi * turns)) / math.log(theta)
+    lo, hi = max(math.floor(pair(turns_fast)), 0), min(math.ceil(pair(turns_slow)), D - 1)
+    width = (hi - lo) if hi != lo else 0.001
+    out = []
+    for i, x in enumerate(w):
+        ramp = min(1.0, max(0.0, (i - lo) / width))  # 0: keep (extrapolate), 1: interpolate
+        out.append(x / factor * ramp + x * (1 - ramp))
+    a = float(scaling.get("attention_factor") or
+              (1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0))
+    return out, a
+
+
+# Cases of tests/golden/rope.txt (tests/test_rope.c): D, theta, max_position_embeddings,
+# rope_scaling (config.json's dict).
+ROPE_CASES = [
+    ("default-d64", 64, 10000.0, 4096, None),
+    ("default-d128-theta1e6", 128, 1e6, 32768, None),
+    ("linear-f4", 64, 10000.0, 16384, dict(rope_type="linear", factor=4.0)),
+    ("llama3-d128", 128, 500000.0, 131072,
+     dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+          original_max_position_embeddings=8192)),
+    ("llama3-d64", 64, 500000.0, 131072,
+     dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+          original_max_position_embeddings=8192)),
+    ("yarn-f4", 128, 1e6, 16384,
+     dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=4096)),
+    ("yarn-explicit", 64, 10000.0, 8192,
+     dict(type="yarn", factor=2.5, original_max_position_embeddings=2048, beta_fast=16.0,
+          beta_slow=2.0, attention_factor=1.25)),
+    ("yarn-no-original", 32, 10000.0, 2048, dict(rope_type="yarn", factor=2.0)),
+]
+ROPE_POSITIONS = [0, 1, 3, 100, 1000, 8191, 32767, 131071]
+
+
+def write_rope_golden(path, validate):
+    """tests/golden/rope.txt: per case its config, HF's attention scaling, inv_freq and
+    the cos | sin rows (cos(p w) * a then sin(p w) * a, all float32 as HF: the angle
+    one float32 product, torch's float32 cos / sin), %.9g (float32 round trip)."""
+    ok = True
+    lines = ["# Rotary tables as Hugging Face computes them: tools/torch-reference.py "
+             "--rope-golden (torch %s)." % torch.__version__,
+             "# case NAME D rope_theta max_position_embeddings rope_type factor "
+             "low_freq_factor high_freq_factor original_max_position_embeddings beta_fast "
+             "beta_slow attention_factor (0 = absent) n_positions",
+             "# scale A | inv_freq w_0 .. w_{D/2-1} | pos P cos_0 .. cos_{D/2-1} sin_0 .. "
+             "sin_{D/2-1}"]
+    for name, D, theta, max_pos, sc in ROPE_CASES:
+        inv, a = hf_rope_init(D, theta, max_pos, sc)
+        a32 = np.float32(a)
+        if validate:
+            ref, ra = rope_freqs_loop(D, theta, max_pos, sc)
+            err = float(np.max(np.abs(inv.numpy().astype(np.float64) - ref) / np.array(ref)))
+            good = err < 1e-6 and abs(ra - a) < 1e-15
+            ok &= good
+            print("  rope %-22s float32 HF vs float64 loop: %.2e relative  %s"
+                  % (name, err, "ok" if good else "FAIL"))
+        sc = sc or {}
+        kind = rope_kind(sc)
+        g = lambda k: float(sc.get(k) or 0)
+        lines.append("case %s %d %.9g %d %s %.9g %.9g %.9g %d %.9g %.9g %.9g %d" % (
+            name, D, theta, max_pos, kind, g("factor"), g("low_freq_factor"),
+            g("high_freq_factor"), int(sc.get("original_max_position_embeddings") or 0),
+            g("beta_fast"), g("beta_slow"), g("attention_factor"), len(ROPE_POSITIONS)))
+        lines.append("scale %.9g" % a32)
+        lines.append("inv_freq " + " ".join("%.9g" % v for v in inv.numpy()))
+        pos = torch.tensor(ROPE_POSITIONS, dtype=torch.float32)
+        ang = pos[:, None] * inv[None, :]  # HF: float32 inv_freq @ float32 positions
+        cos, sin = torch.cos(ang) * a, torch.sin(ang) * a
+        for r, p in enumerate(ROPE_POSITIONS):
+            lines.append("pos %d " % p + " ".join("%.9g" % v for v in cos[r].numpy()) + " "
+                         + " ".join("%.9g" % v for v in sin[r].numpy()))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("rope golden: %d cases -> %s" % (len(ROPE_CASES), path))
+    return ok
+
+
+# ---- Hugging Face directories (--hf) ---------------------------------------------------
+
+# safetensors dtypes -> (numpy dtype of the raw little-endian data, bytes per element)
+ST_DTYPES = {"F64": ("<f8", 8), "F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2)}
+
+
+def read_safetensors(path):
+    """name -> float32 numpy array. The format: an 8-byte little-endian header length
+    n, n bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, __metadata__},
+    then the data, offsets relative to its start. bf16 widens exactly to float32 (its
+    16 bits are the top half of a float32)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise SystemExit("%s: not a safetensors file (%d bytes)" % (path, len(blob)))
+    n = struct.unpack("<Q", blob[:8])[0]
+    if 8 + n > len(blob):
+        raise SystemExit("%s: header of %d bytes runs past the end of the file" % (path, n))
+    header = json.loads(blob[8:8 + n].decode("utf-8"))
+    data = memoryview(blob)[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] not in ST_DTYPES:
+            raise SystemExit("%s: %s has dtype %s (supported: %s)"
+                             % (path, name, info["dtype"], ", ".join(ST_DTYPES)))
+        npdt, size = ST_DTYPES[info["dtype"]]
+        begin, end = info["data_offsets"]
+        shape = tuple(info["shape"])
+        count = int(np.prod(shape)) if shape else 1
+        if end - begin != count * size or end > len(data):
+            raise SystemExit("%s: %s: data_offsets %s do not hold %s %s" % (
+                path, name, info["data_offsets"], shape, info["dtype"]))
+        raw = np.frombuffer(data[begin:end], dtype=npdt)
+        if info["dtype"] == "BF16":
+            arr = (raw.astype(np.uint32) << 16).view(np.float32)
+        else:
+            arr = raw.astype(np.float32)
+        out[name] = arr.reshape(shape)
+    return out
+
+
+def read_hf_weights(d):
+    """Every tensor of a Hugging Face directory: model.safetensors, or the shards that
+    model.safetensors.index.json's weight_map names (each must hold its tensors)."""
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            wmap = json.load(f)["weight_map"]
+        P = {}
+        for shard in sorted(set(wmap.values())):
+            part = read_safetensors(os.path.join(d, shard))
+            for name in part:
+                if wmap.get(name) != shard:
+                    raise SystemExit("%s: %s holds %s, which the index puts in %s"
+                                     % (d, shard, name, wmap.get(name)))
+            P.update(part)
+        missing = sorted(set(wmap) - set(P))
+        if missing:
+            raise SystemExit("%s: the index names tensors no shard holds: %s" % (d, missing[:5]))
+        return P
+    single = os.path.join(d, "model.safetensors")
+    if not os.path.exists(single):
+        raise SystemExit("%s: neither model.safetensors nor model.safetensors.index.json" % d)
+    return read_safetensors(single)
+
+
+def hf_case(d):
+    """The model of a Hugging Face directory as a case dict (the keys CASES use, plus
+    "rope") and its weights (name -> float32), checked against tensor_specs."""
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    mt = cfg.get("model_type")
+    if mt not in ("llama", "qwen2", "qwen3"):
+        raise SystemExit("%s: model_type %r is not supported (llama, qwen2, qwen3)" % (d, mt))
+    if cfg.get("mlp_bias"):
+        raise SystemExit("%s: mlp_bias is not supported" % d)
+    H = cfg["num_attention_heads"]
+    cf = dict(model_type=mt, V=cfg["vocab_size"], C=cfg["hidden_size"],
+              L=cfg["num_hidden_layers"], H=H, K=cfg.get("num_key_value_heads") or H,
+              D=cfg.get("head_dim") or cfg["hidden_size"] // H, F=cfg["intermediate_size"],
+              # the three configs default to untied; qwen2 always has q/k/v biases
+              tie=int(bool(cfg.get("tie_word_embeddings", False))),
+              bias=int(mt == "qwen2" or bool(cfg.get("attention_bias", False))),
+              qk_norm=int(mt == "qwen3"), eps=cfg.get("rms_norm_eps", 1e-6),
+              rope_theta=float(cfg.get("rope_theta", 10000.0)),
+              rope=dict(max_pos=cfg.get("max_position_embeddings", 2048),
+                        scaling=cfg.get("rope_scaling")))
+    rope_kind(cf["rope"]["scaling"])
+    P = read_hf_weights(d)
+    if cf["tie"]:
+        P.pop("lm_head.weight", None)  # HF ties it to the embedding whatever is stored
+    specs = tensor_specs(cf)
+    want = {name for name, _, _ in specs}
+    extra = sorted(set(P) - want)
+    if extra:
+        raise SystemExit("%s: tensors this architecture does not have: %s" % (d, extra[:5]))
+    for name, shape, _ in specs:
+        if name not in P:
+            raise SystemExit("%s: tensor %s is missing" % (d, name))
+        if P[name].shape != shape:
+            raise SystemExit("%s: %s has shape %s, the config implies %s"
+                             % (d, name, P[name].shape, shape))
+    return cf, P
+
+
+def read_tokens(path, V):
+    with open(path) as f:
+        ids = [int(w) for w in f.read().split()]
+    if not ids or min(ids) < 0 or max(ids) >= V:
+        raise SystemExit("%s: need token ids in [0, %d), got %d ids" % (path, V, len(ids)))
+    return np.array(ids, dtype=np.int32)
+
+
+def hf_logits(args):
+    """--hf DIR --tokens FILE --logits OUT: logits (T, V) of one sequence, float64 from
+    the stored weights widened to float32, written as float32 to OUT (.npy, or HDF5
+    dataset /logits)."""
+    cf, P = hf_case(args.hf)
+    tokens = read_tokens(args.tokens, cf["V"])
+    batch = dict(seq_len=np.array([len(tokens)], np.int32), tokens=tokens)
+    with torch.no_grad():
+        logits = model_logits(cf, {n: torch.tensor(a, dtype=torch.float64) for n, a in P.items()},
+                              batch, args.bug).numpy()
+    ok = True
+    if args.validate and not args.bug:
+        err = tensor_err(loop_reference(cf, P, batch), logits)
+        ok = err < 1e-12
+        print("  logits vs loop-by-loop numpy forward: %.3e (limit 1e-12) %s"
+              % (err, "ok" if ok else "FAIL"))
+    out = logits.astype(np.float32)
+    if args.logits.endswith(".npy"):
+        np.save(args.logits, out)
+    else:
+        with h5py.File(args.logits, "w") as f:
+            f.create_dataset("logits", data=out)
+            f.attrs["reference"] = "tools/torch-reference.py --hf %s" % args.hf
+    inv, a = rope_freqs(cf)
+    print("%s: %s, rope %s (scaling %.6g), T=%d V=%d -> %s" % (
+        args.hf, cf["model_type"], rope_kind(cf["rope"]["scaling"]), a, len(tokens), cf["V"],
+        args.logits))
+    return ok
+
+
 # ---- files ---------------------------------------------------------------------------
 
 def write_model(path, cf, P):
@@ -426,6 +789,12 @@ def loop_reference(cf, P, batch):
     H, K, D, C, L = cf["H"], cf["K"], cf["D"], cf["C"], cf["L"]
     eps, theta = F32(cf["eps"]), F32(cf["rope_theta"])
     W = {n: a.astype(np.float64) for n, a in P.items()}
+    if "rope" in cf:  # HF's float32 frequencies (hf_rope_init), as plain floats
+        inv32, a32 = hf_rope_init(D, cf["rope_theta"], cf["rope"]["max_pos"],
+                                  cf["rope"]["scaling"])
+        freq, ascale = [float(v) for v in inv32], float(np.float32(a32))
+    else:
+        freq, ascale = [theta ** (-2.0 * i / D) for i in range(D // 2)], 1.0
 
     def rms(x, w):
         return x / math.sqrt(float(np.mean(x * x)) + eps) * w
@@ -433,8 +802,8 @@ def loop_reference(cf, P, batch):
     def rot(vec, pos):
         out = vec.copy()
         for i in range(D // 2):
-            ang = pos * theta ** (-2.0 * i / D)
-            c, s = math.cos(ang), math.sin(ang)
+            ang = pos * freq[i]
+            c, s = math.cos(ang) * ascale, math.sin(ang) * ascale
             out[i] = vec[i] * c - vec[i + D // 2] * s
             out[i + D // 2] = vec[i + D // 2] * c + vec[i] * s
         return out
@@ -622,7 +991,22 @@ def main():
     ap.add_argument("--out", default=os.path.normpath(os.path.join(here, "..", "tests", "golden")))
     ap.add_argument("--case", action="append", choices=sorted(CASES))
     ap.add_argument("--validate", action="store_true")
+    ap.add_argument("--rope-golden", metavar="FILE",
+                    help="write the rotary tables of ROPE_CASES (tests/golden/rope.txt) only")
+    ap.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory: write the "
+                    "logits of --tokens to --logits only")
+    ap.add_argument("--tokens", metavar="FILE", help="--hf: whitespace-separated token ids")
+    ap.add_argument("--logits", metavar="OUT", help="--hf: OUT.npy, or HDF5 (dataset /logits)")
+    ap.add_argument("--bug", metavar="MUTANT", help="--hf: compute with a classic bug (e.g. "
+                    "no_rope_scaling, rope_interleaved), so that a parity test can show it "
+                    "would notice it")
     args = ap.parse_args()
+    if args.rope_golden:
+        return 0 if write_rope_golden(args.rope_golden, args.validate) else 1
+    if args.hf:
+        if not args.tokens or not args.logits:
+            ap.error("--hf needs --tokens and --logits")
+        return 0 if hf_logits(args) else 1
     os.makedirs(args.out, exist_ok=True)
     ok = True
     for name in args.case or list(CASES):

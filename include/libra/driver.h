@@ -24,6 +24,7 @@ int cmd_config_reference(void);
 int cmd_devices(void);
 /* cmd_model.c: commands on a model file */
 int cmd_score(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 /* cmd_sft.c: libra sft CONFIG, the supervised warm start */
 int cmd_sft(int argc, char **argv);

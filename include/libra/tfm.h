@@ -10,7 +10,8 @@
  *   x = embed[tokens]
  *   per layer: h = rmsnorm(x) * ln1;  q = h Wq^T (+bq), k = h Wk^T (+bk), v = h Wv^T (+bv)
  *              [qwen3: q, k RMS-normalised per head with q_norm, k_norm]
- *              rotary on q, k (rotate-half: pairs (i, i + D/2), theta rope_theta)
+ *              rotary on q, k (rotate-half: pairs (i, i + D/2), theta rope_theta,
+ *              frequencies scaled by rope_scaling: linear, llama3, yarn, as HF)
  *              causal grouped-query attention (head h reads kv head h / (H/K)),
  *              scale 1/sqrt(D), never across sequence boundaries of a packed batch
  *              x += attn Wo^T;  h = rmsnorm(x) * ln2;  x += (silu(h Wg^T) * (h Wu^T)) Wd^T
@@ -57,6 +58,11 @@ struct tfm_config {
 };
 
 enum tfm_rope_type { TFM_ROPE_DEFAULT = 0, TFM_ROPE_LINEAR = 1, TFM_ROPE_LLAMA3 = 2, TFM_ROPE_YARN = 3 };
+/* config.json's rope_type names: "default", "linear", "llama3", "yarn"; "?" if out of
+ * range. */
+const char *tfm_rope_type_name(int rope_type);
+/* The enum tfm_rope_type of a name above, or -1. */
+int tfm_rope_type_from_name(const char *name);
 
 struct tfm_params {
     float *embed;   /* (V, C)      model.embed_tokens.weight */
@@ -80,7 +86,9 @@ struct tfm_params {
     size_t n;       /* floats in mem */
 };
 
-/* Checks the hyper-parameters (positive, K | H, D even, ...); 0 or -1 + message. */
+/* Checks the hyper-parameters (positive, K | H, D even, ..., the rope_scaling fields:
+ * factor >= 1, llama3 low < high freq factor and original_max_pos > 0, fields the
+ * rope_type does not read left 0); 0 or -1 + message. */
 int tfm_config_check(const struct tfm_config *c, char *err, size_t errlen);
 size_t tfm_param_count(const struct tfm_config *c);
 /* Allocates one zeroed block of tfm_param_count floats and carves the pointers. */
@@ -120,7 +128,7 @@ struct tfm_batch {
 struct tfm_state; /* activations and scratch of the training path (src/model/) */
 
 /* Sized for batches of at most max_tokens tokens, for the model c (shapes and
- * rope_theta). Keeping every layer's internals for the backward costs about
+ * rotary settings). Keeping every layer's internals for the backward costs about
  * L x max_tokens x (4C + 2*H*D + 2*K*D + 3F) floats (formula in
  * src/model/tfm_state.h); past TFM_KEEP_ACTIVATIONS_MAX_BYTES the state recomputes
  * instead (below). Logits are processed in chunks of tokens, never T x V. */

@@ -6,8 +6,9 @@
  * hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
  * head_dim, intermediate_size, vocab_size, rms_norm_eps, rope_theta,
  * tie_word_embeddings, max_position_embeddings, attention_bias) plus
- * libra_format_version. Optionally the AdamW state under /optimizer (m, v as flat
- * datasets, step and hyper-parameters as attributes).
+ * libra_format_version; rope_scaling, when not default, as rope_type and rope_*
+ * attributes (src/model/tfm_io.c; absent: plain rotary). Optionally the AdamW state
+ * under /optimizer (m, v as flat datasets, step and hyper-parameters as attributes).
  *
  * Writes are atomic: a temporary file in the same directory, fsync, rename.
  * Loading checks every tensor's shape against the config and names the tensor and

@@ -3,6 +3,11 @@
  *   libra score MODEL.h5 TOKENS_FILE
  *       TOKENS_FILE holds whitespace-separated token ids t0 t1 ... tn; prints one line
  *       per token from t1 on: log p(t_i | t_0 .. t_{i-1}) (natural log, temperature 1).
+ *   libra logits MODEL.h5 TOKENS_FILE OUT.h5
+ *       the raw logits of one sequence (TOKENS_FILE as for score) into the HDF5 file
+ *       OUT.h5: /logits float32 (T, V), row t the next-token logits after t_0 .. t_t
+ *       (temperature 1, the training path's forward), and /tokens int32 (T). Written
+ *       atomically. For parity checks against a reference (tests/hf_parity.sh).
  *   libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]
  *                  [--temperature T] [--top-p P] [--top-k K] [--seed S]
  *       prints the continuation (specials spelled out); greedy when T = 0. Stops at
@@ -16,6 +21,8 @@
 #include <string.h>
 
 #include "libra/driver.h"
+#include "libra/h5atomic.h"
+#include "libra/h5try.h"
 #include "libra/log.h"
 #include "libra/sampler.h"
 #include "libra/tfm.h"
@@ -98,6 +105,79 @@ int cmd_score(int argc, char **argv)
     free(tok);
     tfm_params_free(&p);
     return 0;
+}
+
+/* OUT.h5 with /logits (T, V) float32 and /tokens (T) int32; 0 or -1 + message. */
+static int write_logits(const char *path, const float *logits, const int32_t *tok, int T, int V,
+                        char *err, size_t errlen)
+{
+    struct h5quiet q;
+    struct h5atomic a;
+    hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID;
+    int rc = -1;
+    h5_quiet_begin(&q);
+    hid_t file = h5atomic_create(&a, path, sizeof(float) * (size_t)T * V + 4096,
+                                 H5F_LIBVER_EARLIEST, err, errlen);
+    if (file < 0) goto fail;
+    hsize_t dims[2] = {(hsize_t)T, (hsize_t)V};
+    H5TRY(space = H5Screate_simple(2, dims, NULL));
+    H5TRY(dset = H5Dcreate2(file, "logits", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                            H5P_DEFAULT));
+    H5TRY(H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, logits));
+    H5CLOSE(dset, H5Dclose);
+    H5CLOSE(space, H5Sclose);
+    H5TRY(space = H5Screate_simple(1, dims, NULL));
+    H5TRY(dset = H5Dcreate2(file, "tokens", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                            H5P_DEFAULT));
+    H5TRY(H5Dwrite(dset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok));
+    H5CLOSE(dset, H5Dclose);
+    H5CLOSE(space, H5Sclose);
+    if (h5atomic_commit(&a, NULL, 0, err, errlen)) goto fail;
+    rc = 0;
+fail:
+    close_id(&dset, H5Dclose);
+    close_id(&space, H5Sclose);
+    h5atomic_free(&a);
+    h5_quiet_end(&q);
+    return rc;
+}
+
+int cmd_logits(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: libra logits MODEL.h5 TOKENS_FILE OUT.h5\n");
+        return 2;
+    }
+    struct tfm_config c;
+    struct tfm_params p;
+    if (load_model(argv[0], &c, &p)) return 1;
+    int32_t *tok = NULL;
+    int n = 0;
+    if (read_token_file(argv[1], c.vocab_size, &tok, &n)) {
+        tfm_params_free(&p);
+        return 1;
+    }
+    int32_t *tgt = xmalloc((size_t)n * sizeof *tgt);
+    for (int i = 0; i < n; i++) tgt[i] = -1; /* logits only */
+    float *logits = xmalloc((size_t)n * c.vocab_size * sizeof *logits);
+    float *lp = xmalloc((size_t)n * sizeof *lp);
+    struct tfm_batch b = {1, &n, tok, tgt, NULL, 1.0f, NULL};
+    struct tfm_state *s = tfm_state_create(&c, n);
+    tfm_forward(&c, &p, s, &b, lp, NULL, logits);
+    char err[1024];
+    int rc = write_logits(argv[2], logits, tok, n, c.vocab_size, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "libra: logits: %s\n", err);
+    else
+        printf("%s: logits (%d, %d) of %s (rope %s)\n", argv[2], n, c.vocab_size, argv[0],
+               tfm_rope_type_name(c.rope_type));
+    tfm_state_free(s);
+    free(lp);
+    free(logits);
+    free(tgt);
+    free(tok);
+    tfm_params_free(&p);
+    return rc ? 1 : 0;
 }
 
 struct gen_options {

@@ -20,6 +20,83 @@
 #include "libra/log.h"
 #include "libra/rng.h"
 
+static const char *const rope_type_names[] = {"default", "linear", "llama3", "yarn"};
+
+const char *tfm_rope_type_name(int rope_type)
+{
+    return rope_type >= TFM_ROPE_DEFAULT && rope_type <= TFM_ROPE_YARN ? rope_type_names[rope_type]
+                                                                       : "?";
+}
+
+int tfm_rope_type_from_name(const char *name)
+{
+    for (int i = TFM_ROPE_DEFAULT; i <= TFM_ROPE_YARN; i++)
+        if (name && strcmp(name, rope_type_names[i]) == 0) return i;
+    return -1;
+}
+
+/* The rope_scaling fields (config.json names in the messages): what each type needs,
+ * and 0 in the fields it does not read, so that equal tables mean equal configs. */
+static int rope_scaling_check(const struct tfm_config *c, char *err, size_t errlen)
+{
+#define BAD(...)                                  \
+    do {                                          \
+        if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
+        return -1;                                \
+    } while (0)
+    int t = c->rope_type;
+    if (t < TFM_ROPE_DEFAULT || t > TFM_ROPE_YARN)
+        BAD("rope_type = %d is not default (0), linear (1), llama3 (2) or yarn (3)", t);
+    const char *name = rope_type_names[t];
+    const struct {
+        const char *key;
+        double v;
+        int used; /* by this type */
+    } f[] = {
+        {"factor", c->rope_factor, t != TFM_ROPE_DEFAULT},
+        {"low_freq_factor", c->rope_low_freq_factor, t == TFM_ROPE_LLAMA3},
+        {"high_freq_factor", c->rope_high_freq_factor, t == TFM_ROPE_LLAMA3},
+        {"original_max_position_embeddings", c->rope_original_max_pos,
+         t == TFM_ROPE_LLAMA3 || t == TFM_ROPE_YARN},
+        {"beta_fast", c->rope_beta_fast, t == TFM_ROPE_YARN},
+        {"beta_slow", c->rope_beta_slow, t == TFM_ROPE_YARN},
+        {"attention_factor", c->rope_attention_factor, t == TFM_ROPE_YARN},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (!f[i].used && f[i].v != 0)
+            BAD("rope_scaling %s = %g is set but rope_type %s does not use it (leave it 0)",
+                f[i].key, f[i].v, name);
+        if (f[i].used && (!isfinite(f[i].v) || f[i].v < 0))
+            BAD("rope_scaling %s = %g (rope_type %s) must be finite and >= 0", f[i].key, f[i].v,
+                name);
+    }
+    if (t == TFM_ROPE_DEFAULT) return 0;
+    if (!(c->rope_factor >= 1))
+        BAD("rope_scaling factor = %g (rope_type %s) must be >= 1 (the context is stretched "
+            "factor times)", (double)c->rope_factor, name);
+    if (t == TFM_ROPE_LLAMA3) {
+        if (!(c->rope_low_freq_factor > 0))
+            BAD("rope_scaling low_freq_factor = %g (rope_type llama3) must be > 0",
+                (double)c->rope_low_freq_factor);
+        if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
+            BAD("rope_scaling low_freq_factor = %g must be < high_freq_factor = %g (rope_type "
+                "llama3; Llama 3.1 uses 1 and 4)", (double)c->rope_low_freq_factor,
+                (double)c->rope_high_freq_factor);
+        if (c->rope_original_max_pos <= 0)
+            BAD("rope_scaling original_max_position_embeddings = %d (rope_type llama3) must be "
+                "positive (Llama 3.1: 8192)", c->rope_original_max_pos);
+    }
+    if (t == TFM_ROPE_YARN) {
+        double fast = c->rope_beta_fast > 0 ? c->rope_beta_fast : 32;
+        double slow = c->rope_beta_slow > 0 ? c->rope_beta_slow : 1;
+        if (!(fast >= slow))
+            BAD("rope_scaling beta_fast = %g must be >= beta_slow = %g (rope_type yarn; 0 "
+                "means the defaults 32 and 1)", fast, slow);
+    }
+    return 0;
+#undef BAD
+}
+
 int tfm_config_check(const struct tfm_config *c, char *err, size_t errlen)
 {
 #define BAD(...)                                  \
@@ -52,7 +129,7 @@ int tfm_config_check(const struct tfm_config *c, char *err, size_t errlen)
     if (c->attention_bias != 0 && c->attention_bias != 1)
         BAD("attention_bias = %d must be 0 or 1", c->attention_bias);
     if (c->qk_norm != 0 && c->qk_norm != 1) BAD("qk_norm = %d must be 0 or 1", c->qk_norm);
-    return 0;
+    return rope_scaling_check(c, err, errlen);
 #undef BAD
 }
 

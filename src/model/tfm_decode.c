@@ -24,6 +24,7 @@
 
 #include "cpu/ops.h"
 #include "libra/log.h"
+#include "rope.h"
 #include "tfm_state.h"
 #include "tp_ops.h"
 
@@ -89,7 +90,7 @@ struct tfm_decoder *tfm_decoder_create(const struct tfm_config *c, const struct 
         *fields[i] = d->mem + off;
         off += sizes[i];
     }
-    rope_table(d->rope, slot_capacity, c->head_dim, c->rope_theta);
+    rope_table(d->rope, slot_capacity, c);
     d->len = xcalloc((size_t)n_slots, sizeof *d->len);
     d->pos = xcalloc(R, sizeof *d->pos);
     d->slot_of = xcalloc(R, sizeof *d->slot_of);

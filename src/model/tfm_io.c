@@ -13,6 +13,15 @@
  *                   max_position_embeddings, libra_format_version: int64
  *                   rms_norm_eps, rope_theta: double
  *                   tie_word_embeddings, attention_bias: int64 0 / 1
+ *                   rope_scaling, only when rope_type is not default (config.json's
+ *                   rope_scaling keys with a rope_ prefix): rope_type: string "linear" |
+ *                   "llama3" | "yarn"; rope_factor: double; llama3: rope_low_freq_factor,
+ *                   rope_high_freq_factor: double, rope_original_max_position_embeddings:
+ *                   int64; yarn, each only when set (absent = HF's default):
+ *                   rope_original_max_position_embeddings, rope_beta_fast,
+ *                   rope_beta_slow, rope_attention_factor. A file without rope_type is
+ *                   plain rotary (files before rope_scaling load unchanged; readers
+ *                   before it ignore these attributes, as any unknown root attribute).
  *   /optimizer      (optional) datasets m, v: float32 (n), n = tfm_param_count, the
  *                   tfm_params layout; attributes step, warmup_steps, total_steps: int64;
  *                   lr, beta1, beta2, eps, weight_decay, clip_norm, min_lr_ratio: double;
@@ -230,6 +239,38 @@ fail:
     return -1;
 }
 
+/* The rope_scaling attributes (none for plain rotary): the fields the type reads,
+ * yarn's optional ones only when set (0 = HF's default), as config.json has them. */
+static int write_rope_scaling(hid_t file, const struct tfm_config *c, const char *path,
+                              char *err, size_t errlen)
+{
+    int t = c->rope_type;
+    if (t == TFM_ROPE_DEFAULT) return 0;
+    if (attr_put_string(file, "rope_type", tfm_rope_type_name(t), path, err, errlen) ||
+        attr_put_f64(file, "rope_factor", c->rope_factor, path, err, errlen))
+        return -1;
+    if (t == TFM_ROPE_LLAMA3 &&
+        (attr_put_f64(file, "rope_low_freq_factor", c->rope_low_freq_factor, path, err, errlen) ||
+         attr_put_f64(file, "rope_high_freq_factor", c->rope_high_freq_factor, path, err,
+                      errlen)))
+        return -1;
+    if ((t == TFM_ROPE_LLAMA3 || (t == TFM_ROPE_YARN && c->rope_original_max_pos > 0)) &&
+        attr_put_i64(file, "rope_original_max_position_embeddings", c->rope_original_max_pos,
+                     path, err, errlen))
+        return -1;
+    if (t != TFM_ROPE_YARN) return 0;
+    const struct {
+        const char *name;
+        float v;
+    } opt[] = {{"rope_beta_fast", c->rope_beta_fast},
+               {"rope_beta_slow", c->rope_beta_slow},
+               {"rope_attention_factor", c->rope_attention_factor}};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if (opt[i].v != 0 && attr_put_f64(file, opt[i].name, opt[i].v, path, err, errlen))
+            return -1;
+    return 0;
+}
+
 static int write_config(hid_t file, const struct tfm_config *c, const char *path, char *err,
                         size_t errlen)
 {
@@ -255,7 +296,7 @@ static int write_config(hid_t file, const struct tfm_config *c, const char *path
         if (attr_put_i64(file, ints[i].name, ints[i].v, path, err, errlen)) return -1;
     if (attr_put_f64(file, "rms_norm_eps", c->rms_norm_eps, path, err, errlen)) return -1;
     if (attr_put_f64(file, "rope_theta", c->rope_theta, path, err, errlen)) return -1;
-    return 0;
+    return write_rope_scaling(file, c, path, err, errlen);
 }
 
 static int write_optimizer(hid_t file, const struct adamw *o, const char *path, char *err,
@@ -502,6 +543,60 @@ static int attr_get_float(hid_t obj, const char *where, const char *name, float 
     return 0;
 }
 
+/* The rope_scaling attributes (write_rope_scaling): none = plain rotary; with
+ * rope_type, the fields that type requires must be there, the optional ones are 0
+ * (HF's defaults) when absent. tfm_config_check judges the values afterwards. */
+static int read_rope_scaling(hid_t file, struct tfm_config *c, const char *path, char *err,
+                             size_t errlen)
+{
+    char type[64];
+    htri_t has;
+    H5TRY(has = H5Aexists(file, "rope_type"));
+    if (!has) return 0;
+    if (attr_get(file, "root", "rope_type", A_STRING, type, sizeof type, path, err, errlen))
+        return -1;
+    c->rope_type = tfm_rope_type_from_name(type);
+    if (c->rope_type < 0) {
+        set_error(err, errlen,
+                  "%s: root attribute rope_type = \"%s\" is not supported (default, linear, "
+                  "llama3, yarn)", path, type);
+        return -1;
+    }
+    int t = c->rope_type;
+    const struct {
+        const char *name;
+        float *f; /* or */
+        int *i;
+        int required;
+    } fields[] = {
+        {"rope_factor", &c->rope_factor, NULL, t != TFM_ROPE_DEFAULT},
+        {"rope_low_freq_factor", &c->rope_low_freq_factor, NULL, t == TFM_ROPE_LLAMA3},
+        {"rope_high_freq_factor", &c->rope_high_freq_factor, NULL, t == TFM_ROPE_LLAMA3},
+        {"rope_original_max_position_embeddings", NULL, &c->rope_original_max_pos,
+         t == TFM_ROPE_LLAMA3},
+        {"rope_beta_fast", &c->rope_beta_fast, NULL, 0},
+        {"rope_beta_slow", &c->rope_beta_slow, NULL, 0},
+        {"rope_attention_factor", &c->rope_attention_factor, NULL, 0},
+    };
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        H5TRY(has = H5Aexists(file, fields[k].name));
+        if (!has && !fields[k].required) continue;
+        if (!has) {
+            set_error(err, errlen, "%s: root attribute %s is missing (rope_type %s needs it)",
+                      path, fields[k].name, type);
+            return -1;
+        }
+        if (fields[k].f ? attr_get_float(file, "root", fields[k].name, fields[k].f, path, err,
+                                         errlen)
+                        : attr_get_int(file, "root", fields[k].name, A_INT, fields[k].i, path,
+                                       err, errlen))
+            return -1;
+    }
+    return 0;
+fail:
+    return -1;
+}
+
 static int read_config(hid_t file, struct tfm_config *c, const char *path, char *err,
                        size_t errlen)
 {
@@ -558,6 +653,7 @@ static int read_config(hid_t file, struct tfm_config *c, const char *path, char 
     if (attr_get_float(file, "root", "rms_norm_eps", &c->rms_norm_eps, path, err, errlen))
         return -1;
     if (attr_get_float(file, "root", "rope_theta", &c->rope_theta, path, err, errlen)) return -1;
+    if (read_rope_scaling(file, c, path, err, errlen)) return -1;
     c->qk_norm = c->family == TFM_QWEN3;
     char msg[512];
     if (tfm_config_check(c, msg, sizeof msg) != 0) {

@@ -16,6 +16,7 @@
 
 #include "cpu/ops.h"
 #include "libra/log.h"
+#include "rope.h"
 #include "tfm_state.h"
 #include "tp_ops.h"
 
@@ -133,7 +134,7 @@ static struct tfm_state *state_new(const struct tfm_config *c, int max_tokens, i
     state_carve(s); /* count */
     s->mem = xcalloc(s->n_floats, sizeof(float));
     state_carve(s); /* carve */
-    rope_table(s->rope, max_tokens, c->head_dim, c->rope_theta);
+    rope_table(s->rope, max_tokens, c);
     s->pos = xcalloc((size_t)max_tokens, sizeof(int));
     s->rows = xcalloc((size_t)max_tokens, sizeof(int));
     s->tgt_c = xcalloc((size_t)s->logit_chunk, sizeof(int32_t));
@@ -259,11 +260,14 @@ int tfm_batch_prepare(const struct tfm_config *c, struct tfm_state *s,
         c->n_layers != sc->n_layers || c->n_heads != sc->n_heads ||
         c->n_kv_heads != sc->n_kv_heads || c->head_dim != sc->head_dim ||
         c->intermediate_size != sc->intermediate_size || c->qk_norm != sc->qk_norm ||
-        c->rope_theta != sc->rope_theta)
+        !rope_same(c, sc))
         FATAL("tfm: the state was created for another model (hidden %d vs %d, layers %d vs "
-              "%d, vocab %d vs %d, rope_theta %g vs %g); create one state per model",
+              "%d, vocab %d vs %d, rope_theta %g vs %g, rope_type %s vs %s, rope_factor %g vs "
+              "%g, or another rope_scaling field); create one state per model",
               sc->hidden_size, c->hidden_size, sc->n_layers, c->n_layers, sc->vocab_size,
-              c->vocab_size, (double)sc->rope_theta, (double)c->rope_theta);
+              c->vocab_size, (double)sc->rope_theta, (double)c->rope_theta,
+              tfm_rope_type_name(sc->rope_type), tfm_rope_type_name(c->rope_type),
+              (double)sc->rope_factor, (double)c->rope_factor);
     if (b->n_seq < 0) FATAL("tfm batch: n_seq = %d is negative", b->n_seq);
     if (!(b->temperature > 0) || !isfinite(b->temperature))
         FATAL("tfm batch: temperature = %g must be positive and finite", (double)b->temperature);

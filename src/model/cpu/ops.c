@@ -177,20 +177,6 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
 
 /* ---------------------------------------------------------------- rotary */
 
-void rope_table(float *rope, int n_pos, int D, float theta)
-{
-    int half = D / 2;
-    for (int i = 0; i < half; i++) {
-        /* as HF: inv_freq = 1 / theta^(2i/D) and pos * inv_freq in float32 */
-        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)D);
-        for (int pos = 0; pos < n_pos; pos++) {
-            float a = (float)pos * inv_freq;
-            rope[(size_t)pos * D + i] = (float)cos((double)a);
-            rope[(size_t)pos * D + half + i] = (float)sin((double)a);
-        }
-    }
-}
-
 /* Rotates pairs (i, i + D/2) of every head of one row by +angle (sign 1) or -angle;
  * cs (D) is the row's table entry (cos | sin). */
 static void rope_row(float *x, const float *cs, int n_heads, int D, float sign)

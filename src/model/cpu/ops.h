@@ -53,15 +53,13 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
                       int N, int C, float eps);
 
 /* ---- rotary embedding (Hugging Face rotate-half) ----
- * For each row r, head h, i < D/2, with a = pos[r] * theta^(-2i/D) (inv_freq and the
- * angle in float32 as HF computes them):
- *   x'[i] = x[i] cos a - x[i + D/2] sin a;   x'[i + D/2] = x[i + D/2] cos a + x[i] sin a
- * The cos / sin come from a table built once per state (the training path: positions
- * < max_tokens; decode: < slot capacity), so both paths rotate with the same bits. */
-/* rope (n_pos, D): row p = cos(a_0..a_{D/2-1}) then sin(a_0..a_{D/2-1}) at position p. */
-void rope_table(float *rope, int n_pos, int D, float theta);
+ * For each row r, head h, i < D/2, with c = rope[pos[r]][i], s = rope[pos[r]][D/2 + i]:
+ *   x'[i] = x[i] c - x[i + D/2] s;   x'[i + D/2] = x[i + D/2] c + x[i] s
+ * The table (n_pos, D) is built once per state by rope_table (src/model/rope.h: HF's
+ * frequencies and rope_scaling; the training path: positions < max_tokens; decode:
+ * < slot capacity), so both paths rotate with the same bits. */
 /* x (N, n_heads * D) rotated in place; pos (N) positions of the rows, each < the
- * table's n_pos; rope from rope_table. */
+ * table's n_pos. */
 void rope_forward(float *x, const int *pos, int N, int n_heads, int D, const float *rope);
 /* dx (N, n_heads * D): gradient w.r.t. the rotated x in, w.r.t. the input x out
  * (in place: the transpose rotation). */
