@@ -47,7 +47,11 @@ uint64_t bpe_hash(const void *p, size_t n)
 
 int32_t bpe_vocab_find(const struct bpe *b, const void *p, size_t n)
 {
-    uint64_t h = bpe_hash(p, n);
+    return bpe_vocab_find_h(b, p, n, bpe_hash(p, n));
+}
+
+int32_t bpe_vocab_find_h(const struct bpe *b, const void *p, size_t n, uint64_t h)
+{
     uint32_t tag = (uint32_t)(h >> 32);
     for (uint64_t i = h;; i++) {
         const struct bpe_vslot *s = &b->vocab[i & b->vmask];
@@ -66,6 +70,8 @@ void bpe_free(struct bpe *b)
     for (int i = 0; i < b->n_added; i++) free(b->added[i].content);
     free(b->added);
     free(b->trie);
+    free(b->nfc_unstable);
+    free(b->cache);
     free(b->merges);
     free(b->odd);
     free(b->vocab);

@@ -12,10 +12,11 @@
  *      has a merge -- the order of Hugging Face's tokenizers and transformers.js. With
  *      ignore_merges (Llama 3) a pre-token found whole in the vocabulary is one id.
  *
- * Short pre-tokens (most of them) merge in a compact array, scanning for the best
- * pair (O(n^2) on a few bytes, no allocation); long ones use a binary heap of
- * candidate pairs with lazy invalidation (O(n log n)). Everything a call needs is in
- * its own struct enc: calls on one struct bpe run concurrently.
+ * Short pre-tokens (most of them) merge in a small linked array, scanning for the
+ * best pair (O(n^2) on a few bytes, no allocation), and the shortest are remembered in
+ * a cache shared by all threads (bpe_cache.c); long ones use a binary heap of
+ * candidate pairs with lazy invalidation (O(n log n)). Everything else a call needs
+ * is in its own struct enc: calls on one struct bpe run concurrently.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@
 #include "bpe_internal.h"
 #include "libra/log.h"
 
-enum { SHORT_WORD = 32 }; /* bytes: compact-array merging up to this length */
+enum { SHORT_WORD = BPE_CACHE_KEY }; /* bytes: array merging (and the cache) up to this length */
 
 struct heap_ent {
     uint64_t key;         /* rank << 32 | position of the pair's left symbol */
@@ -60,27 +61,36 @@ static inline int32_t pair_rank(const struct enc *e, int32_t l, int32_t r, int32
     return rank;
 }
 
-static void merge_short(struct enc *e, const uint8_t *p, size_t n)
+/* Symbols in a fixed array linked by nxt (SHORT_WORD: end); rank[i] / mid[i]: the
+ * merge of symbol i with the next one (-1: none). Each step scans the live symbols for
+ * the lowest rank (the first one on ties: the leftmost). */
+static int merge_short(struct enc *e, const uint8_t *p, size_t n, int32_t *out)
 {
     int32_t id[SHORT_WORD], rank[SHORT_WORD], mid[SHORT_WORD];
-    size_t m = n;
-    for (size_t i = 0; i < n; i++) id[i] = e->b->byte_id[p[i]];
-    for (size_t i = 0; i + 1 < m; i++) rank[i] = pair_rank(e, id[i], id[i + 1], &mid[i]);
-    while (m > 1) {
-        size_t best = SIZE_MAX;
-        int32_t br = INT32_MAX;
-        for (size_t i = 0; i + 1 < m; i++)
-            if (rank[i] >= 0 && rank[i] < br) br = rank[i], best = i;
-        if (best == SIZE_MAX) break;
-        id[best] = mid[best];
-        memmove(id + best + 1, id + best + 2, (m - best - 2) * sizeof *id);
-        memmove(rank + best + 1, rank + best + 2, (m - best - 2) * sizeof *rank);
-        memmove(mid + best + 1, mid + best + 2, (m - best - 2) * sizeof *mid);
-        m--;
-        if (best > 0) rank[best - 1] = pair_rank(e, id[best - 1], id[best], &mid[best - 1]);
-        if (best + 1 < m) rank[best] = pair_rank(e, id[best], id[best + 1], &mid[best]);
+    uint8_t nxt[SHORT_WORD], prv[SHORT_WORD];
+    for (size_t i = 0; i < n; i++) {
+        id[i] = e->b->byte_id[p[i]];
+        nxt[i] = (uint8_t)(i + 1 < n ? i + 1 : SHORT_WORD);
+        prv[i] = (uint8_t)(i ? i - 1 : SHORT_WORD);
     }
-    for (size_t i = 0; i < m; i++) emit(e, id[i]);
+    for (size_t i = 0; i + 1 < n; i++) rank[i] = pair_rank(e, id[i], id[i + 1], &mid[i]);
+    rank[n - 1] = -1;
+    for (;;) {
+        unsigned best = SHORT_WORD;
+        uint32_t br = UINT32_MAX;
+        for (unsigned i = 0; i != SHORT_WORD; i = nxt[i])
+            if ((uint32_t)rank[i] < br) br = (uint32_t)rank[i], best = i; /* -1: UINT32_MAX */
+        if (best == SHORT_WORD) break;
+        unsigned r = nxt[best];
+        id[best] = mid[best];
+        nxt[best] = nxt[r];
+        if (nxt[r] != SHORT_WORD) prv[nxt[r]] = (uint8_t)best;
+        if (prv[best] != SHORT_WORD) rank[prv[best]] = pair_rank(e, id[prv[best]], id[best], &mid[prv[best]]);
+        rank[best] = nxt[best] != SHORT_WORD ? pair_rank(e, id[best], id[nxt[best]], &mid[best]) : -1;
+    }
+    int k = 0;
+    for (unsigned i = 0; i != SHORT_WORD; i = nxt[i]) out[k++] = id[i];
+    return k;
 }
 
 static void heap_push(struct heap_ent *h, size_t *len, struct heap_ent x)
@@ -159,15 +169,28 @@ static void encode_word(struct enc *e, const char *s, size_t n)
         emit(e, b->byte_id[p[0]]);
         return;
     }
+    uint64_t h = bpe_hash(p, n);
     if (b->ignore_merges) {
-        int32_t id = bpe_vocab_find(b, p, n);
+        int32_t id = bpe_vocab_find_h(b, p, n, h);
         if (id >= 0 && (e->mode == BPE_ADDED_ALL || !(b->toks[id].flags & BPE_TOK_ADDED))) {
             emit(e, id);
             return;
         }
     }
-    if (n <= SHORT_WORD) merge_short(e, p, n);
-    else merge_long(e, p, n);
+    if (n > SHORT_WORD) {
+        merge_long(e, p, n);
+        return;
+    }
+    /* The cache holds BPE_ADDED_ALL's ids, the same as BPE_ADDED_NONE's unless an
+     * added token is in the vocabulary. */
+    int cached = (e->mode == BPE_ADDED_ALL || b->cache_mode_free);
+    int32_t ids[SHORT_WORD];
+    int k = cached ? bpe_cache_get(b, h, p, n, ids) : -1;
+    if (k < 0) {
+        k = merge_short(e, p, n, ids);
+        if (cached) bpe_cache_put(b, h, p, n, ids, k);
+    }
+    for (int i = 0; i < k; i++) emit(e, ids[i]);
 }
 
 /* pcre2_match, falling back to the interpreter when the JIT runs out of stack.
@@ -225,7 +248,7 @@ static void encode_section(struct enc *e, const char *s, size_t n)
 {
     if (n == 0) return;
     size_t nn = 0;
-    char *norm = e->b->nfc ? bpe_nfc(s, n, &nn) : NULL;
+    char *norm = e->b->nfc ? bpe_nfc(e->b->nfc_unstable, s, n, &nn) : NULL;
     if (norm) split(e, 0, norm, nn);
     else split(e, 0, s, n);
     free(norm);

@@ -17,6 +17,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +71,14 @@ struct bpe_mslot {
 };
 #define BPE_MKEY_EMPTY UINT64_MAX
 
+/* A slot of the pre-token cache (bpe_cache.c), 128 bytes: a sequence lock and 15
+ * words: the key's hash, its length | ids << 8, the key (6 words), the ids (7 words). */
+enum { BPE_CACHE_KEY = 48, BPE_CACHE_IDS = 14, BPE_CACHE_WORDS = 15 };
+struct bpe_cslot {
+    _Atomic uint32_t seq; /* odd: being written */
+    _Atomic uint64_t w[BPE_CACHE_WORDS];
+};
+
 struct bpe {
     char *file; /* the tokenizer.json read (for messages) */
     int32_t n_ids;          /* V */
@@ -95,10 +104,17 @@ struct bpe {
     uint8_t added_first[256]; /* 1 if some added token starts with this byte */
 
     int nfc;                    /* normalizer NFC */
+    uint8_t *nfc_unstable;      /* bpe_nfc_table, when nfc */
     pcre2_code *re[BPE_MAX_REGEX];
     int n_re;                   /* R; 0: a whole section is one pre-token */
 
     int32_t bos, eos, pad;      /* -1: none */
+
+    /* The one part written after load (thread-safe: bpe_cache.c). */
+    struct bpe_cslot *cache;    /* (cache_mask + 1) */
+    uint64_t cache_mask;
+    int cache_mode_free;        /* no added token is in the vocabulary: cached ids
+                                 * hold for both added-token modes */
 };
 
 /* ---- bpe.c ---- */
@@ -107,6 +123,7 @@ int bpe_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((forma
 uint64_t bpe_hash(const void *p, size_t n);
 /* The vocabulary id of raw bytes p[0, n), or -1. */
 int32_t bpe_vocab_find(const struct bpe *b, const void *p, size_t n);
+int32_t bpe_vocab_find_h(const struct bpe *b, const void *p, size_t n, uint64_t h); /* h: bpe_hash */
 /* The merge of left and right: its rank and merged id (*id), or -1 when none. */
 static inline int32_t bpe_merge_find(const struct bpe *b, int32_t left, int32_t right, int32_t *id)
 {
@@ -118,6 +135,14 @@ static inline int32_t bpe_merge_find(const struct bpe *b, int32_t left, int32_t 
         if (s->key == BPE_MKEY_EMPTY) return -1;
     }
 }
+
+/* ---- bpe_cache.c ---- */
+void bpe_cache_init(struct bpe *b);
+/* The cached ids of pre-token p[0, n) (hash h = bpe_hash(p, n)) into ids (room for
+ * BPE_CACHE_IDS): their count, or -1 on a miss. */
+int bpe_cache_get(const struct bpe *b, uint64_t h, const uint8_t *p, size_t n, int32_t *ids);
+/* Remembers them (if they fit; a busy slot is left alone). */
+void bpe_cache_put(const struct bpe *b, uint64_t h, const uint8_t *p, size_t n, const int32_t *ids, int k);
 
 /* ---- bpe_tables.c (load time) ---- */
 /* Sizes b->toks for ids [0, n_ids) and the pool for pool_cap bytes. */
@@ -150,10 +175,14 @@ int bpe_is_space(uint32_t cp);
 /* Compiles a split regex (PCRE2, UTF + UCP, JIT when available); NULL with PCRE2's
  * message and the offset in err. */
 pcre2_code *bpe_regex_compile(const char *pattern, char *err, size_t errlen);
+/* The code points NFC may change or combine with what precedes them, as a bitmap
+ * (bit cp of BPE_NFC_TABLE_BYTES bytes; malloc'd): the normaliser's quick check. */
+#define BPE_NFC_TABLE_BYTES (0x110000 / 8)
+uint8_t *bpe_nfc_table(void);
 /* NFC of s[0, n) when it may differ from s: returns a malloc'd buffer and its
  * length in *out_n; NULL when s is already NFC (the caller uses s). Bytes that are
- * not valid UTF-8 are kept as they are. */
-char *bpe_nfc(const char *s, size_t n, size_t *out_n);
+ * not valid UTF-8 are kept as they are. unstable: bpe_nfc_table. */
+char *bpe_nfc(const uint8_t *unstable, const char *s, size_t n, size_t *out_n);
 /* The regex of a ByteLevel pre-tokenizer with use_regex true (GPT-2's). */
 extern const char bpe_gpt2_pattern[];
 

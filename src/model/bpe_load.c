@@ -230,6 +230,9 @@ static int added_pass2(struct ld *ld, json_t *added)
         t->added = b->n_added++;
         t->flags |= BPE_TOK_ADDED | (a->special ? BPE_TOK_SPECIAL : 0);
     }
+    b->cache_mode_free = 1;
+    for (int i = 0; i < b->n_added; i++)
+        if (b->toks[b->added[i].id].flags & BPE_TOK_VOCAB) b->cache_mode_free = 0;
     bpe_trie_build(b);
     return 0;
 }
@@ -244,6 +247,7 @@ static int load_normalizer(struct ld *ld, json_t *n)
     if (strcmp(t, "NFC") != 0)
         return LD_FAIL(ld, "%s: normalizer.type \"%s\": not supported (null or NFC)", ld->file, t);
     ld->b->nfc = 1;
+    ld->b->nfc_unstable = bpe_nfc_table();
     return 0;
 }
 
@@ -355,11 +359,12 @@ static int load_tokenizer(struct ld *ld, json_t *root)
     if (vocab_pass2(ld, vocab) || load_merges(ld, json_object_get(model, "merges")) ||
         model_options(ld, model) || added_pass2(ld, added))
         return -1;
-    return load_normalizer(ld, json_object_get(root, "normalizer")) ||
-                   load_pretokenizer(ld, json_object_get(root, "pre_tokenizer")) ||
-                   load_decoder(ld, json_object_get(root, "decoder"))
-               ? -1
-               : 0;
+    if (load_normalizer(ld, json_object_get(root, "normalizer")) ||
+        load_pretokenizer(ld, json_object_get(root, "pre_tokenizer")) ||
+        load_decoder(ld, json_object_get(root, "decoder")))
+        return -1;
+    bpe_cache_init(b);
+    return 0;
 }
 
 /* bos_token / eos_token / pad_token of tokenizer_config.json: a string, null, or an

@@ -109,19 +109,31 @@ pcre2_code *bpe_regex_compile(const char *pattern, char *err, size_t errlen)
     return re;
 }
 
-/* A code point that NFC leaves alone whatever surrounds it: no canonical
- * decomposition, combining class 0, never the second of a composition pair (Hangul
- * vowel and trailing jamo compose algorithmically, so they are not safe either). */
-static int nfc_safe(uint32_t cp)
+/* Code points NFC leaves alone whatever surrounds them (the quick check's "yes" with
+ * combining class 0): not a combining mark, never the second of a composition pair
+ * (Hangul vowel and trailing jamo compose algorithmically), and either without a
+ * canonical decomposition or composed back to themselves (\u00e9, \u304c). */
+static int nfc_stable(uint32_t cp)
 {
-    if (cp < 0x300) return cp < 0xC0; /* Latin-1 letters decompose; U+0300.. combine */
-    if (cp >= 0x1161 && cp <= 0x11C2) return 0;
-    if (cp >= 0xAC00 && cp <= 0xD7A3) return 1; /* precomposed Hangul syllables */
     const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)cp);
     if (p->combining_class != 0) return 0;
-    if (p->decomp_seqindex != UINT16_MAX && p->decomp_type == 0) return 0;
     if (p->comb_index != UINT16_MAX && (p->comb_index & 0x8000)) return 0;
-    return 1;
+    if (cp >= 0x1161 && cp <= 0x11C2) return 0;
+    if (p->decomp_seqindex == UINT16_MAX || p->decomp_type != 0) return 1;
+    utf8proc_uint8_t in[8], *out = NULL;
+    utf8proc_ssize_t n = utf8proc_encode_char((utf8proc_int32_t)cp, in);
+    utf8proc_ssize_t m = utf8proc_map(in, n, &out, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    int same = m == n && memcmp(in, out, (size_t)n) == 0;
+    free(out);
+    return same;
+}
+
+uint8_t *bpe_nfc_table(void)
+{
+    uint8_t *bits = xcalloc(BPE_NFC_TABLE_BYTES, 1);
+    for (uint32_t cp = 0x80; cp <= 0x10FFFF; cp++)
+        if (!nfc_stable(cp)) bits[cp >> 3] |= (uint8_t)(1u << (cp & 7));
+    return bits;
 }
 
 /* NFC of one run of valid UTF-8, appended to *out (grown as needed). */
@@ -141,7 +153,7 @@ static void nfc_run(const char *s, size_t n, char **out, size_t *len, size_t *ca
     free(r);
 }
 
-char *bpe_nfc(const char *s, size_t n, size_t *out_n)
+char *bpe_nfc(const uint8_t *unstable, const char *s, size_t n, size_t *out_n)
 {
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0;
@@ -156,7 +168,7 @@ char *bpe_nfc(const char *s, size_t n, size_t *out_n)
             i++;
             continue;
         }
-        if (!nfc_safe(cp)) break;
+        if (unstable[cp >> 3] & (1u << (cp & 7))) break;
         i += k;
     }
     if (i >= n) return NULL;
