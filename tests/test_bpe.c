@@ -21,6 +21,7 @@
 #include <utf8proc.h>
 
 #include "libra/bpe.h"
+#include "libra/rng.h"
 #include "testutil.h"
 
 /* ---- the reference models and their goldens ---- */
@@ -280,6 +281,51 @@ static void test_bytes(void)
         CU_ASSERT_EQUAL(bpe_decode(b, bad, 3, out, sizeof out), 9);
         CU_ASSERT_EQUAL(memcmp(out, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 9), 0);
     }
+}
+
+/* Seeded random strings of code points around NFC's corner cases (combining marks
+ * in and out of order, Hangul jamo and syllables, kana and voicing marks, Tamil
+ * two-part vowels, singletons, composition exclusions, precomposed Latin): the
+ * tokenizer's normaliser (a quick check, then utf8proc on what may change) must agree
+ * with utf8proc_NFC on the whole string. */
+static void test_nfc_random(void)
+{
+    /* starters that NFC keeps, some of which later characters combine with */
+    static const uint32_t plain[] = {'a', 'e', 'o', 'A', 'n', ' ', '.', 0xE9, 0xC5, 0x1E0B, 0x1100, 0x1112,
+                                     0xAC00, 0xAC01, 0xD7A3, 0x304B, 0x304C, 0x30AB, 0x0BC6, 0x0B47, 0x4E2D,
+                                     0x1F600};
+    /* what NFC changes, or what combines with the character before */
+    static const uint32_t tricky[] = {0x300, 0x301, 0x302, 0x308, 0x323, 0x327, 0x345, 0x35C, 0x212B, 0x2126,
+                                      0x0958, 0xF900, 0x2000, 0x0344, 0x0F73, 0x1161, 0x1175, 0x11A8, 0x11C2,
+                                      0x3099, 0x309A, 0x0BBE, 0x0B3E, 0x0BCA};
+    const struct bpe *b = model(QWEN3);
+    struct rng r;
+    rng_init(&r, 20250517, 0, 0, 0);
+    int bad = 0;
+    for (int it = 0; it < 4000; it++) {
+        char text[256];
+        size_t len = 0, n = 1 + rng_below(&r, 12), at = rng_below(&r, n + 1);
+        int extra = (int)rng_below(&r, 3); /* 0, 1 or 2 tricky ones */
+        for (size_t k = 0; k <= n; k++) {
+            uint32_t cp = plain[rng_below(&r, sizeof plain / sizeof *plain)];
+            if (k == at || (extra == 2 && rng_below(&r, 4) == 0))
+                cp = tricky[rng_below(&r, sizeof tricky / sizeof *tricky)];
+            else if (k == n)
+                continue;
+            if (extra == 0 && k == at) continue;
+            len += (size_t)utf8proc_encode_char((utf8proc_int32_t)cp, (utf8proc_uint8_t *)text + len);
+        }
+        text[len] = '\0';
+        char *want = nfc(text);
+        size_t m, dl;
+        int32_t *ids = encode_all(b, text, len, BPE_ADDED_NONE, &m);
+        char *d = decode_all(b, ids, m, &dl);
+        if (dl != strlen(want) || memcmp(d, want, dl) != 0) bad++;
+        free(d);
+        free(ids);
+        free(want);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
 }
 
 /* Write at most cap, return the need, out NULL with cap 0. */
@@ -617,6 +663,7 @@ static const struct test_case reference_cases[] = {
     {"round_trip_llama3", test_round_trip_llama3},
     {"special_qwen3", test_special_qwen3},
     {"special_llama3", test_special_llama3},
+    {"nfc_random", test_nfc_random},
     {"bytes", test_bytes},
     {"capacity", test_capacity},
     {"threads", test_threads},
