@@ -352,6 +352,7 @@ static void test_capacity(void)
 /* ---- threads ---- */
 
 struct thread_arg {
+    struct bpe **b; /* (N_MODELS) */
     int rounds;
     int bad;
 };
@@ -363,28 +364,37 @@ static void *thread_main(void *p)
         for (int m = 0; m < N_MODELS; m++)
             for (size_t i = 0; i < goldens[m].n; i++) {
                 const struct golden_case *c = &goldens[m].c[(i + (size_t)r * 7) % goldens[m].n];
-                size_t need = bpe_encode(models[m], c->text, c->len, BPE_ADDED_ALL, NULL, 0);
+                size_t need = bpe_encode(a->b[m], c->text, c->len, BPE_ADDED_ALL, NULL, 0);
                 int32_t *ids = malloc((need + 1) * sizeof *ids);
-                bpe_encode(models[m], c->text, c->len, BPE_ADDED_ALL, ids, need);
+                bpe_encode(a->b[m], c->text, c->len, BPE_ADDED_ALL, ids, need);
                 if (need != c->n_ids || memcmp(ids, c->ids, need * sizeof *ids) != 0) a->bad++;
                 free(ids);
             }
     return NULL;
 }
 
+/* 4 threads encode the corpus with the same two tokenizers at once, freshly loaded so
+ * that they also fill the shared pre-token cache together. */
 static void test_threads(void)
 {
-    for (int m = 0; m < N_MODELS; m++) model(m);
+    struct bpe *fresh[N_MODELS];
+    char err[512];
+    for (int m = 0; m < N_MODELS; m++) {
+        model(m);
+        fresh[m] = bpe_load(model_dir(m), err, sizeof err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(fresh[m]);
+    }
     pthread_t th[4];
     struct thread_arg args[4];
     for (int t = 0; t < 4; t++) {
-        args[t] = (struct thread_arg){.rounds = 3};
+        args[t] = (struct thread_arg){.b = fresh, .rounds = 3};
         CU_ASSERT_EQUAL_FATAL(pthread_create(&th[t], NULL, thread_main, &args[t]), 0);
     }
     for (int t = 0; t < 4; t++) {
         CU_ASSERT_EQUAL(pthread_join(th[t], NULL), 0);
         CU_ASSERT_EQUAL(args[t].bad, 0);
     }
+    for (int m = 0; m < N_MODELS; m++) bpe_free(fresh[m]);
 }
 
 /* ---- a small tokenizer.json of our own ---- */
