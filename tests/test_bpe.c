@@ -24,6 +24,8 @@
 #include "libra/rng.h"
 #include "testutil.h"
 
+static void expect_ids(const struct bpe *b, const char *text, int mode, const int32_t *want, size_t n);
+
 /* ---- the reference models and their goldens ---- */
 
 enum { QWEN3 = 0, LLAMA3 = 1, N_MODELS = 2 };
@@ -281,6 +283,37 @@ static void test_bytes(void)
         CU_ASSERT_EQUAL(bpe_decode(b, bad, 3, out, sizeof out), 9);
         CU_ASSERT_EQUAL(memcmp(out, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 9), 0);
     }
+}
+
+/* Where Unicode whitespace and case folding meet the split regex, the Rust tokenizers
+ * (Oniguruma) and transformers.js (JavaScript's \s: U+FEFF yes, U+0085 no) part ways;
+ * libra follows the Rust library. Ids from Hugging Face tokenizers 0.23.2 (the
+ * npm "tokenizers" binding), encode(text, add_special_tokens=False). */
+static const struct {
+    int model;
+    const char *text;
+    int32_t ids[10];
+    size_t n;
+} rust_cases[] = {
+    {QWEN3, "  \xC2\x85", {256, 126, 227}, 3},                      /* transformers.js: 220 2139 227 */
+    {QWEN3, "x  \uFEFF", {87, 220, 75780}, 3},                    /* transformers.js: 87 256 3225 */
+    {QWEN3, "a  \u180E", {64, 220, 86089, 254, 236}, 5},          /* PCRE2's own \s has U+180E */
+    {QWEN3, "\u180E\u180E\u180E", {123970, 236, 123970, 236, 123970, 236}, 6},
+    {QWEN3, "HE\u017FS", {1799, 144815, 50}, 3},
+    {QWEN3, "I'\u212A", {40, 6, 42}, 3},                          /* NFC: KELVIN SIGN -> K */
+    {LLAMA3, "  \xC2\x85", {256, 116360}, 2},                       /* transformers.js: 220 2188 227 */
+    {LLAMA3, "x  \uFEFF", {87, 220, 76880}, 3},                   /* transformers.js: 87 256 3305 */
+    {LLAMA3, "a  \u180E", {64, 220, 87189, 254, 236}, 5},
+    {LLAMA3, "\u180E\u180E\u180E", {157, 254, 236, 157, 254, 236, 157, 254, 236}, 9},
+    {LLAMA3, "HE\u017FS", {1837, 129, 123, 50}, 4},
+    {LLAMA3, "I'\u212A", {40, 6, 15284, 103}, 4},
+};
+
+static void test_rust_reference(void)
+{
+    for (size_t i = 0; i < sizeof rust_cases / sizeof *rust_cases; i++)
+        expect_ids(model(rust_cases[i].model), rust_cases[i].text, BPE_ADDED_ALL, rust_cases[i].ids,
+                   rust_cases[i].n);
 }
 
 /* Seeded random strings of code points around NFC's corner cases (combining marks
@@ -673,6 +706,7 @@ static const struct test_case reference_cases[] = {
     {"round_trip_llama3", test_round_trip_llama3},
     {"special_qwen3", test_special_qwen3},
     {"special_llama3", test_special_llama3},
+    {"rust_reference", test_rust_reference},
     {"nfc_random", test_nfc_random},
     {"bytes", test_bytes},
     {"capacity", test_capacity},

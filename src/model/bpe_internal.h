@@ -172,6 +172,10 @@ size_t bpe_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 long bpe_spelling_bytes(const char *s, size_t n, char *out);
 /* White_Space (the Unicode property), for added tokens' lstrip / rstrip. */
 int bpe_is_space(uint32_t cp);
+/* The pattern with \s and \S spelled out as Unicode White_Space (Oniguruma's \s;
+ * PCRE2's also matches U+180E): "[...]" / "[^...]" outside classes, the ranges inside
+ * ("\S" inside a class is left alone); \Q...\E spans untouched. malloc'd. */
+char *bpe_regex_spaces(const char *pattern);
 /* Compiles a split regex (PCRE2, UTF + UCP, JIT when available); NULL with PCRE2's
  * message and the offset in err. */
 pcre2_code *bpe_regex_compile(const char *pattern, char *err, size_t errlen);

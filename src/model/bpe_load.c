@@ -81,10 +81,9 @@ static int vocab_pass2(struct ld *ld, json_t *vocab)
         int32_t id = (int32_t)json_integer_value(v);
         size_t n = strlen(key);
         if (b->toks[id].flags & BPE_TOK_VOCAB) {
-            const struct bpe_tok *t = &b->toks[id];
             free(raw);
-            return LD_FAIL(ld, "%s: model.vocab: id %d is given to \"%.40s\" and to another entry "
-                           "(%u bytes)", ld->file, (int)id, key, (unsigned)t->len);
+            return LD_FAIL(ld, "%s: model.vocab[\"%.40s\"]: id %d is also another entry's", ld->file, key,
+                           (int)id);
         }
         XGROW(raw, cap, n + 1);
         long m = bpe_spelling_bytes(key, n, raw);

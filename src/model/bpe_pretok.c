@@ -5,11 +5,12 @@
  * a quick check that skips text already in NFC) and the split regexes (PCRE2).
  *
  * Regex semantics: the patterns come from tokenizer.json, written for Oniguruma (the
- * Rust tokenizers) and run by PCRE2 with UTF and UCP: \p{L}, \p{N} and case-
- * insensitive groups behave the same; \s is Unicode White_Space in both, except that
- * PCRE2 also counts U+180E (see docs/tokenizer.md for this and the other known
- * differences). Invalid UTF-8 never matches (PCRE2_MATCH_INVALID_UTF), so such bytes
- * end up in the gaps between matches, which are pre-tokens too.
+ * Rust tokenizers) and run by PCRE2 with UTF and UCP: \p{L}, \p{N}, lookahead and
+ * case-insensitive groups behave the same. \s does not quite: Oniguruma's is Unicode
+ * White_Space, PCRE2's adds U+180E; so \s and \S are spelled out as White_Space
+ * before compiling (bpe_regex_spaces). Invalid UTF-8 never matches
+ * (PCRE2_MATCH_INVALID_UTF), so such bytes end up in the gaps between matches, which
+ * are pre-tokens too. See docs/tokenizer.md for the differences that remain.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,12 +93,75 @@ int bpe_is_space(uint32_t cp)
     }
 }
 
+/* Unicode White_Space, spelled for a PCRE2 character class. */
+static const char white_space[] =
+    "\\t-\\r\\x20\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+static void append(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    XGROW(*out, *cap, *len + n + 1);
+    memcpy(*out + *len, s, n);
+    *len += n;
+    (*out)[*len] = '\0';
+}
+
+char *bpe_regex_spaces(const char *pattern)
+{
+    size_t n = strlen(pattern), len = 0, cap = 0;
+    char *out = NULL;
+    int in_class = 0, quoted = 0;
+    append(&out, &len, &cap, "", 0);
+    for (size_t i = 0; i < n;) {
+        char c = pattern[i];
+        size_t take = 1;
+        if (quoted) { /* \Q...\E: literal */
+            if (c == '\\' && pattern[i + 1] == 'E') quoted = 0, take = 2;
+        } else if (c == '\\' && i + 1 < n) {
+            char e = pattern[i + 1];
+            take = 2;
+            if (e == 'Q') quoted = 1;
+            if (e == 's' || (e == 'S' && !in_class)) {
+                const char *open = in_class ? "" : e == 's' ? "[" : "[^";
+                append(&out, &len, &cap, open, strlen(open));
+                append(&out, &len, &cap, white_space, strlen(white_space));
+                if (!in_class) append(&out, &len, &cap, "]", 1);
+                i += 2;
+                continue;
+            }
+        } else if (c == '[' && !in_class) {
+            in_class = 1; /* in "[]..." and "[^]...", that ']' is a member */
+            if (pattern[i + take] == '^') take++;
+            if (pattern[i + take] == ']') take++;
+        } else if (c == '[' && pattern[i + 1] == ':') { /* [:alpha:] inside a class */
+            const char *end = strstr(pattern + i + 2, ":]");
+            if (end) take = (size_t)(end + 2 - (pattern + i));
+        } else if (c == ']') {
+            in_class = 0;
+        }
+        append(&out, &len, &cap, pattern + i, take);
+        i += take;
+    }
+    return out;
+}
+
+static pcre2_code *compile(const char *pattern, int *code, PCRE2_SIZE *off)
+{
+    return pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+                         PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, code, off, NULL);
+}
+
 pcre2_code *bpe_regex_compile(const char *pattern, char *err, size_t errlen)
 {
     int code;
     PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off, NULL);
+    /* The file's pattern first, so that an error's offset is the file's. */
+    pcre2_code *re = compile(pattern, &code, &off);
+    if (re) {
+        pcre2_code_free(re);
+        char *spaces = bpe_regex_spaces(pattern);
+        re = compile(spaces, &code, &off);
+        free(spaces);
+    }
     if (!re) {
         PCRE2_UCHAR msg[256];
         if (pcre2_get_error_message(code, msg, sizeof msg) < 0) strcpy((char *)msg, "unknown error");
