@@ -12,9 +12,9 @@
  *      has a merge -- the order of Hugging Face's tokenizers and transformers.js. With
  *      ignore_merges (Llama 3) a pre-token found whole in the vocabulary is one id.
  *
- * Short pre-tokens (most of them) merge in a small linked array, scanning for the
- * best pair (O(n^2) on a few bytes, no allocation), and the shortest are remembered in
- * a cache shared by all threads (bpe_cache.c); long ones use a binary heap of
+ * Pre-tokens of up to 48 bytes (nearly all) merge in a small linked array, scanning
+ * for the best pair (O(n^2) on a few bytes, no allocation), and are remembered in a
+ * cache shared by all threads (bpe_cache.c); longer ones use a binary heap of
  * candidate pairs with lazy invalidation (O(n log n)). Everything else a call needs
  * is in its own struct enc: calls on one struct bpe run concurrently.
  */
