@@ -86,7 +86,7 @@ int32_t bpe_vocab_size(const struct bpe *b) { return b->n_ids; }
 int32_t bpe_token_id(const struct bpe *b, const char *content)
 {
     size_t n = strlen(content);
-    for (int i = 0; i < b->n_added; i++)
+    for (int i = b->n_added - 1; i >= 0; i--) /* the last of equal contents, as the matcher */
         if (b->added[i].len == n && memcmp(b->added[i].content, content, n) == 0)
             return b->added[i].id;
     char small[256];
