@@ -32,6 +32,8 @@ static void usage(FILE *out)
             "  libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R]\n"
             "  libra --bench-planner-report LABEL=FILE[,FILE...] ...\n"
             "                                     scheduler benchmark (simulated 16-GPU cluster)\n"
+            "  libra --bench-tokenizer TOKENIZER_DIR [CORPUS_FILE] [--repeat R] [--seconds S]\n"
+            "                                     BPE tokenizer throughput (MB/s, one thread)\n"
             "  libra --version | --help\n",
             PACKAGE_VERSION);
 }
@@ -62,6 +64,7 @@ int main(int argc, char **argv)
     if (strcmp(a, "--bench-sched") == 0) return cmd_bench_sched(argc - 2, argv + 2);
     if (strcmp(a, "--bench-planner-solve") == 0) return cmd_bench_planner_solve(argc - 2, argv + 2);
     if (strcmp(a, "--bench-planner-report") == 0) return cmd_bench_planner_report(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-tokenizer") == 0) return cmd_bench_tokenizer(argc - 2, argv + 2);
     if (a[0] == '-') {
         fprintf(stderr, "libra: unknown option '%s'\n", a);
         usage(stderr);

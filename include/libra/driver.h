@@ -39,6 +39,8 @@ int cmd_bench_sched(int argc, char **argv);
 /* bench_planner.c: the planner's solve time at several GPU counts */
 int cmd_bench_planner_solve(int argc, char **argv);
 int cmd_bench_planner_report(int argc, char **argv);
+/* bench_tokenizer.c: the BPE tokenizer's encode / decode throughput, one thread */
+int cmd_bench_tokenizer(int argc, char **argv);
 /* Loads the profiles and workload a config names; 0 or -1 with a message. */
 int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, char *err,
                        size_t errlen);
