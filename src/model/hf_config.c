@@ -370,7 +370,9 @@ static int parse_root(const struct ctx *x, const json_t *root, struct tfm_config
         set_error(x->err, x->errlen, "%s: %s", x->where, msg);
         return -1;
     }
-    if (info) {
+    struct hf_info scratch;
+    if (!info) info = &scratch; /* parsed (and checked) even when the caller does not ask */
+    {
         hf_info_init(info);
         const char *dt, *dt2;
         if (get_string(x, root, "torch_dtype", &dt) || get_string(x, root, "dtype", &dt2))

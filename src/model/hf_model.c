@@ -1,7 +1,7 @@
 /*
  * Hugging Face weights <-> struct tfm_params (include/libra/hf_model.h; config.json is
- * hf_config.c): the loader
- * of a whole model, the loader of one tensor-parallel rank's slices, and the writer.
+ * hf_config.c): the loader of a whole model, the loader of one tensor-parallel rank's
+ * slices, and the writer.
  *
  * Loading validates before it allocates: the tensors config.json implies (names and
  * shapes, enumerated here from the config alone, then checked against tfm_tensors'
