@@ -62,6 +62,11 @@ char *hf_config_dump(const struct tfm_config *c, const struct hf_info *info, cha
 int hf_config_write(const char *path, const struct tfm_config *c, const struct hf_info *info,
                     char *err, size_t errlen);
 
+/* bos_token_id / eos_token_id of the model in dir: from generation_config.json, else
+ * config.json (into info, other fields untouched). 1 found, 0 none (or no such
+ * files), -1 with a message on a file that is not JSON or holds bad ids. */
+int hf_token_ids_read(const char *dir, struct hf_info *info, char *err, size_t errlen);
+
 /* Loads the Hugging Face directory dir: config.json, then every tensor of
  * tfm_tensors() from the safetensors (shape checked against config.json; BF16, F16 or
  * F32). Tied models need no lm_head.weight (one present is ignored, as transformers

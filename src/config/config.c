@@ -544,7 +544,7 @@ static int resolve_path(const struct load_ctx *c, const struct cfg_key *k,
     for (int i = 0; i < n; i++) {
         struct stat st;
         if (stat(cand[i], &st) != 0) continue;
-        if (S_ISDIR(st.st_mode))
+        if (S_ISDIR(st.st_mode) && !(k->flags & CFG_DIR_OK))
             return fail(c, s, name, "\"%s\" is a directory (%s), not a file (name a file, "
                                     "e.g. \"%s\")", value, cand[i], k->def_s);
         char *real = realpath(cand[i], NULL);

@@ -106,8 +106,12 @@ const struct cfg_key cfg_schema[] = {
 
     STR_KEY("model", "profile", CFG_PATH, model.profile, "models/qwen3-14b.cfg", 1,
             CFG_PATH_MAX - 1, "model profile (architecture numbers; emu and the planner)"),
-    STR_KEY("model", "checkpoint", CFG_PATH, model.checkpoint, "", 0, CFG_PATH_MAX - 1,
-            "cpu: HDF5 model to start from; \"\" = a fresh model of the shapes below"),
+    {.section = "model", .key = "checkpoint", .type = CFG_PATH, .flags = CFG_DIR_OK,
+     .offset = OFF(model.checkpoint), .size = SZ(model.checkpoint), .def_s = "", .min = 0,
+     .max = CFG_PATH_MAX - 1, .units = "",
+     .doc = "cpu: model to start from: an HDF5 model file, a run checkpoint directory or a "
+            "Hugging Face directory (config.json + safetensors); \"\" = a fresh model of the "
+            "shapes below"},
     INT_KEY("model", "hidden_size", model.hidden_size, 128, 8, 65536, "", "fresh model: C"),
     INT_KEY("model", "n_layers", model.n_layers, 4, 1, 1024, "", "fresh model: layers"),
     INT_KEY("model", "n_heads", model.n_heads, 4, 1, 1024, "", "fresh model: attention heads"),
@@ -507,7 +511,10 @@ void cfg_range_text(const struct cfg_key *k, char *buf, size_t n)
         snprintf(buf, n, "%.0f .. %.0f characters of [A-Za-z0-9_.-]", k->min, k->max);
         return;
     case CFG_ENUM: snprintf(buf, n, "one of %s", k->allowed); return;
-    case CFG_PATH: snprintf(buf, n, "an existing file (see Paths)"); return;
+    case CFG_PATH:
+        snprintf(buf, n, "an existing file%s (see Paths)",
+                 (k->flags & CFG_DIR_OK) ? " or directory" : "");
+        return;
     case CFG_TP_LIST:
         snprintf(buf, n, "%.0f .. %.0f entries, each %s", k->min, k->max, k->allowed);
         return;

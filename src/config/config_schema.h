@@ -38,6 +38,7 @@ enum cfg_type {
 
 #define CFG_SPEC 0x1u           /* offset is into struct plan_spec (see above) */
 #define CFG_GROUP_REQUIRED 0x2u /* a CFG_SPEC key every plan.schedule group must give */
+#define CFG_DIR_OK 0x4u         /* a CFG_PATH that may also name a directory */
 
 struct cfg_key {
     const char *section;

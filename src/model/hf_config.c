@@ -568,3 +568,33 @@ int hf_config_write(const char *path, const struct tfm_config *c, const struct h
     free(text);
     return rc;
 }
+
+int hf_token_ids_read(const char *dir, struct hf_info *info, char *err, size_t errlen)
+{
+    static const char *const files[] = {"generation_config.json", HF_CONFIG_NAME};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        size_t n = strlen(dir) + strlen(files[i]) + 2;
+        char *path = xmalloc(n);
+        snprintf(path, n, "%s/%s", dir, files[i]);
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            free(path);
+            continue;
+        }
+        json_error_t je;
+        json_t *root = json_load_file(path, 0, &je);
+        int rc = -1;
+        struct ctx x = {path, "", err, errlen};
+        if (!root)
+            set_error(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", path, je.text,
+                      je.line, je.column);
+        else if (!json_is_object(root))
+            set_error(err, errlen, "%s: not a JSON object", path);
+        else if (parse_token_ids(&x, root, info) == 0)
+            rc = info->bos_token_id >= 0 || info->n_eos > 0;
+        json_decref(root);
+        free(path);
+        if (rc != 0) return rc; /* found ids, or an error */
+    }
+    return 0;
+}
