@@ -352,6 +352,10 @@ int cmd_export(int argc, char **argv)
     if (!tok_dir && src->hf_dir[0]) {
         if (is_dir(src->hf_dir) && tokenizer_count(src->hf_dir) > 0) {
             tok_dir = src->hf_dir;
+        } else if (src->format == MODEL_HF) {
+            fprintf(stderr, "libra: export: note: %s has no tokenizer files: none copied "
+                    "(pass --tokenizer DIR)\n", src->hf_dir);
+            tok_note = "not included (the source directory has none).";
         } else {
             fprintf(stderr, "libra: export: note: the model was imported from %s, which has no "
                     "tokenizer files now: none copied (pass --tokenizer DIR)\n", src->hf_dir);
@@ -385,8 +389,8 @@ int cmd_export(int argc, char **argv)
     while (ol > 1 && outc[ol - 1] == '/') outc[--ol] = '\0';
     snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", outc);
     if (!mkdtemp(tmp)) {
-        fail("%s: cannot create the temporary directory: %s (does the parent directory "
-             "exist?)", tmp, strerror(errno));
+        fail("%s.tmp-XXXXXX: cannot create the temporary directory: %s (does the parent "
+             "directory exist?)", outc, strerror(errno));
         tmp[0] = '\0';
         goto out;
     }
