@@ -4,8 +4,9 @@
 # second bf16 export, whose weights file is byte-identical); shards past
 # --max-shard-size; a checkpoint root exports its newest complete checkpoint and the
 # card names the step; --tokenizer copies the tokenizer files and their token ids; a
-# model that libra sft trained from a Hugging Face directory exports with that
-# directory's tokenizer and the run's name (the libra_hf_source tag). Refusals: an
+# model that libra sft trained, and the checkpoint of an RL run (3 ranks) that started,
+# from a Hugging Face directory export with that directory's tokenizer and the run's
+# name (the libra_hf_source tag). Refusals: an
 # OUTDIR holding a model, a non-empty or non-directory OUTDIR, a bad dtype or size,
 # an input that is no model; none leaves a temporary directory behind.
 . "$(dirname "$0")/mpi_common.sh"
@@ -87,6 +88,22 @@ CFG
 cmp -s "$tok/tokenizer.json" "$out/from-sft/tokenizer.json" \
     || fail "the tokenizer of the source HF directory was not copied"
 grep -q 'from run `sft-from-hf`' "$out/from-sft/README.md" || fail "README.md: run name"
+
+# a run that starts from a Hugging Face directory: its checkpoints record it, and the
+# export of the checkpoint root takes the tokenizer from there, with the run's name
+. "$(dirname "$0")/rl_common.sh"
+"$LIBRA" export "$LIBRA_INPUTS/$RL_MODEL" "$out/calc-hf" --dtype f32 > /dev/null \
+    || fail "export of $RL_MODEL"
+grep -q '"bos_token_id": 256' "$out/calc-hf/generation_config.json" \
+    || fail "byte-level model: no bos id"
+cp "$tok/tokenizer.json" "$out/calc-hf/"
+RL_MODEL="$out/calc-hf"
+rl_config "$out/run.cfg" "$out/run.h5" 2 1 "1" 1 1 \
+    "checkpoint_interval = 2; checkpoint_dir = \"$out/run-ckpt2\";"
+rl_job 3 "$out/run.cfg" "$out/run"
+"$LIBRA" export "$out/run-ckpt2" "$out/from-run" > /dev/null || fail "export of the run"
+grep -q 'from run `rl-test` at step 2 ' "$out/from-run/README.md" || fail "run card"
+cmp -s "$tok/tokenizer.json" "$out/from-run/tokenizer.json" || fail "run: tokenizer not copied"
 
 # refusals
 expect_fail() { # WANT ARGS...
