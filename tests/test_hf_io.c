@@ -411,6 +411,13 @@ static void test_sharded(void)
     CU_ASSERT(s.sharded && s.n_files > 2 && s.n == tfm_tensors(&c, &p, NULL, 0));
     CU_ASSERT_EQUAL(s.n_unmapped, 0);
     st_set_close(&s);
+    /* saving again in the other layout replaces the entry point */
+    CU_ASSERT_EQUAL(hf_save(many, &c, &p, NULL, ST_BF16, ST_DEFAULT_MAX_SHARD, err, sizeof err),
+                    0);
+    CU_ASSERT(access(join(many, ST_INDEX_NAME), F_OK) != 0);
+    CU_ASSERT_EQUAL(hf_save(one, &c, &p, NULL, ST_BF16, 1500, err, sizeof err), 0);
+    CU_ASSERT(access(join(one, ST_SINGLE_NAME), F_OK) != 0);
+    CU_ASSERT_EQUAL(hf_save(many, &c, &p, NULL, ST_BF16, 1500, err, sizeof err), 0);
     /* a shard larger than the limit holds one tensor: embed is 37 x 16 x 2 = 1184 bytes */
     const char *tight = newdir("tight");
     int nf = 0;

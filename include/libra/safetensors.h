@@ -144,7 +144,9 @@ int st_write(const char *path, const struct st_src *t, int n, enum st_dtype dtyp
 /* A model's tensors into directory dir (which must exist): model.safetensors when
  * their data fit max_shard_bytes, else model-%05d-of-%05d.safetensors (in order,
  * greedily filled) and model.safetensors.index.json ({"metadata": {"total_size"},
- * "weight_map"}), written last. *n_files (may be NULL) gets the count of weight files. */
+ * "weight_map"}), written last. The entry point of the other layout, if an earlier
+ * save left one, is removed once the new one is complete (stale shards are not).
+ * *n_files (may be NULL) gets the count of weight files. */
 int st_write_dir(const char *dir, const struct st_src *t, int n, enum st_dtype dtype,
                  uint64_t max_shard_bytes, int *n_files, char *err, size_t errlen);
 

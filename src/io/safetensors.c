@@ -481,7 +481,7 @@ int st_read_block(const struct st_file *f, const struct st_tensor *t, int64_t r0
                   int64_t c0, int64_t nc, float *out, char *err, size_t errlen)
 {
     if (check_float(f, t, err, errlen)) return -1;
-    int64_t rows = t->ndim ? t->shape[0] : 1, cols = rows ? st_numel(t) / (rows ? rows : 1) : 0;
+    int64_t rows = t->ndim ? t->shape[0] : 1, cols = rows ? st_numel(t) / rows : 0;
     if (r0 < 0 || nr < 0 || c0 < 0 || nc < 0 || r0 + nr > rows || c0 + nc > cols) {
         set_error(err, errlen, "%s: tensor \"%s\": block rows [%lld, %lld) x columns [%lld, "
                   "%lld) is outside its (%lld, %lld)", f->path, t->name, (long long)r0,
@@ -766,6 +766,11 @@ int st_write_dir(const char *dir, const struct st_src *t, int n, enum st_dtype d
     if (ns == 1) {
         path = join_path(dir, ST_SINGLE_NAME);
         rc = st_write(path, t, n, dtype, err, errlen);
+        if (rc == 0) { /* an index left by an earlier sharded save would mislead readers */
+            free(path);
+            path = join_path(dir, ST_INDEX_NAME);
+            unlink(path);
+        }
         goto out;
     }
     index = json_object();
@@ -791,6 +796,11 @@ int st_write_dir(const char *dir, const struct st_src *t, int n, enum st_dtype d
     path = join_path(dir, ST_INDEX_NAME);
     rc = afile_put(path, text, tl + 1, err, errlen);
     free(text);
+    if (rc == 0) { /* a single file left by an earlier save would win over the index */
+        free(path);
+        path = join_path(dir, ST_SINGLE_NAME);
+        unlink(path);
+    }
 out:
     if (rc == 0 && n_files) *n_files = ns;
     json_decref(index);
