@@ -18,10 +18,10 @@
 
 #include "libra/driver.h"
 #include "libra/log.h"
+#include "libra/model_load.h"
 #include "libra/sampler.h"
 #include "libra/tfm.h"
 #include "libra/tfm_decode.h"
-#include "libra/model_load.h"
 #include "libra/tokenizer.h"
 
 /* Reads whitespace-separated token ids in [0, V); -1 with a message on bad input. */

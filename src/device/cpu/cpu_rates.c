@@ -24,8 +24,8 @@
 
 #include "cpu_internal.h"
 #include "libra/log.h"
-#include "libra/tfm_decode.h"
 #include "libra/model_load.h"
+#include "libra/tfm_decode.h"
 #include "libra/tfm_tp.h"
 #include "libra/tokenizer.h"
 
