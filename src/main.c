@@ -20,11 +20,15 @@ static void usage(FILE *out)
             "                                     statistics of a workload preset\n"
             "  libra --config-reference           every configuration key (Markdown)\n"
             "  libra --devices                    GPUs this build can use\n"
-            "  libra score MODEL.h5 TOKENS_FILE   log-prob of each token given the ones before\n"
-            "  libra logits MODEL.h5 TOKENS_FILE OUT.h5\n"
+            "  libra score MODEL TOKENS_FILE      log-prob of each token given the ones before\n"
+            "  libra logits MODEL TOKENS_FILE OUT.h5\n"
             "                                     the logits of one sequence: /logits (T, V)\n"
-            "  libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
+            "  libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
             "                 [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
+            "                                     MODEL: an HDF5 model file, a run checkpoint\n"
+            "                                     directory or a Hugging Face directory\n"
+            "  libra export CHECKPOINT OUTDIR [--dtype bf16|f16|f32] [--max-shard-size BYTES]\n"
+            "               [--tokenizer DIR]     a run's model as a Hugging Face directory\n"
             "  libra --bench-engine [tiny|small|100m ...]   CPU engine throughput\n"
             "  mpirun -np N libra --bench-tp [tiny|small|100m]  TP decode, TP 1 .. N\n"
             "  mpirun -np N libra --bench-sync CONFIG      weight syncs: shard-matched vs broadcast\n"
@@ -58,6 +62,10 @@ int main(int argc, char **argv)
     if (strcmp(a, "logits") == 0) return cmd_logits(argc - 2, argv + 2);
     if (strcmp(a, "generate") == 0) return cmd_generate(argc - 2, argv + 2);
     if (strcmp(a, "sft") == 0) return cmd_sft(argc - 2, argv + 2);
+    if (strcmp(a, "export") == 0) return cmd_export(argc - 2, argv + 2);
+    /* hidden: tools/bench-load */
+    if (strcmp(a, "--write-random-hf") == 0) return cmd_write_random_hf(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-load") == 0) return cmd_bench_load(argc - 2, argv + 2);
     if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);
     if (strcmp(a, "--bench-tp") == 0) return cmd_bench_tp(argc - 2, argv + 2);
     if (strcmp(a, "--bench-sync") == 0) return cmd_bench_sync(argc - 2, argv + 2);

@@ -26,6 +26,11 @@ int cmd_devices(void);
 int cmd_score(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+/* cmd_export.c: libra export CHECKPOINT OUTDIR, a Hugging Face directory */
+int cmd_export(int argc, char **argv);
+/* bench_load.c: --write-random-hf DIR, --bench-load DIR (tools/bench-load) */
+int cmd_write_random_hf(int argc, char **argv);
+int cmd_bench_load(int argc, char **argv);
 /* cmd_sft.c: libra sft CONFIG, the supervised warm start */
 int cmd_sft(int argc, char **argv);
 /* bench_engine.c */

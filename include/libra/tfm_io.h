@@ -31,4 +31,20 @@ int tfm_save(const char *path, const struct tfm_config *c, const struct tfm_para
 int tfm_load(const char *path, struct tfm_config *c, struct tfm_params *p, struct adamw *opt,
              char *err, size_t errlen);
 
+/* Provenance tags: extra string attributes of the root (tfm_load ignores them), e.g.
+ * TFM_TAG_HF_SOURCE, the Hugging Face directory the weights were first imported
+ * from, which `libra export` takes the tokenizer files from. */
+#define TFM_TAG_HF_SOURCE "libra_hf_source"
+#define TFM_TAG_RUN_NAME "libra_run_name"
+struct tfm_tag {
+    const char *key, *value; /* a NULL or "" value is not written */
+};
+/* tfm_save plus the tags. */
+int tfm_save_tagged(const char *path, const struct tfm_config *c, const struct tfm_params *p,
+                    const struct adamw *opt, const struct tfm_tag *tags, int n_tags, char *err,
+                    size_t errlen);
+/* Reads the tag key of a model file into out: 1 found, 0 absent (out ""), -1 error. */
+int tfm_read_tag(const char *path, const char *key, char *out, size_t cap, char *err,
+                 size_t errlen);
+
 #endif

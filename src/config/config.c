@@ -544,7 +544,7 @@ static int resolve_path(const struct load_ctx *c, const struct cfg_key *k,
     for (int i = 0; i < n; i++) {
         struct stat st;
         if (stat(cand[i], &st) != 0) continue;
-        if (S_ISDIR(st.st_mode) && k->type != CFG_MODEL_PATH)
+        if (S_ISDIR(st.st_mode) && !(k->flags & CFG_DIR_OK))
             return fail(c, s, name, "\"%s\" is a directory (%s), not a file (name a file, "
                                     "e.g. \"%s\")", value, cand[i], k->def_s);
         char *real = realpath(cand[i], NULL);
@@ -590,8 +590,7 @@ static int read_string(const struct load_ctx *c, const struct cfg_key *k,
         return fail(c, s, name, "is too long: %zu characters (at most %.0f)", len, k->max);
     }
     if (k->type == CFG_NAME && check_name_chars(c, s, name, v)) return -1;
-    if (k->type == CFG_PATH || k->type == CFG_MODEL_PATH)
-        return resolve_path(c, k, s, name, v, field);
+    if (k->type == CFG_PATH) return resolve_path(c, k, s, name, v, field);
     str_set(field, k->size, v);
     return 0;
 }
@@ -779,8 +778,7 @@ static int read_value(const struct load_ctx *c, const struct cfg_key *k,
     case CFG_STRING:
     case CFG_NAME:
     case CFG_ENUM:
-    case CFG_PATH:
-    case CFG_MODEL_PATH: return read_string(c, k, s, base, name);
+    case CFG_PATH: return read_string(c, k, s, base, name);
     case CFG_TP_LIST: return read_tp_list(c, k, s, base, name);
     case CFG_SCHEDULE: return 0; /* read_schedule */
     case CFG_BUCKETS: return read_buckets(c, k, s, &((struct libra_config *)base)->sched, name);
@@ -1175,8 +1173,7 @@ static void key_default(const struct cfg_key *k, void *base)
     case CFG_STRING:
     case CFG_NAME:
     case CFG_ENUM:
-    case CFG_PATH:
-    case CFG_MODEL_PATH: str_set(f, k->size, k->def_s); break;
+    case CFG_PATH: str_set(f, k->size, k->def_s); break;
     case CFG_TP_LIST: {
         struct plan_spec *spec = base;
         spec->n_tp = 0;

@@ -79,8 +79,7 @@ static void value_text(const struct cfg_key *k, const void *base, char *buf, siz
     case CFG_STRING:
     case CFG_NAME:
     case CFG_ENUM:
-    case CFG_PATH:
-    case CFG_MODEL_PATH: quote(buf, n, (const char *)f); return;
+    case CFG_PATH: quote(buf, n, (const char *)f); return;
     case CFG_TP_LIST: tp_text(base, buf, n); return;
     case CFG_SCHEDULE:
     case CFG_BUCKETS: snprintf(buf, n, "()"); return; /* printed by hand */
@@ -295,7 +294,9 @@ static const char reference_paths[] =
     "## Paths\n"
     "\n"
     "`device.hardware`, `model.profile` and `workload.preset` name files, and so do\n"
-    "`model.checkpoint`, `env.prompts` and `sched.tree_in` unless left \"\" (none). An\n"
+    "`model.checkpoint`, `env.prompts` and `sched.tree_in` unless left \"\" (none;\n"
+    "`model.checkpoint` may also name a directory: a run checkpoint or a Hugging Face\n"
+    "model, see docs/hf-models.md). An\n"
     "absolute path is used as it is. A relative path is tried first against the directory\n"
     "of the config file that names it, then against the inputs directory: `$LIBRA_INPUTS`\n"
     "if set, else `inputs/` of the source tree the program was built from. The first that\n"

@@ -106,13 +106,17 @@ const struct cfg_key cfg_schema[] = {
 
     STR_KEY("model", "profile", CFG_PATH, model.profile, "models/qwen3-14b.cfg", 1,
             CFG_PATH_MAX - 1, "model profile (architecture numbers; emu and the planner)"),
-    STR_KEY("model", "checkpoint", CFG_MODEL_PATH, model.checkpoint, "", 0, CFG_PATH_MAX - 1,
-            "cpu: the model to start from: a libra HDF5 model file or a Hugging Face "
-            "checkpoint directory (config.json + safetensors); \"\" = a fresh byte-level "
-            "model of the shapes below"),
-    STR_KEY("model", "tokenizer", CFG_MODEL_PATH, model.tokenizer, "", 0, CFG_PATH_MAX - 1,
-            "cpu: a tokenizer.json, or a directory holding one; \"\" = the checkpoint's own "
-            "(tokenizer.json in a Hugging Face directory, else the byte-level tokenizer)"),
+    {.section = "model", .key = "checkpoint", .type = CFG_PATH, .flags = CFG_DIR_OK,
+     .offset = OFF(model.checkpoint), .size = SZ(model.checkpoint), .def_s = "", .min = 0,
+     .max = CFG_PATH_MAX - 1, .units = "",
+     .doc = "cpu: model to start from: an HDF5 model file, a run checkpoint directory or a "
+            "Hugging Face directory (config.json + safetensors); \"\" = a fresh model of the "
+            "shapes below"},
+    {.section = "model", .key = "tokenizer", .type = CFG_PATH, .flags = CFG_DIR_OK,
+     .offset = OFF(model.tokenizer), .size = SZ(model.tokenizer), .def_s = "", .min = 0,
+     .max = CFG_PATH_MAX - 1, .units = "",
+     .doc = "cpu: a tokenizer.json, or a directory holding one; \"\" = the checkpoint's own "
+            "(tokenizer.json in a Hugging Face directory, else the byte-level tokenizer)"},
     ENUM_KEY("model", "chat_format", model.chat_format, "auto", "auto, libra, qwen3, llama3",
              "cpu: the conversation format: libra tags (byte-level models), the Qwen3 or "
              "Llama 3 chat template; auto = from the checkpoint (libra for HDF5 models, "
@@ -418,7 +422,6 @@ const char *cfg_type_name(enum cfg_type type)
     case CFG_NAME: return "name";
     case CFG_ENUM: return "enum";
     case CFG_PATH: return "path";
-    case CFG_MODEL_PATH: return "path";
     case CFG_TP_LIST: return "int array";
     case CFG_SCHEDULE:
     case CFG_BUCKETS: return "list of groups";
@@ -520,8 +523,10 @@ void cfg_range_text(const struct cfg_key *k, char *buf, size_t n)
         snprintf(buf, n, "%.0f .. %.0f characters of [A-Za-z0-9_.-]", k->min, k->max);
         return;
     case CFG_ENUM: snprintf(buf, n, "one of %s", k->allowed); return;
-    case CFG_PATH: snprintf(buf, n, "an existing file (see Paths)"); return;
-    case CFG_MODEL_PATH: snprintf(buf, n, "an existing file or directory (see Paths)"); return;
+    case CFG_PATH:
+        snprintf(buf, n, "an existing file%s (see Paths)",
+                 (k->flags & CFG_DIR_OK) ? " or directory" : "");
+        return;
     case CFG_TP_LIST:
         snprintf(buf, n, "%.0f .. %.0f entries, each %s", k->min, k->max, k->allowed);
         return;
@@ -540,8 +545,7 @@ void cfg_default_text(const struct cfg_key *k, char *buf, size_t n)
     case CFG_STRING:
     case CFG_NAME:
     case CFG_ENUM:
-    case CFG_PATH:
-    case CFG_MODEL_PATH: snprintf(buf, n, "\"%s\"", k->def_s); return;
+    case CFG_PATH: snprintf(buf, n, "\"%s\"", k->def_s); return;
     case CFG_TP_LIST:
     case CFG_SCHEDULE: snprintf(buf, n, "%s", k->def_s); return;
     case CFG_BUCKETS: {

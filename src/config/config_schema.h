@@ -31,8 +31,6 @@ enum cfg_type {
     CFG_NAME,     /* a CFG_STRING limited to [A-Za-z0-9_.-] (it goes into file names) */
     CFG_ENUM,     /* char[size]; one of allowed */
     CFG_PATH,     /* char[size]; an existing file, stored resolved (see config.c) */
-    CFG_MODEL_PATH, /* char[size]; an existing file or directory (a Hugging Face
-                     * checkpoint or tokenizer), stored resolved */
     CFG_TP_LIST,  /* plan_spec.n_tp + rollout_tp[]; min..max entries, each in allowed */
     CFG_SCHEDULE, /* plan.schedule: a list of plan groups, read by dedicated code */
     CFG_BUCKETS,  /* sched.buckets: a list of bucket groups (cfg_bucket_keys[]); min..max */
@@ -40,6 +38,7 @@ enum cfg_type {
 
 #define CFG_SPEC 0x1u           /* offset is into struct plan_spec (see above) */
 #define CFG_GROUP_REQUIRED 0x2u /* a CFG_SPEC key every plan.schedule group must give */
+#define CFG_DIR_OK 0x4u         /* a CFG_PATH that may also name a directory */
 
 struct cfg_key {
     const char *section;

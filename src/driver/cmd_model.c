@@ -1,14 +1,15 @@
 /*
- * Commands on a model file (single process, no mpirun):
- *   libra score MODEL.h5 TOKENS_FILE
+ * Commands on a model (single process, no mpirun). MODEL is an HDF5 model file, a run
+ * checkpoint directory or a Hugging Face directory (libra/model_load.h):
+ *   libra score MODEL TOKENS_FILE
  *       TOKENS_FILE holds whitespace-separated token ids t0 t1 ... tn; prints one line
  *       per token from t1 on: log p(t_i | t_0 .. t_{i-1}) (natural log, temperature 1).
- *   libra logits MODEL.h5 TOKENS_FILE OUT.h5
+ *   libra logits MODEL TOKENS_FILE OUT.h5
  *       the raw logits of one sequence (TOKENS_FILE as for score) into the HDF5 file
  *       OUT.h5: /logits float32 (T, V), row t the next-token logits after t_0 .. t_t
  *       (temperature 1, the training path's forward), and /tokens int32 (T). Written
  *       atomically. For parity checks against a reference (tests/hf_parity.sh).
- *   libra generate MODEL.h5 [--prompt TEXT | --prompt-tokens FILE] [--max-new N]
+ *   libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] [--max-new N]
  *                  [--temperature T] [--top-p P] [--top-k K] [--seed S]
  *       prints the continuation (specials spelled out); greedy when T = 0. Stops at
  *       <|eos|> or after N new tokens (default 64). No <|bos|> is added: put it in
@@ -24,10 +25,10 @@
 #include "libra/h5atomic.h"
 #include "libra/h5try.h"
 #include "libra/log.h"
+#include "libra/model_load.h"
 #include "libra/sampler.h"
 #include "libra/tfm.h"
 #include "libra/tfm_decode.h"
-#include "libra/tfm_io.h"
 #include "libra/tokenizer.h"
 
 /* Reads whitespace-separated token ids in [0, V); -1 with a message on bad input. */
@@ -72,7 +73,7 @@ static int read_token_file(const char *path, int V, int32_t **out, int *n)
 static int load_model(const char *path, struct tfm_config *c, struct tfm_params *p)
 {
     char err[1024];
-    if (tfm_load(path, c, p, NULL, err, sizeof err) == 0) return 0;
+    if (model_load(path, c, p, NULL, NULL, err, sizeof err) == 0) return 0;
     fprintf(stderr, "libra: %s\n", err);
     return -1;
 }
@@ -80,7 +81,9 @@ static int load_model(const char *path, struct tfm_config *c, struct tfm_params 
 int cmd_score(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: libra score MODEL.h5 TOKENS_FILE\n");
+        fprintf(stderr, "usage: libra score MODEL TOKENS_FILE\n"
+                        "  MODEL: an HDF5 model file, a run checkpoint directory or a "
+                        "Hugging Face directory\n");
         return 2;
     }
     struct tfm_config c;

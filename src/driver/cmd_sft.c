@@ -1,7 +1,8 @@
 /*
  * `libra sft CONFIG`: the supervised warm start (single process, no mpirun).
  *
- * The model (model.checkpoint, or a fresh byte-level Llama of the model.* shapes)
+ * The model (model.checkpoint -- an HDF5 model file, a run checkpoint directory or a
+ * Hugging Face directory -- or a fresh byte-level Llama of the model.* shapes)
  * learns the scripted expert's demonstrations (env_demo) of training problems
  * 0, 1, 2, ... of the environment env.*: step k takes the next sft.batch_size
  * problems in order. A demonstration sequence is the prompt followed by the expert's
@@ -16,7 +17,8 @@
  * Every sft.eval_interval steps and at the end: a greedy evaluation (episode_run on
  * the held-out problems 0 .. sft.eval_size-1 with the rollout.* budgets) prints
  * accuracy, answered and tool-call rates, and the model (no optimizer state) is
- * written to sft.out (atomic: tfm_save), so a crash loses at most one interval.
+ * written to sft.out (atomic: tfm_save, tagged with the run name and the Hugging Face
+ * directory the model came from, if any), so a crash loses at most one interval.
  * sft.out is relative to the working directory; missing directories are created.
  * A progress line (step, loss, lr, gradient norm, tokens/s, s/step, ETA) is printed
  * every run.progress_interval_s seconds. Demonstrations that do not fit the model's
@@ -38,6 +40,7 @@
 #include "libra/env_setup.h"
 #include "libra/episode.h"
 #include "libra/log.h"
+#include "libra/model_load.h"
 #include "libra/tfm.h"
 #include "libra/tfm_io.h"
 #include "libra/tokenizer.h"
@@ -63,6 +66,7 @@ struct sft_run {
     int env_ready;
     struct tfm_config mc;
     struct tfm_params p, g;
+    char hf_source[4096];   /* the Hugging Face directory the model came from, or "" */
     struct adamw opt;
     struct tfm_state *state;
     int state_cap;          /* tokens the state was sized for */
@@ -137,8 +141,11 @@ static int setup_model(struct sft_run *r)
     const struct model_config *m = &r->cfg->model;
     char err[1024];
     if (m->checkpoint[0]) {
-        if (tfm_load(m->checkpoint, &r->mc, &r->p, NULL, err, sizeof err))
-            return fail("model.checkpoint: %s", err);
+        struct model_source *src = xmalloc(sizeof *src);
+        int rc = model_load(m->checkpoint, &r->mc, &r->p, NULL, src, err, sizeof err);
+        snprintf(r->hf_source, sizeof r->hf_source, "%s", src->hf_dir);
+        free(src);
+        if (rc) return fail("model.checkpoint: %s", err);
         if (r->mc.vocab_size < TOK_VOCAB_SIZE)
             return fail("model.checkpoint '%s': vocabulary %d is smaller than the byte-level "
                         "tokenizer's %d", m->checkpoint, r->mc.vocab_size, TOK_VOCAB_SIZE);
@@ -261,7 +268,9 @@ static void evaluate(struct sft_run *r, int step, int n_transcripts)
 static int save_model(struct sft_run *r)
 {
     char err[1024];
-    if (tfm_save(r->cfg->sft.out, &r->mc, &r->p, NULL, err, sizeof err))
+    const struct tfm_tag tags[2] = {{TFM_TAG_HF_SOURCE, r->hf_source},
+                                    {TFM_TAG_RUN_NAME, r->cfg->run.name}};
+    if (tfm_save_tagged(r->cfg->sft.out, &r->mc, &r->p, NULL, tags, 2, err, sizeof err))
         return fail("sft.out: %s", err);
     printf("sft: model written to %s\n", r->cfg->sft.out);
     fflush(stdout);

@@ -333,6 +333,13 @@ fail:
 int tfm_save(const char *final_path, const struct tfm_config *c, const struct tfm_params *p,
              const struct adamw *opt, char *err, size_t errlen)
 {
+    return tfm_save_tagged(final_path, c, p, opt, NULL, 0, err, errlen);
+}
+
+int tfm_save_tagged(const char *final_path, const struct tfm_config *c,
+                    const struct tfm_params *p, const struct adamw *opt,
+                    const struct tfm_tag *tags, int n_tags, char *err, size_t errlen)
+{
     char msg[512];
     if (tfm_config_check(c, msg, sizeof msg) != 0) {
         set_error(err, errlen, "%s: cannot save an invalid config: %s", final_path, msg);
@@ -372,6 +379,10 @@ int tfm_save(const char *final_path, const struct tfm_config *c, const struct tf
     hid_t file = h5atomic_create(&a, path, hint, H5F_LIBVER_EARLIEST, err, errlen);
     if (file < 0) goto fail;
     if (write_config(file, c, path, err, errlen)) goto fail;
+    for (int i = 0; i < n_tags; i++)
+        if (tags[i].value && tags[i].value[0] &&
+            attr_put_string(file, tags[i].key, tags[i].value, path, err, errlen))
+            goto fail;
     for (int i = 0; i < nt; i++)
         if (dset_put(file, t[i].name, t[i].ndim, t[i].dims, t[i].data, path, err, errlen))
             goto fail;
@@ -911,6 +922,36 @@ fail:
         memset(opt, 0, sizeof *opt);
     }
     memset(c, 0, sizeof *c);
+    h5_quiet_end(&q);
+    return -1;
+}
+
+int tfm_read_tag(const char *path, const char *key, char *out, size_t cap, char *err,
+                 size_t errlen)
+{
+    struct h5quiet q;
+    hid_t file = H5I_INVALID_HID;
+    int rc = -1;
+    h5_quiet_begin(&q);
+    out[0] = '\0';
+    if (H5Fis_hdf5(path) <= 0) {
+        set_error(err, errlen, "%s: not an HDF5 file", path);
+        goto fail;
+    }
+    H5TRY(file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT));
+    htri_t has;
+    H5TRY(has = H5Aexists(file, key));
+    rc = 0;
+    if (has) {
+        if (attr_get(file, "root", key, A_STRING, out, cap, path, err, errlen)) goto fail;
+        rc = 1;
+    }
+    H5CLOSE(file, H5Fclose);
+    h5_quiet_end(&q);
+    return rc;
+fail:
+    close_id(&file, H5Fclose);
+    H5Eclear2(H5E_DEFAULT);
     h5_quiet_end(&q);
     return -1;
 }

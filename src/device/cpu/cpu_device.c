@@ -26,7 +26,8 @@ static struct device *cpu_open(const struct device_args *a)
     struct device *d = xcalloc(1, sizeof *d);
     d->a = *a;
     char err[512];
-    if (cpu_load_model(a->cfg, &d->mc, &d->full, &d->opt, &d->opt_loaded, err, sizeof err))
+    if (cpu_load_model(a->cfg, &d->mc, &d->full, &d->opt, &d->opt_loaded, d->hf_source,
+                       sizeof d->hf_source, err, sizeof err))
         FATAL("%s", err);
     struct env_params ep;
     env_params_from_config(a->cfg, &ep);

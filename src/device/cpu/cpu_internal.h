@@ -57,6 +57,8 @@ struct device {
     int full_version;          /* -1: freed */
     struct adamw opt;          /* a resumed optimizer state of the whole model, if opt_loaded */
     int opt_loaded;
+    char hf_source[4096];      /* the Hugging Face directory the weights come from, or "":
+                                * recorded in the checkpoints' model files */
     struct env env;
     struct cpu_shard sh;
     struct trainer *tr;        /* training replica on sh (owns the shard's weights) */
@@ -136,10 +138,13 @@ void cpu_host_cost_model(const struct tfm_config *mc, const struct tfm_params *p
 /* cpu_rates.c */
 int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
                  struct device_info *out, char *err, size_t errlen);
-/* The model the configuration names: its config and weights (model.checkpoint, or a
- * fresh seeded model), and a resumed optimizer state if the file has one. 0 or -1 +
- * message. */
+/* The model the configuration names: its config and weights (model.checkpoint -- an
+ * HDF5 model file, a run checkpoint directory or a Hugging Face directory -- or a fresh
+ * seeded model), and a resumed optimizer state if the file has one. hf_source (may be
+ * NULL) gets the Hugging Face directory the weights come from ("" if none is known),
+ * which the checkpoints record. 0 or -1 + message. */
 int cpu_load_model(const struct libra_config *cfg, struct tfm_config *mc, struct tfm_params *p,
-                   struct adamw *opt, int *opt_loaded, char *err, size_t errlen);
+                   struct adamw *opt, int *opt_loaded, char *hf_source, size_t hf_cap,
+                   char *err, size_t errlen);
 
 #endif

@@ -15,7 +15,8 @@
  * The KV capacity of an instance is its slots x rollout.max_tokens (every slot can
  * hold a whole trajectory), whatever its TP.
  *
- * Also here: loading the model the configuration names (cpu_load_model).
+ * Also here: loading the model the configuration names (cpu_load_model: an HDF5 model
+ * file, a run checkpoint directory or a Hugging Face directory, libra/model_load.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +24,8 @@
 
 #include "cpu_internal.h"
 #include "libra/log.h"
+#include "libra/model_load.h"
 #include "libra/tfm_decode.h"
-#include "libra/tfm_io.h"
 #include "libra/tfm_tp.h"
 #include "libra/tokenizer.h"
 
@@ -32,16 +33,22 @@ enum { C_A, C_B, C_C, C_PREFILL, C_EFF, C_CAPACITY };
 #define CPU_TP_EFFICIENCY 0.8
 
 int cpu_load_model(const struct libra_config *cfg, struct tfm_config *mc, struct tfm_params *p,
-                   struct adamw *opt, int *opt_loaded, char *err, size_t errlen)
+                   struct adamw *opt, int *opt_loaded, char *hf_source, size_t hf_cap,
+                   char *err, size_t errlen)
 {
-    char e[512];
+    char e[1024];
     memset(opt, 0, sizeof *opt);
     *opt_loaded = 0;
+    if (hf_source && hf_cap) hf_source[0] = '\0';
     if (cfg->model.checkpoint[0]) {
-        if (tfm_load(cfg->model.checkpoint, mc, p, opt, e, sizeof e)) {
+        struct model_source *src = xmalloc(sizeof *src);
+        if (model_load(cfg->model.checkpoint, mc, p, opt, src, e, sizeof e)) {
             snprintf(err, errlen, "model.checkpoint: %s", e);
+            free(src);
             return -1;
         }
+        if (hf_source && hf_cap) snprintf(hf_source, hf_cap, "%s", src->hf_dir);
+        free(src);
         *opt_loaded = opt->n > 0;
         if (mc->vocab_size != TOK_VOCAB_SIZE) {
             snprintf(err, errlen, "model.checkpoint: %s has vocab_size %d; the byte-level "
@@ -140,7 +147,7 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     struct tfm_params p;
     struct adamw opt;
     int opt_loaded;
-    if (cpu_load_model(cfg, &mc, &p, &opt, &opt_loaded, err, errlen)) return -1;
+    if (cpu_load_model(cfg, &mc, &p, &opt, &opt_loaded, NULL, 0, err, errlen)) return -1;
     if (opt_loaded) adamw_free(&opt);
     out->vocab_size = mc.vocab_size;
     /* every TP degree the configured plans use must shard this model */

@@ -233,7 +233,11 @@ int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen)
     }
     char path[1100];
     snprintf(path, sizeof path, "%s/model.h5", dir);
-    if (d->sh.t == 1) return tfm_save(path, &d->mc, &d->tr->p, &d->tr->opt, err, errlen);
+    /* provenance for `libra export`: the HF directory the run started from, the run */
+    const struct tfm_tag tags[2] = {{TFM_TAG_HF_SOURCE, d->hf_source},
+                                    {TFM_TAG_RUN_NAME, d->a.cfg->run.name}};
+    if (d->sh.t == 1)
+        return tfm_save_tagged(path, &d->mc, &d->tr->p, &d->tr->opt, tags, 2, err, errlen);
     /* the whole model and its moments, gathered at the replica's rank 0 */
     int root = d->sh.comm.tc.rank == 0;
     struct tfm_params whole[3];
@@ -248,7 +252,7 @@ int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen)
         opt.step = d->tr->opt.step;
         memcpy(opt.m, whole[1].mem, whole[1].n * sizeof *opt.m);
         memcpy(opt.v, whole[2].mem, whole[2].n * sizeof *opt.v);
-        rc = tfm_save(path, &d->mc, &whole[0], &opt, err, errlen);
+        rc = tfm_save_tagged(path, &d->mc, &whole[0], &opt, tags, 2, err, errlen);
         adamw_free(&opt);
         for (int k = 0; k < 3; k++) tfm_params_free(&whole[k]);
     }
