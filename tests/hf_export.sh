@@ -77,7 +77,7 @@ cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$out/base/"
 cat > "$out/sft.cfg" <<CFG
 run = { name = "sft-from-hf"; seed = 1; };
 device = { type = "cpu"; };
-model = { checkpoint = "$out/base"; };
+model = { checkpoint = "$out/base"; chat_format = "libra"; }; # a byte-level model
 env = { name = "calc"; };
 rollout = { max_turns = 1; max_tokens_per_turn = 4; max_tokens = 256; };
 sft = { steps = 1; batch_size = 2; warmup_steps = 0; eval_interval = 1; eval_size = 1;
@@ -98,6 +98,7 @@ grep -q '"bos_token_id": 256' "$out/calc-hf/generation_config.json" \
     || fail "byte-level model: no bos id"
 cp "$tok/tokenizer.json" "$out/calc-hf/"
 RL_MODEL="$out/calc-hf"
+RL_MODEL_EXTRA='chat_format = "libra";' # the byte-level model behind a stand-in tokenizer
 rl_config "$out/run.cfg" "$out/run.h5" 2 1 "1" 1 1 \
     "checkpoint_interval = 2; checkpoint_dir = \"$out/run-ckpt2\";"
 rl_job 3 "$out/run.cfg" "$out/run"

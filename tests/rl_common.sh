@@ -16,7 +16,7 @@ rl_config() {
 run = { name = "rl-test"; steps = $3; seed = 7; log_level = "warn"; progress_interval_s = 5.0;
         ${8:-} };
 device = { type = "cpu"; };
-model = { checkpoint = "$RL_MODEL"; };
+model = { checkpoint = "$RL_MODEL"; ${RL_MODEL_EXTRA:-} };
 rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
 train = { batch_size = 16; max_staleness = $6; sync_interval = $7; lr = 5e-5; };
 plan = { n_train = $4; rollout_tp = [$5]; };

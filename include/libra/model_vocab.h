@@ -5,7 +5,10 @@
  *     tokenizer in the libra tag format (tok_byte_vocab());
  *   - a Hugging Face checkpoint directory: its tokenizer.json (or model.tokenizer)
  *     with the chat format of its config.json model_type (qwen2 / qwen3 -> qwen3,
- *     llama -> llama3), unless model.chat_format names one.
+ *     llama -> llama3), unless model.chat_format names one;
+ *   - an HDF5 model file or run checkpoint of a model imported from Hugging Face
+ *     (its libra_hf_source tag, include/libra/tfm_io.h): as that directory, while it
+ *     exists (else name the format and tokenizer).
  * Every rank that needs the format opens its own (rank 0 for prompts and rewards, the
  * rollout ranks for turns and tools).
  */

@@ -12,7 +12,7 @@
 #include "libra/adamw.h"
 #include "libra/env_setup.h"
 #include "libra/log.h"
-#include "libra/tokenizer.h"
+#include "libra/model_vocab.h"
 
 static void grow_tokens(struct ctl_real *rl, size_t need)
 {
@@ -73,9 +73,11 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
     const struct libra_config *cfg = c->cfg;
     struct ctl_real *rl = &c->rl;
     struct env_params ep;
-    char err[512];
+    char err[1024];
     env_params_from_config(cfg, &ep);
-    ep.vocab = tok_byte_vocab(); /* the model's tokenizer: byte-level is the only one */
+    rl->vocab = model_vocab_open(&cfg->model, err, sizeof err);
+    if (!rl->vocab) FATAL("%s", err);
+    ep.vocab = rl->vocab;
     if (env_init(&rl->env, &ep, err, sizeof err)) FATAL("env: %s", err);
     const struct train_config *t = &cfg->train;
     rl->gc = (struct grpo_config){t->clip_low, t->clip_high, t->is_cap, t->kl_coef,
@@ -124,6 +126,8 @@ void ctl_real_free(struct controller *c)
     free(rl->relaunch);
     free(rl->trained);
     env_free(&rl->env);
+    model_vocab_close(rl->vocab);
+    rl->vocab = NULL;
     memset(rl, 0, sizeof *rl);
 }
 

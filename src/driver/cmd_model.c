@@ -11,9 +11,13 @@
  *       atomically. For parity checks against a reference (tests/hf_parity.sh).
  *   libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] [--max-new N]
  *                  [--temperature T] [--top-p P] [--top-k K] [--seed S]
- *       prints the continuation (specials spelled out); greedy when T = 0. Stops at
- *       <|eos|> or after N new tokens (default 64). No <|bos|> is added: put it in
- *       the prompt if the model expects one.
+ *                  [--chat] [--tokenizer DIR]
+ *       prints the continuation (specials spelled out); greedy when T = 0. The model's
+ *       own tokenizer (model_vocab.h; --tokenizer overrides it) encodes the prompt, its
+ *       special spellings ("<|bos|>", "<|im_start|>") as their ids; with --chat the
+ *       prompt is a user turn in the model's chat format. Stops at the end of text
+ *       (<|eos|>, <|im_end|>, ...) or after N new tokens (default 64). No <|bos|> is
+ *       added: put it in the prompt if the model expects one.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -26,10 +30,10 @@
 #include "libra/h5try.h"
 #include "libra/log.h"
 #include "libra/model_load.h"
+#include "libra/model_vocab.h"
 #include "libra/sampler.h"
 #include "libra/tfm.h"
 #include "libra/tfm_decode.h"
-#include "libra/tokenizer.h"
 
 /* Reads whitespace-separated token ids in [0, V); -1 with a message on bad input. */
 static int read_token_file(const char *path, int V, int32_t **out, int *n)
@@ -184,20 +188,26 @@ int cmd_logits(int argc, char **argv)
 }
 
 struct gen_options {
-    const char *prompt, *prompt_file;
+    const char *prompt, *prompt_file, *tokenizer;
+    int chat;
     int max_new;
     struct sampler_config sc;
 };
 
 static int parse_generate(int argc, char **argv, struct gen_options *o)
 {
-    *o = (struct gen_options){NULL, NULL, 64, {0.0f, 1.0f, 0, 1}};
+    *o = (struct gen_options){NULL, NULL, NULL, 0, 64, {0.0f, 1.0f, 0, 1}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
+        if (strcmp(a, "--chat") == 0) {
+            o->chat = 1;
+            continue;
+        }
         if (!v) goto bad;
         if (strcmp(a, "--prompt") == 0) o->prompt = v;
         else if (strcmp(a, "--prompt-tokens") == 0) o->prompt_file = v;
+        else if (strcmp(a, "--tokenizer") == 0) o->tokenizer = v;
         else if (strcmp(a, "--max-new") == 0) o->max_new = (int)strtol(v, &end, 10);
         else if (strcmp(a, "--temperature") == 0) o->sc.temperature = strtof(v, &end);
         else if (strcmp(a, "--top-p") == 0) o->sc.top_p = strtof(v, &end);
@@ -208,9 +218,10 @@ static int parse_generate(int argc, char **argv, struct gen_options *o)
         i++;
     }
     if (o->max_new < 1 || o->sc.temperature < 0 || o->sc.top_p <= 0 || o->sc.top_p > 1 ||
-        o->sc.top_k < 0 || (o->prompt && o->prompt_file)) {
+        o->sc.top_k < 0 || (o->prompt && o->prompt_file) || (o->chat && o->prompt_file)) {
         fprintf(stderr, "libra: generate: --max-new >= 1, --temperature >= 0, --top-p in (0, 1], "
-                        "--top-k >= 0, and at most one of --prompt / --prompt-tokens\n");
+                        "--top-k >= 0, at most one of --prompt / --prompt-tokens, and --chat "
+                        "with --prompt only\n");
         return -1;
     }
     return 0;
@@ -219,27 +230,51 @@ bad:
     return -1;
 }
 
+/* The prompt's ids: the token file, the text in the model's chat format (--chat), or
+ * the text with the tokenizer's special spellings as their ids. */
+static int gen_prompt(const struct gen_options *o, const struct vocab *v, int V, int32_t **out,
+                      int *n)
+{
+    if (o->prompt_file) return read_token_file(o->prompt_file, V, out, n);
+    const char *text = o->prompt ? o->prompt : "";
+    size_t len = strlen(text);
+    size_t need = o->chat ? v->prompt(v->ctx, NULL, NULL, text, len, NULL, 0)
+                          : v->encode_markup(v->ctx, text, len, NULL, 0);
+    if (need == 0) {
+        fprintf(stderr, "libra: generate: the prompt is empty (give --prompt TEXT; the "
+                        "byte-level models start with <|bos|>)\n");
+        return -1;
+    }
+    *out = xmalloc(need * sizeof **out);
+    *n = (int)(o->chat ? v->prompt(v->ctx, NULL, NULL, text, len, *out, need)
+                       : v->encode_markup(v->ctx, text, len, *out, need));
+    return 0;
+}
+
 int cmd_generate(int argc, char **argv)
 {
     struct gen_options o;
     if (argc < 1 || parse_generate(argc, argv, &o)) return 2;
+    struct model_config mcfg;
+    memset(&mcfg, 0, sizeof mcfg);
+    snprintf(mcfg.checkpoint, sizeof mcfg.checkpoint, "%s", argv[0]);
+    snprintf(mcfg.tokenizer, sizeof mcfg.tokenizer, "%s", o.tokenizer ? o.tokenizer : "");
+    snprintf(mcfg.chat_format, sizeof mcfg.chat_format, "auto");
+    char err[1024];
+    const struct vocab *v = model_vocab_open(&mcfg, err, sizeof err);
+    if (!v) {
+        fprintf(stderr, "libra: generate: %s\n", err);
+        return 1;
+    }
     struct tfm_config c;
     struct tfm_params p;
-    if (load_model(argv[0], &c, &p)) return 1;
     int32_t *prompt = NULL;
     int n = 0, rc = 1;
-    if (o.prompt_file) {
-        if (read_token_file(o.prompt_file, c.vocab_size, &prompt, &n)) goto out;
-    } else {
-        const char *text = o.prompt ? o.prompt : "";
-        size_t need = tok_encode(text, strlen(text), 1, NULL, 0);
-        prompt = xmalloc((need ? need : 1) * sizeof *prompt);
-        n = (int)tok_encode(text, strlen(text), 1, prompt, need);
-        if (n == 0) {
-            prompt[0] = TOK_BOS;
-            n = 1;
-        }
+    if (load_model(argv[0], &c, &p)) {
+        model_vocab_close(v);
+        return 1;
     }
+    if (gen_prompt(&o, v, c.vocab_size, &prompt, &n)) goto out;
     struct tfm_decoder *d = tfm_decoder_create(&c, &p, 1, n + o.max_new + 1, 64);
     float *logits = xmalloc((size_t)c.vocab_size * sizeof *logits);
     float *scratch = xmalloc(2 * (size_t)c.vocab_size * sizeof *scratch);
@@ -247,9 +282,9 @@ int cmd_generate(int argc, char **argv)
     for (int i = 0; i < o.max_new; i++) {
         float lp;
         int32_t t = sampler_sample(&o.sc, logits, c.vocab_size, 0, n + i, &lp, scratch);
-        if (t == TOK_EOS) break;
-        char buf[32];
-        size_t len = tok_decode(&t, 1, buf, sizeof buf);
+        if (v->ends_text(v->ctx, t)) break;
+        char buf[64];
+        size_t len = v->decode(v->ctx, &t, 1, buf, sizeof buf);
         fwrite(buf, 1, len < sizeof buf ? len : sizeof buf, stdout);
         int slot = 0;
         if (tfm_decoder_step(d, &slot, &t, 1, logits)) break;
@@ -262,5 +297,6 @@ int cmd_generate(int argc, char **argv)
 out:
     free(prompt);
     tfm_params_free(&p);
+    model_vocab_close(v);
     return rc;
 }

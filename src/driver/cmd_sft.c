@@ -41,9 +41,9 @@
 #include "libra/episode.h"
 #include "libra/log.h"
 #include "libra/model_load.h"
+#include "libra/model_vocab.h"
 #include "libra/tfm.h"
 #include "libra/tfm_io.h"
-#include "libra/tokenizer.h"
 
 #define SFT_TRANSCRIPTS 2     /* eval episodes printed after the final evaluation */
 #define SFT_MAX_SKIPS 1000    /* demonstrations in a row that may not fit */
@@ -62,6 +62,7 @@ struct sft_batch {
 /* Everything the command holds; freed in reverse by sft_free. */
 struct sft_run {
     struct libra_config *cfg;
+    const struct vocab *vocab; /* the model's tokenizer and format */
     struct env env;
     int env_ready;
     struct tfm_config mc;
@@ -129,8 +130,10 @@ static int setup_env(struct sft_run *r)
                     "(calc or search)", cfg->env.name);
     struct env_params ep;
     env_params_from_config(cfg, &ep);
-    ep.vocab = tok_byte_vocab(); /* the model's tokenizer: byte-level is the only one */
     char err[1024];
+    r->vocab = model_vocab_open(&cfg->model, err, sizeof err);
+    if (!r->vocab) return fail("%s", err);
+    ep.vocab = r->vocab;
     if (env_init(&r->env, &ep, err, sizeof err)) return fail("env: %s", err);
     r->env_ready = 1;
     return 0;
@@ -146,12 +149,13 @@ static int setup_model(struct sft_run *r)
         snprintf(r->hf_source, sizeof r->hf_source, "%s", src->hf_dir);
         free(src);
         if (rc) return fail("model.checkpoint: %s", err);
-        if (r->mc.vocab_size < TOK_VOCAB_SIZE)
-            return fail("model.checkpoint '%s': vocabulary %d is smaller than the byte-level "
-                        "tokenizer's %d", m->checkpoint, r->mc.vocab_size, TOK_VOCAB_SIZE);
+        if (r->mc.vocab_size < r->vocab->size)
+            return fail("model.checkpoint '%s': vocabulary %d is smaller than its tokenizer's "
+                        "%d (%s format)", m->checkpoint, r->mc.vocab_size, (int)r->vocab->size,
+                        r->vocab->name);
     } else {
         r->mc = (struct tfm_config){
-            .family = TFM_LLAMA, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = m->hidden_size,
+            .family = TFM_LLAMA, .vocab_size = r->vocab->size, .hidden_size = m->hidden_size,
             .n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
             .head_dim = m->head_dim, .intermediate_size = m->intermediate_size,
             .max_position_embeddings = m->max_position, .rms_norm_eps = 1e-5f,
@@ -337,6 +341,7 @@ static void sft_free(struct sft_run *r)
     tfm_params_free(&r->g);
     tfm_params_free(&r->p);
     if (r->env_ready) env_free(&r->env);
+    model_vocab_close(r->vocab);
     free(r->cfg);
 }
 

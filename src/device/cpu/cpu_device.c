@@ -17,7 +17,7 @@
 #include "libra/env_setup.h"
 #include "libra/hash.h"
 #include "libra/log.h"
-#include "libra/tokenizer.h"
+#include "libra/model_vocab.h"
 
 struct tfm_params *cpu_live_params(struct device *d) { return d->tr ? &d->tr->p : &d->sh.p; }
 
@@ -25,13 +25,15 @@ static struct device *cpu_open(const struct device_args *a)
 {
     struct device *d = xcalloc(1, sizeof *d);
     d->a = *a;
-    char err[512];
-    if (cpu_load_model(a->cfg, &d->mc, &d->full, &d->opt, &d->opt_loaded, d->hf_source,
+    char err[1024];
+    d->vocab = model_vocab_open(&a->cfg->model, err, sizeof err);
+    if (!d->vocab) FATAL("%s", err);
+    if (cpu_load_model(a->cfg, d->vocab, &d->mc, &d->full, &d->opt, &d->opt_loaded, d->hf_source,
                        sizeof d->hf_source, err, sizeof err))
         FATAL("%s", err);
     struct env_params ep;
     env_params_from_config(a->cfg, &ep);
-    ep.vocab = tok_byte_vocab(); /* the model's tokenizer: byte-level is the only one */
+    ep.vocab = d->vocab;
     if (env_init(&d->env, &ep, err, sizeof err)) FATAL("env: %s", err);
     d->version = d->full_version = a->start_version; /* every rank loaded the same weights */
     d->staged_version = -1;
@@ -61,6 +63,7 @@ static void cpu_close(struct device *d)
     free(d->join);
     cpu_shard_forget_geometry(d);
     env_free(&d->env);
+    model_vocab_close(d->vocab);
     free(d);
 }
 

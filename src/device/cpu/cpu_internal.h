@@ -59,6 +59,7 @@ struct device {
     int opt_loaded;
     char hf_source[4096];      /* the Hugging Face directory the weights come from, or "":
                                 * recorded in the checkpoints' model files */
+    const struct vocab *vocab; /* the model's tokenizer and format (model_vocab_open) */
     struct env env;
     struct cpu_shard sh;
     struct trainer *tr;        /* training replica on sh (owns the shard's weights) */
@@ -142,9 +143,10 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
  * HDF5 model file, a run checkpoint directory or a Hugging Face directory -- or a fresh
  * seeded model), and a resumed optimizer state if the file has one. hf_source (may be
  * NULL) gets the Hugging Face directory the weights come from ("" if none is known),
- * which the checkpoints record. 0 or -1 + message. */
-int cpu_load_model(const struct libra_config *cfg, struct tfm_config *mc, struct tfm_params *p,
-                   struct adamw *opt, int *opt_loaded, char *hf_source, size_t hf_cap,
-                   char *err, size_t errlen);
+ * which the checkpoints record. The model must cover the tokenizer's ids (v->size); a
+ * fresh model has exactly those. 0 or -1 + message. */
+int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, struct tfm_config *mc,
+                   struct tfm_params *p, struct adamw *opt, int *opt_loaded, char *hf_source,
+                   size_t hf_cap, char *err, size_t errlen);
 
 #endif

@@ -25,14 +25,15 @@
 #include "cpu_internal.h"
 #include "libra/log.h"
 #include "libra/model_load.h"
+#include "libra/model_vocab.h"
 #include "libra/tfm_decode.h"
 #include "libra/tfm_tp.h"
-#include "libra/tokenizer.h"
 
 enum { C_A, C_B, C_C, C_PREFILL, C_EFF, C_CAPACITY };
 #define CPU_TP_EFFICIENCY 0.8
 
-int cpu_load_model(const struct libra_config *cfg, struct tfm_config *mc, struct tfm_params *p,
+int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, struct tfm_config *mc,
+                   struct tfm_params *p,
                    struct adamw *opt, int *opt_loaded, char *hf_source, size_t hf_cap,
                    char *err, size_t errlen)
 {
@@ -50,9 +51,11 @@ int cpu_load_model(const struct libra_config *cfg, struct tfm_config *mc, struct
         if (hf_source && hf_cap) snprintf(hf_source, hf_cap, "%s", src->hf_dir);
         free(src);
         *opt_loaded = opt->n > 0;
-        if (mc->vocab_size != TOK_VOCAB_SIZE) {
-            snprintf(err, errlen, "model.checkpoint: %s has vocab_size %d; the byte-level "
-                     "tokenizer needs %d", cfg->model.checkpoint, mc->vocab_size, TOK_VOCAB_SIZE);
+        if (mc->vocab_size < v->size) {
+            snprintf(err, errlen, "model.checkpoint: %s has vocab_size %d, fewer than its "
+                     "tokenizer's %d ids (%s format; check model.tokenizer and "
+                     "model.chat_format)", cfg->model.checkpoint, mc->vocab_size, (int)v->size,
+                     v->name);
             tfm_params_free(p);
             if (*opt_loaded) adamw_free(opt);
             return -1;
@@ -60,7 +63,7 @@ int cpu_load_model(const struct libra_config *cfg, struct tfm_config *mc, struct
     } else {
         const struct model_config *m = &cfg->model;
         *mc = (struct tfm_config){.family = TFM_LLAMA,
-                                  .vocab_size = TOK_VOCAB_SIZE,
+                                  .vocab_size = v->size,
                                   .hidden_size = m->hidden_size,
                                   .n_layers = m->n_layers,
                                   .n_heads = m->n_heads,
@@ -147,7 +150,11 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     struct tfm_params p;
     struct adamw opt;
     int opt_loaded;
-    if (cpu_load_model(cfg, &mc, &p, &opt, &opt_loaded, NULL, 0, err, errlen)) return -1;
+    const struct vocab *v = model_vocab_open(&cfg->model, err, errlen);
+    if (!v) return -1;
+    int rc = cpu_load_model(cfg, v, &mc, &p, &opt, &opt_loaded, NULL, 0, err, errlen);
+    model_vocab_close(v);
+    if (rc) return -1;
     if (opt_loaded) adamw_free(&opt);
     out->vocab_size = mc.vocab_size;
     /* every TP degree the configured plans use must shard this model */
