@@ -6,7 +6,8 @@
 # the real tokenizer files, and the same weights in libra's HDF5 format),
 # tools/torch-reference.py --hf computes the reference logits of ~40 tokens spanning
 # the vocabulary (float64 from the stored weights, rope_scaling as transformers
-# computes it), `libra logits` computes libra's, and every row must meet
+# computes it), `libra logits` computes libra's from the Hugging Face directory (and,
+# bit for bit the same, from the HDF5 copy), and every row must meet
 #     max_j |libra - ref| / max_j |ref| <= 1e-4.
 # The worst row is printed. So that a pass means something, the same comparison
 # against the reference run with a classic bug (llama3: rope_scaling ignored; qwen3:
@@ -25,14 +26,6 @@ done
     fail "$PY cannot import torch, numpy and h5py: run tools/setup-test (Debian python3-torch python3-numpy python3-h5py)"
 out=$(scratch hf_parity)
 
-# ---------------------------------------------------------------------------------
-# MODEL_FORM: what `libra logits` reads.
-#   h5  the HDF5 copy of the model (tools/make-hf-model --h5; libra's own format,
-#       read by tfm_load) -- until the common Hugging Face / HDF5 loader lands;
-#   hf  the Hugging Face directory itself (config.json + safetensors): switch to
-#       this once `libra logits` loads through the common loader (branch h17-hf).
-MODEL_FORM=${MODEL_FORM:-h5}
-# ---------------------------------------------------------------------------------
 TOL=1e-4
 
 # compare LIBRA.h5 REF.h5 MUTANT.h5: prints "worst mutant" (per-row figures' maxima)
@@ -82,16 +75,25 @@ PYEOF
             --logits "$out/$shape.$run.h5" $bug > "$out/$shape.$run.log" 2>&1 ||
             { cat "$out/$shape.$run.log" >&2; fail "$shape: tools/torch-reference.py --hf failed"; }
     done
-    model="$out/$shape.h5"
-    [ "$MODEL_FORM" = hf ] && model="$dir"
-    "$LIBRA" logits "$model" "$out/$shape.tokens" "$out/$shape.libra.h5" > "$out/$shape.libra.log" 2>&1 ||
+    # libra reads the Hugging Face directory itself; the HDF5 copy of the same weights
+    # must give the very same logits (one model behind both loaders)
+    "$LIBRA" logits "$dir" "$out/$shape.tokens" "$out/$shape.libra.h5" > "$out/$shape.libra.log" 2>&1 ||
         { cat "$out/$shape.libra.log" >&2; fail "$shape: libra logits failed"; }
+    "$LIBRA" logits "$out/$shape.h5" "$out/$shape.tokens" "$out/$shape.libra-h5.h5" > "$out/$shape.libra.log" 2>&1 ||
+        { cat "$out/$shape.libra.log" >&2; fail "$shape: libra logits (HDF5 copy) failed"; }
+    "$PY" - "$out/$shape.libra.h5" "$out/$shape.libra-h5.h5" << 'PYEOF' || fail "$shape: the Hugging Face directory and its HDF5 copy give different logits"
+import sys
+import h5py
+import numpy as np
+a, b = (h5py.File(p, "r")["logits"][()] for p in sys.argv[1:3])
+sys.exit(0 if a.shape == b.shape and np.array_equal(a, b) else 1)
+PYEOF
     figs=$(compare "$out/$shape.libra.h5" "$out/$shape.ref.h5" "$out/$shape.mutant.h5") ||
         fail "$shape: comparing the logits failed"
     # shellcheck disable=SC2086
     set -- $figs
     worst=$1 mut=$2
-    echo "$shape ($MODEL_FORM): worst row max|libra - ref| / max|ref| = $worst (tolerance $TOL); reference with $mutant: $mut"
+    echo "$shape: worst row max|libra - ref| / max|ref| = $worst (tolerance $TOL); reference with $mutant: $mut"
     if ! awk -v w="$worst" -v t="$TOL" 'BEGIN { exit !(w <= t) }'; then
         echo "FAIL: $shape: libra's logits differ from the reference by $worst > $TOL" >&2
         status=1

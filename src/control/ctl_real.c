@@ -5,6 +5,7 @@
  * Evaluation passes are in ctl_eval.c, checkpoints in ctl_ckpt.c.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,8 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
     env_params_from_config(cfg, &ep);
     rl->vocab = model_vocab_open(&cfg->model, err, sizeof err);
     if (!rl->vocab) FATAL("%s", err);
+    printf("libra: conversation: format %s, %d token ids (model vocabulary %d)\n",
+           rl->vocab->name, (int)rl->vocab->size, c->dev.vocab_size);
     ep.vocab = rl->vocab;
     if (env_init(&rl->env, &ep, err, sizeof err)) FATAL("env: %s", err);
     const struct train_config *t = &cfg->train;
