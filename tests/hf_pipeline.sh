@@ -2,8 +2,10 @@
 # The whole pipeline on a Hugging Face model with its own tokenizer and chat format:
 #   tools/make-hf-model writes a random Qwen3-shaped model (vocabulary of the real
 #   Qwen3 tokenizer, 151936 ids, bf16 safetensors + config.json + tokenizer files);
-#   a 3-rank RL run loads it (model.checkpoint = the directory: the BPE tokenizer and
-#   the Qwen3 chat template are chosen from it), rolls out calc episodes in the Qwen3
+#   a 4-rank RL run (a training rank, a TP-2 rollout instance whose ranks read only
+#   their slices of the safetensors) loads it (model.checkpoint = the directory: the
+#   BPE tokenizer and the Qwen3 chat template are chosen from it), rolls out calc
+#   episodes in the Qwen3
 #   format (JSON tool calls; a random model rarely makes one: test_format_chat drives
 #   the calls themselves), trains GRPO steps and checkpoints;
 #   libra export writes the checkpoint back as a Hugging Face directory, and loading
@@ -31,12 +33,12 @@ rollout = { n_samples = 2; max_turns = 2; max_tokens_per_turn = 16; max_tokens =
             temperature = 1.0; };
 train = { batch_size = 4; max_staleness = 0; sync_interval = 1; lr = 1e-3;
           entropy_coef = 0.01; }; # random weights earn no reward: the entropy term moves them
-plan = { n_train = 1; rollout_tp = [1]; };
+plan = { n_train = 1; rollout_tp = [2]; }; # a TP-2 instance: its ranks read only their slices
 env = { name = "calc"; calc_max_steps = 2; };
 eval = { size = 2; interval = 0; };
 output = { file = "$out/run.h5"; };
 CFG
-timeout -k 10 600 $MPIRUN -np 3 "$LIBRA" "$out/run.cfg" > "$out/run.stdout" 2> "$out/run.stderr" ||
+timeout -k 10 600 $MPIRUN -np 4 "$LIBRA" "$out/run.cfg" > "$out/run.stdout" 2> "$out/run.stderr" ||
     { tail -n 30 "$out/run.stdout"; cat "$out/run.stderr"; fail "the RL run on the Hugging Face model failed"; }
 "$CHECK_RUN" "$out/run.h5" || fail "check_run"
 grep -q "format qwen3" "$out/run.stdout" ||

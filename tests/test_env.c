@@ -340,6 +340,21 @@ static void test_reward_calc(void)
     const char *wrong[] = {"<answer>41</answer>", NULL};
     CU_ASSERT_DOUBLE_EQUAL(reward_of(&e, &pr, "q", wrong, &correct), 0.0, 1e-12);
     CU_ASSERT_EQUAL(correct, 0);
+    /* The malformed-call penalty: per call the format cannot read, off any reward. */
+    e.p.malformed_call_penalty = 0.25;
+    const char *repaired[] = {"<tool_call>4<|pad|>2</tool_call>",
+                              "#<tool_result>error: malformed tool call</tool_result>",
+                              "<tool_call>40+2</tool_call>", "#<tool_result>42</tool_result>",
+                              "<answer>42</answer>", NULL};
+    CU_ASSERT_DOUBLE_EQUAL(reward_of(&e, &pr, "q", repaired, &correct), 0.75, 1e-12);
+    CU_ASSERT_EQUAL(correct, 1);
+    const char *twice[] = {"<tool_call>4<|pad|>2</tool_call>", "#<tool_result>e</tool_result>",
+                           "<tool_call><|pad|></tool_call>", "#<tool_result>e</tool_result>",
+                           "<answer>41</answer>", NULL};
+    CU_ASSERT_DOUBLE_EQUAL(reward_of(&e, &pr, "q", twice, &correct), -0.5, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(reward_of(&e, &pr, "q", wrong, &correct), 0.0, 1e-12);
+    e.p.malformed_call_penalty = 0;
+    CU_ASSERT_DOUBLE_EQUAL(reward_of(&e, &pr, "q", repaired, &correct), 1.0, 1e-12);
     /* An empty trajectory. */
     CU_ASSERT_DOUBLE_EQUAL(env_reward(&e, &pr, NULL, NULL, 0, &correct), 0.0, 1e-12);
     CU_ASSERT_EQUAL(correct, 0);
@@ -450,6 +465,10 @@ static void test_params(void)
     p.demo_mistake_rate = 1.5;
     CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "demo_mistake_rate"));
+    calc_params(&p);
+    p.malformed_call_penalty = -0.1;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "malformed_call_penalty"));
     calc_params(&p);
     memset(p.prompts, 'x', sizeof p.prompts); /* not NUL-terminated */
     CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);

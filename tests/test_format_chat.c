@@ -455,6 +455,12 @@ static void test_rollout_json_call(void)
         int correct;
         CU_ASSERT_DOUBLE_EQUAL(env_reward(&e, &pr, ctx, mask, n, &correct), 1.0, 0);
         CU_ASSERT_EQUAL(correct, 1);
+        /* the malformed JSON call is penalised when the run asks for it */
+        CU_ASSERT_EQUAL(env_malformed_calls(&e, ctx, mask, n), bad);
+        e.p.malformed_call_penalty = 0.25;
+        CU_ASSERT_DOUBLE_EQUAL(env_reward(&e, &pr, ctx, mask, n, &correct), bad ? 0.75 : 1.0,
+                               1e-12);
+        e.p.malformed_call_penalty = 0;
         rollout_cpu_free(r);
     }
     env_free(&e);

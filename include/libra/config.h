@@ -165,6 +165,7 @@ struct env_config {
     char name[32];             /* emu | calc | search */
     char prompts[CFG_PATH_MAX]; /* JSONL problems; "" = the seeded generator */
     double format_bonus;
+    double malformed_call_penalty; /* per malformed tool call, off the reward */
     int calc_min_steps, calc_max_steps, calc_distractors;
     int search_entities, search_top_k, search_max_hops;
     double demo_mistake_rate;  /* libra sft: share of expert demonstrations with a mistake */

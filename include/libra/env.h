@@ -62,6 +62,7 @@ struct env_params {
     uint64_t seed;            /* run.seed */
     char prompts[512];        /* JSONL file of {"prompt": ..., "answer": ...}; "" = generator */
     double format_bonus;      /* reward for a well-formed <answer> that is wrong; 0 = none */
+    double malformed_call_penalty; /* off the reward per malformed tool call; 0 = none */
     /* calc */
     int calc_min_steps, calc_max_steps; /* computation steps per problem, 1..6 */
     int calc_distractors;     /* irrelevant numbers mentioned per problem, at most */
@@ -147,11 +148,16 @@ int env_extract_call(const struct env *e, const int32_t *ids, int n, char *out, 
 /* Reward of a finished trajectory: ids/mask are its whole token sequence and loss
  * mask (mask 1 = model-generated). Only generated tokens are read (never the prompt
  * or tool payloads): the format's first answer among them (<answer> ... </answer>)
- * is the answer. 1 if
- * it matches the problem's answer (calc: numerically; search: exact match after
- * normalisation), else format_bonus if well-formed, else 0. *correct is set to 1/0. */
+ * is the answer. 1 if it matches the problem's answer (calc: numerically; search:
+ * exact match after normalisation), else format_bonus if well-formed, else 0; minus
+ * malformed_call_penalty for every malformed tool call (env_malformed_calls).
+ * *correct is set to 1/0. */
 double env_reward(const struct env *e, const struct env_problem *pr, const int32_t *ids,
                   const uint8_t *mask, int n, int *correct);
+/* The model's malformed tool calls in a trajectory: its generated turns (runs of mask
+ * 1, cut where the format ends a turn) that call the tool but whose call the format
+ * cannot read (env_extract_call fails). */
+int env_malformed_calls(const struct env *e, const int32_t *ids, const uint8_t *mask, int n);
 
 /* A demonstration: the whole conversation after the prompt as token ids with loss
  * mask (1 = expert-written, 0 = tool payload), produced by the scripted expert with

@@ -339,6 +339,9 @@ const struct cfg_key cfg_schema[] = {
             "JSONL problems {\"prompt\": ..., \"answer\": ...}; \"\" = the seeded generator"),
     FLOAT_KEY("env", "format_bonus", env.format_bonus, 0.0, 0, 1, "reward",
               "reward of a well-formed but wrong answer"),
+    FLOAT_KEY("env", "malformed_call_penalty", env.malformed_call_penalty, 0.0, 0, 1, "reward",
+              "subtracted from the reward for every malformed tool call the model made "
+              "(bad JSON, another tool's name, no argument; unterminated tags)"),
     INT_KEY("env", "calc_min_steps", env.calc_min_steps, 1, 1, 6, "steps",
             "calc: fewest computation steps per problem"),
     INT_KEY("env", "calc_max_steps", env.calc_max_steps, 3, 1, 6, "steps",

@@ -62,6 +62,11 @@ static int validate_params(const struct env_params *p, char *err, size_t errlen)
                               "earns less than a correct one", p->format_bonus);
         return -1;
     }
+    if (!(p->malformed_call_penalty >= 0.0 && p->malformed_call_penalty <= 1.0)) {
+        snprintf(err, errlen, "env.malformed_call_penalty = %g: must be in [0, 1]",
+                 p->malformed_call_penalty);
+        return -1;
+    }
     if (!(p->demo_mistake_rate >= 0.0 && p->demo_mistake_rate <= 1.0)) {
         snprintf(err, errlen, "env.demo_mistake_rate = %g: must be in [0, 1]",
                  p->demo_mistake_rate);
@@ -303,20 +308,44 @@ static int answer_matches(const struct env *e, const char *given, const char *an
     return g[0] != '\0' && strcmp(g, a) == 0;
 }
 
+int env_malformed_calls(const struct env *e, const int32_t *ids, const uint8_t *mask, int n)
+{
+    const struct vocab *v = e->vocab;
+    char call[ENV_CALL_MAX + 1];
+    int bad = 0;
+    for (int i = 0; i < n;) {
+        if (!mask[i]) {
+            i++;
+            continue;
+        }
+        int j = i; /* the turn: generated ids up to and with the one that ends it */
+        while (j < n && mask[j] && !v->ends_turn(v->ctx, ids[j])) j++;
+        int end = j < n && mask[j] ? j + 1 : j;
+        if (end > i && v->turn_calls(v->ctx, ids + i, end - i) &&
+            env_extract_call(e, ids + i, end - i, call, sizeof call, NULL) != 0)
+            bad++;
+        i = end;
+    }
+    return bad;
+}
+
 double env_reward(const struct env *e, const struct env_problem *pr, const int32_t *ids,
                   const uint8_t *mask, int n, int *correct)
 {
     char given[ENV_TEXT_MAX];
     *correct = 0;
-    if (!find_answer(e->vocab, ids, mask, n, given, sizeof given)) return 0.0;
+    double penalty = e->p.malformed_call_penalty > 0
+                         ? e->p.malformed_call_penalty * env_malformed_calls(e, ids, mask, n)
+                         : 0.0;
+    if (!find_answer(e->vocab, ids, mask, n, given, sizeof given)) return -penalty;
     char answer[ENV_ANSWER_MAX];
     memcpy(answer, pr->answer, sizeof answer);
     answer[sizeof answer - 1] = '\0';
     if (answer_matches(e, given, answer)) {
         *correct = 1;
-        return 1.0;
+        return 1.0 - penalty;
     }
-    return e->p.format_bonus;
+    return e->p.format_bonus - penalty;
 }
 
 int env_demo(const struct env *e, const struct env_problem *pr, uint64_t seed, int32_t *ids,

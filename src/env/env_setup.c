@@ -13,6 +13,7 @@ void env_params_from_config(const struct libra_config *cfg, struct env_params *p
     p->seed = cfg->run.seed;
     snprintf(p->prompts, sizeof p->prompts, "%s", cfg->env.prompts);
     p->format_bonus = cfg->env.format_bonus;
+    p->malformed_call_penalty = cfg->env.malformed_call_penalty;
     p->calc_min_steps = cfg->env.calc_min_steps;
     p->calc_max_steps = cfg->env.calc_max_steps;
     p->calc_distractors = cfg->env.calc_distractors;

@@ -28,22 +28,27 @@ static struct device *cpu_open(const struct device_args *a)
     char err[1024];
     d->vocab = model_vocab_open(&a->cfg->model, err, sizeof err);
     if (!d->vocab) FATAL("%s", err);
-    if (cpu_load_model(a->cfg, d->vocab, &d->mc, &d->full, &d->opt, &d->opt_loaded, d->hf_source,
-                       sizeof d->hf_source, err, sizeof err))
-        FATAL("%s", err);
+    int rc = cpu_load_model(a->cfg, d->vocab, 1, &d->mc, &d->full, &d->opt, &d->opt_loaded,
+                            d->hf_source, sizeof d->hf_source, err, sizeof err);
+    if (rc < 0) FATAL("%s", err);
     struct env_params ep;
     env_params_from_config(a->cfg, &ep);
     ep.vocab = d->vocab;
     if (env_init(&d->env, &ep, err, sizeof err)) FATAL("env: %s", err);
-    d->version = d->full_version = a->start_version; /* every rank loaded the same weights */
+    /* every rank loaded the same weights, or will read its slices of them */
+    d->version = a->start_version;
+    d->full_version = rc == 0 ? a->start_version : -1;
+    d->lazy_version = rc == 1 ? a->start_version : -1;
     d->staged_version = -1;
     cpu_comm_bind(&d->sh.comm, MPI_COMM_NULL);
     cpu_comm_bind(&d->sh.kv, MPI_COMM_NULL);
     return d;
 }
 
+/* The loaded weights are history (trained, or replaced by a sync). */
 static void drop_full(struct device *d)
 {
+    d->lazy_version = -1;
     if (d->full_version < 0) return;
     tfm_params_free(&d->full);
     d->full_version = -1;

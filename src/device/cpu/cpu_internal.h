@@ -55,6 +55,9 @@ struct device {
     struct tfm_config mc;      /* the whole model */
     struct tfm_params full;    /* the whole model as loaded, while full_version is current */
     int full_version;          /* -1: freed */
+    int lazy_version;          /* >= 0: the Hugging Face directory hf_source holds this
+                                * version; shards read their slices from it (nothing
+                                * else loaded); -1: none */
     struct adamw opt;          /* a resumed optimizer state of the whole model, if opt_loaded */
     int opt_loaded;
     char hf_source[4096];      /* the Hugging Face directory the weights come from, or "":
@@ -82,7 +85,9 @@ struct tfm_params *cpu_live_params(struct device *d);
 /* cpu_shard.c */
 /* Makes sh the shard (t, i) of the group comm (the instance's or the replica's ranks,
  * size t): keeps the weights if the shard is unchanged, else allocates new ones -- cut
- * from full when full is current (version kept), else none (version -1). */
+ * from full when full is current, read from the Hugging Face directory when it holds
+ * the current version (only the shard's slices; version kept either way), else none
+ * (version -1). */
 void cpu_shard_place(struct device *d, int t, int i, MPI_Comm group);
 void cpu_shard_free(struct cpu_shard *sh);
 /* Frees the geometry cache. */
@@ -144,9 +149,11 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
  * seeded model), and a resumed optimizer state if the file has one. hf_source (may be
  * NULL) gets the Hugging Face directory the weights come from ("" if none is known),
  * which the checkpoints record. The model must cover the tokenizer's ids (v->size); a
- * fresh model has exactly those. 0 or -1 + message. */
-int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, struct tfm_config *mc,
-                   struct tfm_params *p, struct adamw *opt, int *opt_loaded, char *hf_source,
-                   size_t hf_cap, char *err, size_t errlen);
+ * fresh model has exactly those. lazy: a Hugging Face directory's config.json only
+ * (p left empty, hf_source its directory): the shards read their slices from it.
+ * 0 loaded, 1 config only, or -1 + message. */
+int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, int lazy,
+                   struct tfm_config *mc, struct tfm_params *p, struct adamw *opt,
+                   int *opt_loaded, char *hf_source, size_t hf_cap, char *err, size_t errlen);
 
 #endif

@@ -24,6 +24,7 @@
 
 #include "cpu_internal.h"
 #include "libra/log.h"
+#include "libra/hf_model.h"
 #include "libra/model_load.h"
 #include "libra/model_vocab.h"
 #include "libra/tfm_decode.h"
@@ -32,16 +33,49 @@
 enum { C_A, C_B, C_C, C_PREFILL, C_EFF, C_CAPACITY };
 #define CPU_TP_EFFICIENCY 0.8
 
-int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, struct tfm_config *mc,
-                   struct tfm_params *p,
-                   struct adamw *opt, int *opt_loaded, char *hf_source, size_t hf_cap,
-                   char *err, size_t errlen)
+/* config.json of the Hugging Face directory model.checkpoint names, and the directory
+ * (PATH_MAX bytes) into dir: 1; 0 if the checkpoint is no Hugging Face directory; -1
+ * on error. */
+static int hf_config_only(const struct libra_config *cfg, struct tfm_config *mc, char *dir,
+                          char *err, size_t errlen)
+{
+    char e[1024];
+    if (!cfg->model.checkpoint[0] || model_probe(cfg->model.checkpoint, dir, e, sizeof e) !=
+                                         MODEL_HF)
+        return 0; /* model_load reports a bad path */
+    if (hf_config_read(dir, mc, NULL, e, sizeof e)) {
+        snprintf(err, errlen, "model.checkpoint: %s", e);
+        return -1;
+    }
+    return 1;
+}
+
+int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, int lazy,
+                   struct tfm_config *mc, struct tfm_params *p, struct adamw *opt,
+                   int *opt_loaded, char *hf_source, size_t hf_cap, char *err, size_t errlen)
 {
     char e[1024];
     memset(opt, 0, sizeof *opt);
+    memset(p, 0, sizeof *p);
     *opt_loaded = 0;
     if (hf_source && hf_cap) hf_source[0] = '\0';
-    if (cfg->model.checkpoint[0]) {
+    int config_only = 0;
+    if (lazy) {
+        char *dir = xmalloc(PATH_MAX);
+        config_only = hf_config_only(cfg, mc, dir, err, errlen);
+        if (config_only > 0 && hf_source && hf_cap) snprintf(hf_source, hf_cap, "%s", dir);
+        free(dir);
+        if (config_only < 0) return -1;
+    }
+    if (config_only) {
+        if (mc->vocab_size < v->size) {
+            snprintf(err, errlen, "model.checkpoint: %s has vocab_size %d, fewer than its "
+                     "tokenizer's %d ids (%s format; check model.tokenizer and "
+                     "model.chat_format)", cfg->model.checkpoint, mc->vocab_size, (int)v->size,
+                     v->name);
+            return -1;
+        }
+    } else if (cfg->model.checkpoint[0]) {
         struct model_source *src = xmalloc(sizeof *src);
         if (model_load(cfg->model.checkpoint, mc, p, opt, src, e, sizeof e)) {
             snprintf(err, errlen, "model.checkpoint: %s", e);
@@ -88,7 +122,7 @@ int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, struct
         if (*opt_loaded) adamw_free(opt);
         return -1;
     }
-    return 0;
+    return config_only;
 }
 
 static double rate_decode(const struct rates *r, int tp, int batch, double kv_tokens)
@@ -152,9 +186,10 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     int opt_loaded;
     const struct vocab *v = model_vocab_open(&cfg->model, err, errlen);
     if (!v) return -1;
-    int rc = cpu_load_model(cfg, v, &mc, &p, &opt, &opt_loaded, NULL, 0, err, errlen);
+    int rc = cpu_load_model(cfg, v, 1, &mc, &p, &opt, &opt_loaded, NULL, 0, err, errlen);
     model_vocab_close(v);
-    if (rc) return -1;
+    if (rc < 0) return -1;
+    if (rc > 0) tfm_params_alloc(&p, &mc); /* the shapes only: timing ignores the values */
     if (opt_loaded) adamw_free(&opt);
     out->vocab_size = mc.vocab_size;
     /* every TP degree the configured plans use must shard this model */

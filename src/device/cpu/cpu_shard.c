@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "libra/hf_model.h"
 #include "libra/log.h"
 
 static void refuse(void *ctx, void *x, size_t n, enum tfm_red_op op)
@@ -146,6 +147,10 @@ void cpu_shard_place(struct device *d, int t, int i, MPI_Comm group)
     sh->stage = xmalloc(sh->p.n * sizeof *sh->stage);
     if (d->full_version >= 0 && d->full_version == d->version) {
         tfm_tp_shard(&sh->tp, &d->full, &sh->p);
+    } else if (d->lazy_version >= 0 && d->lazy_version == d->version) {
+        char e[1024]; /* only this shard's bytes are read */
+        if (hf_load_slices(d->hf_source, &sh->tp, &sh->p, e, sizeof e))
+            FATAL("model.checkpoint: %s", e);
     } else {
         d->version = -1; /* until the sync that follows the plan */
     }
