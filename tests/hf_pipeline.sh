@@ -5,12 +5,11 @@
 #   a 4-rank RL run (a training rank, a TP-2 rollout instance whose ranks read only
 #   their slices of the safetensors) loads it (model.checkpoint = the directory: the
 #   BPE tokenizer and the Qwen3 chat template are chosen from it), rolls out calc
-#   episodes in the Qwen3
-#   format (JSON tool calls; a random model rarely makes one: test_format_chat drives
-#   the calls themselves), trains GRPO steps and checkpoints;
+#   episodes in the Qwen3 format (JSON tool calls; a random model rarely makes one:
+#   test_format_chat drives the calls themselves), trains GRPO steps, checkpoints;
 #   libra export writes the checkpoint back as a Hugging Face directory, and loading
 #   that gives the checkpoint's logits: bit for bit in f32, within bf16 rounding in bf16.
-# The policy must have moved from the base model, and the transcript must be Qwen3's.
+# The policy must have moved from the base model, and the run must say it speaks qwen3.
 # Needs tools/setup-test (python3-torch and the tokenizers in tests/npm).
 . "$(dirname "$0")/mpi_common.sh"
 PY=${PYTHON:-/usr/bin/python3}
