@@ -1,43 +1,35 @@
 /*
- * `libra --devices`: the GPUs this build can use (name, memory, compute
- * capability), or why there are none. Compiled against the CUDA runtime only when
- * configure found CUDA, cuBLAS and NCCL (HAVE_CUDA).
+ * `libra --devices`: the GPUs the CUDA device module can use (name, memory, compute
+ * capability), or why there are none (no module built, no driver, no GPU). The
+ * module is loaded at run time (include/libra/cuda_module.h): libra itself links no
+ * CUDA library.
  */
-#include "config.h"
-
 #include <stdio.h>
 
+#include "libra/cuda_module.h"
 #include "libra/driver.h"
 
-#ifdef HAVE_CUDA
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 int cmd_devices(void)
 {
-    int n = 0, nccl = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    ncclGetVersion(&nccl);
-    if (e != cudaSuccess) {
-        printf("libra: CUDA support built (NCCL %d), but no usable GPU: %s\n", nccl,
-               cudaGetErrorString(e));
+    char err[2048];
+    const struct cuda_api *api = cuda_module_load(err, sizeof err);
+    if (!api) {
+        printf("libra: no GPU devices: %s. The cpu and emu devices are available.\n", err);
         return 0;
     }
-    printf("libra: %d GPU%s (NCCL %d)\n", n, n == 1 ? "" : "s", nccl);
+    int cuda = 0, nccl = 0;
+    api->versions(&cuda, &nccl);
+    int n = api->device_count();
+    if (n < 0) {
+        printf("libra: CUDA device module loaded (CUDA runtime %d, NCCL %d), but no usable "
+               "GPU: %s\n", cuda, nccl, api->last_error());
+        return 0;
+    }
+    printf("libra: %d GPU%s (CUDA runtime %d, NCCL %d)\n", n, n == 1 ? "" : "s", cuda, nccl);
     for (int i = 0; i < n; i++) {
-        struct cudaDeviceProp p;
-        if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-        printf("  [%d] %s, %.1f GiB, compute capability %d.%d, %d SMs\n", i, p.name,
-               (double)p.totalGlobalMem / (1024.0 * 1024 * 1024), p.major, p.minor,
-               p.multiProcessorCount);
+        char line[256];
+        if (api->device_describe(i, line, sizeof line) == 0) printf("  %s\n", line);
+        else printf("  GPU %d: %s\n", i, api->last_error());
     }
     return 0;
 }
-#else
-int cmd_devices(void)
-{
-    printf("libra: built without CUDA (configure found no nvcc/cuBLAS/NCCL; use --with-cuda=PATH); "
-           "devices: none. The cpu and emu devices are available.\n");
-    return 0;
-}
-#endif

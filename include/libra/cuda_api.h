@@ -1,0 +1,65 @@
+/*
+ * The CUDA device module's interface: what src/libra-cuda.so (src/device/cuda/, built
+ * with ./configure --with-cuda) offers the rest of libra. The module is loaded at run
+ * time (cuda_module_load, include/libra/cuda_module.h), so src/libra never links the
+ * CUDA runtime, cuBLASLt or NCCL and one build runs on CPU-only nodes.
+ *
+ * The module exports one symbol, libra_cuda_api(), returning a constant table. Every
+ * function returns 0 or -1; after -1, last_error() says what failed (the CUDA error
+ * string, the call, file:line). Kernels run on the current device's default stream
+ * and take device pointers; sync() waits for them and reports an asynchronous error.
+ *
+ * Kernels (each has a CPU reference in src/model/cpu/ops.c, which tests/test_cuda.c
+ * checks it against; the tolerances are in docs/cuda.md). Weights are stored in
+ * bf16 (uint16_t, the upper half of a float32), activations in float32 and every
+ * reduction accumulates in float32:
+ *   embed_gather   x (N, C) = float(embed[tokens])       embed (V, C) bf16
+ *   rmsnorm_fwd    y (N, C) = x / sqrt(mean(x^2) + eps) * float(w)   w (C) bf16;
+ *                  qwen3's per-head q/k norm: N = rows * heads, C = D
+ *   rope_fwd       rotate-half rotary on x (N, heads * D) in place, table (n_pos, D)
+ *                  cos | sin as rope_table builds it
+ *   swiglu_fwd     y (n) = (g * sigmoid(g)) * u
+ *   f32_to_bf16    y (n) = x rounded to bf16, round to nearest even
+ * Shapes: N rows, C channels, D head dimension (even), V vocabulary.
+ */
+#ifndef LIBRA_CUDA_API_H
+#define LIBRA_CUDA_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LIBRA_CUDA_ABI 1 /* bumped whenever struct cuda_api changes */
+
+struct cuda_api {
+    int abi; /* LIBRA_CUDA_ABI of the module */
+    /* ---- devices ---- */
+    /* The number of usable GPUs; -1 with the driver's reason (no driver, no GPU). */
+    int (*device_count)(void);
+    /* One line on GPU i (name, memory, compute capability, SMs) into out. */
+    int (*device_describe)(int i, char *out, size_t cap);
+    int (*set_device)(int i);
+    /* CUDA runtime and NCCL versions (e.g. 13000, 22703). */
+    void (*versions)(int *cuda_runtime, int *nccl);
+    /* ---- memory ---- */
+    int (*alloc)(void **p, size_t bytes);
+    int (*free)(void *p); /* NULL is a no-op */
+    int (*to_device)(void *dst, const void *src, size_t bytes);
+    int (*to_host)(void *dst, const void *src, size_t bytes);
+    int (*sync)(void);
+    /* ---- kernels (device pointers) ---- */
+    int (*embed_gather)(float *x, const uint16_t *embed, const int32_t *tokens, int N, int C,
+                        int V);
+    int (*rmsnorm_fwd)(float *y, const float *x, const uint16_t *w, int N, int C, float eps);
+    int (*rope_fwd)(float *x, const int32_t *pos, int N, int n_heads, int D,
+                    const float *rope);
+    int (*swiglu_fwd)(float *y, const float *g, const float *u, int64_t n);
+    int (*f32_to_bf16)(uint16_t *y, const float *x, int64_t n);
+    /* What the last failed call of this thread reported. */
+    const char *(*last_error)(void);
+};
+
+/* The one symbol the module exports. */
+typedef const struct cuda_api *(*libra_cuda_api_fn)(void);
+#define LIBRA_CUDA_API_SYMBOL "libra_cuda_api"
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * The CUDA device module's table (include/libra/cuda_api.h): devices, memory, sync,
+ * error reporting, and the kernels of cuda_kernels.cu. Built into src/libra-cuda.so
+ * by ./configure --with-cuda and loaded at run time by cuda_module_load.
+ */
+#include "cuda_internal.h"
+
+#include <nccl.h>
+#include <stdio.h>
+
+#include "libra/cuda_api.h"
+
+static __thread char last_err[512]; /* per thread: what the last failed call reported */
+
+int cu_fail(const char *what, cudaError_t e, const char *file, int line)
+{
+    if (e == cudaSuccess)
+        snprintf(last_err, sizeof last_err, "%s (%s:%d)", what, file, line);
+    else
+        snprintf(last_err, sizeof last_err, "%s: %s (%s, %s:%d)", what, cudaGetErrorString(e),
+                 cudaGetErrorName(e), file, line);
+    return -1;
+}
+
+static const char *cu_last_error(void) { return last_err[0] ? last_err : "no error"; }
+
+static int cu_device_count(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return cu_fail("cudaGetDeviceCount", e, __FILE__, __LINE__);
+    if (n == 0) return cu_fail("cudaGetDeviceCount: no GPU", cudaSuccess, __FILE__, __LINE__);
+    return n;
+}
+
+static int cu_device_describe(int i, char *out, size_t cap)
+{
+    struct cudaDeviceProp p;
+    CU_CHECK(cudaGetDeviceProperties(&p, i));
+    snprintf(out, cap, "GPU %d: %s, %.1f GiB, compute capability %d.%d, %d SMs", i, p.name,
+             (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.major, p.minor,
+             p.multiProcessorCount);
+    return 0;
+}
+
+static int cu_set_device(int i)
+{
+    CU_CHECK(cudaSetDevice(i));
+    return 0;
+}
+
+static void cu_versions(int *cuda_runtime, int *nccl)
+{
+    *cuda_runtime = 0;
+    *nccl = 0;
+    (void)cudaRuntimeGetVersion(cuda_runtime);
+    (void)ncclGetVersion(nccl);
+}
+
+static int cu_alloc(void **p, size_t bytes)
+{
+    CU_CHECK(cudaMalloc(p, bytes ? bytes : 1));
+    return 0;
+}
+
+static int cu_free(void *p)
+{
+    if (p) CU_CHECK(cudaFree(p));
+    return 0;
+}
+
+static int cu_to_device(void *dst, const void *src, size_t bytes)
+{
+    CU_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+static int cu_to_host(void *dst, const void *src, size_t bytes)
+{
+    CU_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+static int cu_sync(void)
+{
+    CU_CHECK(cudaDeviceSynchronize());
+    return cu_device_error_check();
+}
+
+static const struct cuda_api api = {
+    LIBRA_CUDA_ABI,
+    cu_device_count,
+    cu_device_describe,
+    cu_set_device,
+    cu_versions,
+    cu_alloc,
+    cu_free,
+    cu_to_device,
+    cu_to_host,
+    cu_sync,
+    cu_embed_gather,
+    cu_rmsnorm_fwd,
+    cu_rope_fwd,
+    cu_swiglu_fwd,
+    cu_f32_to_bf16,
+    cu_last_error,
+};
+
+extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)
+{
+    return &api;
+}

@@ -1,0 +1,35 @@
+/*
+ * Shared by the CUDA module's files (src/device/cuda/): error recording and the
+ * kernel launchers the table in cuda_api.cu points at.
+ */
+#ifndef LIBRA_CUDA_INTERNAL_H
+#define LIBRA_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Records what failed for last_error(); returns -1. */
+int cu_fail(const char *what, cudaError_t e, const char *file, int line);
+/* Returns -1 (recording the call and file:line) if call does not give cudaSuccess. */
+#define CU_CHECK(call)                                                                       \
+    do {                                                                                     \
+        cudaError_t cu_e_ = (call);                                                          \
+        if (cu_e_ != cudaSuccess) return cu_fail(#call, cu_e_, __FILE__, __LINE__);           \
+    } while (0)
+/* After a launch: the launch error, if any. */
+#define CU_LAUNCHED(name) CU_CHECK(cudaGetLastError())
+
+/* A kernel's own finding (a token out of range): raised on the device, reported by
+ * the next sync() as "what" with the first offending value. */
+int cu_device_error_check(void);
+
+extern "C" {
+int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *tokens, int N, int C, int V);
+int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C, float eps);
+int cu_rope_fwd(float *x, const int32_t *pos, int N, int n_heads, int D, const float *rope);
+int cu_swiglu_fwd(float *y, const float *g, const float *u, int64_t n);
+int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n);
+}
+
+#endif

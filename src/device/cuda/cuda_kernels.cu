@@ -1,0 +1,152 @@
+/*
+ * The first kernels of the CUDA engine (include/libra/cuda_api.h), each the GPU form
+ * of a CPU reference in src/model/cpu/ops.c; tests/test_cuda.c compares them.
+ * Deliberately plain: one thread per element, or one block per row with a
+ * shared-memory tree reduction in float32 -- correctness first, tuned later against
+ * the roofline. bf16 is the upper 16 bits of a float32 (widening is exact).
+ */
+#include "cuda_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define ROW_THREADS 256 /* threads of a row-reduction block (a power of two) */
+
+__device__ int cu_dev_error;       /* 0, or 1 + the kind of the first device-side error */
+__device__ long long cu_dev_value; /* the value that raised it */
+
+__device__ static float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Round to nearest even; NaN stays a (quiet) NaN. */
+__device__ static uint16_t f32_to_bf16_rne(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* ---- embedding: one block per row ---- */
+__global__ static void embed_gather_k(float *x, const uint16_t *embed, const int32_t *tokens,
+                                      int C, int V)
+{
+    int r = blockIdx.x;
+    int32_t t = tokens[r];
+    if (t < 0 || t >= V) {
+        if (threadIdx.x == 0 && atomicCAS(&cu_dev_error, 0, 1) == 0) cu_dev_value = t;
+        return;
+    }
+    const uint16_t *e = embed + (size_t)t * C;
+    float *xr = x + (size_t)r * C;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) xr[j] = bf16_to_f32(e[j]);
+}
+
+extern "C" int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *tokens, int N,
+                               int C, int V)
+{
+    if (N <= 0) return 0;
+    embed_gather_k<<<N, 128>>>(x, embed, tokens, C, V);
+    CU_LAUNCHED("embed_gather");
+    return 0;
+}
+
+/* ---- RMSNorm: one block per row, sum of squares reduced in float32 ---- */
+__global__ static void rmsnorm_fwd_k(float *y, const float *x, const uint16_t *w, int C,
+                                     float eps)
+{
+    __shared__ float part[ROW_THREADS];
+    const float *xr = x + (size_t)blockIdx.x * C;
+    float *yr = y + (size_t)blockIdx.x * C;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) s += xr[j] * xr[j];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int k = blockDim.x / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+        __syncthreads();
+    }
+    float r = 1.0f / sqrtf(part[0] / (float)C + eps);
+    for (int j = threadIdx.x; j < C; j += blockDim.x) yr[j] = (xr[j] * r) * bf16_to_f32(w[j]);
+}
+
+extern "C" int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C,
+                              float eps)
+{
+    if (N <= 0) return 0;
+    rmsnorm_fwd_k<<<N, ROW_THREADS>>>(y, x, w, C, eps);
+    CU_LAUNCHED("rmsnorm_fwd");
+    return 0;
+}
+
+/* ---- rotary (rotate-half): one thread per (row, head, pair) ---- */
+__global__ static void rope_fwd_k(float *x, const int32_t *pos, int N, int n_heads, int D,
+                                  const float *rope)
+{
+    int half = D / 2;
+    long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= (long long)N * n_heads * half) return;
+    int i = (int)(k % half);
+    long long rh = k / half; /* row * n_heads + head */
+    int r = (int)(rh / n_heads);
+    float *xh = x + rh * D;
+    const float *cs = rope + (size_t)pos[r] * D;
+    float c = cs[i], s = cs[half + i], a = xh[i], b = xh[half + i];
+    xh[i] = a * c - b * s;
+    xh[half + i] = b * c + a * s;
+}
+
+extern "C" int cu_rope_fwd(float *x, const int32_t *pos, int N, int n_heads, int D,
+                           const float *rope)
+{
+    long long n = (long long)N * n_heads * (D / 2);
+    if (n <= 0) return 0;
+    rope_fwd_k<<<(unsigned)((n + 255) / 256), 256>>>(x, pos, N, n_heads, D, rope);
+    CU_LAUNCHED("rope_fwd");
+    return 0;
+}
+
+/* ---- SwiGLU and bf16 conversion: one thread per element ---- */
+__global__ static void swiglu_fwd_k(float *y, const float *g, const float *u, int64_t n)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    float sig = 1.0f / (1.0f + expf(-g[k]));
+    y[k] = (g[k] * sig) * u[k];
+}
+
+extern "C" int cu_swiglu_fwd(float *y, const float *g, const float *u, int64_t n)
+{
+    if (n <= 0) return 0;
+    swiglu_fwd_k<<<(unsigned)((n + 255) / 256), 256>>>(y, g, u, n);
+    CU_LAUNCHED("swiglu_fwd");
+    return 0;
+}
+
+__global__ static void f32_to_bf16_k(uint16_t *y, const float *x, int64_t n)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) y[k] = f32_to_bf16_rne(x[k]);
+}
+
+extern "C" int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n)
+{
+    if (n <= 0) return 0;
+    f32_to_bf16_k<<<(unsigned)((n + 255) / 256), 256>>>(y, x, n);
+    CU_LAUNCHED("f32_to_bf16");
+    return 0;
+}
+
+/* ---- device-side errors ---- */
+int cu_device_error_check(void)
+{
+    int err = 0;
+    long long value = 0;
+    CU_CHECK(cudaMemcpyFromSymbol(&err, cu_dev_error, sizeof err));
+    if (!err) return 0;
+    CU_CHECK(cudaMemcpyFromSymbol(&value, cu_dev_value, sizeof value));
+    int zero = 0;
+    CU_CHECK(cudaMemcpyToSymbol(cu_dev_error, &zero, sizeof zero));
+    char what[96];
+    snprintf(what, sizeof what, "embed_gather: token %lld outside the vocabulary", value);
+    return cu_fail(what, cudaSuccess, __FILE__, __LINE__);
+}

@@ -1,0 +1,230 @@
+/*
+ * The CUDA device module's kernels against their CPU references (src/model/cpu/ops.c,
+ * the safetensors bf16 conversion), with the tolerances of docs/cuda.md:
+ *   embed_gather   exact (a bf16 widening)
+ *   f32_to_bf16    exact (round to nearest even, NaN kept)
+ *   rope_fwd       1e-6 of the row's largest value (fused multiply-adds)
+ *   swiglu_fwd     1e-6 relative (expf of the device vs the host's)
+ *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
+ * and a device-side error (a token outside the vocabulary) reported by sync.
+ *
+ * Without the module (a build without --with-cuda) or without a usable GPU the test
+ * says why and exits 77: automake reports it SKIPPED, never silently absent.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/model/cpu/ops.h"
+#include "../src/model/rope.h"
+#include "libra/cuda_module.h"
+#include "libra/rng.h"
+#include "libra/safetensors.h"
+#include "testutil.h"
+
+static const struct cuda_api *api;
+
+#define CU_OK(call)                                                                          \
+    do {                                                                                     \
+        if ((call) != 0) {                                                                   \
+            fprintf(stderr, "\n%s:%d: %s: %s\n", __FILE__, __LINE__, #call, api->last_error()); \
+            CU_FAIL_FATAL(#call);                                                            \
+        }                                                                                    \
+    } while (0)
+
+static void *dev_copy(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    CU_OK(api->alloc(&d, bytes));
+    if (host) CU_OK(api->to_device(d, host, bytes));
+    return d;
+}
+
+static void fill_normal(float *x, size_t n, uint64_t seed, float scale)
+{
+    struct rng r;
+    rng_init(&r, seed, 0, 0, 0);
+    for (size_t i = 0; i < n; i++) x[i] = scale * (float)rng_normal(&r);
+}
+
+/* max |a - b| / max(|b|) over n values. */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+static void test_embed_gather(void)
+{
+    enum { V = 1000, C = 96, N = 37 };
+    float *embed = malloc(sizeof(float) * V * C), *ref = malloc(sizeof(float) * N * C);
+    float *got = malloc(sizeof(float) * N * C);
+    uint16_t *e16 = malloc(sizeof(uint16_t) * V * C);
+    int32_t tok[N];
+    fill_normal(embed, (size_t)V * C, 1, 0.5f);
+    for (size_t i = 0; i < (size_t)V * C; i++) {
+        e16[i] = st_f32_to_bf16(embed[i]);
+        embed[i] = st_bf16_to_f32(e16[i]);
+    }
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 7919) % V);
+    tok[3] = V - 1;
+    embed_forward(ref, embed, tok, N, C);
+    void *d_e = dev_copy(e16, sizeof(uint16_t) * V * C), *d_t = dev_copy(tok, sizeof tok);
+    void *d_x = dev_copy(NULL, sizeof(float) * N * C);
+    CU_OK(api->embed_gather(d_x, d_e, d_t, N, C, V));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_x, sizeof(float) * N * C));
+    CU_ASSERT_EQUAL(memcmp(got, ref, sizeof(float) * N * C), 0);
+    /* a token outside the vocabulary: reported by the next sync, not written */
+    tok[5] = V;
+    CU_OK(api->to_device(d_t, tok, sizeof tok));
+    CU_OK(api->embed_gather(d_x, d_e, d_t, N, C, V));
+    CU_ASSERT_EQUAL(api->sync(), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "token 1000 outside the vocabulary"));
+    CU_OK(api->sync()); /* reported once */
+    api->free(d_e);
+    api->free(d_t);
+    api->free(d_x);
+    free(embed);
+    free(ref);
+    free(got);
+    free(e16);
+}
+
+static void test_f32_to_bf16(void)
+{
+    enum { N = 4099 };
+    float x[N];
+    uint16_t got[N], ref[N];
+    fill_normal(x, N, 2, 3.0f);
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = INFINITY, x[3] = -INFINITY, x[4] = NAN;
+    x[5] = 1e-40f; /* subnormal */
+    x[6] = 3.3895314e38f; /* rounds up to infinity */
+    for (int i = 0; i < N; i++) ref[i] = st_f32_to_bf16(x[i]);
+    void *d_x = dev_copy(x, sizeof x), *d_y = dev_copy(NULL, sizeof got);
+    CU_OK(api->f32_to_bf16(d_y, d_x, N));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_y, sizeof got));
+    int same = 1;
+    for (int i = 0; i < N; i++)
+        if (i == 4) same &= (got[i] & 0x7f80) == 0x7f80 && (got[i] & 0x7f) != 0; /* a NaN */
+        else same &= got[i] == ref[i];
+    CU_ASSERT(same);
+    api->free(d_x);
+    api->free(d_y);
+}
+
+static void test_rmsnorm(void)
+{
+    static const int shapes[][2] = {{5, 64}, {33, 1024}, {7, 4099}, {128, 128}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int N = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)N * C;
+        float *x = malloc(n * sizeof *x), *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
+        float *w = malloc((size_t)C * sizeof *w);
+        uint16_t *w16 = malloc((size_t)C * sizeof *w16);
+        fill_normal(x, n, 3 + k, 2.0f);
+        fill_normal(w, (size_t)C, 30 + k, 1.0f);
+        for (int j = 0; j < C; j++) {
+            w16[j] = st_f32_to_bf16(w[j]);
+            w[j] = st_bf16_to_f32(w16[j]);
+        }
+        rmsnorm_forward(ref, x, w, N, C, 1e-6f);
+        void *d_x = dev_copy(x, n * sizeof *x), *d_w = dev_copy(w16, (size_t)C * sizeof *w16);
+        void *d_y = dev_copy(NULL, n * sizeof *x);
+        CU_OK(api->rmsnorm_fwd(d_y, d_x, d_w, N, C, 1e-6f));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_y, n * sizeof *got));
+        double e = rel_err(got, ref, n);
+        CU_ASSERT(e <= 2e-6);
+        if (e > 2e-6) fprintf(stderr, "\nrmsnorm %dx%d: %.3g\n", N, C, e);
+        api->free(d_x);
+        api->free(d_w);
+        api->free(d_y);
+        free(x), free(ref), free(got), free(w), free(w16);
+    }
+}
+
+static void test_rope(void)
+{
+    enum { N = 19, H = 6, D = 64, NPOS = 512 };
+    struct tfm_config c = {.family = TFM_QWEN3, .vocab_size = 16, .hidden_size = 64,
+                           .n_layers = 1, .n_heads = H, .n_kv_heads = H, .head_dim = D,
+                           .intermediate_size = 8, .max_position_embeddings = NPOS,
+                           .rms_norm_eps = 1e-6f, .rope_theta = 1e6f};
+    float *table = malloc(sizeof(float) * NPOS * D);
+    rope_table(table, NPOS, &c);
+    float x[N * H * D], ref[N * H * D], got[N * H * D];
+    int32_t pos[N];
+    fill_normal(x, sizeof x / sizeof x[0], 4, 1.0f);
+    for (int i = 0; i < N; i++) pos[i] = (i * 37) % NPOS;
+    pos[0] = NPOS - 1;
+    memcpy(ref, x, sizeof x);
+    rope_forward(ref, pos, N, H, D, table);
+    void *d_x = dev_copy(x, sizeof x), *d_p = dev_copy(pos, sizeof pos);
+    void *d_t = dev_copy(table, sizeof(float) * NPOS * D);
+    CU_OK(api->rope_fwd(d_x, d_p, N, H, D, d_t));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_x, sizeof got));
+    CU_ASSERT(rel_err(got, ref, sizeof x / sizeof x[0]) <= 1e-6);
+    api->free(d_x);
+    api->free(d_p);
+    api->free(d_t);
+    free(table);
+}
+
+static void test_swiglu(void)
+{
+    enum { N = 10007 };
+    static float g[N], u[N], ref[N], got[N];
+    fill_normal(g, N, 5, 4.0f);
+    fill_normal(u, N, 6, 1.0f);
+    swiglu_forward(ref, NULL, g, u, N);
+    void *d_g = dev_copy(g, sizeof g), *d_u = dev_copy(u, sizeof u), *d_y = dev_copy(NULL, sizeof g);
+    CU_OK(api->swiglu_fwd(d_y, d_g, d_u, N));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_y, sizeof got));
+    double e = 0;
+    for (int i = 0; i < N; i++) e = fmax(e, fabs((double)got[i] - ref[i]) / fmax(1e-6, fabs(ref[i])));
+    CU_ASSERT(e <= 1e-6);
+    api->free(d_g);
+    api->free(d_u);
+    api->free(d_y);
+}
+
+int main(void)
+{
+    char err[2048];
+    api = cuda_module_load(err, sizeof err);
+    if (!api) {
+        printf("test_cuda: SKIPPED: %s\n", err);
+        return 77;
+    }
+    int n = api->device_count();
+    if (n < 1) {
+        printf("test_cuda: SKIPPED: the CUDA device module loaded, but there is no usable GPU: "
+               "%s\n", api->last_error());
+        return 77;
+    }
+    char line[256];
+    if (api->set_device(0) == 0 && api->device_describe(0, line, sizeof line) == 0)
+        printf("test_cuda: %s\n", line);
+    static const struct test_case cases[] = {
+        {"embed_gather: bf16 rows widened exactly; a bad token reported", test_embed_gather},
+        {"f32_to_bf16: round to nearest even, specials", test_f32_to_bf16},
+        {"rmsnorm_fwd vs rmsnorm_forward (2e-6)", test_rmsnorm},
+        {"rope_fwd vs rope_forward (1e-6)", test_rope},
+        {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
+        {NULL, NULL},
+    };
+    static const struct test_suite suites[] = {
+        {"cuda kernels", cases},
+        {NULL, NULL},
+    };
+    return test_main(suites);
+}
