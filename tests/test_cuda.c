@@ -6,6 +6,9 @@
  *   rope_fwd       1e-6 of the row's largest value (fused multiply-adds)
  *   swiglu_fwd     1e-6 relative (expf of the device vs the host's)
  *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
+ *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
+ *                  (atomic and reduction order, fused multiply-adds)
+ *   sum_squares    1e-12 relative (double accumulation in another order)
  * and a device-side error (a token outside the vocabulary) reported by sync.
  *
  * Without the module (a build without --with-cuda) or without a usable GPU the test
@@ -18,6 +21,7 @@
 
 #include "../src/model/cpu/ops.h"
 #include "../src/model/rope.h"
+#include "libra/adamw.h"
 #include "libra/cuda_module.h"
 #include "libra/rng.h"
 #include "libra/safetensors.h"
@@ -186,7 +190,7 @@ static void test_swiglu(void)
     fill_normal(u, N, 6, 1.0f);
     swiglu_forward(ref, NULL, g, u, N);
     void *d_g = dev_copy(g, sizeof g), *d_u = dev_copy(u, sizeof u), *d_y = dev_copy(NULL, sizeof g);
-    CU_OK(api->swiglu_fwd(d_y, d_g, d_u, N));
+    CU_OK(api->swiglu_fwd(d_y, NULL, d_g, d_u, N));
     CU_OK(api->sync());
     CU_OK(api->to_host(got, d_y, sizeof got));
     double e = 0;
@@ -195,6 +199,146 @@ static void test_swiglu(void)
     api->free(d_g);
     api->free(d_u);
     api->free(d_y);
+}
+
+/* Checks got against ref (max |diff| / max |ref| <= tol), naming what on failure. */
+static void expect_close(const char *what, const float *got, const float *ref, size_t n,
+                         double tol)
+{
+    double e = rel_err(got, ref, n);
+    CU_ASSERT(e <= tol);
+    if (e > tol) fprintf(stderr, "\n%s: %.3g > %.3g\n", what, e, tol);
+}
+
+static void test_backward(void)
+{
+    enum { N = 23, C = 320, V = 50, H = 5, D = 64, NPOS = 64 };
+    size_t n = (size_t)N * C;
+    float *x = malloc(n * sizeof *x), *dy = malloc(n * sizeof *dy), *w = malloc(C * sizeof *w);
+    float *dx = malloc(n * sizeof *dx), *ref_dx = malloc(n * sizeof *dx), *got = malloc(n * sizeof *got);
+    float dw[C], ref_dw[C], de[V * C], ref_de[V * C];
+    int32_t tok[N];
+    fill_normal(x, n, 7, 1.5f);
+    fill_normal(dy, n, 8, 1.0f);
+    fill_normal(w, C, 9, 1.0f);
+    fill_normal(dx, n, 10, 0.1f); /* the kernels accumulate into what is there */
+    fill_normal(dw, C, 11, 0.1f);
+    memcpy(ref_dx, dx, n * sizeof *dx);
+    memcpy(ref_dw, dw, sizeof dw);
+    rmsnorm_backward(ref_dx, ref_dw, dy, x, w, N, C, 1e-6f);
+    void *d_x = dev_copy(x, n * sizeof *x), *d_dy = dev_copy(dy, n * sizeof *dy);
+    void *d_w = dev_copy(w, C * sizeof *w), *d_dx = dev_copy(dx, n * sizeof *dx);
+    void *d_dw = dev_copy(dw, sizeof dw), *d_r = dev_copy(NULL, N * sizeof(float));
+    CU_OK(api->rmsnorm_bwd(d_dx, d_dw, d_dy, d_x, d_w, d_r, N, C, 1e-6f));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_dx, n * sizeof *got));
+    expect_close("rmsnorm_bwd dx", got, ref_dx, n, 1e-5);
+    CU_OK(api->to_host(got, d_dw, sizeof dw));
+    expect_close("rmsnorm_bwd dw", got, ref_dw, C, 1e-5);
+
+    /* embedding scatter-add, tokens repeated */
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 3) % 7);
+    fill_normal(de, (size_t)V * C, 12, 0.1f);
+    memcpy(ref_de, de, sizeof de);
+    embed_backward(ref_de, dy, tok, N, C);
+    void *d_de = dev_copy(de, sizeof de), *d_t = dev_copy(tok, sizeof tok);
+    CU_OK(api->embed_scatter_add(d_de, d_dy, d_t, N, C, V));
+    CU_OK(api->sync());
+    float *got_de = malloc(sizeof de);
+    CU_OK(api->to_host(got_de, d_de, sizeof de));
+    expect_close("embed_scatter_add", got_de, ref_de, (size_t)V * C, 1e-5);
+
+    /* rotary backward: the transpose rotation */
+    struct tfm_config c = {.family = TFM_LLAMA, .vocab_size = 16, .hidden_size = 64, .n_layers = 1,
+                           .n_heads = H, .n_kv_heads = H, .head_dim = D,
+                           .intermediate_size = 8, .max_position_embeddings = NPOS,
+                           .rms_norm_eps = 1e-6f, .rope_theta = 1e4f};
+    float table[NPOS * D];
+    rope_table(table, NPOS, &c);
+    int32_t pos[N];
+    for (int i = 0; i < N; i++) pos[i] = (i * 5) % NPOS;
+    size_t nr = (size_t)N * H * D;
+    float *r = malloc(nr * sizeof *r), *ref_r = malloc(nr * sizeof *r), *got_r = malloc(nr * sizeof *r);
+    fill_normal(r, nr, 13, 1.0f);
+    memcpy(ref_r, r, nr * sizeof *r);
+    rope_backward(ref_r, pos, N, H, D, table);
+    void *d_rr = dev_copy(r, nr * sizeof *r), *d_p = dev_copy(pos, sizeof pos);
+    void *d_tab = dev_copy(table, sizeof table);
+    CU_OK(api->rope_bwd(d_rr, d_p, N, H, D, d_tab));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got_r, d_rr, nr * sizeof *r));
+    expect_close("rope_bwd", got_r, ref_r, nr, 1e-6);
+
+    /* SwiGLU: the sig of the forward, then the backward */
+    float *sig = malloc(n * sizeof *sig), *y = malloc(n * sizeof *y), *dg = malloc(n * sizeof *dg);
+    float *du = malloc(n * sizeof *du), *ref_dg = malloc(n * sizeof *dg), *ref_du = malloc(n * sizeof *du);
+    const float *u = dy; /* g = x, u = dy: any two arrays */
+    swiglu_forward(y, sig, x, u, (int64_t)n);
+    fill_normal(dg, n, 14, 0.1f);
+    fill_normal(du, n, 15, 0.1f);
+    memcpy(ref_dg, dg, n * sizeof *dg);
+    memcpy(ref_du, du, n * sizeof *du);
+    swiglu_backward(ref_dg, ref_du, dy, x, u, sig, (int64_t)n);
+    void *d_sig = dev_copy(NULL, n * sizeof *sig), *d_y = dev_copy(NULL, n * sizeof *y);
+    void *d_u = dev_copy(u, n * sizeof *u), *d_dg = dev_copy(dg, n * sizeof *dg);
+    void *d_du = dev_copy(du, n * sizeof *du);
+    CU_OK(api->swiglu_fwd(d_y, d_sig, d_x, d_u, (int64_t)n));
+    CU_OK(api->to_host(got, d_sig, n * sizeof *got));
+    expect_close("swiglu_fwd sig", got, sig, n, 1e-6);
+    CU_OK(api->to_device(d_sig, sig, n * sizeof *sig)); /* the backward from the same sig */
+    CU_OK(api->swiglu_bwd(d_dg, d_du, d_dy, d_x, d_u, d_sig, (int64_t)n));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_dg, n * sizeof *got));
+    expect_close("swiglu_bwd dg", got, ref_dg, n, 1e-5);
+    CU_OK(api->to_host(got, d_du, n * sizeof *got));
+    expect_close("swiglu_bwd du", got, ref_du, n, 1e-5);
+
+    void *bufs[] = {d_x, d_dy, d_w, d_dx, d_dw, d_r, d_de, d_t, d_rr, d_p, d_tab,
+                    d_sig, d_y, d_u, d_dg, d_du};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(x), free(dy), free(w), free(dx), free(ref_dx), free(got), free(got_de);
+    free(r), free(ref_r), free(got_r), free(sig), free(y), free(dg), free(du), free(ref_dg);
+    free(ref_du);
+}
+
+/* The global norm's sum of squares, and AdamW steps against adamw_step. */
+static void test_optimizer(void)
+{
+    enum { N = 5003 };
+    static float p[N], g[N], p_ref[N], got[N];
+    fill_normal(p, N, 16, 0.5f);
+    fill_normal(g, N, 17, 2.0f);
+    double ref_ss = 0;
+    for (int i = 0; i < N; i++) ref_ss += (double)g[i] * g[i];
+    void *d_g = dev_copy(g, sizeof g);
+    double ss = 0;
+    CU_OK(api->sum_squares(&ss, d_g, N));
+    CU_ASSERT(fabs(ss - ref_ss) <= 1e-12 * ref_ss);
+
+    struct adamw_config ac = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, LR_COSINE, 2, 10, 0.1f};
+    struct adamw o;
+    adamw_init(&o, &ac, N);
+    memcpy(p_ref, p, sizeof p);
+    void *d_p = dev_copy(p, sizeof p), *d_m = dev_copy(NULL, sizeof p), *d_v = dev_copy(NULL, sizeof p);
+    static const float zeros[N];
+    CU_OK(api->to_device(d_m, zeros, sizeof zeros));
+    CU_OK(api->to_device(d_v, zeros, sizeof zeros));
+    for (int step = 1; step <= 3; step++) {
+        float g_ref[N];
+        memcpy(g_ref, g, sizeof g);
+        double norm = adamw_step(&o, p_ref, g_ref); /* clips g_ref in place */
+        struct adamw_scalars s;
+        adamw_scalars_of(&ac, step, &s);
+        double coef = ac.clip_norm / (norm + 1e-6);
+        struct cuda_adamw cs = {s.decay, s.step_size, s.bc2_sqrt, s.beta2, s.w1, s.w2, s.eps,
+                                coef < 1.0 ? (float)coef : 1.0f};
+        CU_OK(api->adamw_update(d_p, d_m, d_v, d_g, N, &cs));
+    }
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_p, sizeof got));
+    expect_close("adamw_update (3 steps)", got, p_ref, N, 1e-5);
+    adamw_free(&o);
+    api->free(d_g), api->free(d_p), api->free(d_m), api->free(d_v);
 }
 
 int main(void)
@@ -220,6 +364,8 @@ int main(void)
         {"rmsnorm_fwd vs rmsnorm_forward (2e-6)", test_rmsnorm},
         {"rope_fwd vs rope_forward (1e-6)", test_rope},
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
+        {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},
+        {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

@@ -40,4 +40,13 @@ double adamw_step(struct adamw *o, float *params, float *grads);
  * Returns grad_norm. */
 double adamw_step_norm(struct adamw *o, float *params, float *grads, double grad_norm);
 
+/* The scalars every element's update of step `step` (1-based) uses, so that another
+ * implementation (the CUDA kernel) performs the very same arithmetic:
+ *   p *= decay;  m += w1 (g - m);  v = v beta2 + w2 g g;
+ *   p -= step_size m / (sqrt(v) / bc2_sqrt + eps)                                    */
+struct adamw_scalars {
+    float decay, step_size, bc2_sqrt, beta2, w1, w2, eps;
+};
+void adamw_scalars_of(const struct adamw_config *c, int64_t step, struct adamw_scalars *s);
+
 #endif

@@ -18,8 +18,19 @@
  *                  qwen3's per-head q/k norm: N = rows * heads, C = D
  *   rope_fwd       rotate-half rotary on x (N, heads * D) in place, table (n_pos, D)
  *                  cos | sin as rope_table builds it
- *   swiglu_fwd     y (n) = (g * sigmoid(g)) * u
+ *   swiglu_fwd     y (n) = (g * sig) * u, sig = sigmoid(g) written too unless NULL
  *   f32_to_bf16    y (n) = x rounded to bf16, round to nearest even
+ * Backward (training: float32 master weights; every output ACCUMULATES, +=):
+ *   embed_scatter_add  dembed rows tokens[i] += dx[i] (atomic: repeated tokens add in
+ *                      any order)
+ *   rmsnorm_bwd    dx (N, C) +=, dw (C) += (either may be NULL); w float32; rstd (N)
+ *                  scratch
+ *   rope_bwd       the transpose rotation of rope_fwd, in place
+ *   swiglu_bwd     dg +=, du += from swiglu_fwd's sig
+ * Optimizer:
+ *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm)
+ *   adamw_update   the element update of include/libra/adamw.h with its per-step
+ *                  scalars, on grads scaled by clip (1 = unclipped)
  * Shapes: N rows, C channels, D head dimension (even), V vocabulary.
  */
 #ifndef LIBRA_CUDA_API_H
@@ -28,7 +39,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 1 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 2 /* bumped whenever struct cuda_api changes */
+
+/* The per-step scalars of an AdamW update (struct adamw_scalars of adamw.h). */
+struct cuda_adamw {
+    float decay, step_size, bc2_sqrt, beta2, w1, w2, eps;
+    float clip; /* grads are multiplied by it first (1: not clipped) */
+};
 
 struct cuda_api {
     int abi; /* LIBRA_CUDA_ABI of the module */
@@ -52,8 +69,19 @@ struct cuda_api {
     int (*rmsnorm_fwd)(float *y, const float *x, const uint16_t *w, int N, int C, float eps);
     int (*rope_fwd)(float *x, const int32_t *pos, int N, int n_heads, int D,
                     const float *rope);
-    int (*swiglu_fwd)(float *y, const float *g, const float *u, int64_t n);
+    int (*swiglu_fwd)(float *y, float *sig, const float *g, const float *u, int64_t n);
     int (*f32_to_bf16)(uint16_t *y, const float *x, int64_t n);
+    int (*embed_scatter_add)(float *dembed, const float *dx, const int32_t *tokens, int N,
+                             int C, int V);
+    int (*rmsnorm_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                       float *rstd, int N, int C, float eps);
+    int (*rope_bwd)(float *dx, const int32_t *pos, int N, int n_heads, int D,
+                    const float *rope);
+    int (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u,
+                      const float *sig, int64_t n);
+    int (*sum_squares)(double *out, const float *x, int64_t n);
+    int (*adamw_update)(float *params, float *m, float *v, const float *grads, int64_t n,
+                        const struct cuda_adamw *s);
     /* What the last failed call of this thread reported. */
     const char *(*last_error)(void);
 };

@@ -68,24 +68,32 @@ static void clip_grads(float *grads, size_t n, float clip, double norm)
     }
 }
 
+void adamw_scalars_of(const struct adamw_config *c, int64_t step, struct adamw_scalars *s)
+{
+    double lr = adamw_lr(c, step);
+    double bc1 = 1.0 - pow(c->beta1, (double)step);
+    double bc2 = 1.0 - pow(c->beta2, (double)step);
+    s->decay = (float)(1.0 - lr * c->weight_decay);
+    s->step_size = (float)(lr / bc1);
+    s->bc2_sqrt = (float)sqrt(bc2);
+    s->beta2 = c->beta2;
+    s->w1 = 1.0f - c->beta1;
+    s->w2 = 1.0f - c->beta2;
+    s->eps = c->eps;
+}
+
 /* The AdamW update of one step, on (already clipped) grads. */
 static void update(struct adamw *o, float *params, const float *grads)
 {
-    const struct adamw_config *c = &o->c;
-    o->step++;
-    double lr = adamw_lr(c, o->step);
-    double bc1 = 1.0 - pow(c->beta1, (double)o->step);
-    double bc2 = 1.0 - pow(c->beta2, (double)o->step);
-    float decay = (float)(1.0 - lr * c->weight_decay);
-    float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    float b2 = c->beta2, w1 = 1.0f - c->beta1, w2 = 1.0f - c->beta2;
+    struct adamw_scalars s;
+    adamw_scalars_of(&o->c, ++o->step, &s);
     for (size_t i = 0; i < o->n; i++) {
         float g = grads[i];
-        params[i] *= decay;
-        o->m[i] += w1 * (g - o->m[i]);
-        o->v[i] = o->v[i] * b2 + w2 * g * g;
-        float denom = sqrtf(o->v[i]) / bc2_sqrt + c->eps;
-        params[i] -= step_size * o->m[i] / denom;
+        params[i] *= s.decay;
+        o->m[i] += s.w1 * (g - o->m[i]);
+        o->v[i] = o->v[i] * s.beta2 + s.w2 * g * g;
+        float denom = sqrtf(o->v[i]) / s.bc2_sqrt + s.eps;
+        params[i] -= s.step_size * o->m[i] / denom;
     }
 }
 

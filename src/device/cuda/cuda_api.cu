@@ -103,6 +103,12 @@ static const struct cuda_api api = {
     cu_rope_fwd,
     cu_swiglu_fwd,
     cu_f32_to_bf16,
+    cu_embed_scatter_add,
+    cu_rmsnorm_bwd,
+    cu_rope_bwd,
+    cu_swiglu_bwd,
+    cu_sum_squares,
+    cu_adamw_update,
     cu_last_error,
 };
 

@@ -20,6 +20,10 @@ int cu_fail(const char *what, cudaError_t e, const char *file, int line);
 /* After a launch: the launch error, if any. */
 #define CU_LAUNCHED(name) CU_CHECK(cudaGetLastError())
 
+/* Elements per thread block of the elementwise kernels, and their grid. */
+#define EW_THREADS 256
+#define EW_BLOCKS(n) ((unsigned)(((n) + EW_THREADS - 1) / EW_THREADS))
+
 /* A kernel's own finding (a token out of range): raised on the device, reported by
  * the next sync() as "what" with the first offending value. */
 int cu_device_error_check(void);
@@ -28,8 +32,19 @@ extern "C" {
 int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *tokens, int N, int C, int V);
 int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C, float eps);
 int cu_rope_fwd(float *x, const int32_t *pos, int N, int n_heads, int D, const float *rope);
-int cu_swiglu_fwd(float *y, const float *g, const float *u, int64_t n);
+int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n);
 int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n);
+int cu_embed_scatter_add(float *dembed, const float *dx, const int32_t *tokens, int N, int C,
+                         int V);
+int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                   float *rstd, int N, int C, float eps);
+int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, const float *rope);
+int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
+                  const float *sig, int64_t n);
+int cu_sum_squares(double *out, const float *x, int64_t n);
+struct cuda_adamw;
+int cu_adamw_update(float *params, float *m, float *v, const float *grads, int64_t n,
+                    const struct cuda_adamw *s);
 }
 
 #endif

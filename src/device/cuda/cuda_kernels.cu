@@ -1,5 +1,5 @@
 /*
- * The first kernels of the CUDA engine (include/libra/cuda_api.h), each the GPU form
+ * The forward kernels of the CUDA engine so far (include/libra/cuda_api.h), each the GPU form
  * of a CPU reference in src/model/cpu/ops.c; tests/test_cuda.c compares them.
  * Deliberately plain: one thread per element, or one block per row with a
  * shared-memory tree reduction in float32 -- correctness first, tuned later against
@@ -12,8 +12,14 @@
 
 #define ROW_THREADS 256 /* threads of a row-reduction block (a power of two) */
 
-__device__ int cu_dev_error;       /* 0, or 1 + the kind of the first device-side error */
-__device__ long long cu_dev_value; /* the value that raised it */
+__device__ int cu_dev_error;       /* 0, or 1: a token outside the vocabulary was seen */
+__device__ long long cu_dev_value; /* the first such token */
+
+/* Raised by a kernel that meets a token outside [0, V). */
+__device__ static void cu_raise_bad_token(long long t)
+{
+    if (atomicCAS(&cu_dev_error, 0, 1) == 0) cu_dev_value = t;
+}
 
 __device__ static float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
@@ -33,7 +39,7 @@ __global__ static void embed_gather_k(float *x, const uint16_t *embed, const int
     int r = blockIdx.x;
     int32_t t = tokens[r];
     if (t < 0 || t >= V) {
-        if (threadIdx.x == 0 && atomicCAS(&cu_dev_error, 0, 1) == 0) cu_dev_value = t;
+        if (threadIdx.x == 0) cu_raise_bad_token(t);
         return;
     }
     const uint16_t *e = embed + (size_t)t * C;
@@ -50,6 +56,45 @@ extern "C" int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *t
     return 0;
 }
 
+/* dembed rows tokens[r] += dx[r]: one block per row, atomic adds (rows sharing a token
+ * add in any order). */
+__global__ static void embed_scatter_add_k(float *dembed, const float *dx,
+                                           const int32_t *tokens, int C, int V)
+{
+    int r = blockIdx.x;
+    int32_t t = tokens[r];
+    if (t < 0 || t >= V) {
+        if (threadIdx.x == 0) cu_raise_bad_token(t);
+        return;
+    }
+    float *de = dembed + (size_t)t * C;
+    const float *dxr = dx + (size_t)r * C;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) atomicAdd(&de[j], dxr[j]);
+}
+
+extern "C" int cu_embed_scatter_add(float *dembed, const float *dx, const int32_t *tokens,
+                                    int N, int C, int V)
+{
+    if (N <= 0) return 0;
+    embed_scatter_add_k<<<N, 128>>>(dembed, dx, tokens, C, V);
+    CU_LAUNCHED("embed_scatter_add");
+    return 0;
+}
+
+/* Sum of a row's values over a block of ROW_THREADS threads (every thread gets it). */
+__device__ static float block_sum(float v, float *part)
+{
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = ROW_THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+        __syncthreads();
+    }
+    float s = part[0];
+    __syncthreads(); /* part is reused by the next call */
+    return s;
+}
+
 /* ---- RMSNorm: one block per row, sum of squares reduced in float32 ---- */
 __global__ static void rmsnorm_fwd_k(float *y, const float *x, const uint16_t *w, int C,
                                      float eps)
@@ -59,13 +104,7 @@ __global__ static void rmsnorm_fwd_k(float *y, const float *x, const uint16_t *w
     float *yr = y + (size_t)blockIdx.x * C;
     float s = 0.0f;
     for (int j = threadIdx.x; j < C; j += blockDim.x) s += xr[j] * xr[j];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int k = blockDim.x / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
-        __syncthreads();
-    }
-    float r = 1.0f / sqrtf(part[0] / (float)C + eps);
+    float r = 1.0f / sqrtf(block_sum(s, part) / (float)C + eps);
     for (int j = threadIdx.x; j < C; j += blockDim.x) yr[j] = (xr[j] * r) * bf16_to_f32(w[j]);
 }
 
@@ -78,9 +117,55 @@ extern "C" int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N
     return 0;
 }
 
-/* ---- rotary (rotate-half): one thread per (row, head, pair) ---- */
-__global__ static void rope_fwd_k(float *x, const int32_t *pos, int N, int n_heads, int D,
-                                  const float *rope)
+/* Backward, dx: xhat = x r, g = dy w:  dx += r (g - xhat mean(g xhat)); the row's r
+ * is kept in rstd for the dw kernel. One block per row. */
+__global__ static void rmsnorm_bwd_dx_k(float *dx, const float *dy, const float *x,
+                                        const float *w, float *rstd, int C, float eps)
+{
+    __shared__ float part[ROW_THREADS];
+    size_t o = (size_t)blockIdx.x * C;
+    float ss = 0.0f, d = 0.0f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        ss += x[o + j] * x[o + j];
+        d += dy[o + j] * w[j] * x[o + j];
+    }
+    float r = 1.0f / sqrtf(block_sum(ss, part) / (float)C + eps);
+    float m = block_sum(d, part) * r / (float)C;
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    if (!dx) return;
+    for (int j = threadIdx.x; j < C; j += blockDim.x)
+        dx[o + j] += r * (dy[o + j] * w[j] - x[o + j] * r * m);
+}
+
+/* Backward, dw (C) += sum over rows of dy * x r: one thread per column, rows in order
+ * (deterministic). */
+__global__ static void rmsnorm_bwd_dw_k(float *dw, const float *dy, const float *x,
+                                        const float *rstd, int N, int C)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= C) return;
+    float s = 0.0f;
+    for (int i = 0; i < N; i++) s += dy[(size_t)i * C + j] * (x[(size_t)i * C + j] * rstd[i]);
+    dw[j] += s;
+}
+
+extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
+                              const float *w, float *rstd, int N, int C, float eps)
+{
+    if (N <= 0) return 0;
+    rmsnorm_bwd_dx_k<<<N, ROW_THREADS>>>(dx, dy, x, w, rstd, C, eps);
+    CU_LAUNCHED("rmsnorm_bwd (dx)");
+    if (dw) {
+        rmsnorm_bwd_dw_k<<<EW_BLOCKS(C), EW_THREADS>>>(dw, dy, x, rstd, N, C);
+        CU_LAUNCHED("rmsnorm_bwd (dw)");
+    }
+    return 0;
+}
+
+/* ---- rotary (rotate-half): one thread per (row, head, pair); sign -1 rotates back
+ * (the backward: the rotation is orthogonal) ---- */
+__global__ static void rope_k(float *x, const int32_t *pos, int N, int n_heads, int D,
+                              const float *rope, float sign)
 {
     int half = D / 2;
     long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -90,35 +175,68 @@ __global__ static void rope_fwd_k(float *x, const int32_t *pos, int N, int n_hea
     int r = (int)(rh / n_heads);
     float *xh = x + rh * D;
     const float *cs = rope + (size_t)pos[r] * D;
-    float c = cs[i], s = cs[half + i], a = xh[i], b = xh[half + i];
+    float c = cs[i], s = sign * cs[half + i], a = xh[i], b = xh[half + i];
     xh[i] = a * c - b * s;
     xh[half + i] = b * c + a * s;
+}
+
+static int rope_launch(float *x, const int32_t *pos, int N, int n_heads, int D,
+                       const float *rope, float sign)
+{
+    long long n = (long long)N * n_heads * (D / 2);
+    if (n <= 0) return 0;
+    rope_k<<<EW_BLOCKS(n), EW_THREADS>>>(x, pos, N, n_heads, D, rope, sign);
+    CU_LAUNCHED("rope");
+    return 0;
 }
 
 extern "C" int cu_rope_fwd(float *x, const int32_t *pos, int N, int n_heads, int D,
                            const float *rope)
 {
-    long long n = (long long)N * n_heads * (D / 2);
-    if (n <= 0) return 0;
-    rope_fwd_k<<<(unsigned)((n + 255) / 256), 256>>>(x, pos, N, n_heads, D, rope);
-    CU_LAUNCHED("rope_fwd");
-    return 0;
+    return rope_launch(x, pos, N, n_heads, D, rope, 1.0f);
+}
+
+extern "C" int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D,
+                           const float *rope)
+{
+    return rope_launch(dx, pos, N, n_heads, D, rope, -1.0f);
 }
 
 /* ---- SwiGLU and bf16 conversion: one thread per element ---- */
-__global__ static void swiglu_fwd_k(float *y, const float *g, const float *u, int64_t n)
+__global__ static void swiglu_fwd_k(float *y, float *sig_out, const float *g, const float *u,
+                                    int64_t n)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
     float sig = 1.0f / (1.0f + expf(-g[k]));
+    if (sig_out) sig_out[k] = sig;
     y[k] = (g[k] * sig) * u[k];
 }
 
-extern "C" int cu_swiglu_fwd(float *y, const float *g, const float *u, int64_t n)
+extern "C" int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n)
 {
     if (n <= 0) return 0;
-    swiglu_fwd_k<<<(unsigned)((n + 255) / 256), 256>>>(y, g, u, n);
+    swiglu_fwd_k<<<EW_BLOCKS(n), EW_THREADS>>>(y, sig, g, u, n);
     CU_LAUNCHED("swiglu_fwd");
+    return 0;
+}
+
+/* dg += dy u sig (1 + g (1 - sig)); du += dy (g sig), as swiglu_backward. */
+__global__ static void swiglu_bwd_k(float *dg, float *du, const float *dy, const float *g,
+                                    const float *u, const float *sig, int64_t n)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    if (dg) dg[k] += dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k]));
+    if (du) du[k] += dy[k] * (g[k] * sig[k]);
+}
+
+extern "C" int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g,
+                             const float *u, const float *sig, int64_t n)
+{
+    if (n <= 0) return 0;
+    swiglu_bwd_k<<<EW_BLOCKS(n), EW_THREADS>>>(dg, du, dy, g, u, sig, n);
+    CU_LAUNCHED("swiglu_bwd");
     return 0;
 }
 
@@ -131,7 +249,7 @@ __global__ static void f32_to_bf16_k(uint16_t *y, const float *x, int64_t n)
 extern "C" int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n)
 {
     if (n <= 0) return 0;
-    f32_to_bf16_k<<<(unsigned)((n + 255) / 256), 256>>>(y, x, n);
+    f32_to_bf16_k<<<EW_BLOCKS(n), EW_THREADS>>>(y, x, n);
     CU_LAUNCHED("f32_to_bf16");
     return 0;
 }
@@ -147,6 +265,6 @@ int cu_device_error_check(void)
     int zero = 0;
     CU_CHECK(cudaMemcpyToSymbol(cu_dev_error, &zero, sizeof zero));
     char what[96];
-    snprintf(what, sizeof what, "embed_gather: token %lld outside the vocabulary", value);
+    snprintf(what, sizeof what, "embedding: token %lld outside the vocabulary", value);
     return cu_fail(what, cudaSuccess, __FILE__, __LINE__);
 }

@@ -1,0 +1,70 @@
+/*
+ * The optimizer's kernels (include/libra/cuda_api.h): the sum of squares behind the
+ * global gradient norm, and the fused AdamW element update with the per-step scalars
+ * of include/libra/adamw.h (adamw_scalars_of), so CPU and GPU do the same arithmetic.
+ */
+#include "cuda_internal.h"
+
+#include "libra/cuda_api.h"
+
+#define SS_THREADS 256
+
+/* Per block: the sum of squares in double, added to *acc. */
+__global__ static void sum_squares_k(double *acc, const float *x, int64_t n)
+{
+    __shared__ double part[SS_THREADS];
+    double s = 0.0;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
+         k += (int64_t)gridDim.x * blockDim.x)
+        s += (double)x[k] * x[k];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = SS_THREADS / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(acc, part[0]);
+}
+
+extern "C" int cu_sum_squares(double *out, const float *x, int64_t n)
+{
+    double *acc = NULL, zero = 0.0;
+    CU_CHECK(cudaMalloc((void **)&acc, sizeof *acc));
+    int rc = -1;
+    if (cudaMemcpy(acc, &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess) goto out;
+    if (n > 0) {
+        int64_t blocks = (n + SS_THREADS - 1) / SS_THREADS;
+        sum_squares_k<<<(unsigned)(blocks < 1024 ? blocks : 1024), SS_THREADS>>>(acc, x, n);
+    }
+    if (cudaGetLastError() != cudaSuccess) goto out;
+    if (cudaMemcpy(out, acc, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess) goto out;
+    rc = 0;
+out:
+    if (rc) cu_fail("sum_squares", cudaGetLastError(), __FILE__, __LINE__);
+    cudaFree(acc);
+    return rc;
+}
+
+__global__ static void adamw_k(float *p, float *m, float *v, const float *grads, int64_t n,
+                               struct cuda_adamw s)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    float g = s.clip != 1.0f ? grads[k] * s.clip : grads[k];
+    float pk = p[k] * s.decay;
+    float mk = m[k] + s.w1 * (g - m[k]);
+    float vk = v[k] * s.beta2 + s.w2 * g * g;
+    float denom = sqrtf(vk) / s.bc2_sqrt + s.eps;
+    m[k] = mk;
+    v[k] = vk;
+    p[k] = pk - s.step_size * mk / denom;
+}
+
+extern "C" int cu_adamw_update(float *params, float *m, float *v, const float *grads,
+                               int64_t n, const struct cuda_adamw *s)
+{
+    if (n <= 0) return 0;
+    adamw_k<<<EW_BLOCKS(n), EW_THREADS>>>(params, m, v, grads, n, *s);
+    CU_LAUNCHED("adamw_update");
+    return 0;
+}
