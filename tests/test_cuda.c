@@ -8,6 +8,7 @@
  *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
  *                  (atomic and reduction order, fused multiply-adds)
+ *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sum_squares    1e-12 relative (double accumulation in another order)
  * and a device-side error (a token outside the vocabulary) reported by sync.
  *
@@ -301,6 +302,38 @@ static void test_backward(void)
     free(ref_du);
 }
 
+/* The log-softmax over a full-size vocabulary at a temperature, and its backward. */
+static void test_logsoftmax(void)
+{
+    enum { N = 6, V = 151936 };
+    size_t n = (size_t)N * V;
+    float *logits = malloc(n * sizeof *logits), *dl = malloc(n * sizeof *dl);
+    float *ref_dl = malloc(n * sizeof *dl), *got_dl = malloc(n * sizeof *dl);
+    int32_t tg[N] = {0, V - 1, -1, 12345, 7, 151000};
+    float lp[N], ent[N], ref_lp[N], ref_ent[N], dlp[N] = {0.5f, -1.0f, 2.0f, 0.0f, 1.0f, 0.25f};
+    fill_normal(logits, n, 18, 3.0f);
+    fill_normal(dl, n, 19, 1e-3f);
+    memcpy(ref_dl, dl, n * sizeof *dl);
+    logsoftmax_forward(ref_lp, ref_ent, logits, tg, N, V, 0.8f);
+    logsoftmax_backward(ref_dl, dlp, logits, tg, N, V, 0.8f);
+    void *d_x = dev_copy(logits, n * sizeof *logits), *d_t = dev_copy(tg, sizeof tg);
+    void *d_lp = dev_copy(NULL, sizeof lp), *d_e = dev_copy(NULL, sizeof ent);
+    void *d_dl = dev_copy(dl, n * sizeof *dl), *d_dlp = dev_copy(dlp, sizeof dlp);
+    CU_OK(api->logsoftmax_fwd(d_lp, d_e, d_x, d_t, N, V, 0.8f));
+    CU_OK(api->logsoftmax_bwd(d_dl, d_dlp, d_x, d_t, N, V, 0.8f));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(lp, d_lp, sizeof lp));
+    CU_OK(api->to_host(ent, d_e, sizeof ent));
+    CU_OK(api->to_host(got_dl, d_dl, n * sizeof *dl));
+    expect_close("logsoftmax_fwd logprob", lp, ref_lp, N, 2e-6);
+    expect_close("logsoftmax_fwd entropy", ent, ref_ent, N, 2e-6);
+    CU_ASSERT_EQUAL(lp[2], 0.0f); /* no target */
+    expect_close("logsoftmax_bwd", got_dl, ref_dl, n, 1e-6);
+    void *bufs[] = {d_x, d_t, d_lp, d_e, d_dl, d_dlp};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(logits), free(dl), free(ref_dl), free(got_dl);
+}
+
 /* The global norm's sum of squares, and AdamW steps against adamw_step. */
 static void test_optimizer(void)
 {
@@ -365,6 +398,7 @@ int main(void)
         {"rope_fwd vs rope_forward (1e-6)", test_rope},
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
         {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},
+        {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {NULL, NULL},
     };

@@ -27,6 +27,9 @@
  *                  scratch
  *   rope_bwd       the transpose rotation of rope_fwd, in place
  *   swiglu_bwd     dg +=, du += from swiglu_fwd's sig
+ * Log-softmax at a temperature (one row per token, any V):
+ *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
+ *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature
  * Optimizer:
  *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm)
  *   adamw_update   the element update of include/libra/adamw.h with its per-step
@@ -79,6 +82,10 @@ struct cuda_api {
                     const float *rope);
     int (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u,
                       const float *sig, int64_t n);
+    int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,
+                          const int32_t *targets, int N, int V, float temperature);
+    int (*logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,
+                          const int32_t *targets, int N, int V, float temperature);
     int (*sum_squares)(double *out, const float *x, int64_t n);
     int (*adamw_update)(float *params, float *m, float *v, const float *grads, int64_t n,
                         const struct cuda_adamw *s);

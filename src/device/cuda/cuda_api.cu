@@ -107,6 +107,8 @@ static const struct cuda_api api = {
     cu_rmsnorm_bwd,
     cu_rope_bwd,
     cu_swiglu_bwd,
+    cu_logsoftmax_fwd,
+    cu_logsoftmax_bwd,
     cu_sum_squares,
     cu_adamw_update,
     cu_last_error,

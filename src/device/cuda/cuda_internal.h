@@ -42,6 +42,10 @@ int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, const 
 int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
                   const float *sig, int64_t n);
 int cu_sum_squares(double *out, const float *x, int64_t n);
+int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
+                      const int32_t *targets, int N, int V, float temperature);
+int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
+                      const int32_t *targets, int N, int V, float temperature);
 struct cuda_adamw;
 int cu_adamw_update(float *params, float *m, float *v, const float *grads, int64_t n,
                     const struct cuda_adamw *s);

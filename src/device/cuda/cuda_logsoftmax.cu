@@ -1,0 +1,114 @@
+/*
+ * The log-softmax at a temperature over the vocabulary (include/libra/cuda_api.h):
+ * the chosen tokens' log-probs, the entropies, and the backward into the logits --
+ * the GPU forms of logsoftmax_forward / logsoftmax_backward (src/model/cpu/ops.c),
+ * with the same arithmetic: z = logit / temperature in float32, the row max in
+ * float32, the sums of expf(z - max) and of expf(z - max) (z - max) in double. One
+ * block per row; V may be any size (the full 151,936-id vocabulary is one row). Not
+ * yet vocabulary-parallel across TP ranks.
+ */
+#include "cuda_internal.h"
+
+#include <math.h>
+
+#define LS_THREADS 256
+
+/* Block-wide reduction (every thread gets the result); part holds LS_THREADS values. */
+template <typename T, typename Op>
+__device__ static T block_reduce(T v, T *part, Op op)
+{
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = LS_THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) part[threadIdx.x] = op(part[threadIdx.x], part[threadIdx.x + k]);
+        __syncthreads();
+    }
+    T r = part[0];
+    __syncthreads();
+    return r;
+}
+
+struct max_op {
+    __device__ float operator()(float a, float b) const { return b > a ? b : a; }
+};
+struct add_op {
+    __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+/* The row's max of z and sum of expf(z - max) (and of expf(z - max) (z - max) when
+ * ez != NULL). */
+__device__ static void row_stats(const float *x, int V, float temperature, float *mx_out,
+                                 double *sum_out, double *ez_out)
+{
+    __shared__ float fpart[LS_THREADS];
+    __shared__ double dpart[LS_THREADS];
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float z = x[j] / temperature;
+        mx = z > mx ? z : mx;
+    }
+    mx = block_reduce(mx, fpart, max_op());
+    double s = 0.0, e = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float zj = x[j] / temperature - mx;
+        double ex = (double)expf(zj);
+        s += ex;
+        e += ex * zj;
+    }
+    *mx_out = mx;
+    *sum_out = block_reduce(s, dpart, add_op());
+    if (ez_out) *ez_out = block_reduce(e, dpart, add_op());
+}
+
+__global__ static void logsoftmax_fwd_k(float *logprob, float *entropy, const float *logits,
+                                        const int32_t *targets, int V, float temperature)
+{
+    int i = blockIdx.x;
+    const float *xi = logits + (size_t)i * V;
+    float mx;
+    double sum, ez;
+    row_stats(xi, V, temperature, &mx, &sum, entropy ? &ez : NULL);
+    if (threadIdx.x != 0) return;
+    double lsum = log(sum);
+    int32_t t = targets[i];
+    if (logprob) logprob[i] = t < 0 ? 0.0f : (float)((double)(xi[t] / temperature - mx) - lsum);
+    if (entropy) entropy[i] = (float)(lsum - ez / sum);
+}
+
+extern "C" int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
+                                 const int32_t *targets, int N, int V, float temperature)
+{
+    if (N <= 0) return 0;
+    logsoftmax_fwd_k<<<N, LS_THREADS>>>(logprob, entropy, logits, targets, V, temperature);
+    CU_LAUNCHED("logsoftmax_fwd");
+    return 0;
+}
+
+/* dlogits += dlogprob (onehot - p) / temperature, rows without a target untouched. */
+__global__ static void logsoftmax_bwd_k(float *dlogits, const float *dlogprob,
+                                        const float *logits, const int32_t *targets, int V,
+                                        float temperature)
+{
+    int i = blockIdx.x;
+    int32_t t = targets[i];
+    if (t < 0 || dlogprob[i] == 0.0f) return; /* the whole block: a uniform branch */
+    const float *xi = logits + (size_t)i * V;
+    float *di = dlogits + (size_t)i * V;
+    float mx;
+    double sum;
+    row_stats(xi, V, temperature, &mx, &sum, NULL);
+    double lsum = log(sum), c = (double)dlogprob[i] / temperature;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        di[j] -= (float)(c * exp((double)(xi[j] / temperature - mx) - lsum));
+    __syncthreads();
+    if (threadIdx.x == 0) di[t] += (float)c;
+}
+
+extern "C" int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
+                                 const int32_t *targets, int N, int V, float temperature)
+{
+    if (N <= 0) return 0;
+    logsoftmax_bwd_k<<<N, LS_THREADS>>>(dlogits, dlogprob, logits, targets, V, temperature);
+    CU_LAUNCHED("logsoftmax_bwd");
+    return 0;
+}
