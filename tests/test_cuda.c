@@ -8,6 +8,7 @@
  *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
  *                  (atomic and reduction order, fused multiply-adds)
+ *   attn_fwd       1e-5 of the largest (online softmax in float32)
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sum_squares    1e-12 relative (double accumulation in another order)
  * and a device-side error (a token outside the vocabulary) reported by sync.
@@ -302,6 +303,44 @@ static void test_backward(void)
     free(ref_du);
 }
 
+/* Causal GQA attention against attn_forward: a prefill (every row), a decode-like
+ * single row at the end, head dimensions that are and are not multiples of 32. */
+static void test_attention(void)
+{
+    static const struct { int nq, nk, H, K, D; } cases[] = {
+        {37, 37, 8, 2, 64}, {1, 50, 4, 4, 128}, {13, 13, 6, 3, 80}, {9, 9, 2, 1, 256},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
+        size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * K * D;
+        float *q = malloc(nqe * sizeof *q), *k = malloc(nke * sizeof *k), *v = malloc(nke * sizeof *v);
+        float *ref = malloc(nqe * sizeof *ref), *got = malloc(nqe * sizeof *got);
+        float *scratch = malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
+        int32_t *pos = malloc((size_t)nq * sizeof *pos);
+        int *ipos = malloc((size_t)nq * sizeof *ipos);
+        fill_normal(q, nqe, 20 + c, 1.0f);
+        fill_normal(k, nke, 30 + c, 1.0f);
+        fill_normal(v, nke, 40 + c, 1.0f);
+        for (int i = 0; i < nq; i++) pos[i] = ipos[i] = nk - nq + i;
+        attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        void *d_q = dev_copy(q, nqe * sizeof *q), *d_k = dev_copy(k, nke * sizeof *k);
+        void *d_v = dev_copy(v, nke * sizeof *v), *d_o = dev_copy(NULL, nqe * sizeof *got);
+        void *d_p = dev_copy(pos, (size_t)nq * sizeof *pos);
+        CU_OK(api->attn_fwd(d_o, d_q, d_k, d_v, d_p, nq, nk, H, K, D));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_o, nqe * sizeof *got));
+        char what[64];
+        snprintf(what, sizeof what, "attn_fwd nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        expect_close(what, got, ref, nqe, 1e-5);
+        void *bufs[] = {d_q, d_k, d_v, d_o, d_p};
+        for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
+        free(q), free(k), free(v), free(ref), free(got), free(scratch), free(pos), free(ipos);
+    }
+    /* a head dimension past the kernel's limit is refused with a message */
+    CU_ASSERT_EQUAL(api->attn_fwd(NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 1, 512), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 512"));
+}
+
 /* The log-softmax over a full-size vocabulary at a temperature, and its backward. */
 static void test_logsoftmax(void)
 {
@@ -398,6 +437,7 @@ int main(void)
         {"rope_fwd vs rope_forward (1e-6)", test_rope},
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
         {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},
+        {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {NULL, NULL},

@@ -27,6 +27,10 @@
  *                  scratch
  *   rope_bwd       the transpose rotation of rope_fwd, in place
  *   swiglu_bwd     dg +=, du += from swiglu_fwd's sig
+ * Attention (one sequence; the online-softmax form, no score matrix):
+ *   attn_fwd       causal grouped-query attention: out (nq, H*D) from q (nq, H*D),
+ *                  k, v (nk, K*D), q_pos (nq); head h reads kv head h / (H / K);
+ *                  scale 1 / sqrt(D); D <= 256
  * Log-softmax at a temperature (one row per token, any V):
  *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
  *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature
@@ -82,6 +86,8 @@ struct cuda_api {
                     const float *rope);
     int (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u,
                       const float *sig, int64_t n);
+    int (*attn_fwd)(float *out, const float *q, const float *k, const float *v,
+                    const int32_t *q_pos, int nq, int nk, int H, int K, int D);
     int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,
                           const int32_t *targets, int N, int V, float temperature);
     int (*logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,

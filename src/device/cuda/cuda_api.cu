@@ -107,6 +107,7 @@ static const struct cuda_api api = {
     cu_rmsnorm_bwd,
     cu_rope_bwd,
     cu_swiglu_bwd,
+    cu_attn_fwd,
     cu_logsoftmax_fwd,
     cu_logsoftmax_bwd,
     cu_sum_squares,

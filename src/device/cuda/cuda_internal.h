@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Records what failed for last_error(); returns -1. */
 int cu_fail(const char *what, cudaError_t e, const char *file, int line);
@@ -42,6 +43,8 @@ int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, const 
 int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
                   const float *sig, int64_t n);
 int cu_sum_squares(double *out, const float *x, int64_t n);
+int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
+                const int32_t *q_pos, int nq, int nk, int H, int K, int D);
 int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
                       const int32_t *targets, int N, int V, float temperature);
 int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
