@@ -8,6 +8,7 @@
  *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
  *                  (atomic and reduction order, fused multiply-adds)
+ *   linear_fwd     1e-5 of the largest (bf16 operands, float32 accumulation)
  *   attn_fwd       1e-5 of the largest (online softmax in float32)
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sum_squares    1e-12 relative (double accumulation in another order)
@@ -303,6 +304,44 @@ static void test_backward(void)
     free(ref_du);
 }
 
+/* The cuBLASLt GEMM against linear_forward on the same bf16-rounded operands, with and
+ * without accumulation, and the bias add. */
+static void test_linear(void)
+{
+    static const int shapes[][3] = {{37, 64, 96}, {1, 1024, 3072}, {128, 256, 256}, {5, 80, 48}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        int N = shapes[c][0], in = shapes[c][1], out = shapes[c][2];
+        size_t nx = (size_t)N * in, nw = (size_t)out * in, ny = (size_t)N * out;
+        float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *b = malloc(out * sizeof *b);
+        float *ref = malloc(ny * sizeof *ref), *got = malloc(ny * sizeof *got);
+        uint16_t *x16 = malloc(nx * sizeof *x16), *w16 = malloc(nw * sizeof *w16);
+        fill_normal(x, nx, 50 + c, 1.0f);
+        fill_normal(w, nw, 60 + c, 0.05f);
+        fill_normal(b, (size_t)out, 70 + c, 0.1f);
+        for (size_t i = 0; i < nx; i++) x[i] = st_bf16_to_f32(x16[i] = st_f32_to_bf16(x[i]));
+        for (size_t i = 0; i < nw; i++) w[i] = st_bf16_to_f32(w16[i] = st_f32_to_bf16(w[i]));
+        linear_forward(ref, x, w, b, N, in, out);
+        void *d_x = dev_copy(x16, nx * sizeof *x16), *d_w = dev_copy(w16, nw * sizeof *w16);
+        void *d_b = dev_copy(b, (size_t)out * sizeof *b), *d_y = dev_copy(NULL, ny * sizeof *got);
+        CU_OK(api->linear_fwd(d_y, d_x, d_w, N, in, out, 0));
+        CU_OK(api->add_bias(d_y, d_b, N, out));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_y, ny * sizeof *got));
+        char what[64];
+        snprintf(what, sizeof what, "linear_fwd N %d in %d out %d", N, in, out);
+        expect_close(what, got, ref, ny, 1e-5);
+        /* accumulate: y += x W^T once more gives 2 x W^T + b */
+        CU_OK(api->linear_fwd(d_y, d_x, d_w, N, in, out, 1));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_y, ny * sizeof *got));
+        for (size_t i = 0; i < ny; i++) ref[i] = 2.0f * ref[i] - b[i % (size_t)out];
+        expect_close("linear_fwd accumulate", got, ref, ny, 1e-5);
+        void *bufs[] = {d_x, d_w, d_b, d_y};
+        for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+        free(x), free(w), free(b), free(ref), free(got), free(x16), free(w16);
+    }
+}
+
 /* Causal GQA attention against attn_forward: a prefill (every row), a decode-like
  * single row at the end, head dimensions that are and are not multiples of 32. */
 static void test_attention(void)
@@ -437,6 +476,7 @@ int main(void)
         {"rope_fwd vs rope_forward (1e-6)", test_rope},
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
         {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},
+        {"cuBLASLt linear (bf16 in, f32 out) vs linear_forward (1e-5)", test_linear},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},

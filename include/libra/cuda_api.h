@@ -27,6 +27,10 @@
  *                  scratch
  *   rope_bwd       the transpose rotation of rope_fwd, in place
  *   swiglu_bwd     dg +=, du += from swiglu_fwd's sig
+ * Linear layers (cuBLASLt: bf16 operands, float32 accumulation and output):
+ *   linear_fwd     y (N, out) = x (N, in) W^T, or += with accumulate; x and W (out, in)
+ *                  bf16; the algorithm of a shape is chosen once by the heuristic
+ *   add_bias       y (N, out) += b (out), b float32 (qwen2's q/k/v biases)
  * Attention (one sequence; the online-softmax form, no score matrix):
  *   attn_fwd       causal grouped-query attention: out (nq, H*D) from q (nq, H*D),
  *                  k, v (nk, K*D), q_pos (nq); head h reads kv head h / (H / K);
@@ -86,6 +90,9 @@ struct cuda_api {
                     const float *rope);
     int (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u,
                       const float *sig, int64_t n);
+    int (*linear_fwd)(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
+                      int accumulate);
+    int (*add_bias)(float *y, const float *b, int N, int out);
     int (*attn_fwd)(float *out, const float *q, const float *k, const float *v,
                     const int32_t *q_pos, int nq, int nk, int H, int K, int D);
     int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,

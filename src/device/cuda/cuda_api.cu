@@ -107,6 +107,8 @@ static const struct cuda_api api = {
     cu_rmsnorm_bwd,
     cu_rope_bwd,
     cu_swiglu_bwd,
+    cu_linear_fwd,
+    cu_add_bias,
     cu_attn_fwd,
     cu_logsoftmax_fwd,
     cu_logsoftmax_bwd,

@@ -1,0 +1,136 @@
+/*
+ * The linear layers' GEMM through cuBLASLt (include/libra/cuda_api.h): y (N, out)
+ * (+)= x (N, in) W^T with x and W in bf16 (W (out, in) row-major, as torch.nn.Linear
+ * and the checkpoints store it), float32 accumulation and a float32 y -- the GPU
+ * form of linear_forward (src/model/cpu/ops.c) on bf16-rounded operands.
+ *
+ * Row-major y = x W^T is, column-major, y^T (out, N) = W (in, out)^T x^T (in, N):
+ * A = W with op T (lda = in), B = x with op N (ldb = in), D = y (ldd = out). The
+ * algorithm for a shape is asked of cuBLASLt's heuristic once and kept (a small
+ * table; a process runs a handful of shapes), with a fixed 32 MiB workspace.
+ * One handle per process, created at the first call; not thread-safe (one rank, one
+ * thread drives the GPU).
+ */
+#include "cuda_internal.h"
+
+#include <cublasLt.h>
+#include <string.h>
+
+#define GEMM_WORKSPACE ((size_t)32 << 20)
+#define GEMM_SHAPES 64
+
+struct gemm_shape {
+    int m, n, k, accumulate;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+};
+
+static cublasLtHandle_t lt;
+static void *workspace;
+static struct gemm_shape shapes[GEMM_SHAPES];
+static int n_shapes;
+
+static int lt_fail(const char *what, cublasStatus_t st, const char *file, int line)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: cuBLASLt status %d", what, (int)st);
+    return cu_fail(msg, cudaSuccess, file, line);
+}
+#define LT_CHECK(call)                                                                       \
+    do {                                                                                     \
+        cublasStatus_t lt_s_ = (call);                                                       \
+        if (lt_s_ != CUBLAS_STATUS_SUCCESS) return lt_fail(#call, lt_s_, __FILE__, __LINE__); \
+    } while (0)
+
+/* Descriptors and the heuristic's algorithm for (m, n, k); s is filled. */
+static int shape_init(struct gemm_shape *s, int m, int n, int k, int accumulate)
+{
+    memset(s, 0, sizeof *s);
+    s->m = m, s->n = n, s->k = k, s->accumulate = accumulate;
+    LT_CHECK(cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&s->a, CUDA_R_16BF, k, m, k)); /* W: (in, out) */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&s->b, CUDA_R_16BF, k, n, k)); /* x: (in, N) */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&s->d, CUDA_R_32F, m, n, m));  /* y: (out, N) */
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = GEMM_WORKSPACE;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(lt, s->op, s->a, s->b, s->d, s->d, pref, 1, &res,
+                                            &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return lt_fail("cublasLtMatmulAlgoGetHeuristic", st, __FILE__, __LINE__);
+    if (found < 1) {
+        char what[128];
+        snprintf(what, sizeof what, "linear_fwd: cuBLASLt has no algorithm for m %d n %d k %d",
+                 m, n, k);
+        return cu_fail(what, cudaSuccess, __FILE__, __LINE__);
+    }
+    s->algo = res.algo;
+    return 0;
+}
+
+static int shape_of(int m, int n, int k, int accumulate, struct gemm_shape **out)
+{
+    if (!lt) {
+        LT_CHECK(cublasLtCreate(&lt));
+        CU_CHECK(cudaMalloc(&workspace, GEMM_WORKSPACE));
+    }
+    for (int i = 0; i < n_shapes; i++)
+        if (shapes[i].m == m && shapes[i].n == n && shapes[i].k == k &&
+            shapes[i].accumulate == accumulate) {
+            *out = &shapes[i];
+            return 0;
+        }
+    struct gemm_shape *s = &shapes[n_shapes < GEMM_SHAPES ? n_shapes : GEMM_SHAPES - 1];
+    if (n_shapes == GEMM_SHAPES) { /* full: reuse the last entry */
+        cublasLtMatmulDescDestroy(s->op);
+        cublasLtMatrixLayoutDestroy(s->a);
+        cublasLtMatrixLayoutDestroy(s->b);
+        cublasLtMatrixLayoutDestroy(s->d);
+    } else {
+        n_shapes++;
+    }
+    if (shape_init(s, m, n, k, accumulate)) {
+        s->m = -1; /* never matched */
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+extern "C" int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int in,
+                             int out, int accumulate)
+{
+    if (N <= 0 || out <= 0) return 0;
+    struct gemm_shape *s = NULL;
+    if (shape_of(out, N, in, accumulate, &s)) return -1;
+    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    LT_CHECK(cublasLtMatmul(lt, s->op, &alpha, w, s->a, x, s->b, &beta, y, s->d, y, s->d,
+                            &s->algo, workspace, GEMM_WORKSPACE, 0));
+    return 0;
+}
+
+/* y (N, out) += b (out) on every row. */
+__global__ static void add_bias_k(float *y, const float *b, int64_t n, int out)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) y[k] += b[k % out];
+}
+
+extern "C" int cu_add_bias(float *y, const float *b, int N, int out)
+{
+    int64_t n = (int64_t)N * out;
+    if (n <= 0) return 0;
+    add_bias_k<<<EW_BLOCKS(n), EW_THREADS>>>(y, b, n, out);
+    CU_LAUNCHED("add_bias");
+    return 0;
+}
