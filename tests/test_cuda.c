@@ -8,7 +8,8 @@
  *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
  *                  (atomic and reduction order, fused multiply-adds)
- *   linear_fwd     1e-5 of the largest (bf16 operands, float32 accumulation)
+ *   linear_fwd, linear_bwd, bias_bwd   1e-5 of the largest (bf16 operands, float32
+ *                  accumulation)
  *   attn_fwd       1e-5 of the largest (online softmax in float32)
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sum_squares    1e-12 relative (double accumulation in another order)
@@ -342,6 +343,49 @@ static void test_linear(void)
     }
 }
 
+/* The backward GEMMs and the bias gradient against linear_backward, accumulating. */
+static void test_linear_backward(void)
+{
+    static const int shapes[][3] = {{37, 64, 96}, {130, 256, 80}, {1, 48, 1024}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        int N = shapes[c][0], in = shapes[c][1], out = shapes[c][2];
+        size_t nx = (size_t)N * in, nw = (size_t)out * in, ny = (size_t)N * out;
+        float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *dy = malloc(ny * sizeof *dy);
+        float *dx = malloc(nx * sizeof *dx), *dw = malloc(nw * sizeof *dw), *db = malloc(out * sizeof *db);
+        float *got = malloc((nx > nw ? nx : nw) * sizeof *got);
+        uint16_t *x16 = malloc(nx * 2), *w16 = malloc(nw * 2), *dy16 = malloc(ny * 2);
+        fill_normal(x, nx, 80 + c, 1.0f);
+        fill_normal(w, nw, 90 + c, 0.05f);
+        fill_normal(dy, ny, 100 + c, 1.0f);
+        for (size_t i = 0; i < nx; i++) x[i] = st_bf16_to_f32(x16[i] = st_f32_to_bf16(x[i]));
+        for (size_t i = 0; i < nw; i++) w[i] = st_bf16_to_f32(w16[i] = st_f32_to_bf16(w[i]));
+        for (size_t i = 0; i < ny; i++) dy[i] = st_bf16_to_f32(dy16[i] = st_f32_to_bf16(dy[i]));
+        fill_normal(dx, nx, 110 + c, 0.1f); /* accumulated into */
+        fill_normal(dw, nw, 120 + c, 0.1f);
+        fill_normal(db, (size_t)out, 130 + c, 0.1f);
+        void *d_dx = dev_copy(dx, nx * sizeof *dx), *d_dw = dev_copy(dw, nw * sizeof *dw);
+        void *d_db = dev_copy(db, (size_t)out * sizeof *db), *d_dyf = dev_copy(dy, ny * sizeof *dy);
+        void *d_x = dev_copy(x16, nx * 2), *d_w = dev_copy(w16, nw * 2), *d_dy = dev_copy(dy16, ny * 2);
+        linear_backward(dx, dw, db, dy, x, w, N, in, out);
+        CU_OK(api->linear_bwd(d_dx, d_dw, d_dy, d_x, d_w, N, in, out));
+        CU_OK(api->bias_bwd(d_db, d_dyf, N, out));
+        CU_OK(api->sync());
+        char what[64];
+        CU_OK(api->to_host(got, d_dx, nx * sizeof *got));
+        snprintf(what, sizeof what, "linear_bwd dx N %d in %d out %d", N, in, out);
+        expect_close(what, got, dx, nx, 1e-5);
+        CU_OK(api->to_host(got, d_dw, nw * sizeof *got));
+        snprintf(what, sizeof what, "linear_bwd dw N %d in %d out %d", N, in, out);
+        expect_close(what, got, dw, nw, 1e-5);
+        CU_OK(api->to_host(got, d_db, (size_t)out * sizeof *got));
+        expect_close("bias_bwd", got, db, (size_t)out, 1e-5);
+        void *bufs[] = {d_dx, d_dw, d_db, d_dyf, d_x, d_w, d_dy};
+        for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+        free(x), free(w), free(dy), free(dx), free(dw), free(db), free(got), free(x16), free(w16);
+        free(dy16);
+    }
+}
+
 /* Causal GQA attention against attn_forward: a prefill (every row), a decode-like
  * single row at the end, head dimensions that are and are not multiples of 32. */
 static void test_attention(void)
@@ -477,6 +521,8 @@ int main(void)
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
         {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},
         {"cuBLASLt linear (bf16 in, f32 out) vs linear_forward (1e-5)", test_linear},
+        {"cuBLASLt linear backward (dx, dw) and the bias gradient (1e-5)",
+         test_linear_backward},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},

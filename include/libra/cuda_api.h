@@ -31,6 +31,9 @@
  *   linear_fwd     y (N, out) = x (N, in) W^T, or += with accumulate; x and W (out, in)
  *                  bf16; the algorithm of a shape is chosen once by the heuristic
  *   add_bias       y (N, out) += b (out), b float32 (qwen2's q/k/v biases)
+ *   linear_bwd     dx (N, in) += dy W, dw (out, in) += dy^T x (either may be NULL);
+ *                  dy, x, W bf16, dx and dw float32
+ *   bias_bwd       db (out) += the column sums of dy (N, out), float32
  * Attention (one sequence; the online-softmax form, no score matrix):
  *   attn_fwd       causal grouped-query attention: out (nq, H*D) from q (nq, H*D),
  *                  k, v (nk, K*D), q_pos (nq); head h reads kv head h / (H / K);
@@ -93,6 +96,9 @@ struct cuda_api {
     int (*linear_fwd)(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
                       int accumulate);
     int (*add_bias)(float *y, const float *b, int N, int out);
+    int (*linear_bwd)(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
+                      const uint16_t *w, int N, int in, int out);
+    int (*bias_bwd)(float *db, const float *dy, int N, int out);
     int (*attn_fwd)(float *out, const float *q, const float *k, const float *v,
                     const int32_t *q_pos, int nq, int nk, int H, int K, int D);
     int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,

@@ -109,6 +109,8 @@ static const struct cuda_api api = {
     cu_swiglu_bwd,
     cu_linear_fwd,
     cu_add_bias,
+    cu_linear_bwd,
+    cu_bias_bwd,
     cu_attn_fwd,
     cu_logsoftmax_fwd,
     cu_logsoftmax_bwd,

@@ -1,12 +1,14 @@
 /*
- * The linear layers' GEMM through cuBLASLt (include/libra/cuda_api.h): y (N, out)
- * (+)= x (N, in) W^T with x and W in bf16 (W (out, in) row-major, as torch.nn.Linear
- * and the checkpoints store it), float32 accumulation and a float32 y -- the GPU
- * form of linear_forward (src/model/cpu/ops.c) on bf16-rounded operands.
+ * The linear layers' GEMMs through cuBLASLt (include/libra/cuda_api.h), bf16 operands
+ * (W (out, in) row-major, as torch.nn.Linear and the checkpoints store it), float32
+ * accumulation and float32 results -- the GPU forms of linear_forward and
+ * linear_backward (src/model/cpu/ops.c) on bf16-rounded operands.
  *
- * Row-major y = x W^T is, column-major, y^T (out, N) = W (in, out)^T x^T (in, N):
- * A = W with op T (lda = in), B = x with op N (ldb = in), D = y (ldd = out). The
- * algorithm for a shape is asked of cuBLASLt's heuristic once and kept (a small
+ * cuBLASLt is column-major; a row-major (r, c) matrix is a column-major (c, r) one:
+ *   forward  y = x W^T     y^T (out, N)  = op_T(W: (in, out), ld in) x^T (in, N)
+ *   dx       dx = dy W     dx^T (in, N)  = W (in, out) dy^T (out, N)
+ *   dw       dw = dy^T x   dw^T (in, out) = x^T (in, N) op_T(dy: (out, N), ld out)
+ * The algorithm for a shape is asked of cuBLASLt's heuristic once and kept (a small
  * table; a process runs a handful of shapes), with a fixed 32 MiB workspace.
  * One handle per process, created at the first call; not thread-safe (one rank, one
  * thread drives the GPU).
@@ -20,7 +22,7 @@
 #define GEMM_SHAPES 64
 
 struct gemm_shape {
-    int m, n, k, accumulate;
+    int m, n, k, ta, tb, accumulate; /* ta, tb: operand A / B transposed */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
@@ -43,18 +45,20 @@ static int lt_fail(const char *what, cublasStatus_t st, const char *file, int li
         if (lt_s_ != CUBLAS_STATUS_SUCCESS) return lt_fail(#call, lt_s_, __FILE__, __LINE__); \
     } while (0)
 
-/* Descriptors and the heuristic's algorithm for (m, n, k); s is filled. */
-static int shape_init(struct gemm_shape *s, int m, int n, int k, int accumulate)
+/* Descriptors and the heuristic's algorithm for D (m, n) = op(A) op(B), inner size k,
+ * A stored (k, m) if ta else (m, k), B stored (n, k) if tb else (k, n), all packed
+ * column-major; s is filled. */
+static int shape_init(struct gemm_shape *s, int m, int n, int k, int ta, int tb, int accumulate)
 {
     memset(s, 0, sizeof *s);
-    s->m = m, s->n = n, s->k = k, s->accumulate = accumulate;
+    s->m = m, s->n = n, s->k = k, s->ta = ta, s->tb = tb, s->accumulate = accumulate;
     LT_CHECK(cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&s->a, CUDA_R_16BF, k, m, k)); /* W: (in, out) */
-    LT_CHECK(cublasLtMatrixLayoutCreate(&s->b, CUDA_R_16BF, k, n, k)); /* x: (in, N) */
-    LT_CHECK(cublasLtMatrixLayoutCreate(&s->d, CUDA_R_32F, m, n, m));  /* y: (out, N) */
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&s->a, CUDA_R_16BF, ta ? k : m, ta ? m : k, ta ? k : m));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&s->b, CUDA_R_16BF, tb ? n : k, tb ? k : n, tb ? n : k));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&s->d, CUDA_R_32F, m, n, m));
     cublasLtMatmulPreference_t pref;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = GEMM_WORKSPACE;
@@ -78,15 +82,16 @@ static int shape_init(struct gemm_shape *s, int m, int n, int k, int accumulate)
     return 0;
 }
 
-static int shape_of(int m, int n, int k, int accumulate, struct gemm_shape **out)
+static int shape_of(int m, int n, int k, int ta, int tb, int accumulate,
+                    struct gemm_shape **out)
 {
     if (!lt) {
         LT_CHECK(cublasLtCreate(&lt));
         CU_CHECK(cudaMalloc(&workspace, GEMM_WORKSPACE));
     }
     for (int i = 0; i < n_shapes; i++)
-        if (shapes[i].m == m && shapes[i].n == n && shapes[i].k == k &&
-            shapes[i].accumulate == accumulate) {
+        if (shapes[i].m == m && shapes[i].n == n && shapes[i].k == k && shapes[i].ta == ta &&
+            shapes[i].tb == tb && shapes[i].accumulate == accumulate) {
             *out = &shapes[i];
             return 0;
         }
@@ -99,7 +104,7 @@ static int shape_of(int m, int n, int k, int accumulate, struct gemm_shape **out
     } else {
         n_shapes++;
     }
-    if (shape_init(s, m, n, k, accumulate)) {
+    if (shape_init(s, m, n, k, ta, tb, accumulate)) {
         s->m = -1; /* never matched */
         return -1;
     }
@@ -107,15 +112,30 @@ static int shape_of(int m, int n, int k, int accumulate, struct gemm_shape **out
     return 0;
 }
 
+/* D (m, n) (+)= op(A) op(B) (see shape_init). */
+static int gemm(float *d, const uint16_t *a, const uint16_t *b, int m, int n, int k, int ta,
+                int tb, int accumulate)
+{
+    if (m <= 0 || n <= 0) return 0;
+    struct gemm_shape *s = NULL;
+    if (shape_of(m, n, k, ta, tb, accumulate, &s)) return -1;
+    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    LT_CHECK(cublasLtMatmul(lt, s->op, &alpha, a, s->a, b, s->b, &beta, d, s->d, d, s->d,
+                            &s->algo, workspace, GEMM_WORKSPACE, 0));
+    return 0;
+}
+
 extern "C" int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int in,
                              int out, int accumulate)
 {
-    if (N <= 0 || out <= 0) return 0;
-    struct gemm_shape *s = NULL;
-    if (shape_of(out, N, in, accumulate, &s)) return -1;
-    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    LT_CHECK(cublasLtMatmul(lt, s->op, &alpha, w, s->a, x, s->b, &beta, y, s->d, y, s->d,
-                            &s->algo, workspace, GEMM_WORKSPACE, 0));
+    return gemm(y, w, x, out, N, in, 1, 0, accumulate);
+}
+
+extern "C" int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
+                             const uint16_t *w, int N, int in, int out)
+{
+    if (dx && gemm(dx, w, dy, in, N, out, 0, 0, 1)) return -1;
+    if (dw && gemm(dw, x, dy, in, out, N, 0, 1, 1)) return -1;
     return 0;
 }
 
@@ -132,5 +152,23 @@ extern "C" int cu_add_bias(float *y, const float *b, int N, int out)
     if (n <= 0) return 0;
     add_bias_k<<<EW_BLOCKS(n), EW_THREADS>>>(y, b, n, out);
     CU_LAUNCHED("add_bias");
+    return 0;
+}
+
+/* db (out) += sum over the N rows of dy: one thread per column, rows in order. */
+__global__ static void bias_bwd_k(float *db, const float *dy, int N, int out)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= out) return;
+    float s = 0.0f;
+    for (int i = 0; i < N; i++) s += dy[(size_t)i * out + j];
+    db[j] += s;
+}
+
+extern "C" int cu_bias_bwd(float *db, const float *dy, int N, int out)
+{
+    if (N <= 0 || out <= 0) return 0;
+    bias_bwd_k<<<EW_BLOCKS(out), EW_THREADS>>>(db, dy, N, out);
+    CU_LAUNCHED("bias_bwd");
     return 0;
 }

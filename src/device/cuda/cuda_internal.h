@@ -46,6 +46,9 @@ int cu_sum_squares(double *out, const float *x, int64_t n);
 int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
                   int accumulate);
 int cu_add_bias(float *y, const float *b, int N, int out);
+int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x, const uint16_t *w,
+                  int N, int in, int out);
+int cu_bias_bwd(float *db, const float *dy, int N, int out);
 int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
 int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
