@@ -10,7 +10,7 @@
  *                  (atomic and reduction order, fused multiply-adds)
  *   linear_fwd, linear_bwd, bias_bwd   1e-5 of the largest (bf16 operands, float32
  *                  accumulation)
- *   attn_fwd       1e-5 of the largest (online softmax in float32)
+ *   attn_fwd, decode_attn   1e-5 of the largest (online softmax in float32)
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sum_squares    1e-12 relative (double accumulation in another order)
  * and a device-side error (a token outside the vocabulary) reported by sync.
@@ -424,6 +424,57 @@ static void test_attention(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 512"));
 }
 
+/* Decode over a paged KV cache: three sequences, two sharing their prefix blocks;
+ * kv_append writes each one's new token, decode_attn equals attn_forward on the
+ * sequence's gathered rows. */
+static void test_decode_attention(void)
+{
+    enum { B = 3, P = 16, H = 8, K = 2, D = 64, KD = K * D, NBLK = 8, MAXB = 4 };
+    const int len[B] = {37, 37, 5};
+    /* blocks: 0, 1 shared by sequences 0 and 1; 5 / 2 their own third; 6 for seq 2 */
+    const int32_t table[B][MAXB] = {{0, 1, 5, 7}, {0, 1, 2, 7}, {6, 7, 7, 7}};
+    size_t pool_n = (size_t)NBLK * P * KD;
+    float *kp = malloc(pool_n * sizeof *kp), *vp = malloc(pool_n * sizeof *vp);
+    float q[B * H * D], kn[B * KD], vn[B * KD], ref[B * H * D], got[B * H * D];
+    fill_normal(kp, pool_n, 140, 1.0f);
+    fill_normal(vp, pool_n, 141, 1.0f);
+    fill_normal(q, B * H * D, 142, 1.0f);
+    fill_normal(kn, B * KD, 143, 1.0f);
+    fill_normal(vn, B * KD, 144, 1.0f);
+    void *d_k = dev_copy(kp, pool_n * sizeof *kp), *d_v = dev_copy(vp, pool_n * sizeof *vp);
+    void *d_q = dev_copy(q, sizeof q), *d_kn = dev_copy(kn, sizeof kn), *d_vn = dev_copy(vn, sizeof vn);
+    void *d_tab = dev_copy(table, sizeof table), *d_len = dev_copy(len, sizeof len);
+    void *d_o = dev_copy(NULL, sizeof got);
+    CU_OK(api->kv_append(d_k, d_v, d_kn, d_vn, d_tab, MAXB, d_len, B, K, D, P));
+    CU_OK(api->decode_attn(d_o, d_q, d_k, d_v, d_tab, MAXB, d_len, B, H, K, D, P));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_o, sizeof got));
+    /* the host's view: the new rows written the same way, then each sequence gathered */
+    for (int s = 0; s < B; s++) {
+        int j = len[s] - 1;
+        size_t row = (size_t)table[s][j / P] * P + (size_t)(j % P);
+        memcpy(kp + row * KD, kn + s * KD, KD * sizeof *kp);
+        memcpy(vp + row * KD, vn + s * KD, KD * sizeof *vp);
+    }
+    for (int s = 0; s < B; s++) {
+        float *kc = malloc((size_t)len[s] * KD * sizeof *kc), *vc = malloc((size_t)len[s] * KD * sizeof *vc);
+        for (int j = 0; j < len[s]; j++) {
+            size_t row = (size_t)table[s][j / P] * P + (size_t)(j % P);
+            memcpy(kc + (size_t)j * KD, kp + row * KD, KD * sizeof *kc);
+            memcpy(vc + (size_t)j * KD, vp + row * KD, KD * sizeof *vc);
+        }
+        int qpos = len[s] - 1;
+        float *scratch = malloc(attn_scratch_floats(1, len[s], H, K, D) * sizeof *scratch);
+        attn_forward(ref + (size_t)s * H * D, q + (size_t)s * H * D, kc, vc, &qpos, 1, len[s], H,
+                     K, D, scratch);
+        free(kc), free(vc), free(scratch);
+    }
+    expect_close("decode_attn (paged, shared prefix)", got, ref, B * H * D, 1e-5);
+    void *bufs[] = {d_k, d_v, d_q, d_kn, d_vn, d_tab, d_len, d_o};
+    for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
+    free(kp), free(vp);
+}
+
 /* The log-softmax over a full-size vocabulary at a temperature, and its backward. */
 static void test_logsoftmax(void)
 {
@@ -524,6 +575,7 @@ int main(void)
         {"cuBLASLt linear backward (dx, dw) and the bias gradient (1e-5)",
          test_linear_backward},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
+        {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {NULL, NULL},

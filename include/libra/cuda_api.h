@@ -38,6 +38,11 @@
  *   attn_fwd       causal grouped-query attention: out (nq, H*D) from q (nq, H*D),
  *                  k, v (nk, K*D), q_pos (nq); head h reads kv head h / (H / K);
  *                  scale 1 / sqrt(D); D <= 256
+ * Decode over a paged KV cache (pools of blocks of P tokens, (n_blocks, P, K*D); a
+ * sequence's token j in block table[s][j / P], slot j % P; blocks may be shared):
+ *   kv_append      writes k_new, v_new (B, K*D) as token len[s] - 1 of each sequence
+ *   decode_attn    out (B, H*D): each sequence's query q (B, H*D) over its len[s]
+ *                  tokens (causal: the last is the new one)
  * Log-softmax at a temperature (one row per token, any V):
  *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
  *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature
@@ -101,6 +106,12 @@ struct cuda_api {
     int (*bias_bwd)(float *db, const float *dy, int N, int out);
     int (*attn_fwd)(float *out, const float *q, const float *k, const float *v,
                     const int32_t *q_pos, int nq, int nk, int H, int K, int D);
+    int (*kv_append)(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
+                     const int32_t *table, int max_blocks, const int32_t *len, int B, int K,
+                     int D, int P);
+    int (*decode_attn)(float *out, const float *q, const float *k_pool, const float *v_pool,
+                       const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
+                       int K, int D, int P);
     int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,
                           const int32_t *targets, int N, int V, float temperature);
     int (*logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,

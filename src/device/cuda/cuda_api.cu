@@ -112,6 +112,8 @@ static const struct cuda_api api = {
     cu_linear_bwd,
     cu_bias_bwd,
     cu_attn_fwd,
+    cu_kv_append,
+    cu_decode_attn,
     cu_logsoftmax_fwd,
     cu_logsoftmax_bwd,
     cu_sum_squares,

@@ -8,6 +8,12 @@
  * through shared memory comes with the performance work.
  * Shapes: q (nq, H*D), k and v (nk, K*D), q_pos (nq) in [0, nk); head h reads kv head
  * h / (H / K); D <= 32 * ATT_MAX_PER_LANE.
+ *
+ * Decode over a paged KV cache: the pools hold blocks of P tokens, block b's token t
+ * of kv head g at ((b P + t) K + g) D; sequence s's token j lives in block
+ * table[s][j / P] at slot j % P, so trajectories of one prompt can share their prefix
+ * blocks. kv_append writes each sequence's new token, decode_attn attends it over the
+ * sequence's len[s] tokens (the new one included) -- the same online softmax.
  */
 #include "cuda_internal.h"
 
@@ -58,17 +64,107 @@ __global__ static void attn_fwd_k(float *out, const float *q, const float *k, co
     }
 }
 
+/* The pool row of token j of a sequence whose block table is tab. */
+__device__ static size_t paged_row(const int32_t *tab, int j, int P)
+{
+    return (size_t)tab[j / P] * P + (size_t)(j % P);
+}
+
+__global__ static void kv_append_k(float *k_pool, float *v_pool, const float *k_new,
+                                   const float *v_new, const int32_t *table, int max_blocks,
+                                   const int32_t *len, int B, int KD, int P)
+{
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)B * KD) return;
+    int s = (int)(e / KD), c = (int)(e % KD);
+    size_t row = paged_row(table + (size_t)s * max_blocks, len[s] - 1, P);
+    k_pool[row * KD + c] = k_new[(size_t)s * KD + c];
+    v_pool[row * KD + c] = v_new[(size_t)s * KD + c];
+}
+
+extern "C" int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
+                            const int32_t *table, int max_blocks, const int32_t *len, int B,
+                            int K, int D, int P)
+{
+    long long n = (long long)B * K * D;
+    if (n <= 0) return 0;
+    kv_append_k<<<EW_BLOCKS(n), EW_THREADS>>>(k_pool, v_pool, k_new, v_new, table, max_blocks,
+                                               len, B, K * D, P);
+    CU_LAUNCHED("kv_append");
+    return 0;
+}
+
+__global__ static void decode_attn_k(float *out, const float *q, const float *k_pool,
+                                     const float *v_pool, const int32_t *table, int max_blocks,
+                                     const int32_t *len, int B, int H, int K, int D, int P,
+                                     float scale)
+{
+    int lane = threadIdx.x & 31;
+    long long task = (long long)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (task >= (long long)B * H) return; /* the whole warp */
+    int s = (int)(task / H), h = (int)(task % H), g = h / (H / K);
+    const int32_t *tab = table + (size_t)s * max_blocks;
+    const float *qs = q + (size_t)s * H * D + (size_t)h * D;
+    float qr[ATT_MAX_PER_LANE], acc[ATT_MAX_PER_LANE];
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        qr[e] = d < D ? qs[d] : 0.0f;
+        acc[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j = 0; j < len[s]; j++) {
+        size_t off = (paged_row(tab, j, P) * K + g) * D;
+        float sc = 0.0f;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) sc += qr[e] * k_pool[off + d];
+        }
+        for (int o = 16; o > 0; o /= 2) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+        sc *= scale;
+        float m_new = sc > m ? sc : m;
+        float keep = expf(m - m_new), p = expf(sc - m_new);
+        l = l * keep + p;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) acc[e] = acc[e] * keep + p * v_pool[off + d];
+        }
+        m = m_new;
+    }
+    float *os = out + (size_t)s * H * D + (size_t)h * D;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < D) os[d] = acc[e] / l;
+    }
+}
+
+static int check_heads(const char *what, int H, int K, int D)
+{
+    if (D <= 32 * ATT_MAX_PER_LANE && K > 0 && H % K == 0) return 0;
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s: head_dim %d (at most %d), heads %d, kv heads %d", what, D,
+             32 * ATT_MAX_PER_LANE, H, K);
+    return cu_fail(msg, cudaSuccess, __FILE__, __LINE__);
+}
+
+extern "C" int cu_decode_attn(float *out, const float *q, const float *k_pool,
+                              const float *v_pool, const int32_t *table, int max_blocks,
+                              const int32_t *len, int B, int H, int K, int D, int P)
+{
+    if (B <= 0) return 0;
+    if (check_heads("decode_attn", H, K, D)) return -1;
+    unsigned blocks = (unsigned)(((long long)B * H + ATT_WARPS - 1) / ATT_WARPS);
+    decode_attn_k<<<blocks, 32 * ATT_WARPS>>>(out, q, k_pool, v_pool, table, max_blocks, len,
+                                               B, H, K, D, P, 1.0f / sqrtf((float)D));
+    CU_LAUNCHED("decode_attn");
+    return 0;
+}
+
 extern "C" int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
                            const int32_t *q_pos, int nq, int nk, int H, int K, int D)
 {
     (void)nk; /* q_pos < nk is the caller's contract, as for attn_forward */
     if (nq <= 0) return 0;
-    if (D > 32 * ATT_MAX_PER_LANE || K <= 0 || H % K != 0) {
-        char what[128];
-        snprintf(what, sizeof what, "attn_fwd: head_dim %d (at most %d), heads %d, kv heads %d",
-                 D, 32 * ATT_MAX_PER_LANE, H, K);
-        return cu_fail(what, cudaSuccess, __FILE__, __LINE__);
-    }
+    if (check_heads("attn_fwd", H, K, D)) return -1;
     long long tasks = (long long)nq * H;
     unsigned blocks = (unsigned)((tasks + ATT_WARPS - 1) / ATT_WARPS);
     attn_fwd_k<<<blocks, 32 * ATT_WARPS>>>(out, q, k, v, q_pos, nq, H, K, D,
