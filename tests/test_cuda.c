@@ -12,6 +12,7 @@
  *                  accumulation)
  *   attn_fwd, decode_attn   1e-5 of the largest (online softmax in float32)
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
+ *   sample         the same tokens as sampler_sample; log-probs 1e-5 of the largest
  *   sum_squares    1e-12 relative (double accumulation in another order)
  * and a device-side error (a token outside the vocabulary) reported by sync.
  *
@@ -29,6 +30,7 @@
 #include "libra/cuda_module.h"
 #include "libra/rng.h"
 #include "libra/safetensors.h"
+#include "libra/sampler.h"
 #include "testutil.h"
 
 static const struct cuda_api *api;
@@ -507,6 +509,42 @@ static void test_logsoftmax(void)
     free(logits), free(dl), free(ref_dl), free(got_dl);
 }
 
+/* The GPU sampler makes sampler_sample's decisions: the same tokens for the same
+ * (seed, trajectory, position, logits), greedy and at a temperature. */
+static void test_sampler(void)
+{
+    enum { B = 64, V = 151936 };
+    size_t n = (size_t)B * V;
+    float *logits = malloc(n * sizeof *logits), *scratch = malloc(2 * (size_t)V * sizeof *scratch);
+    int64_t traj[B], pos[B];
+    fill_normal(logits, n, 150, 2.0f);
+    for (int b = 0; b < B; b++) traj[b] = 1000 + 7 * b, pos[b] = 3 * b + 11;
+    void *d_x = dev_copy(logits, n * sizeof *logits), *d_s = dev_copy(NULL, n * sizeof(float));
+    void *d_tr = dev_copy(traj, sizeof traj), *d_po = dev_copy(pos, sizeof pos);
+    void *d_tok = dev_copy(NULL, B * sizeof(int32_t)), *d_lp = dev_copy(NULL, B * sizeof(float));
+    static const float temps[] = {0.0f, 0.7f, 1.0f};
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+        struct sampler_config sc = {temps[t], 1.0f, 0, 42};
+        int32_t tok[B];
+        float lp[B], ref_lp[B];
+        int same = 1;
+        CU_OK(api->sample(d_tok, d_lp, d_x, B, V, d_tr, d_po, temps[t], 42, d_s));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(tok, d_tok, sizeof tok));
+        CU_OK(api->to_host(lp, d_lp, sizeof lp));
+        for (int b = 0; b < B; b++) {
+            int32_t want = sampler_sample(&sc, logits + (size_t)b * V, V, traj[b], pos[b],
+                                          &ref_lp[b], scratch);
+            same &= tok[b] == want;
+        }
+        CU_ASSERT(same);
+        expect_close("sample log-probs", lp, ref_lp, B, 1e-5);
+    }
+    void *bufs[] = {d_x, d_s, d_tr, d_po, d_tok, d_lp};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(logits), free(scratch);
+}
+
 /* The global norm's sum of squares, and AdamW steps against adamw_step. */
 static void test_optimizer(void)
 {
@@ -577,6 +615,7 @@ int main(void)
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
+        {"sampler: sampler_sample's tokens, greedy and at T = 0.7 and 1", test_sampler},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {NULL, NULL},
     };

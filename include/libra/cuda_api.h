@@ -46,6 +46,10 @@
  * Log-softmax at a temperature (one row per token, any V):
  *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
  *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature
+ * Sampling (the decisions of sampler_sample: the same keyed draw, include/libra/rng_core.h):
+ *   sample         tok (B), logprob (B) or NULL from logits (B, V) of trajectories
+ *                  traj (B) at positions pos (B); temperature <= 0 greedy; scratch
+ *                  (B, V) floats; no top-k / top-p yet
  * Optimizer:
  *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm)
  *   adamw_update   the element update of include/libra/adamw.h with its per-step
@@ -116,6 +120,9 @@ struct cuda_api {
                           const int32_t *targets, int N, int V, float temperature);
     int (*logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,
                           const int32_t *targets, int N, int V, float temperature);
+    int (*sample)(int32_t *tok, float *logprob, const float *logits, int B, int V,
+                  const int64_t *traj, const int64_t *pos, float temperature, uint64_t seed,
+                  float *scratch);
     int (*sum_squares)(double *out, const float *x, int64_t n);
     int (*adamw_update)(float *params, float *m, float *v, const float *grads, int64_t n,
                         const struct cuda_adamw *s);

@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* "sampler": the purpose component of the RNG stream key (seed, traj, position, this);
+ * the CUDA sampler keys its draws the same way (include/libra/rng_core.h). */
+#define SAMPLER_PURPOSE 0x73616d706c6572ULL
+
 struct sampler_config {
     float temperature; /* 0 = greedy */
     float top_p;       /* (0, 1]; 1 = off */

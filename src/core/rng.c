@@ -3,34 +3,22 @@
 
 #include <math.h>
 
-uint64_t rng_mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
+#include "libra/rng_core.h" /* the arithmetic, shared with the CUDA sampler */
+
+uint64_t rng_mix(uint64_t x) { return rng_core_mix(x); }
 
 void rng_init(struct rng *r, uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
 {
-    uint64_t k = rng_mix(seed);
-    k = rng_mix(k ^ a);
-    k = rng_mix(k ^ rng_mix(b + 0x632be59bd9b4e019ULL));
-    k = rng_mix(k ^ rng_mix(c + 0x85157af5ULL));
-    r->key = k;
+    r->key = rng_core_key(seed, a, b, c);
     r->ctr = 0;
 }
 
-uint64_t rng_u64(struct rng *r)
-{
-    uint64_t x = r->key ^ (r->ctr++ * 0xd1b54a32d192ed03ULL);
-    return rng_mix(rng_mix(x));
-}
+uint64_t rng_u64(struct rng *r) { return rng_core_u64(r->key, r->ctr++); }
 
 double rng_uniform(struct rng *r)
 {
     /* 53 random bits, shifted by half an ulp so 0 and 1 are never returned. */
-    return ((double)(rng_u64(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return rng_core_uniform(r->key, r->ctr++);
 }
 
 uint64_t rng_below(struct rng *r, uint64_t n)

@@ -13,9 +13,7 @@
 #include <stdint.h>
 
 #include "libra/rng.h"
-
-/* "sampler": the purpose component of the RNG stream key (seed, traj, position, this). */
-#define SAMPLER_PURPOSE 0x73616d706c6572ULL
+#include "libra/sampler.h" /* SAMPLER_PURPOSE */
 
 /* Orders c[0, n) best first (heap sort). */
 void sampler_sort(const float *p, float *c, int n);

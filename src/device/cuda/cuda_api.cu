@@ -116,6 +116,7 @@ static const struct cuda_api api = {
     cu_decode_attn,
     cu_logsoftmax_fwd,
     cu_logsoftmax_bwd,
+    cu_sample,
     cu_sum_squares,
     cu_adamw_update,
     cu_last_error,

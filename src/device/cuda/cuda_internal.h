@@ -55,6 +55,9 @@ int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, const float *
 int cu_decode_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
                    const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                    int K, int D, int P);
+int cu_sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
+              const int64_t *traj, const int64_t *pos, float temperature, uint64_t seed,
+              float *scratch);
 int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
 int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
