@@ -31,6 +31,10 @@
 #include <stdint.h>
 
 enum tfm_family { TFM_LLAMA = 0, TFM_QWEN2 = 1, TFM_QWEN3 = 2 };
+/* config.json's model_type of a family ("llama", "qwen2", "qwen3"; "?" if out of
+ * range), and the family of a model_type (-1 if none). */
+const char *tfm_family_name(int family);
+int tfm_family_from_name(const char *model_type);
 
 struct tfm_config {
     int family;            /* enum tfm_family (model_type llama | qwen2 | qwen3) */

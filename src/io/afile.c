@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/afile.h"
+#include "libra/errmsg.h"
 
 #include "libra/log.h"
 
@@ -15,16 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void afile_release(struct afile *f)
 {
@@ -45,7 +36,7 @@ int afile_open(struct afile *f, const char *path, char *err, size_t errlen)
     unlink(f->tmp); /* a stale one of a crashed process with our pid */
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
     if (f->fd < 0) {
-        set_error(err, errlen, "%s: cannot create: %s", f->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot create: %s", f->tmp, strerror(errno));
         afile_release(f);
         return -1;
     }
@@ -59,8 +50,8 @@ int afile_write(struct afile *f, const void *buf, size_t n, char *err, size_t er
         ssize_t w = write(f->fd, p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            set_error(err, errlen, "%s: write failed after %llu bytes: %s", f->tmp,
-                      (unsigned long long)f->written, w < 0 ? strerror(errno) : "no progress");
+            errmsg_set(err, errlen, "%s: write failed after %llu bytes: %s", f->tmp,
+                       (unsigned long long)f->written, w < 0 ? strerror(errno) : "no progress");
             return -1;
         }
         p += w;
@@ -74,12 +65,12 @@ int afile_fsync_dir(const char *dir, char *err, size_t errlen)
 {
     int fd = open(dir, O_RDONLY);
     if (fd < 0) {
-        set_error(err, errlen, "%s: cannot open the directory for fsync: %s", dir,
-                  strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open the directory for fsync: %s", dir,
+                   strerror(errno));
         return -1;
     }
     if (fsync(fd) != 0 && errno != EINVAL) {
-        set_error(err, errlen, "%s: directory fsync failed: %s", dir, strerror(errno));
+        errmsg_set(err, errlen, "%s: directory fsync failed: %s", dir, strerror(errno));
         close(fd);
         return -1;
     }
@@ -90,18 +81,18 @@ int afile_fsync_dir(const char *dir, char *err, size_t errlen)
 int afile_commit(struct afile *f, char *err, size_t errlen)
 {
     if (fsync(f->fd) != 0) {
-        set_error(err, errlen, "%s: fsync failed: %s", f->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: fsync failed: %s", f->tmp, strerror(errno));
         goto fail;
     }
     int rc = close(f->fd);
     f->fd = -1;
     if (rc != 0) {
-        set_error(err, errlen, "%s: close failed: %s", f->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: close failed: %s", f->tmp, strerror(errno));
         goto fail;
     }
     if (rename(f->tmp, f->path) != 0) {
-        set_error(err, errlen, "%s: cannot rename %s over it: %s", f->path, f->tmp,
-                  strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot rename %s over it: %s", f->path, f->tmp,
+                   strerror(errno));
         goto fail;
     }
     char *dir = xstrdup(f->path);

@@ -25,6 +25,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/checkpoint.h"
+#include "libra/errmsg.h"
 
 #include "libra/h5util.h"
 #include "libra/log.h"
@@ -45,16 +46,6 @@
 #define MARK_TMP "COMPLETE.tmp"
 #define MARK_MAX 256 /* bytes; a real mark is ~50 */
 
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- paths ---- */
 
 void ckpt_dir_path(const char *root, int step, int tmp, char *out, size_t cap)
@@ -67,7 +58,7 @@ static int join(char *out, const char *dir, const char *name, char *err, size_t 
 {
     int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
     if (n < 0 || n >= PATH_MAX) {
-        set_error(err, errlen, "%s/%s: path too long", dir, name);
+        errmsg_set(err, errlen, "%s/%s: path too long", dir, name);
         return -1;
     }
     return 0;
@@ -110,16 +101,16 @@ static int fsync_path(const char *path, int is_dir, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | (is_dir ? O_DIRECTORY : 0));
     if (fd < 0) {
-        set_error(err, errlen, "%s: cannot open for fsync: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open for fsync: %s", path, strerror(errno));
         return -1;
     }
     if (fsync(fd) != 0 && !(is_dir && errno == EINVAL)) {
-        set_error(err, errlen, "%s: fsync failed: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: fsync failed: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
     if (close(fd) != 0) {
-        set_error(err, errlen, "%s: close failed: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: close failed: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -130,8 +121,8 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
 {
     size_t len = strlen(path);
     if (len == 0 || len >= PATH_MAX) {
-        set_error(err, errlen, "checkpoint root \"%s\": %s", path,
-                  len ? "path too long" : "empty path");
+        errmsg_set(err, errlen, "checkpoint root \"%s\": %s", path,
+                   len ? "path too long" : "empty path");
         return -1;
     }
     char buf[PATH_MAX];
@@ -145,13 +136,13 @@ static int mkdir_p(const char *path, char *err, size_t errlen)
             int e = errno;
             struct stat st;
             if (e != EEXIST) {
-                set_error(err, errlen, "cannot create checkpoint directory %s: %s", buf,
-                          strerror(e));
+                errmsg_set(err, errlen, "cannot create checkpoint directory %s: %s", buf,
+                           strerror(e));
                 return -1;
             }
             if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
-                set_error(err, errlen, "cannot create checkpoint directory %s: %s", buf,
-                          "it exists and is not a directory");
+                errmsg_set(err, errlen, "cannot create checkpoint directory %s: %s", buf,
+                           "it exists and is not a directory");
                 return -1;
             }
         }
@@ -169,12 +160,12 @@ static int remove_dir(const char *dir, char *err, size_t errlen)
     if (unlink(mark) == 0) {
         if (fsync_path(dir, 1, err, errlen)) return -1;
     } else if (errno != ENOENT) {
-        set_error(err, errlen, "%s: cannot remove: %s", mark, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot remove: %s", mark, strerror(errno));
         return -1;
     }
     DIR *d = opendir(dir);
     if (!d) {
-        set_error(err, errlen, "%s: cannot open directory: %s", dir, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open directory: %s", dir, strerror(errno));
         return -1;
     }
     int fd = dirfd(d), rc = 0;
@@ -183,7 +174,7 @@ static int remove_dir(const char *dir, char *err, size_t errlen)
         struct dirent *e = readdir(d);
         if (!e) {
             if (errno) {
-                set_error(err, errlen, "%s: cannot read directory: %s", dir, strerror(errno));
+                errmsg_set(err, errlen, "%s: cannot read directory: %s", dir, strerror(errno));
                 rc = -1;
             }
             break;
@@ -191,29 +182,29 @@ static int remove_dir(const char *dir, char *err, size_t errlen)
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         struct stat st;
         if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            set_error(err, errlen, "%s/%s: cannot stat: %s", dir, e->d_name, strerror(errno));
+            errmsg_set(err, errlen, "%s/%s: cannot stat: %s", dir, e->d_name, strerror(errno));
             rc = -1;
             break;
         }
         if (S_ISDIR(st.st_mode)) {
-            set_error(err, errlen, "%s/%s is a directory: checkpoint directories hold plain "
-                      "files only; remove it by hand", dir, e->d_name);
+            errmsg_set(err, errlen, "%s/%s is a directory: checkpoint directories hold plain "
+                       "files only; remove it by hand", dir, e->d_name);
             rc = -1;
             break;
         }
         if (unlinkat(fd, e->d_name, 0) != 0) {
-            set_error(err, errlen, "%s/%s: cannot remove: %s", dir, e->d_name,
-                      strerror(errno));
+            errmsg_set(err, errlen, "%s/%s: cannot remove: %s", dir, e->d_name,
+                       strerror(errno));
             rc = -1;
             break;
         }
     }
     if (closedir(d) != 0 && rc == 0) {
-        set_error(err, errlen, "%s: closedir failed: %s", dir, strerror(errno));
+        errmsg_set(err, errlen, "%s: closedir failed: %s", dir, strerror(errno));
         rc = -1;
     }
     if (rc == 0 && rmdir(dir) != 0) {
-        set_error(err, errlen, "%s: cannot remove directory: %s", dir, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot remove directory: %s", dir, strerror(errno));
         rc = -1;
     }
     return rc;
@@ -225,12 +216,12 @@ static int remove_any(const char *path, char *err, size_t errlen)
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT) return 0;
-        set_error(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         return -1;
     }
     if (S_ISDIR(st.st_mode)) return remove_dir(path, err, errlen);
     if (unlink(path) != 0) {
-        set_error(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -241,8 +232,8 @@ static int fsync_dir_files(const char *dir, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d) {
-        set_error(err, errlen, "%s: cannot open directory: %s%s", dir, strerror(errno),
-                  errno == ENOENT ? " (ckpt_begin was not called for this step?)" : "");
+        errmsg_set(err, errlen, "%s: cannot open directory: %s%s", dir, strerror(errno),
+                   errno == ENOENT ? " (ckpt_begin was not called for this step?)" : "");
         return -1;
     }
     int dfd = dirfd(d), rc = 0;
@@ -251,7 +242,7 @@ static int fsync_dir_files(const char *dir, char *err, size_t errlen)
         struct dirent *e = readdir(d);
         if (!e) {
             if (errno) {
-                set_error(err, errlen, "%s: cannot read directory: %s", dir, strerror(errno));
+                errmsg_set(err, errlen, "%s: cannot read directory: %s", dir, strerror(errno));
                 rc = -1;
             }
             break;
@@ -259,20 +250,20 @@ static int fsync_dir_files(const char *dir, char *err, size_t errlen)
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         struct stat st;
         if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            set_error(err, errlen, "%s/%s: cannot stat: %s", dir, e->d_name, strerror(errno));
+            errmsg_set(err, errlen, "%s/%s: cannot stat: %s", dir, e->d_name, strerror(errno));
             rc = -1;
             break;
         }
         if (!S_ISREG(st.st_mode)) {
-            set_error(err, errlen, "%s/%s is not a plain file: checkpoint directories hold "
-                      "plain files only", dir, e->d_name);
+            errmsg_set(err, errlen, "%s/%s is not a plain file: checkpoint directories hold "
+                       "plain files only", dir, e->d_name);
             rc = -1;
             break;
         }
         int fd = openat(dfd, e->d_name, O_RDONLY);
         if (fd < 0) {
-            set_error(err, errlen, "%s/%s: cannot open for fsync: %s", dir, e->d_name,
-                      strerror(errno));
+            errmsg_set(err, errlen, "%s/%s: cannot open for fsync: %s", dir, e->d_name,
+                       strerror(errno));
             rc = -1;
             break;
         }
@@ -283,17 +274,17 @@ static int fsync_dir_files(const char *dir, char *err, size_t errlen)
             e1 = errno;
         }
         if (bad) {
-            set_error(err, errlen, "%s/%s: fsync failed: %s", dir, e->d_name, strerror(e1));
+            errmsg_set(err, errlen, "%s/%s: fsync failed: %s", dir, e->d_name, strerror(e1));
             rc = -1;
             break;
         }
     }
     if (rc == 0 && fsync(dfd) != 0 && errno != EINVAL) {
-        set_error(err, errlen, "%s: directory fsync failed: %s", dir, strerror(errno));
+        errmsg_set(err, errlen, "%s: directory fsync failed: %s", dir, strerror(errno));
         rc = -1;
     }
     if (closedir(d) != 0 && rc == 0) {
-        set_error(err, errlen, "%s: closedir failed: %s", dir, strerror(errno));
+        errmsg_set(err, errlen, "%s: closedir failed: %s", dir, strerror(errno));
         rc = -1;
     }
     return rc;
@@ -310,15 +301,15 @@ static int write_mark(const char *dir, int step, int version, char *err, size_t 
                        version);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
-        set_error(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         return -1;
     }
     for (int done = 0; done < len;) {
         ssize_t w = write(fd, text + done, (size_t)(len - done));
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            set_error(err, errlen, "%s: write failed: %s", tmp,
-                      w < 0 ? strerror(errno) : "no progress");
+            errmsg_set(err, errlen, "%s: write failed: %s", tmp,
+                       w < 0 ? strerror(errno) : "no progress");
             close(fd);
             unlink(tmp);
             return -1;
@@ -326,18 +317,18 @@ static int write_mark(const char *dir, int step, int version, char *err, size_t 
         done += (int)w;
     }
     if (fsync(fd) != 0) {
-        set_error(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: fsync failed: %s", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
         return -1;
     }
     if (close(fd) != 0) {
-        set_error(err, errlen, "%s: close failed: %s", tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: close failed: %s", tmp, strerror(errno));
         unlink(tmp);
         return -1;
     }
     if (rename(tmp, mark) != 0) {
-        set_error(err, errlen, "%s: cannot rename %s over it: %s", mark, tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot rename %s over it: %s", mark, tmp, strerror(errno));
         unlink(tmp);
         return -1;
     }
@@ -369,9 +360,9 @@ static int check_mark(const char *dir, int step, char *why, size_t whylen)
     int fd = open(mark, O_RDONLY);
     if (fd < 0) {
         if (errno == ENOENT)
-            set_error(why, whylen, "no %s mark", MARK_NAME);
+            errmsg_set(why, whylen, "no %s mark", MARK_NAME);
         else
-            set_error(why, whylen, "%s: cannot open: %s", mark, strerror(errno));
+            errmsg_set(why, whylen, "%s: cannot open: %s", mark, strerror(errno));
         return -1;
     }
     size_t used = 0;
@@ -379,7 +370,7 @@ static int check_mark(const char *dir, int step, char *why, size_t whylen)
         ssize_t r = read(fd, text + used, sizeof text - 1 - used);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
-            set_error(why, whylen, "%s: read failed: %s", mark, strerror(errno));
+            errmsg_set(why, whylen, "%s: read failed: %s", mark, strerror(errno));
             close(fd);
             return -1;
         }
@@ -390,7 +381,7 @@ static int check_mark(const char *dir, int step, char *why, size_t whylen)
         used += (size_t)r;
     }
     if (close(fd) != 0) {
-        set_error(why, whylen, "%s: close failed: %s", mark, strerror(errno));
+        errmsg_set(why, whylen, "%s: close failed: %s", mark, strerror(errno));
         return -1;
     }
     text[used] = '\0';
@@ -403,11 +394,11 @@ static int check_mark(const char *dir, int step, char *why, size_t whylen)
     if (ok) p += strlen(mid);
     ok = ok && parse_int(&p, &v) == 0 && strcmp(p, "\n") == 0;
     if (!ok) {
-        set_error(why, whylen, "%s mark is malformed", MARK_NAME);
+        errmsg_set(why, whylen, "%s mark is malformed", MARK_NAME);
         return -1;
     }
     if (n != step) {
-        set_error(why, whylen, "%s mark says step %d", MARK_NAME, n);
+        errmsg_set(why, whylen, "%s mark says step %d", MARK_NAME, n);
         return -1;
     }
     return 0;
@@ -432,7 +423,7 @@ static int scan(const char *root, int warn, int **steps, int *n, char *err, size
     DIR *d = opendir(root);
     if (!d) {
         if (errno == ENOENT) return 0;
-        set_error(err, errlen, "checkpoint root %s: cannot open: %s", root, strerror(errno));
+        errmsg_set(err, errlen, "checkpoint root %s: cannot open: %s", root, strerror(errno));
         return -1;
     }
     size_t cap = 0;
@@ -442,8 +433,8 @@ static int scan(const char *root, int warn, int **steps, int *n, char *err, size
         struct dirent *e = readdir(d);
         if (!e) {
             if (errno) {
-                set_error(err, errlen, "checkpoint root %s: cannot read: %s", root,
-                          strerror(errno));
+                errmsg_set(err, errlen, "checkpoint root %s: cannot read: %s", root,
+                           strerror(errno));
                 rc = -1;
             }
             break;
@@ -455,13 +446,13 @@ static int scan(const char *root, int warn, int **steps, int *n, char *err, size
         struct stat st;
         int ok;
         if (stat(dir, &st) != 0) {
-            set_error(why, sizeof why, "cannot stat: %s", strerror(errno));
+            errmsg_set(why, sizeof why, "cannot stat: %s", strerror(errno));
             ok = 0;
         } else if (!S_ISDIR(st.st_mode)) {
-            set_error(why, sizeof why, "not a directory");
+            errmsg_set(why, sizeof why, "not a directory");
             ok = 0;
         } else if (is_tmp) {
-            set_error(why, sizeof why, "an unfinished write: .tmp directory");
+            errmsg_set(why, sizeof why, "an unfinished write: .tmp directory");
             ok = 0;
         } else {
             ok = check_mark(dir, step, why, sizeof why) == 0;
@@ -474,8 +465,8 @@ static int scan(const char *root, int warn, int **steps, int *n, char *err, size
         (*steps)[(*n)++] = step;
     }
     if (closedir(d) != 0 && rc == 0) {
-        set_error(err, errlen, "checkpoint root %s: closedir failed: %s", root,
-                  strerror(errno));
+        errmsg_set(err, errlen, "checkpoint root %s: closedir failed: %s", root,
+                   strerror(errno));
         rc = -1;
     }
     if (rc) {
@@ -493,15 +484,15 @@ static int scan(const char *root, int warn, int **steps, int *n, char *err, size
 int ckpt_begin(const char *root, int step, char *err, size_t errlen)
 {
     if (!root || step < 0) {
-        set_error(err, errlen, "ckpt_begin: %s", !root ? "no root" : "negative step");
+        errmsg_set(err, errlen, "ckpt_begin: %s", !root ? "no root" : "negative step");
         return -1;
     }
     char tmp[PATH_MAX];
     if (mkdir_p(root, err, errlen) || dir_path(tmp, root, step, 1, err, errlen)) return -1;
     if (remove_any(tmp, err, errlen)) return -1; /* a stale one from a killed run */
     if (mkdir(tmp, 0755) != 0) {
-        set_error(err, errlen, "cannot create checkpoint directory %s: %s", tmp,
-                  strerror(errno));
+        errmsg_set(err, errlen, "cannot create checkpoint directory %s: %s", tmp,
+                   strerror(errno));
         return -1;
     }
     return 0;
@@ -535,8 +526,8 @@ static void prune(const char *root, int keep, int spare)
 int ckpt_commit(const char *root, int step, int version, int keep, char *err, size_t errlen)
 {
     if (!root || step < 0 || keep < 1) {
-        set_error(err, errlen, "ckpt_commit: %s", !root ? "no root"
-                  : step < 0 ? "negative step" : "keep must be >= 1");
+        errmsg_set(err, errlen, "ckpt_commit: %s", !root ? "no root"
+                   : step < 0 ? "negative step" : "keep must be >= 1");
         return -1;
     }
     char tmp[PATH_MAX], final[PATH_MAX];
@@ -546,7 +537,7 @@ int ckpt_commit(const char *root, int step, int version, int keep, char *err, si
     /* A rerun of this step: the old one goes (mark first) before the new one moves in. */
     if (remove_any(final, err, errlen)) return -1;
     if (rename(tmp, final) != 0) {
-        set_error(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+        errmsg_set(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
         return -1;
     }
     if (fsync_path(root, 1, err, errlen)) return -1;
@@ -577,7 +568,7 @@ static int check_model(const char *path, char *err, size_t errlen)
 {
     struct stat st;
     if (stat(path, &st) != 0) {
-        set_error(err, errlen, "%s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     struct h5quiet q;
@@ -585,7 +576,7 @@ static int check_model(const char *path, char *err, size_t errlen)
     int rc = -1;
     hid_t file = H5I_INVALID_HID;
     if (H5Fis_hdf5(path) <= 0) {
-        set_error(err, errlen, "%s: not an HDF5 file (%lld bytes)", path, (long long)st.st_size);
+        errmsg_set(err, errlen, "%s: not an HDF5 file (%lld bytes)", path, (long long)st.st_size);
         goto out;
     }
     file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -599,8 +590,8 @@ static int check_model(const char *path, char *err, size_t errlen)
         goto out;
     }
     if (!has) {
-        set_error(err, errlen, "%s: no root attribute libra_format_version: not a libra "
-                  "model file", path);
+        errmsg_set(err, errlen, "%s: no root attribute libra_format_version: not a libra "
+                   "model file", path);
         goto out;
     }
     rc = 0;
@@ -625,13 +616,13 @@ static int try_load(const char *root, int step, struct ckpt_state *s, char *mode
         return -1;
     if (ckpt_state_load(state, s, err, errlen)) return -1;
     if (s->step != step) {
-        set_error(err, errlen, "%s: the state is of step %d, not %d", state, s->step, step);
+        errmsg_set(err, errlen, "%s: the state is of step %d, not %d", state, s->step, step);
         goto fail;
     }
     if (check_model(model, err, errlen)) goto fail;
     if (strlen(model) >= cap) {
-        set_error(err, errlen, "ckpt_load_latest: the model path %s does not fit the caller's "
-                  "buffer (%zu bytes)", model, cap);
+        errmsg_set(err, errlen, "ckpt_load_latest: the model path %s does not fit the caller's "
+                   "buffer (%zu bytes)", model, cap);
         ckpt_state_free(s);
         return -2; /* the caller's mistake: no point trying older checkpoints */
     }
@@ -648,7 +639,7 @@ int ckpt_load_latest(const char *root, struct ckpt_state *s, char *model_path, s
     memset(s, 0, sizeof *s);
     if (cap) model_path[0] = '\0';
     if (!root) {
-        set_error(err, errlen, "ckpt_load_latest: no root");
+        errmsg_set(err, errlen, "ckpt_load_latest: no root");
         return -1;
     }
     int *steps, n;
@@ -664,7 +655,7 @@ int ckpt_load_latest(const char *root, struct ckpt_state *s, char *model_path, s
             return step;
         }
         if (rc == -2) {
-            set_error(err, errlen, "%s", why);
+            errmsg_set(err, errlen, "%s", why);
             free(steps);
             if (cap) model_path[0] = '\0';
             return -1;
@@ -674,10 +665,10 @@ int ckpt_load_latest(const char *root, struct ckpt_state *s, char *model_path, s
     }
     free(steps);
     if (damaged)
-        set_error(err, errlen, "no complete checkpoint in %s (%d damaged, see the warnings)",
-                  root, damaged);
+        errmsg_set(err, errlen, "no complete checkpoint in %s (%d damaged, see the warnings)",
+                   root, damaged);
     else
-        set_error(err, errlen, "no complete checkpoint in %s", root);
+        errmsg_set(err, errlen, "no complete checkpoint in %s", root);
     if (cap) model_path[0] = '\0';
     return -1;
 }

@@ -36,6 +36,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/checkpoint.h"
+#include "libra/errmsg.h"
 
 #include "libra/h5atomic.h"
 #include "libra/h5try.h"
@@ -59,16 +60,6 @@
 #define MAX_GROUP_SIZE ((int64_t)1 << 20)  /* trajectories of one group */
 
 /* ---- errors ---- */
-
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 
 /* ---- the trailer ---- */
@@ -127,13 +118,13 @@ static int check_trailer(const char *path, off_t file_size, size_t *image_size, 
 {
     enum { PIECE = 1 << 20 };
     if (file_size < TRAILER_SIZE) {
-        set_error(err, errlen, "%s: %lld bytes, too short for a checkpoint state: truncated?",
-                  path, (long long)file_size);
+        errmsg_set(err, errlen, "%s: %lld bytes, too short for a checkpoint state: truncated?",
+                   path, (long long)file_size);
         return -1;
     }
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        set_error(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     unsigned char *buf = xmalloc(PIECE), t[TRAILER_SIZE];
@@ -150,8 +141,8 @@ static int check_trailer(const char *path, off_t file_size, size_t *image_size, 
             ssize_t r = read(fd, dst + got, want - got);
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) {
-                set_error(err, errlen, "%s: read failed at byte %llu: %s", path,
-                          (unsigned long long)(done + got), r < 0 ? strerror(errno)
+                errmsg_set(err, errlen, "%s: read failed at byte %llu: %s", path,
+                           (unsigned long long)(done + got), r < 0 ? strerror(errno)
                                                                   : "unexpected end of file");
                 goto out;
             }
@@ -161,14 +152,14 @@ static int check_trailer(const char *path, off_t file_size, size_t *image_size, 
         done += got;
     }
     if (memcmp(t, TRAILER_MAGIC, 8) != 0 || load_le64(t + 8) != size) {
-        set_error(err, errlen, "%s: no valid libra trailer at the end of the file (%lld "
-                  "bytes): truncated, overwritten, or not written by ckpt_state_save",
-                  path, (long long)file_size);
+        errmsg_set(err, errlen, "%s: no valid libra trailer at the end of the file (%lld "
+                   "bytes): truncated, overwritten, or not written by ckpt_state_save",
+                   path, (long long)file_size);
         goto out;
     }
     if (load_le64(t + 16) != hash_end(&fh)) {
-        set_error(err, errlen, "%s: the hash of the file does not match its trailer: the "
-                  "file is damaged", path);
+        errmsg_set(err, errlen, "%s: the hash of the file does not match its trailer: the "
+                   "file is damaged", path);
         goto out;
     }
     *image_size = (size_t)size;
@@ -176,7 +167,7 @@ static int check_trailer(const char *path, off_t file_size, size_t *image_size, 
 out:
     free(buf);
     if (close(fd) != 0 && rc == 0) {
-        set_error(err, errlen, "%s: close failed: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: close failed: %s", path, strerror(errno));
         rc = -1;
     }
     return rc;
@@ -195,7 +186,7 @@ static int state_check(const struct ckpt_state *s, const char *path, char *err, 
     do {                                                                              \
         char what_[384];                                                              \
         snprintf(what_, sizeof what_, __VA_ARGS__);                                   \
-        set_error(err, errlen, "%s: %s", path, what_);                                \
+        errmsg_set(err, errlen, "%s: %s", path, what_);                                \
         return -1;                                                                    \
     } while (0)
     if (s->step < 0) BAD("attribute step = %d is negative", s->step);
@@ -474,7 +465,7 @@ static int write_attrs(hid_t file, const struct ckpt_state *s, const char *path,
 int ckpt_state_save(const char *path, const struct ckpt_state *s, char *err, size_t errlen)
 {
     if (!path || !*path || !s) {
-        set_error(err, errlen, "ckpt_state_save: %s", !s ? "no state" : "empty path");
+        errmsg_set(err, errlen, "ckpt_state_save: %s", !s ? "no state" : "empty path");
         return -1;
     }
     if (state_check(s, path, err, errlen)) return -1;
@@ -511,7 +502,7 @@ static int attr_get(hid_t file, const char *name, H5T_class_t want, hid_t mtype,
     htri_t has;
     H5TRY(has = H5Aexists(file, name));
     if (!has) {
-        set_error(err, errlen, "%s: root attribute %s is missing", path, name);
+        errmsg_set(err, errlen, "%s: root attribute %s is missing", path, name);
         goto fail;
     }
     H5TRY(attr = H5Aopen(file, name, H5P_DEFAULT));
@@ -527,8 +518,8 @@ static int attr_get(hid_t file, const char *name, H5T_class_t want, hid_t mtype,
                 (fsize == 8 && (H5Tget_sign(type) == H5T_SGN_NONE) ==
                                    (H5Tequal(mtype, H5T_NATIVE_UINT64) > 0)));
     if (!fits) {
-        set_error(err, errlen, "%s: root attribute %s is not a scalar %s", path, name,
-                  want == H5T_FLOAT ? "float" : "64-bit integer");
+        errmsg_set(err, errlen, "%s: root attribute %s is not a scalar %s", path, name,
+                   want == H5T_FLOAT ? "float" : "64-bit integer");
         goto fail;
     }
     H5TRY(H5Aread(attr, mtype, out));
@@ -549,8 +540,8 @@ static int attr_int(hid_t file, const char *name, int64_t lo, int64_t hi, int64_
 {
     if (attr_get(file, name, H5T_INTEGER, H5T_NATIVE_INT64, out, path, err, errlen)) return -1;
     if (*out < lo || *out > hi) {
-        set_error(err, errlen, "%s: root attribute %s = %lld is outside [%lld, %lld]", path,
-                  name, (long long)*out, (long long)lo, (long long)hi);
+        errmsg_set(err, errlen, "%s: root attribute %s = %lld is outside [%lld, %lld]", path,
+                   name, (long long)*out, (long long)lo, (long long)hi);
         return -1;
     }
     return 0;
@@ -573,7 +564,7 @@ static int dset_get(hid_t file, const char *name, H5T_class_t want, hid_t mtype,
     htri_t has;
     H5TRY(has = H5Lexists(file, name, H5P_DEFAULT));
     if (!has) {
-        set_error(err, errlen, "%s: dataset %s is missing", path, name);
+        errmsg_set(err, errlen, "%s: dataset %s is missing", path, name);
         goto fail;
     }
     H5TRY(dset = H5Dopen2(file, name, H5P_DEFAULT));
@@ -582,8 +573,8 @@ static int dset_get(hid_t file, const char *name, H5T_class_t want, hid_t mtype,
     int ndim;
     H5TRY(ndim = H5Sget_simple_extent_ndims(space));
     if (ndim != 1) {
-        set_error(err, errlen, "%s: dataset %s has %d dimensions, expected 1", path, name,
-                  ndim);
+        errmsg_set(err, errlen, "%s: dataset %s has %d dimensions, expected 1", path, name,
+                   ndim);
         goto fail;
     }
     hsize_t dims[1];
@@ -598,16 +589,16 @@ static int dset_get(hid_t file, const char *name, H5T_class_t want, hid_t mtype,
                             : fsize == elem && fsigned == msigned;
     }
     if (!fits) {
-        set_error(err, errlen, "%s: dataset %s has the wrong type (%s of %zu bytes; expected "
-                  "%s of %zu)", path, name, cls == H5T_INTEGER ? "integer"
-                  : cls == H5T_FLOAT ? "float" : "neither integer nor float", fsize,
-                  want == H5T_INTEGER ? "integer" : "float", elem);
+        errmsg_set(err, errlen, "%s: dataset %s has the wrong type (%s of %zu bytes; expected "
+                   "%s of %zu)", path, name, cls == H5T_INTEGER ? "integer"
+                   : cls == H5T_FLOAT ? "float" : "neither integer nor float", fsize,
+                   want == H5T_INTEGER ? "integer" : "float", elem);
         goto fail;
     }
     if (dims[0] > (hsize_t)file_size / fsize) {
-        set_error(err, errlen, "%s: dataset %s claims %llu elements, more than the file "
-                  "(%lld bytes) can hold: truncated or damaged", path, name,
-                  (unsigned long long)dims[0], (long long)file_size);
+        errmsg_set(err, errlen, "%s: dataset %s claims %llu elements, more than the file "
+                   "(%lld bytes) can hold: truncated or damaged", path, name,
+                   (unsigned long long)dims[0], (long long)file_size);
         goto fail;
     }
     if (dims[0] > 0) {
@@ -636,9 +627,9 @@ static int read_attrs(hid_t file, struct ckpt_state *s, const char *path, char *
     if (attr_int(file, "libra_checkpoint_format", INT64_MIN, INT64_MAX, &v, path, err, errlen))
         return -1;
     if (v != CKPT_FORMAT_VERSION) {
-        set_error(err, errlen, "%s: libra_checkpoint_format = %lld, this build reads format %d "
-                  "only%s", path, (long long)v, CKPT_FORMAT_VERSION,
-                  v > CKPT_FORMAT_VERSION ? " (written by a newer libra?)" : "");
+        errmsg_set(err, errlen, "%s: libra_checkpoint_format = %lld, this build reads format %d "
+                   "only%s", path, (long long)v, CKPT_FORMAT_VERSION,
+                   v > CKPT_FORMAT_VERSION ? " (written by a newer libra?)" : "");
         return -1;
     }
     const struct {
@@ -687,9 +678,9 @@ static int read_tables(hid_t file, struct ckpt_state *s, struct flat *f, off_t f
             return -1;                                                                      \
         (ptr) = p_;                                                                         \
         if ((len) >= 0 && n != (len)) {                                                     \
-            set_error(err, errlen, "%s: dataset %s has %lld elements, expected %lld like "  \
-                      "the other datasets of its table", path, name, (long long)n,          \
-                      (long long)(len));                                                    \
+            errmsg_set(err, errlen, "%s: dataset %s has %lld elements, expected %lld like "  \
+                       "the other datasets of its table", path, name, (long long)n,          \
+                       (long long)(len));                                                    \
             return -1;                                                                      \
         }                                                                                   \
     } while (0)
@@ -724,34 +715,34 @@ static int check_tables(const struct flat *f, const char *path, char *err, size_
     int64_t rows = 0, toks = 0;
     for (int64_t g = 0; g < f->G; g++) {
         if (f->g_n[g] < 0 || f->g_n[g] > MAX_GROUP_SIZE) {
-            set_error(err, errlen, "%s: /groups/n[%lld] = %d is outside [0, %lld]", path,
-                      (long long)g, f->g_n[g], (long long)MAX_GROUP_SIZE);
+            errmsg_set(err, errlen, "%s: /groups/n[%lld] = %d is outside [0, %lld]", path,
+                       (long long)g, f->g_n[g], (long long)MAX_GROUP_SIZE);
             return -1;
         }
         rows += f->g_n[g];
     }
     if (rows != f->T) {
-        set_error(err, errlen, "%s: /groups/n sums to %lld trajectories but /traj has %lld "
-                  "rows", path, (long long)rows, (long long)f->T);
+        errmsg_set(err, errlen, "%s: /groups/n sums to %lld trajectories but /traj has %lld "
+                   "rows", path, (long long)rows, (long long)f->T);
         return -1;
     }
     const int32_t *nt = f->t_int[0], *pt = f->t_int[1];
     for (int64_t t = 0; t < f->T; t++) {
         if (nt[t] < 0 || nt[t] > MAX_TRAJ_TOKENS) {
-            set_error(err, errlen, "%s: /traj/n_tokens[%lld] = %d is outside [0, %lld]", path,
-                      (long long)t, nt[t], (long long)MAX_TRAJ_TOKENS);
+            errmsg_set(err, errlen, "%s: /traj/n_tokens[%lld] = %d is outside [0, %lld]", path,
+                       (long long)t, nt[t], (long long)MAX_TRAJ_TOKENS);
             return -1;
         }
         if (pt[t] < 0 || pt[t] > nt[t]) {
-            set_error(err, errlen, "%s: /traj/prompt_tokens[%lld] = %d is outside [0, "
-                      "n_tokens = %d]", path, (long long)t, pt[t], nt[t]);
+            errmsg_set(err, errlen, "%s: /traj/prompt_tokens[%lld] = %d is outside [0, "
+                       "n_tokens = %d]", path, (long long)t, pt[t], nt[t]);
             return -1;
         }
         toks += nt[t];
     }
     if (toks != f->N) {
-        set_error(err, errlen, "%s: /traj/n_tokens sums to %lld tokens but /traj/ids has "
-                  "%lld", path, (long long)toks, (long long)f->N);
+        errmsg_set(err, errlen, "%s: /traj/n_tokens sums to %lld tokens but /traj/ids has "
+                   "%lld", path, (long long)toks, (long long)f->N);
         return -1;
     }
     return 0;
@@ -800,7 +791,7 @@ int ckpt_state_load(const char *path, struct ckpt_state *s, char *err, size_t er
     memset(&f, 0, sizeof f);
     memset(s, 0, sizeof *s);
     if (!path || !*path) {
-        set_error(err, errlen, "ckpt_state_load: empty path");
+        errmsg_set(err, errlen, "ckpt_state_load: empty path");
         return -1;
     }
     struct h5quiet q;
@@ -808,8 +799,8 @@ int ckpt_state_load(const char *path, struct ckpt_state *s, char *err, size_t er
     hid_t file = H5I_INVALID_HID;
     struct stat st;
     if (stat(path, &st) != 0) {
-        set_error(err, errlen, "%s: cannot read the checkpoint state: %s", path,
-                  strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot read the checkpoint state: %s", path,
+                   strerror(errno));
         goto fail;
     }
     size_t image_size;

@@ -18,6 +18,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/h5atomic.h"
+#include "libra/errmsg.h"
 
 #include "libra/h5util.h"
 #include "libra/log.h"
@@ -32,16 +33,6 @@
 
 #define IMAGE_INCREMENT ((size_t)64 * 1024) /* the core driver's growth step */
 #define WRITE_CHUNK ((size_t)1 << 30)       /* largest single write() */
-
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Needs `struct h5atomic *a; char *err; size_t errlen;` and a `fail:` label in scope. */
 #define H5TRY(expr)                                                      \
@@ -148,9 +139,9 @@ int h5atomic_close_file(struct h5atomic *a, char *err, size_t errlen)
     a->file = H5I_INVALID_HID; /* not closed again, even if this close fails */
     H5TRY(H5Fclose(file));
     if (!a->released || !a->image || (size_t)eoa > a->size) {
-        set_error(err, errlen,
-                  "%s: HDF5 did not hand back the in-memory file image (%zd bytes of %zu)",
-                  a->path, eoa, a->size);
+        errmsg_set(err, errlen,
+                   "%s: HDF5 did not hand back the in-memory file image (%zd bytes of %zu)",
+                   a->path, eoa, a->size);
         return -1;
     }
     a->size = (size_t)eoa;
@@ -173,8 +164,8 @@ static int write_all(int fd, const unsigned char *buf, size_t n, size_t *done, s
         ssize_t w = write(fd, buf + off, chunk);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            set_error(err, errlen, "%s: write failed after %zu of %zu bytes: %s", name, *done,
-                      total, w < 0 ? strerror(errno) : "no progress");
+            errmsg_set(err, errlen, "%s: write failed after %zu of %zu bytes: %s", name, *done,
+                       total, w < 0 ? strerror(errno) : "no progress");
             return -1;
         }
         off += (size_t)w;
@@ -189,7 +180,7 @@ static int write_tmp(const struct h5atomic *a, const void *trailer, size_t tlen,
 {
     int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (fd < 0) {
-        set_error(err, errlen, "%s: cannot create: %s", a->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot create: %s", a->tmp, strerror(errno));
         return -1;
     }
     size_t done = 0, total = a->size + tlen;
@@ -199,12 +190,12 @@ static int write_tmp(const struct h5atomic *a, const void *trailer, size_t tlen,
         return -1;
     }
     if (fsync(fd) != 0) {
-        set_error(err, errlen, "%s: fsync failed: %s", a->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: fsync failed: %s", a->tmp, strerror(errno));
         close(fd);
         return -1;
     }
     if (close(fd) != 0) {
-        set_error(err, errlen, "%s: close failed: %s", a->tmp, strerror(errno));
+        errmsg_set(err, errlen, "%s: close failed: %s", a->tmp, strerror(errno));
         return -1;
     }
     return 0;
@@ -222,17 +213,17 @@ static int fsync_dir_of(const char *path, char *err, size_t errlen)
     const char *d = slash ? dir : ".";
     int rc = 0, fd = open(d, O_RDONLY | O_DIRECTORY);
     if (fd < 0) {
-        set_error(err, errlen, "%s: cannot open the directory for fsync: %s", d,
-                  strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open the directory for fsync: %s", d,
+                   strerror(errno));
         rc = -1;
     } else {
         /* Some file systems cannot fsync a directory (EINVAL): nothing more to do. */
         if (fsync(fd) != 0 && errno != EINVAL) {
-            set_error(err, errlen, "%s: directory fsync failed: %s", d, strerror(errno));
+            errmsg_set(err, errlen, "%s: directory fsync failed: %s", d, strerror(errno));
             rc = -1;
         }
         if (close(fd) != 0 && rc == 0) {
-            set_error(err, errlen, "%s: close failed: %s", d, strerror(errno));
+            errmsg_set(err, errlen, "%s: close failed: %s", d, strerror(errno));
             rc = -1;
         }
     }
@@ -244,7 +235,7 @@ int h5atomic_commit(struct h5atomic *a, const void *trailer, size_t tlen, char *
                     size_t errlen)
 {
     if (!a->tmp) {
-        set_error(err, errlen, "h5atomic_commit: no file being built");
+        errmsg_set(err, errlen, "h5atomic_commit: no file being built");
         return -1;
     }
     if (h5atomic_close_file(a, err, errlen)) return -1;
@@ -253,8 +244,8 @@ int h5atomic_commit(struct h5atomic *a, const void *trailer, size_t tlen, char *
         return -1;
     }
     if (rename(a->tmp, a->path) != 0) {
-        set_error(err, errlen, "%s: cannot rename %s over it: %s", a->path, a->tmp,
-                  strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot rename %s over it: %s", a->path, a->tmp,
+                   strerror(errno));
         unlink(a->tmp);
         return -1;
     }

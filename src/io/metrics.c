@@ -39,6 +39,8 @@
 #endif
 #include "libra/metrics.h"
 
+#include "libra/errmsg.h"
+
 #include "libra/tool_status.h" /* enum env_tool_id: the per-tool columns of /steps */
 #include "libra/h5util.h"
 #include "libra/log.h"
@@ -379,15 +381,6 @@ struct metrics {
 
 /* ---- errors ---- */
 
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Needs `char *err; size_t errlen;` and a `fail:` label in scope. */
 #define H5TRY(expr)                                                    \
     do {                                                               \
@@ -600,7 +593,7 @@ static int check_creatable(const char *path, char *err, size_t errlen)
         snprintf(dir, sizeof dir, "/");
     } else {
         if ((size_t)(slash - path) >= sizeof dir) {
-            set_error(err, errlen, "cannot create metrics file %s: path too long", path);
+            errmsg_set(err, errlen, "cannot create metrics file %s: path too long", path);
             return -1;
         }
         memcpy(dir, path, (size_t)(slash - path));
@@ -609,28 +602,28 @@ static int check_creatable(const char *path, char *err, size_t errlen)
     struct stat st;
     if (stat(dir, &st) != 0) {
         if (errno == ENOENT || errno == ENOTDIR)
-            set_error(err, errlen,
-                      "cannot create metrics file %s: directory %s does not exist "
-                      "(create it, or choose another output path)", path, dir);
+            errmsg_set(err, errlen,
+                       "cannot create metrics file %s: directory %s does not exist "
+                       "(create it, or choose another output path)", path, dir);
         else
-            set_error(err, errlen, "cannot create metrics file %s: directory %s: %s", path, dir,
-                      strerror(errno));
+            errmsg_set(err, errlen, "cannot create metrics file %s: directory %s: %s", path, dir,
+                       strerror(errno));
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
-        set_error(err, errlen, "cannot create metrics file %s: %s is not a directory", path, dir);
+        errmsg_set(err, errlen, "cannot create metrics file %s: %s is not a directory", path, dir);
         return -1;
     }
     if (access(dir, W_OK | X_OK) != 0) {
-        set_error(err, errlen,
-                  "cannot create metrics file %s: permission denied in directory %s (%s)", path,
-                  dir, strerror(errno));
+        errmsg_set(err, errlen,
+                   "cannot create metrics file %s: permission denied in directory %s (%s)", path,
+                   dir, strerror(errno));
         return -1;
     }
     if (lstat(path, &st) == 0) {
-        set_error(err, errlen,
-                  "cannot create metrics file %s: file exists (metrics files are never "
-                  "overwritten; remove it or choose another run name)", path);
+        errmsg_set(err, errlen,
+                   "cannot create metrics file %s: file exists (metrics files are never "
+                   "overwritten; remove it or choose another run name)", path);
         return -1;
     }
     return 0;
@@ -665,7 +658,7 @@ struct metrics *metrics_open_as(const char *path, const char *config_text, int w
                                 size_t errlen)
 {
     if (!path || !*path) {
-        set_error(err, errlen, "metrics_open: empty output path");
+        errmsg_set(err, errlen, "metrics_open: empty output path");
         return NULL;
     }
     if (check_creatable(path, err, errlen) != 0) return NULL;

@@ -11,6 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/safetensors.h"
+#include "libra/errmsg.h"
 
 #include "libra/afile.h"
 #include "libra/log.h"
@@ -29,16 +30,6 @@
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c reads and writes little-endian data in place: little-endian hosts only"
 #endif
-
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- dtypes ---- */
 
@@ -239,28 +230,28 @@ static int parse_entry(const char *path, const char *name, const json_t *v, uint
                        struct st_tensor *t, char *err, size_t errlen)
 {
     if (!json_is_object(v)) {
-        set_error(err, errlen, "%s: header entry \"%s\" is not an object {dtype, shape, "
-                  "data_offsets}", path, name);
+        errmsg_set(err, errlen, "%s: header entry \"%s\" is not an object {dtype, shape, "
+                   "data_offsets}", path, name);
         return -1;
     }
     const json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
                  *off = json_object_get(v, "data_offsets");
     if (!json_is_string(dt)) {
-        set_error(err, errlen, "%s: tensor \"%s\": dtype is %s, expected a string such as "
-                  "\"BF16\"", path, name, dt ? "not a string" : "missing");
+        errmsg_set(err, errlen, "%s: tensor \"%s\": dtype is %s, expected a string such as "
+                   "\"BF16\"", path, name, dt ? "not a string" : "missing");
         return -1;
     }
     int d = st_dtype_parse(json_string_value(dt));
     if (d < 0) {
-        set_error(err, errlen, "%s: tensor \"%s\": unknown dtype \"%s\" (libra reads BF16, "
-                  "F16 and F32)", path, name, json_string_value(dt));
+        errmsg_set(err, errlen, "%s: tensor \"%s\": unknown dtype \"%s\" (libra reads BF16, "
+                   "F16 and F32)", path, name, json_string_value(dt));
         return -1;
     }
     t->dtype = (enum st_dtype)d;
     if (!json_is_array(sh) || json_array_size(sh) > ST_MAX_DIMS) {
-        set_error(err, errlen, "%s: tensor \"%s\": shape is %s, expected an array of at most "
-                  "%d non-negative integers", path, name, sh ? "not an array or too long" :
-                  "missing", ST_MAX_DIMS);
+        errmsg_set(err, errlen, "%s: tensor \"%s\": shape is %s, expected an array of at most "
+                   "%d non-negative integers", path, name, sh ? "not an array or too long" :
+                   "missing", ST_MAX_DIMS);
         return -1;
     }
     t->ndim = (int)json_array_size(sh);
@@ -270,8 +261,8 @@ static int parse_entry(const char *path, const char *name, const json_t *v, uint
     for (int i = 0; i < t->ndim; i++) {
         uint64_t x;
         if (json_uint(json_array_get(sh, (size_t)i), (uint64_t)INT64_MAX, &x)) {
-            set_error(err, errlen, "%s: tensor \"%s\": shape[%d] is not a non-negative "
-                      "integer", path, name, i);
+            errmsg_set(err, errlen, "%s: tensor \"%s\": shape[%d] is not a non-negative "
+                       "integer", path, name, i);
             return -1;
         }
         t->shape[i] = (int64_t)x;
@@ -282,14 +273,14 @@ static int parse_entry(const char *path, const char *name, const json_t *v, uint
     if (!json_is_array(off) || json_array_size(off) != 2 ||
         json_uint(json_array_get(off, 0), UINT64_MAX >> 1, &b) ||
         json_uint(json_array_get(off, 1), UINT64_MAX >> 1, &e)) {
-        set_error(err, errlen, "%s: tensor \"%s\": data_offsets must be [begin, end], two "
-                  "non-negative integers", path, name);
+        errmsg_set(err, errlen, "%s: tensor \"%s\": data_offsets must be [begin, end], two "
+                   "non-negative integers", path, name);
         return -1;
     }
     if (b > e || e > data_len) {
-        set_error(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] out of range: "
-                  "the data area holds %llu bytes (truncated file?)", path, name,
-                  (unsigned long long)b, (unsigned long long)e, (unsigned long long)data_len);
+        errmsg_set(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] out of range: "
+                   "the data area holds %llu bytes (truncated file?)", path, name,
+                   (unsigned long long)b, (unsigned long long)e, (unsigned long long)data_len);
         return -1;
     }
     size_t es = st_dtype_size(t->dtype);
@@ -301,11 +292,11 @@ static int parse_entry(const char *path, const char *name, const json_t *v, uint
                              (long long)t->shape[i]);
             used += w > 0 ? (size_t)w : 0;
         }
-        set_error(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] span %llu bytes "
-                  "but shape [%s] x %s (%zu bytes) needs %s%llu", path, name,
-                  (unsigned long long)b, (unsigned long long)e, (unsigned long long)(e - b),
-                  shape, dtypes[t->dtype].name, es, overflow ? "more than " : "",
-                  overflow ? (unsigned long long)UINT64_MAX
+        errmsg_set(err, errlen, "%s: tensor \"%s\": data_offsets [%llu, %llu] span %llu bytes "
+                   "but shape [%s] x %s (%zu bytes) needs %s%llu", path, name,
+                   (unsigned long long)b, (unsigned long long)e, (unsigned long long)(e - b),
+                   shape, dtypes[t->dtype].name, es, overflow ? "more than " : "",
+                   overflow ? (unsigned long long)UINT64_MAX
                            : (unsigned long long)(numel * es));
         return -1;
     }
@@ -318,7 +309,7 @@ static int parse_metadata(struct st_file *f, const json_t *m, char *err, size_t 
 {
     if (json_is_null(m)) return 0;
     if (!json_is_object(m)) {
-        set_error(err, errlen, "%s: __metadata__ is not an object of strings", f->path);
+        errmsg_set(err, errlen, "%s: __metadata__ is not an object of strings", f->path);
         return -1;
     }
     f->meta = xcalloc(2 * json_object_size(m) + 1, sizeof *f->meta);
@@ -327,7 +318,7 @@ static int parse_metadata(struct st_file *f, const json_t *m, char *err, size_t 
     json_object_foreach((json_t *)m, k, v)
     {
         if (!json_is_string(v)) {
-            set_error(err, errlen, "%s: __metadata__ \"%s\" is not a string", f->path, k);
+            errmsg_set(err, errlen, "%s: __metadata__ \"%s\" is not a string", f->path, k);
             return -1;
         }
         f->meta[2 * f->n_meta] = xstrdup(k);
@@ -345,28 +336,28 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     struct span *spans = NULL;
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        set_error(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         goto fail;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        set_error(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_error(err, errlen, "%s: not a regular file", path);
+        errmsg_set(err, errlen, "%s: not a regular file", path);
         goto fail;
     }
     f->size = (size_t)st.st_size;
     if (f->size < 8) {
-        set_error(err, errlen, "%s: %zu bytes: truncated (a safetensors file starts with an "
-                  "8-byte header length)", path, f->size);
+        errmsg_set(err, errlen, "%s: %zu bytes: truncated (a safetensors file starts with an "
+                   "8-byte header length)", path, f->size);
         goto fail;
     }
     void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
-        set_error(err, errlen, "%s: mmap of %zu bytes failed: %s", path, f->size,
-                  strerror(errno));
+        errmsg_set(err, errlen, "%s: mmap of %zu bytes failed: %s", path, f->size,
+                   strerror(errno));
         goto fail;
     }
     f->map = map;
@@ -375,14 +366,14 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     uint64_t hlen;
     memcpy(&hlen, f->map, sizeof hlen);
     if (hlen > f->size - 8) {
-        set_error(err, errlen, "%s: header length %llu is larger than the %zu bytes after it: "
-                  "truncated, or not a safetensors file", path, (unsigned long long)hlen,
-                  f->size - 8);
+        errmsg_set(err, errlen, "%s: header length %llu is larger than the %zu bytes after it: "
+                   "truncated, or not a safetensors file", path, (unsigned long long)hlen,
+                   f->size - 8);
         goto fail;
     }
     if (hlen < 2 || hlen > ST_MAX_HEADER) {
-        set_error(err, errlen, "%s: header length %llu is not in [2, %llu]: not a safetensors "
-                  "file", path, (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
+        errmsg_set(err, errlen, "%s: header length %llu is not in [2, %llu]: not a safetensors "
+                   "file", path, (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
         goto fail;
     }
     f->data = f->map + 8 + hlen;
@@ -390,12 +381,12 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     json_error_t je;
     root = json_loadb((const char *)f->map + 8, hlen, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        set_error(err, errlen, "%s: header is not valid JSON: %s (header byte %d)", path,
-                  je.text, je.position);
+        errmsg_set(err, errlen, "%s: header is not valid JSON: %s (header byte %d)", path,
+                   je.text, je.position);
         goto fail;
     }
     if (!json_is_object(root)) {
-        set_error(err, errlen, "%s: header is not a JSON object", path);
+        errmsg_set(err, errlen, "%s: header is not a JSON object", path);
         goto fail;
     }
     size_t cap = json_object_size(root);
@@ -425,11 +416,11 @@ int st_open(struct st_file *f, const char *path, char *err, size_t errlen)
     qsort(spans, (size_t)ns, sizeof *spans, cmp_span);
     for (int i = 1; i < ns; i++)
         if (spans[i].begin < spans[i - 1].end) {
-            set_error(err, errlen, "%s: tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) "
-                      "overlap in the data area", path, f->t[spans[i - 1].idx].name,
-                      (unsigned long long)spans[i - 1].begin,
-                      (unsigned long long)spans[i - 1].end, f->t[spans[i].idx].name,
-                      (unsigned long long)spans[i].begin, (unsigned long long)spans[i].end);
+            errmsg_set(err, errlen, "%s: tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) "
+                       "overlap in the data area", path, f->t[spans[i - 1].idx].name,
+                       (unsigned long long)spans[i - 1].begin,
+                       (unsigned long long)spans[i - 1].end, f->t[spans[i].idx].name,
+                       (unsigned long long)spans[i].begin, (unsigned long long)spans[i].end);
             goto fail;
         }
     free(spans);
@@ -462,9 +453,9 @@ static int check_float(const struct st_file *f, const struct st_tensor *t, char 
                        size_t errlen)
 {
     if (t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16) return 0;
-    set_error(err, errlen, "%s: tensor \"%s\" has dtype %s: libra reads BF16, F16 and F32 "
-              "(convert the checkpoint, e.g. save it with torch_dtype bfloat16)", f->path,
-              t->name, dtypes[t->dtype].name);
+    errmsg_set(err, errlen, "%s: tensor \"%s\" has dtype %s: libra reads BF16, F16 and F32 "
+               "(convert the checkpoint, e.g. save it with torch_dtype bfloat16)", f->path,
+               t->name, dtypes[t->dtype].name);
     return -1;
 }
 
@@ -483,10 +474,10 @@ int st_read_block(const struct st_file *f, const struct st_tensor *t, int64_t r0
     if (check_float(f, t, err, errlen)) return -1;
     int64_t rows = t->ndim ? t->shape[0] : 1, cols = rows ? st_numel(t) / rows : 0;
     if (r0 < 0 || nr < 0 || c0 < 0 || nc < 0 || r0 + nr > rows || c0 + nc > cols) {
-        set_error(err, errlen, "%s: tensor \"%s\": block rows [%lld, %lld) x columns [%lld, "
-                  "%lld) is outside its (%lld, %lld)", f->path, t->name, (long long)r0,
-                  (long long)(r0 + nr), (long long)c0, (long long)(c0 + nc), (long long)rows,
-                  (long long)cols);
+        errmsg_set(err, errlen, "%s: tensor \"%s\": block rows [%lld, %lld) x columns [%lld, "
+                   "%lld) is outside its (%lld, %lld)", f->path, t->name, (long long)r0,
+                   (long long)(r0 + nr), (long long)c0, (long long)(c0 + nc), (long long)rows,
+                   (long long)cols);
         return -1;
     }
     size_t es = st_dtype_size(t->dtype);
@@ -538,14 +529,14 @@ static int open_indexed(struct st_set *s, const char *index, char *err, size_t e
     const char **names = NULL;
     int rc = -1;
     if (!root) {
-        set_error(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", index, je.text,
-                  je.line, je.column);
+        errmsg_set(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", index, je.text,
+                   je.line, je.column);
         return -1;
     }
     const json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(wm)) {
-        set_error(err, errlen, "%s: \"weight_map\" is %s, expected an object {tensor name: "
-                  "shard file}", index, wm ? "not an object" : "missing");
+        errmsg_set(err, errlen, "%s: \"weight_map\" is %s, expected an object {tensor name: "
+                   "shard file}", index, wm ? "not an object" : "missing");
         goto out;
     }
     size_t nw = json_object_size(wm);
@@ -557,8 +548,8 @@ static int open_indexed(struct st_set *s, const char *index, char *err, size_t e
     json_object_foreach((json_t *)wm, key, v)
     {
         if (!json_is_string(v) || !plain_name(json_string_value(v))) {
-            set_error(err, errlen, "%s: weight_map[\"%s\"] must be the name of a file in the "
-                      "same directory", index, key);
+            errmsg_set(err, errlen, "%s: weight_map[\"%s\"] must be the name of a file in the "
+                       "same directory", index, key);
             goto out;
         }
         const char *fn = json_string_value(v);
@@ -580,8 +571,8 @@ static int open_indexed(struct st_set *s, const char *index, char *err, size_t e
         while (strcmp(names[k], fn) != 0) k++;
         const struct st_tensor *t = st_find(&s->files[k], key);
         if (!t) {
-            set_error(err, errlen, "%s: weight_map names tensor \"%s\" in %s, which has no "
-                      "such tensor", index, key, s->files[k].path);
+            errmsg_set(err, errlen, "%s: weight_map names tensor \"%s\" in %s, which has no "
+                       "such tensor", index, key, s->files[k].path);
             goto out;
         }
         s->e[s->n++] = (struct st_entry){t->name, k, t};
@@ -613,9 +604,9 @@ int st_set_open(struct st_set *s, const char *dir, char *err, size_t errlen)
         s->sharded = 1;
         if (open_indexed(s, index, err, errlen)) goto out;
     } else {
-        set_error(err, errlen, "%s: no %s and no %s: not a Hugging Face safetensors "
-                  "checkpoint (pytorch_model.bin is not read: convert it to safetensors)",
-                  dir, ST_SINGLE_NAME, ST_INDEX_NAME);
+        errmsg_set(err, errlen, "%s: no %s and no %s: not a Hugging Face safetensors "
+                   "checkpoint (pytorch_model.bin is not read: convert it to safetensors)",
+                   dir, ST_SINGLE_NAME, ST_INDEX_NAME);
         goto out;
     }
     qsort(s->e, (size_t)s->n, sizeof *s->e, cmp_entry);
@@ -653,20 +644,20 @@ static int check_writable(const char *path, const struct st_src *t, int n, enum 
                           char *err, size_t errlen)
 {
     if (dtype != ST_F32 && dtype != ST_F16 && dtype != ST_BF16) {
-        set_error(err, errlen, "%s: cannot write dtype %s (BF16, F16 or F32)", path,
-                  st_dtype_name(dtype) ? st_dtype_name(dtype) : "?");
+        errmsg_set(err, errlen, "%s: cannot write dtype %s (BF16, F16 or F32)", path,
+                   st_dtype_name(dtype) ? st_dtype_name(dtype) : "?");
         return -1;
     }
     for (int i = 0; i < n; i++) {
         if (t[i].ndim < 0 || t[i].ndim > ST_MAX_DIMS || !t[i].name || !t[i].name[0] ||
             strcmp(t[i].name, "__metadata__") == 0) {
-            set_error(err, errlen, "%s: tensor %d (\"%s\"): bad name or %d dimensions", path,
-                      i, t[i].name ? t[i].name : "", t[i].ndim);
+            errmsg_set(err, errlen, "%s: tensor %d (\"%s\"): bad name or %d dimensions", path,
+                       i, t[i].name ? t[i].name : "", t[i].ndim);
             return -1;
         }
         for (int k = 0; k < i; k++)
             if (strcmp(t[k].name, t[i].name) == 0) {
-                set_error(err, errlen, "%s: tensor \"%s\" given twice", path, t[i].name);
+                errmsg_set(err, errlen, "%s: tensor \"%s\" given twice", path, t[i].name);
                 return -1;
             }
     }
@@ -742,7 +733,7 @@ int st_write_dir(const char *dir, const struct st_src *t, int n, enum st_dtype d
 {
     if (check_writable(dir, t, n, dtype, err, errlen)) return -1;
     if (max_shard_bytes == 0) {
-        set_error(err, errlen, "%s: the maximum shard size must be positive", dir);
+        errmsg_set(err, errlen, "%s: the maximum shard size must be positive", dir);
         return -1;
     }
     /* shard k holds tensors [first[k], first[k + 1]) */

@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/hf_model.h"
+#include "libra/errmsg.h"
 
 #include "libra/afile.h"
 #include "libra/log.h"
@@ -25,16 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const struct family {
     const char *model_type, *architecture;
@@ -92,8 +83,8 @@ static int get_int(const struct ctx *x, const json_t *o, const char *key, int re
     const json_t *v = get(o, key);
     if (!v) {
         if (required) {
-            set_error(x->err, x->errlen, "%s: %s%s: missing (a required integer)", x->where,
-                      x->group, key);
+            errmsg_set(x->err, x->errlen, "%s: %s%s: missing (a required integer)", x->where,
+                       x->group, key);
             return -1;
         }
         *out = def;
@@ -101,8 +92,8 @@ static int get_int(const struct ctx *x, const json_t *o, const char *key, int re
     }
     if (!json_is_integer(v) || json_integer_value(v) < INT_MIN ||
         json_integer_value(v) > INT_MAX) {
-        set_error(x->err, x->errlen, "%s: %s%s: is %s, expected an integer", x->where, x->group,
-                  key, json_is_integer(v) ? "an integer too large" : json_kind(v));
+        errmsg_set(x->err, x->errlen, "%s: %s%s: is %s, expected an integer", x->where, x->group,
+                   key, json_is_integer(v) ? "an integer too large" : json_kind(v));
         return -1;
     }
     *out = (int)json_integer_value(v);
@@ -115,22 +106,22 @@ static int get_float(const struct ctx *x, const json_t *o, const char *key, int 
     const json_t *v = get(o, key);
     if (!v) {
         if (required) {
-            set_error(x->err, x->errlen, "%s: %s%s: missing (a required number)", x->where,
-                      x->group, key);
+            errmsg_set(x->err, x->errlen, "%s: %s%s: missing (a required number)", x->where,
+                       x->group, key);
             return -1;
         }
         *out = def;
         return 0;
     }
     if (!json_is_number(v)) {
-        set_error(x->err, x->errlen, "%s: %s%s: is %s, expected a number", x->where, x->group,
-                  key, json_kind(v));
+        errmsg_set(x->err, x->errlen, "%s: %s%s: is %s, expected a number", x->where, x->group,
+                   key, json_kind(v));
         return -1;
     }
     double d = json_number_value(v);
     if (!isfinite(d) || fabs(d) > 3.4e38) {
-        set_error(x->err, x->errlen, "%s: %s%s: %g does not fit a float", x->where, x->group,
-                  key, d);
+        errmsg_set(x->err, x->errlen, "%s: %s%s: %g does not fit a float", x->where, x->group,
+                   key, d);
         return -1;
     }
     *out = (float)d;
@@ -145,8 +136,8 @@ static int get_bool(const struct ctx *x, const json_t *o, const char *key, int d
         return 0;
     }
     if (!json_is_boolean(v)) {
-        set_error(x->err, x->errlen, "%s: %s%s: is %s, expected true or false", x->where,
-                  x->group, key, json_kind(v));
+        errmsg_set(x->err, x->errlen, "%s: %s%s: is %s, expected true or false", x->where,
+                   x->group, key, json_kind(v));
         return -1;
     }
     *out = json_is_true(v);
@@ -160,8 +151,8 @@ static int get_string(const struct ctx *x, const json_t *o, const char *key, con
     *out = NULL;
     if (!v) return 0;
     if (!json_is_string(v)) {
-        set_error(x->err, x->errlen, "%s: %s%s: is %s, expected a string", x->where, x->group,
-                  key, json_kind(v));
+        errmsg_set(x->err, x->errlen, "%s: %s%s: is %s, expected a string", x->where, x->group,
+                   key, json_kind(v));
         return -1;
     }
     *out = json_string_value(v);
@@ -177,8 +168,8 @@ static int parse_family(const struct ctx *x, const json_t *root, int *family)
     if (mt) {
         for (int i = 0; i < N_FAMILIES; i++)
             if (strcmp(mt, families[i].model_type) == 0) return *family = i, 0;
-        set_error(x->err, x->errlen, "%s: model_type: \"%s\" is not supported (llama, qwen2, "
-                  "qwen3)", x->where, mt);
+        errmsg_set(x->err, x->errlen, "%s: model_type: \"%s\" is not supported (llama, qwen2, "
+                   "qwen3)", x->where, mt);
         return -1;
     }
     const json_t *arch = get(root, "architectures");
@@ -188,16 +179,16 @@ static int parse_family(const struct ctx *x, const json_t *root, int *family)
             for (int i = 0; a && i < N_FAMILIES; i++)
                 if (strcmp(a, families[i].architecture) == 0) return *family = i, 0;
         }
-    set_error(x->err, x->errlen, "%s: model_type: missing, and architectures names none of "
-              "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM", x->where);
+    errmsg_set(x->err, x->errlen, "%s: model_type: missing, and architectures names none of "
+               "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM", x->where);
     return -1;
 }
 
 static int positive(const struct ctx *x, const char *key, float v)
 {
     if (v > 0) return 0;
-    set_error(x->err, x->errlen, "%s: %s%s: %g must be positive", x->where, x->group, key,
-              (double)v);
+    errmsg_set(x->err, x->errlen, "%s: %s%s: %g must be positive", x->where, x->group, key,
+               (double)v);
     return -1;
 }
 
@@ -209,16 +200,16 @@ static int parse_rope(struct ctx x, const json_t *r, const char *group, struct t
     if (get_string(&x, r, "rope_type", &type) || get_string(&x, r, "type", &old)) return -1;
     if (!type) type = old;
     if (!type) {
-        set_error(x.err, x.errlen, "%s: %srope_type: missing (\"linear\", \"llama3\" or "
-                  "\"yarn\"; or rope_scaling null)", x.where, group);
+        errmsg_set(x.err, x.errlen, "%s: %srope_type: missing (\"linear\", \"llama3\" or "
+                   "\"yarn\"; or rope_scaling null)", x.where, group);
         return -1;
     }
     int rt = -1;
     for (int i = 0; i < (int)(sizeof rope_names / sizeof rope_names[0]); i++)
         if (strcmp(type, rope_names[i]) == 0) rt = i;
     if (rt < 0) {
-        set_error(x.err, x.errlen, "%s: %srope_type: \"%s\" is not supported (default, linear, "
-                  "llama3, yarn)", x.where, group, type);
+        errmsg_set(x.err, x.errlen, "%s: %srope_type: \"%s\" is not supported (default, linear, "
+                   "llama3, yarn)", x.where, group, type);
         return -1;
     }
     c->rope_type = rt;
@@ -236,17 +227,17 @@ static int parse_rope(struct ctx x, const json_t *r, const char *group, struct t
             positive(&x, "original_max_position_embeddings", (float)c->rope_original_max_pos))
             return -1;
         if (!(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
-            set_error(x.err, x.errlen, "%s: %shigh_freq_factor = %g must exceed "
-                      "low_freq_factor = %g", x.where, group, (double)c->rope_high_freq_factor,
-                      (double)c->rope_low_freq_factor);
+            errmsg_set(x.err, x.errlen, "%s: %shigh_freq_factor = %g must exceed "
+                       "low_freq_factor = %g", x.where, group, (double)c->rope_high_freq_factor,
+                       (double)c->rope_low_freq_factor);
             return -1;
         }
     } else if (rt == TFM_ROPE_YARN) {
         static const char *const refused[] = {"mscale", "mscale_all_dim"};
         for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
             if (get(r, refused[i])) {
-                set_error(x.err, x.errlen, "%s: %s%s: not supported (libra's yarn has no "
-                          "mscale terms)", x.where, group, refused[i]);
+                errmsg_set(x.err, x.errlen, "%s: %s%s: not supported (libra's yarn has no "
+                           "mscale terms)", x.where, group, refused[i]);
                 return -1;
             }
         if (get_int(&x, r, "original_max_position_embeddings", 0, 0,
@@ -257,8 +248,8 @@ static int parse_rope(struct ctx x, const json_t *r, const char *group, struct t
             return -1;
         if (c->rope_original_max_pos < 0 || c->rope_beta_fast < 0 || c->rope_beta_slow < 0 ||
             c->rope_attention_factor < 0) {
-            set_error(x.err, x.errlen, "%s: %s: original_max_position_embeddings, beta_fast, "
-                      "beta_slow and attention_factor must not be negative", x.where, group);
+            errmsg_set(x.err, x.errlen, "%s: %s: original_max_position_embeddings, beta_fast, "
+                       "beta_slow and attention_factor must not be negative", x.where, group);
             return -1;
         }
     }
@@ -275,15 +266,15 @@ static int parse_token_ids(const struct ctx *x, const json_t *root, struct hf_in
         return get_int(x, root, "eos_token_id", 0, -1, &info->eos_token_id[info->n_eos++]);
     }
     if (!json_is_array(e)) {
-        set_error(x->err, x->errlen, "%s: eos_token_id: is %s, expected an integer or a list "
-                  "of integers", x->where, json_kind(e));
+        errmsg_set(x->err, x->errlen, "%s: eos_token_id: is %s, expected an integer or a list "
+                   "of integers", x->where, json_kind(e));
         return -1;
     }
     for (size_t k = 0; k < json_array_size(e) && info->n_eos < HF_MAX_EOS; k++) {
         const json_t *v = json_array_get(e, k);
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > INT_MAX) {
-            set_error(x->err, x->errlen, "%s: eos_token_id[%zu]: not a token id", x->where, k);
+            errmsg_set(x->err, x->errlen, "%s: eos_token_id[%zu]: not a token id", x->where, k);
             return -1;
         }
         info->eos_token_id[info->n_eos++] = (int)json_integer_value(v);
@@ -296,7 +287,7 @@ static int parse_root(const struct ctx *x, const json_t *root, struct tfm_config
 {
     memset(c, 0, sizeof *c);
     if (!json_is_object(root)) {
-        set_error(x->err, x->errlen, "%s: not a JSON object", x->where);
+        errmsg_set(x->err, x->errlen, "%s: not a JSON object", x->where);
         return -1;
     }
     if (parse_family(x, root, &c->family)) return -1;
@@ -313,8 +304,8 @@ static int parse_root(const struct ctx *x, const json_t *root, struct tfm_config
         get_bool(x, root, "tie_word_embeddings", 0, &c->tie_word_embeddings))
         return -1;
     if (c->n_heads <= 0) {
-        set_error(x->err, x->errlen, "%s: num_attention_heads: %d must be positive", x->where,
-                  c->n_heads);
+        errmsg_set(x->err, x->errlen, "%s: num_attention_heads: %d must be positive", x->where,
+                   c->n_heads);
         return -1;
     }
     int hd_def = f->head_dim ? f->head_dim : c->hidden_size / c->n_heads;
@@ -329,20 +320,20 @@ static int parse_root(const struct ctx *x, const json_t *root, struct tfm_config
     int mlp_bias, sliding;
     if (get_string(x, root, "hidden_act", &act)) return -1;
     if (act && strcmp(act, "silu") != 0) {
-        set_error(x->err, x->errlen, "%s: hidden_act: \"%s\" is not supported (silu)", x->where,
-                  act);
+        errmsg_set(x->err, x->errlen, "%s: hidden_act: \"%s\" is not supported (silu)", x->where,
+                   act);
         return -1;
     }
     if (get_bool(x, root, "mlp_bias", 0, &mlp_bias)) return -1;
     if (mlp_bias) {
-        set_error(x->err, x->errlen, "%s: mlp_bias: true is not supported (the MLP has no "
-                  "biases)", x->where);
+        errmsg_set(x->err, x->errlen, "%s: mlp_bias: true is not supported (the MLP has no "
+                   "biases)", x->where);
         return -1;
     }
     if (get_bool(x, root, "use_sliding_window", 0, &sliding)) return -1;
     if (sliding) {
-        set_error(x->err, x->errlen, "%s: use_sliding_window: true is not supported (full "
-                  "causal attention only)", x->where);
+        errmsg_set(x->err, x->errlen, "%s: use_sliding_window: true is not supported (full "
+                   "causal attention only)", x->where);
         return -1;
     }
 
@@ -358,8 +349,8 @@ static int parse_root(const struct ctx *x, const json_t *root, struct tfm_config
         if (parse_rope(*x, rp, "rope_parameters.", c)) return -1;
     } else if (rs) {
         if (!json_is_object(rs)) {
-            set_error(x->err, x->errlen, "%s: rope_scaling: is %s, expected an object or null",
-                      x->where, json_kind(rs));
+            errmsg_set(x->err, x->errlen, "%s: rope_scaling: is %s, expected an object or null",
+                       x->where, json_kind(rs));
             return -1;
         }
         if (parse_rope(*x, rs, "rope_scaling.", c)) return -1;
@@ -367,7 +358,7 @@ static int parse_root(const struct ctx *x, const json_t *root, struct tfm_config
 
     char msg[512];
     if (tfm_config_check(c, msg, sizeof msg)) {
-        set_error(x->err, x->errlen, "%s: %s", x->where, msg);
+        errmsg_set(x->err, x->errlen, "%s: %s", x->where, msg);
         return -1;
     }
     struct hf_info scratch;
@@ -391,8 +382,8 @@ int hf_config_parse(const char *text, size_t len, const char *where, struct tfm_
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        set_error(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", where, je.text,
-                  je.line, je.column);
+        errmsg_set(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", where, je.text,
+                   je.line, je.column);
         memset(c, 0, sizeof *c);
         return -1;
     }
@@ -418,7 +409,7 @@ int hf_config_read(const char *path, struct tfm_config *c, struct hf_info *info,
     }
     FILE *f = fopen(file, "rb");
     if (!f) {
-        set_error(err, errlen, "%s: cannot read: %s", file, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot read: %s", file, strerror(errno));
         goto out;
     }
     size_t cap = 0, len = 0;
@@ -428,7 +419,7 @@ int hf_config_read(const char *path, struct tfm_config *c, struct hf_info *info,
         len += r;
         if (r == 0) break;
         if (len > ((size_t)16 << 20)) {
-            set_error(err, errlen, "%s: larger than 16 MiB: not a config.json", file);
+            errmsg_set(err, errlen, "%s: larger than 16 MiB: not a config.json", file);
             fclose(f);
             goto out;
         }
@@ -436,7 +427,7 @@ int hf_config_read(const char *path, struct tfm_config *c, struct hf_info *info,
     int bad = ferror(f);
     fclose(f);
     if (bad) {
-        set_error(err, errlen, "%s: read error", file);
+        errmsg_set(err, errlen, "%s: read error", file);
         goto out;
     }
     rc = hf_config_parse(text, len, file, c, info, err, errlen);
@@ -489,23 +480,23 @@ char *hf_config_dump(const struct tfm_config *c, const struct hf_info *info, cha
 {
     char msg[512];
     if (tfm_config_check(c, msg, sizeof msg)) {
-        set_error(err, errlen, "config.json: cannot write an invalid config: %s", msg);
+        errmsg_set(err, errlen, "config.json: cannot write an invalid config: %s", msg);
         return NULL;
     }
     if (c->family == TFM_QWEN2 && !c->attention_bias) {
-        set_error(err, errlen, "config.json: a qwen2 model always has q/k/v biases in "
-                  "transformers; this one has none (save it as llama)");
+        errmsg_set(err, errlen, "config.json: a qwen2 model always has q/k/v biases in "
+                   "transformers; this one has none (save it as llama)");
         return NULL;
     }
     if (c->qk_norm != (c->family == TFM_QWEN3)) {
-        set_error(err, errlen, "config.json: qk_norm = %d cannot be expressed for model_type "
-                  "%s (transformers: on for qwen3 only)", c->qk_norm,
-                  families[c->family].model_type);
+        errmsg_set(err, errlen, "config.json: qk_norm = %d cannot be expressed for model_type "
+                   "%s (transformers: on for qwen3 only)", c->qk_norm,
+                   families[c->family].model_type);
         return NULL;
     }
     if (c->rope_type < TFM_ROPE_DEFAULT || c->rope_type > TFM_ROPE_YARN) {
-        set_error(err, errlen, "config.json: rope_type %d is not default, linear, llama3 or "
-                  "yarn", c->rope_type);
+        errmsg_set(err, errlen, "config.json: rope_type %d is not default, linear, llama3 or "
+                   "yarn", c->rope_type);
         return NULL;
     }
     const struct family *f = &families[c->family];
@@ -561,7 +552,7 @@ int hf_config_write(const char *path, const struct tfm_config *c, const struct h
     char msg[512];
     char *text = hf_config_dump(c, info, msg, sizeof msg);
     if (!text) {
-        set_error(err, errlen, "%s: %s", path, msg);
+        errmsg_set(err, errlen, "%s: %s", path, msg);
         return -1;
     }
     int rc = afile_put(path, text, strlen(text), err, errlen);
@@ -586,10 +577,10 @@ int hf_token_ids_read(const char *dir, struct hf_info *info, char *err, size_t e
         int rc = -1;
         struct ctx x = {path, "", err, errlen};
         if (!root)
-            set_error(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", path, je.text,
-                      je.line, je.column);
+            errmsg_set(err, errlen, "%s: not valid JSON: %s (line %d, column %d)", path, je.text,
+                       je.line, je.column);
         else if (!json_is_object(root))
-            set_error(err, errlen, "%s: not a JSON object", path);
+            errmsg_set(err, errlen, "%s: not a JSON object", path);
         else if (parse_token_ids(&x, root, info) == 0)
             rc = info->bos_token_id >= 0 || info->n_eos > 0;
         json_decref(root);

@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/hf_model.h"
+#include "libra/errmsg.h"
 
 #include "libra/afile.h"
 #include "libra/log.h"
@@ -23,29 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-__attribute__((format(printf, 3, 4))) static void add_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    size_t used = strnlen(err, errlen);
-    if (used + 1 >= errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + used, errlen - used, fmt, ap);
-    va_end(ap);
-}
-
-static const char *const family_names[] = {"llama", "qwen2", "qwen3"};
 
 /* ---- the tensors a config implies ---- */
 
@@ -173,10 +151,10 @@ static struct want *check_set(const char *dir, const struct tfm_config *c,
     double nwant = 2.0 + (double)c->n_layers * (9 + (c->attention_bias ? 3 : 0) +
                                                  (c->qk_norm ? 2 : 0)) + 1;
     if (nwant > (double)s->n + 100000) {
-        set_error(err, errlen, "%s/%s: implies %.4g tensors (num_hidden_layers %d) and %.4g "
-                  "parameters, but the safetensors hold %d tensors: config.json does not "
-                  "describe these weights", dir, cfgname, nwant, c->n_layers, count_f64(c),
-                  s->n);
+        errmsg_set(err, errlen, "%s/%s: implies %.4g tensors (num_hidden_layers %d) and %.4g "
+                   "parameters, but the safetensors hold %d tensors: config.json does not "
+                   "describe these weights", dir, cfgname, nwant, c->n_layers, count_f64(c),
+                   s->n);
         return NULL;
     }
     int n = want_count(c);
@@ -194,23 +172,23 @@ static struct want *check_set(const char *dir, const struct tfm_config *c,
         used[e[i] - s->e] = 1;
     }
     if (missing) {
-        set_error(err, errlen, "%s: %d tensor%s that %s (model_type %s, num_hidden_layers %d, "
-                  "attention_bias %s, tie_word_embeddings %s) implies %s missing from the "
-                  "safetensors:", dir, missing, missing > 1 ? "s" : "", cfgname,
-                  family_names[c->family], c->n_layers, c->attention_bias ? "true" : "false",
-                  c->tie_word_embeddings ? "true" : "false", missing > 1 ? "are" : "is");
+        errmsg_set(err, errlen, "%s: %d tensor%s that %s (model_type %s, num_hidden_layers %d, "
+                   "attention_bias %s, tie_word_embeddings %s) implies %s missing from the "
+                   "safetensors:", dir, missing, missing > 1 ? "s" : "", cfgname,
+                   tfm_family_name(c->family), c->n_layers, c->attention_bias ? "true" : "false",
+                   c->tie_word_embeddings ? "true" : "false", missing > 1 ? "are" : "is");
         int shown = 0;
         for (int i = 0; i < n && shown < 6; i++)
-            if (!e[i]) add_error(err, errlen, "%s %s", shown++ ? "," : "", w[i].name);
-        if (missing > shown) add_error(err, errlen, ", ...");
+            if (!e[i]) errmsg_add(err, errlen, "%s %s", shown++ ? "," : "", w[i].name);
+        if (missing > shown) errmsg_add(err, errlen, ", ...");
         goto fail;
     }
     for (int i = 0; i < n; i++) {
         const struct st_tensor *t = e[i]->t;
         const char *file = s->files[e[i]->file].path;
         if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16) {
-            set_error(err, errlen, "%s: tensor \"%s\" has dtype %s: libra reads BF16, F16 and "
-                      "F32", file, t->name, st_dtype_name(t->dtype));
+            errmsg_set(err, errlen, "%s: tensor \"%s\" has dtype %s: libra reads BF16, F16 and "
+                       "F32", file, t->name, st_dtype_name(t->dtype));
             goto fail;
         }
         int same = t->ndim == w[i].ndim, mask = 0;
@@ -224,8 +202,8 @@ static struct want *check_set(const char *dir, const struct tfm_config *c,
             format_dims(fs, sizeof fs, t->ndim, t->shape);
             format_dims(ws, sizeof ws, w[i].ndim, w[i].dims);
             describe_fields(why, sizeof why, mask, c);
-            set_error(err, errlen, "%s: tensor \"%s\": shape %s in the file, %s expected from "
-                      "%s%s", file, t->name, fs, ws, cfgname, why);
+            errmsg_set(err, errlen, "%s: tensor \"%s\": shape %s in the file, %s expected from "
+                       "%s%s", file, t->name, fs, ws, cfgname, why);
             goto fail;
         }
     }
@@ -321,16 +299,16 @@ int hf_load_slices(const char *dir, const struct tfm_tp *tp, struct tfm_params *
     memset(&s, 0, sizeof s);
     if (hf_config_read(dir, &cfg, NULL, err, errlen)) goto out;
     if (!same_model(&cfg, &tp->full)) {
-        set_error(err, errlen, "%s/%s describes another model than the one being sharded "
-                  "(hidden_size %d vs %d, num_hidden_layers %d vs %d, vocab_size %d vs %d)",
-                  dir, HF_CONFIG_NAME, cfg.hidden_size, tp->full.hidden_size, cfg.n_layers,
-                  tp->full.n_layers, cfg.vocab_size, tp->full.vocab_size);
+        errmsg_set(err, errlen, "%s/%s describes another model than the one being sharded "
+                   "(hidden_size %d vs %d, num_hidden_layers %d vs %d, vocab_size %d vs %d)",
+                   dir, HF_CONFIG_NAME, cfg.hidden_size, tp->full.hidden_size, cfg.n_layers,
+                   tp->full.n_layers, cfg.vocab_size, tp->full.vocab_size);
         goto out;
     }
     if (p_local->n != tfm_param_count(&tp->local)) {
-        set_error(err, errlen, "%s: the shard's parameter block holds %zu floats, %zu "
-                  "expected (allocate it with tfm_params_alloc(&tp->local))", dir, p_local->n,
-                  tfm_param_count(&tp->local));
+        errmsg_set(err, errlen, "%s: the shard's parameter block holds %zu floats, %zu "
+                   "expected (allocate it with tfm_params_alloc(&tp->local))", dir, p_local->n,
+                   tfm_param_count(&tp->local));
         goto out;
     }
     if (st_set_open(&s, dir, err, errlen)) goto out;
@@ -404,7 +382,7 @@ int hf_save(const char *dir, const struct tfm_config *c, const struct tfm_params
     if (info) meta = *info;
     else hf_info_init(&meta);
     if (dtype != ST_F32 && dtype != ST_F16 && dtype != ST_BF16) {
-        set_error(err, errlen, "%s: weights can be written as bf16, f16 or f32 only", dir);
+        errmsg_set(err, errlen, "%s: weights can be written as bf16, f16 or f32 only", dir);
         return -1;
     }
     snprintf(meta.torch_dtype, sizeof meta.torch_dtype, "%s", torch_dtype_of(dtype));
@@ -412,8 +390,8 @@ int hf_save(const char *dir, const struct tfm_config *c, const struct tfm_params
     char *config = hf_config_dump(c, &meta, err, errlen);
     if (!config) return -1;
     if (!p->mem || p->n != tfm_param_count(c)) {
-        set_error(err, errlen, "%s: the parameters (%zu floats) do not match the config (%zu)",
-                  dir, p->n, tfm_param_count(c));
+        errmsg_set(err, errlen, "%s: the parameters (%zu floats) do not match the config (%zu)",
+                   dir, p->n, tfm_param_count(c));
         free(config);
         return -1;
     }

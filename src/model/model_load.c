@@ -6,6 +6,7 @@
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "libra/model_load.h"
+#include "libra/errmsg.h"
 
 #include "libra/hf_model.h"
 #include "libra/tfm_io.h"
@@ -17,16 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static int is_file(const char *p)
 {
@@ -52,7 +43,7 @@ int model_probe(const char *path, char *resolved, char *err, size_t errlen)
     struct stat st;
     if (!resolved) resolved = buf;
     if (stat(path, &st) != 0) {
-        set_error(err, errlen, "%s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: %s", path, strerror(errno));
         return 0;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -67,8 +58,8 @@ int model_probe(const char *path, char *resolved, char *err, size_t errlen)
             snprintf(resolved, PATH_MAX, "%s", p);
             return MODEL_HDF5;
         }
-        set_error(err, errlen, "%s: a directory with neither config.json (a Hugging Face "
-                  "model) nor model.h5 (a run checkpoint)", path);
+        errmsg_set(err, errlen, "%s: a directory with neither config.json (a Hugging Face "
+                   "model) nor model.h5 (a run checkpoint)", path);
         return 0;
     }
     if (S_ISREG(st.st_mode)) {
@@ -84,12 +75,12 @@ int model_probe(const char *path, char *resolved, char *err, size_t errlen)
             else snprintf(resolved, PATH_MAX, "%.*s", (int)(dl > 1 ? dl - 1 : 1), path);
             return MODEL_HF;
         }
-        set_error(err, errlen, "%s: not an HDF5 file (%lld bytes; no HDF5 signature) and not a "
-                  "Hugging Face directory (config.json + *.safetensors)", path,
-                  (long long)st.st_size);
+        errmsg_set(err, errlen, "%s: not an HDF5 file (%lld bytes; no HDF5 signature) and not a "
+                   "Hugging Face directory (config.json + *.safetensors)", path,
+                   (long long)st.st_size);
         return 0;
     }
-    set_error(err, errlen, "%s: neither a model file nor a directory", path);
+    errmsg_set(err, errlen, "%s: neither a model file nor a directory", path);
     return 0;
 }
 

@@ -20,6 +20,20 @@
 #include "libra/log.h"
 #include "libra/rng.h"
 
+static const char *const family_names[] = {"llama", "qwen2", "qwen3"};
+
+const char *tfm_family_name(int family)
+{
+    return family >= TFM_LLAMA && family <= TFM_QWEN3 ? family_names[family] : "?";
+}
+
+int tfm_family_from_name(const char *model_type)
+{
+    for (int i = TFM_LLAMA; i <= TFM_QWEN3; i++)
+        if (model_type && strcmp(model_type, family_names[i]) == 0) return i;
+    return -1;
+}
+
 static const char *const rope_type_names[] = {"default", "linear", "llama3", "yarn"};
 
 const char *tfm_rope_type_name(int rope_type)

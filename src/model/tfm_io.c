@@ -52,6 +52,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/tfm_io.h"
+#include "libra/errmsg.h"
 
 #include "libra/h5atomic.h"
 #include "libra/h5try.h"
@@ -71,33 +72,9 @@
 
 /* ---- errors ---- */
 
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* Appends to a message being built in err (truncates silently). */
-__attribute__((format(printf, 3, 4))) static void add_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    size_t used = strnlen(err, errlen);
-    if (used + 1 >= errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + used, errlen - used, fmt, ap);
-    va_end(ap);
-}
-
 
 /* ---- names ---- */
 
-static const char *const family_names[] = {"llama", "qwen2", "qwen3"};
 static const char *const schedule_names[] = {"constant", "cosine"};
 
 /* Config fields behind a tensor dimension, for shape messages. */
@@ -290,7 +267,7 @@ static int write_config(hid_t file, const struct tfm_config *c, const char *path
         {"attention_bias", c->attention_bias},
         {"libra_format_version", TFM_FORMAT_VERSION},
     };
-    if (attr_put_string(file, "model_type", family_names[c->family], path, err, errlen))
+    if (attr_put_string(file, "model_type", tfm_family_name(c->family), path, err, errlen))
         return -1;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (attr_put_i64(file, ints[i].name, ints[i].v, path, err, errlen)) return -1;
@@ -342,27 +319,27 @@ int tfm_save_tagged(const char *final_path, const struct tfm_config *c,
 {
     char msg[512];
     if (tfm_config_check(c, msg, sizeof msg) != 0) {
-        set_error(err, errlen, "%s: cannot save an invalid config: %s", final_path, msg);
+        errmsg_set(err, errlen, "%s: cannot save an invalid config: %s", final_path, msg);
         return -1;
     }
     if (c->qk_norm != (c->family == TFM_QWEN3)) {
-        set_error(err, errlen,
-                  "%s: cannot save qk_norm = %d with model_type %s: the file format implies "
-                  "qk_norm from model_type (on for qwen3 only)",
-                  final_path, c->qk_norm, family_names[c->family]);
+        errmsg_set(err, errlen,
+                   "%s: cannot save qk_norm = %d with model_type %s: the file format implies "
+                   "qk_norm from model_type (on for qwen3 only)",
+                   final_path, c->qk_norm, tfm_family_name(c->family));
         return -1;
     }
     if (!p->mem || p->n != tfm_param_count(c)) {
-        set_error(err, errlen, "%s: the parameters (%zu floats) do not match the config (%zu)",
-                  final_path, p->n, tfm_param_count(c));
+        errmsg_set(err, errlen, "%s: the parameters (%zu floats) do not match the config (%zu)",
+                   final_path, p->n, tfm_param_count(c));
         return -1;
     }
     if (opt && (opt->n != p->n || !opt->m || !opt->v || opt->c.schedule < LR_CONSTANT ||
                 opt->c.schedule > LR_COSINE)) {
-        set_error(err, errlen,
-                  "%s: the optimizer state does not match the parameters (n = %zu, expected "
-                  "%zu; schedule %d)",
-                  final_path, opt->n, p->n, opt->c.schedule);
+        errmsg_set(err, errlen,
+                   "%s: the optimizer state does not match the parameters (n = %zu, expected "
+                   "%zu; schedule %d)",
+                   final_path, opt->n, p->n, opt->c.schedule);
         return -1;
     }
 
@@ -446,8 +423,8 @@ static int attr_get(hid_t obj, const char *where, const char *name, enum attr_ki
     htri_t exists;
     H5TRY(exists = H5Aexists(obj, name));
     if (!exists) {
-        set_error(err, errlen, "%s: %s attribute %s is missing (expected %s)", path, where, name,
-                  kind_name(kind));
+        errmsg_set(err, errlen, "%s: %s attribute %s is missing (expected %s)", path, where, name,
+                   kind_name(kind));
         return -1;
     }
     H5TRY(attr = H5Aopen(obj, name, H5P_DEFAULT));
@@ -455,8 +432,8 @@ static int attr_get(hid_t obj, const char *where, const char *name, enum attr_ki
     hssize_t npoints;
     H5TRY(npoints = H5Sget_simple_extent_npoints(space));
     if (npoints != 1) {
-        set_error(err, errlen, "%s: %s attribute %s holds %lld values, expected one", path,
-                  where, name, (long long)npoints);
+        errmsg_set(err, errlen, "%s: %s attribute %s holds %lld values, expected one", path,
+                   where, name, (long long)npoints);
         goto fail;
     }
     H5TRY(type = H5Aget_type(attr));
@@ -466,8 +443,8 @@ static int attr_get(hid_t obj, const char *where, const char *name, enum attr_ki
              (kind == A_FLOAT && (cls == H5T_FLOAT || cls == H5T_INTEGER)) ||
              (kind == A_STRING && cls == H5T_STRING);
     if (!ok) {
-        set_error(err, errlen, "%s: %s attribute %s is %s, expected %s", path, where, name,
-                  class_name(cls), kind_name(kind));
+        errmsg_set(err, errlen, "%s: %s attribute %s is %s, expected %s", path, where, name,
+                   class_name(cls), kind_name(kind));
         goto fail;
     }
     if (kind == A_INT || (kind == A_BOOL && cls == H5T_INTEGER)) {
@@ -479,8 +456,8 @@ static int attr_get(hid_t obj, const char *where, const char *name, enum attr_ki
         char ename[16];
         size_t sz = H5Tget_size(type);
         if (sz == 0 || sz > sizeof raw) {
-            set_error(err, errlen, "%s: %s attribute %s is an enum of %zu bytes, expected a bool",
-                      path, where, name, sz);
+            errmsg_set(err, errlen, "%s: %s attribute %s is an enum of %zu bytes, expected a bool",
+                       path, where, name, sz);
             goto fail;
         }
         H5TRY(H5Aread(attr, type, raw));
@@ -489,8 +466,8 @@ static int attr_get(hid_t obj, const char *where, const char *name, enum attr_ki
         if (strcmp(ename, "TRUE") == 0 || strcmp(ename, "FALSE") == 0) {
             *(int64_t *)out = ename[0] == 'T';
         } else {
-            set_error(err, errlen, "%s: %s attribute %s is an enum that is not a bool "
-                      "(FALSE / TRUE)", path, where, name);
+            errmsg_set(err, errlen, "%s: %s attribute %s is an enum that is not a bool "
+                       "(FALSE / TRUE)", path, where, name);
             goto fail;
         }
     } else if (kind == A_FLOAT) {
@@ -537,8 +514,8 @@ static int attr_get_int(hid_t obj, const char *where, const char *name, enum att
     int64_t v;
     if (attr_get(obj, where, name, kind, &v, 0, path, err, errlen)) return -1;
     if (v < INT_MIN || v > INT_MAX) {
-        set_error(err, errlen, "%s: %s attribute %s = %lld does not fit a C int", path, where,
-                  name, (long long)v);
+        errmsg_set(err, errlen, "%s: %s attribute %s = %lld does not fit a C int", path, where,
+                   name, (long long)v);
         return -1;
     }
     *out = (int)v;
@@ -568,9 +545,9 @@ static int read_rope_scaling(hid_t file, struct tfm_config *c, const char *path,
         return -1;
     c->rope_type = tfm_rope_type_from_name(type);
     if (c->rope_type < 0) {
-        set_error(err, errlen,
-                  "%s: root attribute rope_type = \"%s\" is not supported (default, linear, "
-                  "llama3, yarn)", path, type);
+        errmsg_set(err, errlen,
+                   "%s: root attribute rope_type = \"%s\" is not supported (default, linear, "
+                   "llama3, yarn)", path, type);
         return -1;
     }
     int t = c->rope_type;
@@ -593,8 +570,8 @@ static int read_rope_scaling(hid_t file, struct tfm_config *c, const char *path,
         H5TRY(has = H5Aexists(file, fields[k].name));
         if (!has && !fields[k].required) continue;
         if (!has) {
-            set_error(err, errlen, "%s: root attribute %s is missing (rope_type %s needs it)",
-                      path, fields[k].name, type);
+            errmsg_set(err, errlen, "%s: root attribute %s is missing (rope_type %s needs it)",
+                       path, fields[k].name, type);
             return -1;
         }
         if (fields[k].f ? attr_get_float(file, "root", fields[k].name, fields[k].f, path, err,
@@ -616,29 +593,27 @@ static int read_config(hid_t file, struct tfm_config *c, const char *path, char 
     htri_t has;
     H5TRY(has = H5Aexists(file, "libra_format_version"));
     if (!has) {
-        set_error(err, errlen,
-                  "%s: root attribute libra_format_version is missing: not a libra model file "
-                  "(write one with tfm_save or a converter that sets it to %d)",
-                  path, TFM_FORMAT_VERSION);
+        errmsg_set(err, errlen,
+                   "%s: root attribute libra_format_version is missing: not a libra model file "
+                   "(write one with tfm_save or a converter that sets it to %d)",
+                   path, TFM_FORMAT_VERSION);
         return -1;
     }
     if (attr_get(file, "root", "libra_format_version", A_INT, &version, 0, path, err, errlen))
         return -1;
     if (version != TFM_FORMAT_VERSION) {
-        set_error(err, errlen,
-                  "%s: libra_format_version = %lld, this build reads version %d only%s", path,
-                  (long long)version, TFM_FORMAT_VERSION,
-                  version > TFM_FORMAT_VERSION ? " (written by a newer libra?)" : "");
+        errmsg_set(err, errlen,
+                   "%s: libra_format_version = %lld, this build reads version %d only%s", path,
+                   (long long)version, TFM_FORMAT_VERSION,
+                   version > TFM_FORMAT_VERSION ? " (written by a newer libra?)" : "");
         return -1;
     }
     if (attr_get(file, "root", "model_type", A_STRING, type, sizeof type, path, err, errlen))
         return -1;
-    c->family = -1;
-    for (int i = 0; i < 3; i++)
-        if (strcmp(type, family_names[i]) == 0) c->family = i;
+    c->family = tfm_family_from_name(type);
     if (c->family < 0) {
-        set_error(err, errlen, "%s: model_type \"%s\" is not supported (llama, qwen2, qwen3)",
-                  path, type);
+        errmsg_set(err, errlen, "%s: model_type \"%s\" is not supported (llama, qwen2, qwen3)",
+                   path, type);
         return -1;
     }
     const struct {
@@ -668,7 +643,7 @@ static int read_config(hid_t file, struct tfm_config *c, const char *path, char 
     c->qk_norm = c->family == TFM_QWEN3;
     char msg[512];
     if (tfm_config_check(c, msg, sizeof msg) != 0) {
-        set_error(err, errlen, "%s: the model config in the file is invalid: %s", path, msg);
+        errmsg_set(err, errlen, "%s: the model config in the file is invalid: %s", path, msg);
         return -1;
     }
     return 0;
@@ -698,8 +673,8 @@ static int dset_get(hid_t loc, const char *name, const char *shown, int ndim,
     H5TRY(type = H5Dget_type(dset));
     H5T_class_t cls = H5Tget_class(type);
     if (cls != H5T_FLOAT) {
-        set_error(err, errlen, "%s: %s is %s dataset, expected float32", path, shown,
-                  class_name(cls));
+        errmsg_set(err, errlen, "%s: %s is %s dataset, expected float32", path, shown,
+                   class_name(cls));
         goto fail;
     }
     H5TRY(space = H5Dget_space(dset));
@@ -725,8 +700,8 @@ static int dset_get(hid_t loc, const char *name, const char *shown, int ndim,
             describe_fields(why, sizeof why, mask, c);
         else
             snprintf(why, sizeof why, "(the parameter count)");
-        set_error(err, errlen, "%s: %s: shape %s in the file, %s expected from the config %s",
-                  path, shown, fs, ws, why);
+        errmsg_set(err, errlen, "%s: %s: shape %s in the file, %s expected from the config %s",
+                   path, shown, fs, ws, why);
         goto fail;
     }
     H5TRY(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
@@ -781,20 +756,20 @@ static int check_members(hid_t file, const struct tfm_config *c, const struct tf
     }
     for (int k = 0; k < nt; k++) n_missing += !seen[k];
     if (n_missing || n_unexpected) {
-        set_error(err, errlen,
-                  "%s: the datasets do not match the config (model_type %s, num_hidden_layers "
-                  "%d, attention_bias %d, tie_word_embeddings %d)",
-                  path, family_names[c->family], c->n_layers, c->attention_bias,
-                  c->tie_word_embeddings);
+        errmsg_set(err, errlen,
+                   "%s: the datasets do not match the config (model_type %s, num_hidden_layers "
+                   "%d, attention_bias %d, tie_word_embeddings %d)",
+                   path, tfm_family_name(c->family), c->n_layers, c->attention_bias,
+                   c->tie_word_embeddings);
         if (n_missing) {
-            add_error(err, errlen, "; %d missing:", n_missing);
+            errmsg_add(err, errlen, "; %d missing:", n_missing);
             int shown = 0;
             for (int k = 0; k < nt && shown < 8; k++)
-                if (!seen[k]) add_error(err, errlen, "%s %s", shown++ ? "," : "", t[k].name);
-            if (n_missing > shown) add_error(err, errlen, ", ...");
+                if (!seen[k]) errmsg_add(err, errlen, "%s %s", shown++ ? "," : "", t[k].name);
+            if (n_missing > shown) errmsg_add(err, errlen, ", ...");
         }
         if (n_unexpected)
-            add_error(err, errlen, "; %d not expected: %s", n_unexpected, unexpected);
+            errmsg_add(err, errlen, "; %d not expected: %s", n_unexpected, unexpected);
         goto fail;
     }
     free(seen);
@@ -834,13 +809,13 @@ static int read_optimizer(hid_t file, struct adamw *o, size_t n, const char *pat
     for (int i = 0; i < 2; i++)
         if (strcmp(sched, schedule_names[i]) == 0) o->c.schedule = i;
     if (o->c.schedule < 0) {
-        set_error(err, errlen, "%s: /optimizer attribute schedule = \"%s\" is not constant or "
-                  "cosine", path, sched);
+        errmsg_set(err, errlen, "%s: /optimizer attribute schedule = \"%s\" is not constant or "
+                   "cosine", path, sched);
         goto fail;
     }
     if (o->step < 0) {
-        set_error(err, errlen, "%s: /optimizer attribute step = %lld is negative", path,
-                  (long long)o->step);
+        errmsg_set(err, errlen, "%s: /optimizer attribute step = %lld is negative", path,
+                   (long long)o->step);
         goto fail;
     }
     /* One allocation, m then v (include/libra/adamw.h); adamw_free releases it. */
@@ -871,14 +846,14 @@ int tfm_load(const char *path, struct tfm_config *c, struct tfm_params *p, struc
 
     struct stat st;
     if (stat(path, &st) != 0) {
-        set_error(err, errlen, "%s: cannot read the model file: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot read the model file: %s", path, strerror(errno));
         goto fail;
     }
     htri_t is_h5 = H5Fis_hdf5(path);
     if (is_h5 <= 0) {
         H5Eclear2(H5E_DEFAULT);
-        set_error(err, errlen, "%s: not an HDF5 file (%lld bytes; no HDF5 signature)", path,
-                  (long long)st.st_size);
+        errmsg_set(err, errlen, "%s: not an HDF5 file (%lld bytes; no HDF5 signature)", path,
+                   (long long)st.st_size);
         goto fail;
     }
     H5TRY(file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT));
@@ -887,12 +862,12 @@ int tfm_load(const char *path, struct tfm_config *c, struct tfm_params *p, struc
     /* At least 2 bytes (float16) per parameter must be in the file before we allocate. */
     double need = param_count_f64(&cfg);
     if (need > (double)SIZE_MAX / 8 || need * 2 > (double)st.st_size) {
-        set_error(err, errlen,
-                  "%s: the config (vocab_size %d, hidden_size %d, num_hidden_layers %d, "
-                  "intermediate_size %d) implies %.4g parameters but the file is only %lld "
-                  "bytes: truncated, or the attributes do not describe the data",
-                  path, cfg.vocab_size, cfg.hidden_size, cfg.n_layers, cfg.intermediate_size,
-                  need, (long long)st.st_size);
+        errmsg_set(err, errlen,
+                   "%s: the config (vocab_size %d, hidden_size %d, num_hidden_layers %d, "
+                   "intermediate_size %d) implies %.4g parameters but the file is only %lld "
+                   "bytes: truncated, or the attributes do not describe the data",
+                   path, cfg.vocab_size, cfg.hidden_size, cfg.n_layers, cfg.intermediate_size,
+                   need, (long long)st.st_size);
         goto fail;
     }
     tfm_params_alloc(p, &cfg);
@@ -935,7 +910,7 @@ int tfm_read_tag(const char *path, const char *key, char *out, size_t cap, char 
     h5_quiet_begin(&q);
     out[0] = '\0';
     if (H5Fis_hdf5(path) <= 0) {
-        set_error(err, errlen, "%s: not an HDF5 file", path);
+        errmsg_set(err, errlen, "%s: not an HDF5 file", path);
         goto fail;
     }
     H5TRY(file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT));

@@ -10,6 +10,7 @@
  * (plot_nice_ticks), so every drawn point lies inside the plot area.
  */
 #include "libra/plot.h"
+#include "libra/errmsg.h"
 
 #include "libra/log.h"
 #include "report/font.h"
@@ -51,16 +52,6 @@ struct range {
     int any;
 };
 
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int plot_nice_ticks(double lo, double hi, int target, double *first, double *step)
 {
     if (!isfinite(lo) || !isfinite(hi) || !(lo < hi) || target < 1) return -1;
@@ -101,7 +92,7 @@ static int axis_make(struct axis *a, struct range g, int pixels, const char *nam
     int target = pixels / TICK_PX < 2 ? 2 : pixels / TICK_PX;
     a->nticks = plot_nice_ticks(lo, hi, target, &a->lo, &a->step);
     if (a->nticks < 0) {
-        set_error(err, errlen, "%s values span [%g, %g], too wide to draw", name, lo, hi);
+        errmsg_set(err, errlen, "%s values span [%g, %g], too wide to draw", name, lo, hi);
         return -1;
     }
     a->hi = a->lo + (a->nticks - 1) * a->step;
@@ -281,8 +272,8 @@ int plot_lines(const char *path, const char *title, const char *xlabel, const ch
                size_t errlen)
 {
     if (!path || !*path || !s || n_series <= 0) {
-        set_error(err, errlen, "plot_lines %s: no path or no series (n_series %d)",
-                  path ? path : "NULL", n_series);
+        errmsg_set(err, errlen, "plot_lines %s: no path or no series (n_series %d)",
+                   path ? path : "NULL", n_series);
         return -1;
     }
     struct range xr = {0}, yr = {0};
@@ -291,8 +282,8 @@ int plot_lines(const char *path, const char *title, const char *xlabel, const ch
     for (int k = 0; k < n_series; k++) {
         labels[k] = s[k].label;
         if (s[k].n <= 0 || !s[k].x || !s[k].y) {
-            set_error(err, errlen, "plot_lines %s: series %d (%s) has no data (n %d)", path,
-                      k, s[k].label ? s[k].label : "unnamed", s[k].n);
+            errmsg_set(err, errlen, "plot_lines %s: series %d (%s) has no data (n %d)", path,
+                       k, s[k].label ? s[k].label : "unnamed", s[k].n);
             free(labels);
             return -1;
         }
@@ -329,8 +320,8 @@ int plot_bars(const char *path, const char *title, const char *ylabel,
               int n_series, const double *values, char *err, size_t errlen)
 {
     if (!path || !*path || n_groups <= 0 || n_series <= 0 || !values) {
-        set_error(err, errlen, "plot_bars %s: no path or no data (%d groups, %d series%s)",
-                  path ? path : "NULL", n_groups, n_series, values ? "" : ", values NULL");
+        errmsg_set(err, errlen, "plot_bars %s: no path or no data (%d groups, %d series%s)",
+                   path ? path : "NULL", n_groups, n_series, values ? "" : ", values NULL");
         return -1;
     }
     size_t nv = (size_t)n_groups * (size_t)n_series;

@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "report/png.h"
+#include "libra/errmsg.h"
 
 #include "libra/log.h"
 
@@ -55,16 +56,6 @@ void raster_fill(struct raster *r, int x0, int y0, int x1, int y1, const unsigne
             memcpy(r->px + ((size_t)y * (size_t)r->w + (size_t)x) * 3, rgb, 3);
 }
 
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static void put_be32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24);
@@ -95,8 +86,8 @@ static int write_atomic(const char *path, const unsigned char *buf, size_t n, ch
     memcpy(tmp + plen, ".tmp", 5);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        set_error(err, errlen, "%s: cannot create: %s (does the directory exist?)", tmp,
-                  strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot create: %s (does the directory exist?)", tmp,
+                   strerror(errno));
         free(tmp);
         return -1;
     }
@@ -114,8 +105,8 @@ static int write_atomic(const char *path, const unsigned char *buf, size_t n, ch
         saved = errno;
     }
     if (step) {
-        set_error(err, errlen, "%s: %s failed: %s", step[0] == 'r' ? path : tmp, step,
-                  strerror(saved));
+        errmsg_set(err, errlen, "%s: %s failed: %s", step[0] == 'r' ? path : tmp, step,
+                   strerror(saved));
         unlink(tmp);
         free(tmp);
         return -1;
@@ -128,8 +119,8 @@ int png_write_rgb(const char *path, int w, int h, const unsigned char *rgb, char
                   size_t errlen)
 {
     if (!path || !*path || !rgb || w <= 0 || h <= 0 || w > RASTER_MAX || h > RASTER_MAX) {
-        set_error(err, errlen, "png_write_rgb: bad arguments (path %s, %d x %d, pixels %s)",
-                  path ? path : "NULL", w, h, rgb ? "set" : "NULL");
+        errmsg_set(err, errlen, "png_write_rgb: bad arguments (path %s, %d x %d, pixels %s)",
+                   path ? path : "NULL", w, h, rgb ? "set" : "NULL");
         return -1;
     }
     /* Scanlines: a filter byte (0, none) and then the row's RGB bytes. */
@@ -147,7 +138,7 @@ int png_write_rgb(const char *path, int w, int h, const unsigned char *rgb, char
     int zrc = compress2(idat, &zlen, raw, (uLong)raw_len, 6);
     free(raw);
     if (zrc != Z_OK) {
-        set_error(err, errlen, "%s: zlib compress2 failed: %s", path, zError(zrc));
+        errmsg_set(err, errlen, "%s: zlib compress2 failed: %s", path, zError(zrc));
         free(file);
         return -1;
     }

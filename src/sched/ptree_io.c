@@ -29,6 +29,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ptree_internal.h"
+#include "libra/errmsg.h"
 
 #include "libra/h5atomic.h"
 #include "libra/h5try.h"
@@ -57,16 +58,6 @@
 
 
 /* ---- errors ---- */
-
-__attribute__((format(printf, 3, 4))) static void set_error(char *err, size_t errlen,
-                                                            const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 
 /* ---- writing ---- */
@@ -187,7 +178,7 @@ static int write_group(const struct ptree *t, hid_t loc, const char *name,
 {
     char why[256];
     if (tool_state_config_check(ts, why, sizeof why)) {
-        set_error(err, errlen, "%s: cannot write the prefix tree: %s", path, why);
+        errmsg_set(err, errlen, "%s: cannot write the prefix tree: %s", path, why);
         return -1;
     }
     hid_t g = H5I_INVALID_HID, mtype = H5I_INVALID_HID, ftype = H5I_INVALID_HID;
@@ -224,8 +215,8 @@ static int write_group(const struct ptree *t, hid_t loc, const char *name,
     htri_t exists;
     H5TRY(exists = H5Lexists(loc, name, H5P_DEFAULT));
     if (exists) {
-        set_error(err, errlen, "%s: cannot write the prefix tree: '%s' exists already", path,
-                  name);
+        errmsg_set(err, errlen, "%s: cannot write the prefix tree: '%s' exists already", path,
+                   name);
         goto fail;
     }
     H5TRY(gcpl = H5Pcreate(H5P_GROUP_CREATE));
@@ -309,7 +300,7 @@ static int attr_get_i64(hid_t g, const char *name, int64_t *out, const char *pat
     hssize_t npoints;
     H5TRY(exists = H5Aexists(g, name));
     if (!exists) {
-        set_error(err, errlen, "%s: /tree attribute %s is missing", path, name);
+        errmsg_set(err, errlen, "%s: /tree attribute %s is missing", path, name);
         return -1;
     }
     H5TRY(attr = H5Aopen(g, name, H5P_DEFAULT));
@@ -317,7 +308,7 @@ static int attr_get_i64(hid_t g, const char *name, int64_t *out, const char *pat
     H5TRY(npoints = H5Sget_simple_extent_npoints(space));
     H5TRY(type = H5Aget_type(attr));
     if (npoints != 1 || H5Tget_class(type) != H5T_INTEGER) {
-        set_error(err, errlen, "%s: /tree attribute %s must be one integer", path, name);
+        errmsg_set(err, errlen, "%s: /tree attribute %s must be one integer", path, name);
         goto fail;
     }
     H5TRY(H5Aread(attr, H5T_NATIVE_INT64, out));
@@ -343,8 +334,8 @@ static int attr_get_string(hid_t g, const char *name, char *out, size_t cap, con
     hssize_t npoints;
     H5TRY(exists = H5Aexists(g, name));
     if (!exists) {
-        set_error(err, errlen, "%s: /tree attribute %s is missing (not a prefix tree file?)",
-                  path, name);
+        errmsg_set(err, errlen, "%s: /tree attribute %s is missing (not a prefix tree file?)",
+                   path, name);
         return -1;
     }
     H5TRY(attr = H5Aopen(g, name, H5P_DEFAULT));
@@ -352,7 +343,7 @@ static int attr_get_string(hid_t g, const char *name, char *out, size_t cap, con
     H5TRY(npoints = H5Sget_simple_extent_npoints(space));
     H5TRY(type = H5Aget_type(attr));
     if (npoints != 1 || H5Tget_class(type) != H5T_STRING) {
-        set_error(err, errlen, "%s: /tree attribute %s must be one string", path, name);
+        errmsg_set(err, errlen, "%s: /tree attribute %s must be one string", path, name);
         goto fail;
     }
     H5TRY(var = H5Tis_variable_str(type));
@@ -365,8 +356,8 @@ static int attr_get_string(hid_t g, const char *name, char *out, size_t cap, con
     } else {
         size_t sz = H5Tget_size(type);
         if (sz == 0 || sz > 4096) {
-            set_error(err, errlen, "%s: /tree attribute %s is a string of %zu bytes", path,
-                      name, sz);
+            errmsg_set(err, errlen, "%s: /tree attribute %s is a string of %zu bytes", path,
+                       name, sz);
             goto fail;
         }
         buf = xcalloc(sz + 1, 1);
@@ -406,37 +397,37 @@ static hid_t dset_open(hid_t g, const char *name, H5T_class_t cls, const char *c
     int ndims;
     H5TRY(exists = H5Lexists(g, name, H5P_DEFAULT));
     if (!exists) {
-        set_error(err, errlen, "%s: dataset /tree/%s is missing", path, name);
+        errmsg_set(err, errlen, "%s: dataset /tree/%s is missing", path, name);
         return H5I_INVALID_HID;
     }
     H5TRY(d = H5Dopen2(g, name, H5P_DEFAULT));
     H5TRY(space = H5Dget_space(d));
     H5TRY(ndims = H5Sget_simple_extent_ndims(space));
     if (ndims != 1) {
-        set_error(err, errlen, "%s: dataset /tree/%s has %d dimensions, expected 1", path, name,
-                  ndims);
+        errmsg_set(err, errlen, "%s: dataset /tree/%s has %d dimensions, expected 1", path, name,
+                   ndims);
         goto fail;
     }
     H5TRY(H5Sget_simple_extent_dims(space, len, NULL));
     H5TRY(type = H5Dget_type(d));
     if (H5Tget_class(type) != cls) {
-        set_error(err, errlen, "%s: dataset /tree/%s has the wrong element type (expected %s)",
-                  path, name, cls == H5T_COMPOUND ? "a compound" : "a float");
+        errmsg_set(err, errlen, "%s: dataset /tree/%s has the wrong element type (expected %s)",
+                   path, name, cls == H5T_COMPOUND ? "a compound" : "a float");
         goto fail;
     }
     for (int i = 0; i < n_members; i++) {
         int idx = H5Tget_member_index(type, members[i]);
         if (idx < 0 || H5Tget_member_class(type, (unsigned)idx) != H5T_INTEGER) {
             H5Eclear2(H5E_DEFAULT);
-            set_error(err, errlen, "%s: dataset /tree/%s has no integer column %s", path, name,
-                      members[i]);
+            errmsg_set(err, errlen, "%s: dataset /tree/%s has no integer column %s", path, name,
+                       members[i]);
             goto fail;
         }
     }
     if (*len > max_len) {
-        set_error(err, errlen,
-                  "%s: dataset /tree/%s claims %llu elements, more than a file of this size "
-                  "can hold (damaged file?)", path, name, (unsigned long long)*len);
+        errmsg_set(err, errlen,
+                   "%s: dataset /tree/%s claims %llu elements, more than a file of this size "
+                   "can hold (damaged file?)", path, name, (unsigned long long)*len);
         goto fail;
     }
     close_id(&type, H5Tclose);
@@ -480,52 +471,52 @@ static int check_rows(const struct load_row *r, hsize_t n_rows, int64_t window,
         int global = x->prompt_id == PTREE_GLOBAL;
         if (x->parent == -1) {
             if (x->state != -1 || x->depth != 0) {
-                set_error(err, errlen,
-                          "%s: /tree/nodes row %llu is a root (parent -1) but has state %lld "
-                          "and depth %lld (expected -1 and 0)",
-                          path, row, (long long)x->state, (long long)x->depth);
+                errmsg_set(err, errlen,
+                           "%s: /tree/nodes row %llu is a root (parent -1) but has state %lld "
+                           "and depth %lld (expected -1 and 0)",
+                           path, row, (long long)x->state, (long long)x->depth);
                 return -1;
             }
             n_global += global;
         } else {
             if (x->parent < 0 || (hsize_t)x->parent >= i) {
-                set_error(err, errlen,
-                          "%s: /tree/nodes row %llu: parent %lld is not an earlier row "
-                          "(parents must precede their children)",
-                          path, row, (long long)x->parent);
+                errmsg_set(err, errlen,
+                           "%s: /tree/nodes row %llu: parent %lld is not an earlier row "
+                           "(parents must precede their children)",
+                           path, row, (long long)x->parent);
                 return -1;
             }
             const struct load_row *p = &r[x->parent];
             if (x->depth != p->depth + 1 || x->prompt_id != p->prompt_id) {
-                set_error(err, errlen,
-                          "%s: /tree/nodes row %llu: depth %lld and prompt_id %lld do not "
-                          "follow its parent row %lld (depth %lld, prompt_id %lld)",
-                          path, row, (long long)x->depth, (long long)x->prompt_id,
-                          (long long)x->parent, (long long)p->depth, (long long)p->prompt_id);
+                errmsg_set(err, errlen,
+                           "%s: /tree/nodes row %llu: depth %lld and prompt_id %lld do not "
+                           "follow its parent row %lld (depth %lld, prompt_id %lld)",
+                           path, row, (long long)x->depth, (long long)x->prompt_id,
+                           (long long)x->parent, (long long)p->depth, (long long)p->prompt_id);
                 return -1;
             }
             if (x->state < 0 || x->state >= TOOL_STATE_MAX_CODE) {
-                set_error(err, errlen,
-                          "%s: /tree/nodes row %llu: state %lld outside [0, %d)", path, row,
-                          (long long)x->state, TOOL_STATE_MAX_CODE);
+                errmsg_set(err, errlen,
+                           "%s: /tree/nodes row %llu: state %lld outside [0, %d)", path, row,
+                           (long long)x->state, TOOL_STATE_MAX_CODE);
                 return -1;
             }
         }
         int64_t min_n = global && x->parent == -1 ? 0 : 1; /* only the global root may be empty */
         /* each insertion visits a node at most once */
         if (x->n < min_n || x->n > window || x->visits < x->n || x->visits > insertions) {
-            set_error(err, errlen,
-                      "%s: /tree/nodes row %llu: n = %lld samples, visits = %lld (need %lld "
-                      "<= n <= window %lld and n <= visits <= insertions %lld)",
-                      path, row, (long long)x->n, (long long)x->visits, (long long)min_n,
-                      (long long)window, (long long)insertions);
+            errmsg_set(err, errlen,
+                       "%s: /tree/nodes row %llu: n = %lld samples, visits = %lld (need %lld "
+                       "<= n <= window %lld and n <= visits <= insertions %lld)",
+                       path, row, (long long)x->n, (long long)x->visits, (long long)min_n,
+                       (long long)window, (long long)insertions);
             return -1;
         }
         sum += x->n; /* n <= window <= 2^20 and rows < 2^31: no overflow */
     }
     if (n_global != 1) {
-        set_error(err, errlen, "%s: /tree/nodes has %lld global roots, expected exactly one",
-                  path, (long long)n_global);
+        errmsg_set(err, errlen, "%s: /tree/nodes has %lld global roots, expected exactly one",
+                   path, (long long)n_global);
         return -1;
     }
     *total = sum;
@@ -546,11 +537,11 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
 {
     struct stat st;
     if (stat(path, &st) != 0) {
-        set_error(err, errlen, "%s: cannot read the prefix tree: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot read the prefix tree: %s", path, strerror(errno));
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_error(err, errlen, "%s: not a regular file", path);
+        errmsg_set(err, errlen, "%s: not a regular file", path);
         return -1;
     }
     /* Allocation bounds: a node row takes > 16 bytes in any valid file, a sample at
@@ -573,7 +564,7 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
     htri_t has;
     H5TRY(has = H5Lexists(file, "tree", H5P_DEFAULT));
     if (!has) {
-        set_error(err, errlen, "%s: no group /tree (not a prefix tree file)", path);
+        errmsg_set(err, errlen, "%s: no group /tree (not a prefix tree file)", path);
         goto fail;
     }
     H5TRY(g = H5Gopen2(file, "tree", H5P_DEFAULT));
@@ -582,14 +573,14 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
     int64_t version, window, insertions, small, large;
     if (attr_get_string(g, "format", format, sizeof format, path, err, errlen)) goto fail;
     if (strcmp(format, PTREE_FORMAT) != 0) {
-        set_error(err, errlen, "%s: /tree format is '%s', expected '%s'", path, format,
-                  PTREE_FORMAT);
+        errmsg_set(err, errlen, "%s: /tree format is '%s', expected '%s'", path, format,
+                   PTREE_FORMAT);
         goto fail;
     }
     if (attr_get_i64(g, "version", &version, path, err, errlen)) goto fail;
     if (version != PTREE_FORMAT_VERSION) {
-        set_error(err, errlen, "%s: prefix tree format version %lld, this build reads %d", path,
-                  (long long)version, PTREE_FORMAT_VERSION);
+        errmsg_set(err, errlen, "%s: prefix tree format version %lld, this build reads %d", path,
+                   (long long)version, PTREE_FORMAT_VERSION);
         goto fail;
     }
     if (attr_get_i64(g, "window", &window, path, err, errlen) ||
@@ -599,17 +590,17 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
         goto fail;
     if (window < 1 || window > PTREE_MAX_WINDOW_FILE || insertions < 0 ||
         insertions > PTREE_MAX_INSERTIONS) {
-        set_error(err, errlen, "%s: /tree window = %lld (valid: [1, %d]), insertions = %lld "
-                  "(valid: [0, 2^53])", path, (long long)window, PTREE_MAX_WINDOW_FILE,
-                  (long long)insertions);
+        errmsg_set(err, errlen, "%s: /tree window = %lld (valid: [1, %d]), insertions = %lld "
+                   "(valid: [0, 2^53])", path, (long long)window, PTREE_MAX_WINDOW_FILE,
+                   (long long)insertions);
         goto fail;
     }
     if (small != ts->small || large != ts->large) {
-        set_error(err, errlen,
-                  "%s: tree built with payload thresholds %lld/%lld, this run uses %d/%d "
-                  "(sched.payload_small/payload_large): its states would mean other size "
-                  "classes; rebuild the tree or use the thresholds it was built with",
-                  path, (long long)small, (long long)large, ts->small, ts->large);
+        errmsg_set(err, errlen,
+                   "%s: tree built with payload thresholds %lld/%lld, this run uses %d/%d "
+                   "(sched.payload_small/payload_large): its states would mean other size "
+                   "classes; rebuild the tree or use the thresholds it was built with",
+                   path, (long long)small, (long long)large, ts->small, ts->large);
         goto fail;
     }
 
@@ -618,7 +609,7 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
                         path, err, errlen)) < 0)
         goto fail;
     if (n_rows == 0) {
-        set_error(err, errlen, "%s: /tree/nodes is empty (a tree has a global root)", path);
+        errmsg_set(err, errlen, "%s: /tree/nodes is empty (a tree has a global root)", path);
         goto fail;
     }
     if ((dr = dset_open(g, "rem", H5T_FLOAT, NULL, 0, fsize / 2, &n_rem, path, err, errlen)) <
@@ -631,9 +622,9 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
     int64_t total;
     if (check_rows(rows, n_rows, window, insertions, &total, path, err, errlen)) goto fail;
     if ((hsize_t)total != n_rem || (hsize_t)total != n_pos) {
-        set_error(err, errlen,
-                  "%s: /tree/nodes claims %lld samples in all, but rem holds %llu and pos %llu",
-                  path, (long long)total, (unsigned long long)n_rem, (unsigned long long)n_pos);
+        errmsg_set(err, errlen,
+                   "%s: /tree/nodes claims %lld samples in all, but rem holds %llu and pos %llu",
+                   path, (long long)total, (unsigned long long)n_rem, (unsigned long long)n_pos);
         goto fail;
     }
     rem = xmalloc((size_t)(total ? total : 1) * sizeof *rem);
@@ -643,16 +634,16 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
         goto fail;
     for (int64_t k = 0; k < total; k++)
         if (!isfinite(rem[k]) || rem[k] < 0 || !isfinite(pos[k]) || pos[k] < 0) {
-            set_error(err, errlen,
-                      "%s: sample %lld is rem = %g, pos = %g: samples must be finite and >= 0",
-                      path, (long long)k, rem[k], pos[k]);
+            errmsg_set(err, errlen,
+                       "%s: sample %lld is rem = %g, pos = %g: samples must be finite and >= 0",
+                       path, (long long)k, rem[k], pos[k]);
             goto fail;
         }
 
     /* Build a new tree; t is replaced only once it is complete. */
     char why[256];
     if (ptree_init(&nt, &t->cfg, why, sizeof why)) {
-        set_error(err, errlen, "%s: %s", path, why);
+        errmsg_set(err, errlen, "%s: %s", path, why);
         goto fail;
     }
     built = 1;
@@ -664,11 +655,11 @@ int ptree_load(struct ptree *t, const char *path, const struct tool_state_config
         int32_t ni = ptree_io_add_node(&nt, x.prompt_id, (int32_t)x.state, parent, x.visits,
                                        rem + at, pos + at, (int)x.n);
         if (ni < 0) {
-            set_error(err, errlen,
-                      "%s: /tree/nodes row %llu repeats %s (prompt_id %lld, state %lld)",
-                      path, (unsigned long long)i,
-                      x.parent < 0 ? "a prompt's root" : "a sibling's state",
-                      (long long)x.prompt_id, (long long)x.state);
+            errmsg_set(err, errlen,
+                       "%s: /tree/nodes row %llu repeats %s (prompt_id %lld, state %lld)",
+                       path, (unsigned long long)i,
+                       x.parent < 0 ? "a prompt's root" : "a sibling's state",
+                       (long long)x.prompt_id, (long long)x.state);
             goto fail;
         }
         idx[i] = ni;
