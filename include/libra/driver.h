@@ -35,6 +35,10 @@ int cmd_bench_load(int argc, char **argv);
 int cmd_sft(int argc, char **argv);
 /* bench_engine.c */
 int cmd_bench_engine(int argc, char **argv);
+struct tfm_config;
+/* The benchmark model shapes "tiny", "small", "100m" (byte-level vocabulary); NULL
+ * for another name. */
+const struct tfm_config *bench_model_shape(const char *name);
 /* bench_tp.c (under mpirun) */
 int cmd_bench_tp(int argc, char **argv);
 /* bench_sync.c (under mpirun) */

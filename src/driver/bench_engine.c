@@ -53,6 +53,13 @@ static const struct bench_size sizes[] = {
       .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0}},
 };
 
+const struct tfm_config *bench_model_shape(const char *name)
+{
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (strcmp(sizes[i].name, name) == 0) return &sizes[i].c;
+    return NULL;
+}
+
 static double gemm_peak_gflops(void)
 {
     const int n = 2048;

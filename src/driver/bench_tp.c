@@ -30,27 +30,8 @@
 #include "libra/sampler.h"
 #include "libra/tfm_decode.h"
 #include "libra/tfm_tp.h"
-#include "libra/tokenizer.h"
 
 enum { PROMPT = 64, STEPS = 32, REPS = 3, BATCH = 32 };
-
-static const struct {
-    const char *name;
-    struct tfm_config c;
-} sizes[] = {
-    {"tiny", {.family = TFM_QWEN3, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 128,
-      .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32, .intermediate_size = 384,
-      .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
-      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}},
-    {"small", {.family = TFM_QWEN3, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 384,
-      .n_layers = 6, .n_heads = 6, .n_kv_heads = 2, .head_dim = 64, .intermediate_size = 1024,
-      .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
-      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}},
-    {"100m", {.family = TFM_LLAMA, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 768,
-      .n_layers = 12, .n_heads = 12, .n_kv_heads = 12, .head_dim = 64, .intermediate_size = 3072,
-      .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e4f,
-      .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0}},
-};
 
 struct tp_result {
     double lat_s;      /* per token at batch 1 */
@@ -149,11 +130,8 @@ int cmd_bench_tp(int argc, char **argv)
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     log_set_rank(rank);
     const char *want = argc > 0 ? argv[0] : "100m";
-    int k = -1;
-    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
-        if (strcmp(sizes[i].name, want) == 0) k = i;
-    if (k < 0) FATAL_INPUT("--bench-tp: no model size '%s' (tiny, small, 100m)", want);
-    const struct tfm_config *c = &sizes[k].c;
+    const struct tfm_config *c = bench_model_shape(want);
+    if (!c) FATAL_INPUT("--bench-tp: no model size '%s' (tiny, small, 100m)", want);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (rank == 0) {
         printf("libra bench-tp: %s (%.1fM parameters, C %d, L %d, H %d, K %d, F %d); %d ranks, "

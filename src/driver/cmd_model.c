@@ -82,6 +82,19 @@ static int load_model(const char *path, struct tfm_config *c, struct tfm_params 
     return -1;
 }
 
+/* The model at path and the token ids of tokens_file (within its vocabulary); on
+ * failure, -1 with the message printed and nothing left allocated. */
+static int load_with_tokens(const char *path, const char *tokens_file, struct tfm_config *c,
+                            struct tfm_params *p, int32_t **tok, int *n)
+{
+    if (load_model(path, c, p)) return -1;
+    if (read_token_file(tokens_file, c->vocab_size, tok, n)) {
+        tfm_params_free(p);
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_score(int argc, char **argv)
 {
     if (argc != 2) {
@@ -92,13 +105,9 @@ int cmd_score(int argc, char **argv)
     }
     struct tfm_config c;
     struct tfm_params p;
-    if (load_model(argv[0], &c, &p)) return 1;
     int32_t *tok = NULL;
     int n = 0;
-    if (read_token_file(argv[1], c.vocab_size, &tok, &n)) {
-        tfm_params_free(&p);
-        return 1;
-    }
+    if (load_with_tokens(argv[0], argv[1], &c, &p, &tok, &n)) return 1;
     int32_t *tgt = xmalloc((size_t)n * sizeof *tgt);
     for (int i = 0; i < n; i++) tgt[i] = i + 1 < n ? tok[i + 1] : -1;
     float *lp = xmalloc((size_t)n * sizeof *lp);
@@ -152,18 +161,14 @@ fail:
 int cmd_logits(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: libra logits MODEL.h5 TOKENS_FILE OUT.h5\n");
+        fprintf(stderr, "usage: libra logits MODEL TOKENS_FILE OUT.h5\n");
         return 2;
     }
     struct tfm_config c;
     struct tfm_params p;
-    if (load_model(argv[0], &c, &p)) return 1;
     int32_t *tok = NULL;
     int n = 0;
-    if (read_token_file(argv[1], c.vocab_size, &tok, &n)) {
-        tfm_params_free(&p);
-        return 1;
-    }
+    if (load_with_tokens(argv[0], argv[1], &c, &p, &tok, &n)) return 1;
     int32_t *tgt = xmalloc((size_t)n * sizeof *tgt);
     for (int i = 0; i < n; i++) tgt[i] = -1; /* logits only */
     float *logits = xmalloc((size_t)n * c.vocab_size * sizeof *logits);
