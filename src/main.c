@@ -32,6 +32,7 @@ static void usage(FILE *out)
             "               [--tokenizer DIR]     a run's model as a Hugging Face directory\n"
             "  libra --bench-engine [tiny|small|100m ...]   CPU engine throughput\n"
             "  mpirun -np N libra --bench-tp [tiny|small|100m]  TP decode, TP 1 .. N\n"
+            "  libra --bench-gpu [qwen3-0.6b|qwen3-4b|llama3-8b] [--batch B,...]  GPU engine\n"
             "  mpirun -np N libra --bench-sync CONFIG      weight syncs: shard-matched vs broadcast\n"
             "  libra --bench-sched [--workload NAME] [--steps N] [--seed S] [--latency]\n"
             "  libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R]\n"
@@ -69,6 +70,7 @@ int main(int argc, char **argv)
     if (strcmp(a, "--bench-load") == 0) return cmd_bench_load(argc - 2, argv + 2);
     if (strcmp(a, "--bench-engine") == 0) return cmd_bench_engine(argc - 2, argv + 2);
     if (strcmp(a, "--bench-tp") == 0) return cmd_bench_tp(argc - 2, argv + 2);
+    if (strcmp(a, "--bench-gpu") == 0) return cmd_bench_gpu(argc - 2, argv + 2);
     if (strcmp(a, "--bench-sync") == 0) return cmd_bench_sync(argc - 2, argv + 2);
     if (strcmp(a, "--bench-sched") == 0) return cmd_bench_sched(argc - 2, argv + 2);
     if (strcmp(a, "--bench-planner-solve") == 0) return cmd_bench_planner_solve(argc - 2, argv + 2);

@@ -58,17 +58,6 @@ static void fill_normal(float *x, size_t n, uint64_t seed, float scale)
     for (size_t i = 0; i < n; i++) x[i] = scale * (float)rng_normal(&r);
 }
 
-/* max |a - b| / max(|b|) over n values. */
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return d / m;
-}
-
 static void test_embed_gather(void)
 {
     enum { V = 1000, C = 96, N = 37 };
@@ -150,7 +139,7 @@ static void test_rmsnorm(void)
         CU_OK(api->rmsnorm_fwd(d_y, d_x, d_w, N, C, 1e-6f));
         CU_OK(api->sync());
         CU_OK(api->to_host(got, d_y, n * sizeof *got));
-        double e = rel_err(got, ref, n);
+        double e = test_rel_err(got, ref, n);
         CU_ASSERT(e <= 2e-6);
         if (e > 2e-6) fprintf(stderr, "\nrmsnorm %dx%d: %.3g\n", N, C, e);
         api->free(d_x);
@@ -181,7 +170,7 @@ static void test_rope(void)
     CU_OK(api->rope_fwd(d_x, d_p, N, H, D, d_t));
     CU_OK(api->sync());
     CU_OK(api->to_host(got, d_x, sizeof got));
-    CU_ASSERT(rel_err(got, ref, sizeof x / sizeof x[0]) <= 1e-6);
+    CU_ASSERT(test_rel_err(got, ref, sizeof x / sizeof x[0]) <= 1e-6);
     api->free(d_x);
     api->free(d_p);
     api->free(d_t);
@@ -211,7 +200,7 @@ static void test_swiglu(void)
 static void expect_close(const char *what, const float *got, const float *ref, size_t n,
                          double tol)
 {
-    double e = rel_err(got, ref, n);
+    double e = test_rel_err(got, ref, n);
     CU_ASSERT(e <= tol);
     if (e > tol) fprintf(stderr, "\n%s: %.3g > %.3g\n", what, e, tol);
 }
@@ -587,21 +576,7 @@ static void test_optimizer(void)
 
 int main(void)
 {
-    char err[2048];
-    api = cuda_module_load(err, sizeof err);
-    if (!api) {
-        printf("test_cuda: SKIPPED: %s\n", err);
-        return 77;
-    }
-    int n = api->device_count();
-    if (n < 1) {
-        printf("test_cuda: SKIPPED: the CUDA device module loaded, but there is no usable GPU: "
-               "%s\n", api->last_error());
-        return 77;
-    }
-    char line[256];
-    if (api->set_device(0) == 0 && api->device_describe(0, line, sizeof line) == 0)
-        printf("test_cuda: %s\n", line);
+    api = test_cuda_or_skip("test_cuda");
     static const struct test_case cases[] = {
         {"embed_gather: bf16 rows widened exactly; a bad token reported", test_embed_gather},
         {"f32_to_bf16: round to nearest even, specials", test_f32_to_bf16},

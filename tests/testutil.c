@@ -2,12 +2,14 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include "libra/cuda_module.h"
 #include "libra/rng.h"
 #include "libra/tfm.h"
 
 #include <CUnit/Basic.h>
 #include <mpi.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,38 @@ void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64
     struct rng r;
     rng_init(&r, seed, 7, 0, 0);
     for (size_t i = 0; i < p->n; i++) p->mem[i] += (float)(0.05 * rng_normal(&r));
+}
+
+double test_rel_err(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+const struct cuda_api *test_cuda_or_skip(const char *name)
+{
+    char err[2048];
+    const struct cuda_api *api = cuda_module_load(err, sizeof err);
+    if (!api) {
+        printf("%s: SKIPPED: %s\n", name, err);
+        exit(77);
+    }
+    if (api->device_count() < 1) {
+        printf("%s: SKIPPED: the CUDA device module loaded, but there is no usable GPU: %s\n",
+               name, api->last_error());
+        exit(77);
+    }
+    char line[256];
+    if (api->set_device(0) != 0 || api->device_describe(0, line, sizeof line) != 0) {
+        printf("%s: GPU 0: %s\n", name, api->last_error());
+        exit(1);
+    }
+    printf("%s: %s\n", name, line);
+    return api;
 }
 
 const char *test_path(const char *rel)

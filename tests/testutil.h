@@ -34,6 +34,12 @@ struct tfm_params;
 /* Random parameters of model c with norms and biases moved off 1 and 0, so every
  * tensor matters (keyed by seed). */
 void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed);
+/* max |a - b| / max |b| over n values (the kernels' tolerance measure). */
+double test_rel_err(const float *a, const float *b, size_t n);
+struct cuda_api;
+/* The CUDA module with GPU 0 current, for the GPU suites; without the module or a
+ * usable GPU, prints "<name>: SKIPPED: <why>" and exits 77 (automake's SKIP). */
+const struct cuda_api *test_cuda_or_skip(const char *name);
 /* $top_srcdir/rel (top_srcdir from the environment, else the configure-time path). */
 const char *test_path(const char *rel);
 /* A fresh scratch directory under the build tree (tests/out/<name>-<pid>). */

@@ -62,7 +62,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 2 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 3 /* bumped whenever struct cuda_api changes */
 
 /* The per-step scalars of an AdamW update (struct adamw_scalars of adamw.h). */
 struct cuda_adamw {
@@ -85,6 +85,9 @@ struct cuda_api {
     int (*free)(void *p); /* NULL is a no-op */
     int (*to_device)(void *dst, const void *src, size_t bytes);
     int (*to_host)(void *dst, const void *src, size_t bytes);
+    int (*copy)(void *dst, const void *src, size_t bytes); /* device to device */
+    /* The current device's free and total memory in bytes (cudaMemGetInfo). */
+    int (*mem_info)(size_t *free_bytes, size_t *total_bytes);
     int (*sync)(void);
     /* ---- kernels (device pointers) ---- */
     int (*embed_gather)(float *x, const uint16_t *embed, const int32_t *tokens, int N, int C,

@@ -41,6 +41,8 @@ struct tfm_config;
 const struct tfm_config *bench_model_shape(const char *name);
 /* bench_tp.c (under mpirun) */
 int cmd_bench_tp(int argc, char **argv);
+/* bench_gpu.c: the GPU engine's throughput (needs the CUDA module and a GPU) */
+int cmd_bench_gpu(int argc, char **argv);
 /* bench_sync.c (under mpirun) */
 int cmd_bench_sync(int argc, char **argv);
 /* bench_sched.c: the scheduler benchmark on the rollout-cluster simulator */

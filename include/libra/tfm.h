@@ -68,6 +68,13 @@ const char *tfm_rope_type_name(int rope_type);
 /* The enum tfm_rope_type of a name above, or -1. */
 int tfm_rope_type_from_name(const char *name);
 
+/* rope (P, D), P = n_pos: row p = a cos(p w_0) .. a cos(p w_{D/2-1}), then
+ * a sin(p w_0) .. a sin(p w_{D/2-1}), with w = rope_inv_freq and a its return value;
+ * the angle p w_i in float32 (as HF), cos / sin in double rounded to float, times a in
+ * float32. The table rope_forward / rope_backward (cpu/ops.h) and the
+ * CUDA kernels rope_fwd / rope_bwd read. */
+void rope_table(float *rope, int n_pos, const struct tfm_config *c);
+
 struct tfm_params {
     float *embed;   /* (V, C)      model.embed_tokens.weight */
     float *ln1;     /* (L, C)      model.layers.i.input_layernorm.weight */
@@ -89,6 +96,18 @@ struct tfm_params {
     float *mem;     /* the one allocation all of the above point into */
     size_t n;       /* floats in mem */
 };
+
+/* Where each tensor starts in tfm_params' one block (offsets in floats from mem;
+ * TFM_ABSENT for a tensor the model does not have; lm_head == embed when tied) and
+ * the block's length: the layout a copy of the parameters on another device keeps.
+ * Per-layer tensors are L slices of equal length, layer l at offset + l * length. */
+#define TFM_ABSENT ((size_t)-1)
+struct tfm_layout {
+    size_t embed, ln1, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, ln2, w_gate, w_up, w_down,
+        ln_f, lm_head;
+    size_t n;
+};
+void tfm_layout_of(const struct tfm_config *c, struct tfm_layout *o);
 
 /* Checks the hyper-parameters (positive, K | H, D even, ..., the rope_scaling fields:
  * factor >= 1, llama3 low < high freq factor and original_max_pos > 0, fields the

@@ -36,21 +36,36 @@
 struct bench_size {
     const char *name;
     struct tfm_config c;
+    int by_name_only; /* 1: not in a run of every size (real checkpoints' shapes) */
 };
 
 static const struct bench_size sizes[] = {
     {"tiny", {.family = TFM_QWEN3, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 128,
       .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32, .intermediate_size = 384,
       .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
-      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}},
+      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}, 0},
     {"small", {.family = TFM_QWEN3, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 384,
       .n_layers = 6, .n_heads = 6, .n_kv_heads = 2, .head_dim = 64, .intermediate_size = 1024,
       .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
-      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}},
+      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}, 0},
     {"100m", {.family = TFM_LLAMA, .vocab_size = TOK_VOCAB_SIZE, .hidden_size = 768,
       .n_layers = 12, .n_heads = 12, .n_kv_heads = 12, .head_dim = 64, .intermediate_size = 3072,
       .max_position_embeddings = 4096, .rms_norm_eps = 1e-6f, .rope_theta = 1e4f,
-      .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0}},
+      .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0}, 0},
+    /* The shapes of real checkpoints (config.json of Qwen/Qwen3-0.6B, Qwen/Qwen3-4B,
+     * meta-llama/Llama-3.1-8B; rope_scaling left out): GPU benchmarks and memory. */
+    {"qwen3-0.6b", {.family = TFM_QWEN3, .vocab_size = 151936, .hidden_size = 1024,
+      .n_layers = 28, .n_heads = 16, .n_kv_heads = 8, .head_dim = 128, .intermediate_size = 3072,
+      .max_position_embeddings = 40960, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
+      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}, 1},
+    {"qwen3-4b", {.family = TFM_QWEN3, .vocab_size = 151936, .hidden_size = 2560,
+      .n_layers = 36, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128, .intermediate_size = 9728,
+      .max_position_embeddings = 40960, .rms_norm_eps = 1e-6f, .rope_theta = 1e6f,
+      .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1}, 1},
+    {"llama3-8b", {.family = TFM_LLAMA, .vocab_size = 128256, .hidden_size = 4096,
+      .n_layers = 32, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128, .intermediate_size = 14336,
+      .max_position_embeddings = 131072, .rms_norm_eps = 1e-5f, .rope_theta = 5e5f,
+      .tie_word_embeddings = 0, .attention_bias = 0, .qk_norm = 0}, 1},
 };
 
 const struct tfm_config *bench_model_shape(const char *name)
@@ -191,7 +206,7 @@ int cmd_bench_engine(int argc, char **argv)
     printf("libra bench-engine: sgemm peak %.1f GFLOP/s (2048^3, best of 5, %d BLAS threads)\n",
            peak, openblas_get_num_threads());
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        int wanted = argc == 0;
+        int wanted = argc == 0 && !sizes[i].by_name_only;
         for (int a = 0; a < argc; a++) wanted |= strcmp(argv[a], sizes[i].name) == 0;
         if (!wanted) continue;
         const struct tfm_config *c = &sizes[i].c;

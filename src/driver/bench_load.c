@@ -74,12 +74,7 @@ int cmd_write_random_hf(int argc, char **argv)
     }
     struct tfm_config c;
     if (strcmp(shape, "qwen3-0.6b") == 0) {
-        c = (struct tfm_config){.family = TFM_QWEN3, .vocab_size = 151936, .hidden_size = 1024,
-                                .n_layers = 28, .n_heads = 16, .n_kv_heads = 8,
-                                .head_dim = 128, .intermediate_size = 3072,
-                                .max_position_embeddings = 40960, .rms_norm_eps = 1e-6f,
-                                .rope_theta = 1000000.0f, .tie_word_embeddings = 1,
-                                .attention_bias = 0, .qk_norm = 1};
+        c = *bench_model_shape("qwen3-0.6b");
     } else if (strcmp(shape, "tiny") == 0) {
         c = (struct tfm_config){.family = TFM_QWEN3, .vocab_size = 300, .hidden_size = 64,
                                 .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16,

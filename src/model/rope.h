@@ -16,11 +16,7 @@
  * c must pass tfm_config_check. */
 float rope_inv_freq(float *inv_freq, const struct tfm_config *c);
 
-/* rope (P, D), P = n_pos: row p = a cos(p w_0) .. a cos(p w_{D/2-1}), then
- * a sin(p w_0) .. a sin(p w_{D/2-1}), with w = rope_inv_freq and a its return value;
- * the angle p w_i in float32 (as HF), cos / sin in double rounded to float, times a in
- * float32. The table rope_forward / rope_backward (cpu/ops.h) read. */
-void rope_table(float *rope, int n_pos, const struct tfm_config *c);
+/* rope_table (the table itself) is public: include/libra/tfm.h. */
 
 /* 1 if a and b build the same table (equal head_dim, rope_theta and rope_scaling
  * fields; for yarn without original_max_pos, max_position_embeddings too), else 0. */

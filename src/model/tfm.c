@@ -195,19 +195,32 @@ static float **family_ptr(struct tfm_params *p, int i)
     return f[i];
 }
 
-void tfm_params_alloc(struct tfm_params *p, const struct tfm_config *c)
+void tfm_layout_of(const struct tfm_config *c, struct tfm_layout *o)
 {
-    size_t sz[P_COUNT];
+    size_t sz[P_COUNT], *f[P_COUNT] = {&o->embed, &o->ln1, &o->wq, &o->bq, &o->wk, &o->bk,
+                                       &o->wv, &o->bv, &o->q_norm, &o->k_norm, &o->wo, &o->ln2,
+                                       &o->w_gate, &o->w_up, &o->w_down, &o->ln_f, &o->lm_head};
     family_sizes(c, sz);
-    memset(p, 0, sizeof *p);
-    p->n = tfm_param_count(c);
-    p->mem = xcalloc(p->n, sizeof(float));
     size_t off = 0;
     for (int i = 0; i < P_COUNT; i++) {
-        *family_ptr(p, i) = sz[i] ? p->mem + off : NULL;
+        *f[i] = sz[i] ? off : TFM_ABSENT;
         off += sz[i];
     }
-    if (c->tie_word_embeddings) p->lm_head = p->embed;
+    if (c->tie_word_embeddings) o->lm_head = o->embed;
+    o->n = off;
+}
+
+void tfm_params_alloc(struct tfm_params *p, const struct tfm_config *c)
+{
+    struct tfm_layout o;
+    tfm_layout_of(c, &o);
+    memset(p, 0, sizeof *p);
+    p->n = o.n;
+    p->mem = xcalloc(p->n, sizeof(float));
+    size_t off[P_COUNT] = {o.embed, o.ln1, o.wq, o.bq, o.wk, o.bk, o.wv, o.bv, o.q_norm,
+                           o.k_norm, o.wo, o.ln2, o.w_gate, o.w_up, o.w_down, o.ln_f, o.lm_head};
+    for (int i = 0; i < P_COUNT; i++)
+        *family_ptr(p, i) = off[i] == TFM_ABSENT ? NULL : p->mem + off[i];
 }
 
 void tfm_params_free(struct tfm_params *p)

@@ -81,6 +81,18 @@ static int cu_to_host(void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+static int cu_copy(void *dst, const void *src, size_t bytes)
+{
+    CU_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    return 0;
+}
+
+static int cu_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+    CU_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+    return 0;
+}
+
 static int cu_sync(void)
 {
     CU_CHECK(cudaDeviceSynchronize());
@@ -97,6 +109,8 @@ static const struct cuda_api api = {
     cu_free,
     cu_to_device,
     cu_to_host,
+    cu_copy,
+    cu_mem_info,
     cu_sync,
     cu_embed_gather,
     cu_rmsnorm_fwd,

@@ -13,7 +13,8 @@
  * of kv head g at ((b P + t) K + g) D; sequence s's token j lives in block
  * table[s][j / P] at slot j % P, so trajectories of one prompt can share their prefix
  * blocks. kv_append writes each sequence's new token, decode_attn attends it over the
- * sequence's len[s] tokens (the new one included) -- the same online softmax.
+ * sequence's len[s] tokens (the new one included) -- the same online softmax, the keys
+ * split between the warps of a block and the group's query heads sharing each load.
  */
 #include "cuda_internal.h"
 
@@ -94,46 +95,85 @@ extern "C" int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, co
     return 0;
 }
 
+/* decode_attn: one block per (sequence, kv head, chunk of DEC_GMAX of its query heads).
+ * The block's DEC_WARPS warps split the sequence's keys (warp w takes keys w, w +
+ * DEC_WARPS, ...), each keeping an online softmax per query head; every key and value
+ * row is read once for all the group's heads (grouped-query attention). The warps'
+ * partial states (m, l, acc) are then merged in shared memory: the same arithmetic as
+ * attn_forward up to the order of the float32 sums. */
+#define DEC_WARPS 8
+#define DEC_GMAX 4
+
 __global__ static void decode_attn_k(float *out, const float *q, const float *k_pool,
                                      const float *v_pool, const int32_t *table, int max_blocks,
-                                     const int32_t *len, int B, int H, int K, int D, int P,
+                                     const int32_t *len, int H, int K, int D, int P, int chunks,
                                      float scale)
 {
-    int lane = threadIdx.x & 31;
-    long long task = (long long)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
-    if (task >= (long long)B * H) return; /* the whole warp */
-    int s = (int)(task / H), h = (int)(task % H), g = h / (H / K);
+    __shared__ float s_acc[DEC_WARPS][32 * ATT_MAX_PER_LANE];
+    __shared__ float s_m[DEC_WARPS], s_l[DEC_WARPS];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int G = H / K, b = blockIdx.x;
+    int s = b / (K * chunks), g = (b / chunks) % K, h0 = g * G + (b % chunks) * DEC_GMAX;
+    int nh = g * G + G - h0 < DEC_GMAX ? g * G + G - h0 : DEC_GMAX;
     const int32_t *tab = table + (size_t)s * max_blocks;
-    const float *qs = q + (size_t)s * H * D + (size_t)h * D;
-    float qr[ATT_MAX_PER_LANE], acc[ATT_MAX_PER_LANE];
-    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
-        int d = lane + 32 * e;
-        qr[e] = d < D ? qs[d] : 0.0f;
-        acc[e] = 0.0f;
+    float qr[DEC_GMAX][ATT_MAX_PER_LANE], acc[DEC_GMAX][ATT_MAX_PER_LANE];
+    float m[DEC_GMAX], l[DEC_GMAX];
+#pragma unroll
+    for (int hh = 0; hh < DEC_GMAX; hh++) {
+        const float *qs = q + (size_t)s * H * D + (size_t)(h0 + hh) * D;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            qr[hh][e] = hh < nh && d < D ? qs[d] : 0.0f;
+            acc[hh][e] = 0.0f;
+        }
+        m[hh] = -INFINITY;
+        l[hh] = 0.0f;
     }
-    float m = -INFINITY, l = 0.0f;
-    for (int j = 0; j < len[s]; j++) {
+    for (int j = warp; j < len[s]; j += DEC_WARPS) {
         size_t off = (paged_row(tab, j, P) * K + g) * D;
-        float sc = 0.0f;
+        float kr[ATT_MAX_PER_LANE], vr[ATT_MAX_PER_LANE];
         for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
             int d = lane + 32 * e;
-            if (d < D) sc += qr[e] * k_pool[off + d];
+            kr[e] = d < D ? k_pool[off + d] : 0.0f;
+            vr[e] = d < D ? v_pool[off + d] : 0.0f;
         }
-        for (int o = 16; o > 0; o /= 2) sc += __shfl_xor_sync(0xffffffffu, sc, o);
-        sc *= scale;
-        float m_new = sc > m ? sc : m;
-        float keep = expf(m - m_new), p = expf(sc - m_new);
-        l = l * keep + p;
-        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
-            int d = lane + 32 * e;
-            if (d < D) acc[e] = acc[e] * keep + p * v_pool[off + d];
+#pragma unroll
+        for (int hh = 0; hh < DEC_GMAX; hh++) {
+            if (hh >= nh) continue;
+            float sc = 0.0f;
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) sc += qr[hh][e] * kr[e];
+            for (int o = 16; o > 0; o /= 2) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+            sc *= scale;
+            float m_new = sc > m[hh] ? sc : m[hh];
+            float keep = expf(m[hh] - m_new), p = expf(sc - m_new);
+            l[hh] = l[hh] * keep + p;
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) acc[hh][e] = acc[hh][e] * keep + p * vr[e];
+            m[hh] = m_new;
         }
-        m = m_new;
     }
-    float *os = out + (size_t)s * H * D + (size_t)h * D;
-    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
-        int d = lane + 32 * e;
-        if (d < D) os[d] = acc[e] / l;
+#pragma unroll
+    for (int hh = 0; hh < DEC_GMAX; hh++) {
+        if (hh >= nh) continue; /* uniform in the block: the barriers below are safe */
+        if (lane == 0) {
+            s_m[warp] = m[hh];
+            s_l[warp] = l[hh];
+        }
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) s_acc[warp][lane + 32 * e] = acc[hh][e];
+        __syncthreads();
+        int d = threadIdx.x;
+        if (d < D) {
+            float M = -INFINITY;
+            for (int w = 0; w < DEC_WARPS; w++) M = s_m[w] > M ? s_m[w] : M;
+            float sum = 0.0f, o = 0.0f;
+            for (int w = 0; w < DEC_WARPS; w++) {
+                if (s_m[w] == -INFINITY) continue; /* a warp that saw no key */
+                float f = expf(s_m[w] - M);
+                sum += s_l[w] * f;
+                o += s_acc[w][d] * f;
+            }
+            out[(size_t)s * H * D + (size_t)(h0 + hh) * D + d] = o / sum;
+        }
+        __syncthreads();
     }
 }
 
@@ -152,9 +192,12 @@ extern "C" int cu_decode_attn(float *out, const float *q, const float *k_pool,
 {
     if (B <= 0) return 0;
     if (check_heads("decode_attn", H, K, D)) return -1;
-    unsigned blocks = (unsigned)(((long long)B * H + ATT_WARPS - 1) / ATT_WARPS);
-    decode_attn_k<<<blocks, 32 * ATT_WARPS>>>(out, q, k_pool, v_pool, table, max_blocks, len,
-                                               B, H, K, D, P, 1.0f / sqrtf((float)D));
+    int G = H / K, chunks = (G + DEC_GMAX - 1) / DEC_GMAX;
+    long long blocks = (long long)B * K * chunks;
+    if (blocks > 0x7fffffffLL) return cu_fail("decode_attn: too many rows", cudaSuccess, __FILE__, __LINE__);
+    decode_attn_k<<<(unsigned)blocks, 32 * DEC_WARPS>>>(out, q, k_pool, v_pool, table,
+                                                        max_blocks, len, H, K, D, P, chunks,
+                                                        1.0f / sqrtf((float)D));
     CU_LAUNCHED("decode_attn");
     return 0;
 }

@@ -3,11 +3,13 @@
  * sampling with the decisions of sampler_sample (src/model/sampler.c) -- the same
  * stream key (seed, trajectory, position, SAMPLER_PURPOSE) and the same uniform draw
  * through include/libra/rng_core.h, the same p_i = (float)exp(logit / T - max) in
- * double, and the inverse CDF summed in id order in double. Those order-dependent sums
- * run on one thread per row, the rest in parallel: exact first (a token differs from
- * the CPU's only if the device's and the host's double exp differ in the last bit and
- * that moves the draw across a boundary); a parallel exact-order scan is the
- * performance work. top-k / top-p are not here yet.
+ * double, and the inverse CDF in id order in double -- with one difference in the
+ * order of the additions: the normaliser is the sum of 256 chunk sums (each in id
+ * order, the chunks in id order) where the CPU adds all V in one run. The token is
+ * sampler_sample's except where that rounds u * sum across a sampling boundary (a
+ * measure-zero coincidence, as for sampler_sample_tp's per-rank sums), and a last-bit
+ * difference of the device's double exp from the host's could do the same. Greedy
+ * picks exactly. top-k / top-p are not here yet.
  * One block per row; scratch (B, V) floats holds the p_i.
  */
 #include "cuda_internal.h"
@@ -25,6 +27,7 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
 {
     __shared__ double dpart[SAMP_THREADS];
     __shared__ int ipart[SAMP_THREADS];
+    __shared__ double csum[SAMP_THREADS];
     int r = blockIdx.x;
     const float *x = logits + (size_t)r * V;
     float *p = scratch + (size_t)r * V;
@@ -72,13 +75,21 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
     }
     m = dpart[0];
     __syncthreads();
-    double se = 0.0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+    /* Thread j owns the ids [j c, (j + 1) c): it forms their p_i and sums them in id
+     * order; thread 0 then adds the chunk sums in chunk order and walks the chunk where
+     * the draw lands. */
+    int c = (V + SAMP_THREADS - 1) / SAMP_THREADS;
+    int lo = (int)threadIdx.x * c, hi = lo + c < V ? lo + c : V;
+    double se = 0.0, cs = 0.0;
+    for (int i = lo; i < hi; i++) {
         double e = exp((double)x[i] / T - m);
-        p[i] = (float)e;
+        float pi = (float)e;
+        p[i] = pi;
         se += e;
+        cs += pi;
     }
     dpart[threadIdx.x] = se;
+    csum[threadIdx.x] = cs;
     __syncthreads();
     for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
         if ((int)threadIdx.x < k) dpart[threadIdx.x] += dpart[threadIdx.x + k];
@@ -86,11 +97,13 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
     }
     if (threadIdx.x != 0) return;
     double sum_exact = dpart[0], sum = 0.0;
-    for (int i = 0; i < V; i++) sum += p[i]; /* id order, as the CPU */
+    for (int j = 0; j < SAMP_THREADS; j++) sum += csum[j];
     uint64_t key = rng_core_key(seed, (uint64_t)traj[r], (uint64_t)pos[r], SAMPLER_PURPOSE);
     double u = rng_core_uniform(key, 0) * sum, cum = 0.0;
+    int j = 0;
+    while (j < SAMP_THREADS - 1 && !(u < cum + csum[j])) cum += csum[j++];
     int t = -1;
-    for (int i = 0; i < V && t < 0; i++) {
+    for (int i = j * c; i < V && t < 0; i++) { /* on past the chunk if rounding says so */
         cum += p[i];
         if (u < cum) t = i;
     }

@@ -1,0 +1,71 @@
+/*
+ * The rollout decode engine on a GPU: the CPU decoder's interface
+ * (include/libra/tfm_decode.h) over a model on the GPU (include/libra/gpu_model.h),
+ * with the KV cache in a paged pool (vLLM's PagedAttention layout).
+ *
+ * The KV pool: blocks of GPU_KV_BLOCK tokens, each holding every layer's keys and
+ * values of those tokens (float32). A slot's cache is a table of block ids; blocks
+ * are taken from a free list as a slot grows and given back when it is truncated or
+ * reset. gpu_decoder_fork makes a slot share another's blocks (the trajectories of one
+ * prompt share its prefill); a shared block is copied before it is written (copy on
+ * write), so sharing never changes what a slot computes.
+ *
+ * Rows: a prefill chunk of one slot, or one new token of each of n slots. A layer runs
+ * the training path's order of operations (src/model/tfm_forward.c) with the CUDA
+ * module's kernels; activations are float32 and rounded to bf16 where they enter a
+ * matrix product (cuBLASLt, bf16 operands, float32 accumulation), so logits agree with
+ * the CPU decoder's to the bf16 rounding of the activations (docs/cuda.md gives the
+ * measured differences). Attention reads every row's keys through its slot's block
+ * table (kv_append, then decode_attn), a prefill chunk's rows included.
+ *
+ * Errors: a slot or the pool that cannot take the tokens is a -1 return with nothing
+ * added; a failed CUDA call ends the job (FATAL, naming the call and the CUDA error).
+ */
+#ifndef LIBRA_GPU_DECODE_H
+#define LIBRA_GPU_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/gpu_model.h"
+
+#define GPU_KV_BLOCK 16 /* tokens per KV block */
+
+struct gpu_decoder;
+
+/* n_slots slots of at most slot_capacity tokens; prefill in chunks of prefill_chunk
+ * rows. kv_bytes: the pool's size; 0 = room for every slot at full capacity, or what
+ * 90 % of the GPU's free memory left after the scratch holds, whichever is less (the
+ * slots then share the blocks there are). NULL + message if the pool cannot hold
+ * even one full slot. */
+struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, int slot_capacity,
+                                       int prefill_chunk, size_t kv_bytes, char *err,
+                                       size_t errlen);
+void gpu_decoder_free(struct gpu_decoder *d);
+/* Appends n tokens to the slot's context; copies the logits (V) of the last one to the
+ * host if last_logits != NULL (they stay on the GPU for gpu_decoder_sample either way).
+ * -1 if the slot's capacity or the pool would be exceeded (nothing added). */
+int gpu_decoder_prefill(struct gpu_decoder *d, int slot, const int32_t *tokens, int n,
+                        float *last_logits);
+/* Appends tokens[i] to slots[i] (distinct slots); copies the logits (n, V) to the host
+ * if logits != NULL. -1 if a slot is full or the pool is out of blocks (nothing added). */
+int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tokens, int n,
+                     float *logits);
+/* Samples one token from each row of the logits the last prefill (1 row) or step
+ * (n rows) left on the GPU, with sampler_sample's keyed draw (include/libra/sampler.h:
+ * greedy at temperature <= 0): row i for trajectory traj[i] at position pos[i].
+ * tok (n) and logprob (n, or NULL) are host arrays. n must equal that call's rows. */
+void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_t seed,
+                        const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob);
+/* dst's cache becomes src's context (dst is reset first): the blocks are shared. */
+void gpu_decoder_fork(struct gpu_decoder *d, int dst, int src);
+int gpu_decoder_len(const struct gpu_decoder *d, int slot);
+/* Keeps the first len tokens of the slot's cache (len <= current length); blocks past
+ * them go back to the pool. */
+void gpu_decoder_truncate(struct gpu_decoder *d, int slot, int len);
+/* The pool's blocks: free ones and all of them. */
+void gpu_decoder_blocks(const struct gpu_decoder *d, int *free_blocks, int *total_blocks);
+/* Bytes of GPU memory held (KV pool + scratch; the model not included). */
+size_t gpu_decoder_bytes(const struct gpu_decoder *d);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * A transformer's weights on the GPU (device.type = "cuda"), for the GPU engine of
+ * src/device/gpu/: the host side of the CUDA device, which drives the kernels of the
+ * CUDA module (include/libra/cuda_api.h) and links no CUDA library itself.
+ *
+ * Storage: the parameters keep tfm_params' layout (include/libra/tfm.h, tfm_layout_of)
+ * in one bf16 block on the GPU -- matrices, embeddings and norm weights, rounded to
+ * nearest even (exact for weights read from a bf16 checkpoint) -- and the q/k/v
+ * biases (qwen2) once more in float32, which add_bias reads.
+ *
+ * Errors: a CUDA call that fails calls FATAL with the module's message (the call, the
+ * CUDA error, file:line); the upload returns NULL + message only for what the caller
+ * can act on (no module, no GPU, too little memory).
+ */
+#ifndef LIBRA_GPU_MODEL_H
+#define LIBRA_GPU_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/cuda_api.h"
+#include "libra/log.h"
+#include "libra/tfm.h"
+
+/* A module call that fails ends the job: its message names the CUDA call, the CUDA
+ * error and the module's file:line; FATAL adds the caller's. */
+#define GPU_CHECK(api, call)                                                              \
+    do {                                                                                  \
+        if ((call) != 0) FATAL("CUDA: %s: %s", #call, (api)->last_error());               \
+    } while (0)
+
+struct gpu_model {
+    const struct cuda_api *api;
+    struct tfm_config c;
+    struct tfm_layout at;  /* offsets into w */
+    uint16_t *w;           /* device: every parameter, bf16 */
+    float *bq, *bk, *bv;   /* device: (L, H*D), (L, K*D), (L, K*D) float32 (attention_bias,
+                              else NULL), one allocation at bq */
+    size_t bytes;          /* device memory held */
+};
+
+/* The CUDA module, with GPU `gpu` made current; NULL + message (no module, no driver,
+ * no such GPU). */
+const struct cuda_api *gpu_open(int gpu, char *err, size_t errlen);
+
+/* Uploads p (the model c) to the current GPU. NULL + message if it does not fit. */
+struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_config *c,
+                                   const struct tfm_params *p, char *err, size_t errlen);
+/* A model of c's shapes with no host copy of its weights (benchmarks of large
+ * shapes): matrices are a pseudo-random pattern of scale std keyed by seed, tiled;
+ * norm weights 1, biases 0. NULL + message if it does not fit. */
+struct gpu_model *gpu_model_pattern(const struct cuda_api *api, const struct tfm_config *c,
+                                    uint64_t seed, float std, char *err, size_t errlen);
+void gpu_model_free(struct gpu_model *m);
+
+/* Device pointer to layer l's slice (per_layer elements) of the tensor at offset `at`
+ * of the layout; NULL for TFM_ABSENT. */
+const uint16_t *gpu_model_w(const struct gpu_model *m, size_t at, size_t per_layer, int l);
+
+#endif

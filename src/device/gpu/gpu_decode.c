@@ -1,0 +1,440 @@
+/*
+ * The rollout decode engine on a GPU (include/libra/gpu_decode.h): the paged KV pool's
+ * bookkeeping on the host (block tables, reference counts, a free list), and the
+ * forward of a set of rows through the CUDA module's kernels.
+ *
+ * Every row r carries its slot's block table, its position pos[r] and the length its
+ * slot has once it is appended (len[r] = pos[r] + 1): kv_append writes the row's key
+ * and value there and decode_attn reads keys 0 .. pos[r] -- exactly the causal
+ * attention of the training path, for prefill chunks and decode steps alike.
+ *
+ * Device memory: the pool (2 x L x blocks x GPU_KV_BLOCK x K*D floats) and scratch for
+ * R = max(prefill_chunk, n_slots) rows: float32 (R, C) x 2, (R, H*D) x 3, (R, K*D) x 3,
+ * (R, F) x 3, (R, V) logits and as much sampler scratch, and bf16 (R, max(C, H*D, F)).
+ */
+#include "libra/gpu_decode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/errmsg.h"
+#include "libra/log.h"
+
+struct gpu_decoder {
+    const struct gpu_model *m;
+    const struct cuda_api *api;
+    struct tfm_config c;
+    int n_slots, cap, chunk, max_rows;
+    int max_blocks;          /* blocks per slot at full capacity */
+    int n_blocks;            /* in the pool */
+    /* host: the pool's bookkeeping */
+    int *len;                /* (n_slots) tokens in each slot's cache */
+    int32_t *table;          /* (n_slots, max_blocks) block ids; -1 past the slot's blocks */
+    int *ref;                /* (n_blocks) slots holding each block */
+    int *free_list, n_free;  /* blocks with ref 0 */
+    /* host: a call's rows */
+    int32_t *h_pos, *h_len, *h_table; /* (R), (R), (R, max_blocks) */
+    int logit_rows;          /* rows of logits the last prefill / step left */
+    /* device */
+    float *kpool, *vpool;    /* (L, n_blocks, P, K*D) */
+    float *x, *h, *qlin, *q, *klin, *k, *v, *att, *gate, *up, *act, *logits, *scratch, *rope;
+    uint16_t *hb;            /* bf16 operand of the matrix products */
+    int32_t *d_tok, *d_pos, *d_len, *d_table, *d_out_tok;
+    int64_t *d_traj, *d_spos;
+    float *d_out_lp;
+    size_t bytes;
+};
+
+static void *dev_alloc(struct gpu_decoder *d, size_t bytes)
+{
+    void *p = NULL;
+    GPU_CHECK(d->api, d->api->alloc(&p, bytes));
+    d->bytes += bytes;
+    return p;
+}
+
+static size_t pool_floats_per_block(const struct tfm_config *c)
+{
+    return (size_t)GPU_KV_BLOCK * c->n_kv_heads * c->head_dim;
+}
+
+/* Scratch bytes for R rows of model c with slots of cap tokens. */
+static size_t scratch_bytes(const struct tfm_config *c, size_t R, size_t cap, size_t max_blocks)
+{
+    size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
+    size_t V = (size_t)c->vocab_size, widest = C > HD ? C : HD;
+    widest = widest > F ? widest : F;
+    size_t floats = R * (2 * C + 3 * HD + 3 * KD + 3 * F + 2 * V + 1) + cap * c->head_dim;
+    size_t ints = R * (4 + max_blocks) + 2 * R * 2; /* int32 + the int64 pairs */
+    return floats * sizeof(float) + ints * sizeof(int32_t) + R * widest * sizeof(uint16_t);
+}
+
+struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, int slot_capacity,
+                                       int prefill_chunk, size_t kv_bytes, char *err,
+                                       size_t errlen)
+{
+    if (n_slots < 1 || slot_capacity < 1 || prefill_chunk < 1) {
+        errmsg_set(err, errlen, "gpu decoder: n_slots %d, capacity %d, chunk %d must be positive",
+                   n_slots, slot_capacity, prefill_chunk);
+        return NULL;
+    }
+    const struct tfm_config *c = &m->c;
+    const struct cuda_api *api = m->api;
+    int max_blocks = (slot_capacity + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK;
+    int R = prefill_chunk > n_slots ? prefill_chunk : n_slots;
+    size_t block_bytes = 2 * (size_t)c->n_layers * pool_floats_per_block(c) * sizeof(float);
+    size_t scratch = scratch_bytes(c, (size_t)R, (size_t)slot_capacity, (size_t)max_blocks);
+    size_t free_b = 0, total_b = 0;
+    GPU_CHECK(api, api->mem_info(&free_b, &total_b));
+    size_t usable = free_b > scratch ? (size_t)((double)(free_b - scratch) * 0.9) : 0;
+    size_t want = (size_t)n_slots * (size_t)max_blocks;
+    size_t blocks = kv_bytes ? kv_bytes / block_bytes : want;
+    if (!kv_bytes && blocks > usable / block_bytes) blocks = usable / block_bytes;
+    if (blocks < (size_t)max_blocks || blocks * block_bytes > usable) {
+        errmsg_set(err, errlen, "gpu decoder: a KV pool of %zu blocks (%.2f GB) does not fit, or "
+                   "cannot hold one slot of %d tokens: %.2f GB of GPU memory free, %.2f GB "
+                   "of it needed for scratch", blocks, blocks * (double)block_bytes / 1e9,
+                   slot_capacity, free_b / 1e9, scratch / 1e9);
+        return NULL;
+    }
+    if (blocks > (size_t)INT32_MAX) blocks = (size_t)INT32_MAX;
+
+    struct gpu_decoder *d = xcalloc(1, sizeof *d);
+    d->m = m;
+    d->api = api;
+    d->c = *c;
+    d->n_slots = n_slots;
+    d->cap = slot_capacity;
+    d->chunk = prefill_chunk;
+    d->max_rows = R;
+    d->max_blocks = max_blocks;
+    d->n_blocks = (int)blocks;
+    d->len = xcalloc((size_t)n_slots, sizeof *d->len);
+    d->table = xmalloc((size_t)n_slots * max_blocks * sizeof *d->table);
+    for (size_t i = 0; i < (size_t)n_slots * max_blocks; i++) d->table[i] = -1;
+    d->ref = xcalloc(blocks, sizeof *d->ref);
+    d->free_list = xmalloc(blocks * sizeof *d->free_list);
+    for (int b = 0; b < d->n_blocks; b++) d->free_list[b] = d->n_blocks - 1 - b;
+    d->n_free = d->n_blocks;
+    d->h_pos = xmalloc((size_t)R * sizeof *d->h_pos);
+    d->h_len = xmalloc((size_t)R * sizeof *d->h_len);
+    d->h_table = xmalloc((size_t)R * max_blocks * sizeof *d->h_table);
+
+    size_t Rz = (size_t)R, C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
+    size_t V = (size_t)c->vocab_size, widest = C > HD ? C : HD;
+    widest = widest > F ? widest : F;
+    size_t pool = (size_t)c->n_layers * blocks * pool_floats_per_block(c) * sizeof(float);
+    d->kpool = dev_alloc(d, pool);
+    d->vpool = dev_alloc(d, pool);
+    d->x = dev_alloc(d, Rz * C * sizeof(float));
+    d->h = dev_alloc(d, Rz * C * sizeof(float));
+    d->qlin = dev_alloc(d, Rz * HD * sizeof(float));
+    d->q = dev_alloc(d, Rz * HD * sizeof(float));
+    d->att = dev_alloc(d, Rz * HD * sizeof(float));
+    d->klin = dev_alloc(d, Rz * KD * sizeof(float));
+    d->k = dev_alloc(d, Rz * KD * sizeof(float));
+    d->v = dev_alloc(d, Rz * KD * sizeof(float));
+    d->gate = dev_alloc(d, Rz * F * sizeof(float));
+    d->up = dev_alloc(d, Rz * F * sizeof(float));
+    d->act = dev_alloc(d, Rz * F * sizeof(float));
+    d->logits = dev_alloc(d, Rz * V * sizeof(float));
+    d->scratch = dev_alloc(d, Rz * V * sizeof(float));
+    d->hb = dev_alloc(d, Rz * widest * sizeof(uint16_t));
+    d->d_tok = dev_alloc(d, Rz * sizeof(int32_t));
+    d->d_pos = dev_alloc(d, Rz * sizeof(int32_t));
+    d->d_len = dev_alloc(d, Rz * sizeof(int32_t));
+    d->d_out_tok = dev_alloc(d, Rz * sizeof(int32_t));
+    d->d_out_lp = dev_alloc(d, Rz * sizeof(float));
+    d->d_table = dev_alloc(d, Rz * max_blocks * sizeof(int32_t));
+    d->d_traj = dev_alloc(d, Rz * sizeof(int64_t));
+    d->d_spos = dev_alloc(d, Rz * sizeof(int64_t));
+    float *rope = xmalloc((size_t)slot_capacity * c->head_dim * sizeof *rope);
+    rope_table(rope, slot_capacity, c);
+    d->rope = dev_alloc(d, (size_t)slot_capacity * c->head_dim * sizeof(float));
+    GPU_CHECK(api, api->to_device(d->rope, rope, (size_t)slot_capacity * c->head_dim * sizeof *rope));
+    free(rope);
+    return d;
+}
+
+void gpu_decoder_free(struct gpu_decoder *d)
+{
+    if (!d) return;
+    void *dev[] = {d->kpool, d->vpool, d->x, d->h, d->qlin, d->q, d->att, d->klin, d->k, d->v,
+                   d->gate, d->up, d->act, d->logits, d->scratch, d->hb, d->d_tok, d->d_pos,
+                   d->d_len, d->d_out_tok, d->d_out_lp, d->d_table, d->d_traj, d->d_spos,
+                   d->rope};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) GPU_CHECK(d->api, d->api->free(dev[i]));
+    free(d->len);
+    free(d->table);
+    free(d->ref);
+    free(d->free_list);
+    free(d->h_pos);
+    free(d->h_len);
+    free(d->h_table);
+    free(d);
+}
+
+/* ---------------------------------------------------------------- the pool */
+
+static int32_t *slot_table(const struct gpu_decoder *d, int slot)
+{
+    return d->table + (size_t)slot * d->max_blocks;
+}
+
+static void block_release(struct gpu_decoder *d, int32_t b)
+{
+    if (--d->ref[b] == 0) d->free_list[d->n_free++] = b;
+}
+
+static int32_t block_take(struct gpu_decoder *d)
+{
+    int32_t b = d->free_list[--d->n_free];
+    d->ref[b] = 1;
+    return b;
+}
+
+/* Blocks a slot needs from the pool to grow from its length to new_len: new blocks,
+ * plus a private copy of a shared block it would write into. */
+static int blocks_needed(const struct gpu_decoder *d, int slot, int new_len)
+{
+    int have = (d->len[slot] + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK;
+    int need = (new_len + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK - have;
+    if (d->len[slot] % GPU_KV_BLOCK && new_len > d->len[slot] &&
+        d->ref[slot_table(d, slot)[have - 1]] > 1)
+        need++;
+    return need;
+}
+
+/* Copies block src's keys and values (every layer) into block dst. */
+static void block_copy(struct gpu_decoder *d, int32_t dst, int32_t src)
+{
+    size_t per = pool_floats_per_block(&d->c), layer = (size_t)d->n_blocks * per;
+    for (int l = 0; l < d->c.n_layers; l++) {
+        size_t off = (size_t)l * layer;
+        GPU_CHECK(d->api, d->api->copy(d->kpool + off + (size_t)dst * per,
+                                       d->kpool + off + (size_t)src * per, per * sizeof(float)));
+        GPU_CHECK(d->api, d->api->copy(d->vpool + off + (size_t)dst * per,
+                                       d->vpool + off + (size_t)src * per, per * sizeof(float)));
+    }
+}
+
+/* Gives the slot the blocks for new_len tokens (blocks_needed of them must be free),
+ * copying a shared last block first. */
+static void blocks_grow(struct gpu_decoder *d, int slot, int new_len)
+{
+    int32_t *t = slot_table(d, slot);
+    int have = (d->len[slot] + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK;
+    if (d->len[slot] % GPU_KV_BLOCK && new_len > d->len[slot] && d->ref[t[have - 1]] > 1) {
+        int32_t own = block_take(d);
+        block_copy(d, own, t[have - 1]);
+        block_release(d, t[have - 1]);
+        t[have - 1] = own;
+    }
+    for (int j = have; j < (new_len + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK; j++) t[j] = block_take(d);
+}
+
+void gpu_decoder_truncate(struct gpu_decoder *d, int slot, int len)
+{
+    if (slot < 0 || slot >= d->n_slots || len < 0 || len > d->len[slot])
+        FATAL("gpu_decoder_truncate: slot %d to %d tokens (it holds %d)", slot, len,
+              slot >= 0 && slot < d->n_slots ? d->len[slot] : -1);
+    int32_t *t = slot_table(d, slot);
+    int keep = (len + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK;
+    for (int j = keep; j < d->max_blocks && t[j] >= 0; j++) {
+        block_release(d, t[j]);
+        t[j] = -1;
+    }
+    d->len[slot] = len;
+}
+
+void gpu_decoder_fork(struct gpu_decoder *d, int dst, int src)
+{
+    if (dst < 0 || dst >= d->n_slots || src < 0 || src >= d->n_slots)
+        FATAL("gpu_decoder_fork: slots %d <- %d of %d", dst, src, d->n_slots);
+    if (dst == src) return;
+    gpu_decoder_truncate(d, dst, 0);
+    int32_t *t = slot_table(d, dst);
+    const int32_t *s = slot_table(d, src);
+    for (int j = 0; j < (d->len[src] + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK; j++) {
+        t[j] = s[j];
+        d->ref[s[j]]++;
+    }
+    d->len[dst] = d->len[src];
+}
+
+int gpu_decoder_len(const struct gpu_decoder *d, int slot) { return d->len[slot]; }
+
+void gpu_decoder_blocks(const struct gpu_decoder *d, int *free_blocks, int *total_blocks)
+{
+    *free_blocks = d->n_free;
+    *total_blocks = d->n_blocks;
+}
+
+size_t gpu_decoder_bytes(const struct gpu_decoder *d) { return d->bytes; }
+
+/* ---------------------------------------------------------------- the forward */
+
+/* y (N, out) = x W^T (+ b), or += without bias when accumulate. */
+static void linear(const struct gpu_decoder *d, float *y, const uint16_t *x, const uint16_t *w,
+                   const float *b, int N, int in, int out, int accumulate)
+{
+    GPU_CHECK(d->api, d->api->linear_fwd(y, x, w, N, in, out, accumulate));
+    if (b) GPU_CHECK(d->api, d->api->add_bias(y, b, N, out));
+}
+
+static void to_bf16(const struct gpu_decoder *d, const float *x, int64_t n)
+{
+    GPU_CHECK(d->api, d->api->f32_to_bf16(d->hb, x, n));
+}
+
+/* Layer l on the R rows of d->x (in place), the rows' tables / positions / lengths
+ * already on the device. */
+static void layer_forward(struct gpu_decoder *d, int l, int R)
+{
+    const struct cuda_api *api = d->api;
+    const struct gpu_model *m = d->m;
+    const struct tfm_config *c = &d->c;
+    const struct tfm_layout *a = &m->at;
+    int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
+    int F = c->intermediate_size, HD = H * D, KD = K * D, P = GPU_KV_BLOCK;
+    float eps = c->rms_norm_eps;
+    size_t layer = (size_t)d->n_blocks * pool_floats_per_block(c) * (size_t)l;
+    float *kp = d->kpool + layer, *vp = d->vpool + layer;
+    size_t Cz = (size_t)C, HDz = (size_t)HD, KDz = (size_t)KD, Fz = (size_t)F;
+
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln1, Cz, l), R, C, eps));
+    to_bf16(d, d->h, (int64_t)R * C);
+    float *q = c->qk_norm ? d->qlin : d->q, *k = c->qk_norm ? d->klin : d->k;
+    linear(d, q, d->hb, gpu_model_w(m, a->wq, HDz * Cz, l), m->bq ? m->bq + l * HDz : NULL, R, C,
+           HD, 0);
+    linear(d, k, d->hb, gpu_model_w(m, a->wk, KDz * Cz, l), m->bk ? m->bk + l * KDz : NULL, R, C,
+           KD, 0);
+    linear(d, d->v, d->hb, gpu_model_w(m, a->wv, KDz * Cz, l), m->bv ? m->bv + l * KDz : NULL, R,
+           C, KD, 0);
+    if (c->qk_norm) {
+        GPU_CHECK(api, api->rmsnorm_fwd(d->q, d->qlin, gpu_model_w(m, a->q_norm, (size_t)D, l),
+                                        R * H, D, eps));
+        GPU_CHECK(api, api->rmsnorm_fwd(d->k, d->klin, gpu_model_w(m, a->k_norm, (size_t)D, l),
+                                        R * K, D, eps));
+    }
+    GPU_CHECK(api, api->rope_fwd(d->q, d->d_pos, R, H, D, d->rope));
+    GPU_CHECK(api, api->rope_fwd(d->k, d->d_pos, R, K, D, d->rope));
+    GPU_CHECK(api, api->kv_append(kp, vp, d->k, d->v, d->d_table, d->max_blocks, d->d_len, R, K,
+                                  D, P));
+    GPU_CHECK(api, api->decode_attn(d->att, d->q, kp, vp, d->d_table, d->max_blocks, d->d_len, R,
+                                    H, K, D, P));
+    to_bf16(d, d->att, (int64_t)R * HD);
+    linear(d, d->x, d->hb, gpu_model_w(m, a->wo, Cz * HDz, l), NULL, R, HD, C, 1);
+
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln2, Cz, l), R, C, eps));
+    to_bf16(d, d->h, (int64_t)R * C);
+    linear(d, d->gate, d->hb, gpu_model_w(m, a->w_gate, Fz * Cz, l), NULL, R, C, F, 0);
+    linear(d, d->up, d->hb, gpu_model_w(m, a->w_up, Fz * Cz, l), NULL, R, C, F, 0);
+    GPU_CHECK(api, api->swiglu_fwd(d->act, NULL, d->gate, d->up, (int64_t)R * F));
+    to_bf16(d, d->act, (int64_t)R * F);
+    linear(d, d->x, d->hb, gpu_model_w(m, a->w_down, Cz * Fz, l), NULL, R, F, C, 1);
+}
+
+/* The forward of R rows whose host tokens, positions, lengths and tables are staged
+ * (h_pos, h_len, h_table); logits (V) of rows [first_logit, R) into d->logits (none
+ * when first_logit == R). */
+static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, int first_logit)
+{
+    const struct cuda_api *api = d->api;
+    const struct tfm_config *c = &d->c;
+    int C = c->hidden_size, V = c->vocab_size;
+    for (int r = 0; r < R; r++)
+        if (tokens[r] < 0 || tokens[r] >= V)
+            FATAL("gpu decoder: token %d outside the vocabulary of %d", tokens[r], V);
+    GPU_CHECK(api, api->to_device(d->d_tok, tokens, (size_t)R * sizeof *tokens));
+    GPU_CHECK(api, api->to_device(d->d_pos, d->h_pos, (size_t)R * sizeof *d->h_pos));
+    GPU_CHECK(api, api->to_device(d->d_len, d->h_len, (size_t)R * sizeof *d->h_len));
+    GPU_CHECK(api, api->to_device(d->d_table, d->h_table,
+                                  (size_t)R * d->max_blocks * sizeof *d->h_table));
+    GPU_CHECK(api, api->embed_gather(d->x, gpu_model_w(d->m, d->m->at.embed, 0, 0), d->d_tok, R,
+                                     C, V));
+    for (int l = 0; l < c->n_layers; l++) layer_forward(d, l, R);
+    int n = R - first_logit;
+    if (n == 0) return;
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x + (size_t)first_logit * C,
+                                    gpu_model_w(d->m, d->m->at.ln_f, 0, 0), n, C,
+                                    c->rms_norm_eps));
+    to_bf16(d, d->h, (int64_t)n * C);
+    linear(d, d->logits, d->hb, gpu_model_w(d->m, d->m->at.lm_head, 0, 0), NULL, n, C, V, 0);
+    d->logit_rows = n;
+}
+
+/* Stages row r as the token at position pos of slot. */
+static void stage_row(struct gpu_decoder *d, int r, int slot, int pos)
+{
+    d->h_pos[r] = pos;
+    d->h_len[r] = pos + 1;
+    memcpy(d->h_table + (size_t)r * d->max_blocks, slot_table(d, slot),
+           (size_t)d->max_blocks * sizeof *d->h_table);
+}
+
+int gpu_decoder_prefill(struct gpu_decoder *d, int slot, const int32_t *tokens, int n,
+                        float *last_logits)
+{
+    if (slot < 0 || slot >= d->n_slots || n < 1)
+        FATAL("gpu_decoder_prefill: slot %d of %d, %d tokens", slot, d->n_slots, n);
+    int len0 = d->len[slot];
+    if (len0 + n > d->cap || blocks_needed(d, slot, len0 + n) > d->n_free) return -1;
+    blocks_grow(d, slot, len0 + n);
+    for (int i0 = 0; i0 < n; i0 += d->chunk) {
+        int R = n - i0 < d->chunk ? n - i0 : d->chunk;
+        for (int r = 0; r < R; r++) stage_row(d, r, slot, len0 + i0 + r);
+        rows_forward(d, tokens + i0, R, i0 + R == n ? R - 1 : R);
+    }
+    d->len[slot] = len0 + n;
+    if (last_logits)
+        GPU_CHECK(d->api, d->api->to_host(last_logits, d->logits,
+                                          (size_t)d->c.vocab_size * sizeof *last_logits));
+    GPU_CHECK(d->api, d->api->sync());
+    return 0;
+}
+
+int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tokens, int n,
+                     float *logits)
+{
+    if (n < 1 || n > d->n_slots) FATAL("gpu_decoder_step: %d rows, %d slots", n, d->n_slots);
+    int need = 0;
+    for (int i = 0; i < n; i++) {
+        int s = slots[i];
+        if (s < 0 || s >= d->n_slots) FATAL("gpu_decoder_step: slot %d of %d", s, d->n_slots);
+        for (int j = 0; j < i; j++)
+            if (slots[j] == s) FATAL("gpu_decoder_step: slot %d twice in one step", s);
+        if (d->len[s] + 1 > d->cap) return -1;
+        need += blocks_needed(d, s, d->len[s] + 1);
+    }
+    if (need > d->n_free) return -1;
+    for (int i = 0; i < n; i++) {
+        blocks_grow(d, slots[i], d->len[slots[i]] + 1);
+        stage_row(d, i, slots[i], d->len[slots[i]]);
+    }
+    rows_forward(d, tokens, n, 0);
+    for (int i = 0; i < n; i++) d->len[slots[i]]++;
+    if (logits)
+        GPU_CHECK(d->api, d->api->to_host(logits, d->logits,
+                                          (size_t)n * d->c.vocab_size * sizeof *logits));
+    GPU_CHECK(d->api, d->api->sync());
+    return 0;
+}
+
+void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_t seed,
+                        const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob)
+{
+    const struct cuda_api *api = d->api;
+    if (n != d->logit_rows)
+        FATAL("gpu_decoder_sample: %d rows asked for, the last call left %d", n, d->logit_rows);
+    GPU_CHECK(api, api->to_device(d->d_traj, traj, (size_t)n * sizeof *traj));
+    GPU_CHECK(api, api->to_device(d->d_spos, pos, (size_t)n * sizeof *pos));
+    GPU_CHECK(api, api->sample(d->d_out_tok, logprob ? d->d_out_lp : NULL, d->logits, n,
+                               d->c.vocab_size, d->d_traj, d->d_spos, temperature, seed,
+                               d->scratch));
+    GPU_CHECK(api, api->to_host(tok, d->d_out_tok, (size_t)n * sizeof *tok));
+    if (logprob) GPU_CHECK(api, api->to_host(logprob, d->d_out_lp, (size_t)n * sizeof *logprob));
+    GPU_CHECK(api, api->sync());
+}

@@ -1,0 +1,235 @@
+/*
+ * `libra --bench-gpu [SHAPE ...] [--batch B[,B...]] [--context N] [--steps N]
+ *                    [--prompt N]`: the GPU engine (include/libra/gpu_decode.h) on GPU 0,
+ * each figure beside a peak measured in the same run, so the result reads as a
+ * fraction that does not depend on the card's clocks that day:
+ *   gemm     cuBLASLt linear_fwd, 8192 x 8192 x 8192, bf16 in, float32 out: TFLOP/s
+ *            (the peak the engine's matrix products can reach)
+ *   copy     a 2 GiB device-to-device copy: GB/s, bytes read + written (the peak of a
+ *            memory-bound step)
+ *   prefill  one slot, a prompt of --prompt tokens (default 2048) in chunks of 512:
+ *            tokens/s, and the matrix-product FLOP rate as a fraction of gemm
+ *   decode   --batch slots (default 1,8,32,128,256) forked from one prefilled context of
+ *            --context tokens (default 512; the blocks are shared, as the samples of a
+ *            GRPO group share their prompt), then --steps steps (default 32) each with
+ *            on-device sampling at T = 1: tokens/s, ms a step (the forward and the
+ *            sampling apart), and the bytes the forward must read (weights + KV) over
+ *            its time as a fraction of copy
+ * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
+ * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/driver.h"
+#include "libra/gpu_decode.h"
+#include "libra/gpu_model.h"
+#include "libra/log.h"
+
+static void *dev_alloc(const struct cuda_api *api, size_t bytes)
+{
+    void *p = NULL;
+    GPU_CHECK(api, api->alloc(&p, bytes));
+    return p;
+}
+
+/* TFLOP/s of an n^3 bf16 matrix product (mean of 10 after 3 untimed). */
+static double gemm_peak(const struct cuda_api *api)
+{
+    const int n = 8192;
+    size_t nn = (size_t)n * n;
+    uint16_t *x = dev_alloc(api, nn * 2), *w = dev_alloc(api, nn * 2);
+    float *y = dev_alloc(api, nn * 4);
+    uint16_t *host = xmalloc(nn * 2);
+    for (size_t i = 0; i < nn; i++) host[i] = (uint16_t)(0x3c00u + (i * 2654435761u >> 24) % 255u);
+    GPU_CHECK(api, api->to_device(x, host, nn * 2));
+    GPU_CHECK(api, api->to_device(w, host, nn * 2));
+    free(host);
+    for (int r = 0; r < 3; r++) GPU_CHECK(api, api->linear_fwd(y, x, w, n, n, n, 0));
+    GPU_CHECK(api, api->sync());
+    double t0 = wall_time();
+    for (int r = 0; r < 10; r++) GPU_CHECK(api, api->linear_fwd(y, x, w, n, n, n, 0));
+    GPU_CHECK(api, api->sync());
+    double t = (wall_time() - t0) / 10;
+    GPU_CHECK(api, api->free(x));
+    GPU_CHECK(api, api->free(w));
+    GPU_CHECK(api, api->free(y));
+    return 2.0 * n * (double)n * n / t / 1e12;
+}
+
+/* GB/s (read + written) of a 2 GiB device-to-device copy (mean of 10 after 2). */
+static double copy_peak(const struct cuda_api *api)
+{
+    size_t bytes = (size_t)2 << 30;
+    void *a = dev_alloc(api, bytes), *b = dev_alloc(api, bytes);
+    for (int r = 0; r < 2; r++) GPU_CHECK(api, api->copy(b, a, bytes));
+    GPU_CHECK(api, api->sync());
+    double t0 = wall_time();
+    for (int r = 0; r < 10; r++) GPU_CHECK(api, api->copy(b, a, bytes));
+    GPU_CHECK(api, api->sync());
+    double t = (wall_time() - t0) / 10;
+    GPU_CHECK(api, api->free(a));
+    GPU_CHECK(api, api->free(b));
+    return 2.0 * (double)bytes / t / 1e9;
+}
+
+/* Weights of the layers' matrix products (what a token multiplies by). */
+static double layer_matmul_params(const struct tfm_config *c)
+{
+    double C = c->hidden_size, HD = (double)c->n_heads * c->head_dim;
+    double KD = (double)c->n_kv_heads * c->head_dim, F = c->intermediate_size;
+    return c->n_layers * (2 * C * HD + 2 * C * KD + 3 * C * F);
+}
+
+static void tokens_of(int32_t *t, int n, int V)
+{
+    for (int i = 0; i < n; i++) t[i] = (int32_t)((i * 7919 + 13) % V);
+}
+
+static void bench_prefill(const struct gpu_model *m, int prompt, double tflops)
+{
+    char err[512];
+    struct gpu_decoder *d = gpu_decoder_create(m, 1, prompt, 512, 0, err, sizeof err);
+    if (!d) FATAL("--bench-gpu: %s", err);
+    int32_t *tok = xmalloc((size_t)prompt * sizeof *tok);
+    tokens_of(tok, prompt, m->c.vocab_size);
+    if (gpu_decoder_prefill(d, 0, tok, prompt, NULL)) FATAL("--bench-gpu: prefill failed");
+    gpu_decoder_truncate(d, 0, 0);
+    double t0 = wall_time();
+    const int reps = 3;
+    for (int r = 0; r < reps; r++) {
+        if (gpu_decoder_prefill(d, 0, tok, prompt, NULL)) FATAL("--bench-gpu: prefill failed");
+        gpu_decoder_truncate(d, 0, 0);
+    }
+    double t = (wall_time() - t0) / reps;
+    double rate = prompt / t, mm = 2.0 * layer_matmul_params(&m->c) * rate / 1e12;
+    printf("  prefill %5d tokens   %9.0f tokens/s   matrix products %6.1f TFLOP/s = %5.1f %% "
+           "of gemm\n", prompt, rate, mm, 100 * mm / tflops);
+    free(tok);
+    gpu_decoder_free(d);
+}
+
+static void bench_decode(const struct gpu_model *m, int B, int context, int steps, double gbs)
+{
+    char err[512];
+    const struct tfm_config *c = &m->c;
+    struct gpu_decoder *d = gpu_decoder_create(m, B, context + steps + 2, 512, 0, err, sizeof err);
+    if (!d) {
+        printf("  decode  batch %4d: %s\n", B, err);
+        return;
+    }
+    int32_t *tok = xmalloc((size_t)(context > B ? context : B) * sizeof *tok);
+    int *slots = xmalloc((size_t)B * sizeof *slots);
+    int64_t *traj = xmalloc((size_t)B * sizeof *traj), *pos = xmalloc((size_t)B * sizeof *pos);
+    tokens_of(tok, context, c->vocab_size);
+    if (gpu_decoder_prefill(d, 0, tok, context, NULL)) FATAL("--bench-gpu: prefill failed");
+    for (int s = 0; s < B; s++) {
+        if (s) gpu_decoder_fork(d, s, 0);
+        slots[s] = s;
+        traj[s] = s;
+        tok[s] = (int32_t)(s % c->vocab_size);
+    }
+    double t_step = 0, t_sample = 0;
+    for (int i = 0; i <= steps; i++) { /* step 0 untimed */
+        double t0 = wall_time();
+        if (gpu_decoder_step(d, slots, tok, B, NULL)) FATAL("--bench-gpu: step failed");
+        double t1 = wall_time();
+        for (int s = 0; s < B; s++) pos[s] = context + i;
+        gpu_decoder_sample(d, B, 1.0f, 1, traj, pos, tok, NULL);
+        if (i > 0) {
+            t_step += t1 - t0;
+            t_sample += wall_time() - t1;
+        }
+    }
+    t_step /= steps;
+    t_sample /= steps;
+    double t = t_step + t_sample;
+    /* bytes a step reads at least: every weight but the embedding rows not gathered, and
+     * each slot's keys and values (float32) */
+    double w = (double)m->at.n * 2 - (c->tie_word_embeddings ? 0 : (double)c->vocab_size * c->hidden_size * 2);
+    double kv = (double)B * (context + steps / 2.0) * c->n_layers * 2.0 * c->n_kv_heads * c->head_dim * 4;
+    double bw = (w + kv) / t_step / 1e9;
+    printf("  decode  batch %4d   %9.0f tokens/s   %7.2f ms a step (forward %6.2f, sampling "
+           "%5.2f)   forward reads %7.1f GB/s = %5.1f %% of copy\n", B, B / t, 1e3 * t,
+           1e3 * t_step, 1e3 * t_sample, bw, 100 * bw / gbs);
+    free(tok);
+    free(slots);
+    free(traj);
+    free(pos);
+    gpu_decoder_free(d);
+}
+
+/* --batch's list into b (at most max); its count, or -1. */
+static int parse_list(const char *s, int *b, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 4096) return -1;
+        b[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+int cmd_bench_gpu(int argc, char **argv)
+{
+    const char *usage = "usage: libra --bench-gpu [qwen3-0.6b|qwen3-4b|llama3-8b ...] "
+                        "[--batch B[,B...]] [--context N] [--steps N] [--prompt N]\n";
+    int batch[16] = {1, 8, 32, 128, 256}, n_batch = 5, context = 512, steps = 32, prompt = 2048;
+    const char *shapes[8];
+    int n_shapes = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (strncmp(a, "--", 2) != 0) {
+            if (n_shapes == 8 || !bench_model_shape(a)) bad = 1;
+            else shapes[n_shapes++] = a;
+        } else if (!v) {
+            bad = 1;
+        } else {
+            char *end = NULL;
+            if (strcmp(a, "--batch") == 0) bad = (n_batch = parse_list(v, batch, 16)) < 1;
+            else if (strcmp(a, "--context") == 0) context = (int)strtol(v, &end, 10);
+            else if (strcmp(a, "--steps") == 0) steps = (int)strtol(v, &end, 10);
+            else if (strcmp(a, "--prompt") == 0) prompt = (int)strtol(v, &end, 10);
+            else bad = 1;
+            bad |= (end && *end) || context < 1 || steps < 1 || prompt < 1;
+            i++;
+        }
+        if (bad) {
+            fprintf(stderr, "libra: --bench-gpu: bad option or shape '%s'\n%s", a, usage);
+            return 2;
+        }
+    }
+    if (n_shapes == 0) shapes[n_shapes++] = "qwen3-0.6b";
+    char err[2048];
+    const struct cuda_api *api = gpu_open(0, err, sizeof err);
+    if (!api) {
+        fprintf(stderr, "libra: --bench-gpu: %s\n", err);
+        return 1;
+    }
+    char line[256];
+    GPU_CHECK(api, api->device_describe(0, line, sizeof line));
+    double tflops = gemm_peak(api), gbs = copy_peak(api);
+    printf("libra bench-gpu: %s\n  gemm 8192^3 bf16: %.1f TFLOP/s   copy 2 GiB: %.0f GB/s "
+           "(read + written)\n", line, tflops, gbs);
+    for (int s = 0; s < n_shapes; s++) {
+        const struct tfm_config *c = bench_model_shape(shapes[s]);
+        struct gpu_model *m = gpu_model_pattern(api, c, 1, 0.02f, err, sizeof err);
+        if (!m) {
+            printf("%s: %s\n", shapes[s], err);
+            continue;
+        }
+        printf("%s: %.2fB parameters, %.2f GB of bf16 weights on the GPU\n", shapes[s],
+               (double)m->at.n / 1e9, (double)m->bytes / 1e9);
+        bench_prefill(m, prompt, tflops);
+        for (int b = 0; b < n_batch; b++) bench_decode(m, batch[b], context, steps, gbs);
+        gpu_model_free(m);
+        fflush(stdout);
+    }
+    return 0;
+}

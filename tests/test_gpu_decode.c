@@ -1,0 +1,361 @@
+/*
+ * The GPU decode engine (include/libra/gpu_decode.h) on bf16-rounded weights, for the
+ * three model families (llama, qwen2 with q/k/v biases, qwen3 with q/k norm):
+ *   logits of a chunked prefill and of decode steps against a CPU forward that rounds
+ *          the activations to bf16 where the GPU does (the inputs of every matrix
+ *          product, src/model/cpu/ops.c kernels otherwise): within EMULATED_TOL of the
+ *          largest logit. Measured on an H200: 3.6e-3 (llama), 5.6e-3 (qwen2), 4.6e-3
+ *          (qwen3), against 3.0e-2, 3.9e-2, 1.1e-2 from the float32 decoder: float32
+ *          sums in other orders and the device's expf / rsqrtf move values across bf16
+ *          rounding boundaries, and each such flip is a 2^-9 change the next layers
+ *          carry. A wrong head, position or cache row gives errors of order 1;
+ *   the same logits against the CPU decoder (float32 activations): the bf16 effect,
+ *          printed with the figure above and bounded by BF16_EFFECT_BOUND only as a
+ *          sanity check (docs/cuda.md records the measured figures);
+ *   a batched step of slots of different lengths equals one slot at a time (1e-3:
+ *          other matrix-product shapes, so other bf16 roundings);
+ *   fork: a slot forked from another computes what a fresh prefill of the same
+ *          context computes, its write into the shared partial block leaves the
+ *          source's cache untouched (copy on write), and every block comes back;
+ *   a full pool: -1 and nothing added;
+ *   sampling on the GPU picks sampler_sample's tokens from the same logits.
+ * Exits 77 (SKIPPED) without the CUDA module or a GPU, saying which.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/model/cpu/ops.h"
+#include "../src/model/tfm_state.h"
+#include "libra/cuda_module.h"
+#include "libra/gpu_decode.h"
+#include "libra/safetensors.h"
+#include "libra/sampler.h"
+#include "libra/tfm_decode.h"
+#include "testutil.h"
+
+#define EMULATED_TOL 1e-2
+#define BF16_EFFECT_BOUND 0.1
+
+static const struct cuda_api *api;
+
+static struct tfm_config model_of(int family)
+{
+    struct tfm_config c = {.family = family, .vocab_size = 301, .hidden_size = 128,
+                           .n_layers = 3, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32,
+                           .intermediate_size = 320, .max_position_embeddings = 512,
+                           .rms_norm_eps = 1e-6f, .rope_theta = 10000.0f,
+                           .tie_word_embeddings = family != TFM_LLAMA,
+                           .attention_bias = family == TFM_QWEN2, .qk_norm = family == TFM_QWEN3};
+    return c;
+}
+
+/* Random weights, rounded to bf16 so that both devices hold the same values. */
+static void bf16_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed)
+{
+    tfm_params_alloc(p, c);
+    test_random_params(p, c, seed);
+    for (size_t i = 0; i < p->n; i++) p->mem[i] = st_bf16_to_f32(st_f32_to_bf16(p->mem[i]));
+}
+
+static struct gpu_model *upload(const struct tfm_config *c, const struct tfm_params *p)
+{
+    char err[512];
+    struct gpu_model *m = gpu_model_upload(api, c, p, err, sizeof err);
+    if (!m) fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_FATAL(m != NULL);
+    return m;
+}
+
+static struct gpu_decoder *decoder(const struct gpu_model *m, int slots, int cap, int chunk,
+                                   size_t kv_bytes)
+{
+    char err[512];
+    struct gpu_decoder *d = gpu_decoder_create(m, slots, cap, chunk, kv_bytes, err, sizeof err);
+    if (!d) fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_FATAL(d != NULL);
+    return d;
+}
+
+static void tokens_of(int32_t *t, int n, int V, int salt)
+{
+    for (int i = 0; i < n; i++) t[i] = (int32_t)((i * 37 + salt * 11 + 5) % V);
+}
+
+static void round_bf16(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] = st_bf16_to_f32(st_f32_to_bf16(x[i]));
+}
+
+/* logits (T, V) of every position of tok, with the GPU engine's bf16 roundings. */
+static void emulated_forward(const struct tfm_config *c, const struct tfm_params *p,
+                             const int32_t *tok, int T, float *logits)
+{
+    int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
+    int F = c->intermediate_size, HD = H * D, KD = K * D;
+    size_t Tz = (size_t)T;
+    float *x = malloc(Tz * C * sizeof *x), *h = malloc(Tz * C * sizeof *h);
+    float *tmp = malloc(Tz * C * sizeof *tmp), *q = malloc(Tz * HD * sizeof *q);
+    float *qlin = malloc(Tz * HD * sizeof *qlin), *att = malloc(Tz * HD * sizeof *att);
+    float *k = malloc(Tz * KD * sizeof *k), *klin = malloc(Tz * KD * sizeof *klin);
+    float *v = malloc(Tz * KD * sizeof *v), *gate = malloc(Tz * F * sizeof *gate);
+    float *up = malloc(Tz * F * sizeof *up), *act = malloc(Tz * F * sizeof *act);
+    float *rope = malloc(Tz * D * sizeof *rope);
+    float *scratch = malloc(attn_scratch_floats(T, T, H, K, D) * sizeof *scratch);
+    int *pos = malloc(Tz * sizeof *pos);
+    for (int t = 0; t < T; t++) pos[t] = t;
+    rope_table(rope, T, c);
+    embed_forward(x, p->embed, tok, T, C);
+    for (int l = 0; l < c->n_layers; l++) {
+        struct tfm_layer w = tfm_layer_view(c, p, l);
+        rmsnorm_forward(h, x, w.ln1, T, C, c->rms_norm_eps);
+        round_bf16(h, Tz * C);
+        float *qp = c->qk_norm ? qlin : q, *kp = c->qk_norm ? klin : k;
+        linear_forward(qp, h, w.wq, w.bq, T, C, HD);
+        linear_forward(kp, h, w.wk, w.bk, T, C, KD);
+        linear_forward(v, h, w.wv, w.bv, T, C, KD);
+        if (c->qk_norm) {
+            rmsnorm_forward(q, qlin, w.q_norm, T * H, D, c->rms_norm_eps);
+            rmsnorm_forward(k, klin, w.k_norm, T * K, D, c->rms_norm_eps);
+        }
+        rope_forward(q, pos, T, H, D, rope);
+        rope_forward(k, pos, T, K, D, rope);
+        attn_forward(att, q, k, v, pos, T, T, H, K, D, scratch);
+        round_bf16(att, Tz * HD);
+        linear_forward(tmp, att, w.wo, NULL, T, HD, C);
+        for (size_t i = 0; i < Tz * C; i++) x[i] += tmp[i];
+        rmsnorm_forward(h, x, w.ln2, T, C, c->rms_norm_eps);
+        round_bf16(h, Tz * C);
+        linear_forward(gate, h, w.w_gate, NULL, T, C, F);
+        linear_forward(up, h, w.w_up, NULL, T, C, F);
+        swiglu_forward(act, NULL, gate, up, (int64_t)T * F);
+        round_bf16(act, Tz * F);
+        linear_forward(tmp, act, w.w_down, NULL, T, F, C);
+        for (size_t i = 0; i < Tz * C; i++) x[i] += tmp[i];
+    }
+    rmsnorm_forward(h, x, p->ln_f, T, C, c->rms_norm_eps);
+    round_bf16(h, Tz * C);
+    linear_forward(logits, h, p->lm_head, NULL, T, C, c->vocab_size);
+    float *bufs[] = {x, h, tmp, q, qlin, att, k, klin, v, gate, up, act, rope, scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(pos);
+}
+
+static void test_parity(void)
+{
+    enum { PROMPT = 45, STEPS = 6, CAP = 64, T = PROMPT + STEPS };
+    const char *names[] = {"llama", "qwen2", "qwen3"};
+    for (int f = TFM_LLAMA; f <= TFM_QWEN3; f++) {
+        struct tfm_config c = model_of(f);
+        struct tfm_params p;
+        bf16_params(&p, &c, 40 + (uint64_t)f);
+        int V = c.vocab_size;
+        int32_t tok[T];
+        tokens_of(tok, T, V, f);
+        float *emu = malloc((size_t)T * V * sizeof *emu), *ref = malloc((size_t)V * sizeof *ref);
+        float *got = malloc((size_t)V * sizeof *got);
+        emulated_forward(&c, &p, tok, T, emu);
+        struct tfm_decoder *cd = tfm_decoder_create(&c, &p, 1, CAP, 64);
+        struct gpu_model *m = upload(&c, &p);
+        struct gpu_decoder *gd = decoder(m, 1, CAP, 16, 0); /* 3 chunks of the prompt */
+        CU_ASSERT(tfm_decoder_prefill(cd, 0, tok, PROMPT, ref) == 0);
+        CU_ASSERT(gpu_decoder_prefill(gd, 0, tok, PROMPT, got) == 0);
+        double e_emu = test_rel_err(got, emu + (size_t)(PROMPT - 1) * V, (size_t)V);
+        double e_f32 = test_rel_err(got, ref, (size_t)V);
+        for (int s = 0; s < STEPS; s++) {
+            int slot = 0;
+            CU_ASSERT(tfm_decoder_step(cd, &slot, &tok[PROMPT + s], 1, ref) == 0);
+            CU_ASSERT(gpu_decoder_step(gd, &slot, &tok[PROMPT + s], 1, got) == 0);
+            if (PROMPT + s + 1 < T)
+                e_emu = fmax(e_emu, test_rel_err(got, emu + (size_t)(PROMPT + s) * V, (size_t)V));
+            e_f32 = fmax(e_f32, test_rel_err(got, ref, (size_t)V));
+        }
+        CU_ASSERT(gpu_decoder_len(gd, 0) == T);
+        printf("[%s: %.1e of the largest logit from the bf16-emulating CPU forward, %.1e from "
+               "the float32 CPU decoder] ", names[f], e_emu, e_f32);
+        CU_ASSERT(e_emu <= EMULATED_TOL);
+        CU_ASSERT(e_f32 <= BF16_EFFECT_BOUND);
+        gpu_decoder_free(gd);
+        gpu_model_free(m);
+        tfm_decoder_free(cd);
+        tfm_params_free(&p);
+        free(emu);
+        free(ref);
+        free(got);
+    }
+}
+
+static void test_batched_step(void)
+{
+    enum { S = 5, CAP = 96 };
+    struct tfm_config c = model_of(TFM_QWEN3);
+    struct tfm_params p;
+    bf16_params(&p, &c, 7);
+    int V = c.vocab_size;
+    struct gpu_model *m = upload(&c, &p);
+    struct gpu_decoder *one = decoder(m, S, CAP, 32, 0), *all = decoder(m, S, CAP, 32, 0);
+    int32_t tok[CAP];
+    float *a = malloc((size_t)S * V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
+    int slots[S];
+    int32_t next[S];
+    for (int s = 0; s < S; s++) {
+        int n = 3 + 13 * s; /* different lengths, some mid-block */
+        tokens_of(tok, n, V, s);
+        CU_ASSERT(gpu_decoder_prefill(one, s, tok, n, NULL) == 0);
+        CU_ASSERT(gpu_decoder_prefill(all, s, tok, n, NULL) == 0);
+        slots[s] = S - 1 - s; /* any order */
+        next[s] = (int32_t)(100 + s);
+    }
+    for (int step = 0; step < 3; step++) {
+        CU_ASSERT(gpu_decoder_step(all, slots, next, S, a) == 0);
+        double worst = 0;
+        for (int i = 0; i < S; i++) {
+            CU_ASSERT(gpu_decoder_step(one, &slots[i], &next[i], 1, b) == 0);
+            worst = fmax(worst, test_rel_err(a + (size_t)i * V, b, (size_t)V));
+        }
+        CU_ASSERT(worst <= 1e-3);
+        if (worst > 1e-3) fprintf(stderr, "\nbatched step %d: %.3g\n", step, worst);
+    }
+    gpu_decoder_free(one);
+    gpu_decoder_free(all);
+    gpu_model_free(m);
+    tfm_params_free(&p);
+    free(a);
+    free(b);
+}
+
+static void test_fork(void)
+{
+    enum { CTX = 37, CAP = 80 }; /* 37 = two full blocks and a partial one */
+    struct tfm_config c = model_of(TFM_QWEN2);
+    struct tfm_params p;
+    bf16_params(&p, &c, 9);
+    int V = c.vocab_size;
+    struct gpu_model *m = upload(&c, &p);
+    struct gpu_decoder *d = decoder(m, 3, CAP, 16, 0);
+    int32_t tok[CTX + 1];
+    tokens_of(tok, CTX, V, 3);
+    float *src_ref = malloc((size_t)V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
+    float *fresh = malloc((size_t)V * sizeof(float));
+    int free0, total;
+    gpu_decoder_blocks(d, &free0, &total);
+    /* slot 2: the reference, a fresh prefill of the context then token 7 */
+    tok[CTX] = 7;
+    CU_ASSERT(gpu_decoder_prefill(d, 2, tok, CTX + 1, fresh) == 0);
+    CU_ASSERT(gpu_decoder_prefill(d, 0, tok, CTX, NULL) == 0);
+    int free1, free2, free3;
+    gpu_decoder_blocks(d, &free1, &total);
+    gpu_decoder_fork(d, 1, 0);
+    gpu_decoder_blocks(d, &free2, &total);
+    CU_ASSERT(free2 == free1); /* shared, not copied */
+    CU_ASSERT(gpu_decoder_len(d, 1) == CTX);
+    int slot = 1;
+    int32_t t7 = 7, t9 = 9;
+    CU_ASSERT(gpu_decoder_step(d, &slot, &t7, 1, got) == 0);
+    gpu_decoder_blocks(d, &free3, &total);
+    CU_ASSERT(free3 == free2 - 1); /* the partial block copied before the write */
+    CU_ASSERT(test_rel_err(got, fresh, (size_t)V) <= 1e-3);
+    /* the source writes its own token 9 into its (now private) partial block; slot 2
+     * stepped with 9 after truncating back gives the same logits */
+    slot = 0;
+    CU_ASSERT(gpu_decoder_step(d, &slot, &t9, 1, src_ref) == 0);
+    gpu_decoder_truncate(d, 2, CTX);
+    slot = 2;
+    CU_ASSERT(gpu_decoder_step(d, &slot, &t9, 1, got) == 0);
+    CU_ASSERT(test_rel_err(got, src_ref, (size_t)V) <= 1e-3);
+    for (int s = 0; s < 3; s++) gpu_decoder_truncate(d, s, 0);
+    gpu_decoder_blocks(d, &free3, &total);
+    CU_ASSERT(free3 == free0 && free0 == total);
+    gpu_decoder_free(d);
+    gpu_model_free(m);
+    tfm_params_free(&p);
+    free(src_ref);
+    free(got);
+    free(fresh);
+}
+
+static void test_pool_full(void)
+{
+    enum { CAP = 48 };
+    struct tfm_config c = model_of(TFM_LLAMA);
+    struct tfm_params p;
+    bf16_params(&p, &c, 11);
+    struct gpu_model *m = upload(&c, &p);
+    size_t block = 2 * (size_t)c.n_layers * GPU_KV_BLOCK * c.n_kv_heads * c.head_dim * sizeof(float);
+    struct gpu_decoder *d = decoder(m, 2, CAP, 16, 4 * block); /* one slot's 3 blocks + 1 */
+    int32_t tok[CAP];
+    tokens_of(tok, CAP, c.vocab_size, 1);
+    CU_ASSERT(gpu_decoder_prefill(d, 0, tok, 40, NULL) == 0);  /* 3 blocks */
+    CU_ASSERT(gpu_decoder_prefill(d, 1, tok, 20, NULL) == -1); /* needs 2, 1 free */
+    CU_ASSERT(gpu_decoder_len(d, 1) == 0);
+    CU_ASSERT(gpu_decoder_prefill(d, 1, tok, 16, NULL) == 0);  /* exactly the last one */
+    int slots[2] = {0, 1};
+    int32_t nt[2] = {1, 2};
+    CU_ASSERT(gpu_decoder_step(d, slots, nt, 2, NULL) == -1);  /* slot 1 needs a 5th block */
+    CU_ASSERT(gpu_decoder_len(d, 0) == 40 && gpu_decoder_len(d, 1) == 16);
+    CU_ASSERT(gpu_decoder_prefill(d, 0, tok, CAP - 39, NULL) == -1); /* past the capacity */
+    gpu_decoder_free(d);
+    gpu_model_free(m);
+    tfm_params_free(&p);
+}
+
+static void test_sample(void)
+{
+    enum { S = 4, CAP = 32 };
+    struct tfm_config c = model_of(TFM_QWEN3);
+    struct tfm_params p;
+    bf16_params(&p, &c, 13);
+    int V = c.vocab_size;
+    struct gpu_model *m = upload(&c, &p);
+    struct gpu_decoder *d = decoder(m, S, CAP, 16, 0);
+    int32_t tok[8];
+    int slots[S];
+    int32_t next[S], got[S];
+    int64_t traj[S], pos[S];
+    float *logits = malloc((size_t)S * V * sizeof *logits), lp[S];
+    float *scratch = malloc(2 * (size_t)V * sizeof *scratch);
+    for (int s = 0; s < S; s++) {
+        tokens_of(tok, 8, V, s);
+        CU_ASSERT(gpu_decoder_prefill(d, s, tok, 8, NULL) == 0);
+        slots[s] = s;
+        next[s] = (int32_t)(s + 1);
+        traj[s] = 1000 + s;
+        pos[s] = 9;
+    }
+    CU_ASSERT(gpu_decoder_step(d, slots, next, S, logits) == 0);
+    const float temps[] = {0.0f, 1.0f};
+    for (int k = 0; k < 2; k++) {
+        struct sampler_config sc = {temps[k], 1.0f, 0, 77};
+        gpu_decoder_sample(d, S, sc.temperature, sc.seed, traj, pos, got, lp);
+        for (int s = 0; s < S; s++) {
+            float want_lp;
+            int32_t want = sampler_sample(&sc, logits + (size_t)s * V, V, (uint64_t)traj[s],
+                                          (uint64_t)pos[s], &want_lp, scratch);
+            CU_ASSERT(got[s] == want);
+        }
+    }
+    gpu_decoder_free(d);
+    gpu_model_free(m);
+    tfm_params_free(&p);
+    free(logits);
+    free(scratch);
+}
+
+int main(void)
+{
+    api = test_cuda_or_skip("test_gpu_decode");
+    static const struct test_case cases[] = {
+        {"prefill (3 chunks) and steps vs CPU forwards, llama / qwen2 / qwen3", test_parity},
+        {"a batched step of 5 slots equals one slot at a time", test_batched_step},
+        {"fork shares blocks, copies on write, gives every block back", test_fork},
+        {"a full pool or slot: -1, nothing added", test_pool_full},
+        {"GPU sampling picks sampler_sample's tokens", test_sample},
+        {NULL, NULL},
+    };
+    static const struct test_suite suites[] = {
+        {"gpu decode engine", cases},
+        {NULL, NULL},
+    };
+    return test_main(suites);
+}
