@@ -25,7 +25,7 @@ static void usage(FILE *out)
             "                                     the logits of one sequence: /logits (T, V)\n"
             "  libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
             "                 [--temperature T] [--top-p P] [--top-k K] [--seed S]\n"
-            "                 [--chat] [--tokenizer DIR]\n"
+            "                 [--chat] [--tokenizer DIR] [--device cpu|cuda]\n"
             "                                     MODEL: an HDF5 model file, a run checkpoint\n"
             "                                     directory or a Hugging Face directory\n"
             "  libra export CHECKPOINT OUTDIR [--dtype bf16|f16|f32] [--max-shard-size BYTES]\n"

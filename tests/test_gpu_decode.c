@@ -17,6 +17,7 @@
  *   fork: a slot forked from another computes what a fresh prefill of the same
  *          context computes, its write into the shared partial block leaves the
  *          source's cache untouched (copy on write), and every block comes back;
+ *   the forward as recorded CUDA graphs gives the same bits as launched kernel by kernel;
  *   a full pool: -1 and nothing added;
  *   sampling on the GPU picks sampler_sample's tokens from the same logits.
  * Exits 77 (SKIPPED) without the CUDA module or a GPU, saying which.
@@ -275,6 +276,42 @@ static void test_fork(void)
     free(fresh);
 }
 
+/* CUDA graphs replay the kernels they recorded: the same bits as launching them. */
+static void test_graphs(void)
+{
+    enum { S = 3, CAP = 40 };
+    struct tfm_config c = model_of(TFM_QWEN2);
+    struct tfm_params p;
+    bf16_params(&p, &c, 21);
+    int V = c.vocab_size;
+    struct gpu_model *m = upload(&c, &p);
+    struct gpu_decoder *d[2] = {decoder(m, S, CAP, 8, 0), decoder(m, S, CAP, 8, 0)};
+    gpu_decoder_set_graphs(d[0], 0);
+    gpu_decoder_set_graphs(d[1], 1);
+    float *out[2] = {malloc((size_t)S * V * sizeof(float)), malloc((size_t)S * V * sizeof(float))};
+    int32_t tok[20];
+    int slots[S] = {2, 0, 1};
+    int32_t next[S] = {3, 4, 5};
+    int same = 1;
+    for (int k = 0; k < 2; k++) {
+        for (int s = 0; s < S; s++) {
+            tokens_of(tok, 11 + 3 * s, V, s); /* 2 chunks, the last of 3..7 rows */
+            CU_ASSERT(gpu_decoder_prefill(d[k], s, tok, 11 + 3 * s, NULL) == 0);
+        }
+    }
+    for (int step = 0; step < 4; step++) { /* the graphs are recorded at step 0 */
+        for (int k = 0; k < 2; k++) CU_ASSERT(gpu_decoder_step(d[k], slots, next, S, out[k]) == 0);
+        same &= memcmp(out[0], out[1], (size_t)S * V * sizeof(float)) == 0;
+    }
+    CU_ASSERT(same);
+    for (int k = 0; k < 2; k++) {
+        gpu_decoder_free(d[k]);
+        free(out[k]);
+    }
+    gpu_model_free(m);
+    tfm_params_free(&p);
+}
+
 static void test_pool_full(void)
 {
     enum { CAP = 48 };
@@ -282,7 +319,8 @@ static void test_pool_full(void)
     struct tfm_params p;
     bf16_params(&p, &c, 11);
     struct gpu_model *m = upload(&c, &p);
-    size_t block = 2 * (size_t)c.n_layers * GPU_KV_BLOCK * c.n_kv_heads * c.head_dim * sizeof(float);
+    size_t block =
+        2 * (size_t)c.n_layers * GPU_KV_BLOCK * c.n_kv_heads * c.head_dim * sizeof(float);
     struct gpu_decoder *d = decoder(m, 2, CAP, 16, 4 * block); /* one slot's 3 blocks + 1 */
     int32_t tok[CAP];
     tokens_of(tok, CAP, c.vocab_size, 1);
@@ -349,6 +387,7 @@ int main(void)
         {"prefill (3 chunks) and steps vs CPU forwards, llama / qwen2 / qwen3", test_parity},
         {"a batched step of 5 slots equals one slot at a time", test_batched_step},
         {"fork shares blocks, copies on write, gives every block back", test_fork},
+        {"CUDA graphs give the bits of launching kernel by kernel", test_graphs},
         {"a full pool or slot: -1, nothing added", test_pool_full},
         {"GPU sampling picks sampler_sample's tokens", test_sample},
         {NULL, NULL},

@@ -3,11 +3,13 @@
  * with ./configure --with-cuda) offers the rest of libra. The module is loaded at run
  * time (cuda_module_load, include/libra/cuda_module.h), so src/libra never links the
  * CUDA runtime, cuBLASLt or NCCL and one build runs on CPU-only nodes.
+ * The module's kernels and matrix products run in order on one stream of the current
+ * device; the copies (to_device, to_host, copy) are synchronous.
  *
  * The module exports one symbol, libra_cuda_api(), returning a constant table. Every
  * function returns 0 or -1; after -1, last_error() says what failed (the CUDA error
- * string, the call, file:line). Kernels run on the current device's default stream
- * and take device pointers; sync() waits for them and reports an asynchronous error.
+ * string, the call, file:line). Kernels take device pointers; sync() waits for them
+ * and reports an asynchronous error.
  *
  * Kernels (each has a CPU reference in src/model/cpu/ops.c, which tests/test_cuda.c
  * checks it against; the tolerances are in docs/cuda.md). Weights are stored in
@@ -62,7 +64,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 3 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 4 /* bumped whenever struct cuda_api changes */
 
 /* The per-step scalars of an AdamW update (struct adamw_scalars of adamw.h). */
 struct cuda_adamw {
@@ -129,6 +131,15 @@ struct cuda_api {
     int (*sum_squares)(double *out, const float *x, int64_t n);
     int (*adamw_update)(float *params, float *m, float *v, const float *grads, int64_t n,
                         const struct cuda_adamw *s);
+    /* ---- CUDA graphs ---- */
+    /* Between graph_begin and graph_end the kernels and matrix products this thread
+     * asks for are recorded, not run (no memory call may come between them); the
+     * graph, launched any number of times, runs them again with the same arguments
+     * (the memory they point at may hold new values). */
+    int (*graph_begin)(void);
+    int (*graph_end)(void **graph);
+    int (*graph_launch)(void *graph);
+    int (*graph_free)(void *graph); /* NULL is a no-op */
     /* What the last failed call of this thread reported. */
     const char *(*last_error)(void);
 };

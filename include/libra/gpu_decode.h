@@ -65,6 +65,10 @@ int gpu_decoder_len(const struct gpu_decoder *d, int slot);
 void gpu_decoder_truncate(struct gpu_decoder *d, int slot, int len);
 /* The pool's blocks: free ones and all of them. */
 void gpu_decoder_blocks(const struct gpu_decoder *d, int *free_blocks, int *total_blocks);
+/* 1 (the default): each distinct row count's forward is recorded once as a CUDA graph
+ * and replayed (one launch instead of some 20 a layer); 0: the kernels are launched
+ * one by one. The results are the same bits either way. */
+void gpu_decoder_set_graphs(struct gpu_decoder *d, int on);
 /* Bytes of GPU memory held (KV pool + scratch; the model not included). */
 size_t gpu_decoder_bytes(const struct gpu_decoder *d);
 

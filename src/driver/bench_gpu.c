@@ -12,9 +12,10 @@
  *   decode   --batch slots (default 1,8,32,128,256) forked from one prefilled context of
  *            --context tokens (default 512; the blocks are shared, as the samples of a
  *            GRPO group share their prompt), then --steps steps (default 32) each with
- *            on-device sampling at T = 1: tokens/s, ms a step (the forward and the
- *            sampling apart), and the bytes the forward must read (weights + KV) over
- *            its time as a fraction of copy
+ *            on-device sampling at T = 1: tokens/s, ms a step (the forward -- as CUDA
+ *            graphs, and launched kernel by kernel -- and the sampling apart), and the
+ *            bytes the forward must read (weights + KV) over its time as a fraction of
+ *            copy
  * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
  * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
  */
@@ -114,7 +115,8 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
 {
     char err[512];
     const struct tfm_config *c = &m->c;
-    struct gpu_decoder *d = gpu_decoder_create(m, B, context + steps + 2, 512, 0, err, sizeof err);
+    int cap = context + 2 * steps + 3;
+    struct gpu_decoder *d = gpu_decoder_create(m, B, cap, 512, 0, err, sizeof err);
     if (!d) {
         printf("  decode  batch %4d: %s\n", B, err);
         return;
@@ -130,29 +132,38 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
         traj[s] = s;
         tok[s] = (int32_t)(s % c->vocab_size);
     }
-    double t_step = 0, t_sample = 0;
-    for (int i = 0; i <= steps; i++) { /* step 0 untimed */
-        double t0 = wall_time();
-        if (gpu_decoder_step(d, slots, tok, B, NULL)) FATAL("--bench-gpu: step failed");
-        double t1 = wall_time();
-        for (int s = 0; s < B; s++) pos[s] = context + i;
-        gpu_decoder_sample(d, B, 1.0f, 1, traj, pos, tok, NULL);
-        if (i > 0) {
-            t_step += t1 - t0;
-            t_sample += wall_time() - t1;
+    /* launched kernel by kernel, then as CUDA graphs; step 0 of each untimed (the
+     * graphs are recorded there) */
+    double t_plain = 0, t_step = 0, t_sample = 0;
+    for (int graphs = 0; graphs <= 1; graphs++) {
+        gpu_decoder_set_graphs(d, graphs);
+        for (int i = 0; i <= steps; i++) {
+            double t0 = wall_time();
+            if (gpu_decoder_step(d, slots, tok, B, NULL)) FATAL("--bench-gpu: step failed");
+            double t1 = wall_time();
+            for (int s = 0; s < B; s++) pos[s] = context + graphs * (steps + 1) + i;
+            gpu_decoder_sample(d, B, 1.0f, 1, traj, pos, tok, NULL);
+            if (i > 0 && !graphs) t_plain += t1 - t0;
+            if (i > 0 && graphs) {
+                t_step += t1 - t0;
+                t_sample += wall_time() - t1;
+            }
         }
     }
+    t_plain /= steps;
     t_step /= steps;
     t_sample /= steps;
     double t = t_step + t_sample;
     /* bytes a step reads at least: every weight but the embedding rows not gathered, and
      * each slot's keys and values (float32) */
-    double w = (double)m->at.n * 2 - (c->tie_word_embeddings ? 0 : (double)c->vocab_size * c->hidden_size * 2);
-    double kv = (double)B * (context + steps / 2.0) * c->n_layers * 2.0 * c->n_kv_heads * c->head_dim * 4;
+    double embed_rows = c->tie_word_embeddings ? 0 : (double)c->vocab_size * c->hidden_size;
+    double w = ((double)m->at.n - embed_rows) * 2;
+    double kv = (double)B * (context + steps / 2.0) * c->n_layers * 2.0 * c->n_kv_heads *
+                c->head_dim * 4;
     double bw = (w + kv) / t_step / 1e9;
-    printf("  decode  batch %4d   %9.0f tokens/s   %7.2f ms a step (forward %6.2f, sampling "
-           "%5.2f)   forward reads %7.1f GB/s = %5.1f %% of copy\n", B, B / t, 1e3 * t,
-           1e3 * t_step, 1e3 * t_sample, bw, 100 * bw / gbs);
+    printf("  decode  batch %4d   %8.0f tokens/s   %6.2f ms a step (forward %6.2f [%6.2f without "
+           "graphs], sampling %5.2f)   forward reads %6.0f GB/s = %4.1f %% of copy\n", B, B / t,
+           1e3 * t, 1e3 * t_step, 1e3 * t_plain, 1e3 * t_sample, bw, 100 * bw / gbs);
     free(tok);
     free(slots);
     free(traj);

@@ -11,8 +11,9 @@
  *       atomically. For parity checks against a reference (tests/hf_parity.sh).
  *   libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] [--max-new N]
  *                  [--temperature T] [--top-p P] [--top-k K] [--seed S]
- *                  [--chat] [--tokenizer DIR]
- *       prints the continuation (specials spelled out); greedy when T = 0. The model's
+ *                  [--chat] [--tokenizer DIR] [--device cpu|cuda]
+ *       prints the continuation (specials spelled out); greedy when T = 0. --device
+ *       cuda runs the GPU engine on GPU 0 (bf16 weights; no --top-p / --top-k yet). The model's
  *       own tokenizer (model_vocab.h; --tokenizer overrides it) encodes the prompt, its
  *       special spellings ("<|bos|>", "<|im_start|>") as their ids; with --chat the
  *       prompt is a user turn in the model's chat format. Stops at the end of text
@@ -26,6 +27,7 @@
 #include <string.h>
 
 #include "libra/driver.h"
+#include "libra/gpu_decode.h"
 #include "libra/h5atomic.h"
 #include "libra/h5try.h"
 #include "libra/log.h"
@@ -195,13 +197,14 @@ int cmd_logits(int argc, char **argv)
 struct gen_options {
     const char *prompt, *prompt_file, *tokenizer;
     int chat;
+    int cuda; /* --device cuda: the GPU engine (include/libra/gpu_decode.h) */
     int max_new;
     struct sampler_config sc;
 };
 
 static int parse_generate(int argc, char **argv, struct gen_options *o)
 {
-    *o = (struct gen_options){NULL, NULL, NULL, 0, 64, {0.0f, 1.0f, 0, 1}};
+    *o = (struct gen_options){NULL, NULL, NULL, 0, 0, 64, {0.0f, 1.0f, 0, 1}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -213,6 +216,8 @@ static int parse_generate(int argc, char **argv, struct gen_options *o)
         if (strcmp(a, "--prompt") == 0) o->prompt = v;
         else if (strcmp(a, "--prompt-tokens") == 0) o->prompt_file = v;
         else if (strcmp(a, "--tokenizer") == 0) o->tokenizer = v;
+        else if (strcmp(a, "--device") == 0 && (strcmp(v, "cpu") == 0 || strcmp(v, "cuda") == 0))
+            o->cuda = strcmp(v, "cuda") == 0;
         else if (strcmp(a, "--max-new") == 0) o->max_new = (int)strtol(v, &end, 10);
         else if (strcmp(a, "--temperature") == 0) o->sc.temperature = strtof(v, &end);
         else if (strcmp(a, "--top-p") == 0) o->sc.top_p = strtof(v, &end);
@@ -223,10 +228,12 @@ static int parse_generate(int argc, char **argv, struct gen_options *o)
         i++;
     }
     if (o->max_new < 1 || o->sc.temperature < 0 || o->sc.top_p <= 0 || o->sc.top_p > 1 ||
-        o->sc.top_k < 0 || (o->prompt && o->prompt_file) || (o->chat && o->prompt_file)) {
+        o->sc.top_k < 0 || (o->prompt && o->prompt_file) || (o->chat && o->prompt_file) ||
+        (o->cuda && (o->sc.top_p < 1 || o->sc.top_k > 0))) {
         fprintf(stderr, "libra: generate: --max-new >= 1, --temperature >= 0, --top-p in (0, 1], "
-                        "--top-k >= 0, at most one of --prompt / --prompt-tokens, and --chat "
-                        "with --prompt only\n");
+                        "--top-k >= 0, at most one of --prompt / --prompt-tokens, --chat "
+                        "with --prompt only, and no --top-p / --top-k with --device cuda "
+                        "(not on the GPU yet)\n");
         return -1;
     }
     return 0;
@@ -256,6 +263,67 @@ static int gen_prompt(const struct gen_options *o, const struct vocab *v, int V,
     return 0;
 }
 
+/* Prints token t's text; 1 if it ends the text. */
+static int emit(const struct vocab *v, int32_t t)
+{
+    if (v->ends_text(v->ctx, t)) return 1;
+    char buf[64];
+    size_t len = v->decode(v->ctx, &t, 1, buf, sizeof buf);
+    fwrite(buf, 1, len < sizeof buf ? len : sizeof buf, stdout);
+    return 0;
+}
+
+static int generate_cpu(const struct gen_options *o, const struct vocab *v,
+                        const struct tfm_config *c, const struct tfm_params *p,
+                        const int32_t *prompt, int n)
+{
+    struct tfm_decoder *d = tfm_decoder_create(c, p, 1, n + o->max_new + 1, 64);
+    float *logits = xmalloc((size_t)c->vocab_size * sizeof *logits);
+    float *scratch = xmalloc(2 * (size_t)c->vocab_size * sizeof *scratch);
+    if (tfm_decoder_prefill(d, 0, prompt, n, logits)) FATAL("prefill of %d tokens failed", n);
+    for (int i = 0; i < o->max_new; i++) {
+        float lp;
+        int32_t t = sampler_sample(&o->sc, logits, c->vocab_size, 0, n + i, &lp, scratch);
+        int slot = 0;
+        if (emit(v, t) || tfm_decoder_step(d, &slot, &t, 1, logits)) break;
+    }
+    putchar('\n');
+    free(logits);
+    free(scratch);
+    tfm_decoder_free(d);
+    return 0;
+}
+
+/* The same on GPU 0: weights in bf16, sampling on the GPU with sampler_sample's keys
+ * (the tokens can differ from the CPU's where the bf16 activations move the logits). */
+static int generate_gpu(const struct gen_options *o, const struct vocab *v,
+                        const struct tfm_config *c, const struct tfm_params *p,
+                        const int32_t *prompt, int n)
+{
+    char err[2048];
+    const struct cuda_api *api = gpu_open(0, err, sizeof err);
+    struct gpu_model *m = api ? gpu_model_upload(api, c, p, err, sizeof err) : NULL;
+    struct gpu_decoder *d = m ? gpu_decoder_create(m, 1, n + o->max_new + 1, 512, 0, err,
+                                                   sizeof err) : NULL;
+    if (!d) {
+        fprintf(stderr, "libra: generate --device cuda: %s\n", err);
+        gpu_model_free(m);
+        return 1;
+    }
+    if (gpu_decoder_prefill(d, 0, prompt, n, NULL)) FATAL("prefill of %d tokens failed", n);
+    for (int i = 0; i < o->max_new; i++) {
+        int64_t traj = 0, pos = n + i;
+        int32_t t;
+        gpu_decoder_sample(d, 1, o->sc.temperature, o->sc.seed, &traj, &pos, &t, NULL);
+        int slot = 0;
+        if (emit(v, t) || gpu_decoder_step(d, &slot, &t, 1, NULL)) break;
+    }
+    putchar('\n');
+    gpu_decoder_free(d);
+    gpu_model_free(m);
+    return 0;
+}
+
 int cmd_generate(int argc, char **argv)
 {
     struct gen_options o;
@@ -280,25 +348,7 @@ int cmd_generate(int argc, char **argv)
         return 1;
     }
     if (gen_prompt(&o, v, c.vocab_size, &prompt, &n)) goto out;
-    struct tfm_decoder *d = tfm_decoder_create(&c, &p, 1, n + o.max_new + 1, 64);
-    float *logits = xmalloc((size_t)c.vocab_size * sizeof *logits);
-    float *scratch = xmalloc(2 * (size_t)c.vocab_size * sizeof *scratch);
-    if (tfm_decoder_prefill(d, 0, prompt, n, logits)) FATAL("prefill of %d tokens failed", n);
-    for (int i = 0; i < o.max_new; i++) {
-        float lp;
-        int32_t t = sampler_sample(&o.sc, logits, c.vocab_size, 0, n + i, &lp, scratch);
-        if (v->ends_text(v->ctx, t)) break;
-        char buf[64];
-        size_t len = v->decode(v->ctx, &t, 1, buf, sizeof buf);
-        fwrite(buf, 1, len < sizeof buf ? len : sizeof buf, stdout);
-        int slot = 0;
-        if (tfm_decoder_step(d, &slot, &t, 1, logits)) break;
-    }
-    putchar('\n');
-    free(logits);
-    free(scratch);
-    tfm_decoder_free(d);
-    rc = 0;
+    rc = o.cuda ? generate_gpu(&o, v, &c, &p, prompt, n) : generate_cpu(&o, v, &c, &p, prompt, n);
 out:
     free(prompt);
     tfm_params_free(&p);

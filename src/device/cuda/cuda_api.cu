@@ -43,9 +43,61 @@ static int cu_device_describe(int i, char *out, size_t cap)
     return 0;
 }
 
+static cudaStream_t stream;
+static int stream_device = -1;
+
+cudaStream_t cu_stream(void)
+{
+    if (stream_device < 0) { /* first use without set_device: the current device */
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess)
+            return 0; /* the legacy stream: launches still work, graphs will not */
+        stream_device = dev;
+    }
+    return stream;
+}
+
 static int cu_set_device(int i)
 {
     CU_CHECK(cudaSetDevice(i));
+    if (stream_device == i) return 0;
+    if (stream_device >= 0) CU_CHECK(cudaStreamDestroy(stream));
+    stream_device = -1;
+    CU_CHECK(cudaStreamCreate(&stream));
+    stream_device = i;
+    return 0;
+}
+
+static int cu_graph_begin(void)
+{
+    if (cu_gemm_prepare()) return -1;
+    if (!cu_stream()) return cu_fail("graph_begin: no stream", cudaSuccess, __FILE__, __LINE__);
+    CU_CHECK(cudaStreamBeginCapture(cu_stream(), cudaStreamCaptureModeThreadLocal));
+    return 0;
+}
+
+static int cu_graph_end(void **out)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t exec = NULL;
+    *out = NULL;
+    CU_CHECK(cudaStreamEndCapture(cu_stream(), &g));
+    cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) return cu_fail("cudaGraphInstantiate", e, __FILE__, __LINE__);
+    *out = exec;
+    return 0;
+}
+
+static int cu_graph_launch(void *graph)
+{
+    CU_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, cu_stream()));
+    return 0;
+}
+
+static int cu_graph_free(void *graph)
+{
+    if (graph) CU_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph));
     return 0;
 }
 
@@ -133,6 +185,10 @@ static const struct cuda_api api = {
     cu_sample,
     cu_sum_squares,
     cu_adamw_update,
+    cu_graph_begin,
+    cu_graph_end,
+    cu_graph_launch,
+    cu_graph_free,
     cu_last_error,
 };
 

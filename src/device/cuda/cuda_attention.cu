@@ -89,8 +89,9 @@ extern "C" int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, co
 {
     long long n = (long long)B * K * D;
     if (n <= 0) return 0;
-    kv_append_k<<<EW_BLOCKS(n), EW_THREADS>>>(k_pool, v_pool, k_new, v_new, table, max_blocks,
-                                               len, B, K * D, P);
+    kv_append_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(k_pool, v_pool, k_new, v_new,
+                                                             table, max_blocks, len, B, K * D,
+                                                             P);
     CU_LAUNCHED("kv_append");
     return 0;
 }
@@ -194,10 +195,11 @@ extern "C" int cu_decode_attn(float *out, const float *q, const float *k_pool,
     if (check_heads("decode_attn", H, K, D)) return -1;
     int G = H / K, chunks = (G + DEC_GMAX - 1) / DEC_GMAX;
     long long blocks = (long long)B * K * chunks;
-    if (blocks > 0x7fffffffLL) return cu_fail("decode_attn: too many rows", cudaSuccess, __FILE__, __LINE__);
-    decode_attn_k<<<(unsigned)blocks, 32 * DEC_WARPS>>>(out, q, k_pool, v_pool, table,
-                                                        max_blocks, len, H, K, D, P, chunks,
-                                                        1.0f / sqrtf((float)D));
+    if (blocks > 0x7fffffffLL)
+        return cu_fail("decode_attn: too many rows", cudaSuccess, __FILE__, __LINE__);
+    decode_attn_k<<<(unsigned)blocks, 32 * DEC_WARPS, 0, cu_stream()>>>(
+        out, q, k_pool, v_pool, table, max_blocks, len, H, K, D, P, chunks,
+        1.0f / sqrtf((float)D));
     CU_LAUNCHED("decode_attn");
     return 0;
 }
@@ -210,7 +212,7 @@ extern "C" int cu_attn_fwd(float *out, const float *q, const float *k, const flo
     if (check_heads("attn_fwd", H, K, D)) return -1;
     long long tasks = (long long)nq * H;
     unsigned blocks = (unsigned)((tasks + ATT_WARPS - 1) / ATT_WARPS);
-    attn_fwd_k<<<blocks, 32 * ATT_WARPS>>>(out, q, k, v, q_pos, nq, H, K, D,
+    attn_fwd_k<<<blocks, 32 * ATT_WARPS, 0, cu_stream()>>>(out, q, k, v, q_pos, nq, H, K, D,
                                             1.0f / sqrtf((float)D));
     CU_LAUNCHED("attn_fwd");
     return 0;

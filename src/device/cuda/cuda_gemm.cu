@@ -82,13 +82,19 @@ static int shape_init(struct gemm_shape *s, int m, int n, int k, int ta, int tb,
     return 0;
 }
 
-static int shape_of(int m, int n, int k, int ta, int tb, int accumulate,
-                    struct gemm_shape **out)
+int cu_gemm_prepare(void)
 {
     if (!lt) {
         LT_CHECK(cublasLtCreate(&lt));
         CU_CHECK(cudaMalloc(&workspace, GEMM_WORKSPACE));
     }
+    return 0;
+}
+
+static int shape_of(int m, int n, int k, int ta, int tb, int accumulate,
+                    struct gemm_shape **out)
+{
+    if (cu_gemm_prepare()) return -1;
     for (int i = 0; i < n_shapes; i++)
         if (shapes[i].m == m && shapes[i].n == n && shapes[i].k == k && shapes[i].ta == ta &&
             shapes[i].tb == tb && shapes[i].accumulate == accumulate) {
@@ -121,7 +127,7 @@ static int gemm(float *d, const uint16_t *a, const uint16_t *b, int m, int n, in
     if (shape_of(m, n, k, ta, tb, accumulate, &s)) return -1;
     float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     LT_CHECK(cublasLtMatmul(lt, s->op, &alpha, a, s->a, b, s->b, &beta, d, s->d, d, s->d,
-                            &s->algo, workspace, GEMM_WORKSPACE, 0));
+                            &s->algo, workspace, GEMM_WORKSPACE, cu_stream()));
     return 0;
 }
 
@@ -150,7 +156,7 @@ extern "C" int cu_add_bias(float *y, const float *b, int N, int out)
 {
     int64_t n = (int64_t)N * out;
     if (n <= 0) return 0;
-    add_bias_k<<<EW_BLOCKS(n), EW_THREADS>>>(y, b, n, out);
+    add_bias_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y, b, n, out);
     CU_LAUNCHED("add_bias");
     return 0;
 }
@@ -168,7 +174,7 @@ __global__ static void bias_bwd_k(float *db, const float *dy, int N, int out)
 extern "C" int cu_bias_bwd(float *db, const float *dy, int N, int out)
 {
     if (N <= 0 || out <= 0) return 0;
-    bias_bwd_k<<<EW_BLOCKS(out), EW_THREADS>>>(db, dy, N, out);
+    bias_bwd_k<<<EW_BLOCKS(out), EW_THREADS, 0, cu_stream()>>>(db, dy, N, out);
     CU_LAUNCHED("bias_bwd");
     return 0;
 }

@@ -25,6 +25,14 @@ int cu_fail(const char *what, cudaError_t e, const char *file, int line);
 #define EW_THREADS 256
 #define EW_BLOCKS(n) ((unsigned)(((n) + EW_THREADS - 1) / EW_THREADS))
 
+/* The stream every kernel and matrix product of the module runs on (created with
+ * the current device by set_device, or at first use): a blocking stream, so the
+ * runtime's synchronous copies order with it; graph_begin / graph_end record it. */
+cudaStream_t cu_stream(void);
+/* cuBLASLt's handle and workspace, made before a graph is recorded (no allocation
+ * may happen inside a recording). */
+int cu_gemm_prepare(void);
+
 /* A kernel's own finding (a token out of range): raised on the device, reported by
  * the next sync() as "what" with the first offending value. */
 int cu_device_error_check(void);

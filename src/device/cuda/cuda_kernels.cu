@@ -51,7 +51,7 @@ extern "C" int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *t
                                int C, int V)
 {
     if (N <= 0) return 0;
-    embed_gather_k<<<N, 128>>>(x, embed, tokens, C, V);
+    embed_gather_k<<<N, 128, 0, cu_stream()>>>(x, embed, tokens, C, V);
     CU_LAUNCHED("embed_gather");
     return 0;
 }
@@ -76,7 +76,7 @@ extern "C" int cu_embed_scatter_add(float *dembed, const float *dx, const int32_
                                     int N, int C, int V)
 {
     if (N <= 0) return 0;
-    embed_scatter_add_k<<<N, 128>>>(dembed, dx, tokens, C, V);
+    embed_scatter_add_k<<<N, 128, 0, cu_stream()>>>(dembed, dx, tokens, C, V);
     CU_LAUNCHED("embed_scatter_add");
     return 0;
 }
@@ -112,7 +112,7 @@ extern "C" int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N
                               float eps)
 {
     if (N <= 0) return 0;
-    rmsnorm_fwd_k<<<N, ROW_THREADS>>>(y, x, w, C, eps);
+    rmsnorm_fwd_k<<<N, ROW_THREADS, 0, cu_stream()>>>(y, x, w, C, eps);
     CU_LAUNCHED("rmsnorm_fwd");
     return 0;
 }
@@ -153,10 +153,10 @@ extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float
                               const float *w, float *rstd, int N, int C, float eps)
 {
     if (N <= 0) return 0;
-    rmsnorm_bwd_dx_k<<<N, ROW_THREADS>>>(dx, dy, x, w, rstd, C, eps);
+    rmsnorm_bwd_dx_k<<<N, ROW_THREADS, 0, cu_stream()>>>(dx, dy, x, w, rstd, C, eps);
     CU_LAUNCHED("rmsnorm_bwd (dx)");
     if (dw) {
-        rmsnorm_bwd_dw_k<<<EW_BLOCKS(C), EW_THREADS>>>(dw, dy, x, rstd, N, C);
+        rmsnorm_bwd_dw_k<<<EW_BLOCKS(C), EW_THREADS, 0, cu_stream()>>>(dw, dy, x, rstd, N, C);
         CU_LAUNCHED("rmsnorm_bwd (dw)");
     }
     return 0;
@@ -185,7 +185,7 @@ static int rope_launch(float *x, const int32_t *pos, int N, int n_heads, int D,
 {
     long long n = (long long)N * n_heads * (D / 2);
     if (n <= 0) return 0;
-    rope_k<<<EW_BLOCKS(n), EW_THREADS>>>(x, pos, N, n_heads, D, rope, sign);
+    rope_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(x, pos, N, n_heads, D, rope, sign);
     CU_LAUNCHED("rope");
     return 0;
 }
@@ -216,7 +216,7 @@ __global__ static void swiglu_fwd_k(float *y, float *sig_out, const float *g, co
 extern "C" int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n)
 {
     if (n <= 0) return 0;
-    swiglu_fwd_k<<<EW_BLOCKS(n), EW_THREADS>>>(y, sig, g, u, n);
+    swiglu_fwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y, sig, g, u, n);
     CU_LAUNCHED("swiglu_fwd");
     return 0;
 }
@@ -235,7 +235,7 @@ extern "C" int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float 
                              const float *u, const float *sig, int64_t n)
 {
     if (n <= 0) return 0;
-    swiglu_bwd_k<<<EW_BLOCKS(n), EW_THREADS>>>(dg, du, dy, g, u, sig, n);
+    swiglu_bwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dg, du, dy, g, u, sig, n);
     CU_LAUNCHED("swiglu_bwd");
     return 0;
 }
@@ -249,7 +249,7 @@ __global__ static void f32_to_bf16_k(uint16_t *y, const float *x, int64_t n)
 extern "C" int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n)
 {
     if (n <= 0) return 0;
-    f32_to_bf16_k<<<EW_BLOCKS(n), EW_THREADS>>>(y, x, n);
+    f32_to_bf16_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y, x, n);
     CU_LAUNCHED("f32_to_bf16");
     return 0;
 }

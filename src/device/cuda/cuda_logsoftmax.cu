@@ -79,7 +79,8 @@ extern "C" int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *lo
                                  const int32_t *targets, int N, int V, float temperature)
 {
     if (N <= 0) return 0;
-    logsoftmax_fwd_k<<<N, LS_THREADS>>>(logprob, entropy, logits, targets, V, temperature);
+    logsoftmax_fwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(logprob, entropy, logits, targets, V,
+                                                        temperature);
     CU_LAUNCHED("logsoftmax_fwd");
     return 0;
 }
@@ -108,7 +109,8 @@ extern "C" int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const fl
                                  const int32_t *targets, int N, int V, float temperature)
 {
     if (N <= 0) return 0;
-    logsoftmax_bwd_k<<<N, LS_THREADS>>>(dlogits, dlogprob, logits, targets, V, temperature);
+    logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dlogprob, logits, targets, V,
+                                                        temperature);
     CU_LAUNCHED("logsoftmax_bwd");
     return 0;
 }

@@ -34,7 +34,8 @@ extern "C" int cu_sum_squares(double *out, const float *x, int64_t n)
     if (cudaMemcpy(acc, &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess) goto out;
     if (n > 0) {
         int64_t blocks = (n + SS_THREADS - 1) / SS_THREADS;
-        sum_squares_k<<<(unsigned)(blocks < 1024 ? blocks : 1024), SS_THREADS>>>(acc, x, n);
+        sum_squares_k<<<(unsigned)(blocks < 1024 ? blocks : 1024), SS_THREADS, 0, cu_stream()>>>(
+            acc, x, n);
     }
     if (cudaGetLastError() != cudaSuccess) goto out;
     if (cudaMemcpy(out, acc, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess) goto out;
@@ -64,7 +65,7 @@ extern "C" int cu_adamw_update(float *params, float *m, float *v, const float *g
                                int64_t n, const struct cuda_adamw *s)
 {
     if (n <= 0) return 0;
-    adamw_k<<<EW_BLOCKS(n), EW_THREADS>>>(params, m, v, grads, n, *s);
+    adamw_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(params, m, v, grads, n, *s);
     CU_LAUNCHED("adamw_update");
     return 0;
 }

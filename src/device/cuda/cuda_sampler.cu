@@ -118,8 +118,8 @@ extern "C" int cu_sample(int32_t *tok, float *logprob, const float *logits, int 
                          uint64_t seed, float *scratch)
 {
     if (B <= 0) return 0;
-    sample_k<<<B, SAMP_THREADS>>>(tok, logprob, logits, V, traj, pos, temperature, seed,
-                                  scratch);
+    sample_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(tok, logprob, logits, V, traj, pos,
+                                                  temperature, seed, scratch);
     CU_LAUNCHED("sample");
     return 0;
 }

@@ -35,6 +35,8 @@ struct gpu_decoder {
     /* host: a call's rows */
     int32_t *h_pos, *h_len, *h_table; /* (R), (R), (R, max_blocks) */
     int logit_rows;          /* rows of logits the last prefill / step left */
+    int graphs;              /* 1: the forward of R rows runs as a recorded CUDA graph */
+    void **graph;            /* (max_rows + 1) x 3: per R and logit mode, NULL until made */
     /* device */
     float *kpool, *vpool;    /* (L, n_blocks, P, K*D) */
     float *x, *h, *qlin, *q, *klin, *k, *v, *att, *gate, *up, *act, *logits, *scratch, *rope;
@@ -153,10 +155,15 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
     float *rope = xmalloc((size_t)slot_capacity * c->head_dim * sizeof *rope);
     rope_table(rope, slot_capacity, c);
     d->rope = dev_alloc(d, (size_t)slot_capacity * c->head_dim * sizeof(float));
-    GPU_CHECK(api, api->to_device(d->rope, rope, (size_t)slot_capacity * c->head_dim * sizeof *rope));
+    GPU_CHECK(api, api->to_device(d->rope, rope,
+                                  (size_t)slot_capacity * c->head_dim * sizeof *rope));
     free(rope);
+    d->graphs = 1;
+    d->graph = xcalloc((size_t)(R + 1) * 3, sizeof *d->graph);
     return d;
 }
+
+void gpu_decoder_set_graphs(struct gpu_decoder *d, int on) { d->graphs = on != 0; }
 
 void gpu_decoder_free(struct gpu_decoder *d)
 {
@@ -166,6 +173,9 @@ void gpu_decoder_free(struct gpu_decoder *d)
                    d->d_len, d->d_out_tok, d->d_out_lp, d->d_table, d->d_traj, d->d_spos,
                    d->rope};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) GPU_CHECK(d->api, d->api->free(dev[i]));
+    for (int i = 0; i < (d->max_rows + 1) * 3; i++)
+        GPU_CHECK(d->api, d->api->graph_free(d->graph[i]));
+    free(d->graph);
     free(d->len);
     free(d->table);
     free(d->ref);
@@ -337,14 +347,32 @@ static void layer_forward(struct gpu_decoder *d, int l, int R)
     linear(d, d->x, d->hb, gpu_model_w(m, a->w_down, Cz * Fz, l), NULL, R, F, C, 1);
 }
 
-/* The forward of R rows whose host tokens, positions, lengths and tables are staged
- * (h_pos, h_len, h_table); logits (V) of rows [first_logit, R) into d->logits (none
- * when first_logit == R). */
-static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, int first_logit)
+/* The kernels of the forward of R staged rows: embedding, layers, and the logits (V)
+ * of rows [first_logit, R) into d->logits (none when first_logit == R). */
+static void forward_kernels(struct gpu_decoder *d, int R, int first_logit)
 {
     const struct cuda_api *api = d->api;
     const struct tfm_config *c = &d->c;
-    int C = c->hidden_size, V = c->vocab_size;
+    int C = c->hidden_size, V = c->vocab_size, n = R - first_logit;
+    GPU_CHECK(api, api->embed_gather(d->x, gpu_model_w(d->m, d->m->at.embed, 0, 0), d->d_tok, R,
+                                     C, V));
+    for (int l = 0; l < c->n_layers; l++) layer_forward(d, l, R);
+    if (n == 0) return;
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x + (size_t)first_logit * C,
+                                    gpu_model_w(d->m, d->m->at.ln_f, 0, 0), n, C,
+                                    c->rms_norm_eps));
+    to_bf16(d, d->h, (int64_t)n * C);
+    linear(d, d->logits, d->hb, gpu_model_w(d->m, d->m->at.lm_head, 0, 0), NULL, n, C, V, 0);
+}
+
+/* The forward of R rows whose tokens are given and whose positions, lengths and
+ * tables are staged (h_pos, h_len, h_table): the inputs are copied to the GPU, then
+ * the kernels run -- as a CUDA graph recorded the first time this (R, first_logit)
+ * comes, when graphs are on: one launch instead of some 20 a layer. */
+static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, int first_logit)
+{
+    const struct cuda_api *api = d->api;
+    int V = d->c.vocab_size;
     for (int r = 0; r < R; r++)
         if (tokens[r] < 0 || tokens[r] >= V)
             FATAL("gpu decoder: token %d outside the vocabulary of %d", tokens[r], V);
@@ -353,17 +381,22 @@ static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, in
     GPU_CHECK(api, api->to_device(d->d_len, d->h_len, (size_t)R * sizeof *d->h_len));
     GPU_CHECK(api, api->to_device(d->d_table, d->h_table,
                                   (size_t)R * d->max_blocks * sizeof *d->h_table));
-    GPU_CHECK(api, api->embed_gather(d->x, gpu_model_w(d->m, d->m->at.embed, 0, 0), d->d_tok, R,
-                                     C, V));
-    for (int l = 0; l < c->n_layers; l++) layer_forward(d, l, R);
-    int n = R - first_logit;
-    if (n == 0) return;
-    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x + (size_t)first_logit * C,
-                                    gpu_model_w(d->m, d->m->at.ln_f, 0, 0), n, C,
-                                    c->rms_norm_eps));
-    to_bf16(d, d->h, (int64_t)n * C);
-    linear(d, d->logits, d->hb, gpu_model_w(d->m, d->m->at.lm_head, 0, 0), NULL, n, C, V, 0);
-    d->logit_rows = n;
+    d->logit_rows = R - first_logit;
+    if (!d->graphs) {
+        forward_kernels(d, R, first_logit);
+        return;
+    }
+    int mode = first_logit == R ? 0 : first_logit == 0 ? 1 : 2;
+    void **g = &d->graph[(size_t)R * 3 + (size_t)mode];
+    if (mode == 2 && first_logit != R - 1)
+        FATAL("gpu decoder: logits from row %d of %d (graphs record none, all or the last)",
+              first_logit, R);
+    if (!*g) {
+        GPU_CHECK(api, api->graph_begin());
+        forward_kernels(d, R, first_logit);
+        GPU_CHECK(api, api->graph_end(g));
+    }
+    GPU_CHECK(api, api->graph_launch(*g));
 }
 
 /* Stages row r as the token at position pos of slot. */

@@ -79,7 +79,8 @@ struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_
 {
     struct gpu_model *m = model_alloc(api, c, err, errlen);
     if (!m) return NULL;
-    if (p->n != m->at.n) FATAL("gpu_model_upload: %zu parameters for a model of %zu", p->n, m->at.n);
+    if (p->n != m->at.n)
+        FATAL("gpu_model_upload: %zu parameters for a model of %zu", p->n, m->at.n);
     uint16_t *buf = xmalloc(UPLOAD_CHUNK * sizeof *buf);
     for (size_t i0 = 0; i0 < p->n; i0 += UPLOAD_CHUNK) {
         size_t n = p->n - i0 < UPLOAD_CHUNK ? p->n - i0 : UPLOAD_CHUNK;
@@ -114,7 +115,8 @@ struct gpu_model *gpu_model_pattern(const struct cuda_api *api, const struct tfm
     if (!m) return NULL;
     /* An odd pattern length, so that rows of every width see shifted values. */
     size_t pn = UPLOAD_CHUNK - 7;
-    uint16_t *pat = xmalloc(UPLOAD_CHUNK * sizeof *pat), *ones = xmalloc(UPLOAD_CHUNK * sizeof *ones);
+    uint16_t *pat = xmalloc(UPLOAD_CHUNK * sizeof *pat);
+    uint16_t *ones = xmalloc(UPLOAD_CHUNK * sizeof *ones);
     struct rng r;
     rng_init(&r, seed, 0x67707570u /* "gpup" */, 0, 0);
     for (size_t i = 0; i < pn; i++) pat[i] = st_f32_to_bf16((float)(std * rng_normal(&r)));
