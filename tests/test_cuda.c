@@ -10,7 +10,8 @@
  *                  (atomic and reduction order, fused multiply-adds)
  *   linear_fwd, linear_bwd, bias_bwd   1e-5 of the largest (bf16 operands, float32
  *                  accumulation)
- *   attn_fwd, decode_attn   1e-5 of the largest (online softmax in float32)
+ *   attn_fwd, attn_bwd, decode_attn   1e-5 of the largest (online softmax in float32;
+ *                  the backward recomputes the probabilities)
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sample         the same tokens as sampler_sample; log-probs 1e-5 of the largest
  *   sum_squares    1e-12 relative (double accumulation in another order)
@@ -418,6 +419,58 @@ static void test_attention(void)
 /* Decode over a paged KV cache: three sequences, two sharing their prefix blocks;
  * kv_append writes each one's new token, decode_attn equals attn_forward on the
  * sequence's gathered rows. */
+/* attn_bwd against attn_backward: accumulating into non-zero gradients, causal rows
+ * that see a prefix of the keys (nq < nk) or all of their own sequence, GQA. */
+static void test_attention_backward(void)
+{
+    static const struct { int nq, nk, H, K, D; } cases[] = {
+        {37, 37, 8, 2, 64}, {5, 50, 4, 4, 128}, {13, 13, 6, 3, 80}, {9, 9, 2, 1, 256},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
+        size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * K * D;
+        float *q = malloc(nqe * sizeof *q), *k = malloc(nke * sizeof *k), *v = malloc(nke * sizeof *v);
+        float *dout = malloc(nqe * sizeof *dout);
+        float *dq = malloc(nqe * sizeof *dq), *dk = malloc(nke * sizeof *dk), *dv = malloc(nke * sizeof *dv);
+        float *got_q = malloc(nqe * sizeof *got_q), *got_k = malloc(nke * sizeof *got_k);
+        float *got_v = malloc(nke * sizeof *got_v);
+        float *scratch = malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
+        int32_t *pos = malloc((size_t)nq * sizeof *pos);
+        int *ipos = malloc((size_t)nq * sizeof *ipos);
+        fill_normal(q, nqe, 50 + c, 1.0f);
+        fill_normal(k, nke, 60 + c, 1.0f);
+        fill_normal(v, nke, 70 + c, 1.0f);
+        fill_normal(dout, nqe, 80 + c, 1.0f);
+        fill_normal(dq, nqe, 90 + c, 0.1f); /* the gradients accumulate */
+        fill_normal(dk, nke, 100 + c, 0.1f);
+        fill_normal(dv, nke, 110 + c, 0.1f);
+        for (int i = 0; i < nq; i++) pos[i] = ipos[i] = nk - nq + i;
+        void *d_q = dev_copy(q, nqe * sizeof *q), *d_k = dev_copy(k, nke * sizeof *k);
+        void *d_v = dev_copy(v, nke * sizeof *v), *d_do = dev_copy(dout, nqe * sizeof *dout);
+        void *d_dq = dev_copy(dq, nqe * sizeof *dq), *d_dk = dev_copy(dk, nke * sizeof *dk);
+        void *d_dv = dev_copy(dv, nke * sizeof *dv), *d_p = dev_copy(pos, (size_t)nq * sizeof *pos);
+        void *d_st = dev_copy(NULL, 2 * (size_t)nq * H * sizeof(float));
+        attn_backward(dq, dk, dv, dout, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        CU_OK(api->attn_bwd(d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v, d_p, nq, nk, H, K, D, d_st));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got_q, d_dq, nqe * sizeof *got_q));
+        CU_OK(api->to_host(got_k, d_dk, nke * sizeof *got_k));
+        CU_OK(api->to_host(got_v, d_dv, nke * sizeof *got_v));
+        char what[80];
+        snprintf(what, sizeof what, "attn_bwd dq nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        expect_close(what, got_q, dq, nqe, 1e-5);
+        snprintf(what, sizeof what, "attn_bwd dk nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        expect_close(what, got_k, dk, nke, 1e-5);
+        snprintf(what, sizeof what, "attn_bwd dv nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        expect_close(what, got_v, dv, nke, 1e-5);
+        void *bufs[] = {d_q, d_k, d_v, d_do, d_dq, d_dk, d_dv, d_p, d_st};
+        for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
+        float *hb[] = {q, k, v, dout, dq, dk, dv, got_q, got_k, got_v, scratch};
+        for (size_t b = 0; b < sizeof hb / sizeof hb[0]; b++) free(hb[b]);
+        free(pos), free(ipos);
+    }
+}
+
 static void test_decode_attention(void)
 {
     enum { B = 3, P = 16, H = 8, K = 2, D = 64, KD = K * D, NBLK = 8, MAXB = 4 };
@@ -588,6 +641,7 @@ int main(void)
         {"cuBLASLt linear backward (dx, dw) and the bias gradient (1e-5)",
          test_linear_backward},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
+        {"attention backward vs attn_backward (1e-5)", test_attention_backward},
         {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"sampler: sampler_sample's tokens, greedy and at T = 0.7 and 1", test_sampler},

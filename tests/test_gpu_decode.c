@@ -52,14 +52,6 @@ static struct tfm_config model_of(int family)
     return c;
 }
 
-/* Random weights, rounded to bf16 so that both devices hold the same values. */
-static void bf16_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed)
-{
-    tfm_params_alloc(p, c);
-    test_random_params(p, c, seed);
-    for (size_t i = 0; i < p->n; i++) p->mem[i] = st_bf16_to_f32(st_f32_to_bf16(p->mem[i]));
-}
-
 static struct gpu_model *upload(const struct tfm_config *c, const struct tfm_params *p)
 {
     char err[512];
@@ -150,7 +142,7 @@ static void test_parity(void)
     for (int f = TFM_LLAMA; f <= TFM_QWEN3; f++) {
         struct tfm_config c = model_of(f);
         struct tfm_params p;
-        bf16_params(&p, &c, 40 + (uint64_t)f);
+        test_bf16_params(&p, &c, 40 + (uint64_t)f);
         int V = c.vocab_size;
         int32_t tok[T];
         tokens_of(tok, T, V, f);
@@ -192,7 +184,7 @@ static void test_batched_step(void)
     enum { S = 5, CAP = 96 };
     struct tfm_config c = model_of(TFM_QWEN3);
     struct tfm_params p;
-    bf16_params(&p, &c, 7);
+    test_bf16_params(&p, &c, 7);
     int V = c.vocab_size;
     struct gpu_model *m = upload(&c, &p);
     struct gpu_decoder *one = decoder(m, S, CAP, 32, 0), *all = decoder(m, S, CAP, 32, 0);
@@ -231,7 +223,7 @@ static void test_fork(void)
     enum { CTX = 37, CAP = 80 }; /* 37 = two full blocks and a partial one */
     struct tfm_config c = model_of(TFM_QWEN2);
     struct tfm_params p;
-    bf16_params(&p, &c, 9);
+    test_bf16_params(&p, &c, 9);
     int V = c.vocab_size;
     struct gpu_model *m = upload(&c, &p);
     struct gpu_decoder *d = decoder(m, 3, CAP, 16, 0);
@@ -282,7 +274,7 @@ static void test_graphs(void)
     enum { S = 3, CAP = 40 };
     struct tfm_config c = model_of(TFM_QWEN2);
     struct tfm_params p;
-    bf16_params(&p, &c, 21);
+    test_bf16_params(&p, &c, 21);
     int V = c.vocab_size;
     struct gpu_model *m = upload(&c, &p);
     struct gpu_decoder *d[2] = {decoder(m, S, CAP, 8, 0), decoder(m, S, CAP, 8, 0)};
@@ -317,7 +309,7 @@ static void test_pool_full(void)
     enum { CAP = 48 };
     struct tfm_config c = model_of(TFM_LLAMA);
     struct tfm_params p;
-    bf16_params(&p, &c, 11);
+    test_bf16_params(&p, &c, 11);
     struct gpu_model *m = upload(&c, &p);
     size_t block =
         2 * (size_t)c.n_layers * GPU_KV_BLOCK * c.n_kv_heads * c.head_dim * sizeof(float);
@@ -343,7 +335,7 @@ static void test_sample(void)
     enum { S = 4, CAP = 32 };
     struct tfm_config c = model_of(TFM_QWEN3);
     struct tfm_params p;
-    bf16_params(&p, &c, 13);
+    test_bf16_params(&p, &c, 13);
     int V = c.vocab_size;
     struct gpu_model *m = upload(&c, &p);
     struct gpu_decoder *d = decoder(m, S, CAP, 16, 0);

@@ -4,6 +4,7 @@
 
 #include "libra/cuda_module.h"
 #include "libra/rng.h"
+#include "libra/safetensors.h"
 #include "libra/tfm.h"
 
 #include <CUnit/Basic.h>
@@ -57,6 +58,13 @@ void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64
     struct rng r;
     rng_init(&r, seed, 7, 0, 0);
     for (size_t i = 0; i < p->n; i++) p->mem[i] += (float)(0.05 * rng_normal(&r));
+}
+
+void test_bf16_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed)
+{
+    tfm_params_alloc(p, c);
+    test_random_params(p, c, seed);
+    for (size_t i = 0; i < p->n; i++) p->mem[i] = st_bf16_to_f32(st_f32_to_bf16(p->mem[i]));
 }
 
 double test_rel_err(const float *a, const float *b, size_t n)

@@ -40,6 +40,9 @@ struct cuda_api;
 /* The CUDA module with GPU 0 current, for the GPU suites; without the module or a
  * usable GPU, prints "<name>: SKIPPED: <why>" and exits 77 (automake's SKIP). */
 const struct cuda_api *test_cuda_or_skip(const char *name);
+/* test_random_params (allocated here) rounded to bf16: the weights a GPU model holds
+ * exactly, for comparisons of the two devices. */
+void test_bf16_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed);
 /* $top_srcdir/rel (top_srcdir from the environment, else the configure-time path). */
 const char *test_path(const char *rel);
 /* A fresh scratch directory under the build tree (tests/out/<name>-<pid>). */

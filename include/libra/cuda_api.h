@@ -40,6 +40,9 @@
  *   attn_fwd       causal grouped-query attention: out (nq, H*D) from q (nq, H*D),
  *                  k, v (nk, K*D), q_pos (nq); head h reads kv head h / (H / K);
  *                  scale 1 / sqrt(D); D <= 256
+ *   attn_bwd       its backward: dq (nq, H*D) +=, dk, dv (nk, K*D) += from dout
+ *                  (nq, H*D), recomputing the probabilities; stats (nq, H, 2) floats
+ *                  of scratch
  * Decode over a paged KV cache (pools of blocks of P tokens, (n_blocks, P, K*D); a
  * sequence's token j in block table[s][j / P], slot j % P; blocks may be shared):
  *   kv_append      writes k_new, v_new (B, K*D) as token len[s] - 1 of each sequence
@@ -64,7 +67,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 4 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 5 /* bumped whenever struct cuda_api changes */
 
 /* The per-step scalars of an AdamW update (struct adamw_scalars of adamw.h). */
 struct cuda_adamw {
@@ -88,6 +91,7 @@ struct cuda_api {
     int (*to_device)(void *dst, const void *src, size_t bytes);
     int (*to_host)(void *dst, const void *src, size_t bytes);
     int (*copy)(void *dst, const void *src, size_t bytes); /* device to device */
+    int (*zero)(void *p, size_t bytes); /* on the kernels' stream, in order with them */
     /* The current device's free and total memory in bytes (cudaMemGetInfo). */
     int (*mem_info)(size_t *free_bytes, size_t *total_bytes);
     int (*sync)(void);
@@ -115,6 +119,9 @@ struct cuda_api {
     int (*bias_bwd)(float *db, const float *dy, int N, int out);
     int (*attn_fwd)(float *out, const float *q, const float *k, const float *v,
                     const int32_t *q_pos, int nq, int nk, int H, int K, int D);
+    int (*attn_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                    const float *k, const float *v, const int32_t *q_pos, int nq, int nk,
+                    int H, int K, int D, float *stats);
     int (*kv_append)(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
                      const int32_t *table, int max_blocks, const int32_t *len, int B, int K,
                      int D, int P);

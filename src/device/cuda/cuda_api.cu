@@ -139,6 +139,12 @@ static int cu_copy(void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+static int cu_zero(void *p, size_t bytes)
+{
+    if (bytes) CU_CHECK(cudaMemsetAsync(p, 0, bytes, cu_stream()));
+    return 0;
+}
+
 static int cu_mem_info(size_t *free_bytes, size_t *total_bytes)
 {
     CU_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
@@ -162,6 +168,7 @@ static const struct cuda_api api = {
     cu_to_device,
     cu_to_host,
     cu_copy,
+    cu_zero,
     cu_mem_info,
     cu_sync,
     cu_embed_gather,
@@ -178,6 +185,7 @@ static const struct cuda_api api = {
     cu_linear_bwd,
     cu_bias_bwd,
     cu_attn_fwd,
+    cu_attn_bwd,
     cu_kv_append,
     cu_decode_attn,
     cu_logsoftmax_fwd,

@@ -65,6 +65,146 @@ __global__ static void attn_fwd_k(float *out, const float *q, const float *k, co
     }
 }
 
+/* ---- attention backward (training): two passes that recompute the probabilities,
+ * no atomics, deterministic.
+ * Row pass, one warp per (query row i, head h): the softmax statistics of the row
+ * (online max and sum: lse_i = m + log l) and its output O_i, then
+ * delta_i = dO_i . O_i (= sum_j p_ij dp_ij), then dq_i += scale sum_j ds_ij k_j with
+ * p_ij = exp(s_ij - lse_i), dp_ij = dO_i . v_j, ds_ij = p_ij (dp_ij - delta_i).
+ * Key pass, one warp per (key j, kv head g): dk_j += scale sum_{h in g, i: j <= pos_i}
+ * ds_ij q_i and dv_j += sum p_ij dO_i, from the row pass's lse and delta. */
+__device__ static float warp_sum(float x)
+{
+    for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+__global__ static void attn_bwd_rows_k(float *dq, float *stats, const float *dout,
+                                       const float *q, const float *k, const float *v,
+                                       const int32_t *q_pos, int nq, int H, int K, int D,
+                                       float scale)
+{
+    int lane = threadIdx.x & 31;
+    long long task = (long long)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (task >= (long long)nq * H) return;
+    int i = (int)(task / H), h = (int)(task % H), g = h / (H / K);
+    const float *qi = q + (size_t)i * H * D + (size_t)h * D;
+    const float *doi = dout + (size_t)i * H * D + (size_t)h * D;
+    float qr[ATT_MAX_PER_LANE], dor[ATT_MAX_PER_LANE], acc[ATT_MAX_PER_LANE];
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        qr[e] = d < D ? qi[d] : 0.0f;
+        dor[e] = d < D ? doi[d] : 0.0f;
+        acc[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j = 0; j <= q_pos[i]; j++) {
+        const float *kj = k + (size_t)j * K * D + (size_t)g * D;
+        const float *vj = v + (size_t)j * K * D + (size_t)g * D;
+        float sc = 0.0f;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) sc += qr[e] * kj[d];
+        }
+        sc = warp_sum(sc) * scale;
+        float m_new = sc > m ? sc : m, keep = expf(m - m_new), p = expf(sc - m_new);
+        l = l * keep + p;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) acc[e] = acc[e] * keep + p * vj[d];
+        }
+        m = m_new;
+    }
+    float lse = m + logf(l), delta = 0.0f;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) delta += dor[e] * (acc[e] / l);
+    delta = warp_sum(delta);
+    if (lane == 0) {
+        stats[2 * task] = lse;
+        stats[2 * task + 1] = delta;
+    }
+    float dqr[ATT_MAX_PER_LANE] = {0};
+    for (int j = 0; j <= q_pos[i]; j++) {
+        const float *kj = k + (size_t)j * K * D + (size_t)g * D;
+        const float *vj = v + (size_t)j * K * D + (size_t)g * D;
+        float sc = 0.0f, dp = 0.0f;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) {
+                sc += qr[e] * kj[d];
+                dp += dor[e] * vj[d];
+            }
+        }
+        sc = warp_sum(sc) * scale;
+        dp = warp_sum(dp);
+        float p = expf(sc - lse), ds = p * (dp - delta);
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) dqr[e] += scale * ds * kj[d];
+        }
+    }
+    float *dqi = dq + (size_t)i * H * D + (size_t)h * D;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < D) dqi[d] += dqr[e];
+    }
+}
+
+__global__ static void attn_bwd_keys_k(float *dk, float *dv, const float *stats,
+                                       const float *dout, const float *q, const float *k,
+                                       const float *v, const int32_t *q_pos, int nq, int nk,
+                                       int H, int K, int D, float scale)
+{
+    int lane = threadIdx.x & 31;
+    long long task = (long long)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (task >= (long long)nk * K) return;
+    int j = (int)(task / K), g = (int)(task % K), rep = H / K;
+    const float *kj = k + (size_t)j * K * D + (size_t)g * D;
+    const float *vj = v + (size_t)j * K * D + (size_t)g * D;
+    float kr[ATT_MAX_PER_LANE], vr[ATT_MAX_PER_LANE];
+    float dkr[ATT_MAX_PER_LANE] = {0}, dvr[ATT_MAX_PER_LANE] = {0};
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        kr[e] = d < D ? kj[d] : 0.0f;
+        vr[e] = d < D ? vj[d] : 0.0f;
+    }
+    for (int i = 0; i < nq; i++) {
+        if (q_pos[i] < j) continue; /* the same for the whole warp */
+        for (int r = 0; r < rep; r++) {
+            int h = g * rep + r;
+            const float *qi = q + (size_t)i * H * D + (size_t)h * D;
+            const float *doi = dout + (size_t)i * H * D + (size_t)h * D;
+            float sc = 0.0f, dp = 0.0f;
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < D) {
+                    sc += qi[d] * kr[e];
+                    dp += doi[d] * vr[e];
+                }
+            }
+            sc = warp_sum(sc) * scale;
+            dp = warp_sum(dp);
+            size_t st = 2 * ((size_t)i * H + (size_t)h);
+            float p = expf(sc - stats[st]), ds = p * (dp - stats[st + 1]);
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < D) {
+                    dkr[e] += scale * ds * qi[d];
+                    dvr[e] += p * doi[d];
+                }
+            }
+        }
+    }
+    float *dkj = dk + (size_t)j * K * D + (size_t)g * D;
+    float *dvj = dv + (size_t)j * K * D + (size_t)g * D;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < D) {
+            dkj[d] += dkr[e];
+            dvj[d] += dvr[e];
+        }
+    }
+}
+
 /* The pool row of token j of a sequence whose block table is tab. */
 __device__ static size_t paged_row(const int32_t *tab, int j, int P)
 {
@@ -215,5 +355,23 @@ extern "C" int cu_attn_fwd(float *out, const float *q, const float *k, const flo
     attn_fwd_k<<<blocks, 32 * ATT_WARPS, 0, cu_stream()>>>(out, q, k, v, q_pos, nq, H, K, D,
                                             1.0f / sqrtf((float)D));
     CU_LAUNCHED("attn_fwd");
+    return 0;
+}
+
+extern "C" int cu_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const int32_t *q_pos, int nq, int nk,
+                           int H, int K, int D, float *stats)
+{
+    if (nq <= 0 || nk <= 0) return 0;
+    if (check_heads("attn_bwd", H, K, D)) return -1;
+    float scale = 1.0f / sqrtf((float)D);
+    long long rows = (long long)nq * H, keys = (long long)nk * K;
+    attn_bwd_rows_k<<<(unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS), 32 * ATT_WARPS, 0,
+                      cu_stream()>>>(dq, stats, dout, q, k, v, q_pos, nq, H, K, D, scale);
+    CU_LAUNCHED("attn_bwd rows");
+    attn_bwd_keys_k<<<(unsigned)((keys + ATT_WARPS - 1) / ATT_WARPS), 32 * ATT_WARPS, 0,
+                      cu_stream()>>>(dk, dv, stats, dout, q, k, v, q_pos, nq, nk, H, K, D,
+                                     scale);
+    CU_LAUNCHED("attn_bwd keys");
     return 0;
 }

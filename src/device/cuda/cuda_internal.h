@@ -60,6 +60,9 @@ int cu_bias_bwd(float *db, const float *dy, int N, int out);
 int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
                  const int32_t *table, int max_blocks, const int32_t *len, int B, int K, int D,
                  int P);
+int cu_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                const float *k, const float *v, const int32_t *q_pos, int nq, int nk, int H,
+                int K, int D, float *stats);
 int cu_decode_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
                    const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                    int K, int D, int P);

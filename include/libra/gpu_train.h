@@ -1,0 +1,56 @@
+/*
+ * The training path on a GPU: a training replica's model (TP 1) with float32 master
+ * weights, their bf16 working copy for the matrix products, a float32 gradient block
+ * and the AdamW moments, all in tfm_params' layout (include/libra/tfm.h,
+ * tfm_layout_of) on the GPU; the forward of a packed batch keeping every layer's
+ * internals, and the backward of the training path's objective
+ *     J = - sum_t w_t logprob_t
+ * (include/libra/tfm.h, tfm_backward) chained from the CUDA module's kernels.
+ *
+ * Precision (mixed, as is usual for bf16 training): matrix products take bf16
+ * operands (weights from the working copy; activations and output gradients rounded
+ * where they enter) and accumulate in float32; norms, rotary, attention, SwiGLU,
+ * log-softmax and every gradient accumulate in float32; the update is the CPU's AdamW
+ * arithmetic (adamw_scalars_of) on the float32 masters, after which the working copy
+ * is refreshed. docs/cuda.md gives the measured distance to the CPU's gradients.
+ *
+ * Not yet: entropy weights (tfm_batch.entropy_weights must be NULL), TP and
+ * recomputation; a batch must fit max_tokens with its activations resident.
+ * Errors: a failed CUDA call ends the job (FATAL naming the call).
+ */
+#ifndef LIBRA_GPU_TRAIN_H
+#define LIBRA_GPU_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/adamw.h"
+#include "libra/cuda_api.h"
+#include "libra/tfm.h"
+
+struct gpu_trainer;
+
+/* The model c with parameters p on the current GPU, for batches of at most max_tokens
+ * tokens (sequences of at most max_tokens each), AdamW with ac. NULL + message if it
+ * does not fit in the GPU's free memory. */
+struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct tfm_config *c,
+                                       const struct tfm_params *p, int max_tokens,
+                                       const struct adamw_config *ac, char *err, size_t errlen);
+void gpu_trainer_free(struct gpu_trainer *t);
+/* logprob (T, host) of each target under the current weights (0 where target < 0);
+ * returns sum_t w_t logprob_t (tfm_forward's contract without entropies and logits). */
+double gpu_trainer_forward(struct gpu_trainer *t, const struct tfm_batch *b, float *logprob);
+/* Adds the gradients of J for batch b into the gradient block; returns J. */
+double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b);
+void gpu_trainer_zero_grad(struct gpu_trainer *t);
+/* The gradient block into g (host, tfm_params_alloc of the same config). */
+void gpu_trainer_grads(struct gpu_trainer *t, struct tfm_params *g);
+/* One AdamW step on the master weights: clip by the global gradient norm (computed on
+ * the GPU, in double), update, refresh the bf16 copy. Returns the norm before clipping. */
+double gpu_trainer_step(struct gpu_trainer *t);
+/* The master weights into p (host). */
+void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p);
+/* Bytes of GPU memory held. */
+size_t gpu_trainer_bytes(const struct gpu_trainer *t);
+
+#endif

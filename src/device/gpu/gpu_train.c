@@ -1,0 +1,526 @@
+/*
+ * The training path on a GPU (include/libra/gpu_train.h): the order of operations of
+ * src/model/tfm_forward.c, tfm_head.c and tfm_backward.c, with the CUDA module's
+ * kernels. Layer l keeps, for the backward: its input xin, the residual xmid, the
+ * normed inputs of its projections in bf16 (h1b, h2b: the matrix products' operands),
+ * q / k after rotary (and before the q/k norm: qlin, klin), v, the attention output,
+ * gate, up and sigmoid(gate). The head forms logits `chunk` rows at a time.
+ *
+ * Device memory: the parameters three times in float32 (master, gradient; the AdamW
+ * moments twice) and once in bf16; per layer T x (3C + 2HD + 3KD (+ HD + KD) + 3F)
+ * floats and 2 T C bf16; scratch for one layer's gradients and a logit chunk.
+ */
+#include "libra/gpu_train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libra/errmsg.h"
+#include "libra/gpu_model.h"
+#include "libra/log.h"
+
+#define TRAIN_LOGIT_CHUNK 256 /* rows of logits formed at a time */
+
+struct layer_acts {
+    float *xin, *xmid, *qlin, *klin, *q, *k, *v, *att, *gate, *up, *sig;
+    uint16_t *h1b, *h2b;
+};
+
+struct gpu_trainer {
+    const struct cuda_api *api;
+    struct tfm_config c;
+    struct tfm_layout at;
+    struct adamw_config ac;
+    int64_t step;
+    int max_tokens;
+    float *p, *g, *m, *v;   /* device (n): master weights, gradients, AdamW moments */
+    uint16_t *w;            /* device (n): the bf16 working copy */
+    struct layer_acts *acts; /* (L) */
+    float *x, *hf, *rope, *rstd, *stats;
+    float *dx, *dh, *dact, *dgate, *dup, *datt, *dq, *dk, *dv, *dqlin, *dklin, *act;
+    float *logits, *dlogits, *lp, *dlp;
+    uint16_t *ab, *hfb;     /* bf16 operands: (T, max(C, HD, F)) and (T, C) */
+    uint16_t *dyb;          /* bf16 output gradients: (max(T, chunk), max(C, HD, KD, F, V)) */
+    int32_t *d_tok, *d_tgt, *d_pos;
+    int *pos;               /* host (T) */
+    float *h_lp;            /* host (T) */
+    size_t bytes;
+};
+
+static void *dev(struct gpu_trainer *t, size_t bytes)
+{
+    void *p = NULL;
+    GPU_CHECK(t->api, t->api->alloc(&p, bytes));
+    t->bytes += bytes;
+    return p;
+}
+
+static size_t widest(const struct tfm_config *c, int with_vocab)
+{
+    size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
+    size_t F = (size_t)c->intermediate_size, V = (size_t)c->vocab_size, w = C > HD ? C : HD;
+    w = w > F ? w : F;
+    return with_vocab && V > w ? V : w;
+}
+
+/* Bytes gpu_trainer_create allocates (checked against the free memory first). */
+static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T)
+{
+    size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
+    size_t V = (size_t)c->vocab_size, L = (size_t)c->n_layers, ch = TRAIN_LOGIT_CHUNK;
+    size_t qk = c->qk_norm ? HD + KD : 0;
+    size_t layer = T * (3 * C + 2 * HD + 3 * KD + qk + 3 * F) * 4 + 2 * T * C * 2;
+    size_t rows = T > ch ? T : ch;
+    size_t scratch = T * (4 * C + 3 * HD + 2 * KD + qk + 4 * F + 2 * (size_t)c->n_heads + 4) * 4 +
+                     2 * ch * V * 4 + T * widest(c, 0) * 2 + T * C * 2 +
+                     rows * widest(c, 1) * 2 + T * (size_t)c->head_dim * 4;
+    return 4 * n * 4 + n * 2 + L * layer + scratch;
+}
+
+struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct tfm_config *c,
+                                       const struct tfm_params *p, int max_tokens,
+                                       const struct adamw_config *ac, char *err, size_t errlen)
+{
+    if (tfm_config_check(c, err, errlen)) return NULL;
+    if (max_tokens < 1) {
+        errmsg_set(err, errlen, "gpu trainer: max_tokens %d must be positive", max_tokens);
+        return NULL;
+    }
+    struct tfm_layout at;
+    tfm_layout_of(c, &at);
+    if (p->n != at.n) FATAL("gpu_trainer_create: %zu parameters for a model of %zu", p->n, at.n);
+    size_t need = trainer_bytes(c, at.n, (size_t)max_tokens), free_b = 0, total_b = 0;
+    GPU_CHECK(api, api->mem_info(&free_b, &total_b));
+    if (need > free_b) {
+        errmsg_set(err, errlen, "gpu trainer: %.2f GB of GPU memory needed for the model, its "
+                   "optimizer and %d tokens of activations; %.2f GB free", need / 1e9,
+                   max_tokens, free_b / 1e9);
+        return NULL;
+    }
+    struct gpu_trainer *t = xcalloc(1, sizeof *t);
+    t->api = api;
+    t->c = *c;
+    t->at = at;
+    t->ac = *ac;
+    t->max_tokens = max_tokens;
+    size_t n = at.n, T = (size_t)max_tokens, C = (size_t)c->hidden_size;
+    size_t HD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
+    size_t F = (size_t)c->intermediate_size, V = (size_t)c->vocab_size, f = sizeof(float);
+    size_t ch = TRAIN_LOGIT_CHUNK, rows = T > ch ? T : ch;
+    t->p = dev(t, n * f);
+    t->g = dev(t, n * f);
+    t->m = dev(t, n * f);
+    t->v = dev(t, n * f);
+    t->w = dev(t, n * sizeof(uint16_t));
+    GPU_CHECK(api, api->to_device(t->p, p->mem, n * f));
+    float *zero = xcalloc(n < ((size_t)1 << 22) ? n : ((size_t)1 << 22), f);
+    for (size_t i0 = 0; i0 < n; i0 += (size_t)1 << 22) {
+        size_t k = n - i0 < ((size_t)1 << 22) ? n - i0 : ((size_t)1 << 22);
+        GPU_CHECK(api, api->to_device(t->m + i0, zero, k * f));
+        GPU_CHECK(api, api->to_device(t->v + i0, zero, k * f));
+        GPU_CHECK(api, api->to_device(t->g + i0, zero, k * f));
+    }
+    free(zero);
+    GPU_CHECK(api, api->f32_to_bf16(t->w, t->p, (int64_t)n));
+    t->acts = xcalloc((size_t)c->n_layers, sizeof *t->acts);
+    for (int l = 0; l < c->n_layers; l++) {
+        struct layer_acts *a = &t->acts[l];
+        a->xin = dev(t, T * C * f);
+        a->xmid = dev(t, T * C * f);
+        a->q = dev(t, T * HD * f);
+        a->k = dev(t, T * KD * f);
+        a->v = dev(t, T * KD * f);
+        a->att = dev(t, T * HD * f);
+        a->gate = dev(t, T * F * f);
+        a->up = dev(t, T * F * f);
+        a->sig = dev(t, T * F * f);
+        a->h1b = dev(t, T * C * 2);
+        a->h2b = dev(t, T * C * 2);
+        if (c->qk_norm) {
+            a->qlin = dev(t, T * HD * f);
+            a->klin = dev(t, T * KD * f);
+        }
+    }
+    t->x = dev(t, T * C * f);
+    t->hf = dev(t, T * C * f);
+    t->dx = dev(t, T * C * f);
+    t->dh = dev(t, T * C * f);
+    t->dact = dev(t, T * F * f);
+    t->dgate = dev(t, T * F * f);
+    t->dup = dev(t, T * F * f);
+    t->act = dev(t, T * F * f);
+    t->datt = dev(t, T * HD * f);
+    t->dq = dev(t, T * HD * f);
+    t->dk = dev(t, T * KD * f);
+    t->dv = dev(t, T * KD * f);
+    if (c->qk_norm) {
+        t->dqlin = dev(t, T * HD * f);
+        t->dklin = dev(t, T * KD * f);
+    }
+    t->rstd = dev(t, T * (size_t)c->n_heads * f);
+    t->stats = dev(t, 2 * T * (size_t)c->n_heads * f);
+    t->logits = dev(t, ch * V * f);
+    t->dlogits = dev(t, ch * V * f);
+    t->lp = dev(t, T * f);
+    t->dlp = dev(t, T * f);
+    t->ab = dev(t, T * widest(c, 0) * 2);
+    t->hfb = dev(t, T * C * 2);
+    t->dyb = dev(t, rows * widest(c, 1) * 2);
+    t->d_tok = dev(t, T * sizeof(int32_t));
+    t->d_tgt = dev(t, T * sizeof(int32_t));
+    t->d_pos = dev(t, T * sizeof(int32_t));
+    float *rope = xmalloc(T * (size_t)c->head_dim * f);
+    rope_table(rope, max_tokens, c);
+    t->rope = dev(t, T * (size_t)c->head_dim * f);
+    GPU_CHECK(api, api->to_device(t->rope, rope, T * (size_t)c->head_dim * f));
+    free(rope);
+    t->pos = xmalloc(T * sizeof *t->pos);
+    t->h_lp = xmalloc(T * sizeof *t->h_lp);
+    return t;
+}
+
+void gpu_trainer_free(struct gpu_trainer *t)
+{
+    if (!t) return;
+    const struct cuda_api *api = t->api;
+    for (int l = 0; l < t->c.n_layers; l++) {
+        struct layer_acts *a = &t->acts[l];
+        void *b[] = {a->xin, a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->gate,
+                     a->up, a->sig, a->h1b, a->h2b};
+        for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
+    }
+    void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
+                 t->dx, t->dh, t->dact, t->dgate, t->dup, t->datt, t->dq, t->dk, t->dv,
+                 t->dqlin, t->dklin, t->act, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
+                 t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
+    free(t->acts);
+    free(t->pos);
+    free(t->h_lp);
+    free(t);
+}
+
+size_t gpu_trainer_bytes(const struct gpu_trainer *t) { return t->bytes; }
+
+/* ---------------------------------------------------------------- views */
+
+/* Layer l's slice of the tensor at offset `at` (per_layer elements) in a block. */
+static size_t at_layer(size_t at, size_t per_layer, int l)
+{
+    return at == TFM_ABSENT ? TFM_ABSENT : at + (size_t)l * per_layer;
+}
+static const uint16_t *W(const struct gpu_trainer *t, size_t at)
+{
+    return at == TFM_ABSENT ? NULL : t->w + at;
+}
+static float *P(const struct gpu_trainer *t, size_t at)
+{
+    return at == TFM_ABSENT ? NULL : t->p + at;
+}
+static float *G(const struct gpu_trainer *t, size_t at)
+{
+    return at == TFM_ABSENT ? NULL : t->g + at;
+}
+
+/* The offsets of layer l's tensors. */
+struct layer_at {
+    size_t ln1, wq, bq, wk, bk, wv, bv, qn, kn, wo, ln2, wg, wu, wd;
+};
+static struct layer_at layer_at(const struct gpu_trainer *t, int l)
+{
+    const struct tfm_config *c = &t->c;
+    const struct tfm_layout *a = &t->at;
+    size_t C = (size_t)c->hidden_size, D = (size_t)c->head_dim;
+    size_t HD = (size_t)c->n_heads * D, KD = (size_t)c->n_kv_heads * D;
+    size_t F = (size_t)c->intermediate_size;
+    return (struct layer_at){at_layer(a->ln1, C, l),      at_layer(a->wq, HD * C, l),
+                             at_layer(a->bq, HD, l),      at_layer(a->wk, KD * C, l),
+                             at_layer(a->bk, KD, l),      at_layer(a->wv, KD * C, l),
+                             at_layer(a->bv, KD, l),      at_layer(a->q_norm, D, l),
+                             at_layer(a->k_norm, D, l),   at_layer(a->wo, C * HD, l),
+                             at_layer(a->ln2, C, l),      at_layer(a->w_gate, F * C, l),
+                             at_layer(a->w_up, F * C, l), at_layer(a->w_down, C * F, l)};
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static void bf16(const struct gpu_trainer *t, uint16_t *y, const float *x, size_t n)
+{
+    GPU_CHECK(t->api, t->api->f32_to_bf16(y, x, (int64_t)n));
+}
+
+/* y (N, out) = x W^T + b, or += (no bias) with accumulate; x bf16. */
+static void linear(const struct gpu_trainer *t, float *y, const uint16_t *x, size_t w_at,
+                   size_t b_at, int N, int in, int out, int accumulate)
+{
+    GPU_CHECK(t->api, t->api->linear_fwd(y, x, W(t, w_at), N, in, out, accumulate));
+    if (b_at != TFM_ABSENT) GPU_CHECK(t->api, t->api->add_bias(y, P(t, b_at), N, out));
+}
+
+/* Checks the batch (tfm_batch_prepare's rules) and sends tokens, targets, positions. */
+static int stage_batch(struct gpu_trainer *t, const struct tfm_batch *b)
+{
+    if (b->entropy_weights)
+        FATAL("gpu trainer: entropy weights are not on the GPU yet (train.entropy_coef = 0)");
+    if (!(b->temperature > 0.0f) || !isfinite(b->temperature))
+        FATAL("gpu trainer: temperature %g must be positive and finite", (double)b->temperature);
+    int T = 0;
+    for (int i = 0; i < b->n_seq; i++) {
+        if (b->seq_len[i] < 0) FATAL("gpu trainer: seq_len[%d] = %d", i, b->seq_len[i]);
+        if (T + b->seq_len[i] > t->max_tokens)
+            FATAL("gpu trainer: the batch exceeds max_tokens = %d", t->max_tokens);
+        for (int j = 0; j < b->seq_len[i]; j++) t->pos[T++] = j;
+    }
+    int V = t->c.vocab_size;
+    for (int i = 0; i < T; i++)
+        if (b->tokens[i] < 0 || b->tokens[i] >= V || b->targets[i] < -1 || b->targets[i] >= V)
+            FATAL("gpu trainer: token %d / target %d at %d outside the vocabulary of %d",
+                  b->tokens[i], b->targets[i], i, V);
+    if (T == 0) return 0;
+    GPU_CHECK(t->api, t->api->to_device(t->d_tok, b->tokens, (size_t)T * sizeof(int32_t)));
+    GPU_CHECK(t->api, t->api->to_device(t->d_tgt, b->targets, (size_t)T * sizeof(int32_t)));
+    GPU_CHECK(t->api, t->api->to_device(t->d_pos, t->pos, (size_t)T * sizeof(int32_t)));
+    return T;
+}
+
+static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int l, int T,
+                          float *x_out)
+{
+    const struct cuda_api *api = t->api;
+    const struct tfm_config *c = &t->c;
+    struct layer_acts *a = &t->acts[l];
+    struct layer_at w = layer_at(t, l);
+    int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
+    int F = c->intermediate_size, HD = H * D, KD = K * D;
+    size_t TC = (size_t)T * C;
+    float eps = c->rms_norm_eps;
+
+    GPU_CHECK(api, api->rmsnorm_fwd(t->hf, a->xin, W(t, w.ln1), T, C, eps));
+    bf16(t, a->h1b, t->hf, TC);
+    float *qp = c->qk_norm ? a->qlin : a->q, *kp = c->qk_norm ? a->klin : a->k;
+    linear(t, qp, a->h1b, w.wq, w.bq, T, C, HD, 0);
+    linear(t, kp, a->h1b, w.wk, w.bk, T, C, KD, 0);
+    linear(t, a->v, a->h1b, w.wv, w.bv, T, C, KD, 0);
+    if (c->qk_norm) {
+        GPU_CHECK(api, api->rmsnorm_fwd(a->q, a->qlin, W(t, w.qn), T * H, D, eps));
+        GPU_CHECK(api, api->rmsnorm_fwd(a->k, a->klin, W(t, w.kn), T * K, D, eps));
+    }
+    GPU_CHECK(api, api->rope_fwd(a->q, t->d_pos, T, H, D, t->rope));
+    GPU_CHECK(api, api->rope_fwd(a->k, t->d_pos, T, K, D, t->rope));
+    size_t t0 = 0;
+    for (int i = 0; i < b->n_seq; i++) {
+        int n = b->seq_len[i];
+        if (n > 0)
+            GPU_CHECK(api, api->attn_fwd(a->att + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
+                                         a->v + t0 * KD, t->d_pos + t0, n, n, H, K, D));
+        t0 += (size_t)n;
+    }
+    bf16(t, t->ab, a->att, (size_t)T * HD);
+    GPU_CHECK(api, api->copy(a->xmid, a->xin, TC * sizeof(float)));
+    linear(t, a->xmid, t->ab, w.wo, TFM_ABSENT, T, HD, C, 1);
+
+    GPU_CHECK(api, api->rmsnorm_fwd(t->hf, a->xmid, W(t, w.ln2), T, C, eps));
+    bf16(t, a->h2b, t->hf, TC);
+    linear(t, a->gate, a->h2b, w.wg, TFM_ABSENT, T, C, F, 0);
+    linear(t, a->up, a->h2b, w.wu, TFM_ABSENT, T, C, F, 0);
+    GPU_CHECK(api, api->swiglu_fwd(t->act, a->sig, a->gate, a->up, (int64_t)T * F));
+    bf16(t, t->ab, t->act, (size_t)T * F);
+    GPU_CHECK(api, api->copy(x_out, a->xmid, TC * sizeof(float)));
+    linear(t, x_out, t->ab, w.wd, TFM_ABSENT, T, F, C, 1);
+}
+
+/* Embedding and every layer: t->x the stream leaving the last; hfb its final norm. */
+static void trunk_forward(struct gpu_trainer *t, const struct tfm_batch *b, int T)
+{
+    const struct tfm_config *c = &t->c;
+    int L = c->n_layers, C = c->hidden_size;
+    GPU_CHECK(t->api, t->api->embed_gather(t->acts[0].xin, W(t, t->at.embed), t->d_tok, T, C,
+                                           c->vocab_size));
+    for (int l = 0; l < L; l++) layer_forward(t, b, l, T, l + 1 < L ? t->acts[l + 1].xin : t->x);
+    GPU_CHECK(t->api, t->api->rmsnorm_fwd(t->hf, t->x, W(t, t->at.ln_f), T, C, c->rms_norm_eps));
+    bf16(t, t->hfb, t->hf, (size_t)T * C);
+}
+
+static void zero(const struct gpu_trainer *t, float *x, size_t n)
+{
+    GPU_CHECK(t->api, t->api->zero(x, n * sizeof(float)));
+}
+
+/* Log-probs of every row into t->lp (0 where no target); with backward (t->dlp holding
+ * dJ/dlogprob), dJ/dh of the final norm's output into t->dh and the output head's
+ * weight gradient into the block. */
+static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int backward)
+{
+    const struct cuda_api *api = t->api;
+    int C = t->c.hidden_size, V = t->c.vocab_size;
+    if (backward) zero(t, t->dh, (size_t)T * C);
+    for (int r0 = 0; r0 < T; r0 += TRAIN_LOGIT_CHUNK) {
+        int n = T - r0 < TRAIN_LOGIT_CHUNK ? T - r0 : TRAIN_LOGIT_CHUNK;
+        const uint16_t *hc = t->hfb + (size_t)r0 * C;
+        GPU_CHECK(api, api->linear_fwd(t->logits, hc, W(t, t->at.lm_head), n, C, V, 0));
+        GPU_CHECK(api, api->logsoftmax_fwd(t->lp + r0, NULL, t->logits, t->d_tgt + r0, n, V,
+                                           b->temperature));
+        if (!backward) continue;
+        zero(t, t->dlogits, (size_t)n * V);
+        GPU_CHECK(api, api->logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits, t->d_tgt + r0, n,
+                                           V, b->temperature));
+        bf16(t, t->dyb, t->dlogits, (size_t)n * V);
+        GPU_CHECK(api, api->linear_bwd(t->dh + (size_t)r0 * C, G(t, t->at.lm_head), t->dyb, hc,
+                                       W(t, t->at.lm_head), n, C, V));
+    }
+}
+
+/* sum_t w_t logprob_t from t->lp (copied to the host; logprob too if asked). */
+static double weighted_sum(struct gpu_trainer *t, const struct tfm_batch *b, int T,
+                           float *logprob)
+{
+    GPU_CHECK(t->api, t->api->to_host(t->h_lp, t->lp, (size_t)T * sizeof(float)));
+    double total = 0;
+    for (int i = 0; i < T; i++) {
+        float w = b->targets[i] < 0 ? 0.0f : b->weights ? b->weights[i] : 1.0f;
+        total += (double)w * t->h_lp[i];
+        if (logprob) logprob[i] = t->h_lp[i];
+    }
+    return total;
+}
+
+double gpu_trainer_forward(struct gpu_trainer *t, const struct tfm_batch *b, float *logprob)
+{
+    int T = stage_batch(t, b);
+    if (T == 0) return 0;
+    trunk_forward(t, b, T);
+    head(t, b, T, 0);
+    return weighted_sum(t, b, T, logprob);
+}
+
+/* ---------------------------------------------------------------- backward */
+
+/* dx (N, in) += dy W, dW += dy^T x (+ db += column sums of dy): dy float32 (N, out)
+ * rounded to bf16 for the products, x bf16. */
+static void linear_back(const struct gpu_trainer *t, float *dx, const float *dy,
+                        const uint16_t *x, size_t w_at, size_t b_at, int N, int in, int out)
+{
+    bf16(t, t->dyb, dy, (size_t)N * out);
+    GPU_CHECK(t->api, t->api->linear_bwd(dx, G(t, w_at), t->dyb, x, W(t, w_at), N, in, out));
+    if (b_at != TFM_ABSENT) GPU_CHECK(t->api, t->api->bias_bwd(G(t, b_at), dy, N, out));
+}
+
+/* Layer l: on entry t->dx = dJ/dx_out, on exit dJ/dx_in. */
+static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int l, int T)
+{
+    const struct cuda_api *api = t->api;
+    const struct tfm_config *c = &t->c;
+    const struct layer_acts *a = &t->acts[l];
+    struct layer_at w = layer_at(t, l);
+    int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
+    int F = c->intermediate_size, HD = H * D, KD = K * D;
+    size_t TC = (size_t)T * C, TF = (size_t)T * F;
+    float eps = c->rms_norm_eps;
+
+    /* MLP: x_out = xmid + act Wd^T, act = silu(h2 Wg^T) * (h2 Wu^T) */
+    GPU_CHECK(api, api->swiglu_fwd(t->act, NULL, a->gate, a->up, (int64_t)TF));
+    bf16(t, t->ab, t->act, TF);
+    zero(t, t->dact, TF);
+    linear_back(t, t->dact, t->dx, t->ab, w.wd, TFM_ABSENT, T, F, C);
+    zero(t, t->dgate, TF);
+    zero(t, t->dup, TF);
+    GPU_CHECK(api, api->swiglu_bwd(t->dgate, t->dup, t->dact, a->gate, a->up, a->sig,
+                                   (int64_t)TF));
+    zero(t, t->dh, TC);
+    linear_back(t, t->dh, t->dgate, a->h2b, w.wg, TFM_ABSENT, T, C, F);
+    linear_back(t, t->dh, t->dup, a->h2b, w.wu, TFM_ABSENT, T, C, F);
+    GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln2), t->dh, a->xmid, P(t, w.ln2), t->rstd, T,
+                                    C, eps));
+
+    /* attention: xmid = x_in + att Wo^T */
+    bf16(t, t->ab, a->att, (size_t)T * HD);
+    zero(t, t->datt, (size_t)T * HD);
+    linear_back(t, t->datt, t->dx, t->ab, w.wo, TFM_ABSENT, T, HD, C);
+    zero(t, t->dq, (size_t)T * HD);
+    zero(t, t->dk, (size_t)T * KD);
+    zero(t, t->dv, (size_t)T * KD);
+    size_t t0 = 0;
+    for (int i = 0; i < b->n_seq; i++) {
+        int n = b->seq_len[i];
+        if (n > 0)
+            GPU_CHECK(api, api->attn_bwd(t->dq + t0 * HD, t->dk + t0 * KD, t->dv + t0 * KD,
+                                         t->datt + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
+                                         a->v + t0 * KD, t->d_pos + t0, n, n, H, K, D,
+                                         t->stats));
+        t0 += (size_t)n;
+    }
+    GPU_CHECK(api, api->rope_bwd(t->dq, t->d_pos, T, H, D, t->rope));
+    GPU_CHECK(api, api->rope_bwd(t->dk, t->d_pos, T, K, D, t->rope));
+    float *dqp = t->dq, *dkp = t->dk;
+    if (c->qk_norm) {
+        zero(t, t->dqlin, (size_t)T * HD);
+        zero(t, t->dklin, (size_t)T * KD);
+        GPU_CHECK(api, api->rmsnorm_bwd(t->dqlin, G(t, w.qn), t->dq, a->qlin, P(t, w.qn), t->rstd,
+                                        T * H, D, eps));
+        GPU_CHECK(api, api->rmsnorm_bwd(t->dklin, G(t, w.kn), t->dk, a->klin, P(t, w.kn), t->rstd,
+                                        T * K, D, eps));
+        dqp = t->dqlin;
+        dkp = t->dklin;
+    }
+    zero(t, t->dh, TC);
+    linear_back(t, t->dh, dqp, a->h1b, w.wq, w.bq, T, C, HD);
+    linear_back(t, t->dh, dkp, a->h1b, w.wk, w.bk, T, C, KD);
+    linear_back(t, t->dh, t->dv, a->h1b, w.wv, w.bv, T, C, KD);
+    GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln1), t->dh, a->xin, P(t, w.ln1), t->rstd, T,
+                                    C, eps));
+}
+
+double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b)
+{
+    const struct tfm_config *c = &t->c;
+    int T = stage_batch(t, b), C = c->hidden_size;
+    if (T == 0) return 0;
+    float *dlp = xmalloc((size_t)T * sizeof *dlp);
+    for (int i = 0; i < T; i++)
+        dlp[i] = b->targets[i] < 0 ? 0.0f : -(b->weights ? b->weights[i] : 1.0f);
+    GPU_CHECK(t->api, t->api->to_device(t->dlp, dlp, (size_t)T * sizeof *dlp));
+    free(dlp);
+    trunk_forward(t, b, T);
+    head(t, b, T, 1);
+    double J = -weighted_sum(t, b, T, NULL);
+    zero(t, t->dx, (size_t)T * C);
+    GPU_CHECK(t->api, t->api->rmsnorm_bwd(t->dx, G(t, t->at.ln_f), t->dh, t->x, P(t, t->at.ln_f),
+                                          t->rstd, T, C, c->rms_norm_eps));
+    for (int l = c->n_layers - 1; l >= 0; l--) layer_backward(t, b, l, T);
+    GPU_CHECK(t->api, t->api->embed_scatter_add(G(t, t->at.embed), t->dx, t->d_tok, T, C,
+                                                c->vocab_size));
+    GPU_CHECK(t->api, t->api->sync());
+    return J;
+}
+
+void gpu_trainer_zero_grad(struct gpu_trainer *t) { zero(t, t->g, t->at.n); }
+
+void gpu_trainer_grads(struct gpu_trainer *t, struct tfm_params *g)
+{
+    if (g->n != t->at.n) FATAL("gpu_trainer_grads: %zu floats for %zu", g->n, t->at.n);
+    GPU_CHECK(t->api, t->api->to_host(g->mem, t->g, t->at.n * sizeof(float)));
+}
+
+void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p)
+{
+    if (p->n != t->at.n) FATAL("gpu_trainer_params: %zu floats for %zu", p->n, t->at.n);
+    GPU_CHECK(t->api, t->api->to_host(p->mem, t->p, t->at.n * sizeof(float)));
+}
+
+double gpu_trainer_step(struct gpu_trainer *t)
+{
+    double sq = 0;
+    GPU_CHECK(t->api, t->api->sum_squares(&sq, t->g, (int64_t)t->at.n));
+    double norm = sqrt(sq), coef = 1.0;
+    if (t->ac.clip_norm > 0) coef = (double)t->ac.clip_norm / (norm + 1e-6);
+    struct adamw_scalars s;
+    adamw_scalars_of(&t->ac, ++t->step, &s);
+    struct cuda_adamw cs = {s.decay, s.step_size, s.bc2_sqrt, s.beta2, s.w1, s.w2, s.eps,
+                            coef < 1.0 ? (float)coef : 1.0f};
+    GPU_CHECK(t->api, t->api->adamw_update(t->p, t->m, t->v, t->g, (int64_t)t->at.n, &cs));
+    GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
+    GPU_CHECK(t->api, t->api->sync());
+    return norm;
+}
