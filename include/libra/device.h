@@ -10,6 +10,9 @@
  *                           workload model, time from the cost model (scaled)
  *   cpu   src/device/cpu/   the real transformer on OpenBLAS, tensor parallel over
  *                           MPI inside an instance or a training replica
+ *   cuda  src/device/cpu/ + src/device/gpu/   the cpu device's host side with the
+ *                           decoder and the trainer's forwards and backwards on the
+ *                           rank's GPU (the CUDA module, loaded at run time); TP 1
  *
  * What the operations cover, by role (every rank calls device_epoch first with the
  * communicators of the plan in force):

@@ -57,6 +57,8 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
  * tok (n) and logprob (n, or NULL) are host arrays. n must equal that call's rows. */
 void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_t seed,
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob);
+/* The logits (rows x V) the last prefill / step left on the GPU, into the host. */
+void gpu_decoder_logits(struct gpu_decoder *d, float *logits);
 /* dst's cache becomes src's context (dst is reset first): the blocks are shared. */
 void gpu_decoder_fork(struct gpu_decoder *d, int dst, int src);
 int gpu_decoder_len(const struct gpu_decoder *d, int slot);

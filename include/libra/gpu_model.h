@@ -51,6 +51,8 @@ struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_
  * norm weights 1, biases 0. NULL + message if it does not fit. */
 struct gpu_model *gpu_model_pattern(const struct cuda_api *api, const struct tfm_config *c,
                                     uint64_t seed, float std, char *err, size_t errlen);
+/* New weights for the model (p: its config's layout), rounded to bf16 again. */
+void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p);
 void gpu_model_free(struct gpu_model *m);
 
 /* Device pointer to layer l's slice (per_layer elements) of the tensor at offset `at`

@@ -27,6 +27,7 @@
 #include "libra/adamw.h"
 #include "libra/cuda_api.h"
 #include "libra/tfm.h"
+#include "libra/trainer.h"
 
 struct gpu_trainer;
 
@@ -37,9 +38,11 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
                                        const struct tfm_params *p, int max_tokens,
                                        const struct adamw_config *ac, char *err, size_t errlen);
 void gpu_trainer_free(struct gpu_trainer *t);
-/* logprob (T, host) of each target under the current weights (0 where target < 0);
- * returns sum_t w_t logprob_t (tfm_forward's contract without entropies and logits). */
-double gpu_trainer_forward(struct gpu_trainer *t, const struct tfm_batch *b, float *logprob);
+/* logprob (T, host) of each target under the current weights (0 where target < 0) and,
+ * if entropy != NULL, the entropy (T) of each token's distribution; returns
+ * sum_t w_t logprob_t (tfm_forward's contract without logits). */
+double gpu_trainer_forward(struct gpu_trainer *t, const struct tfm_batch *b, float *logprob,
+                           float *entropy);
 /* Adds the gradients of J for batch b into the gradient block; returns J. */
 double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b);
 void gpu_trainer_zero_grad(struct gpu_trainer *t);
@@ -48,6 +51,12 @@ void gpu_trainer_grads(struct gpu_trainer *t, struct tfm_params *g);
 /* One AdamW step on the master weights: clip by the global gradient norm (computed on
  * the GPU, in double), update, refresh the bf16 copy. Returns the norm before clipping. */
 double gpu_trainer_step(struct gpu_trainer *t);
+/* New master weights from the host p (the bf16 copy refreshed). */
+void gpu_trainer_set_params(struct gpu_trainer *t, const float *p);
+/* The trainer as a train_engine (include/libra/trainer.h): a CPU trainer then runs its
+ * forwards and backwards here (the AdamW step stays on its host parameters, which it
+ * hands back with set_params). */
+struct train_engine gpu_trainer_engine(struct gpu_trainer *t);
 /* The master weights into p (host). */
 void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p);
 /* Bytes of GPU memory held. */

@@ -31,7 +31,25 @@ struct train_seq {
     double advantage;
 };
 
+/* Where a trainer's forward and backward run when not on this rank's CPU (the GPU's
+ * training path, src/device/gpu/). The host parameters t->p stay the truth: the
+ * optimizer steps them on the host and the engine is told (set_params); the engine's
+ * gradients land in t->g. TP 1 only; the reference model (kl_coef > 0) is scored on
+ * the CPU. */
+struct train_engine {
+    void *ctx;
+    /* logprob (T) and entropy (T) of batch b under the current parameters */
+    void (*forward)(void *ctx, const struct tfm_batch *b, float *logprob, float *entropy);
+    /* the gradient: begin zeroes it, backward adds batch b's, end writes it to g (host) */
+    void (*grads_begin)(void *ctx);
+    void (*backward)(void *ctx, const struct tfm_batch *b);
+    void (*grads_end)(void *ctx, float *g);
+    /* the host parameters p changed (an optimizer step, restored weights) */
+    void (*set_params)(void *ctx, const float *p);
+};
+
 struct trainer {
+    const struct train_engine *eng; /* NULL: tfm_forward / tfm_backward on this CPU */
     const struct tfm_tp *tp;    /* tensor parallel: this rank's shard of a TP group (NULL: the
                                    whole model here); mc is then the shard's tp->local */
     struct tfm_config mc;
@@ -67,6 +85,11 @@ void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
                    double norm_tokens, struct grpo_stats *st);
 /* Applies AdamW with the (already reduced) gradient in t->g; returns the grad norm. */
 double trainer_apply(struct trainer *t);
+/* Runs the forwards and backwards on eng from now on (TP 1, entropy_coef 0); it is
+ * given the current parameters. */
+void trainer_set_engine(struct trainer *t, const struct train_engine *eng);
+/* The caller changed t->p (restored weights): the engine, if any, is told. */
+void trainer_params_changed(struct trainer *t);
 /* A trainer of this rank's shard of a TP group (p: tp->local's layout, taken over like
  * trainer_init's). trainer_grads and trainer_apply are then collective over the group
  * (every rank passes the same sequences); the gradient norm is the whole model's. */

@@ -12,6 +12,7 @@
 static const struct device_ops *const table[] = {
     &device_emu,
     &device_cpu,
+    &device_cuda,
 };
 
 const struct device_ops *device_find(const char *name)
@@ -21,4 +22,4 @@ const struct device_ops *device_find(const char *name)
     return NULL;
 }
 
-const char *device_names(void) { return "emu, cpu"; }
+const char *device_names(void) { return "emu, cpu, cuda"; }

@@ -237,7 +237,9 @@ static void share_cores(const struct libra_config *cfg)
     MPI_CHECK(MPI_Comm_size(node, &local));
     MPI_CHECK(MPI_Comm_free(&node));
     const char *env = getenv("OPENBLAS_NUM_THREADS");
-    if (strcmp(cfg->device.type, "cpu") != 0 || (env && *env)) return;
+    if ((strcmp(cfg->device.type, "cpu") != 0 && strcmp(cfg->device.type, "cuda") != 0) ||
+        (env && *env))
+        return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int n = cores > 0 ? (int)(cores / local) : 1;
     openblas_set_num_threads(n < 1 ? 1 : n);

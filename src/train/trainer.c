@@ -12,6 +12,10 @@
  * adds the gradient into t->g. A batch whose weights are all 0 (zero-variance groups
  * without KL or entropy terms) skips the backward.
  *
+ * With an engine (trainer_set_engine) the forwards and backwards run there (the
+ * reference model's forward stays here) and the AdamW step stays on the host
+ * parameters, which the engine is then given.
+ *
  * All scratch is allocated by trainer_init; a step allocates nothing.
  */
 #include "libra/trainer.h"
@@ -137,7 +141,10 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
     }
     struct tfm_batch b = {.n_seq = S, .seq_len = t->seq_len, .tokens = t->tok,
                           .targets = t->tgt, .temperature = t->temperature};
-    if (t->tp) {
+    if (t->eng) {
+        t->eng->forward(t->eng->ctx, &b, t->lp, t->ent);
+        if (t->have_ref) tfm_forward(&t->mc, &t->ref, t->st, &b, t->lp_ref, NULL, NULL);
+    } else if (t->tp) {
         tfm_forward_tp(t->tp, &t->p, t->st, &b, t->lp, t->ent);
         if (t->have_ref) tfm_forward_tp(t->tp, &t->ref, t->st, &b, t->lp_ref, NULL);
     } else {
@@ -161,7 +168,9 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
     if (!any) return;
     b.weights = t->w;
     b.entropy_weights = t->gc.entropy_coef != 0.0 ? t->e : NULL;
-    if (t->tp)
+    if (t->eng)
+        t->eng->backward(t->eng->ctx, &b);
+    else if (t->tp)
         tfm_backward_tp(t->tp, &t->p, t->st, &b, &t->g);
     else
         tfm_backward(&t->mc, &t->p, t->st, &b, &t->g);
@@ -172,6 +181,7 @@ void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
 {
     memset(t->g.mem, 0, t->g.n * sizeof(float));
     for (int i = 0; i < n_seq; i++) check_seq(t, &seqs[i], i);
+    if (t->eng) t->eng->grads_begin(t->eng->ctx);
     /* Greedy packing in order; every sequence fits an empty batch (n <= max_tokens
      * gives n - 1 tokens), so each batch takes at least one. */
     for (int i = 0; i < n_seq;) {
@@ -181,11 +191,32 @@ void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
         if (T > 0) run_batch(t, seqs + i, j - i, norm_tokens, st);
         i = j;
     }
+    if (t->eng) t->eng->grads_end(t->eng->ctx, t->g.mem);
 }
 
 double trainer_apply(struct trainer *t)
 {
+    if (t->eng) {
+        double norm = adamw_step(&t->opt, t->p.mem, t->g.mem);
+        t->eng->set_params(t->eng->ctx, t->p.mem);
+        return norm;
+    }
     if (!t->tp) return adamw_step(&t->opt, t->p.mem, t->g.mem);
     tfm_tp_reduce_grads(t->tp, &t->g);
     return adamw_step_norm(&t->opt, t->p.mem, t->g.mem, sqrt(tfm_tp_grad_sq(t->tp, &t->g)));
+}
+
+void trainer_set_engine(struct trainer *t, const struct train_engine *eng)
+{
+    if (eng && t->tp) FATAL("trainer_set_engine: a tensor-parallel trainer runs on the CPU");
+    if (eng && t->gc.entropy_coef != 0.0)
+        FATAL("trainer_set_engine: entropy_coef = %g: the entropy term's gradient is not on "
+              "this engine (set train.entropy_coef = 0)", t->gc.entropy_coef);
+    t->eng = eng;
+    trainer_params_changed(t);
+}
+
+void trainer_params_changed(struct trainer *t)
+{
+    if (t->eng) t->eng->set_params(t->eng->ctx, t->p.mem);
 }

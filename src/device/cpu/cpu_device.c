@@ -14,12 +14,61 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "libra/cuda_module.h"
 #include "libra/env_setup.h"
+#include "libra/gpu_model.h"
+#include "libra/gpu_train.h"
 #include "libra/hash.h"
 #include "libra/log.h"
 #include "libra/model_vocab.h"
 
 struct tfm_params *cpu_live_params(struct device *d) { return d->tr ? &d->tr->p : &d->sh.p; }
+
+void cpu_trainer_drop(struct device *d)
+{
+    if (!d->tr) return;
+    trainer_free(d->tr); /* frees the shard's weights it took over */
+    free(d->tr);
+    d->tr = NULL;
+    gpu_trainer_free(d->gtr);
+    d->gtr = NULL;
+}
+
+/* The rank's place among the ranks of its node, as the launcher tells it (Open MPI,
+ * Slurm, MPICH / Hydra, PMIx); -1 if none does. Read from the environment: a device is
+ * opened by the workers alone, so no collective over the world may happen here. */
+static int node_local_rank(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
+                          "PMIX_LOCAL_RANK", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && !*end && r >= 0 && r < 1 << 20) return (int)r;
+    }
+    return -1;
+}
+
+/* Device cuda: this rank's GPU, (node-local rank) mod (the node's GPUs). */
+static const struct cuda_api *open_gpu(int rank)
+{
+    char err[2048];
+    const struct cuda_api *api = cuda_module_load(err, sizeof err);
+    int n = api ? api->device_count() : 0;
+    if (!api || n < 1)
+        FATAL("device.type = \"cuda\": rank %d: %s", rank, api ? api->last_error() : err);
+    int local = node_local_rank();
+    if (local < 0) {
+        LOG_W("device cuda: rank %d: the launcher gives no node-local rank "
+                 "(OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...): using GPU %d", rank,
+                 rank % n);
+        local = rank;
+    }
+    api = gpu_open(local % n, err, sizeof err);
+    if (!api) FATAL("device.type = \"cuda\": rank %d: %s", rank, err);
+    return api;
+}
 
 static struct device *cpu_open(const struct device_args *a)
 {
@@ -42,6 +91,7 @@ static struct device *cpu_open(const struct device_args *a)
     d->staged_version = -1;
     cpu_comm_bind(&d->sh.comm, MPI_COMM_NULL);
     cpu_comm_bind(&d->sh.kv, MPI_COMM_NULL);
+    if (strcmp(a->cfg->device.type, "cuda") == 0) d->gpu = open_gpu(a->rank);
     return d;
 }
 
@@ -58,10 +108,7 @@ static void cpu_close(struct device *d)
 {
     if (!d) return;
     if (d->inst) cpu_inst_close(d->inst);
-    if (d->tr) {
-        trainer_free(d->tr); /* frees the shard's weights it took over */
-        free(d->tr);
-    }
+    cpu_trainer_drop(d);
     cpu_shard_free(&d->sh);
     drop_full(d);
     if (d->opt_loaded) adamw_free(&d->opt);
@@ -113,6 +160,7 @@ static void cpu_weights_staged(struct device *d, int version)
     if (!d->inst) { /* no instance to agree with: take them now */
         struct tfm_params *p = cpu_live_params(d);
         memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
+        if (d->tr) trainer_params_changed(d->tr); /* its engine's copy, if any */
         d->version = version;
         d->staged_version = -1;
     }
@@ -141,30 +189,40 @@ static double no_extra(struct device *d, int n)
     return 0;
 }
 
-const struct device_ops device_cpu = {
-    .name = "cpu",
-    .describe = cpu_describe,
-    .open = cpu_open,
-    .close = cpu_close,
-    .epoch = cpu_epoch,
-    .inst_open = cpu_inst_open,
-    .inst_submit = cpu_inst_submit,
-    .inst_progress = cpu_inst_progress,
-    .inst_handback = cpu_inst_handback,
-    .inst_quiesce = cpu_inst_quiesce,
-    .inst_close = cpu_inst_close,
-    .inst_next_wake = cpu_inst_next_wake,
-    .grad_buffer = grad_buffer,
-    .stats_buffer = cpu_stats_buffer,
-    .train_compute = cpu_train_compute,
-    .train_reduce_extra_s = no_extra,
-    .train_apply = train_apply,
-    .join_buffer = cpu_join_buffer,
-    .join_restore = cpu_join_restore,
-    .join_extra_s = no_extra,
-    .slices = cpu_slices,
-    .weights_staged = cpu_weights_staged,
-    .version = cpu_version,
-    .weights_hash = cpu_weights_hash,
-    .save = cpu_train_save,
-};
+/* Everything but the name and the description: the CPU and the CUDA device share it. */
+#define HOST_SIDE_OPS                                                                     \
+    .open = cpu_open, .close = cpu_close, .epoch = cpu_epoch, .inst_open = cpu_inst_open, \
+    .inst_submit = cpu_inst_submit, .inst_progress = cpu_inst_progress,                   \
+    .inst_handback = cpu_inst_handback, .inst_quiesce = cpu_inst_quiesce,                 \
+    .inst_close = cpu_inst_close, .inst_next_wake = cpu_inst_next_wake,                   \
+    .grad_buffer = grad_buffer, .stats_buffer = cpu_stats_buffer,                         \
+    .train_compute = cpu_train_compute, .train_reduce_extra_s = no_extra,                 \
+    .train_apply = train_apply, .join_buffer = cpu_join_buffer,                           \
+    .join_restore = cpu_join_restore, .join_extra_s = no_extra, .slices = cpu_slices,     \
+    .weights_staged = cpu_weights_staged, .version = cpu_version,                         \
+    .weights_hash = cpu_weights_hash, .save = cpu_train_save
+
+const struct device_ops device_cpu = {.name = "cpu", .describe = cpu_describe, HOST_SIDE_OPS};
+
+/* The CUDA device: the CPU device's description at TP 1 (its rates are still this
+ * host's CPU engine's: the GPU's are not measured at start-up yet), after checking on
+ * rank 0 that there is a GPU to run on. */
+static int cuda_describe(const struct libra_config *cfg, const struct cost_model *cm,
+                         struct device_info *out, char *err, size_t errlen)
+{
+    /* no module, no driver or no GPU: one message from rank 0 before any worker starts */
+    char why[2048];
+    const struct cuda_api *api = cuda_module_load(why, sizeof why);
+    if (!api || api->device_count() < 1) {
+        snprintf(err, errlen, "%s: device.type = \"cuda\": %s", cfg->source,
+                 api ? api->last_error() : why);
+        return -1;
+    }
+    if (cpu_describe(cfg, cm, out, err, errlen)) return -1;
+    snprintf(out->name, sizeof out->name, "cuda");
+    out->tp_mask = 1u << 1;
+    out->train_tp_mask = 1u << 1;
+    return 0;
+}
+
+const struct device_ops device_cuda = {.name = "cuda", .describe = cuda_describe, HOST_SIDE_OPS};

@@ -22,6 +22,7 @@
 #include "libra/adamw.h"
 #include "libra/device.h"
 #include "libra/device_cpu.h"
+#include "libra/cuda_api.h"
 #include "libra/env.h"
 #include "libra/grpo.h"
 #include "libra/rollout_cpu.h"
@@ -66,6 +67,11 @@ struct device {
     struct env env;
     struct cpu_shard sh;
     struct trainer *tr;        /* training replica on sh (owns the shard's weights) */
+    /* device cuda: this rank's GPU; the trainer's forwards and backwards run there
+     * (gtr, as tr's engine geng) and so does the decoder of a TP-1 instance */
+    const struct cuda_api *gpu;
+    struct gpu_trainer *gtr;
+    struct train_engine geng;
     int version;               /* of the weights held; -1 none */
     int staged_version;        /* the stage holds this version, not yet swapped in; -1 none */
     struct dev_inst *inst;     /* the instance this rank belongs to, if any */
@@ -81,6 +87,8 @@ struct device {
 
 /* The shard's weights this rank holds right now (the trainer's once it exists). */
 struct tfm_params *cpu_live_params(struct device *d);
+/* Frees the trainer (and its GPU engine), if any. */
+void cpu_trainer_drop(struct device *d);
 
 /* cpu_shard.c */
 /* Makes sh the shard (t, i) of the group comm (the instance's or the replica's ranks,

@@ -127,11 +127,7 @@ void cpu_shard_place(struct device *d, int t, int i, MPI_Comm group)
         FATAL("a TP-%d place on device cpu: %s", t, err);
     int same = sh->t == t && sh->i == i;
     if (!same) {
-        if (d->tr) { /* the trainer holds the old shard's weights and optimizer */
-            trainer_free(d->tr);
-            free(d->tr);
-            d->tr = NULL;
-        }
+        cpu_trainer_drop(d); /* it holds the old shard's weights and optimizer */
         cpu_shard_free(sh);
         sh->t = t;
         sh->i = i;

@@ -21,6 +21,11 @@
  * Deadlock freedom: the leader never waits on a member except inside a command the
  * member will serve; a member waits on the leader only in serve(block), which a plan
  * or the run's end makes the leader answer with END.
+ *
+ * On device cuda (TP 1 only) the decoder is the GPU engine (include/libra/gpu_decode.h)
+ * over a bf16 copy of the live weights, re-uploaded when new weights are swapped in;
+ * rows are sampled on the GPU when they share plain temperature sampling (the rollout
+ * case), else their logits come back and sampler_sample draws them here.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +33,7 @@
 #include "cpu_internal.h"
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
+#include "libra/gpu_decode.h"
 #include "libra/tfm_decode.h"
 
 #define CMD_TAG 401
@@ -45,7 +51,10 @@ struct cpu_tp_model {
     struct device *d;
     int leader;
     int n_slots;
-    struct tfm_decoder *dec;
+    struct tfm_decoder *dec;     /* the CPU's decoder, or NULL on the GPU: */
+    struct gpu_model *gm;        /* device cuda: the weights on the GPU */
+    struct gpu_decoder *gd;      /* ... and its decoder */
+    int64_t *keys, *positions;   /* (rows) the GPU sampler's per-row keys */
     float *logits;            /* (n_slots, v1 - v0) */
     float *scratch;           /* sampler_sample_tp scratch */
     struct wire_buf msg;      /* a command's bytes */
@@ -69,9 +78,51 @@ static void draw(struct cpu_tp_model *m, const float *logits, const struct rollo
     *tok = sampler_sample_tp(&s->sc, tp, logits, s->key, s->position, lp, m->scratch);
 }
 
+/* ---- the decoder, on the CPU or the GPU ---- */
+
+static int dec_len(const struct cpu_tp_model *m, int slot)
+{
+    return m->gd ? gpu_decoder_len(m->gd, slot) : tfm_decoder_len(m->dec, slot);
+}
+
+static void dec_truncate(struct cpu_tp_model *m, int slot, int len)
+{
+    if (m->gd) gpu_decoder_truncate(m->gd, slot, len);
+    else tfm_decoder_truncate(m->dec, slot, len);
+}
+
+/* The GPU's n rows of logits drawn per s: on the GPU when every row samples with the
+ * same plain temperature and seed, else on the host. */
+static void gpu_draw(struct cpu_tp_model *m, int n, const struct rollout_sample *s, int32_t *tok,
+                     float *lp)
+{
+    int same = s[0].sc.top_k == 0 && s[0].sc.top_p >= 1.0f;
+    for (int k = 0; k < n; k++) {
+        same &= s[k].sc.temperature == s[0].sc.temperature && s[k].sc.seed == s[0].sc.seed &&
+                s[k].sc.top_k == 0 && s[k].sc.top_p >= 1.0f;
+        m->keys[k] = s[k].key;
+        m->positions[k] = s[k].position;
+    }
+    if (same) {
+        gpu_decoder_sample(m->gd, n, s[0].sc.temperature, s[0].sc.seed, m->keys, m->positions,
+                           tok, lp);
+        return;
+    }
+    gpu_decoder_logits(m->gd, m->logits);
+    size_t V = (size_t)m->d->mc.vocab_size;
+    for (int k = 0; k < n; k++)
+        tok[k] = sampler_sample(&s[k].sc, m->logits + (size_t)k * V, (int)V, s[k].key,
+                                s[k].position, &lp[k], m->scratch);
+}
+
 static int run_prefill(struct cpu_tp_model *m, int slot, const int32_t *tokens, int n,
                        const struct rollout_sample *s, int32_t *tok, float *lp)
 {
+    if (m->gd) {
+        if (gpu_decoder_prefill(m->gd, slot, tokens, n, NULL)) return -1;
+        if (s) gpu_draw(m, 1, s, tok, lp);
+        return 0;
+    }
     if (tfm_decoder_prefill(m->dec, slot, tokens, n, s ? m->logits : NULL)) return -1;
     if (s) draw(m, m->logits, s, tok, lp);
     return 0;
@@ -80,6 +131,11 @@ static int run_prefill(struct cpu_tp_model *m, int slot, const int32_t *tokens, 
 static int run_step(struct cpu_tp_model *m, const int *slots, const int32_t *tokens, int n,
                     const struct rollout_sample *s, int32_t *tok, float *lp)
 {
+    if (m->gd) {
+        if (gpu_decoder_step(m->gd, slots, tokens, n, NULL)) return -1;
+        gpu_draw(m, n, s, tok, lp);
+        return 0;
+    }
     if (tfm_decoder_step(m->dec, slots, tokens, n, m->logits)) return -1;
     size_t Vl = (size_t)(m->d->sh.tp.v1 - m->d->sh.tp.v0);
     for (int k = 0; k < n; k++) draw(m, m->logits + (size_t)k * Vl, &s[k], &tok[k], &lp[k]);
@@ -97,7 +153,9 @@ static int run_weights(struct cpu_tp_model *m)
     memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
     d->version = v;
     d->staged_version = -1;
-    for (int s = 0; s < m->n_slots; s++) tfm_decoder_truncate(m->dec, s, 0);
+    if (m->gm) gpu_model_set_weights(m->gm, p);
+    if (d->tr) trainer_params_changed(d->tr); /* a hybrid rank: its engine's copy, if any */
+    for (int s = 0; s < m->n_slots; s++) dec_truncate(m, s, 0);
     return 1;
 }
 
@@ -116,21 +174,21 @@ static void send_cmd(struct cpu_tp_model *m, const struct cmd_hdr *h, const void
         MPI_CHECK(MPI_Send(m->msg.data, (int)m->msg.len, MPI_BYTE, r, CMD_TAG, group(m)));
 }
 
-static int op_len(void *mm, int slot) { return tfm_decoder_len(((struct cpu_tp_model *)mm)->dec, slot); }
+static int op_len(void *mm, int slot) { return dec_len(mm, slot); }
 
 static void op_truncate(void *mm, int slot, int len)
 {
     struct cpu_tp_model *m = mm;
     struct cmd_hdr h = {CMD_TRUNCATE, slot, 0, len, 0, 0};
     send_cmd(m, &h, NULL, 0, NULL, 0, NULL, 0);
-    tfm_decoder_truncate(m->dec, slot, len);
+    dec_truncate(m, slot, len);
 }
 
 static int op_prefill(void *mm, int slot, const int32_t *tokens, int n,
                       const struct rollout_sample *s, int32_t *tok, float *lp)
 {
     struct cpu_tp_model *m = mm;
-    if (n < 0 || tfm_decoder_len(m->dec, slot) + n > m->max_tokens) return -1; /* no command */
+    if (n < 0 || dec_len(m, slot) + n > m->max_tokens) return -1; /* no command */
     struct cmd_hdr h = {CMD_PREFILL, slot, n, 0, s != NULL, 0};
     send_cmd(m, &h, tokens, (size_t)n * sizeof *tokens, s, s ? sizeof *s : 0, NULL, 0);
     return run_prefill(m, slot, tokens, n, s, tok, lp);
@@ -141,7 +199,7 @@ static int op_step(void *mm, const int *slots, const int32_t *tokens, int n,
 {
     struct cpu_tp_model *m = mm;
     for (int k = 0; k < n; k++)
-        if (tfm_decoder_len(m->dec, slots[k]) >= m->max_tokens) return -1; /* no command */
+        if (dec_len(m, slots[k]) >= m->max_tokens) return -1; /* no command */
     struct cmd_hdr h = {CMD_STEP, 0, n, 0, 1, 0};
     send_cmd(m, &h, slots, (size_t)n * sizeof *slots, tokens, (size_t)n * sizeof *tokens, s,
              (size_t)n * sizeof *s);
@@ -199,7 +257,7 @@ static int serve_one(struct cpu_tp_model *m, const MPI_Status *st)
         return h.op;
     case CMD_TRUNCATE:
         if (left != 0) break;
-        tfm_decoder_truncate(m->dec, h.slot, h.len);
+        dec_truncate(m, h.slot, h.len);
         return h.op;
     case CMD_WEIGHTS:
         if (left != 0) break;
@@ -243,13 +301,24 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
     m->n_slots = r->slots;
     m->max_tokens = r->max_tokens;
     const struct tfm_tp *tp = &d->sh.tp;
-    m->dec = tfm_decoder_create_tp(tp, cpu_live_params(d), r->slots, r->max_tokens, 128);
+    size_t rows = (size_t)(r->max_tokens > r->slots ? r->max_tokens : r->slots);
+    if (d->gpu) {
+        if (tp->t != 1) FATAL("device cuda: a TP-%d instance (this build: TP 1)", tp->t);
+        char err[1024];
+        m->gm = gpu_model_upload(d->gpu, &d->mc, cpu_live_params(d), err, sizeof err);
+        if (m->gm)
+            m->gd = gpu_decoder_create(m->gm, r->slots, r->max_tokens, 128, 0, err, sizeof err);
+        if (!m->gd) FATAL("rank %d: the GPU rollout engine: %s", d->a.rank, err);
+        m->keys = xmalloc(rows * sizeof *m->keys);
+        m->positions = xmalloc(rows * sizeof *m->positions);
+    } else {
+        m->dec = tfm_decoder_create_tp(tp, cpu_live_params(d), r->slots, r->max_tokens, 128);
+    }
     size_t Vl = (size_t)(tp->v1 - tp->v0);
     m->logits = xmalloc((size_t)r->slots * Vl * sizeof *m->logits);
     /* the sampler's scratch for any mode (sampler.h: at most 2 Vl + 6 V + 6 t + 1) */
     size_t scratch = 2 * Vl + 6 * (size_t)tp->full.vocab_size + 6 * (size_t)tp->t + 1;
     m->scratch = xmalloc(scratch * sizeof *m->scratch);
-    size_t rows = (size_t)(r->max_tokens > r->slots ? r->max_tokens : r->slots);
     m->slots = xmalloc(rows * sizeof *m->slots);
     m->tokens = xmalloc(rows * sizeof *m->tokens);
     m->tok = xmalloc(rows * sizeof *m->tok);
@@ -264,7 +333,11 @@ const struct rollout_model *cpu_tp_model_ops(struct cpu_tp_model *m) { return &m
 void cpu_tp_model_free(struct cpu_tp_model *m)
 {
     if (!m) return;
-    tfm_decoder_free(m->dec);
+    if (m->dec) tfm_decoder_free(m->dec);
+    gpu_decoder_free(m->gd);
+    gpu_model_free(m->gm);
+    free(m->keys);
+    free(m->positions);
     free(m->logits);
     free(m->scratch);
     free(m->slots);

@@ -15,6 +15,7 @@
 
 #include "cpu_internal.h"
 #include "libra/log.h"
+#include "libra/gpu_train.h"
 #include "libra/tfm_io.h"
 #include "libra/tokenizer.h"
 
@@ -71,6 +72,15 @@ static void make_trainer(struct device *d)
     if (d->opt_loaded) d->tr->opt.c = oc; /* the run's hyper-parameters, the file's moments */
     d->tr->temperature = (float)d->a.cfg->rollout.temperature; /* as the behaviour log-probs */
     d->opt_loaded = 0;
+    if (d->gpu) { /* device cuda: the forwards and backwards on this rank's GPU */
+        if (d->sh.t != 1)
+            FATAL("device cuda: a TP-%d training replica (this build: TP 1)", d->sh.t);
+        char err[1024];
+        d->gtr = gpu_trainer_create(d->gpu, &d->mc, &d->tr->p, max_tokens, &oc, err, sizeof err);
+        if (!d->gtr) FATAL("rank %d: the GPU training path: %s", d->a.rank, err);
+        d->geng = gpu_trainer_engine(d->gtr);
+        trainer_set_engine(d->tr, &d->geng);
+    }
 }
 
 float *cpu_grad_buffer(struct device *d, size_t *n)
@@ -184,6 +194,7 @@ void cpu_join_restore(struct device *d, int version)
     memcpy(d->tr->opt.m, d->join + np, np * sizeof(float));
     memcpy(d->tr->opt.v, d->join + 2 * np, np * sizeof(float));
     d->tr->opt.step = (int64_t)d->join[3 * np];
+    trainer_params_changed(d->tr);
     d->version = version;
 }
 

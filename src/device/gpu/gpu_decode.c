@@ -471,3 +471,9 @@ void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_
     if (logprob) GPU_CHECK(api, api->to_host(logprob, d->d_out_lp, (size_t)n * sizeof *logprob));
     GPU_CHECK(api, api->sync());
 }
+
+void gpu_decoder_logits(struct gpu_decoder *d, float *logits)
+{
+    GPU_CHECK(d->api, d->api->to_host(logits, d->logits,
+                                      (size_t)d->logit_rows * d->c.vocab_size * sizeof *logits));
+}

@@ -74,13 +74,12 @@ static void upload_f32(const struct cuda_api *api, float *dst, const float *src,
     GPU_CHECK(api, api->to_device(dst, src, n * sizeof *src));
 }
 
-struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_config *c,
-                                   const struct tfm_params *p, char *err, size_t errlen)
+void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p)
 {
-    struct gpu_model *m = model_alloc(api, c, err, errlen);
-    if (!m) return NULL;
+    const struct cuda_api *api = m->api;
+    const struct tfm_config *c = &m->c;
     if (p->n != m->at.n)
-        FATAL("gpu_model_upload: %zu parameters for a model of %zu", p->n, m->at.n);
+        FATAL("gpu_model_set_weights: %zu parameters for a model of %zu", p->n, m->at.n);
     uint16_t *buf = xmalloc(UPLOAD_CHUNK * sizeof *buf);
     for (size_t i0 = 0; i0 < p->n; i0 += UPLOAD_CHUNK) {
         size_t n = p->n - i0 < UPLOAD_CHUNK ? p->n - i0 : UPLOAD_CHUNK;
@@ -95,6 +94,14 @@ struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_
         upload_f32(api, m->bk, p->bk, L * KD);
         upload_f32(api, m->bv, p->bv, L * KD);
     }
+}
+
+struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_config *c,
+                                   const struct tfm_params *p, char *err, size_t errlen)
+{
+    struct gpu_model *m = model_alloc(api, c, err, errlen);
+    if (!m) return NULL;
+    gpu_model_set_weights(m, p);
     return m;
 }
 

@@ -39,7 +39,7 @@ struct gpu_trainer {
     struct layer_acts *acts; /* (L) */
     float *x, *hf, *rope, *rstd, *stats;
     float *dx, *dh, *dact, *dgate, *dup, *datt, *dq, *dk, *dv, *dqlin, *dklin, *act;
-    float *logits, *dlogits, *lp, *dlp;
+    float *logits, *dlogits, *lp, *dlp, *ent;
     uint16_t *ab, *hfb;     /* bf16 operands: (T, max(C, HD, F)) and (T, C) */
     uint16_t *dyb;          /* bf16 output gradients: (max(T, chunk), max(C, HD, KD, F, V)) */
     int32_t *d_tok, *d_tgt, *d_pos;
@@ -165,6 +165,7 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
     t->dlogits = dev(t, ch * V * f);
     t->lp = dev(t, T * f);
     t->dlp = dev(t, T * f);
+    t->ent = dev(t, T * f);
     t->ab = dev(t, T * widest(c, 0) * 2);
     t->hfb = dev(t, T * C * 2);
     t->dyb = dev(t, rows * widest(c, 1) * 2);
@@ -194,7 +195,7 @@ void gpu_trainer_free(struct gpu_trainer *t)
     void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
                  t->dx, t->dh, t->dact, t->dgate, t->dup, t->datt, t->dq, t->dk, t->dv,
                  t->dqlin, t->dklin, t->act, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
-                 t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos};
+                 t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->ent};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
     free(t->acts);
     free(t->pos);
@@ -348,10 +349,12 @@ static void zero(const struct gpu_trainer *t, float *x, size_t n)
     GPU_CHECK(t->api, t->api->zero(x, n * sizeof(float)));
 }
 
-/* Log-probs of every row into t->lp (0 where no target); with backward (t->dlp holding
+/* Log-probs of every row into t->lp (0 where no target), entropies into t->ent if
+ * asked; with backward (t->dlp holding
  * dJ/dlogprob), dJ/dh of the final norm's output into t->dh and the output head's
  * weight gradient into the block. */
-static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int backward)
+static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int backward,
+                 int entropy)
 {
     const struct cuda_api *api = t->api;
     int C = t->c.hidden_size, V = t->c.vocab_size;
@@ -360,8 +363,8 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
         int n = T - r0 < TRAIN_LOGIT_CHUNK ? T - r0 : TRAIN_LOGIT_CHUNK;
         const uint16_t *hc = t->hfb + (size_t)r0 * C;
         GPU_CHECK(api, api->linear_fwd(t->logits, hc, W(t, t->at.lm_head), n, C, V, 0));
-        GPU_CHECK(api, api->logsoftmax_fwd(t->lp + r0, NULL, t->logits, t->d_tgt + r0, n, V,
-                                           b->temperature));
+        GPU_CHECK(api, api->logsoftmax_fwd(t->lp + r0, entropy ? t->ent + r0 : NULL, t->logits,
+                                           t->d_tgt + r0, n, V, b->temperature));
         if (!backward) continue;
         zero(t, t->dlogits, (size_t)n * V);
         GPU_CHECK(api, api->logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits, t->d_tgt + r0, n,
@@ -386,12 +389,14 @@ static double weighted_sum(struct gpu_trainer *t, const struct tfm_batch *b, int
     return total;
 }
 
-double gpu_trainer_forward(struct gpu_trainer *t, const struct tfm_batch *b, float *logprob)
+double gpu_trainer_forward(struct gpu_trainer *t, const struct tfm_batch *b, float *logprob,
+                           float *entropy)
 {
     int T = stage_batch(t, b);
     if (T == 0) return 0;
     trunk_forward(t, b, T);
-    head(t, b, T, 0);
+    head(t, b, T, 0, entropy != NULL);
+    if (entropy) GPU_CHECK(t->api, t->api->to_host(entropy, t->ent, (size_t)T * sizeof(float)));
     return weighted_sum(t, b, T, logprob);
 }
 
@@ -483,7 +488,7 @@ double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b)
     GPU_CHECK(t->api, t->api->to_device(t->dlp, dlp, (size_t)T * sizeof *dlp));
     free(dlp);
     trunk_forward(t, b, T);
-    head(t, b, T, 1);
+    head(t, b, T, 1, 0);
     double J = -weighted_sum(t, b, T, NULL);
     zero(t, t->dx, (size_t)T * C);
     GPU_CHECK(t->api, t->api->rmsnorm_bwd(t->dx, G(t, t->at.ln_f), t->dh, t->x, P(t, t->at.ln_f),
@@ -523,4 +528,32 @@ double gpu_trainer_step(struct gpu_trainer *t)
     GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
     GPU_CHECK(t->api, t->api->sync());
     return norm;
+}
+
+void gpu_trainer_set_params(struct gpu_trainer *t, const float *p)
+{
+    GPU_CHECK(t->api, t->api->to_device(t->p, p, t->at.n * sizeof(float)));
+    GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
+    GPU_CHECK(t->api, t->api->sync());
+}
+
+/* ---------------------------------------------------------------- train_engine */
+
+static void eng_forward(void *ctx, const struct tfm_batch *b, float *logprob, float *entropy)
+{
+    gpu_trainer_forward(ctx, b, logprob, entropy);
+}
+static void eng_grads_begin(void *ctx) { gpu_trainer_zero_grad(ctx); }
+static void eng_backward(void *ctx, const struct tfm_batch *b) { gpu_trainer_backward(ctx, b); }
+static void eng_grads_end(void *ctx, float *g)
+{
+    struct gpu_trainer *t = ctx;
+    GPU_CHECK(t->api, t->api->to_host(g, t->g, t->at.n * sizeof(float)));
+}
+static void eng_set_params(void *ctx, const float *p) { gpu_trainer_set_params(ctx, p); }
+
+struct train_engine gpu_trainer_engine(struct gpu_trainer *t)
+{
+    return (struct train_engine){t, eng_forward, eng_grads_begin, eng_backward, eng_grads_end,
+                                 eng_set_params};
 }

@@ -1,0 +1,23 @@
+#!/bin/sh
+# RL on the CUDA device: 4 ranks (controller, 2 training replicas, 1 rollout instance)
+# on the node's GPUs (one GPU serves all three workers if there is only one), the
+# calc environment and the shipped model. The rollout instance decodes on the GPU
+# engine, the replicas run their forwards and backwards on the GPU training path;
+# after every step the replicas' parameter hashes must agree, the staleness bound must
+# hold, and the run must complete with rewards recorded. Skipped (77) without the
+# CUDA module or a GPU, saying which.
+. "$(dirname "$0")/mpi_common.sh"
+. "$(dirname "$0")/rl_common.sh"
+devices=$("$LIBRA" --devices 2>&1)
+case "$devices" in
+*"GPU 0"*) ;;
+*) echo "rl_cuda: SKIPPED: $devices"; exit 77 ;;
+esac
+out=$(scratch rl-cuda)
+rl_config "$out/run.cfg" "$out/run.h5" 4 2 1 2 2
+sed -i 's/type = "cpu";/type = "cuda";/' "$out/run.cfg"
+rl_job 4 "$out/run.cfg" "$out/run"
+tail -n 3 "$out/run.stdout"
+"$CHECK_RUN" "$out/run.h5" --min-steps 4 || fail "check_run"
+"$CHECK_RL" "$out/run.h5" --max-staleness 2 || fail "check_rl"
+[ -n "${KEEP:-}" ] || rm -rf "$out"
