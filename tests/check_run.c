@@ -3,8 +3,10 @@
  * self-consistent; used by the multi-rank integration tests.
  *
  *   check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] [--expect-handback]
- *             [--sched] [--expect-tree]
+ *             [--sched] [--expect-tree] [--expect-status STATUS]
  *
+ * --expect-status: the root attribute status the file must carry (default
+ * "complete"; "cancelled" for a run stopped by a signal).
  * --sched checks the scheduler's tables (/sched, /migrations, /instances);
  * --expect-tree also wants the C-MLFQ prefix tree in /tree.
  *
@@ -109,6 +111,7 @@ struct options {
     const char *expect_event[8]; /* /events kinds that must appear (--expect-event, repeatable) */
     int n_expect_event;
     bool planner;             /* /planner: a row per step, applied rows = grp plans */
+    const char *expect_status; /* the root attribute status (--expect-status; "complete") */
 };
 
 /* ---- reading ---- */
@@ -316,13 +319,14 @@ static void run_free(struct run *r)
 
 /* ---- properties ---- */
 
-static void check_status(const struct run *r)
+static void check_status(const struct run *r, const char *want)
 {
     struct prop p = {"status", 0};
+    if (!want) want = "complete";
     if (!r->has_status)
-        prop_fail(&p, "root attribute status", "\"complete\"", "missing");
-    else if (strcmp(r->status, "complete") != 0)
-        prop_fail(&p, "root attribute status", "\"complete\"", r->status);
+        prop_fail(&p, "root attribute status", want, "missing");
+    else if (strcmp(r->status, want) != 0)
+        prop_fail(&p, "root attribute status", want, r->status);
 }
 
 static void check_run_attrs(const struct run *r)
@@ -340,8 +344,13 @@ static void check_step_count(const struct run *r, const struct options *o)
 {
     struct prop p = {"step count", 0};
     if (!r->has_steps) return;
-    if (r->has_steps_requested && (int64_t)r->nsteps != r->steps_requested)
+    /* a cancelled run stops early: at most the steps requested */
+    int cancelled = r->has_status && strcmp(r->status, "cancelled") == 0;
+    if (r->has_steps_requested && !cancelled && (int64_t)r->nsteps != r->steps_requested)
         prop_fail_i(&p, "/steps rows == steps_requested", r->steps_requested,
+                    (int64_t)r->nsteps);
+    if (r->has_steps_requested && cancelled && (int64_t)r->nsteps > r->steps_requested)
+        prop_fail_i(&p, "/steps rows <= steps_requested (cancelled)", r->steps_requested,
                     (int64_t)r->nsteps);
     if ((long)r->nsteps < o->min_steps)
         prop_fail_i(&p, "/steps rows >= --min-steps", o->min_steps, (int64_t)r->nsteps);
@@ -781,7 +790,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] "
                "[--expect-handback] [--sched] [--expect-tree] [--planner] [--min-replans N] "
-               "[--expect-event KIND]\n");
+               "[--expect-event KIND] [--expect-status STATUS]\n");
 }
 
 static int parse_long(const char *flag, const char *s, long *out)
@@ -827,6 +836,12 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return -1;
             }
             o->expect_event[o->n_expect_event++] = argv[++i];
+        } else if (strcmp(a, "--expect-status") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "check_run: --expect-status needs a status\n");
+                return -1;
+            }
+            o->expect_status = argv[++i];
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -857,7 +872,7 @@ int main(int argc, char **argv)
         run_free(&r);
         return 1;
     }
-    check_status(&r);
+    check_status(&r, o.expect_status);
     check_run_attrs(&r);
     check_step_count(&r, &o);
     check_step_numbers(&r);

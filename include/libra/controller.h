@@ -58,6 +58,8 @@ struct controller *ctl_create(const struct libra_config *cfg, const struct cost_
                               const struct ckpt_state *resume, int resume_step);
 int ctl_iterate(struct controller *c);
 int ctl_running(const struct controller *c);
+/* The signal that stopped the run early (include/libra/stop_signal.h), or 0. */
+int ctl_stopped_by(const struct controller *c);
 void ctl_close(struct controller *c);
 void ctl_destroy(struct controller *c);
 /* One message from rank source (what the transport received). */

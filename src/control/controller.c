@@ -13,6 +13,7 @@
 
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
+#include "libra/stop_signal.h"
 
 static double now_s(const struct controller *c) { return ctl_now(c); }
 
@@ -776,13 +777,42 @@ void ctl_open(struct controller *c, const struct libra_config *cfg, const struct
     if (c->real && cfg->eval.size > 0) ctl_eval_request(c);
 }
 
-int ctl_running(const struct controller *c) { return c->step < c->cfg->run.steps || busy_tail(c); }
+int ctl_running(const struct controller *c)
+{
+    if (c->stop_sig) return !c->stop_ckpt || busy_tail(c);
+    return c->step < c->cfg->run.steps || busy_tail(c);
+}
+
+int ctl_stopped_by(const struct controller *c) { return c->stop_sig; }
+
+/* A signal asked for a stop: no new groups, no new step; once the step in flight is
+ * done, a checkpoint of the state (in-flight trajectories included) if the run keeps
+ * checkpoints. ctl_running then waits for the work already started. */
+static void check_stop(struct controller *c)
+{
+    if (!c->stop_sig && stop_signal_requested()) {
+        c->stop_sig = stop_signal_requested();
+        char what[160];
+        snprintf(what, sizeof what, "stop requested by signal %d after step %d: finishing the "
+                 "work in flight%s", c->stop_sig, c->step,
+                 c->real && c->cfg->run.checkpoint_interval > 0 ? ", then a checkpoint" : "");
+        LOG_W("%s", what);
+        if (metrics_event(c->m, ctl_now(c), c->step, "cancel", what))
+            FATAL("metrics: cannot record an event");
+        c->stop_ckpt = !(c->real && c->cfg->run.checkpoint_interval > 0 && c->step > 0);
+    }
+    if (c->stop_sig && !c->stop_ckpt && !c->train_inflight && !c->rl.ckpt_inflight) {
+        c->stop_ckpt = 1;
+        if (c->rl.ckpt_last != c->step) ctl_ckpt_start(c); /* else the periodic one is it */
+    }
+}
 
 int ctl_iterate(struct controller *c)
 {
     const struct libra_config *cfg = c->cfg;
     int work = ctl_poll(c);
     work |= ctl_pool_check_timeouts(c);
+    check_stop(c);
     if ((c->epoch_pending || c->pool.pending) && !c->train_inflight && c->sync_acks_pending == 0) {
         ctl_next_epoch(c);
         work = 1;
@@ -793,14 +823,14 @@ int ctl_iterate(struct controller *c)
             work = 1;
         }
         if (c->real) ctl_eval_progress(c);
-        if (c->step < cfg->run.steps) {
+        if (c->step < cfg->run.steps && !c->stop_sig) {
             size_t before = c->tt.n_traj;
             launch_groups(c);
             work |= c->tt.n_traj != before;
         }
         work |= c->tt.q_len > 0;
         dispatch_queued(c);
-        if (c->step < cfg->run.steps) {
+        if (c->step < cfg->run.steps && !c->stop_sig) {
             int inflight = c->train_inflight;
             try_train(c);
             work |= c->train_inflight != inflight;
@@ -857,7 +887,8 @@ int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
         else
             backoff_sleep(&b);
     }
+    int stopped = ctl_stopped_by(c);
     ctl_close(c);
     ctl_destroy(c);
-    return 0;
+    return stopped ? LIBRA_EXIT_CANCELLED : 0;
 }

@@ -45,6 +45,7 @@ void ctl_ckpt_start(struct controller *c)
         if (plan_in_root_replica(&c->plan, members[k])) ctl_send(c, &m, sizeof m, members[k], TAG_CKPT);
     free(members);
     rl->ckpt_inflight = c->step;
+    rl->ckpt_last = c->step;
 }
 
 /* A view of trajectory t as a checkpoint record (arrays borrowed from the store). */

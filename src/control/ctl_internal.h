@@ -86,6 +86,7 @@ struct ctl_real {
     double elapsed_before_s;  /* training seconds of the run(s) before a resume */
     /* checkpoints */
     int ckpt_inflight;        /* step being written, 0 none */
+    int ckpt_last;            /* step of the last checkpoint started, 0 none */
     char ckpt_root[CFG_PATH_MAX];
     int resumed_from;         /* step resumed from, -1 fresh */
 };
@@ -166,6 +167,8 @@ struct controller {
                                                received, in all and by one rank at most */
     int sync_wanted;           /* version the rollout ranks should get next, -1 none */
     int epoch_pending;         /* re-plan at the next quiet point */
+    int stop_sig;              /* a signal asked the run to stop (stop_signal.h), else 0 */
+    int stop_ckpt;             /* the stop's checkpoint was started (or is not needed) */
     int handbacks_pending;     /* HANDBACK messages still expected (re-split / shutdown) */
     int stopping;
 

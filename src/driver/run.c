@@ -5,7 +5,8 @@
  *
  * Bad input ends the job with one message from rank 0 and MPI_Abort, before any
  * metrics file exists; a metrics file is only ever marked "complete" by a run that
- * finished.
+ * finished. SIGTERM, SIGINT or SIGUSR1 stop a run early and cleanly
+ * (include/libra/stop_signal.h): status "cancelled", exit LIBRA_EXIT_CANCELLED.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -26,6 +27,7 @@
 #include "libra/log.h"
 #include "libra/metrics.h"
 #include "libra/mpi_wait.h"
+#include "libra/stop_signal.h"
 #include "libra/worker.h"
 
 #ifndef PACKAGE_VERSION
@@ -269,6 +271,7 @@ int driver_run_job(int argc, char **argv)
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     log_set_rank(rank);
+    if (stop_signal_install()) FATAL("cannot install the handlers of SIGTERM, SIGINT, SIGUSR1");
     struct libra_config *cfg = xcalloc(1, sizeof *cfg);
     struct job_inputs *in = xcalloc(1, sizeof *in);
     struct metrics *m = NULL;
@@ -301,7 +304,8 @@ int driver_run_job(int argc, char **argv)
     mpi_wait_backoff(&req, NULL);
     if (rank == 0) {
         log_set_fatal_hook(NULL, NULL);
-        if (metrics_close(m, rc == 0 ? "complete" : "failed"))
+        if (metrics_close(m, rc == 0 ? "complete" : rc == LIBRA_EXIT_CANCELLED ? "cancelled"
+                                                                              : "failed"))
             FATAL("metrics: cannot close the metrics file");
     }
     free(cfg);

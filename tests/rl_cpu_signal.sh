@@ -1,0 +1,50 @@
+#!/bin/sh
+# A signal stops a run cleanly (include/libra/stop_signal.h): a CPU-device run that
+# checkpoints every 2 steps gets SIGUSR1 (what Slurm's --signal=B:USR1@SECONDS sends;
+# mpirun forwards it to every rank) once its first checkpoint is complete. The job
+# must exit with status 3, its metrics file must read "cancelled" with a "cancel"
+# event and every finished step, and the checkpoint it wrote at the stop must resume
+# to a run that completes.
+. "$(dirname "$0")/mpi_common.sh"
+. "$(dirname "$0")/rl_common.sh"
+out=$(scratch rl-signal)
+cfg="$out/run.cfg"
+ckpt="$out/ckpt"
+rl_config "$cfg" "$out/run.h5" 40 1 1 2 1 "checkpoint_interval = 2; checkpoint_dir = \"$ckpt\";"
+
+$MPIRUN -np 3 "$LIBRA" "$cfg" > "$out/first.stdout" 2> "$out/first.stderr" &
+job=$!
+n=0
+while [ ! -e "$ckpt/step-00000002/COMPLETE" ]; do
+    kill -0 $job 2> /dev/null || { cat "$out/first.stderr"; fail "the run ended before its first checkpoint"; }
+    n=$((n + 1))
+    [ $n -le $((RL_HANG_S * 10)) ] || { kill -9 $job; fail "no checkpoint after $RL_HANG_S s"; }
+    sleep 0.1
+done
+kill -USR1 $job
+n=0
+while kill -0 $job 2> /dev/null; do
+    n=$((n + 1))
+    [ $n -le $((RL_HANG_S * 10)) ] || { kill -9 $job; fail "the run did not stop within $RL_HANG_S s of SIGUSR1"; }
+    sleep 0.1
+done
+wait $job
+rc=$?
+[ $rc = 3 ] || { tail -n 20 "$out/first.stdout"; cat "$out/first.stderr"; fail "exit status $rc after SIGUSR1 (3 expected)"; }
+grep -q "stop requested by signal" "$out/first.stderr" || fail "no stop message on stderr"
+"$CHECK_RUN" "$out/run.h5" --expect-status cancelled --min-steps 2 --expect-event cancel \
+    || fail "check_run of the cancelled run"
+
+# the newest complete checkpoint is the stop's; resume it for one more step
+last=""
+for d in "$ckpt"/step-*; do [ -e "$d/COMPLETE" ] && last="$d"; done
+step=$(basename "$last" | sed 's/^step-0*//')
+echo "stopped after step $step ($(ls "$ckpt" | tr '\n' ' '))"
+cp "$last/state.h5" "$out/state.h5" || fail "cannot copy $last/state.h5"
+sed -i "s/steps = 40;/steps = $((step + 1));/" "$cfg"
+rl_job 3 "$cfg" "$out/second" --resume
+grep "resuming from checkpoint" "$out/second.stdout"
+# every prompt trained once across the stop (groups in flight at the stop carried over)
+"$CHECK_RL" --resume-check "$out/state.h5" "$out/run.resumed-$step.h5" \
+    || fail "check_rl of the resumed run"
+[ -n "${KEEP:-}" ] || rm -rf "$out"
