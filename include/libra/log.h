@@ -35,6 +35,10 @@ _Noreturn void log_fatal_input(const char *fmt, ...) __attribute__((format(print
 #define LOG_I(...) log_msg(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define LOG_D(...) log_msg(LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
 #define FATAL(...) log_fatal(__FILE__, __LINE__, __VA_ARGS__)
+/* FATAL with the job's exit status code (include/libra/exit_codes.h) instead of 1. */
+_Noreturn void log_fatal_code(int code, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define FATAL_CODE(code, ...) log_fatal_code((code), __FILE__, __LINE__, __VA_ARGS__)
 #define FATAL_INPUT(...) log_fatal_input(__VA_ARGS__)
 
 /* Called once, with the message, just before a fatal error ends the job (rank 0

@@ -10,7 +10,7 @@
 #ifndef LIBRA_STOP_SIGNAL_H
 #define LIBRA_STOP_SIGNAL_H
 
-#define LIBRA_EXIT_CANCELLED 3 /* the job's exit status after a signal-requested stop */
+#include "libra/exit_codes.h" /* LIBRA_EXIT_CANCELLED */
 
 /* Installs the handlers (sigaction). 0, or -1 if the system refused one. */
 int stop_signal_install(void);

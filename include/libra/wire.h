@@ -30,6 +30,7 @@
  *   old root replica -> a new  TAG_TRAIN_STATE    at a re-split that adds training ranks: the
  *     core training rank                          weights and optimizer state (worker to
  *                                                 worker, while both apply the plan)
+ *   worker <-> rank 0          TAG_HEARTBEAT      alive (run.heartbeat_s; liveness)
  *
  * The cpu device carries the real data: a turn request the trajectory's whole
  * context, a turn result the generated ids with their behaviour log-probs and policy
@@ -58,6 +59,13 @@ enum wire_tag {
     TAG_CKPT_DONE = 112,
     TAG_HYBRID_READY = 113,
     TAG_TRAIN_STATE = 114,
+    TAG_HEARTBEAT = 115,
+};
+
+/* TAG_HEARTBEAT: a worker tells rank 0 every run.heartbeat_s that it is alive (and on
+ * which host); rank 0 sends workers an empty one at the same period. */
+struct wire_heartbeat {
+    char host[64];
 };
 
 enum wire_turn_flags { WIRE_TURN_GREEDY = 1 /* evaluation: decode greedily */ };

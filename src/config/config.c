@@ -1016,6 +1016,18 @@ static int check_staleness(const struct load_ctx *c, const config_setting_t *roo
                 t->max_staleness, t->sync_interval - 1);
 }
 
+/* Liveness: a limit set by hand must leave room for a few heartbeats. */
+static int check_liveness(const struct load_ctx *c, const config_setting_t *root,
+                          const struct libra_config *cfg)
+{
+    const struct run_config *r = &cfg->run;
+    if (r->unresponsive_s == 0 || r->unresponsive_s >= 3 * r->heartbeat_s) return 0;
+    return fail(c, lookup(root, "run", "unresponsive_s"), "run.unresponsive_s",
+                "%g s is under 3 x run.heartbeat_s = %g s: a live rank could be declared "
+                "unresponsive between two heartbeats (raise it, or lower heartbeat_s)",
+                r->unresponsive_s, 3 * r->heartbeat_s);
+}
+
 static int is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 /* plan.mode = grp: powers of two, ordered ranges, a device with a cost model. */
@@ -1230,6 +1242,7 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     if (check_wide_literals(&c, text, root) || check_names(&c, root) ||
         read_sections(&c, root, cfg) || read_plan(&c, root, cfg) || check_batch(&c, root, cfg) ||
         check_tokens(&c, root, cfg) || check_staleness(&c, root, cfg) ||
+        check_liveness(&c, root, cfg) ||
         check_device(&c, root, cfg) || check_train_tp(&c, root, cfg) ||
         check_grp(&c, root, cfg) || check_sched(&c, root, cfg) ||
         check_colocate(&c, root, cfg))

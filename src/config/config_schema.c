@@ -84,6 +84,11 @@ const struct cfg_key cfg_schema[] = {
             "checkpoint directory; \"\" = <output.dir>/<run.name>-ckpt"),
     INT_KEY("run", "checkpoint_keep", run.checkpoint_keep, 2, 1, 1000, "checkpoints",
             "complete checkpoints kept (older ones are deleted)"),
+    FLOAT_KEY("run", "heartbeat_s", run.heartbeat_s, 2.0, 0.01, 3600, "s",
+              "liveness: every worker and rank 0 signal they are alive this often"),
+    FLOAT_KEY("run", "unresponsive_s", run.unresponsive_s, 0.0, 0, 1e7, "s",
+              "a rank silent this long ends the job (exit 4); 0 = the larger of 600 s and "
+              "10 x the longest step"),
 
     ENUM_KEY("device", "type", device.type, "emu", "emu, cpu, cuda",
              "emu: emulated GPUs; cpu: the transformer on OpenBLAS; cuda: the cpu device's "

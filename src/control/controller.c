@@ -438,6 +438,7 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
     c->version++; /* one version per optimizer step */
     double now = now_s(c);
     double step_s = now - c->acc.t_start;
+    ctl_live_step(c, step_s);
     const struct ctl_batch *b = &c->batch;
     int n_rep = c->plan.n_train + c->batch.n_hybrid_replicas * plan_replica_size(&c->plan);
     double rollout_busy =
@@ -557,7 +558,8 @@ int ctl_poll(struct controller *c)
         MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
         if (!flag) break;
         wire_recv(&c->msg, &st, MPI_COMM_WORLD);
-        ctl_deliver(c, st.MPI_TAG, st.MPI_SOURCE, c->msg.data, c->msg.len);
+        if (!ctl_live_seen(c, st.MPI_SOURCE, st.MPI_TAG, c->msg.data, c->msg.len))
+            ctl_deliver(c, st.MPI_TAG, st.MPI_SOURCE, c->msg.data, c->msg.len);
         n++;
     }
     outbox_progress(&c->ob);
@@ -727,10 +729,12 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
     outbox_init(&c->ob);
     tt_init(&c->tt, cfg->rollout.n_samples);
     ctl_sched_init(c);
+    ctl_live_init(c);
 }
 
 static void controller_free(struct controller *c)
 {
+    ctl_live_free(c);
     outbox_free(&c->ob);
     comms_free(&c->comms);
     plan_free(&c->plan);
@@ -812,6 +816,7 @@ int ctl_iterate(struct controller *c)
     const struct libra_config *cfg = c->cfg;
     int work = ctl_poll(c);
     work |= ctl_pool_check_timeouts(c);
+    ctl_live_check(c);
     check_stop(c);
     if ((c->epoch_pending || c->pool.pending) && !c->train_inflight && c->sync_acks_pending == 0) {
         ctl_next_epoch(c);

@@ -120,6 +120,15 @@ struct ctl_stats {           /* whole-run figures for the summary */
     int64_t sync_bytes;        /* weight bytes the rollout ranks received in all */
 };
 
+/* Liveness (ctl_live.c): when each worker was last heard from, and what it said. */
+struct ctl_live {
+    double *last;              /* (world) wall time of the last message from each rank */
+    int *tag;                  /* (world) that message's tag; 0 none yet */
+    char (*host)[64];          /* (world) host names from the heartbeats */
+    double sent;               /* wall time of the last heartbeats to the workers */
+    double step_max;           /* longest step seen, s (the automatic limit) */
+};
+
 struct controller {
     const struct libra_config *cfg;
     const struct cost_model *cm;
@@ -168,6 +177,7 @@ struct controller {
     int sync_wanted;           /* version the rollout ranks should get next, -1 none */
     int epoch_pending;         /* re-plan at the next quiet point */
     int stop_sig;              /* a signal asked the run to stop (stop_signal.h), else 0 */
+    struct ctl_live live;
     int stop_ckpt;             /* the stop's checkpoint was started (or is not needed) */
     int handbacks_pending;     /* HANDBACK messages still expected (re-split / shutdown) */
     int stopping;
@@ -251,6 +261,15 @@ void ctl_sched_finish_run(struct controller *c);
 int ctl_sched_save_tree(const struct controller *c, const char *dir, char *err, size_t errlen);
 /* Checkpoints. */
 void ctl_ckpt_start(struct controller *c);
+/* ctl_live.c */
+void ctl_live_init(struct controller *c);
+void ctl_live_free(struct controller *c);
+/* A message from source: it is alive. 1 if it was a heartbeat (consumed here). */
+int ctl_live_seen(struct controller *c, int source, int tag, const void *data, size_t len);
+/* A step took step_s: the automatic limit grows with the longest. */
+void ctl_live_step(struct controller *c, double step_s);
+/* Heartbeats to the workers when due; ends the job if a worker is silent too long. */
+void ctl_live_check(struct controller *c);
 void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d);
 
 /* ctl_open's work, on a controller the caller allocated (ctl_create). */

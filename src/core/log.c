@@ -60,7 +60,7 @@ void log_msg(enum log_level level, const char *file, int line, const char *fmt, 
 }
 
 /* Prints the one fatal line, then ends the whole job (or the process before MPI). */
-static _Noreturn void die(const char *msg, const char *file, int line)
+static _Noreturn void die(const char *msg, const char *file, int line, int code)
 {
     if (file)
         fprintf(stderr, "[rank %d] fatal: %s (%s:%d)\n", g_rank, msg, file, line);
@@ -74,8 +74,8 @@ static _Noreturn void die(const char *msg, const char *file, int line)
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
 }
 
 _Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
@@ -85,7 +85,17 @@ _Noreturn void log_fatal(const char *file, int line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    die(msg, file, line);
+    die(msg, file, line, 1);
+}
+
+_Noreturn void log_fatal_code(int code, const char *file, int line, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    die(msg, file, line, code);
 }
 
 _Noreturn void log_fatal_input(const char *fmt, ...)
@@ -95,7 +105,7 @@ _Noreturn void log_fatal_input(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    die(msg, NULL, 0);
+    die(msg, NULL, 0, 1);
 }
 
 void mpi_check_fail(int rc, const char *call, const char *file, int line)

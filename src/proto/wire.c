@@ -29,6 +29,7 @@ const char *wire_tag_name(int tag)
     case TAG_SHUTDOWN: return "shutdown";
     case TAG_CKPT: return "ckpt";
     case TAG_CKPT_DONE: return "ckpt_done";
+    case TAG_HEARTBEAT: return "heartbeat";
     default: return "unknown";
     }
 }

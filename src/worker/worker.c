@@ -11,9 +11,11 @@
  * their joins.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/exit_codes.h"
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
 #include "worker_internal.h"
@@ -113,6 +115,7 @@ static void on_message(struct worker *w, const MPI_Status *st)
         ws_on_sync(w, &s);
         break;
     }
+    case TAG_HEARTBEAT: break; /* rank 0 is alive: ctl_last is updated below */
     case TAG_SHUTDOWN:
         wt_settle(w);
         wr_before_plan(w, NULL);
@@ -131,10 +134,29 @@ static int poll_messages(struct worker *w)
         MPI_Status st;
         MPI_CHECK(MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
         if (!flag) break;
+        w->ctl_last = wall_time();
         on_message(w, &st);
         n++;
     }
     return n;
+}
+
+/* The worker's side of liveness: a heartbeat to rank 0 every run.heartbeat_s, and the
+ * end of the job if rank 0 has been silent longer than run.unresponsive_s (600 s when
+ * automatic: rank 0 heartbeats as often, so only a stopped, hung or vanished rank 0
+ * stays silent that long). */
+static void liveness(struct worker *w)
+{
+    double now = wall_time(), hb = w->cfg->run.heartbeat_s;
+    if (now - w->hb_last >= hb) {
+        outbox_send(&w->ob, &w->hb, sizeof w->hb, 0, TAG_HEARTBEAT, MPI_COMM_WORLD);
+        w->hb_last = now;
+    }
+    double limit = w->cfg->run.unresponsive_s > 0 ? w->cfg->run.unresponsive_s : 600.0;
+    if (now - w->ctl_last > limit)
+        FATAL_CODE(LIBRA_EXIT_UNRESPONSIVE,
+                   "rank 0 (the controller) has sent nothing for %.0f s (run.unresponsive_s = "
+                   "%g): it is stopped, hung or lost with its node", now - w->ctl_last, limit);
 }
 
 void worker_init(struct worker *w, const struct libra_config *cfg,
@@ -161,6 +183,12 @@ void worker_init(struct worker *w, const struct libra_config *cfg,
     for (int r = 0; r < world; r++) w->plan.ranks[r].role = r ? ROLE_IDLE : ROLE_CONTROLLER;
     comms_init(&w->comms);
     outbox_init(&w->ob);
+    w->ctl_last = w->hb_last = wall_time();
+    w->hb_last -= cfg->run.heartbeat_s; /* the first heartbeat (with the host) goes at once */
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    if (MPI_Get_processor_name(host, &len) != MPI_SUCCESS) snprintf(host, sizeof host, "?");
+    snprintf(w->hb.host, sizeof w->hb.host, "%.63s", host);
 }
 
 void worker_free(struct worker *w)
@@ -190,6 +218,7 @@ int worker_run(const struct libra_config *cfg, const struct cost_model *cm,
         work += wr_progress(w);
         work += wt_progress(w);
         work += wt_join_progress(w);
+        liveness(w);
         outbox_progress(&w->ob);
         if (work) {
             backoff_reset(&b);

@@ -83,6 +83,10 @@ struct worker {
     int inst_leader;
     struct wk_train tr;
     struct wk_join join;
+    /* liveness (run.heartbeat_s, run.unresponsive_s) */
+    double ctl_last;         /* wall time of the last message from rank 0 */
+    double hb_last;          /* wall time of the last heartbeat sent */
+    struct wire_heartbeat hb;
     struct wk_sync sync;
     int stop;
 };
