@@ -322,11 +322,12 @@ static void run_free(struct run *r)
 static void check_status(const struct run *r, const char *want)
 {
     struct prop p = {"status", 0};
-    if (!want) want = "complete";
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "\"%.60s\"", want ? want : "complete");
     if (!r->has_status)
-        prop_fail(&p, "root attribute status", want, "missing");
-    else if (strcmp(r->status, want) != 0)
-        prop_fail(&p, "root attribute status", want, r->status);
+        prop_fail(&p, "root attribute status", quoted, "missing");
+    else if (strcmp(r->status, want ? want : "complete") != 0)
+        prop_fail(&p, "root attribute status", quoted, r->status);
 }
 
 static void check_run_attrs(const struct run *r)

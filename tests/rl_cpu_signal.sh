@@ -4,7 +4,9 @@
 # mpirun forwards it to every rank) once its first checkpoint is complete. The job
 # must exit with status 3, its metrics file must read "cancelled" with a "cancel"
 # event and every finished step, and the checkpoint it wrote at the stop must resume
-# to a run that completes.
+# to a run that completes. On the way, the checkpoint directory's lock: a second job
+# is refused while the first runs, the stopped job removes its lock, and a lock left
+# by a process that is gone is taken over by the resume.
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-signal)
@@ -21,6 +23,13 @@ while [ ! -e "$ckpt/step-00000002/COMPLETE" ]; do
     [ $n -le $((RL_HANG_S * 10)) ] || { kill -9 $job; fail "no checkpoint after $RL_HANG_S s"; }
     sleep 0.1
 done
+# one job per checkpoint directory: a second job on the same config is refused at once
+if $MPIRUN -np 3 "$LIBRA" "$cfg" > "$out/second-job.stdout" 2> "$out/second-job.stderr"; then
+    fail "a second job ran in the checkpoint directory of a running one"
+fi
+grep -q "is in use by the job of pid" "$out/second-job.stderr" \
+    || { cat "$out/second-job.stderr"; fail "the second job's refusal does not name the holder"; }
+[ -e "$ckpt/LOCK" ] || fail "the running job's lock is gone"
 kill -USR1 $job
 n=0
 while kill -0 $job 2> /dev/null; do
@@ -41,9 +50,14 @@ for d in "$ckpt"/step-*; do [ -e "$d/COMPLETE" ] && last="$d"; done
 step=$(basename "$last" | sed 's/^step-0*//')
 echo "stopped after step $step ($(ls "$ckpt" | tr '\n' ' '))"
 cp "$last/state.h5" "$out/state.h5" || fail "cannot copy $last/state.h5"
+[ ! -e "$ckpt/LOCK" ] || fail "the stopped job left its lock behind"
+# a lock left by a process that is gone (a killed job) is taken over
+sleep 60 & dead=$!; kill $dead; wait $dead 2> /dev/null
+printf 'host %s\npid %s\njob -\nrestart 0\n' "$(hostname)" "$dead" > "$ckpt/LOCK"
 sed -i "s/steps = 40;/steps = $((step + 1));/" "$cfg"
 rl_job 3 "$cfg" "$out/second" --resume
 grep "resuming from checkpoint" "$out/second.stdout"
+grep -q "took over the checkpoint lock" "$out/second.stdout" || fail "the stale lock was not taken over"
 # every prompt trained once across the stop (groups in flight at the stop carried over)
 "$CHECK_RL" --resume-check "$out/state.h5" "$out/run.resumed-$step.h5" \
     || fail "check_rl of the resumed run"

@@ -21,6 +21,23 @@
 
 #define CKPT_FORMAT_VERSION 1
 
+struct libra_config;
+
+/* The checkpoint root of a run: run.checkpoint_dir, or <output.dir>/<run.name>-ckpt. */
+void ckpt_root_of(const struct libra_config *cfg, char *out, size_t cap);
+/* mkdir -p: every missing component of path, mode 0755. 0, or -1 + message. */
+int ckpt_mkdir_p(const char *path, char *err, size_t errlen);
+
+/* One job per checkpoint root (ckpt_lock.c): ROOT/LOCK, made with O_EXCL, holds
+ * "host H\npid P\njob J\nrestart R\n" (J: $SLURM_JOB_ID or "-", R: $SLURM_RESTART_COUNT
+ * or 0). A lock whose holder is gone -- a pid that no longer exists on this host, or
+ * this very Slurm job requeued -- is taken over, and *took_over is set (the caller
+ * says so). 0; -1 + a message naming the
+ * holder when a live job (or one on another host) holds it. */
+int ckpt_lock(const char *root, int *took_over, char *err, size_t errlen);
+/* Removes the lock if this process holds it. */
+void ckpt_unlock(const char *root);
+
 /* One buffered trajectory (complete, not yet trained on). Arrays have n_tokens
  * entries: token ids, loss mask (1 = model-generated), behaviour log-probs and the
  * policy version of each generated token (-1 elsewhere). */

@@ -89,11 +89,7 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
     rl->ev.first_accuracy = rl->ev.last_accuracy = NAN;
     rl->time_to_target_s = -1;
     rl->resumed_from = -1;
-    if (cfg->run.checkpoint_dir[0])
-        snprintf(rl->ckpt_root, sizeof rl->ckpt_root, "%s", cfg->run.checkpoint_dir);
-    else
-        snprintf(rl->ckpt_root, sizeof rl->ckpt_root, "%.300s/%.100s-ckpt", cfg->output.dir,
-                 cfg->run.name);
+    ckpt_root_of(cfg, rl->ckpt_root, sizeof rl->ckpt_root);
     if (!resume) return;
     rl->resumed_from = resume_step;
     c->step = resume->step;

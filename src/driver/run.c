@@ -96,6 +96,7 @@ struct resume {
     int step, version;       /* the checkpoint's, -1 / 0 for a fresh run */
     struct ckpt_state state;
     char err[1024];
+    char lock_root[CFG_PATH_MAX]; /* rank 0: the checkpoint root it locked, or "" */
 };
 
 /* Finds the checkpoint, points model.checkpoint at its model, and names the metrics
@@ -110,10 +111,7 @@ static int resume_latest(struct libra_config *cfg, const struct device_info *dev
                  "\"%s\" keeps no checkpoints)", cfg->device.type);
         return -1;
     }
-    if (cfg->run.checkpoint_dir[0])
-        snprintf(root, sizeof root, "%s", cfg->run.checkpoint_dir);
-    else
-        snprintf(root, sizeof root, "%.300s/%.100s-ckpt", cfg->output.dir, cfg->run.name);
+    ckpt_root_of(cfg, root, sizeof root);
     char err[512];
     int step = ckpt_load_latest(root, &rs->state, model, sizeof model, err, sizeof err);
     if (step < 0) {
@@ -197,6 +195,15 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     if (ops->describe(cfg, &in->cm, dev, err, sizeof err) ||
         driver_check_plans(cfg, dev, world, err, sizeof err))
         FATAL_INPUT("%s", err);
+    /* one job per checkpoint directory (before the resume reads it) */
+    if (dev->has_model && (cfg->run.checkpoint_interval > 0 || rs->resume)) {
+        int took_over = 0;
+        ckpt_root_of(cfg, rs->lock_root, sizeof rs->lock_root);
+        if (ckpt_lock(rs->lock_root, &took_over, err, sizeof err)) FATAL_INPUT("%s", err);
+        if (took_over)
+            printf("libra: took over the checkpoint lock of %s from a job that is gone\n",
+                   rs->lock_root);
+    }
     if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
     const struct rates *r = &dev->rates;
     printf("libra: device %s: decode step %.3f ms at batch 1, %.3f ms at batch 32 (TP 1, 256 "
@@ -298,7 +305,6 @@ int driver_run_job(int argc, char **argv)
                                         rs->resume ? &rs->state : NULL, rs->step)
                        : worker_run(cfg, &in->cm, &in->wl, rank, world, start_version);
     if (rank == 0 && rs->resume) ckpt_state_free(&rs->state);
-    free(rs);
     MPI_Request req;
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
     mpi_wait_backoff(&req, NULL);
@@ -307,7 +313,9 @@ int driver_run_job(int argc, char **argv)
         if (metrics_close(m, rc == 0 ? "complete" : rc == LIBRA_EXIT_CANCELLED ? "cancelled"
                                                                               : "failed"))
             FATAL("metrics: cannot close the metrics file");
+        if (rs->lock_root[0]) ckpt_unlock(rs->lock_root);
     }
+    free(rs);
     free(cfg);
     free(in);
     MPI_CHECK(MPI_Finalize());

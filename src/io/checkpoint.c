@@ -116,8 +116,7 @@ static int fsync_path(const char *path, int is_dir, char *err, size_t errlen)
     return 0;
 }
 
-/* mkdir -p: every missing component of path, mode 0755. */
-static int mkdir_p(const char *path, char *err, size_t errlen)
+int ckpt_mkdir_p(const char *path, char *err, size_t errlen)
 {
     size_t len = strlen(path);
     if (len == 0 || len >= PATH_MAX) {
@@ -488,7 +487,7 @@ int ckpt_begin(const char *root, int step, char *err, size_t errlen)
         return -1;
     }
     char tmp[PATH_MAX];
-    if (mkdir_p(root, err, errlen) || dir_path(tmp, root, step, 1, err, errlen)) return -1;
+    if (ckpt_mkdir_p(root, err, errlen) || dir_path(tmp, root, step, 1, err, errlen)) return -1;
     if (remove_any(tmp, err, errlen)) return -1; /* a stale one from a killed run */
     if (mkdir(tmp, 0755) != 0) {
         errmsg_set(err, errlen, "cannot create checkpoint directory %s: %s", tmp,
