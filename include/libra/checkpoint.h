@@ -29,14 +29,17 @@ void ckpt_root_of(const struct libra_config *cfg, char *out, size_t cap);
 int ckpt_mkdir_p(const char *path, char *err, size_t errlen);
 
 /* One job per checkpoint root (ckpt_lock.c): ROOT/LOCK, made with O_EXCL, holds
- * "host H\npid P\njob J\nrestart R\n" (J: $SLURM_JOB_ID or "-", R: $SLURM_RESTART_COUNT
- * or 0). A lock whose holder is gone -- a pid that no longer exists on this host, or
+ * "host H\npid P\njob J\nrestart R\nstart S\n" (J: $SLURM_JOB_ID or "-", R:
+ * $SLURM_RESTART_COUNT or 0, S: the process's start time from /proc, 0 unknown). A lock whose holder is gone -- a pid that no longer exists on this host, or
  * this very Slurm job requeued -- is taken over, and *took_over is set (the caller
  * says so). 0; -1 + a message naming the
  * holder when a live job (or one on another host) holds it. */
 int ckpt_lock(const char *root, int *took_over, char *err, size_t errlen);
 /* Removes the lock if this process holds it. */
 void ckpt_unlock(const char *root);
+/* Removes the unfinished checkpoint directories (step-N.tmp) a killed run left under
+ * root (call it holding the lock); *removed counts them. 0, or -1 + message. */
+int ckpt_clean_tmp(const char *root, int *removed, char *err, size_t errlen);
 
 /* One buffered trajectory (complete, not yet trained on). Arrays have n_tokens
  * entries: token ids, loss mask (1 = model-generated), behaviour log-probs and the

@@ -48,6 +48,7 @@ struct run_config {
     int checkpoint_interval;    /* steps between checkpoints; 0 = none */
     char checkpoint_dir[CFG_PATH_MAX]; /* "" = <output.dir>/<run.name>-ckpt */
     int checkpoint_keep;        /* complete checkpoints kept */
+    char checkpoint_on_error[8]; /* fail | warn: a checkpoint that cannot be written */
     double heartbeat_s;         /* liveness: period of the ranks' heartbeats */
     double unresponsive_s;      /* a rank silent this long ends the job; 0 = automatic */
 };

@@ -84,6 +84,9 @@ const struct cfg_key cfg_schema[] = {
             "checkpoint directory; \"\" = <output.dir>/<run.name>-ckpt"),
     INT_KEY("run", "checkpoint_keep", run.checkpoint_keep, 2, 1, 1000, "checkpoints",
             "complete checkpoints kept (older ones are deleted)"),
+    ENUM_KEY("run", "checkpoint_on_error", run.checkpoint_on_error, "fail", "fail, warn",
+             "a checkpoint that cannot be written: fail ends the run (exit 1), warn records "
+             "it and goes on"),
     FLOAT_KEY("run", "heartbeat_s", run.heartbeat_s, 2.0, 0.01, 3600, "s",
               "liveness: every worker and rank 0 signal they are alive this often"),
     FLOAT_KEY("run", "unresponsive_s", run.unresponsive_s, 0.0, 0, 1e7, "s",

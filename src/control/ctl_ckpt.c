@@ -19,6 +19,8 @@ static void report_failure(struct controller *c, const char *what, const char *e
 {
     char detail[768];
     snprintf(detail, sizeof detail, "checkpoint of step %d not written: %s: %s", c->step, what, err);
+    if (strcmp(c->cfg->run.checkpoint_on_error, "warn") != 0)
+        FATAL("%s (run.checkpoint_on_error = \"fail\"; \"warn\" goes on without it)", detail);
     LOG_E("%s", detail);
     if (metrics_event(c->m, ctl_now(c), c->step, "error", detail))
         FATAL("metrics: cannot record an event");

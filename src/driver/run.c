@@ -199,9 +199,16 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     if (dev->has_model && (cfg->run.checkpoint_interval > 0 || rs->resume)) {
         int took_over = 0;
         ckpt_root_of(cfg, rs->lock_root, sizeof rs->lock_root);
-        if (ckpt_lock(rs->lock_root, &took_over, err, sizeof err)) FATAL_INPUT("%s", err);
+        if (ckpt_lock(rs->lock_root, &took_over, err, sizeof err))
+            FATAL_INPUT("%s: run.checkpoint_dir: %s", cfg->source, err);
         if (took_over)
             printf("libra: took over the checkpoint lock of %s from a job that is gone\n",
+                   rs->lock_root);
+        int removed = 0;
+        if (ckpt_clean_tmp(rs->lock_root, &removed, err, sizeof err)) FATAL_INPUT("%s", err);
+        if (removed)
+            printf("libra: removed %d unfinished checkpoint director%s (.tmp) in %s, left by "
+                   "a run that was killed while writing\n", removed, removed == 1 ? "y" : "ies",
                    rs->lock_root);
     }
     if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);

@@ -478,6 +478,30 @@ static int scan(const char *root, int warn, int **steps, int *n, char *err, size
     return 0;
 }
 
+int ckpt_clean_tmp(const char *root, int *removed, char *err, size_t errlen)
+{
+    *removed = 0;
+    DIR *d = opendir(root);
+    if (!d) {
+        if (errno == ENOENT) return 0;
+        errmsg_set(err, errlen, "checkpoint root %s: cannot open: %s", root, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        int is_tmp;
+        if (parse_dir_name(e->d_name, &is_tmp) < 0 || !is_tmp) continue;
+        char dir[PATH_MAX];
+        if (join(dir, root, e->d_name, err, errlen) || remove_any(dir, err, errlen))
+            rc = -1;
+        else
+            (*removed)++;
+    }
+    closedir(d);
+    return rc;
+}
+
 /* ---- begin / commit ---- */
 
 int ckpt_begin(const char *root, int step, char *err, size_t errlen)

@@ -1,7 +1,10 @@
 /*
  * One job per checkpoint root (include/libra/checkpoint.h, ckpt_lock): ROOT/LOCK made
  * with O_CREAT | O_EXCL. What the holder wrote decides whether a lock found there is
- * stale: the same host and a pid that no longer exists (kill(pid, 0) says ESRCH), or
+ * stale: the same host and a pid that no longer runs (no such process, a zombie not
+ * reaped yet -- a killed job's ranks can linger so in a container -- or a pid reused
+ * by a process that started later than the holder; kill(pid, 0) where /proc is
+ * missing), or
  * the same Slurm job id with a higher $SLURM_RESTART_COUNT (a requeued job starting
  * again, on any node). A lock held on another host cannot be checked from here: the
  * message says how to remove it.
@@ -36,7 +39,32 @@ struct holder {
     long pid;
     char job[64];
     long restart; /* $SLURM_RESTART_COUNT: a requeued job's count grows */
+    unsigned long long start; /* the process's start time (/proc/PID/stat), 0 unknown */
 };
+
+/* The state letter and start time of process pid from /proc (Linux); 0, or -1 if
+ * there is no such process or no /proc to ask. */
+static int proc_stat(long pid, char *state, unsigned long long *start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (!p) return -1;
+    /* after ") ": field 3 state, then fields 4..21, then 22 starttime */
+    char st = 0;
+    unsigned long long t = 0;
+    int k = sscanf(p + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                          "%*d %*d %*d %llu", &st, &t);
+    if (k != 2) return -1;
+    *state = st;
+    *start = t;
+    return 0;
+}
 
 static void me(struct holder *h)
 {
@@ -46,6 +74,8 @@ static void me(struct holder *h)
     const char *job = getenv("SLURM_JOB_ID"), *restart = getenv("SLURM_RESTART_COUNT");
     snprintf(h->job, sizeof h->job, "%s", job && *job ? job : "-");
     h->restart = restart && *restart ? strtol(restart, NULL, 10) : 0;
+    char state;
+    if (proc_stat(h->pid, &state, &h->start) != 0) h->start = 0;
 }
 
 /* Reads a lock file; 0, or -1 if it cannot be read or parsed. */
@@ -56,6 +86,7 @@ static int read_holder(const char *path, struct holder *h)
     memset(h, 0, sizeof *h);
     int n = fscanf(f, "host %255s pid %ld job %63s restart %ld", h->host, &h->pid, h->job,
                    &h->restart);
+    if (n == 4 && fscanf(f, " start %llu", &h->start) != 1) h->start = 0;
     fclose(f);
     return n == 4 ? 0 : -1;
 }
@@ -63,8 +94,8 @@ static int read_holder(const char *path, struct holder *h)
 static int write_holder(int fd, const struct holder *h)
 {
     char text[512];
-    int n = snprintf(text, sizeof text, "host %s\npid %ld\njob %s\nrestart %ld\n", h->host,
-                     h->pid, h->job, h->restart);
+    int n = snprintf(text, sizeof text, "host %s\npid %ld\njob %s\nrestart %ld\nstart %llu\n",
+                     h->host, h->pid, h->job, h->restart, h->start);
     return n > 0 && write(fd, text, (size_t)n) == n && fsync(fd) == 0 ? 0 : -1;
 }
 
@@ -75,7 +106,12 @@ static int stale(const struct holder *h, const struct holder *self)
         return 1; /* this Slurm job, requeued */
     if (strcmp(h->host, self->host) != 0) return 0;
     if (h->pid == self->pid) return 1;
-    return h->pid > 0 && kill((pid_t)h->pid, 0) != 0 && errno == ESRCH;
+    if (h->pid <= 0) return 0;
+    char state;
+    unsigned long long start;
+    if (proc_stat(h->pid, &state, &start) == 0) /* Linux: a zombie, or the pid reused */
+        return state == 'Z' || state == 'X' || (h->start && start != h->start);
+    return kill((pid_t)h->pid, 0) != 0 && errno == ESRCH;
 }
 
 int ckpt_lock(const char *root, int *took_over, char *err, size_t errlen)
