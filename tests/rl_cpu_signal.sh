@@ -6,7 +6,8 @@
 # event and every finished step, and the checkpoint it wrote at the stop must resume
 # to a run that completes. On the way, the checkpoint directory's lock: a second job
 # is refused while the first runs, the stopped job removes its lock, and a lock left
-# by a process that is gone is taken over by the resume.
+# by a process that is gone is taken over by the resume; and a resume whose config
+# changes what must be kept (here train.batch_size) is refused, naming the key.
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-signal)
@@ -54,6 +55,13 @@ cp "$last/state.h5" "$out/state.h5" || fail "cannot copy $last/state.h5"
 # a lock left by a process that is gone (a killed job) is taken over
 sleep 60 & dead=$!; kill $dead; wait $dead 2> /dev/null
 printf 'host %s\npid %s\njob -\nrestart 0\n' "$(hostname)" "$dead" > "$ckpt/LOCK"
+# a resume that changes what a resumed run must keep is refused, key by key
+sed "s/batch_size = 16;/batch_size = 32;/" "$cfg" > "$out/changed.cfg"
+if $MPIRUN -np 3 "$LIBRA" "$out/changed.cfg" --resume > "$out/changed.stdout" 2> "$out/changed.stderr"; then
+    fail "a resume with another train.batch_size ran"
+fi
+grep -q 'train.batch_size: "16" (checkpoint) vs "32" (now)' "$out/changed.stderr" \
+    || { cat "$out/changed.stderr"; fail "the refused resume does not name train.batch_size and both values"; }
 sed -i "s/steps = 40;/steps = $((step + 1));/" "$cfg"
 rl_job 3 "$cfg" "$out/second" --resume
 grep "resuming from checkpoint" "$out/second.stdout"

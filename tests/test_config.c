@@ -961,6 +961,34 @@ static void test_when_rows(void)
         CU_ASSERT(cfg_default_buckets[i].max_tokens > cfg_default_buckets[i - 1].max_tokens);
 }
 
+/* What a resume may not change: the identity lists it; two configs differing in
+ * train.batch_size and env.name differ in exactly those keys, with both values. */
+static void test_identity(void)
+{
+    struct libra_config a, b;
+    config_defaults(&a);
+    config_defaults(&b);
+    char ia[4096], ib[4096], diff[2048];
+    CU_ASSERT_FATAL(config_identity(&a, ia, sizeof ia) > 0);
+    CU_ASSERT_FATAL(config_identity(&b, ib, sizeof ib) > 0);
+    CU_ASSERT_STRING_EQUAL(ia, ib);
+    CU_ASSERT_EQUAL(config_identity_diff(ia, ib, diff, sizeof diff), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ia, "train.batch_size = "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ia, "rollout.n_samples = "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ia, "run.seed = "));
+    b.train.batch_size = a.train.batch_size * 2;
+    snprintf(b.env.name, sizeof b.env.name, "calc");
+    b.train.lr = a.train.lr * 10; /* may change: not in the identity */
+    CU_ASSERT_FATAL(config_identity(&b, ib, sizeof ib) > 0);
+    CU_ASSERT_EQUAL(config_identity_diff(ia, ib, diff, sizeof diff), 2);
+    char want[128];
+    snprintf(want, sizeof want, "train.batch_size: \"%d\" (checkpoint) vs \"%d\" (now)",
+             a.train.batch_size, b.train.batch_size);
+    CU_ASSERT_PTR_NOT_NULL(strstr(diff, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(diff, "env.name: \"emu\" (checkpoint) vs \"calc\" (now)"));
+    CU_ASSERT_EQUAL(config_identity(&a, ia, 16), 0); /* too small a buffer */
+}
+
 static const struct test_case load_cases[] = {
     {"defaults", test_defaults},
     {"good/minimal", test_good_minimal},
@@ -978,6 +1006,7 @@ static const struct test_case print_cases[] = {
     {"round trip", test_round_trip},
     {"every key printed and commented", test_to_string_keys},
     {"docs/config.md in step", test_reference_in_step},
+    {"the identity a resume keeps, and its differences", test_identity},
     {NULL, NULL},
 };
 

@@ -81,6 +81,8 @@ struct ckpt_state {
     struct ckpt_group *groups;
     int64_t n_trained;         /* prompt ids trained so far, in training order */
     int64_t *trained;
+    /* config_identity of the run that started it ("" in checkpoints older than it) */
+    char identity[4096];
 };
 
 /* ROOT/step-%08d (tmp = 0) or ROOT/step-%08d.tmp (tmp = 1). */

@@ -222,6 +222,13 @@ int config_load(const char *path, struct libra_config *cfg, char *err, size_t er
 int config_check_world(const struct libra_config *cfg, int world_size, char *err, size_t errlen);
 /* The resolved configuration in libconfig syntax (loadable again); caller frees. */
 char *config_to_string(const struct libra_config *cfg);
+/* What a resumed run may not change (the model and its tokenizer and format, the
+ * seed, the environment, the group and batch sizes), as "key = value" lines; the
+ * length, or 0 if cap was too small. Checkpoints keep it (ckpt_state.identity). */
+size_t config_identity(const struct libra_config *cfg, char *out, size_t cap);
+/* The keys whose lines differ between two identities, as "key: A (checkpoint) vs B
+ * (now)" joined with "; " into out; 0 if they agree. */
+int config_identity_diff(const char *checkpoint, const char *now, char *out, size_t cap);
 /* The configuration reference in Markdown (docs/config.md). */
 void config_write_reference(FILE *out);
 /* Workers used by a plan: n_train + n_hybrid + sum(rollout_tp). */

@@ -167,6 +167,65 @@ static void print_plan_key(struct sbuf *b, const struct cfg_key *k, const struct
     }
 }
 
+size_t config_identity(const struct libra_config *cfg, char *out, size_t cap)
+{
+    const struct env_config *e = &cfg->env;
+    int n = snprintf(out, cap,
+                     "run.seed = %llu\nmodel.checkpoint = %s\nmodel.profile = %s\n"
+                     "model.tokenizer = %s\nmodel.chat_format = %s\nmodel.enable_thinking = %d\n"
+                     "env.name = %s\nenv.prompts = %s\nenv.calc_min_steps = %d\n"
+                     "env.calc_max_steps = %d\nenv.calc_distractors = %d\n"
+                     "env.search_entities = %d\nenv.search_top_k = %d\nenv.search_max_hops = %d\n"
+                     "rollout.n_samples = %d\ntrain.batch_size = %d\n",
+                     (unsigned long long)cfg->run.seed, cfg->model.checkpoint, cfg->model.profile,
+                     cfg->model.tokenizer, cfg->model.chat_format, cfg->model.enable_thinking,
+                     e->name, e->prompts, e->calc_min_steps, e->calc_max_steps,
+                     e->calc_distractors, e->search_entities, e->search_top_k,
+                     e->search_max_hops, cfg->rollout.n_samples, cfg->train.batch_size);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+/* The value of key in an identity text into out ("" when absent). */
+static void identity_value(const char *text, const char *key, char *out, size_t cap)
+{
+    out[0] = '\0';
+    size_t kl = strlen(key);
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len > kl + 3 && strncmp(p, key, kl) == 0 && strncmp(p + kl, " = ", 3) == 0) {
+            size_t vl = len - kl - 3 < cap - 1 ? len - kl - 3 : cap - 1;
+            memcpy(out, p + kl + 3, vl);
+            out[vl] = '\0';
+            return;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+}
+
+int config_identity_diff(const char *checkpoint, const char *now, char *out, size_t cap)
+{
+    size_t used = 0;
+    int n = 0;
+    out[0] = '\0';
+    for (const char *p = now; p && *p;) {
+        const char *nl = strchr(p, '\n'), *eq = strstr(p, " = ");
+        if (!eq || (nl && eq > nl)) break;
+        char key[64], a[CFG_PATH_MAX], b[CFG_PATH_MAX];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+        identity_value(checkpoint, key, a, sizeof a);
+        identity_value(now, key, b, sizeof b);
+        if (strcmp(a, b) != 0 && used < cap) {
+            int w = snprintf(out + used, cap - used, "%s%s: \"%s\" (checkpoint) vs \"%s\" (now)",
+                             n ? "; " : "", key, a, b);
+            used += w > 0 ? (size_t)w : 0;
+            n++;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
 char *config_to_string(const struct libra_config *cfg)
 {
     struct sbuf b = {0};

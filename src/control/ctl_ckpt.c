@@ -77,6 +77,7 @@ static void build_state(struct controller *c, struct ckpt_state *s)
     s->step = c->step;
     s->version = c->version;
     s->seed = c->cfg->run.seed;
+    memcpy(s->identity, rl->identity, sizeof s->identity);
     s->next_prompt = c->next_prompt;
     s->baseline = rl->bl.value;
     s->baseline_set = rl->bl.set;

@@ -66,6 +66,7 @@ struct ctl_eval {
 /* Everything rank 0 needs for the real model (device cpu). */
 struct ctl_real {
     const struct vocab *vocab; /* the model's tokenizer and format (model_vocab_open) */
+    char identity[4096];       /* config_identity of the run's first segment (checkpoints) */
     struct env env;
     struct grpo_config gc;
     struct grpo_baseline bl;

@@ -90,6 +90,12 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
     rl->time_to_target_s = -1;
     rl->resumed_from = -1;
     ckpt_root_of(cfg, rl->ckpt_root, sizeof rl->ckpt_root);
+    /* what later resumes may not change: the first segment's (a resumed run's model
+     * path is its checkpoint's, so it carries the identity it resumed from) */
+    if (resume && resume->identity[0])
+        memcpy(rl->identity, resume->identity, sizeof rl->identity);
+    else if (!config_identity(cfg, rl->identity, sizeof rl->identity))
+        rl->identity[0] = '\0';
     if (!resume) return;
     rl->resumed_from = resume_step;
     c->step = resume->step;

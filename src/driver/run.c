@@ -118,6 +118,18 @@ static int resume_latest(struct libra_config *cfg, const struct device_info *dev
         snprintf(rs->err, sizeof rs->err, "--resume: %s (run without --resume to start afresh)", err);
         return -1;
     }
+    /* what a resumed run may not change (before model.checkpoint becomes the checkpoint's) */
+    char now[sizeof rs->state.identity], diff[2048];
+    if (!rs->state.identity[0]) {
+        printf("libra: the checkpoint of step %d records no configuration identity (written "
+               "by an older libra): the configuration is not checked against it\n", step);
+    } else if (config_identity(cfg, now, sizeof now) &&
+               config_identity_diff(rs->state.identity, now, diff, sizeof diff)) {
+        snprintf(rs->err, sizeof rs->err, "--resume: %.200s changes what a resumed run must "
+                 "keep: %.600s (restore them, or run without --resume to start afresh)",
+                 cfg->source, diff);
+        return -1;
+    }
     rs->step = step;
     rs->version = rs->state.version;
     snprintf(cfg->model.checkpoint, sizeof cfg->model.checkpoint, "%s", model);

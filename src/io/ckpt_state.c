@@ -294,6 +294,21 @@ static int put_u64(hid_t obj, const char *name, uint64_t v, const char *path, ch
     return attr_put(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v, path, err, errlen);
 }
 
+/* A fixed-length string attribute. */
+static int put_str(hid_t obj, const char *name, const char *v, const char *path, char *err,
+                   size_t errlen)
+{
+    hid_t type = H5I_INVALID_HID;
+    H5TRY(type = H5Tcopy(H5T_C_S1));
+    H5TRY(H5Tset_size(type, strlen(v) + 1));
+    int rc = attr_put(obj, name, type, type, v, path, err, errlen);
+    H5CLOSE(type, H5Tclose);
+    return rc;
+fail:
+    close_id(&type, H5Tclose);
+    return -1;
+}
+
 static int put_f64(hid_t obj, const char *name, double v, const char *path, char *err,
                    size_t errlen)
 {
@@ -459,6 +474,8 @@ static int write_attrs(hid_t file, const struct ckpt_state *s, const char *path,
         if (put_i64(file, ints[i].name, ints[i].v, path, err, errlen)) return -1;
     for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++)
         if (put_f64(file, dbls[i].name, dbls[i].v, path, err, errlen)) return -1;
+    if (s->identity[0] && put_str(file, "config_identity", s->identity, path, err, errlen))
+        return -1;
     return put_u64(file, "seed", s->seed, path, err, errlen);
 }
 
@@ -529,6 +546,38 @@ static int attr_get(hid_t file, const char *name, H5T_class_t want, hid_t mtype,
     return 0;
 fail:
     close_id(&space, H5Sclose);
+    close_id(&type, H5Tclose);
+    close_id(&attr, H5Aclose);
+    return -1;
+}
+
+/* A string attribute into out (cap bytes); "" when the file has none (older files). */
+static int get_str_optional(hid_t file, const char *name, char *out, size_t cap,
+                            const char *path, char *err, size_t errlen)
+{
+    hid_t attr = H5I_INVALID_HID, type = H5I_INVALID_HID, mem = H5I_INVALID_HID;
+    out[0] = '\0';
+    htri_t has;
+    H5TRY(has = H5Aexists(file, name));
+    if (!has) return 0;
+    H5TRY(attr = H5Aopen(file, name, H5P_DEFAULT));
+    H5TRY(type = H5Aget_type(attr));
+    size_t size = H5Tget_size(type);
+    if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) || size == 0 || size > cap) {
+        errmsg_set(err, errlen, "%s: root attribute %s is not a string of at most %zu bytes",
+                   path, name, cap - 1);
+        goto fail;
+    }
+    H5TRY(mem = H5Tcopy(H5T_C_S1));
+    H5TRY(H5Tset_size(mem, size));
+    H5TRY(H5Aread(attr, mem, out));
+    out[size - 1] = '\0';
+    close_id(&mem, H5Tclose);
+    close_id(&type, H5Tclose);
+    close_id(&attr, H5Aclose);
+    return 0;
+fail:
+    close_id(&mem, H5Tclose);
     close_id(&type, H5Tclose);
     close_id(&attr, H5Aclose);
     return -1;
@@ -662,6 +711,9 @@ static int read_attrs(hid_t file, struct ckpt_state *s, const char *path, char *
         if (attr_get(file, dbl[i].name, H5T_FLOAT, H5T_NATIVE_DOUBLE, dbl[i].dst, path, err,
                      errlen))
             return -1;
+    if (get_str_optional(file, "config_identity", s->identity, sizeof s->identity, path, err,
+                         errlen))
+        return -1;
     return attr_get(file, "seed", H5T_INTEGER, H5T_NATIVE_UINT64, &s->seed, path, err,
                     errlen);
 }
