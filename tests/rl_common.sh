@@ -32,8 +32,21 @@ CFG
 # seconds.
 : "${RL_HANG_S:=180}"
 rl_job() {
-    timeout -k 10 $RL_HANG_S $MPIRUN -np "$1" "$LIBRA" "$2" ${4:-} > "$3.stdout" 2> "$3.stderr" \
-        || { rc=$?; tail -n 40 "$3.stdout"; cat "$3.stderr";
-             fail "$1-rank RL job on $2 ${4:+($4) }failed or hung" \
-                  "(exit $rc; 124 = stopped after $RL_HANG_S s)"; }
+    timeout -k 10 $RL_HANG_S $MPIRUN -np "$1" "$LIBRA" "$2" ${4:-} > "$3.stdout" 2> "$3.stderr" &
+    job=$!
+    # a hang: every rank's stack first (gdb, when installed), then the job is stopped
+    ( sleep $((RL_HANG_S - 5)); kill -0 $job 2> /dev/null || exit 0
+      command -v gdb > /dev/null || exit 0
+      for p in $(pgrep -f "$LIBRA $2"); do
+          echo "---- stack of pid $p ($(tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep '^OMPI_COMM_WORLD_RANK=' || echo '?'))"
+          gdb -q -batch -ex "thread apply all bt 12" -p "$p" 2>&1 | grep -E '^#|^Thread' | head -40
+      done > "$3.stacks" 2>&1 ) &
+    watcher=$!
+    wait $job
+    rc=$?
+    kill $watcher 2> /dev/null
+    wait $watcher 2> /dev/null
+    [ $rc = 0 ] || { tail -n 40 "$3.stdout"; cat "$3.stderr"; cat "$3.stacks" 2> /dev/null;
+                     fail "$1-rank RL job on $2 ${4:+($4) }failed or hung" \
+                          "(exit $rc; 124 = stopped after $RL_HANG_S s)"; }
 }

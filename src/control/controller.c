@@ -762,10 +762,11 @@ static void first_epoch(struct controller *c)
     ctl_apply_plan(c, &c->base, c->base.reason);
 }
 
-/* Work that must finish before shutdown: a step, a sync, an evaluation, a checkpoint. */
+/* Work that must finish before shutdown: a step, a sync, a pool join (its ranks are
+ * fetching state from their partners), an evaluation, a checkpoint. */
 static int busy_tail(const struct controller *c)
 {
-    if (c->train_inflight || c->sync_acks_pending) return 1;
+    if (c->train_inflight || c->sync_acks_pending || c->pool.joining > 0) return 1;
     return c->real && (c->rl.ev.active || c->rl.ev.wanted_version >= 0 || c->rl.ckpt_inflight);
 }
 
