@@ -269,7 +269,8 @@ void ctl_live_free(struct controller *c);
 int ctl_live_seen(struct controller *c, int source, int tag, const void *data, size_t len);
 /* A step took step_s: the automatic limit grows with the longest. */
 void ctl_live_step(struct controller *c, double step_s);
-/* Heartbeats to the workers when due; ends the job if a worker is silent too long. */
+/* Once per run.heartbeat_s: heartbeats to the workers, then the job ends if a worker
+ * has been silent longer than the limit. */
 void ctl_live_check(struct controller *c);
 void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d);
 

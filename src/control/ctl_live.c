@@ -70,12 +70,12 @@ void ctl_live_check(struct controller *c)
     struct ctl_live *l = &c->live;
     const struct run_config *run = &c->cfg->run;
     double now = wall_time();
-    if (now - l->sent >= run->heartbeat_s) {
-        struct wire_heartbeat hb;
-        memset(&hb, 0, sizeof hb);
-        for (int r = 1; r < c->world; r++) ctl_send(c, &hb, sizeof hb, r, TAG_HEARTBEAT);
-        l->sent = now;
-    }
+    /* once per heartbeat period, not on every pass of the controller's loop */
+    if (now - l->sent < run->heartbeat_s) return;
+    struct wire_heartbeat hb;
+    memset(&hb, 0, sizeof hb);
+    for (int r = 1; r < c->world; r++) ctl_send(c, &hb, sizeof hb, r, TAG_HEARTBEAT);
+    l->sent = now;
     double limit = run->unresponsive_s > 0 ? run->unresponsive_s
                                            : fmax(LIVE_FLOOR_S, LIVE_STEPS * l->step_max);
     int worst = -1;
