@@ -29,24 +29,36 @@ CFG
 # rl_job NP CONFIG LOGPREFIX [--resume]: runs the job to completion; on failure
 # shows its output and fails the test. The time limit only turns a hung job (a
 # deadlock) into a failure instead of a test that never ends; a healthy job takes
-# seconds.
+# seconds. A job still running after RL_HANG_S has every rank's stack dumped (gdb,
+# when installed) before it is stopped, so the failure names the calls it hung in.
 : "${RL_HANG_S:=180}"
 rl_job() {
-    timeout -k 10 $RL_HANG_S $MPIRUN -np "$1" "$LIBRA" "$2" ${4:-} > "$3.stdout" 2> "$3.stderr" &
+    rm -f "$3.hung" "$3.stacks"
+    # the outer limit is a backstop for a dump that itself hangs
+    timeout -k 10 $((RL_HANG_S + 120)) $MPIRUN -np "$1" "$LIBRA" "$2" ${4:-} \
+        > "$3.stdout" 2> "$3.stderr" &
     job=$!
-    # a hang: every rank's stack first (gdb, when installed), then the job is stopped
-    ( sleep $((RL_HANG_S - 5)); kill -0 $job 2> /dev/null || exit 0
-      command -v gdb > /dev/null || exit 0
-      for p in $(pgrep -f "$LIBRA $2"); do
-          echo "---- stack of pid $p ($(tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep '^OMPI_COMM_WORLD_RANK=' || echo '?'))"
-          gdb -q -batch -ex "thread apply all bt 12" -p "$p" 2>&1 | grep -E '^#|^Thread' | head -40
-      done > "$3.stacks" 2>&1 ) &
+    ( sleep $RL_HANG_S; kill -0 $job 2> /dev/null || exit 0
+      touch "$3.hung"
+      if command -v gdb > /dev/null; then
+          for p in $(pgrep -f "^$LIBRA $2"); do
+              echo "---- stack of pid $p ($(tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep '^OMPI_COMM_WORLD_RANK=' || echo '?'))"
+              timeout 60 gdb -q -batch -ex "thread 1" -ex "bt 16" -p "$p" 2>&1 | grep '^#' 
+          done > "$3.stacks" 2>&1
+      fi
+      kill -TERM $job 2> /dev/null ) &
     watcher=$!
     wait $job
     rc=$?
+    [ -e "$3.hung" ] && wait $watcher 2> /dev/null
     kill $watcher 2> /dev/null
     wait $watcher 2> /dev/null
-    [ $rc = 0 ] || { tail -n 40 "$3.stdout"; cat "$3.stderr"; cat "$3.stacks" 2> /dev/null;
-                     fail "$1-rank RL job on $2 ${4:+($4) }failed or hung" \
-                          "(exit $rc; 124 = stopped after $RL_HANG_S s)"; }
+    [ $rc = 0 ] && [ ! -e "$3.hung" ] && return 0
+    tail -n 30 "$3.stdout"; tail -n 30 "$3.stderr"
+    if [ -e "$3.hung" ]; then
+        cat "$3.stacks" 2> /dev/null
+        fail "$1-rank RL job on $2 ${4:+($4) }hung: still running after $RL_HANG_S s" \
+             "(stacks above, from $3.stacks)"
+    fi
+    fail "$1-rank RL job on $2 ${4:+($4) }failed (exit $rc)"
 }

@@ -6,10 +6,11 @@
 # and sampling is keyed by (seed, trajectory, position): which instance or replica
 # does the work does not change a token --
 #   A  1 training rank and 3 rollout instances throughout;
-#   B  the same, but in the middle epoch one rollout rank is lent to training: it
-#      joins without stopping the core (a snapshot of the root's weights and AdamW
-#      moments, then the totals of the steps it missed), trains its token share on
-#      the hybrid lane, and goes back to rollout;
+#   B  the same, but for steps 3-8 one rollout rank is lent to training (two epochs
+#      with the same plan: one re-split, so its join has six steps to land on this
+#      noisy machine): it joins without stopping the core (a snapshot of the root's
+#      weights and AdamW moments, then the totals of the steps it missed), trains
+#      its token share on the hybrid lane, and goes back to rollout;
 #   C  epochs of 1 training rank + TP [1, 1, 1], then 2 training ranks + TP [2] (the
 #      new training rank takes over the root's state at the re-split), then 1 + TP
 #      [2, 1]: instances dissolve and hand their turns back, shards change.
@@ -21,9 +22,12 @@
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-hybrid)
 for run in a b c; do
+    interval=4
     case $run in
     a) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }' ;;
-    b) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }, { n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }' ;;
+    b) lent='{ n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }'
+       sched="{ n_train = 1; rollout_tp = [1, 1, 1]; }, $lent, $lent, { n_train = 1; rollout_tp = [1, 1, 1]; }"
+       interval=3 ;;
     c) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }, { n_train = 2; rollout_tp = [2]; }, { n_train = 1; rollout_tp = [2, 1]; }' ;;
     esac
     cat > "$out/$run.cfg" <<CFG
@@ -33,7 +37,7 @@ device = { type = "cpu"; };
 model = { checkpoint = "$RL_MODEL"; };
 rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
 train = { batch_size = 16; max_staleness = 0; sync_interval = 1; lr = 5e-5; };
-plan = { mode = "schedule"; interval = 4; schedule = ( $sched ); };
+plan = { mode = "schedule"; interval = $interval; schedule = ( $sched ); };
 env = { name = "calc"; };
 eval = { size = 16; interval = 0; };
 output = { file = "$out/$run.h5"; };

@@ -23,7 +23,8 @@
  *   rank 0 -> train, hybrid    TAG_TRAIN_BATCH    this rank's share of a step's batch
  *   train root -> rank 0       TAG_TRAIN_DONE     the optimizer step is done
  *   hybrid -> train root       TAG_HYBRID_GRAD    (on the hybrid lane) a lent replica's gradient
- *   rank 0 -> every worker     TAG_SHUTDOWN       finish: hand back and exit the loop
+ *   rank 0 -> every worker     TAG_SHUTDOWN       finish: hand back and exit the loop (int32:
+ *                                                 the steps done; lent ranks take their totals)
  *   rank 0 -> train root       TAG_CKPT           write the model + optimizer into a directory
  *   train root -> rank 0       TAG_CKPT_DONE      done (or the error)
  *   lent rank -> rank 0        TAG_HYBRID_READY   joined: weights and optimizer shard fetched

@@ -664,9 +664,9 @@ static void print_summary(struct controller *c)
 static void shutdown_workers(struct controller *c)
 {
     c->stopping = 1;
-    int32_t dummy = 0;
+    int32_t steps = c->step; /* the optimizer steps done: lent ranks take their totals */
     for (int r = 1; r < c->world; r++)
-        ctl_send(c, &dummy, sizeof dummy, r, TAG_SHUTDOWN);
+        ctl_send(c, &steps, sizeof steps, r, TAG_SHUTDOWN);
     ctl_wait_handbacks(c, c->plan.n_instances);
     /* Whatever was not trained is recorded: buffered (complete group) or in flight. */
     for (size_t i = 0; i < c->tt.n_traj; i++) {

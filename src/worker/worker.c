@@ -116,11 +116,15 @@ static void on_message(struct worker *w, const MPI_Status *st)
         break;
     }
     case TAG_HEARTBEAT: break; /* rank 0 is alive: ctl_last is updated below */
-    case TAG_SHUTDOWN:
-        wt_settle(w);
+    case TAG_SHUTDOWN: {
+        int32_t steps;
+        if (len != sizeof steps) FATAL("malformed SHUTDOWN message (%zu bytes) from rank 0", len);
+        memcpy(&steps, w->msg.data, sizeof steps);
+        wt_before_shutdown(w, steps);
         wr_before_plan(w, NULL);
         w->stop = 1;
         break;
+    }
     default:
         FATAL("unexpected message tag %d (%s) from rank 0", st->MPI_TAG, wire_tag_name(st->MPI_TAG));
     }

@@ -115,6 +115,9 @@ void wt_settle(struct worker *w);
 /* Around a re-split: the hybrid lane's traffic of the ending epoch is drained
  * (before) and joins start (after). */
 void wt_before_plan(struct worker *w, const struct plan *next);
+/* At the run's end: the step settled, and a lent rank takes every total of the steps
+ * done (steps, from rank 0's SHUTDOWN), so its partner's sends complete. */
+void wt_before_shutdown(struct worker *w, int steps);
 void wt_after_plan(struct worker *w, const struct plan *old);
 int wt_join_progress(struct worker *w);
 double wt_next_wake(const struct worker *w);

@@ -522,18 +522,34 @@ static void handover_after(struct worker *w)
     LOG_D("took over the training state of version %d", t->handover_version);
 }
 
-void wt_before_plan(struct worker *w, const struct plan *next)
+/* A lent rank takes in its snapshot, if still in flight, and the totals of every
+ * step done so far (steps: their partner sent them on this lane): nothing of its
+ * partner's is left unreceived -- a large send the lent rank never takes would hold
+ * the partner in its outbox forever. */
+static void lent_catch_up(struct worker *w, int steps)
 {
-    handover_before(w, next);
     if (my_role(w) != ROLE_HYBRID) return;
     struct wk_join *j = &w->join;
     if (j->active && !j->have_snapshot) {
         mpi_wait_backoff(&j->req, NULL);
         join_finish_snapshot(w);
     }
-    /* the totals of every step done so far (their partner sent them on this lane) */
-    while (w->ops->version(w->dev) < next->step) take_total(w, 1);
-    if (next->ranks[w->rank].role != ROLE_HYBRID) j->active = 0; /* a cancelled join */
+    while (w->ops->version(w->dev) < steps) take_total(w, 1);
+}
+
+void wt_before_plan(struct worker *w, const struct plan *next)
+{
+    handover_before(w, next);
+    if (my_role(w) != ROLE_HYBRID) return;
+    lent_catch_up(w, next->step);
+    if (next->ranks[w->rank].role != ROLE_HYBRID) w->join.active = 0; /* a cancelled join */
+}
+
+void wt_before_shutdown(struct worker *w, int steps)
+{
+    wt_settle(w);
+    lent_catch_up(w, steps);
+    w->join.active = 0;
 }
 
 void wt_after_plan(struct worker *w, const struct plan *old)
