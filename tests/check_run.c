@@ -6,7 +6,8 @@
  *             [--sched] [--expect-tree] [--expect-status STATUS]
  *
  * --expect-status: the root attribute status the file must carry (default
- * "complete"; "cancelled" for a run stopped by a signal).
+ * "complete"; "cancelled" for a run stopped by a signal, "failed" for one that
+ * stopped itself, e.g. on a non-finite step: both may end before the steps requested).
  * --sched checks the scheduler's tables (/sched, /migrations, /instances);
  * --expect-tree also wants the C-MLFQ prefix tree in /tree.
  *
@@ -345,13 +346,15 @@ static void check_step_count(const struct run *r, const struct options *o)
 {
     struct prop p = {"step count", 0};
     if (!r->has_steps) return;
-    /* a cancelled run stops early: at most the steps requested */
-    int cancelled = r->has_status && strcmp(r->status, "cancelled") == 0;
+    /* a cancelled run, or one that stopped itself as failed, ends early: at most the
+     * steps requested */
+    int cancelled = r->has_status &&
+                    (strcmp(r->status, "cancelled") == 0 || strcmp(r->status, "failed") == 0);
     if (r->has_steps_requested && !cancelled && (int64_t)r->nsteps != r->steps_requested)
         prop_fail_i(&p, "/steps rows == steps_requested", r->steps_requested,
                     (int64_t)r->nsteps);
     if (r->has_steps_requested && cancelled && (int64_t)r->nsteps > r->steps_requested)
-        prop_fail_i(&p, "/steps rows <= steps_requested (cancelled)", r->steps_requested,
+        prop_fail_i(&p, "/steps rows <= steps_requested (ended early)", r->steps_requested,
                     (int64_t)r->nsteps);
     if ((long)r->nsteps < o->min_steps)
         prop_fail_i(&p, "/steps rows >= --min-steps", o->min_steps, (int64_t)r->nsteps);

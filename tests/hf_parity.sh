@@ -13,7 +13,8 @@
 # against the reference run with a classic bug (llama3: rope_scaling ignored; qwen3:
 # rotary pairs (2i, 2i+1)) must fail by 10x. The matrices use --std 0.1: with 0.02 at
 # hidden size 64 the attention is so nearly uniform that ignoring the llama3 scaling
-# moves the logits by less than the tolerance.
+# moves the logits by less than the tolerance. Last, the round trip: `libra export` of
+# the directory gives the same tensors bit for bit and the same logits.
 # Needs tools/setup-test (python3-torch/numpy/h5py and the tokenizers in tests/npm).
 . "$(dirname "$0")/mpi_common.sh"
 PY=${PYTHON:-/usr/bin/python3}
@@ -42,6 +43,17 @@ if a.shape != ref.shape:
     sys.exit("libra's logits are %s, the reference's %s" % (a.shape, ref.shape))
 row = lambda x, y: np.abs(x - y).max(axis=1) / np.abs(y).max(axis=1)
 print("%.3e %.3e" % (row(a, ref).max(), row(a, mut).max()))
+PYEOF
+}
+
+# same_logits A.h5 B.h5: the two logits matrices are equal, bit for bit
+same_logits() {
+    "$PY" - "$1" "$2" << 'PYEOF'
+import sys
+import h5py
+import numpy as np
+a, b = (h5py.File(p, "r")["logits"][()] for p in sys.argv[1:3])
+sys.exit(0 if a.shape == b.shape and np.array_equal(a, b) else 1)
 PYEOF
 }
 
@@ -81,13 +93,42 @@ PYEOF
         { cat "$out/$shape.libra.log" >&2; fail "$shape: libra logits failed"; }
     "$LIBRA" logits "$out/$shape.h5" "$out/$shape.tokens" "$out/$shape.libra-h5.h5" > "$out/$shape.libra.log" 2>&1 ||
         { cat "$out/$shape.libra.log" >&2; fail "$shape: libra logits (HDF5 copy) failed"; }
-    "$PY" - "$out/$shape.libra.h5" "$out/$shape.libra-h5.h5" << 'PYEOF' || fail "$shape: the Hugging Face directory and its HDF5 copy give different logits"
-import sys
-import h5py
-import numpy as np
-a, b = (h5py.File(p, "r")["logits"][()] for p in sys.argv[1:3])
-sys.exit(0 if a.shape == b.shape and np.array_equal(a, b) else 1)
+    same_logits "$out/$shape.libra.h5" "$out/$shape.libra-h5.h5" ||
+        fail "$shape: the Hugging Face directory and its HDF5 copy give different logits"
+    # import -> export: `libra export` of the directory writes every tensor bit for bit
+    # (bf16 in, bf16 out) and a config.json that loads to the very same logits
+    "$LIBRA" export "$dir" "$out/$shape.export" > "$out/$shape.export.log" 2>&1 ||
+        { cat "$out/$shape.export.log" >&2; fail "$shape: libra export failed"; }
+    "$PY" - "$dir" "$out/$shape.export" << 'PYEOF' || fail "$shape: libra export changed the tensors"
+import json, os, struct, sys
+def tensors(d): # name -> (dtype, shape, bytes), over one file or the index's shards
+    idx = os.path.join(d, "model.safetensors.index.json")
+    files = (sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx)
+             else ["model.safetensors"])
+    out = {}
+    for name in files:
+        with open(os.path.join(d, name), "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(n))
+            for k, v in header.items():
+                if k == "__metadata__":
+                    continue
+                b, e = v["data_offsets"]
+                f.seek(8 + n + b)
+                out[k] = (v["dtype"], tuple(v["shape"]), f.read(e - b))
+    return out
+a, b = (tensors(p) for p in sys.argv[1:3])
+if set(a) != set(b):
+    sys.exit("the tensor names differ: %s" % sorted(set(a) ^ set(b)))
+bad = [k for k in sorted(a) if a[k] != b[k]]
+if bad:
+    sys.exit("%d of %d tensors differ, e.g. %s" % (len(bad), len(a), bad[:3]))
+print("%d tensors equal bit for bit" % len(a))
 PYEOF
+    "$LIBRA" logits "$out/$shape.export" "$out/$shape.tokens" "$out/$shape.libra-export.h5" > "$out/$shape.libra.log" 2>&1 ||
+        { cat "$out/$shape.libra.log" >&2; fail "$shape: libra logits (export) failed"; }
+    same_logits "$out/$shape.libra.h5" "$out/$shape.libra-export.h5" ||
+        fail "$shape: the exported directory gives other logits than the original"
     figs=$(compare "$out/$shape.libra.h5" "$out/$shape.ref.h5" "$out/$shape.mutant.h5") ||
         fail "$shape: comparing the logits failed"
     # shellcheck disable=SC2086

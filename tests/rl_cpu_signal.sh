@@ -7,7 +7,9 @@
 # to a run that completes. On the way, the checkpoint directory's lock: a second job
 # is refused while the first runs, the stopped job removes its lock, and a lock left
 # by a process that is gone is taken over by the resume; and a resume whose config
-# changes what must be kept (here train.batch_size) is refused, naming the key.
+# changes what must be kept (here train.batch_size) is refused, naming the key. The
+# resume is the one a job requeued by Slurm makes by itself (SLURM_RESTART_COUNT); a
+# requeued job with no checkpoint starts afresh beside the first attempt's file.
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-signal)
@@ -63,10 +65,21 @@ fi
 grep -q 'train.batch_size: "16" (checkpoint) vs "32" (now)' "$out/changed.stderr" \
     || { cat "$out/changed.stderr"; fail "the refused resume does not name train.batch_size and both values"; }
 sed -i "s/steps = 40;/steps = $((step + 1));/" "$cfg"
-rl_job 3 "$cfg" "$out/second" --resume
+# the job Slurm requeues (--requeue; SLURM_RESTART_COUNT > 0) resumes by itself
+(export SLURM_RESTART_COUNT=1; rl_job 3 "$cfg" "$out/second") || exit 1
+grep -q "Slurm requeued this job (restart 1): resuming from the newest checkpoint" \
+    "$out/second.stdout" || fail "the requeued job did not resume by itself"
 grep "resuming from checkpoint" "$out/second.stdout"
 grep -q "took over the checkpoint lock" "$out/second.stdout" || fail "the stale lock was not taken over"
 # every prompt trained once across the stop (groups in flight at the stop carried over)
 "$CHECK_RL" --resume-check "$out/state.h5" "$out/run.resumed-$step.h5" \
     || fail "check_rl of the resumed run"
+# requeued before any checkpoint: a fresh start whose metrics file keeps the first's
+rl_config "$out/fresh.cfg" "$out/fresh.h5" 1 1 1 2 1 \
+    "checkpoint_interval = 2; checkpoint_dir = \"$out/ckpt-fresh\";"
+: > "$out/fresh.h5" # the first attempt's file
+(export SLURM_RESTART_COUNT=2; rl_job 3 "$out/fresh.cfg" "$out/fresh") || exit 1
+grep -q "has no checkpoint to resume from: starting afresh" "$out/fresh.stdout" \
+    || fail "the requeued job without a checkpoint did not say it starts afresh"
+"$CHECK_RUN" "$out/fresh.restart-2.h5" --min-steps 1 || fail "check_run of the restarted run"
 [ -n "${KEEP:-}" ] || rm -rf "$out"

@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/checkpoint.h"
+#include "libra/h5sum.h"
 #include "libra/rng.h"
 #include "libra/tfm_io.h"
 #include "testutil.h"
@@ -343,21 +344,38 @@ static hid_t open_rw(const char *path)
     return f;
 }
 
-/* Overwrites element i of a 1-D dataset with value (of mtype). */
-static void poke(const char *path, const char *dset, hsize_t i, hid_t mtype, const void *value)
+/* Overwrites element i of a 1-D dataset with value (of mtype); with resum, the
+ * dataset's checksum is made to match (a writer that got the value wrong but is
+ * consistent), so that the loader's own checks of meaning are what is tested. */
+static void poke_sum(const char *path, const char *dset, hsize_t i, hid_t mtype,
+                     const void *value, int resum)
 {
     hid_t f = open_rw(path), d = H5Dopen2(f, dset, H5P_DEFAULT);
     CU_ASSERT_FATAL(d >= 0);
     hid_t fs = H5Dget_space(d);
-    hsize_t one = 1;
+    hsize_t one = 1, n = 0;
     hid_t ms = H5Screate_simple(1, &one, NULL);
     CU_ASSERT_FATAL(H5Sselect_hyperslab(fs, H5S_SELECT_SET, &i, NULL, &one, NULL) >= 0);
     CU_ASSERT_FATAL(H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, value) >= 0);
+    if (resum) {
+        H5Sget_simple_extent_dims(fs, &n, NULL);
+        size_t bytes = (size_t)n * H5Tget_size(mtype);
+        void *all = malloc(bytes);
+        CU_ASSERT_FATAL(H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) >= 0);
+        CU_ASSERT_FATAL(H5Adelete(d, H5SUM_ATTR) >= 0);
+        CU_ASSERT_FATAL(h5sum_put(d, all, bytes, path, err, sizeof err) == 0);
+        free(all);
+    }
     H5Sclose(ms);
     H5Sclose(fs);
     H5Dclose(d);
     CU_ASSERT_FATAL(H5Fclose(f) >= 0);
     reseal(path);
+}
+
+static void poke(const char *path, const char *dset, hsize_t i, hid_t mtype, const void *value)
+{
+    poke_sum(path, dset, i, mtype, value, 1);
 }
 
 static void set_root_attr_i64(const char *path, const char *name, int64_t v)
@@ -429,6 +447,12 @@ static void test_state_load_rejects(void)
     float lp = NAN;
     poke(path, "/traj/logp", (hsize_t)tok + 1, H5T_NATIVE_FLOAT, &lp);
     expect_load_fails(path, "/traj/logp");
+
+    /* A changed value under a valid trailer but the old dataset checksum (a file
+     * edited and re-sealed by a tool that knows the trailer but not the checksums) */
+    write_bytes(path, good, size);
+    poke_sum(path, "/traj/reward", (hsize_t)row, H5T_NATIVE_DOUBLE, &(double){0.123456789}, 0);
+    expect_load_fails(path, "/traj/reward: checksum mismatch");
 
     /* Any change the trailer does not vouch for: one bit anywhere, one byte less, an
      * HDF5 rewrite (which drops the trailer). */
@@ -860,6 +884,24 @@ static const struct test_case state_cases[] = {
     {NULL, NULL},
 };
 
+/* The free-space check at start: room for one checkpoint, or a message with both
+ * figures; the estimate is the float32 weights and moments plus the state margin. */
+static void test_space_check(void)
+{
+    const char *dir = scratch("space");
+    CU_ASSERT_FATAL(mkdir(dir, 0755) == 0 || errno == EEXIST);
+    CU_ASSERT_EQUAL(ckpt_estimate_bytes(1000), 12000 + ((uint64_t)64 << 20));
+    CU_ASSERT_EQUAL(ckpt_estimate_bytes(-5), (uint64_t)64 << 20);
+    CU_ASSERT_EQUAL(ckpt_check_space(dir, 1, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ckpt_check_space(dir, (uint64_t)1 << 62, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "GB free; one checkpoint of this model needs about"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, dir));
+    char missing[PATH_MAX];
+    pathf(missing, "%s/no/such/dir", dir);
+    CU_ASSERT_EQUAL(ckpt_check_space(missing, 1, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot read the free space"));
+}
+
 static const struct test_case dir_cases[] = {
     {"directory names", test_dir_path},
     {"commit, list, prune, rerun", test_commit_list_prune},
@@ -868,6 +910,7 @@ static const struct test_case dir_cases[] = {
     {"load_latest falls back", test_load_latest_fallback},
     {"unwritable root", test_unwritable_root},
     {"no HDF5 object left open", test_no_open_ids},
+    {"free space for one checkpoint", test_space_check},
     {NULL, NULL},
 };
 

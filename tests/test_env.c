@@ -660,6 +660,49 @@ static void test_jsonl_bad_lines(void)
     }
 }
 
+/* env.max_bad_fraction: bad lines are skipped while they are at most that share of
+ * the problem lines (the good ones keep their order); past it, the error counts them
+ * and names the first; env_check_prompts says the same, with the counts. */
+static void test_jsonl_skip_bad(void)
+{
+    char text[4096] = "";
+    for (int i = 0; i < 10; i++) {
+        char line[128];
+        if (i == 3 || i == 7)
+            snprintf(line, sizeof line, "{\"prompt\": \"q%d\"}\n", i); /* no answer */
+        else
+            snprintf(line, sizeof line, "{\"prompt\": \"q%d\", \"answer\": %d}\n", i, i);
+        strcat(text, line);
+    }
+    const char *path = write_text("skip.jsonl", text);
+    struct env_params p;
+    calc_params(&p);
+    snprintf(p.prompts, sizeof p.prompts, "%s", path);
+    struct env e;
+    char err[1500] = "";
+    p.max_bad_fraction = 0.2; /* 2 of 10 */
+    CU_ASSERT_EQUAL_FATAL(env_init(&e, &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(e.n_jsonl, 8);
+    const char *want[8] = {"q0", "q1", "q2", "q4", "q5", "q6", "q8", "q9"};
+    for (int i = 0; i < 8; i++) CU_ASSERT_STRING_EQUAL(e.jsonl[i].text, want[i]);
+    env_free(&e);
+    p.max_bad_fraction = 0.15;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    char msg[1300];
+    snprintf(msg, sizeof msg, "%s: 2 of 10 problem lines cannot be used, more than "
+             "env.max_bad_fraction = 0.15 allows; the first, line 4: missing \"answer\"", path);
+    CU_ASSERT(strncmp(err, msg, strlen(msg)) == 0);
+    int64_t ok = -1, bad = -1;
+    CU_ASSERT_EQUAL(env_check_prompts(path, 0.5, &ok, &bad, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ok, 8);
+    CU_ASSERT_EQUAL(bad, 2);
+    CU_ASSERT_EQUAL(env_check_prompts(path, 0.1, &ok, &bad, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "2 of 10 problem lines"));
+    p.max_bad_fraction = NAN;
+    CU_ASSERT_EQUAL(env_init(&e, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "env.max_bad_fraction"));
+}
+
 static void test_jsonl_file_errors(void)
 {
     struct env e;
@@ -1021,6 +1064,7 @@ int main(void)
     static const struct test_case jsonl_cases[] = {
         {"a good file: escapes, skipped keys, BOM, CRLF, blank lines", test_jsonl_good},
         {"bad lines give file:line: messages", test_jsonl_bad_lines},
+        {"bad lines skipped up to env.max_bad_fraction", test_jsonl_skip_bad},
         {"missing, empty, one-line, huge-line files", test_jsonl_file_errors},
         {"random bytes and mutated lines fail cleanly", test_jsonl_random_bytes},
         {"train/eval split sizes and indexing", test_jsonl_splits},

@@ -7,7 +7,7 @@
  *     fit, the framing is kept;
  *   - JSON tool calls: found, parsed, checked against the tool (name, parameter);
  *     malformed ones are refused, never a crash;
- *   - the calc environment speaks the format: demonstrations score, and the rollout
+ *   - the calc and search environments speak the format: demonstrations score, and the rollout
  *     engine runs a JSON tool call end to end (a scripted model writes the turns).
  */
 #define _POSIX_C_SOURCE 200809L /* rand_r, nanosleep */
@@ -276,25 +276,33 @@ static void test_write_and_answer(void)
     }
 }
 
-static void calc_env_on(struct env *e, const struct vocab *v)
+static void env_on(struct env *e, const struct vocab *v, int kind)
 {
-    struct env_params ep = {.kind = ENV_KIND_CALC, .seed = 3, .calc_min_steps = 1,
-                            .calc_max_steps = 3, .calc_distractors = 1,
-                            .demo_mistake_rate = 0.3, .vocab = v};
+    struct env_params ep = {.kind = kind, .seed = 3, .calc_min_steps = 1,
+                            .calc_max_steps = 3, .calc_distractors = 1, .search_entities = 200,
+                            .search_top_k = 3, .search_max_hops = 2, .demo_mistake_rate = 0.3,
+                            .vocab = v};
     char err[256];
     CU_ASSERT_EQUAL_FATAL(env_init(e, &ep, err, sizeof err), 0);
 }
 
-/* The calc environment on the Qwen3 format: prompts describe the tool, demonstrations
- * make JSON calls that the real tool answers, and the correct ones score 1. */
-static void test_env_demos(void)
+static void calc_env_on(struct env *e, const struct vocab *v) { env_on(e, v, ENV_KIND_CALC); }
+
+/* An environment on the Qwen3 format: prompts describe the tool, demonstrations make
+ * JSON calls that the real tool answers (its return framed as the format's tool
+ * response), and the correct ones score 1. */
+static void env_demos(int kind)
 {
     static int32_t ids[IDS_MAX];
     static uint8_t mask[IDS_MAX];
     struct vocab *v = open_family(CHAT_QWEN3, 0);
     struct env e;
-    calc_env_on(&e, v);
-    int n_correct = 0, n_calls = 0;
+    env_on(&e, v, kind);
+    const char *tool = env_tool_spec(&e)->name;
+    char want_decl[64], want_call[96];
+    snprintf(want_decl, sizeof want_decl, "\"name\": \"%s\"", tool);
+    snprintf(want_call, sizeof want_call, "<tool_call>\n{\"name\": \"%s\"", tool);
+    int n_correct = 0, n_calls = 0, n_responses = 0;
     for (int64_t i = 0; i < 20; i++) {
         struct env_problem pr;
         env_problem(&e, ENV_TRAIN, i, &pr);
@@ -302,12 +310,13 @@ static void test_env_demos(void)
         CU_ASSERT_FATAL(np > 0 && np < IDS_MAX / 2);
         memset(mask, 0, (size_t)np);
         const char *pt = text_of(v, ids, (size_t)np);
-        CU_ASSERT_PTR_NOT_NULL(strstr(pt, "\"name\": \"calculator\""));
+        CU_ASSERT_PTR_NOT_NULL(strstr(pt, want_decl));
         CU_ASSERT_PTR_NOT_NULL(strstr(pt, pr.text));
         int nd = env_demo(&e, &pr, 5, ids + np, mask + np, IDS_MAX - np);
         CU_ASSERT_FATAL(nd > 0);
         const char *dt = text_of(v, ids + np, (size_t)nd);
-        n_calls += strstr(dt, "<tool_call>\n{\"name\": \"calculator\"") != NULL;
+        n_calls += strstr(dt, want_call) != NULL;
+        n_responses += strstr(dt, "<|im_start|>user\n<tool_response>\n") != NULL;
         int correct;
         double r = env_reward(&e, &pr, ids, mask, np + nd, &correct);
         n_correct += correct;
@@ -315,9 +324,13 @@ static void test_env_demos(void)
     }
     CU_ASSERT(n_correct > 0 && n_correct < 20); /* mistakes and right answers */
     CU_ASSERT(n_calls > 0);
+    CU_ASSERT_EQUAL(n_responses, n_calls);
     env_free(&e);
     format_chat_close(v);
 }
+
+static void test_env_demos(void) { env_demos(ENV_KIND_CALC); }
+static void test_search_demos(void) { env_demos(ENV_KIND_SEARCH); }
 
 /* ---- a scripted model for the rollout engine ---- */
 
@@ -489,6 +502,7 @@ int main(void)
         {"JSON tool calls: found, parsed, checked; malformed refused", test_calls},
         {"demonstration turns read back as a call and an answer", test_write_and_answer},
         {"calc on Qwen3: JSON-call demonstrations score", test_env_demos},
+        {"search on Qwen3: JSON-call demonstrations score", test_search_demos},
         {"rollout engine: a JSON call end to end, a malformed one", test_rollout_json_call},
         {"open errors", test_open_errors},
         {NULL, NULL},

@@ -7,6 +7,7 @@
  * atomic replacement (a failed save leaves the old file intact and no temporary).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "libra/h5sum.h"
 #include "libra/rng.h"
 #include "libra/tfm_io.h"
 #include "testutil.h"
@@ -750,8 +751,8 @@ static void test_garbage_and_truncated(void)
         struct tfm_config c;
         struct tfm_params p;
         struct adamw o;
-        /* Corrupted raw data cannot be detected (no checksums); metadata corruption
-         * must fail cleanly. Either way: no crash, consistent outputs. */
+        /* Corrupted raw data fails its checksum, corrupted metadata HDF5's reading;
+         * either way: no crash, consistent outputs (noise may also hit padding). */
         int rc = tfm_load(path, &c, &p, &o, err, sizeof err);
         if (rc == 0) {
             tfm_params_free(&p);
@@ -850,6 +851,106 @@ static void test_atomic_replace(void)
     tfm_params_free(&a);
 }
 
+/* ---- checksums and non-finite weights ---- */
+
+/* Flips one byte of dataset name's stored data (in place in the file). */
+static void flip_data_byte(const char *path, const char *name, size_t at)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    CU_ASSERT_FATAL(d >= 0);
+    haddr_t off = H5Dget_offset(d); /* contiguous data */
+    CU_ASSERT_FATAL(off != HADDR_UNDEF);
+    H5Dclose(d);
+    H5Fclose(f);
+    FILE *fp = fopen(path, "r+b");
+    CU_ASSERT_FATAL(fp != NULL);
+    CU_ASSERT_FATAL(fseek(fp, (long)(off + at), SEEK_SET) == 0);
+    int b = fgetc(fp);
+    CU_ASSERT_FATAL(fseek(fp, (long)(off + at), SEEK_SET) == 0);
+    fputc(b ^ 0x10, fp);
+    fclose(fp);
+}
+
+static void drop_checksum(hid_t f, const char *name)
+{
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    CU_ASSERT_FATAL(d >= 0);
+    CU_ASSERT(H5Adelete(d, H5SUM_ATTR) >= 0);
+    H5Dclose(d);
+}
+
+static void test_checksums(void)
+{
+    const char *q0 = "model.layers.0.self_attn.q_proj.weight";
+    const char *q1 = "model.layers.1.self_attn.q_proj.weight";
+    const char *path = save_tiny("sum.h5", TFM_QWEN2, 0, 1);
+    /* every dataset carries its checksum, bound to its name */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    const char *names[] = {q0, "model.norm.weight", "optimizer/m", "optimizer/v"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        hid_t d = H5Dopen2(f, names[i], H5P_DEFAULT);
+        CU_ASSERT_FATAL(d >= 0);
+        CU_ASSERT(H5Aexists(d, H5SUM_ATTR) > 0);
+        H5Dclose(d);
+    }
+    H5Fclose(f);
+
+    /* one flipped bit in a tensor, in an optimizer moment */
+    const char *flip = save_tiny("sum-flip.h5", TFM_QWEN2, 0, 1);
+    flip_data_byte(flip, q1, 13);
+    expect_load_fails(flip, "model.layers.1.self_attn.q_proj.weight: checksum mismatch");
+    flip = save_tiny("sum-flip-opt.h5", TFM_QWEN2, 0, 1);
+    flip_data_byte(flip, "optimizer/v", 101);
+    expect_load_fails(flip, "optimizer/v: checksum mismatch");
+
+    /* two tensors of one shape swapped (names exchanged): each is refused */
+    const char *swap = save_tiny("sum-swap.h5", TFM_QWEN2, 0, 0);
+    f = open_rw(swap);
+    CU_ASSERT(H5Lmove(f, q0, f, "tmp", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    CU_ASSERT(H5Lmove(f, q1, f, q0, H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    CU_ASSERT(H5Lmove(f, "tmp", f, q1, H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+    expect_load_fails(swap, "checksum mismatch");
+
+    /* without checksums (an older file or another tool's) a good file loads; NaN and
+     * infinities never do */
+    const char *plain = save_tiny("sum-none.h5", TFM_QWEN2, 0, 1);
+    f = open_rw(plain);
+    drop_checksum(f, q0);
+    drop_checksum(f, "optimizer/m");
+    H5Fclose(f);
+    struct tfm_config c;
+    struct tfm_params p;
+    struct adamw o;
+    CU_ASSERT_EQUAL_FATAL(tfm_load(plain, &c, &p, &o, err, sizeof err), 0);
+    tfm_params_free(&p);
+    free(o.m);
+    const float bad[2] = {NAN, INFINITY};
+    const char *want[2] = {"holds NaN at element 5", "holds an infinity at element 5"};
+    for (int k = 0; k < 2; k++) {
+        f = open_rw(plain);
+        hid_t d = H5Dopen2(f, q0, H5P_DEFAULT);
+        CU_ASSERT_FATAL(d >= 0);
+        hid_t space = H5Dget_space(d);
+        hsize_t dims[2];
+        H5Sget_simple_extent_dims(space, dims, NULL);
+        float *x = malloc(dims[0] * dims[1] * sizeof *x);
+        CU_ASSERT(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0);
+        x[5] = bad[k];
+        CU_ASSERT(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0);
+        free(x);
+        H5Sclose(space);
+        H5Dclose(d);
+        H5Fclose(f);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s %s", q0, want[k]);
+        expect_load_fails(plain, msg);
+    }
+}
+
 int main(void)
 {
     static const struct test_case io[] = {
@@ -864,6 +965,7 @@ int main(void)
          test_garbage_and_truncated},
         {"invalid saves are refused before touching the disk", test_bad_saves},
         {"atomic replace; a failed save keeps the old file", test_atomic_replace},
+        {"checksums: a flipped bit, a swap are named; NaN / inf refused", test_checksums},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

@@ -243,10 +243,68 @@ static void test_train_step(void)
         }
 }
 
+/* A TP-2 rollout instance's command stream (cpu_tp_model.c) when the leader quiesces
+ * before its member sees the same plan or shutdown: the member's non-blocking serving
+ * meets the CMD_END first, and its own quiesce must then return, not wait for a second
+ * one (a hang at the end of CI runs). Then the instance serves again: a prefill the
+ * leader sends after the quiesce runs on the member, and a regular quiesce (member
+ * blocked first) still pairs with the leader's CMD_END. */
+static void test_quiesce_race(void)
+{
+    const struct tfm_config *c = &cfgs[0];
+    struct libra_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.rollout.slots = 2;
+    cfg.rollout.max_tokens = 64;
+    struct device *d = xcalloc(1, sizeof *d);
+    d->a.cfg = &cfg;
+    d->a.rank = g_rank;
+    d->mc = *c;
+    struct group g;
+    group_open(&g, c, 2);
+    d->sh.t = 2;
+    d->sh.i = g.i;
+    d->sh.comm = g.comm;
+    d->sh.kv = g.kv;
+    tfm_tp_init(&d->sh.tp, c, 2, g.i, &d->sh.comm.tc,
+                d->sh.kv.comm != MPI_COMM_NULL ? &d->sh.kv.tc : NULL);
+    struct tfm_params full;
+    test_random_params(&full, c, 5);
+    tfm_params_alloc(&d->sh.p, &d->sh.tp.local);
+    tfm_tp_shard(&d->sh.tp, &full, &d->sh.p);
+    int leader = g.i == 0;
+    struct cpu_tp_model *m = cpu_tp_model_create(d, leader);
+    const struct rollout_model *rm = cpu_tp_model_ops(m);
+    int32_t prompt[4] = {1, 2, 3, 4}, tok;
+    float lp;
+    for (int round = 0; round < 2; round++) {
+        if (leader) {
+            cpu_tp_model_end(m); /* the leader quiesces first */
+            MPI_CHECK(MPI_Barrier(d->sh.comm.comm));
+            CU_ASSERT_EQUAL(rm->ops->prefill(rm->m, 0, prompt, 4, NULL, &tok, &lp), 0);
+            cpu_tp_model_end(m);
+        } else {
+            MPI_CHECK(MPI_Barrier(d->sh.comm.comm)); /* the CMD_END is there */
+            CU_ASSERT_EQUAL(cpu_tp_model_serve(m, 0), 1); /* progress meets it */
+            CU_ASSERT_EQUAL(cpu_tp_model_serve(m, 0), 0); /* nothing served after it */
+            CU_ASSERT_EQUAL(cpu_tp_model_serve(m, 1), 0); /* the quiesce returns at once */
+            /* the prefill, then the leader's second CMD_END: a blocking quiesce */
+            CU_ASSERT_EQUAL(cpu_tp_model_serve(m, 1), 2);
+        }
+        CU_ASSERT_EQUAL(rm->ops->len(rm->m, 0), 4 * (round + 1));
+    }
+    cpu_tp_model_free(m);
+    tfm_params_free(&d->sh.p);
+    tfm_params_free(&full);
+    free(d);
+    group_close(&g);
+}
+
 static const struct test_case tp_cases[] = {
     {"log-probs and entropies of TP 2, 4 = TP 1 over MPI", test_forward},
     {"decode and sampling of TP 2, 4 = TP 1 over MPI", test_decode},
     {"one AdamW step of TP 2, 4 = TP 1 over MPI", test_train_step},
+    {"TP instance: the leader's CMD_END before the member's quiesce", test_quiesce_race},
     {NULL, NULL},
 };
 

@@ -144,16 +144,26 @@ static double masked_logp(const struct tfm_config *c, const struct tfm_params *p
 }
 
 /* (a) one step moves the log-probs the way the advantages say. */
-static void test_one_step(void)
+/* Two on-policy sequences of the seeded model, advantages +1 and -1. */
+static void two_seqs(struct tfm_config *c, struct tfm_params *p, struct seq_data *d,
+                     struct train_seq two[2])
 {
-    struct tfm_config c = model_config();
-    struct tfm_params p;
-    init_params(&p, &c, 1);
-    struct seq_data d;
-    make_seqs(&d, &c, &p, 1.0f, 0.0);
-    struct train_seq two[2] = {d.s[0], d.s[1]};
+    *c = model_config();
+    init_params(p, c, 1);
+    make_seqs(d, c, p, 1.0f, 0.0);
+    two[0] = d->s[0];
+    two[1] = d->s[1];
     two[0].advantage = 1.0;
     two[1].advantage = -1.0;
+}
+
+static void test_one_step(void)
+{
+    struct tfm_config c;
+    struct tfm_params p;
+    struct seq_data d;
+    struct train_seq two[2];
+    two_seqs(&c, &p, &d, two);
     double norm = 0;
     for (int i = 0; i < 2; i++)
         for (int k = 1; k < two[i].n; k++) norm += two[i].mask[k];
@@ -398,6 +408,58 @@ static void test_zero_advantage_and_resume(void)
     tfm_params_free(&p);
 }
 
+/* A gradient with a NaN or an infinity is never applied: parameters, moments and the
+ * step count stay; the first tensor holding it is named; a finite one then applies. */
+static void test_nonfinite_not_applied(void)
+{
+    struct tfm_config c;
+    struct tfm_params p;
+    struct seq_data d;
+    struct train_seq two[2];
+    two_seqs(&c, &p, &d, two);
+    struct grpo_config gc = grpo_config(0, 0);
+    struct trainer t;
+    trainer_on_copy(&t, &c, &p, &gc, 32);
+    char name[96];
+    const float bad[2] = {NAN, -INFINITY};
+    for (int k = 0; k < 2; k++) {
+        struct grpo_stats st = {0};
+        trainer_grads(&t, two, 2, 10.0, &st);
+        CU_ASSERT_EQUAL(trainer_nonfinite_grad(&t, name, sizeof name), 0);
+        struct tfm_tensor ts[64];
+        int nt = tfm_tensors(&c, &t.g, ts, 64);
+        CU_ASSERT_FATAL(nt > 3 && nt <= 64);
+        ts[3].data[1] = bad[k];
+        float *p0 = malloc(t.p.n * sizeof *p0), *m0 = malloc(t.p.n * sizeof *m0);
+        memcpy(p0, t.p.mem, t.p.n * sizeof *p0);
+        memcpy(m0, t.opt.m, t.p.n * sizeof *m0);
+        int applied = 1;
+        double norm = trainer_apply_guarded(&t, 0, &applied);
+        CU_ASSERT(!isfinite(norm));
+        CU_ASSERT_EQUAL(applied, 0);
+        CU_ASSERT_EQUAL(t.opt.step, 0);
+        CU_ASSERT(memcmp(p0, t.p.mem, t.p.n * sizeof *p0) == 0);
+        CU_ASSERT(memcmp(m0, t.opt.m, t.p.n * sizeof *m0) == 0);
+        CU_ASSERT_EQUAL(trainer_nonfinite_grad(&t, name, sizeof name), 1);
+        CU_ASSERT_STRING_EQUAL(name, ts[3].name);
+        free(p0);
+        free(m0);
+    }
+    /* a finite gradient with skip set (the caller's loss was not finite): not applied */
+    struct grpo_stats st = {0};
+    trainer_grads(&t, two, 2, 10.0, &st);
+    int applied = 1;
+    CU_ASSERT(isfinite(trainer_apply_guarded(&t, 1, &applied)));
+    CU_ASSERT_EQUAL(applied, 0);
+    CU_ASSERT_EQUAL(t.opt.step, 0);
+    trainer_grads(&t, two, 2, 10.0, &st);
+    CU_ASSERT(isfinite(trainer_apply_guarded(&t, 0, &applied)));
+    CU_ASSERT_EQUAL(applied, 1);
+    CU_ASSERT_EQUAL(t.opt.step, 1);
+    trainer_free(&t);
+    tfm_params_free(&p);
+}
+
 int main(void)
 {
     static const struct test_case cases[] = {
@@ -406,6 +468,8 @@ int main(void)
         {"gradient = finite differences of the GRPO loss, T = 0.8", test_grad_t08},
         {"replicas sum to one trainer; packing does not matter", test_replicas_and_packing},
         {"zero advantages: zero gradient; resumed optimizer", test_zero_advantage_and_resume},
+        {"a NaN / inf gradient is not applied and its tensor is named",
+         test_nonfinite_not_applied},
         {NULL, NULL}};
     static const struct test_suite suites[] = {{"trainer", cases}, {NULL, NULL}};
     return test_main(suites);

@@ -31,6 +31,9 @@ void adamw_init(struct adamw *o, const struct adamw_config *c, size_t n);
 void adamw_free(struct adamw *o);
 /* Learning rate of step (1-based). */
 float adamw_lr(const struct adamw_config *c, int64_t step);
+/* The L2 norm of grads (n floats), summed in double in order (what adamw_step clips
+ * by). */
+double adamw_grad_norm(const float *grads, size_t n);
 /* One step on params given grads (both n floats); grads are clipped in place.
  * Returns the global gradient norm before clipping. */
 double adamw_step(struct adamw *o, float *params, float *grads);

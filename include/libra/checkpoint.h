@@ -40,6 +40,13 @@ void ckpt_unlock(const char *root);
 /* Removes the unfinished checkpoint directories (step-N.tmp) a killed run left under
  * root (call it holding the lock); *removed counts them. 0, or -1 + message. */
 int ckpt_clean_tmp(const char *root, int *removed, char *err, size_t errlen);
+/* The filesystem of root has room for need bytes (one more checkpoint) for an
+ * unprivileged writer (statvfs f_bavail). 0, or -1 + a message with both figures. */
+int ckpt_check_space(const char *root, uint64_t need, char *err, size_t errlen);
+/* Bytes of one checkpoint of a model of n_params parameters: the weights and the two
+ * AdamW moments in float32, plus a margin for the run state (buffered trajectories,
+ * the scheduler's tree). */
+uint64_t ckpt_estimate_bytes(int64_t n_params);
 
 /* One buffered trajectory (complete, not yet trained on). Arrays have n_tokens
  * entries: token ids, loss mask (1 = model-generated), behaviour log-probs and the
@@ -97,6 +104,11 @@ int ckpt_commit(const char *root, int step, int version, int keep, char *err, si
 int ckpt_state_save(const char *path, const struct ckpt_state *s, char *err, size_t errlen);
 /* Allocates and fills s; on error nothing is left allocated. */
 int ckpt_state_load(const char *path, struct ckpt_state *s, char *err, size_t errlen);
+/* The 24-byte trailer ckpt_state_save appends to an HDF5 image of size bytes (magic,
+ * length, hash of the image); ckpt_state_load refuses a file whose trailer differs.
+ * For tools that build or mutate state files (the fuzz target). */
+#define CKPT_STATE_TRAILER_SIZE 24
+void ckpt_state_trailer(unsigned char *t, const unsigned char *image, size_t size);
 void ckpt_state_free(struct ckpt_state *s);
 
 /* Checkpoints under ROOT that have a mark, newest first: fills steps (capacity max)

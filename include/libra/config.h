@@ -103,6 +103,7 @@ struct train_config {
     int warmup_steps;
     /* cpu: the GRPO objective (include/libra/grpo.h) */
     double clip_low, clip_high, is_cap, kl_coef, entropy_coef, adv_eps, baseline_decay;
+    char on_nonfinite[8]; /* stop | skip: a step whose loss or gradient is not finite */
 };
 
 struct plan_config {
@@ -167,6 +168,7 @@ struct sched_config {
 struct env_config {
     char name[32];             /* emu | calc | search */
     char prompts[CFG_PATH_MAX]; /* JSONL problems; "" = the seeded generator */
+    double max_bad_fraction;   /* JSONL lines that cannot be used, at most this share */
     double format_bonus;
     double malformed_call_penalty; /* per malformed tool call, off the reward */
     int calc_min_steps, calc_max_steps, calc_distractors;

@@ -54,6 +54,7 @@ struct device_info {
     int has_model;        /* token ids, behaviour log-probs, env rewards, checkpoints;
                              0: turns and rewards come from the workload model */
     int vocab_size;       /* has_model: the ids the model emits are in [0, vocab_size) */
+    int64_t n_params;     /* has_model: the model's parameters (checkpoint size) */
     unsigned tp_mask;     /* bit t: rollout instances of TP degree t supported */
     unsigned train_tp_mask; /* bit t: training replicas of TP degree t supported */
     struct rates rates;   /* rollout costs for the router */

@@ -61,6 +61,9 @@ struct env_params {
     int kind;                 /* enum env_kind */
     uint64_t seed;            /* run.seed */
     char prompts[512];        /* JSONL file of {"prompt": ..., "answer": ...}; "" = generator */
+    double max_bad_fraction;  /* JSONL lines that cannot be used are skipped while they are
+                               * at most this share of the problem lines; 0: none allowed
+                               * (the first is the error) */
     double format_bonus;      /* reward for a well-formed <answer> that is wrong; 0 = none */
     double malformed_call_penalty; /* off the reward per malformed tool call; 0 = none */
     /* calc */
@@ -95,6 +98,13 @@ struct env {
     struct env_problem *jsonl;
     int64_t n_jsonl, n_eval;
 };
+
+/* A JSONL problems file checked as a run would load it (max_bad_fraction as in
+ * env_params), every line that cannot be used reported as a warning "path:line: what"
+ * (the first 20; then how many more): 0 with *n_ok problems and *n_bad bad lines, or -1
+ * and the message. For rank 0, before anything is written. */
+int env_check_prompts(const char *path, double max_bad_fraction, int64_t *n_ok, int64_t *n_bad,
+                      char *err, size_t errlen);
 
 /* Builds the environment (the search knowledge base and index included). Returns 0,
  * or -1 with one message in err (bad JSONL line: "file:line: what"; no vocabulary, or

@@ -83,8 +83,16 @@ void trainer_free(struct trainer *t);
  * keeps rollout.max_tokens <= the trainer's max_tokens). */
 void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
                    double norm_tokens, struct grpo_stats *st);
-/* Applies AdamW with the (already reduced) gradient in t->g; returns the grad norm. */
+/* Applies AdamW with the (already reduced) gradient in t->g; returns the grad norm. A
+ * step whose gradient norm is not finite is not applied (parameters, moments and the
+ * step count stay as they were); neither is one with skip set (the caller found the
+ * loss not finite). *applied says which. Collective over a TP group. */
+double trainer_apply_guarded(struct trainer *t, int skip, int *applied);
+/* trainer_apply_guarded(t, 0, &ignored). */
 double trainer_apply(struct trainer *t);
+/* The name of the first tensor (Hugging Face order; this rank's shard) whose gradient
+ * holds a NaN or an infinity, in name (n bytes): 1, or 0 if every gradient is finite. */
+int trainer_nonfinite_grad(const struct trainer *t, char *name, size_t n);
 /* Runs the forwards and backwards on eng from now on (TP 1, entropy_coef 0); it is
  * given the current parameters. */
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng);

@@ -171,7 +171,10 @@ struct wire_train_done {
     /* cpu: the GRPO objective over the whole batch (struct grpo_stats, reduced) */
     double loss, pg_loss, kl, entropy, clipped, is_truncated, ratio_behav, tokens;
     int32_t params_identical; /* cpu: every replica's parameters hash the same */
-    int32_t pad_;
+    int32_t nonfinite;        /* the loss or the gradient norm was NaN / infinite: the step
+                                 was not applied (weights as before) */
+    char bad_tensor[96];      /* then: the first tensor whose gradient is not finite, or
+                                 "" (only the loss) */
 };
 
 /* rank 0 -> train root: write model.h5 (weights + optimizer) into dir. */

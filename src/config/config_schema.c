@@ -195,6 +195,10 @@ const struct cfg_key cfg_schema[] = {
     FLOAT_KEY("train", "adv_eps", train.adv_eps, 1e-6, 0, 1, "", "cpu: std floor of advantages"),
     FLOAT_KEY("train", "baseline_decay", train.baseline_decay, 0.9, 0, 0.999999, "",
               "cpu: running baseline of single-sample groups"),
+    ENUM_KEY("train", "on_nonfinite", train.on_nonfinite, "stop", "stop, skip",
+             "a step whose loss or gradient norm is NaN or infinite is never applied; stop: "
+             "the run ends (exit 1) naming the step, the rank and the tensor; skip: the batch "
+             "is dropped and counted (nonfinite_skipped)"),
 
     ENUM_KEY("plan", "mode", plan.mode, "static", "static, schedule, grp",
              "static: one fixed plan; schedule: plan.schedule, one entry per epoch; grp: the "
@@ -346,6 +350,9 @@ const struct cfg_key cfg_schema[] = {
              "emu: the workload model (device emu); calc, search: real tools (device cpu)"),
     STR_KEY("env", "prompts", CFG_PATH, env.prompts, "", 0, CFG_PATH_MAX - 1,
             "JSONL problems {\"prompt\": ..., \"answer\": ...}; \"\" = the seeded generator"),
+    FLOAT_KEY("env", "max_bad_fraction", env.max_bad_fraction, 0.1, 0, 1, "fraction",
+              "env.prompts: lines that cannot be used are reported (file:line) and skipped; "
+              "more than this share of them stops the run before it starts; 0 = none allowed"),
     FLOAT_KEY("env", "format_bonus", env.format_bonus, 0.0, 0, 1, "reward",
               "reward of a well-formed but wrong answer"),
     FLOAT_KEY("env", "malformed_call_penalty", env.malformed_call_penalty, 0.0, 0, 1, "reward",

@@ -427,11 +427,38 @@ static void try_train(struct controller *c)
     c->train_inflight = 1;
 }
 
+/* A step the training ranks did not apply: its loss or gradient norm was not finite.
+ * train.on_nonfinite = stop ends the run here (the weights and the last checkpoint are
+ * those of the step before); skip records it and goes on. */
+static void on_nonfinite(struct controller *c, const struct wire_train_done *d)
+{
+    char what[400];
+    char bad[sizeof d->bad_tensor + 1];
+    memcpy(bad, d->bad_tensor, sizeof d->bad_tensor);
+    bad[sizeof d->bad_tensor] = '\0';
+    snprintf(what, sizeof what,
+             "step %d: loss %g, gradient norm %g (training replica rooted at rank %d%s%s): "
+             "the update was not applied", d->step, d->loss, d->grad_norm,
+             plan_train_root(&c->plan), bad[0] ? "; first non-finite gradient: " : "", bad);
+    if (metrics_event(c->m, ctl_now(c), d->step, "nonfinite", what))
+        FATAL("metrics: cannot record an event");
+    if (strcmp(c->cfg->train.on_nonfinite, "skip") == 0) {
+        c->stats.nonfinite_skipped++;
+        LOG_W("%s; batch skipped (train.on_nonfinite = \"skip\", %d so far)", what,
+              c->stats.nonfinite_skipped);
+        return;
+    }
+    LOG_E("%s; the run stops (train.on_nonfinite = \"stop\"; \"skip\" drops such batches "
+          "instead)", what);
+    c->failed = 1; /* the step is recorded; nothing after it is started */
+}
+
 static void on_train_done(struct controller *c, const struct wire_train_done *d)
 {
     if (!c->train_inflight || d->step != c->step + 1)
         FATAL("unexpected TRAIN_DONE for step %d (controller at step %d, in flight %d)", d->step,
               c->step, c->train_inflight);
+    if (d->nonfinite) on_nonfinite(c, d);
     c->train_inflight = 0;
     c->train_idle_since = now_s(c);
     c->step++;
@@ -643,6 +670,9 @@ static void print_summary(struct controller *c)
            wall > 0 ? c->stats.dispatches / wall : 0, cpu > 0 ? c->stats.dispatches / cpu : 0, cpu);
     if (c->real) {
         const struct ctl_eval *ev = &c->rl.ev;
+        if (c->stats.nonfinite_skipped > 0)
+            printf("libra: %d steps skipped: loss or gradient not finite (train.on_nonfinite = "
+                   "\"skip\")\n", c->stats.nonfinite_skipped);
         if (ev->n_runs > 0)
             printf("libra: held-out greedy accuracy: %.3f at the start -> %.3f at the end "
                    "(%+.3f, %d problems)\n",
@@ -690,6 +720,7 @@ static void write_run_attrs(struct controller *c)
     if (!c->tr) rc |= metrics_attr_double(c->m, "controller_cpu_s", controller_cpu_s());
     if (c->real) {
         const struct ctl_eval *ev = &c->rl.ev;
+        rc |= metrics_attr_int(c->m, "nonfinite_skipped", c->stats.nonfinite_skipped);
         if (ev->n_runs > 0)
             rc |= metrics_attr_double(c->m, "eval_accuracy_first", ev->first_accuracy) |
                   metrics_attr_double(c->m, "eval_accuracy_final", ev->last_accuracy);
@@ -784,6 +815,7 @@ void ctl_open(struct controller *c, const struct libra_config *cfg, const struct
 
 int ctl_running(const struct controller *c)
 {
+    if (c->failed) return busy_tail(c);
     if (c->stop_sig) return !c->stop_ckpt || busy_tail(c);
     return c->step < c->cfg->run.steps || busy_tail(c);
 }
@@ -829,14 +861,14 @@ int ctl_iterate(struct controller *c)
             work = 1;
         }
         if (c->real) ctl_eval_progress(c);
-        if (c->step < cfg->run.steps && !c->stop_sig) {
+        if (c->step < cfg->run.steps && !c->stop_sig && !c->failed) {
             size_t before = c->tt.n_traj;
             launch_groups(c);
             work |= c->tt.n_traj != before;
         }
         work |= c->tt.q_len > 0;
         dispatch_queued(c);
-        if (c->step < cfg->run.steps && !c->stop_sig) {
+        if (c->step < cfg->run.steps && !c->stop_sig && !c->failed) {
             int inflight = c->train_inflight;
             try_train(c);
             work |= c->train_inflight != inflight;
@@ -893,8 +925,8 @@ int controller_run(const struct libra_config *cfg, const struct cost_model *cm,
         else
             backoff_sleep(&b);
     }
-    int stopped = ctl_stopped_by(c);
+    int stopped = ctl_stopped_by(c), failed = c->failed;
     ctl_close(c);
     ctl_destroy(c);
-    return stopped ? LIBRA_EXIT_CANCELLED : 0;
+    return failed ? LIBRA_EXIT_FAILED : stopped ? LIBRA_EXIT_CANCELLED : 0;
 }

@@ -119,6 +119,7 @@ struct ctl_stats {           /* whole-run figures for the summary */
     double solve_s_sum;        /* planner search wall seconds (not in metrics under a transport) */
     int n_solves;
     int64_t sync_bytes;        /* weight bytes the rollout ranks received in all */
+    int nonfinite_skipped;     /* steps not applied: loss or gradient not finite (skip) */
 };
 
 /* Liveness (ctl_live.c): when each worker was last heard from, and what it said. */
@@ -178,6 +179,8 @@ struct controller {
     int sync_wanted;           /* version the rollout ranks should get next, -1 none */
     int epoch_pending;         /* re-plan at the next quiet point */
     int stop_sig;              /* a signal asked the run to stop (stop_signal.h), else 0 */
+    int failed;                /* the run must end as failed once the work in flight is
+                                  done (train.on_nonfinite = stop); no new steps */
     struct ctl_live live;
     int stop_ckpt;             /* the stop's checkpoint was started (or is not needed) */
     int handbacks_pending;     /* HANDBACK messages still expected (re-split / shutdown) */

@@ -24,9 +24,12 @@
 #include "libra/controller.h"
 #include "libra/device.h"
 #include "libra/driver.h"
+#include "libra/env.h"
 #include "libra/log.h"
 #include "libra/metrics.h"
 #include "libra/mpi_wait.h"
+#include "libra/ptree.h"
+#include "libra/tool_state.h"
 #include "libra/stop_signal.h"
 #include "libra/worker.h"
 
@@ -102,6 +105,27 @@ struct resume {
 /* Finds the checkpoint, points model.checkpoint at its model, and names the metrics
  * file of the resumed segment "<file>.resumed-<step>.h5" so the first segment's file
  * is never touched. 0, or -1 with rs->err. */
+/* The prefix tree a checkpoint saved is optional state: one that does not load (a
+ * damaged file) is left out with a warning, and C-MLFQ starts with an empty tree
+ * instead of refusing the resume. */
+static int tree_usable(const struct libra_config *cfg, const char *path)
+{
+    const struct sched_config *sc = &cfg->sched;
+    struct ptree_config pc = {sc->window, sc->min_samples, sc->shrink};
+    struct tool_state_config ts = {sc->payload_small, sc->payload_large};
+    struct ptree t;
+    char why[768];
+    int ok = ptree_init(&t, &pc, why, sizeof why) == 0;
+    if (ok) {
+        ok = ptree_load(&t, path, &ts, why, sizeof why) == 0;
+        ptree_free(&t);
+    }
+    if (!ok)
+        LOG_W("the checkpoint's scheduler tree does not load (%s): C-MLFQ starts with an "
+              "empty prefix tree", why);
+    return ok;
+}
+
 static int resume_latest(struct libra_config *cfg, const struct device_info *dev,
                          struct resume *rs, char *out, size_t outlen)
 {
@@ -139,7 +163,7 @@ static int resume_latest(struct libra_config *cfg, const struct device_info *dev
     int dir_len = slash ? (int)(slash - model) : 1;
     snprintf(tree, sizeof tree, "%.*s/tree.h5", dir_len, slash ? model : ".");
     if (strcmp(cfg->sched.type, "cmlfq") == 0 && access(tree, R_OK) == 0 &&
-        strlen(tree) < sizeof cfg->sched.tree_in)
+        strlen(tree) < sizeof cfg->sched.tree_in && tree_usable(cfg, tree))
         snprintf(cfg->sched.tree_in, sizeof cfg->sched.tree_in, "%s", tree);
     size_t n = strlen(out);
     if (n > 3 && strcmp(out + n - 3, ".h5") == 0) out[n - 3] = '\0';
@@ -187,6 +211,35 @@ int driver_check_plans(const struct libra_config *cfg, const struct device_info 
     return 0;
 }
 
+/* A job Slurm requeued ($SLURM_RESTART_COUNT > 0: a node failure, a preemption, or
+ * `scontrol requeue`) resumes by itself from its newest complete checkpoint, as with
+ * --resume; without one it starts afresh, its metrics file named
+ * <output>.restart-<count>.h5 so that the first attempt's file is kept. */
+static void requeue(const struct libra_config *cfg, const struct device_info *dev,
+                    struct resume *rs, char *out, size_t outlen)
+{
+    const char *rc = getenv("SLURM_RESTART_COUNT");
+    int restarts = rc ? atoi(rc) : 0;
+    if (rs->resume || restarts <= 0) return;
+    char root[CFG_PATH_MAX];
+    ckpt_root_of(cfg, root, sizeof root);
+    int step;
+    if (dev->has_model && cfg->run.checkpoint_interval > 0 && ckpt_list(root, &step, 1) > 0) {
+        printf("libra: Slurm requeued this job (restart %d): resuming from the newest "
+               "checkpoint in %s, as with --resume\n", restarts, root);
+        rs->resume = 1;
+        return;
+    }
+    size_t n = strlen(out);
+    if (n > 3 && strcmp(out + n - 3, ".h5") == 0) out[n - 3] = '\0';
+    char tail[48];
+    snprintf(tail, sizeof tail, ".restart-%d.h5", restarts);
+    if (strlen(out) + strlen(tail) >= outlen) FATAL_INPUT("the metrics file path is too long");
+    strcat(out, tail);
+    printf("libra: Slurm requeued this job (restart %d) and it has no checkpoint to resume "
+           "from: starting afresh, metrics in %s\n", restarts, out);
+}
+
 /* Rank 0: everything that can fail on bad input, before anything is written. */
 static struct metrics *prepare(const char *path, int world, struct libra_config *cfg,
                                struct job_inputs *in, struct device_info *dev, struct resume *rs)
@@ -207,6 +260,18 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     if (ops->describe(cfg, &in->cm, dev, err, sizeof err) ||
         driver_check_plans(cfg, dev, world, err, sizeof err))
         FATAL_INPUT("%s", err);
+    if (dev->has_model && cfg->env.prompts[0]) { /* every bad line named, once, here */
+        int64_t n_ok, n_bad;
+        if (env_check_prompts(cfg->env.prompts, cfg->env.max_bad_fraction, &n_ok, &n_bad, err,
+                              sizeof err))
+            FATAL_INPUT("%s: env.prompts: %s", cfg->source, err);
+        printf("libra: env.prompts: %lld problems from %s%s", (long long)n_ok,
+               cfg->env.prompts, n_bad ? "" : "\n");
+        if (n_bad)
+            printf(" (%lld lines skipped: env.max_bad_fraction = %g)\n", (long long)n_bad,
+                   cfg->env.max_bad_fraction);
+    }
+    requeue(cfg, dev, rs, out, sizeof out);
     /* one job per checkpoint directory (before the resume reads it) */
     if (dev->has_model && (cfg->run.checkpoint_interval > 0 || rs->resume)) {
         int took_over = 0;
@@ -218,6 +283,9 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
                    rs->lock_root);
         int removed = 0;
         if (ckpt_clean_tmp(rs->lock_root, &removed, err, sizeof err)) FATAL_INPUT("%s", err);
+        if (cfg->run.checkpoint_interval > 0 &&
+            ckpt_check_space(rs->lock_root, ckpt_estimate_bytes(dev->n_params), err, sizeof err))
+            FATAL_INPUT("%s: run.checkpoint_dir: %s", cfg->source, err);
         if (removed)
             printf("libra: removed %d unfinished checkpoint director%s (.tmp) in %s, left by "
                    "a run that was killed while writing\n", removed, removed == 1 ? "y" : "ies",

@@ -72,6 +72,11 @@ static int validate_params(const struct env_params *p, char *err, size_t errlen)
                  p->demo_mistake_rate);
         return -1;
     }
+    if (!(p->max_bad_fraction >= 0.0 && p->max_bad_fraction <= 1.0)) {
+        snprintf(err, errlen, "env.max_bad_fraction = %g: must be in [0, 1]",
+                 p->max_bad_fraction);
+        return -1;
+    }
     if (!memchr(p->prompts, '\0', sizeof p->prompts)) {
         snprintf(err, errlen, "env.prompts: the path is longer than %zu bytes",
                  sizeof p->prompts - 1);
@@ -113,15 +118,31 @@ static int validate_vocab(const struct vocab *v, char *err, size_t errlen)
     return 0;
 }
 
+static int enough_problems(const char *path, int64_t n, char *err, size_t errlen)
+{
+    if (n >= 2) return 0;
+    snprintf(err, errlen, "%s: %lld problem(s); at least 2 are needed (one to train on, one "
+                          "held out for evaluation)", path, (long long)n);
+    return -1;
+}
+
+int env_check_prompts(const char *path, double max_bad_fraction, int64_t *n_ok, int64_t *n_bad,
+                      char *err, size_t errlen)
+{
+    struct env_problem *probs;
+    if (env_load_jsonl(path, max_bad_fraction, 1, &probs, n_ok, n_bad, err, errlen)) return -1;
+    free(probs);
+    return enough_problems(path, *n_ok, err, errlen);
+}
+
 static int load_prompts(struct env *e, char *err, size_t errlen)
 {
     const char *path = e->p.prompts;
-    if (env_load_jsonl(path, &e->jsonl, &e->n_jsonl, err, errlen) != 0) return -1;
-    if (e->n_jsonl < 2) {
-        snprintf(err, errlen, "%s: %lld problem(s); at least 2 are needed (one to train on, "
-                              "one held out for evaluation)", path, (long long)e->n_jsonl);
+    int64_t n_bad;
+    if (env_load_jsonl(path, e->p.max_bad_fraction, 0, &e->jsonl, &e->n_jsonl, &n_bad, err,
+                       errlen) != 0)
         return -1;
-    }
+    if (enough_problems(path, e->n_jsonl, err, errlen)) return -1;
     int64_t share = e->n_jsonl / JSONL_EVAL_SHARE;
     e->n_eval = share < 1 ? 1 : share > JSONL_EVAL_MAX ? JSONL_EVAL_MAX : share;
     return 0;

@@ -12,6 +12,7 @@ void env_params_from_config(const struct libra_config *cfg, struct env_params *p
                                                    : ENV_KIND_EMU;
     p->seed = cfg->run.seed;
     snprintf(p->prompts, sizeof p->prompts, "%s", cfg->env.prompts);
+    p->max_bad_fraction = cfg->env.max_bad_fraction;
     p->format_bonus = cfg->env.format_bonus;
     p->malformed_call_penalty = cfg->env.malformed_call_penalty;
     p->calc_min_steps = cfg->env.calc_min_steps;

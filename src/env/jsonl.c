@@ -361,18 +361,19 @@ int jsonl_parse_line(const char *line, size_t len, struct env_problem *out, char
     return 1;
 }
 
-int env_load_jsonl(const char *path, struct env_problem **out, int64_t *n, char *err,
+int env_load_jsonl(const char *path, double max_bad_fraction, int report,
+                   struct env_problem **out, int64_t *n, int64_t *n_bad, char *err,
                    size_t errlen)
 {
     struct env_problem *probs = NULL;
     size_t cap = 0, count = 0;
     char *line = NULL;
     size_t line_cap = 0;
-    long lineno = 0;
-    char what[512];
+    long lineno = 0, first_bad = 0;
+    char what[512], first_what[512] = "";
 
     *out = NULL;
-    *n = 0;
+    *n = *n_bad = 0;
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open the prompts file: %s", path, strerror(errno));
@@ -396,16 +397,38 @@ int env_load_jsonl(const char *path, struct env_problem **out, int64_t *n, char 
         XGROW(probs, cap, count + 1);
         int rc = jsonl_parse_line(line + skip, len - skip, &probs[count], what, sizeof what);
         if (rc < 0) {
-            snprintf(err, errlen, "%s:%ld: %s", path, lineno, what);
-            goto fail;
+            if (max_bad_fraction <= 0) {
+                snprintf(err, errlen, "%s:%ld: %s", path, lineno, what);
+                goto fail;
+            }
+            if (!first_bad) {
+                first_bad = lineno;
+                snprintf(first_what, sizeof first_what, "%s", what);
+            }
+            if (report && *n_bad < JSONL_REPORT_MAX)
+                LOG_W("%s:%ld: %s (line skipped)", path, lineno, what);
+            ++*n_bad;
+            continue;
         }
         count += (size_t)rc;
     }
     free(line);
+    line = NULL;
     if (fclose(f) != 0) {
         snprintf(err, errlen, "%s: cannot close: %s", path, strerror(errno));
         free(probs);
         return -1;
+    }
+    f = NULL;
+    int64_t total = (int64_t)count + *n_bad;
+    if (report && *n_bad > JSONL_REPORT_MAX)
+        LOG_W("%s: %lld more lines skipped (%lld of %lld cannot be used)", path,
+              (long long)(*n_bad - JSONL_REPORT_MAX), (long long)*n_bad, (long long)total);
+    if (*n_bad > 0 && (double)*n_bad > max_bad_fraction * (double)total) {
+        snprintf(err, errlen, "%s: %lld of %lld problem lines cannot be used, more than "
+                 "env.max_bad_fraction = %g allows; the first, line %ld: %s", path,
+                 (long long)*n_bad, (long long)total, max_bad_fraction, first_bad, first_what);
+        goto fail;
     }
     *out = probs;
     *n = (int64_t)count;
@@ -413,7 +436,7 @@ int env_load_jsonl(const char *path, struct env_problem **out, int64_t *n, char 
 
 fail:
     free(line);
-    fclose(f);
+    if (f) fclose(f);
     free(probs);
     return -1;
 }

@@ -17,9 +17,14 @@
 int jsonl_parse_line(const char *line, size_t len, struct env_problem *out, char *what,
                      size_t whatlen);
 
-/* Reads every line of path. Returns 0 with *out (xmalloc'd, *n problems, in file
- * order; free() it) or -1 with "path:line: what" (or "path: what") in err. */
-int env_load_jsonl(const char *path, struct env_problem **out, int64_t *n, char *err,
+/* Reads every line of path. Lines that cannot be used are skipped (report: each one
+ * logged as a warning "path:line: what", the first JSONL_REPORT_MAX) while they are at
+ * most max_bad_fraction of the non-blank lines; with max_bad_fraction 0 the first one
+ * is the error. Returns 0 with *out (xmalloc'd, *n problems, in file order; free()
+ * it) and *n_bad, or -1 with "path:line: what" (or "path: what") in err. */
+#define JSONL_REPORT_MAX 20
+int env_load_jsonl(const char *path, double max_bad_fraction, int report,
+                   struct env_problem **out, int64_t *n, int64_t *n_bad, char *err,
                    size_t errlen);
 
 #endif

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define MARK_NAME "COMPLETE"
@@ -693,5 +694,25 @@ int ckpt_load_latest(const char *root, struct ckpt_state *s, char *model_path, s
     else
         errmsg_set(err, errlen, "no complete checkpoint in %s", root);
     if (cap) model_path[0] = '\0';
+    return -1;
+}
+
+uint64_t ckpt_estimate_bytes(int64_t n_params)
+{
+    return 3 * 4 * (uint64_t)(n_params > 0 ? n_params : 0) + ((uint64_t)64 << 20);
+}
+
+int ckpt_check_space(const char *root, uint64_t need, char *err, size_t errlen)
+{
+    struct statvfs v;
+    if (statvfs(root, &v) != 0) {
+        errmsg_set(err, errlen, "%s: cannot read the free space: %s", root, strerror(errno));
+        return -1;
+    }
+    uint64_t avail = (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+    if (avail >= need) return 0;
+    errmsg_set(err, errlen, "%s has %.2f GB free; one checkpoint of this model needs about "
+               "%.2f GB (weights and AdamW moments in float32, and the run state): free "
+               "space, or choose another run.checkpoint_dir", root, avail / 1e9, need / 1e9);
     return -1;
 }

@@ -40,6 +40,7 @@
 
 #include "libra/h5atomic.h"
 #include "libra/h5try.h"
+#include "libra/h5sum.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
 #include "libra/rng.h"
@@ -100,7 +101,7 @@ static void hash_feed(struct file_hash *fh, const unsigned char *b, size_t n)
 
 static uint64_t hash_end(const struct file_hash *fh) { return rng_mix(fh->h ^ fh->len); }
 
-static void make_trailer(unsigned char *t, const unsigned char *image, size_t size)
+void ckpt_state_trailer(unsigned char *t, const unsigned char *image, size_t size)
 {
     struct file_hash fh = {0x6c69627261636b70ULL, 0}; /* "librackp" */
     hash_feed(&fh, image, size);
@@ -266,32 +267,16 @@ static int state_check(const struct ckpt_state *s, const char *path, char *err, 
 
 /* ---- writing ---- */
 
-static int attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
-                    const char *path, char *err, size_t errlen)
-{
-    hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID;
-    H5TRY(space = H5Screate(H5S_SCALAR));
-    H5TRY(attr = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT));
-    H5TRY(H5Awrite(attr, mtype, value));
-    H5CLOSE(attr, H5Aclose);
-    H5CLOSE(space, H5Sclose);
-    return 0;
-fail:
-    close_id(&attr, H5Aclose);
-    close_id(&space, H5Sclose);
-    return -1;
-}
-
 static int put_i64(hid_t obj, const char *name, int64_t v, const char *path, char *err,
                    size_t errlen)
 {
-    return attr_put(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path, err, errlen);
+    return h5_attr_put(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path, err, errlen);
 }
 
 static int put_u64(hid_t obj, const char *name, uint64_t v, const char *path, char *err,
                    size_t errlen)
 {
-    return attr_put(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v, path, err, errlen);
+    return h5_attr_put(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &v, path, err, errlen);
 }
 
 /* A fixed-length string attribute. */
@@ -301,7 +286,7 @@ static int put_str(hid_t obj, const char *name, const char *v, const char *path,
     hid_t type = H5I_INVALID_HID;
     H5TRY(type = H5Tcopy(H5T_C_S1));
     H5TRY(H5Tset_size(type, strlen(v) + 1));
-    int rc = attr_put(obj, name, type, type, v, path, err, errlen);
+    int rc = h5_attr_put(obj, name, type, type, v, path, err, errlen);
     H5CLOSE(type, H5Tclose);
     return rc;
 fail:
@@ -312,7 +297,7 @@ fail:
 static int put_f64(hid_t obj, const char *name, double v, const char *path, char *err,
                    size_t errlen)
 {
-    return attr_put(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, path, err, errlen);
+    return h5_attr_put(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, path, err, errlen);
 }
 
 /* A 1-D contiguous dataset of n elements (n may be 0; data is then not read). */
@@ -324,6 +309,8 @@ static int dset_put(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int64
     H5TRY(space = H5Screate_simple(1, dims, NULL));
     H5TRY(dset = H5Dcreate2(loc, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     if (n > 0) H5TRY(H5Dwrite(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    if (h5sum_put(dset, data, n > 0 ? (size_t)n * H5Tget_size(mtype) : 0, path, err, errlen))
+        goto fail;
     H5CLOSE(dset, H5Dclose);
     H5CLOSE(space, H5Sclose);
     return 0;
@@ -500,7 +487,7 @@ int ckpt_state_save(const char *path, const struct ckpt_state *s, char *err, siz
         goto out;
     if (h5atomic_close_file(&a, err, errlen)) goto out;
     unsigned char trailer[TRAILER_SIZE];
-    make_trailer(trailer, a.image, a.size);
+    ckpt_state_trailer(trailer, a.image, a.size);
     rc = h5atomic_commit(&a, trailer, sizeof trailer, err, errlen);
 out:
     h5atomic_free(&a);
@@ -654,6 +641,8 @@ static int dset_get(hid_t file, const char *name, H5T_class_t want, hid_t mtype,
         buf = xmalloc((size_t)dims[0] * elem);
         H5TRY(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
     }
+    int checked;
+    if (h5sum_check(dset, buf, (size_t)dims[0] * elem, &checked, path, err, errlen)) goto fail;
     close_id(&space, H5Sclose);
     close_id(&type, H5Tclose);
     close_id(&dset, H5Dclose);

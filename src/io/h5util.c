@@ -1,5 +1,6 @@
 /* HDF5 error handling shared by the HDF5 writers and readers (libra/h5util.h). */
 #include "libra/h5util.h"
+#include "libra/h5try.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,4 +122,20 @@ int h5_read_attr_f64(hid_t file, const char *name, double *out)
     H5Eclear2(H5E_DEFAULT);
     h5_quiet_end(&q);
     return rc;
+}
+
+int h5_attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
+                const char *path, char *err, size_t errlen)
+{
+    hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID;
+    H5TRY(space = H5Screate(H5S_SCALAR));
+    H5TRY(attr = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT));
+    H5TRY(H5Awrite(attr, mtype, value));
+    H5CLOSE(attr, H5Aclose);
+    H5CLOSE(space, H5Sclose);
+    return 0;
+fail:
+    close_id(&attr, H5Aclose);
+    close_id(&space, H5Sclose);
+    return -1;
 }

@@ -49,7 +49,7 @@ float adamw_lr(const struct adamw_config *c, int64_t step)
 }
 
 /* The global L2 norm of grads (n), summed in double in index order. */
-static double l2_norm(const float *grads, size_t n)
+double adamw_grad_norm(const float *grads, size_t n)
 {
     double ss = 0;
     for (size_t i = 0; i < n; i++) ss += (double)grads[i] * grads[i];
@@ -99,7 +99,7 @@ static void update(struct adamw *o, float *params, const float *grads)
 
 double adamw_step(struct adamw *o, float *params, float *grads)
 {
-    double norm = l2_norm(grads, o->n);
+    double norm = adamw_grad_norm(grads, o->n);
     clip_grads(grads, o->n, o->c.clip_norm, norm);
     update(o, params, grads);
     return norm;

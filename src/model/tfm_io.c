@@ -26,6 +26,12 @@
  *                   tfm_params layout; attributes step, warmup_steps, total_steps: int64;
  *                   lr, beta1, beta2, eps, weight_decay, clip_norm, min_lr_ratio: double;
  *                   schedule: string "constant" | "cosine".
+ *   every dataset   attribute libra_xxh3: uint64, the XXH3 checksum of its bytes seeded
+ *                   by its path ("/model.norm.weight", "/optimizer/m"; h5sum.h), verified
+ *                   on load: a flipped byte or a tensor stored under another's name is
+ *                   an error naming the tensor. Files without it (written before it
+ *                   existed, or by other tools) load unchecked. Loaded tensors must be
+ *                   finite: a NaN or infinity is an error naming the tensor.
  * qk_norm is not stored: it is implied by model_type qwen3 (as in Hugging Face), so a
  * config whose qk_norm disagrees with its family cannot be saved.
  *
@@ -55,6 +61,7 @@
 #include "libra/errmsg.h"
 
 #include "libra/h5atomic.h"
+#include "libra/h5sum.h"
 #include "libra/h5try.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
@@ -153,33 +160,17 @@ static double float_to_double_decimal(float x)
     return (double)x;
 }
 
-static int attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
-                    const char *path, char *err, size_t errlen)
-{
-    hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID;
-    H5TRY(space = H5Screate(H5S_SCALAR));
-    H5TRY(attr = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT));
-    H5TRY(H5Awrite(attr, mtype, value));
-    H5CLOSE(attr, H5Aclose);
-    H5CLOSE(space, H5Sclose);
-    return 0;
-fail:
-    close_id(&attr, H5Aclose);
-    close_id(&space, H5Sclose);
-    return -1;
-}
-
 static int attr_put_i64(hid_t obj, const char *name, int64_t v, const char *path, char *err,
                         size_t errlen)
 {
-    return attr_put(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path, err, errlen);
+    return h5_attr_put(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path, err, errlen);
 }
 
 static int attr_put_f64(hid_t obj, const char *name, float v, const char *path, char *err,
                         size_t errlen)
 {
     double d = float_to_double_decimal(v);
-    return attr_put(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &d, path, err, errlen);
+    return h5_attr_put(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &d, path, err, errlen);
 }
 
 /* Variable-length UTF-8: h5py reads it as str. */
@@ -190,7 +181,7 @@ static int attr_put_string(hid_t obj, const char *name, const char *value, const
     H5TRY(type = H5Tcopy(H5T_C_S1));
     H5TRY(H5Tset_size(type, H5T_VARIABLE));
     H5TRY(H5Tset_cset(type, H5T_CSET_UTF8));
-    if (attr_put(obj, name, type, type, &value, path, err, errlen) != 0) goto fail;
+    if (h5_attr_put(obj, name, type, type, &value, path, err, errlen) != 0) goto fail;
     H5CLOSE(type, H5Tclose);
     return 0;
 fail:
@@ -198,15 +189,19 @@ fail:
     return -1;
 }
 
-static int dset_put(hid_t loc, const char *name, int ndim, const int64_t *dims,
-                    const float *data, const char *path, char *err, size_t errlen)
+/* A float32 tensor, with its checksum (h5sum.h). */
+static int dset_put(hid_t loc, const char *name, int ndim,
+                    const int64_t *dims, const float *data, const char *path, char *err,
+                    size_t errlen)
 {
     hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID;
     hsize_t hd[2] = {(hsize_t)dims[0], ndim > 1 ? (hsize_t)dims[1] : 0};
+    size_t n = (size_t)hd[0] * (ndim > 1 ? (size_t)hd[1] : 1);
     H5TRY(space = H5Screate_simple(ndim, hd, NULL));
     H5TRY(dset = H5Dcreate2(loc, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
                             H5P_DEFAULT));
     H5TRY(H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    if (h5sum_put(dset, data, n * sizeof *data, path, err, errlen)) goto fail;
     H5CLOSE(dset, H5Dclose);
     H5CLOSE(space, H5Sclose);
     return 0;
@@ -705,6 +700,15 @@ static int dset_get(hid_t loc, const char *name, const char *shown, int ndim,
         goto fail;
     }
     H5TRY(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    size_t n = (size_t)want[0] * (ndim > 1 ? (size_t)want[1] : 1);
+    int checked;
+    if (h5sum_check(dset, data, n * sizeof *data, &checked, path, err, errlen)) goto fail;
+    int64_t bad = h5sum_first_nonfinite(data, n);
+    if (bad >= 0) {
+        errmsg_set(err, errlen, "%s: %s holds %s at element %lld: the weights are not usable",
+                   path, shown, isnan(data[bad]) ? "NaN" : "an infinity", (long long)bad);
+        goto fail;
+    }
     close_id(&space, H5Sclose);
     close_id(&type, H5Tclose);
     close_id(&dset, H5Dclose);

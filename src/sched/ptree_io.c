@@ -112,26 +112,10 @@ fail:
     return H5I_INVALID_HID;
 }
 
-static int attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
-                    const char *path, char *err, size_t errlen)
-{
-    hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID;
-    H5TRY(space = H5Screate(H5S_SCALAR));
-    H5TRY(attr = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT));
-    H5TRY(H5Awrite(attr, mtype, value));
-    H5CLOSE(attr, H5Aclose);
-    H5CLOSE(space, H5Sclose);
-    return 0;
-fail:
-    close_id(&attr, H5Aclose);
-    close_id(&space, H5Sclose);
-    return -1;
-}
-
 static int attr_put_i64(hid_t obj, const char *name, int64_t v, const char *path, char *err,
                         size_t errlen)
 {
-    return attr_put(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path, err, errlen);
+    return h5_attr_put(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, path, err, errlen);
 }
 
 /* Variable-length UTF-8 string (h5py reads it as str). */
@@ -142,7 +126,7 @@ static int attr_put_string(hid_t obj, const char *name, const char *value, const
     H5TRY(type = H5Tcopy(H5T_C_S1));
     H5TRY(H5Tset_size(type, H5T_VARIABLE));
     H5TRY(H5Tset_cset(type, H5T_CSET_UTF8));
-    if (attr_put(obj, name, type, type, &value, path, err, errlen)) goto fail;
+    if (h5_attr_put(obj, name, type, type, &value, path, err, errlen)) goto fail;
     H5CLOSE(type, H5Tclose);
     return 0;
 fail:

@@ -21,6 +21,7 @@
 #include "libra/trainer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,16 +195,44 @@ void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
     if (t->eng) t->eng->grads_end(t->eng->ctx, t->g.mem);
 }
 
+double trainer_apply_guarded(struct trainer *t, int skip, int *applied)
+{
+    double norm;
+    if (t->tp) {
+        tfm_tp_reduce_grads(t->tp, &t->g);
+        norm = sqrt(tfm_tp_grad_sq(t->tp, &t->g));
+    } else {
+        norm = adamw_grad_norm(t->g.mem, t->g.n);
+    }
+    *applied = !skip && isfinite(norm);
+    if (!*applied) return norm; /* nothing changes: parameters, moments, step count */
+    adamw_step_norm(&t->opt, t->p.mem, t->g.mem, norm);
+    if (t->eng) t->eng->set_params(t->eng->ctx, t->p.mem);
+    return norm;
+}
+
 double trainer_apply(struct trainer *t)
 {
-    if (t->eng) {
-        double norm = adamw_step(&t->opt, t->p.mem, t->g.mem);
-        t->eng->set_params(t->eng->ctx, t->p.mem);
-        return norm;
+    int applied;
+    return trainer_apply_guarded(t, 0, &applied);
+}
+
+int trainer_nonfinite_grad(const struct trainer *t, char *name, size_t n)
+{
+    int nt = tfm_tensors(&t->mc, &t->g, NULL, 0), found = 0;
+    struct tfm_tensor *ts = xmalloc((size_t)nt * sizeof *ts);
+    tfm_tensors(&t->mc, &t->g, ts, nt);
+    for (int i = 0; i < nt && !found; i++) {
+        size_t len = (size_t)ts[i].dims[0] * (ts[i].ndim > 1 ? (size_t)ts[i].dims[1] : 1);
+        for (size_t k = 0; k < len; k++)
+            if (!isfinite(ts[i].data[k])) {
+                snprintf(name, n, "%s", ts[i].name);
+                found = 1;
+                break;
+            }
     }
-    if (!t->tp) return adamw_step(&t->opt, t->p.mem, t->g.mem);
-    tfm_tp_reduce_grads(t->tp, &t->g);
-    return adamw_step_norm(&t->opt, t->p.mem, t->g.mem, sqrt(tfm_tp_grad_sq(t->tp, &t->g)));
+    free(ts);
+    return found;
 }
 
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng)

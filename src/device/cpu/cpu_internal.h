@@ -117,8 +117,10 @@ const struct rollout_model *cpu_tp_model_ops(struct cpu_tp_model *m);
 /* Leader, between engine iterations: if every rank of the instance has staged newer
  * weights, all swap them in (collective); returns 1 if they did. */
 int cpu_tp_model_agree_weights(struct cpu_tp_model *m);
-/* Member: runs the leader's commands that have arrived (block: until CMD_END).
- * Returns how many ran. */
+/* Member: runs the leader's commands that have arrived (block: until CMD_END, the
+ * quiesce). A CMD_END met without blocking -- the leader quiesced before this rank saw
+ * the same plan or shutdown -- stops the serving until this rank's quiesce, which then
+ * returns at once. Returns how many ran. */
 int cpu_tp_model_serve(struct cpu_tp_model *m, int block);
 /* Leader: ends the command stream of this epoch (members' serve(block) returns). */
 void cpu_tp_model_end(struct cpu_tp_model *m);

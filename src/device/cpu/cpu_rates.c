@@ -192,6 +192,7 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     if (rc > 0) tfm_params_alloc(&p, &mc); /* the shapes only: timing ignores the values */
     if (opt_loaded) adamw_free(&opt);
     out->vocab_size = mc.vocab_size;
+    out->n_params = (int64_t)p.n;
     /* every TP degree the configured plans use must shard this model */
     const struct plan_config *pc = &cfg->plan;
     int sched = strcmp(pc->mode, "schedule") == 0, n = sched ? pc->n_schedule : 1;

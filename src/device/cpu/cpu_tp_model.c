@@ -64,6 +64,9 @@ struct cpu_tp_model {
     float *lp;
     struct rollout_sample *smp;
     int max_tokens;
+    int ended; /* member: the leader's CMD_END arrived while serving without blocking (the
+                * leader quiesced before this rank saw the plan or shutdown that made it):
+                * nothing more is served until this rank's own quiesce takes it */
 };
 
 static MPI_Comm group(const struct cpu_tp_model *m) { return m->d->sh.comm.comm; }
@@ -274,6 +277,10 @@ static int serve_one(struct cpu_tp_model *m, const MPI_Status *st)
 int cpu_tp_model_serve(struct cpu_tp_model *m, int block)
 {
     if (m->leader || members(m) == 0) return 0;
+    if (m->ended) { /* the quiesce (block) takes the CMD_END already served */
+        if (block) m->ended = 0;
+        return 0;
+    }
     int n = 0;
     for (;;) {
         MPI_Status st;
@@ -286,7 +293,10 @@ int cpu_tp_model_serve(struct cpu_tp_model *m, int block)
         }
         if (!flag) return n;
         n++;
-        if (serve_one(m, &st) == CMD_END) return n;
+        if (serve_one(m, &st) == CMD_END) {
+            m->ended = !block;
+            return n;
+        }
     }
 }
 

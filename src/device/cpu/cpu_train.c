@@ -10,6 +10,7 @@
  * Also here: a join's state (weights + AdamW moments + step), and the checkpoint's
  * model file, which the root replica's TP ranks gather to the root.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,24 @@ static void read_share(const void *msg, size_t len, struct wire_train_batch *h, 
     if (got < 0 || s->n != h->n_items) FATAL("malformed training batch item (%zu bytes)", len);
 }
 
+/* Fault injection for the tests of train.on_nonfinite: LIBRA_TEST_NONFINITE_STEP=N
+ * puts a NaN into this rank's gradient of the last layer's MLP down projection at
+ * optimizer step N (as a numerical blow-up would). Unset in real runs. */
+static void poison_for_test(struct device *d, int step)
+{
+    const char *e = getenv("LIBRA_TEST_NONFINITE_STEP");
+    if (!e || atoi(e) != step) return;
+    int nt = tfm_tensors(&d->tr->mc, &d->tr->g, NULL, 0);
+    struct tfm_tensor *ts = xmalloc((size_t)nt * sizeof *ts);
+    tfm_tensors(&d->tr->mc, &d->tr->g, ts, nt);
+    for (int i = nt - 1; i >= 0; i--)
+        if (strstr(ts[i].name, "mlp.down_proj.weight")) {
+            ts[i].data[0] = NAN;
+            break;
+        }
+    free(ts);
+}
+
 double cpu_train_compute(struct device *d, const void *msg, size_t len)
 {
     if (!d->tr) make_trainer(d);
@@ -134,6 +153,7 @@ double cpu_train_compute(struct device *d, const void *msg, size_t len)
     memset(&st, 0, sizeof st);
     trainer_grads(d->tr, s.seqs, s.n, (double)h.global_gen_tokens, &st);
     free(s.seqs);
+    poison_for_test(d, h.step);
     double *x = d->stats;
     memset(x, 0, sizeof d->stats);
     x[DEV_STAT_LOSS] = st.loss;
@@ -149,9 +169,15 @@ double cpu_train_compute(struct device *d, const void *msg, size_t len)
 
 void cpu_train_apply(struct device *d, int step, struct wire_train_done *done)
 {
-    done->grad_norm = trainer_apply(d->tr);
-    d->version = step;
     const double *r = d->stats;
+    int applied;
+    done->grad_norm = trainer_apply_guarded(d->tr, !isfinite(r[DEV_STAT_LOSS]), &applied);
+    if (!applied) {
+        done->nonfinite = 1;
+        if (!trainer_nonfinite_grad(d->tr, done->bad_tensor, sizeof done->bad_tensor))
+            done->bad_tensor[0] = '\0';
+    }
+    d->version = step; /* an unapplied step still makes a version: the same weights */
     done->loss = r[DEV_STAT_LOSS];
     done->pg_loss = r[DEV_STAT_PG_LOSS];
     done->kl = r[DEV_STAT_KL];
