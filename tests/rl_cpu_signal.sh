@@ -9,7 +9,8 @@
 # by a process that is gone is taken over by the resume; and a resume whose config
 # changes what must be kept (here train.batch_size) is refused, naming the key. The
 # resume is the one a job requeued by Slurm makes by itself (SLURM_RESTART_COUNT); a
-# requeued job with no checkpoint starts afresh beside the first attempt's file.
+# requeued job with no checkpoint starts afresh beside the first attempt's file; a
+# second resume from the same checkpoint writes its own file.
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-signal)
@@ -70,10 +71,30 @@ sed -i "s/steps = 40;/steps = $((step + 1));/" "$cfg"
 grep -q "Slurm requeued this job (restart 1): resuming from the newest checkpoint" \
     "$out/second.stdout" || fail "the requeued job did not resume by itself"
 grep "resuming from checkpoint" "$out/second.stdout"
+# what a resume may change is applied and recorded: here run.steps
+grep -q "resumed with changed settings: run.steps: \"40\" (checkpoint) vs \"$((step + 1))\" (now)" \
+    "$out/second.stdout" || fail "the changed run.steps is not reported"
+/usr/bin/python3 - "$out/run.resumed-$step.h5" << 'PYEOF' || fail "no config_change event naming run.steps in the resumed file"
+import sys
+import h5py
+ev = h5py.File(sys.argv[1], "r")["events"][()]
+text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
+sys.exit(0 if any(text(e["kind"]) == "config_change" and "run.steps" in text(e["detail"])
+                  for e in ev) else 1)
+PYEOF
 grep -q "took over the checkpoint lock" "$out/second.stdout" || fail "the stale lock was not taken over"
 # every prompt trained once across the stop (groups in flight at the stop carried over)
 "$CHECK_RL" --resume-check "$out/state.h5" "$out/run.resumed-$step.h5" \
     || fail "check_rl of the resumed run"
+# a second resume from a checkpoint a resume already started from (a crash before the
+# next one): its own metrics file beside the first (when the resumed segment wrote a
+# newer checkpoint, a file of that name is put there first)
+last2=""
+for d in "$ckpt"/step-*; do [ -e "$d/COMPLETE" ] && last2=$(basename "$d" | sed 's/^step-0*//'); done
+[ -e "$out/run.resumed-$last2.h5" ] || : > "$out/run.resumed-$last2.h5"
+sed -i "s/steps = $((step + 1));/steps = $((last2 + 1));/" "$cfg"
+rl_job 3 "$cfg" "$out/third" --resume
+[ -f "$out/run.resumed-$last2-2.h5" ] || { ls "$out"; fail "the second resume's metrics file"; }
 # requeued before any checkpoint: a fresh start whose metrics file keeps the first's
 rl_config "$out/fresh.cfg" "$out/fresh.h5" 1 1 1 2 1 \
     "checkpoint_interval = 2; checkpoint_dir = \"$out/ckpt-fresh\";"

@@ -156,7 +156,8 @@ static int states_equal(const struct ckpt_state *a, const struct ckpt_state *b)
         memcmp(&a->reward_ma, &b->reward_ma, 8) || a->reward_ma_n != b->reward_ma_n ||
         memcmp(&a->time_to_target_s, &b->time_to_target_s, 8) ||
         a->n_relaunch != b->n_relaunch || a->n_trained != b->n_trained ||
-        a->n_groups != b->n_groups)
+        a->n_groups != b->n_groups || strcmp(a->identity, b->identity) != 0 ||
+        !a->config != !b->config || (a->config && strcmp(a->config, b->config) != 0))
         return 0;
     if (!arrays_equal(a->relaunch, b->relaunch, sizeof(int64_t) * (size_t)a->n_relaunch) ||
         !arrays_equal(a->trained, b->trained, sizeof(int64_t) * (size_t)a->n_trained))
@@ -202,6 +203,11 @@ static void test_state_roundtrip(void)
     for (uint64_t seed = 1; seed <= 6; seed++) {
         struct ckpt_state a, b;
         make_state(&a, seed, seed == 6);
+        if (seed % 2) { /* the segment's configuration, and none (older files) */
+            a.config = malloc(20000);
+            for (int i = 0; i < 400; i++) sprintf(a.config + 40 * i, "section.key%-5d = %-20d\n", i, i);
+            snprintf(a.identity, sizeof a.identity, "run.seed = %llu\n", (unsigned long long)seed);
+        }
         err[0] = '\0';
         CU_ASSERT_EQUAL_FATAL(ckpt_state_save(path, &a, err, sizeof err), 0);
         /* Saved twice: the second replaces the first atomically. */

@@ -90,6 +90,9 @@ struct ckpt_state {
     int64_t *trained;
     /* config_identity of the run that started it ("" in checkpoints older than it) */
     char identity[4096];
+    /* config_flat of the segment that wrote it (malloc'd; NULL in checkpoints older than
+     * it): a resumed run records what it changed */
+    char *config;
 };
 
 /* ROOT/step-%08d (tmp = 0) or ROOT/step-%08d.tmp (tmp = 1). */

@@ -231,6 +231,15 @@ size_t config_identity(const struct libra_config *cfg, char *out, size_t cap);
 /* The keys whose lines differ between two identities, as "key: A (checkpoint) vs B
  * (now)" joined with "; " into out; 0 if they agree. */
 int config_identity_diff(const char *checkpoint, const char *now, char *out, size_t cap);
+/* config_identity_diff over any two "key = value" texts (config_flat), the keys of the
+ * NULL-terminated list skip (may be NULL) left out; the count of differing keys. */
+int config_diff(const char *checkpoint, const char *now, const char *const *skip, char *out,
+                size_t cap);
+/* Every key as a "section.key = value" line (schedules and buckets on one line), for
+ * config_identity_diff: the length, or 0 if cap was too small. Checkpoints keep it
+ * (ckpt_state.config), so a resumed run records what changed. */
+#define CONFIG_FLAT_MAX 32768
+size_t config_flat(const struct libra_config *cfg, char *out, size_t cap);
 /* The configuration reference in Markdown (docs/config.md). */
 void config_write_reference(FILE *out);
 /* Workers used by a plan: n_train + n_hybrid + sum(rollout_tp). */

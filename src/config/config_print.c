@@ -203,7 +203,20 @@ static void identity_value(const char *text, const char *key, char *out, size_t 
     }
 }
 
+static int skipped(const char *key, const char *const *skip)
+{
+    for (int i = 0; skip && skip[i]; i++)
+        if (strcmp(key, skip[i]) == 0) return 1;
+    return 0;
+}
+
 int config_identity_diff(const char *checkpoint, const char *now, char *out, size_t cap)
+{
+    return config_diff(checkpoint, now, NULL, out, cap);
+}
+
+int config_diff(const char *checkpoint, const char *now, const char *const *skip, char *out,
+                size_t cap)
 {
     size_t used = 0;
     int n = 0;
@@ -213,6 +226,10 @@ int config_identity_diff(const char *checkpoint, const char *now, char *out, siz
         if (!eq || (nl && eq > nl)) break;
         char key[64], a[CFG_PATH_MAX], b[CFG_PATH_MAX];
         snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+        if (skipped(key, skip)) {
+            p = nl ? nl + 1 : NULL;
+            continue;
+        }
         identity_value(checkpoint, key, a, sizeof a);
         identity_value(now, key, b, sizeof b);
         if (strcmp(a, b) != 0 && used < cap) {
@@ -224,6 +241,46 @@ int config_identity_diff(const char *checkpoint, const char *now, char *out, siz
         p = nl ? nl + 1 : NULL;
     }
     return n;
+}
+
+/* A schedule or the bucket list on one line, as a config file would write it. */
+static void list_text(const struct cfg_key *k, const struct libra_config *cfg, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "(");
+    if (k->type == CFG_SCHEDULE) {
+        for (int i = 0; i < cfg->plan.n_schedule && len < n; i++) {
+            const struct plan_spec *p = &cfg->plan.schedule[i];
+            char tp[4 * CFG_MAX_TP + 8];
+            tp_text(p, tp, sizeof tp);
+            len += (size_t)snprintf(buf + len, n - len, "%s{ n_train = %d; n_hybrid = %d; "
+                                    "rollout_tp = %s; }", i ? ", " : "", p->n_train,
+                                    p->n_hybrid, tp);
+        }
+    } else {
+        for (int i = 0; i < cfg->sched.n_buckets && len < n; i++) {
+            char text[160];
+            bucket_text(&cfg->sched.buckets[i], text, sizeof text);
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", text);
+        }
+    }
+    if (len < n) snprintf(buf + len, n - len, ")");
+}
+
+size_t config_flat(const struct libra_config *cfg, char *out, size_t cap)
+{
+    size_t used = 0;
+    for (const struct cfg_key *k = cfg_schema; k->section; k++) {
+        char val[4 * CFG_PATH_MAX + 8];
+        if (k->type == CFG_SCHEDULE || k->type == CFG_BUCKETS)
+            list_text(k, cfg, val, sizeof val);
+        else
+            value_text(k, (k->flags & CFG_SPEC) ? (const void *)&cfg->plan.fixed : cfg, val,
+                       sizeof val);
+        int w = snprintf(out + used, cap - used, "%s.%s = %s\n", k->section, k->key, val);
+        if (w < 0 || (size_t)w >= cap - used) return 0;
+        used += (size_t)w;
+    }
+    return used;
 }
 
 char *config_to_string(const struct libra_config *cfg)

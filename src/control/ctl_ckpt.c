@@ -78,6 +78,7 @@ static void build_state(struct controller *c, struct ckpt_state *s)
     s->version = c->version;
     s->seed = c->cfg->run.seed;
     memcpy(s->identity, rl->identity, sizeof s->identity);
+    s->config = rl->config; /* borrowed */
     s->next_prompt = c->next_prompt;
     s->baseline = rl->bl.value;
     s->baseline_set = rl->bl.set;

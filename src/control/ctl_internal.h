@@ -67,6 +67,7 @@ struct ctl_eval {
 struct ctl_real {
     const struct vocab *vocab; /* the model's tokenizer and format (model_vocab_open) */
     char identity[4096];       /* config_identity of the run's first segment (checkpoints) */
+    char *config;              /* config_flat of this segment (checkpoints), or NULL */
     struct env env;
     struct grpo_config gc;
     struct grpo_baseline bl;

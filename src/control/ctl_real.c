@@ -96,6 +96,11 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
         memcpy(rl->identity, resume->identity, sizeof rl->identity);
     else if (!config_identity(cfg, rl->identity, sizeof rl->identity))
         rl->identity[0] = '\0';
+    rl->config = xmalloc(CONFIG_FLAT_MAX);
+    if (!config_flat(cfg, rl->config, CONFIG_FLAT_MAX)) {
+        free(rl->config);
+        rl->config = NULL;
+    }
     if (!resume) return;
     rl->resumed_from = resume_step;
     c->step = resume->step;
@@ -130,6 +135,7 @@ void ctl_real_free(struct controller *c)
     free(rl->ev.t);
     free(rl->relaunch);
     free(rl->trained);
+    free(rl->config);
     env_free(&rl->env);
     model_vocab_close(rl->vocab);
     rl->vocab = NULL;

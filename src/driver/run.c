@@ -100,11 +100,33 @@ struct resume {
     struct ckpt_state state;
     char err[1024];
     char lock_root[CFG_PATH_MAX]; /* rank 0: the checkpoint root it locked, or "" */
+    char changes[4096];      /* the settings a resume changed (config_diff), or "" */
 };
 
-/* Finds the checkpoint, points model.checkpoint at its model, and names the metrics
- * file of the resumed segment "<file>.resumed-<step>.h5" so the first segment's file
- * is never touched. 0, or -1 with rs->err. */
+/* The metrics file of a resumed or restarted segment, beside the first's:
+ * <out without .h5>.<tag>.h5, or <...>.<tag>-2.h5, -3, ... when that exists (a second
+ * resume from the same checkpoint, after a crash before the next one). 0, or -1 when
+ * the path would not fit outlen. */
+static int name_beside(char *out, size_t outlen, const char *tag)
+{
+    size_t n = strlen(out);
+    if (n > 3 && strcmp(out + n - 3, ".h5") == 0) out[n -= 3] = '\0';
+    char *base = xmalloc(n + 1);
+    memcpy(base, out, n + 1);
+    int rc = -1;
+    for (int k = 1; k < 10000; k++) {
+        char extra[16] = "";
+        if (k > 1) snprintf(extra, sizeof extra, "-%d", k);
+        if ((size_t)snprintf(out, outlen, "%s.%s%s.h5", base, tag, extra) >= outlen) break;
+        if (access(out, F_OK) != 0) {
+            rc = 0;
+            break;
+        }
+    }
+    free(base);
+    return rc;
+}
+
 /* The prefix tree a checkpoint saved is optional state: one that does not load (a
  * damaged file) is left out with a warning, and C-MLFQ starts with an empty tree
  * instead of refusing the resume. */
@@ -126,6 +148,9 @@ static int tree_usable(const struct libra_config *cfg, const char *path)
     return ok;
 }
 
+/* Finds the checkpoint, points model.checkpoint at its model, and names the metrics
+ * file of the resumed segment "<file>.resumed-<step>.h5" (name_beside) so the first segment's file
+ * is never touched. 0, or -1 with rs->err. */
 static int resume_latest(struct libra_config *cfg, const struct device_info *dev,
                          struct resume *rs, char *out, size_t outlen)
 {
@@ -154,6 +179,19 @@ static int resume_latest(struct libra_config *cfg, const struct device_info *dev
                  cfg->source, diff);
         return -1;
     }
+    /* what may change and did (before the resume points the model and the tree at the
+     * checkpoint's): printed, and recorded in the metrics file by the caller */
+    if (rs->state.config) {
+        char *flat = xmalloc(CONFIG_FLAT_MAX);
+        static const char *const set_by_resume[] = {"model.checkpoint", "sched.tree_in",
+                                                    "output.file", NULL};
+        rs->changes[0] = '\0';
+        if (config_flat(cfg, flat, CONFIG_FLAT_MAX) &&
+            config_diff(rs->state.config, flat, set_by_resume, rs->changes,
+                        sizeof rs->changes) > 0)
+            printf("libra: resumed with changed settings: %s\n", rs->changes);
+        free(flat);
+    }
     rs->step = step;
     rs->version = rs->state.version;
     snprintf(cfg->model.checkpoint, sizeof cfg->model.checkpoint, "%s", model);
@@ -165,15 +203,12 @@ static int resume_latest(struct libra_config *cfg, const struct device_info *dev
     if (strcmp(cfg->sched.type, "cmlfq") == 0 && access(tree, R_OK) == 0 &&
         strlen(tree) < sizeof cfg->sched.tree_in && tree_usable(cfg, tree))
         snprintf(cfg->sched.tree_in, sizeof cfg->sched.tree_in, "%s", tree);
-    size_t n = strlen(out);
-    if (n > 3 && strcmp(out + n - 3, ".h5") == 0) out[n - 3] = '\0';
-    char tail[64];
-    snprintf(tail, sizeof tail, ".resumed-%d.h5", step);
-    if (strlen(out) + strlen(tail) >= outlen) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "resumed-%d", step);
+    if (name_beside(out, outlen, tag)) {
         snprintf(rs->err, sizeof rs->err, "--resume: the metrics file path is too long");
         return -1;
     }
-    strcat(out, tail);
     printf("libra: resuming from checkpoint step %d (version %d) in %s\n", step, rs->version, root);
     return 0;
 }
@@ -230,12 +265,9 @@ static void requeue(const struct libra_config *cfg, const struct device_info *de
         rs->resume = 1;
         return;
     }
-    size_t n = strlen(out);
-    if (n > 3 && strcmp(out + n - 3, ".h5") == 0) out[n - 3] = '\0';
-    char tail[48];
-    snprintf(tail, sizeof tail, ".restart-%d.h5", restarts);
-    if (strlen(out) + strlen(tail) >= outlen) FATAL_INPUT("the metrics file path is too long");
-    strcat(out, tail);
+    char tag[32];
+    snprintf(tag, sizeof tag, "restart-%d", restarts);
+    if (name_beside(out, outlen, tag)) FATAL_INPUT("the metrics file path is too long");
     printf("libra: Slurm requeued this job (restart %d) and it has no checkpoint to resume "
            "from: starting afresh, metrics in %s\n", restarts, out);
 }
@@ -378,6 +410,9 @@ int driver_run_job(int argc, char **argv)
         m = prepare(argv[1], world, cfg, in, &dev, rs);
         if (rs->resume && metrics_attr_int(m, "resumed_from_step", rs->step))
             FATAL("metrics: cannot write an attribute");
+        if (rs->resume && rs->changes[0] &&
+            metrics_event(m, 0.0, rs->step, "config_change", rs->changes))
+            FATAL("metrics: cannot record an event");
         fatal.m = m;
         fatal.t0 = wall_time();
         log_set_fatal_hook(record_fatal, &fatal);

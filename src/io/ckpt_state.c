@@ -463,6 +463,7 @@ static int write_attrs(hid_t file, const struct ckpt_state *s, const char *path,
         if (put_f64(file, dbls[i].name, dbls[i].v, path, err, errlen)) return -1;
     if (s->identity[0] && put_str(file, "config_identity", s->identity, path, err, errlen))
         return -1;
+    if (s->config && put_str(file, "config_flat", s->config, path, err, errlen)) return -1;
     return put_u64(file, "seed", s->seed, path, err, errlen);
 }
 
@@ -538,35 +539,75 @@ fail:
     return -1;
 }
 
-/* A string attribute into out (cap bytes); "" when the file has none (older files). */
-static int get_str_optional(hid_t file, const char *name, char *out, size_t cap,
-                            const char *path, char *err, size_t errlen)
+/* The size (with the NUL) of the fixed-length string attribute name: *size = 0 when
+ * the file has none (older files). 0, or -1 when it is not such a string. */
+static int str_attr_size(hid_t file, const char *name, size_t *size, const char *path, char *err,
+                         size_t errlen)
 {
-    hid_t attr = H5I_INVALID_HID, type = H5I_INVALID_HID, mem = H5I_INVALID_HID;
-    out[0] = '\0';
+    hid_t attr = H5I_INVALID_HID, type = H5I_INVALID_HID;
+    *size = 0;
     htri_t has;
     H5TRY(has = H5Aexists(file, name));
     if (!has) return 0;
     H5TRY(attr = H5Aopen(file, name, H5P_DEFAULT));
     H5TRY(type = H5Aget_type(attr));
-    size_t size = H5Tget_size(type);
-    if (H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) || size == 0 || size > cap) {
+    *size = H5Tget_size(type);
+    int ok = H5Tget_class(type) == H5T_STRING && !H5Tis_variable_str(type) && *size > 0;
+    close_id(&type, H5Tclose);
+    close_id(&attr, H5Aclose);
+    if (ok) return 0;
+    errmsg_set(err, errlen, "%s: root attribute %s is not a fixed-length string", path, name);
+    return -1;
+fail:
+    close_id(&type, H5Tclose);
+    close_id(&attr, H5Aclose);
+    return -1;
+}
+
+/* A string attribute into out (cap bytes); "" when the file has none (older files). */
+static int get_str_optional(hid_t file, const char *name, char *out, size_t cap,
+                            const char *path, char *err, size_t errlen)
+{
+    hid_t attr = H5I_INVALID_HID, mem = H5I_INVALID_HID;
+    out[0] = '\0';
+    size_t size;
+    if (str_attr_size(file, name, &size, path, err, errlen)) return -1;
+    if (size == 0) return 0;
+    if (size > cap) {
         errmsg_set(err, errlen, "%s: root attribute %s is not a string of at most %zu bytes",
                    path, name, cap - 1);
-        goto fail;
+        return -1;
     }
+    H5TRY(attr = H5Aopen(file, name, H5P_DEFAULT));
     H5TRY(mem = H5Tcopy(H5T_C_S1));
     H5TRY(H5Tset_size(mem, size));
     H5TRY(H5Aread(attr, mem, out));
     out[size - 1] = '\0';
     close_id(&mem, H5Tclose);
-    close_id(&type, H5Tclose);
     close_id(&attr, H5Aclose);
     return 0;
 fail:
     close_id(&mem, H5Tclose);
-    close_id(&type, H5Tclose);
     close_id(&attr, H5Aclose);
+    return -1;
+}
+
+/* A string attribute of up to 1 MiB into a new buffer (*out; NULL when absent). */
+static int get_str_alloc(hid_t file, const char *name, char **out, const char *path, char *err,
+                         size_t errlen)
+{
+    size_t size;
+    *out = NULL;
+    if (str_attr_size(file, name, &size, path, err, errlen)) return -1;
+    if (size == 0) return 0;
+    if (size > (1u << 20)) {
+        errmsg_set(err, errlen, "%s: root attribute %s is longer than 1 MiB", path, name);
+        return -1;
+    }
+    *out = xmalloc(size);
+    if (get_str_optional(file, name, *out, size, path, err, errlen) == 0) return 0;
+    free(*out);
+    *out = NULL;
     return -1;
 }
 
@@ -703,6 +744,7 @@ static int read_attrs(hid_t file, struct ckpt_state *s, const char *path, char *
     if (get_str_optional(file, "config_identity", s->identity, sizeof s->identity, path, err,
                          errlen))
         return -1;
+    if (get_str_alloc(file, "config_flat", &s->config, path, err, errlen)) return -1;
     return attr_get(file, "seed", H5T_INTEGER, H5T_NATIVE_UINT64, &s->seed, path, err,
                     errlen);
 }
@@ -881,5 +923,6 @@ void ckpt_state_free(struct ckpt_state *s)
     free(s->groups);
     free(s->relaunch);
     free(s->trained);
+    free(s->config);
     memset(s, 0, sizeof *s);
 }
