@@ -60,6 +60,22 @@ cpu cpu_ckpt_dir 'n_train = 1; rollout_tp = [1];'
 sed -i 's|^run = { steps = 2; };|run = { steps = 2; checkpoint_interval = 1; checkpoint_dir = "/proc/libra-ckpt"; };|' "$out/cpu_ckpt_dir.cfg"
 expect_failure cpu_ckpt_dir 3 "$out/cpu_ckpt_dir.cfg" "cannot create checkpoint directory /proc/libra-ckpt"
 
+# a layout whose ranks cannot fit this node's memory (65536 slots of 512 tokens: tens
+# of GB of KV cache), found before any work starts
+cpu cpu_memory 'n_train = 1; rollout_tp = [1];'
+sed -i 's|^rollout = { max_tokens = 512;|rollout = { slots = 65536; max_tokens = 512;|' "$out/cpu_memory.cfg"
+expect_failure cpu_memory 3 "$out/cpu_memory.cfg" "the 3 ranks on this node need about"
+
+# a JSONL problems file with more unusable lines than env.max_bad_fraction allows: each
+# reported with its line, then one refusal, before any work starts
+printf '{"prompt": "1 + 1", "answer": 2}\n{"prompt": "x"}\n{"prompt": "2 + 2", "answer": 4}\nnot json\n' \
+    > "$out/bad.jsonl"
+cpu cpu_jsonl 'n_train = 1; rollout_tp = [1];'
+sed -i "s|^env = { name = \"calc\"; };|env = { name = \"calc\"; prompts = \"$out/bad.jsonl\"; };|" "$out/cpu_jsonl.cfg"
+expect_failure cpu_jsonl 3 "$out/cpu_jsonl.cfg" "2 of 4 problem lines cannot be used, more than env.max_bad_fraction = 0.1 allows; the first, line 2"
+grep -q "bad.jsonl:4: expected '{'.*(line skipped)" "$out/cpu_jsonl.err" \
+    || { cat "$out/cpu_jsonl.err"; fail "cpu_jsonl: the bad line 4 is not reported"; }
+
 # device cuda on a machine without a GPU (or a build without the CUDA module): one
 # message from rank 0 that says why
 case "$("$LIBRA" --devices 2>&1)" in

@@ -50,9 +50,13 @@ rl_job() {
     watcher=$!
     wait $job
     rc=$?
-    [ -e "$3.hung" ] && wait $watcher 2> /dev/null
-    kill $watcher 2> /dev/null
-    wait $watcher 2> /dev/null
+    if [ -e "$3.hung" ]; then
+        wait $watcher 2> /dev/null
+    else # its sleep too: a sleep left behind holds make check's output pipe open
+        pkill -P $watcher sleep 2> /dev/null
+        kill $watcher 2> /dev/null
+        wait $watcher 2> /dev/null
+    fi
     [ $rc = 0 ] && [ ! -e "$3.hung" ] && return 0
     tail -n 30 "$3.stdout"; tail -n 30 "$3.stderr"
     if [ -e "$3.hung" ]; then

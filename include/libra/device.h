@@ -55,6 +55,8 @@ struct device_info {
                              0: turns and rewards come from the workload model */
     int vocab_size;       /* has_model: the ids the model emits are in [0, vocab_size) */
     int64_t n_params;     /* has_model: the model's parameters (checkpoint size) */
+    double train_rank_bytes;   /* has_model: memory of a TP-1 training rank (estimate: */
+    double rollout_rank_bytes; /* weights, gradients, AdamW, activations / weights, KV) */
     unsigned tp_mask;     /* bit t: rollout instances of TP degree t supported */
     unsigned train_tp_mask; /* bit t: training replicas of TP degree t supported */
     struct rates rates;   /* rollout costs for the router */

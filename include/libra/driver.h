@@ -64,6 +64,12 @@ int driver_output_path(const struct libra_config *cfg, char *out, size_t len, ch
  * "file: plan.key: ..." message). */
 int driver_check_plans(const struct libra_config *cfg, const struct device_info *dev, int world,
                        char *err, size_t errlen);
+/* mem_check.c: the memory the ranks on rank 0's node need for the configured plans
+ * (device_info's per-rank estimates; under the planner every worker may train) against
+ * the node's physical memory: 0 with both in GB, or -1 with a message giving the
+ * figures when it cannot fit. Devices without a model are not checked. */
+int driver_check_memory(const struct libra_config *cfg, const struct device_info *dev,
+                        int world, double *need_gb, double *have_gb, char *err, size_t errlen);
 /* sim_run.c: libra-sim's command line (src/sim_main.c). */
 int driver_run_sim(int argc, char **argv);
 /* cmd_report.c: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ... */

@@ -292,6 +292,12 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     if (ops->describe(cfg, &in->cm, dev, err, sizeof err) ||
         driver_check_plans(cfg, dev, world, err, sizeof err))
         FATAL_INPUT("%s", err);
+    double need_gb, have_gb;
+    if (driver_check_memory(cfg, dev, world, &need_gb, &have_gb, err, sizeof err))
+        FATAL_INPUT("%s", err);
+    if (need_gb > 0)
+        printf("libra: memory: the ranks on this node need about %.2f GB of its %.1f GB "
+               "(estimate)\n", need_gb, have_gb);
     if (dev->has_model && cfg->env.prompts[0]) { /* every bad line named, once, here */
         int64_t n_ok, n_bad;
         if (env_check_prompts(cfg->env.prompts, cfg->env.max_bad_fraction, &n_ok, &n_bad, err,

@@ -1,0 +1,76 @@
+/*
+ * The memory a run needs on rank 0's node, estimated from the device's per-rank
+ * figures (device_info.train_rank_bytes / rollout_rank_bytes) and the configured plans,
+ * checked before any work starts (include/libra/driver.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libra/driver.h"
+
+/* Bytes the workers of one plan need: its training ranks (core and lent) and its
+ * rollout ranks, each holding 1/t of a TP-t group's share. */
+static double plan_bytes(const struct plan_spec *p, const struct device_info *dev)
+{
+    int rollout = 0;
+    for (int i = 0; i < p->n_tp; i++) rollout += p->rollout_tp[i];
+    return (p->n_train + p->n_hybrid) * dev->train_rank_bytes + rollout * dev->rollout_rank_bytes;
+}
+
+/* The workers' bytes in the most demanding epoch: a fixed plan, the largest schedule
+ * entry; under the planner any worker may train. */
+static double workers_bytes(const struct libra_config *cfg, const struct device_info *dev,
+                            int world)
+{
+    const struct plan_config *pc = &cfg->plan;
+    if (strcmp(pc->mode, "static") == 0) return plan_bytes(&pc->fixed, dev);
+    if (strcmp(pc->mode, "schedule") == 0) {
+        double worst = 0;
+        for (int i = 0; i < pc->n_schedule; i++) {
+            double b = plan_bytes(&pc->schedule[i], dev);
+            worst = b > worst ? b : worst;
+        }
+        return worst;
+    }
+    double per = dev->train_rank_bytes > dev->rollout_rank_bytes ? dev->train_rank_bytes
+                                                                 : dev->rollout_rank_bytes;
+    return (world - 1) * per;
+}
+
+/* Ranks on this node: the launcher's count, else all of them. */
+static int local_ranks(int world)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        int n = v ? atoi(v) : 0;
+        if (n > 0 && n <= world) return n;
+    }
+    return world;
+}
+
+int driver_check_memory(const struct libra_config *cfg, const struct device_info *dev,
+                        int world, double *need_gb, double *have_gb, char *err, size_t errlen)
+{
+    *need_gb = *have_gb = 0;
+    if (!dev->has_model || dev->train_rank_bytes <= 0) return 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 0; /* unknown: not checked */
+    /* rank 0 times the engine on zeroed weights of the model's shape */
+    double rank0 = dev->rollout_rank_bytes;
+    double total = rank0 + workers_bytes(cfg, dev, world);
+    int local = local_ranks(world);
+    double need = total * local / world, have = (double)pages * (double)page;
+    *need_gb = need / 1e9;
+    *have_gb = have / 1e9;
+    if (need <= have) return 0;
+    snprintf(err, errlen, "%s: the %d ranks on this node need about %.1f GB (a training rank "
+             "%.2f GB: weights, gradients, AdamW and activations; a rollout rank %.2f GB: "
+             "weights and KV caches of rollout.slots x rollout.max_tokens) but the node has "
+             "%.1f GB: spread the ranks over more nodes, shard with TP, or lower "
+             "rollout.slots / rollout.max_tokens", cfg->source, local, need / 1e9,
+             dev->train_rank_bytes / 1e9, dev->rollout_rank_bytes / 1e9, have / 1e9);
+    return -1;
+}
