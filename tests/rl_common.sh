@@ -66,3 +66,15 @@ rl_job() {
     fi
     fail "$1-rank RL job on $2 ${4:+($4) }failed (exit $rc)"
 }
+
+# kill_job PATTERN: SIGKILLs every process whose command line holds PATTERN (a test's
+# own scratch path, e.g. its config), mpirun included, until none is left.
+kill_job() {
+    n=0
+    while pgrep -f "$1" > /dev/null; do
+        pkill -9 -f "$1"
+        n=$((n + 1))
+        [ $n -le 50 ] || fail "processes of the killed job survive SIGKILL"
+        sleep 0.1
+    done
+}

@@ -22,15 +22,6 @@ newest() { # the newest complete checkpoint's step, 0 if none
     done
     echo "${n:-0}"
 }
-kill_job() {
-    n=0
-    while pgrep -f "$cfg" > /dev/null; do
-        pkill -9 -f "$cfg"
-        n=$((n + 1))
-        [ $n -le 50 ] || fail "processes of the killed job survive SIGKILL"
-        sleep 0.1
-    done
-}
 
 kills=0 seg=0
 while [ $kills -lt 10 ]; do
@@ -46,11 +37,11 @@ while [ $kills -lt 10 ]; do
     while [ "$(newest)" -le "$start" ]; do
         kill -0 $job 2> /dev/null || { cat "$out/seg$seg.stderr"; fail "segment $seg ended by itself"; }
         n=$((n + 1))
-        [ $n -le $((RL_HANG_S * 10)) ] || { kill_job; fail "segment $seg: no new checkpoint after $RL_HANG_S s"; }
+        [ $n -le $((RL_HANG_S * 10)) ] || { kill_job "$cfg"; fail "segment $seg: no new checkpoint after $RL_HANG_S s"; }
         sleep 0.1
     done
     sleep "$(awk -v s="$seg" 'BEGIN { srand(1000 + s); printf "%.2f", 0.8 * rand() }')"
-    kill_job
+    kill_job "$cfg"
     wait $job 2> /dev/null
     kills=$((kills + 1))
     echo "kill $kills: segment $seg started at step $start, newest checkpoint now $(newest)"

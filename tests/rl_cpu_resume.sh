@@ -18,17 +18,6 @@ ckpt="$out/ckpt"
 # checkpoint may carry none, when weight syncs lag: then that is not checked.)
 rl_config "$cfg" "$out/run.h5" 6 1 "1, 1" 2 1 "checkpoint_interval = 2; checkpoint_dir = \"$ckpt\";"
 
-# Kills what is left of the job; the pattern is this test's own scratch path.
-kill_job() {
-    n=0
-    while pgrep -f "$cfg" > /dev/null; do
-        pkill -9 -f "$cfg"
-        n=$((n + 1))
-        [ $n -le 50 ] || fail "processes of the killed job survive SIGKILL"
-        sleep 0.1
-    done
-}
-
 $MPIRUN -np 4 "$LIBRA" "$cfg" > "$out/first.stdout" 2> "$out/first.stderr" &
 job=$!
 n=0
@@ -40,10 +29,10 @@ while [ ! -e "$ckpt/step-00000002/COMPLETE" ]; do
     n=$((n + 1))
     # a safety net against a hung job (as in rl_job), not a speed requirement
     [ $n -le $((RL_HANG_S * 10)) ] \
-        || { kill_job; fail "no complete checkpoint step 2 after $RL_HANG_S s"; }
+        || { kill_job "$cfg"; fail "no complete checkpoint step 2 after $RL_HANG_S s"; }
     sleep 0.1
 done
-kill_job
+kill_job "$cfg"
 wait $job 2> /dev/null
 echo "killed the first run after $(ls "$ckpt" | tr '\n' ' ')"
 
