@@ -2,7 +2,8 @@
 # The model commands end to end on a shipped model file: `libra score` prints one
 # log-prob per scored token (each <= 0) and refuses bad token files with a clear
 # message; `libra logits` writes its file and checks its arguments; `libra generate` is
-# deterministic when greedy or seeded and rejects bad options.
+# deterministic when greedy or seeded and rejects bad options; usage errors of
+# generate and libra-sim, a missing config outside mpirun.
 . "$(dirname "$0")/mpi_common.sh"
 out=$(scratch cli)
 model="$top_srcdir/tests/golden/qwen3-gqa-tied.model.h5"
@@ -34,5 +35,12 @@ cmp -s "$out/g1" "$out/g2" || fail "greedy generate is not deterministic"
     --max-new 12 > "$out/s2" || fail "generate --prompt-tokens"
 cmp -s "$out/s1" "$out/s2" || fail "seeded generate is not deterministic"
 if "$LIBRA" generate "$model" --top-p 0 2> /dev/null; then fail "generate accepted --top-p 0"; fi
+# usage errors say so (exit 2 and a usage line), and so does a missing config run
+# without mpirun (the config's error, not the rank count)
+rc=0; "$LIBRA" generate > /dev/null 2> "$out/err" || rc=$?
+[ $rc = 2 ] && grep -q "^usage: libra generate MODEL" "$out/err" || fail "generate without a model: exit $rc"
+"$top_builddir/src/libra-sim" --version | grep -q "^libra-sim [0-9]" || fail "libra-sim --version"
+if "$LIBRA" "$out/no-such.cfg" > /dev/null 2> "$out/err"; then fail "a missing config ran"; fi
+grep -q "no-such.cfg: cannot read" "$out/err" || { cat "$out/err"; fail "a missing config outside mpirun: unclear message"; }
 echo "ok: score, logits and generate"
 [ -n "${KEEP:-}" ] || rm -rf "$out"

@@ -327,7 +327,13 @@ static int generate_gpu(const struct gen_options *o, const struct vocab *v,
 int cmd_generate(int argc, char **argv)
 {
     struct gen_options o;
-    if (argc < 1 || parse_generate(argc, argv, &o)) return 2;
+    if (argc < 1) {
+        fprintf(stderr, "usage: libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] "
+                "[--max-new N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--chat] "
+                "[--tokenizer DIR] [--device cpu|cuda]\n");
+        return 2;
+    }
+    if (parse_generate(argc, argv, &o)) return 2;
     struct model_config mcfg;
     memset(&mcfg, 0, sizeof mcfg);
     snprintf(mcfg.checkpoint, sizeof mcfg.checkpoint, "%s", argv[0]);

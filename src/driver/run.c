@@ -410,9 +410,13 @@ int driver_run_job(int argc, char **argv)
     struct device_info dev;
     struct fatal_ctx fatal = {NULL, 0};
     if (rank == 0) {
-        if (world < 2)
+        if (world < 2) { /* a bad configuration is the first thing to say */
+            char err[1024];
+            if (config_load(argv[1], cfg, err, sizeof err)) FATAL_INPUT("%s", err);
             FATAL_INPUT("libra needs at least 2 ranks (1 controller + workers); run it with "
-                  "mpirun -np N (N >= 2)");
+                        "mpirun -np N (N >= 2; `libra --check-config %s` says how many its "
+                        "plans need)", argv[1]);
+        }
         m = prepare(argv[1], world, cfg, in, &dev, rs);
         if (rs->resume && metrics_attr_int(m, "resumed_from_step", rs->step))
             FATAL("metrics: cannot write an attribute");

@@ -83,6 +83,7 @@ int driver_run_sim(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return usage(stdout), 0;
+        if (strcmp(a, "--version") == 0) return printf("libra-sim %s\n", PACKAGE_VERSION), 0;
         if (strcmp(a, "--oracle") == 0) {
             oracle = 1;
         } else if ((strcmp(a, "--np") == 0 || strcmp(a, "-np") == 0) && i + 1 < argc) {
