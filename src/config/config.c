@@ -286,6 +286,53 @@ static int read_text(const struct load_ctx *c, char **text)
     return 0;
 }
 
+/* Every @include of text (the file `file`; nested ones followed, depth at most 10)
+ * names a regular file: libconfig's scanner ends the process on a directory ("input
+ * in flex scanner failed"), so that is refused here with the file and line. Missing
+ * files are left to libconfig's own message. */
+static int check_includes(const struct load_ctx *c, const char *file, const char *text,
+                          int depth)
+{
+    unsigned line = 1;
+    for (const char *p = text; *p; line++) {
+        const char *nl = strchr(p, '\n');
+        const char *q = p;
+        while (*q == ' ' || *q == '\t') q++;
+        if (strncmp(q, "@include", 8) == 0) {
+            const char *a = strchr(q, '"'), *b = a ? strchr(a + 1, '"') : NULL;
+            if (a && b && (!nl || b < nl) && b - a - 1 < CFG_PATH_MAX) {
+                char name[CFG_PATH_MAX], full[2 * CFG_PATH_MAX + 2];
+                snprintf(name, sizeof name, "%.*s", (int)(b - a - 1), a + 1);
+                if (name[0] == '/' || !c->incdir[0]) snprintf(full, sizeof full, "%s", name);
+                else snprintf(full, sizeof full, "%s/%s", c->incdir, name);
+                struct stat st;
+                struct load_ctx at = *c;
+                at.path = file;
+                if (stat(full, &st) == 0 && !S_ISREG(st.st_mode))
+                    return fail_line(&at, line, NULL, "@include \"%s\": not a regular file "
+                                     "(a directory? @include names a config file)", name);
+                if (depth >= 10)
+                    return fail_line(&at, line, NULL, "@include nested more than 10 deep "
+                                     "(an include cycle?)");
+                FILE *f = stat(full, &st) == 0 ? fopen(full, "r") : NULL;
+                if (f) {
+                    size_t cap = (size_t)st.st_size + 1;
+                    char *inc = xmalloc(cap);
+                    size_t got = fread(inc, 1, cap - 1, f);
+                    inc[got] = '\0';
+                    fclose(f);
+                    int rc = check_includes(c, full, inc, depth + 1);
+                    free(inc);
+                    if (rc) return rc;
+                }
+            }
+        }
+        if (!nl) break;
+        p = nl + 1;
+    }
+    return 0;
+}
+
 /* @include "x.cfg" is read relative to the including file's directory, like the
  * profile paths, not relative to the working directory (libconfig's default). */
 static int parse(const struct load_ctx *c, config_t *lc)
@@ -1235,7 +1282,7 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     config_init(&lc);
     struct libra_config *cfg = xmalloc(sizeof *cfg);
     int rc = -1;
-    if (parse(&c, &lc)) goto done;
+    if (check_includes(&c, path, text, 0) || parse(&c, &lc)) goto done;
     const config_setting_t *root = config_root_setting(&lc);
     config_defaults(cfg);
     str_set(cfg->source, sizeof cfg->source, path);
