@@ -287,9 +287,11 @@ static int read_text(const struct load_ctx *c, char **text)
 }
 
 /* Every @include of text (the file `file`; nested ones followed, depth at most 10)
- * names a regular file: libconfig's scanner ends the process on a directory ("input
- * in flex scanner failed"), so that is refused here with the file and line. Missing
- * files are left to libconfig's own message. */
+ * names a regular file in double quotes on its line: libconfig's scanner ends the
+ * process ("input in flex scanner failed") when it opens a directory -- an @include
+ * of one, or of a name it cannot take (empty, or across a line break), which it opens
+ * as the include directory itself -- so those are refused here with the file and
+ * line. Missing files are left to libconfig's own message. */
 static int check_includes(const struct load_ctx *c, const char *file, const char *text,
                           int depth)
 {
@@ -300,14 +302,21 @@ static int check_includes(const struct load_ctx *c, const char *file, const char
         while (*q == ' ' || *q == '\t') q++;
         if (strncmp(q, "@include", 8) == 0) {
             const char *a = strchr(q, '"'), *b = a ? strchr(a + 1, '"') : NULL;
-            if (a && b && (!nl || b < nl) && b - a - 1 < CFG_PATH_MAX) {
+            struct load_ctx at = *c;
+            at.path = file;
+            /* libconfig opens the include directory itself for a name it cannot take */
+            if (!a || (nl && a > nl) || !b || (nl && b > nl))
+                return fail_line(&at, line, NULL, "@include needs its file name in double "
+                                 "quotes on the same line (@include \"file.cfg\")");
+            if (b == a + 1)
+                return fail_line(&at, line, NULL, "@include \"\": an empty file name "
+                                 "(@include \"file.cfg\")");
+            if (b - a - 1 < CFG_PATH_MAX) {
                 char name[CFG_PATH_MAX], full[2 * CFG_PATH_MAX + 2];
                 snprintf(name, sizeof name, "%.*s", (int)(b - a - 1), a + 1);
                 if (name[0] == '/' || !c->incdir[0]) snprintf(full, sizeof full, "%s", name);
                 else snprintf(full, sizeof full, "%s/%s", c->incdir, name);
                 struct stat st;
-                struct load_ctx at = *c;
-                at.path = file;
                 if (stat(full, &st) == 0 && !S_ISREG(st.st_mode))
                     return fail_line(&at, line, NULL, "@include \"%s\": not a regular file "
                                      "(a directory? @include names a config file)", name);
