@@ -40,7 +40,7 @@ cpu() {
     printf 'run = { steps = 2; };\ndevice = { type = "cpu"; };\nmodel = { checkpoint = "models/calc-base.h5"; %s };\nenv = { name = "calc"; };\nrollout = { max_tokens = 512; max_tokens_per_turn = 48; };\nplan = { %s };\noutput = { file = "%s"; };\n' "${3:-}" "$2" "$out/$1.h5" > "$out/$1.cfg"
 }
 cpu cpu_tp8 'n_train = 1; rollout_tp = [8];'
-expect_failure cpu_tp8 10 "$out/cpu_tp8.cfg" "plan.rollout_tp: TP 8 cannot shard the model"
+expect_failure cpu_tp8 10 "$out/cpu_tp8.cfg" "cpu_tp8.cfg:6: plan.rollout_tp: TP 8 cannot shard the model"
 cpu cpu_idle 'n_train = 1; rollout_tp = [1];'
 expect_failure cpu_idle 4 "$out/cpu_idle.cfg" "the layout uses 2 workers but the job has 3"
 cpu cpu_grp 'mode = "grp"; max_train_tp = 1; max_train_pp = 1; max_rollout_tp = 8;'

@@ -220,8 +220,10 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
             int t = j < ps->n_tp ? ps->rollout_tp[j] : ps->train_tp > 0 ? ps->train_tp : 1;
             char e[256];
             if (tfm_tp_check(&mc, t, e, sizeof e) == 0) continue;
-            snprintf(err, errlen, "%s: plan.%s: TP %d cannot shard the model%s%s: %s",
-                     cfg->source, j < ps->n_tp ? "rollout_tp" : "train_tp", t,
+            char line[16] = "";
+            if (ps->line > 0) snprintf(line, sizeof line, ":%d", ps->line);
+            snprintf(err, errlen, "%s%s: plan.%s: TP %d cannot shard the model%s%s: %s",
+                     cfg->source, line, j < ps->n_tp ? "rollout_tp" : "train_tp", t,
                      cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
             tfm_params_free(&p);
             return -1;
