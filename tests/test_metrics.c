@@ -1238,6 +1238,21 @@ static void test_round_trip(void)
     CU_ASSERT(attr_string(f, "note", s, sizeof s));
     CU_ASSERT_STRING_EQUAL(s, "second, longer value");
     CU_ASSERT_EQUAL(H5Fget_obj_count(f, H5F_OBJ_ALL), 1); /* only the file: nothing leaked */
+    /* tables are stored shuffled and deflated (when this HDF5 has zlib) */
+    if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
+        hid_t d = H5Dopen2(f, "steps", H5P_DEFAULT), pl = H5Dget_create_plist(d);
+        int nf = H5Pget_nfilters(pl), shuffle = 0, deflate = 0;
+        for (int i = 0; i < nf; i++) {
+            unsigned flags, cd[4];
+            size_t ncd = 4;
+            H5Z_filter_t id = H5Pget_filter2(pl, (unsigned)i, &flags, &ncd, cd, 0, NULL, NULL);
+            shuffle |= id == H5Z_FILTER_SHUFFLE;
+            deflate |= id == H5Z_FILTER_DEFLATE;
+        }
+        CU_ASSERT(shuffle && deflate);
+        H5Pclose(pl);
+        H5Dclose(d);
+    }
     H5Fclose(f);
     free(config);
 }

@@ -505,6 +505,12 @@ static int table_create(hid_t file, struct table *t, const struct table_def *d, 
     H5TRY(space = H5Screate_simple(1, &dims, &maxdims));
     H5TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE));
     H5TRY(H5Pset_chunk(dcpl, 1, &chunk));
+    /* byte shuffle + deflate: rows of a table are alike (steps, ids, times), so the
+     * file shrinks several times; readers (h5py, h5dump) decompress transparently */
+    if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
+        H5TRY(H5Pset_shuffle(dcpl));
+        H5TRY(H5Pset_deflate(dcpl, 4));
+    }
     H5TRY(H5Pset_obj_track_times(dcpl, 0)); /* the same run gives the same bytes */
     H5TRY(t->dset = H5Dcreate2(file, d->name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
     if (attr_put_string(t->dset, "description", d->description, err, errlen) != 0) goto fail;
