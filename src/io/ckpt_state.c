@@ -66,7 +66,6 @@
 /* ---- the trailer ---- */
 
 #define TRAILER_MAGIC "LIBRACK1"
-#define TRAILER_SIZE 24
 
 /* A 64-bit hash of a byte stream fed in pieces whose lengths are multiples of 8 (the
  * last one excepted): each 8 bytes read as a little-endian word go through rng_mix;
@@ -118,7 +117,7 @@ static int check_trailer(const char *path, off_t file_size, size_t *image_size, 
                          size_t errlen)
 {
     enum { PIECE = 1 << 20 };
-    if (file_size < TRAILER_SIZE) {
+    if (file_size < CKPT_STATE_TRAILER_SIZE) {
         errmsg_set(err, errlen, "%s: %lld bytes, too short for a checkpoint state: truncated?",
                    path, (long long)file_size);
         return -1;
@@ -128,14 +127,14 @@ static int check_trailer(const char *path, off_t file_size, size_t *image_size, 
         errmsg_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    unsigned char *buf = xmalloc(PIECE), t[TRAILER_SIZE];
-    uint64_t size = (uint64_t)file_size - TRAILER_SIZE;
+    unsigned char *buf = xmalloc(PIECE), t[CKPT_STATE_TRAILER_SIZE];
+    uint64_t size = (uint64_t)file_size - CKPT_STATE_TRAILER_SIZE;
     struct file_hash fh = {0x6c69627261636b70ULL, 0};
     int rc = -1;
     /* Whole pieces (a multiple of 8) until the image ends; then the trailer. */
-    for (uint64_t done = 0; done < size + TRAILER_SIZE;) {
+    for (uint64_t done = 0; done < size + CKPT_STATE_TRAILER_SIZE;) {
         size_t want = done < size ? (size - done < PIECE ? (size_t)(size - done) : PIECE)
-                                  : TRAILER_SIZE;
+                                  : CKPT_STATE_TRAILER_SIZE;
         unsigned char *dst = done < size ? buf : t;
         size_t got = 0;
         while (got < want) {
@@ -487,7 +486,7 @@ int ckpt_state_save(const char *path, const struct ckpt_state *s, char *err, siz
     if (write_attrs(file, s, path, err, errlen) || write_tables(file, s, &f, path, err, errlen))
         goto out;
     if (h5atomic_close_file(&a, err, errlen)) goto out;
-    unsigned char trailer[TRAILER_SIZE];
+    unsigned char trailer[CKPT_STATE_TRAILER_SIZE];
     ckpt_state_trailer(trailer, a.image, a.size);
     rc = h5atomic_commit(&a, trailer, sizeof trailer, err, errlen);
 out:

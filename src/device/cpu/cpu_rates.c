@@ -171,12 +171,14 @@ static double time_steps(struct tfm_decoder *d, int n, int ctx, float *logits)
     return t[2];
 }
 
-/* What one TP-1 rank of each role holds, in float32 (docs: the README's memory table
- * of a Qwen3-0.6B-shaped run measured 1.2x these for training, 0.7-1.0x for rollout):
- * training -- weights, gradients, the AdamW moments, and the activations of one packed
- * batch of rollout.max_tokens tokens (about 16 floats a layer per token and hidden
- * unit, plus a chunk of logits); rollout -- the weights, every slot's KV cache at
- * rollout.max_tokens, and one row of logits per slot. */
+/* What one TP-1 rank of each role holds, in float32: training -- weights, gradients,
+ * the AdamW moments, and the activations of one packed batch of rollout.max_tokens
+ * tokens (about 16 floats a layer per token and hidden unit, plus a chunk of logits);
+ * rollout -- the weights, every slot's KV cache at rollout.max_tokens, and one row of
+ * logits per slot. Against the README's measured Qwen3-0.6B-shaped run (tools/
+ * bench-hf-memory: 512 tokens, 4 slots) this gives 11.34 GB for training (measured
+ * 11.40) but 2.86 GB for rollout (measured 4.67: tokenizer, buffers and allocator
+ * slack are not counted), so it errs low: a layout it refuses cannot fit. */
 static void memory_estimate(const struct libra_config *cfg, const struct tfm_config *mc,
                             double n_params, struct device_info *out)
 {
