@@ -407,6 +407,80 @@ static void test_infeasible(void)
     CU_ASSERT_STRING_EQUAL(a.why, b.why);
 }
 
+/* ---- tolerance ---- */
+
+/* With a tolerance e the plan is within 1 + e of the brute force's optimum, never
+ * better than it, and the search does no more work than the exact one. A rollout
+ * that is flat in the GPU count (tail-bound, as large clusters are) just above its
+ * lower bound shows the point: the exact search must try every rollout count, a
+ * tolerance above the gap stops after the first. */
+static double tail_rollout(void *ctx, const int counts[PC_N_TP], char *why, size_t n)
+{
+    (void)ctx; (void)why; (void)n;
+    int gpus = 0;
+    for (int k = 0; k < PC_N_TP; k++) gpus += counts[k] * pc_tp_of(k);
+    return 10.0 + 0.01 * hash01((uint64_t)gpus); /* 10 .. 10.01, in no order */
+}
+
+static double tail_lb(void *ctx, int gpus)
+{
+    (void)ctx; (void)gpus;
+    return 10.0;
+}
+
+static double fast_train(void *ctx, const struct train_shape *s, char *why, size_t n)
+{
+    (void)ctx; (void)why; (void)n;
+    return 8.0 / (s->tp * s->pp * s->dp) + 0.01 * s->micro;
+}
+
+static void test_tolerance(void)
+{
+    int n_cases = 0, n_fewer = 0;
+    for (int mode = 0; mode < SM_N_MODES; mode++)
+        for (int v = 0; v < 6; v++)
+            for (int n = 2; n <= 24; n += 2) {
+                struct plan_limits l = limits_variant(v, n);
+                struct synth y = synth_default(mode, l.batch);
+                if (v == 5) y.min_kv_tp = 1;
+                struct plan_eval ev = synth_eval(&y);
+                struct plan_choice exact, loose, brute;
+                int re = plan_search(&l, &ev, &exact);
+                CU_ASSERT_EQUAL(plan_search_brute(&l, &ev, &brute), re);
+                l.tolerance = 0.05;
+                CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &loose), re);
+                if (re != 0) continue;
+                n_cases++;
+                CU_ASSERT(loose.step_s >= brute.step_s);
+                CU_ASSERT(loose.step_s <= 1.05 * brute.step_s);
+                CU_ASSERT(consistent(&l, &loose));
+                CU_ASSERT(loose.n_rollout_evals <= exact.n_rollout_evals);
+                CU_ASSERT(loose.n_train_evals <= exact.n_train_evals);
+                n_fewer += loose.n_rollout_evals < exact.n_rollout_evals;
+            }
+    CU_ASSERT(n_cases > 100);
+    CU_ASSERT(n_fewer > 0);
+
+    struct plan_eval ev = {NULL, fast_train, tail_rollout, tail_lb};
+    struct plan_limits l = limits_default(256);
+    l.granularity = 8;
+    l.max_layouts = 300; /* the config's default: grid + local moves per rollout count */
+    struct plan_choice exact, loose;
+    CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &exact), 0);
+    l.tolerance = 0.002; /* above the 0.1 % band */
+    CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &loose), 0);
+    CU_ASSERT(loose.step_s <= 1.002 * exact.step_s);
+    CU_ASSERT(exact.n_rollout_evals > 20 * loose.n_rollout_evals);
+
+    /* Out of range: refused with the value. */
+    l.tolerance = 1.0;
+    CU_ASSERT_EQUAL(plan_search(&l, &ev, &loose), -1);
+    CU_ASSERT_STRING_EQUAL(loose.why, "invalid limits: tolerance 1 is outside [0, 1)");
+    l.tolerance = NAN;
+    CU_ASSERT_EQUAL(plan_search(&l, &ev, &loose), -1);
+    CU_ASSERT(strstr(loose.why, "tolerance nan") != NULL);
+}
+
 /* ---- grid mode ---- */
 
 static void test_grid(void)
@@ -442,6 +516,7 @@ int main(void)
         {"alignment", test_alignment},
         {"infeasible", test_infeasible},
         {"grid", test_grid},
+        {"tolerance", test_tolerance},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {{"plan_search", cases}, {NULL, NULL}};

@@ -120,6 +120,7 @@ struct plan_config {
     double resplit_s;      /* fixed cost of a re-split, emulated seconds */
     int min_rollout_tp, max_rollout_tp, max_train_tp, max_train_pp, max_micro;
     int min_train, min_rollout, granularity, max_layouts;
+    double solve_tolerance; /* relative: the plan may be this much slower than the best */
     double calib_alpha, calib_alpha_fast, calib_sigma;
     int calib_window;
     int pool;              /* elastic hybrid pool on */

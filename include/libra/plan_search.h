@@ -8,8 +8,11 @@
  * training shape for each training GPU count and the best rollout layout for each
  * rollout GPU count, each once (a cache per GPU count), and prunes with lower bounds
  * (a training time at or above the best step time so far; the rollout evaluator's
- * lower bound): the result is the exact optimum over the candidates, the same as the
- * brute force (plan_search_brute, used by the tests).
+ * lower bound): with tolerance 0 the result is the exact optimum over the
+ * candidates, the same as the brute force (plan_search_brute, used by the tests);
+ * with tolerance e > 0 the search stops as soon as no candidate left can be faster
+ * than (best so far) / (1 + e), so the plan's step time is within a factor 1 + e of
+ * that optimum.
  *
  * Rollout layouts are counts of instances per TP class (1, 2, 4, 8), every count
  * vector whose GPUs sum to the rollout GPU count (no truncation, no largest-first
@@ -41,6 +44,8 @@ struct plan_limits {
     int granularity;     /* training GPU counts are multiples of this */
     int batch;           /* trajectories per step: dp <= batch, micro <= batch / dp */
     int max_layouts;     /* rollout layouts enumerated exactly per GPU count */
+    double tolerance;    /* >= 0: stop when nothing left can beat the plan by more than
+                          * this fraction of it (0: exact) */
 };
 
 /* The evaluators the search calls (the planner wires them to plan_cost.h; tests pass

@@ -243,6 +243,10 @@ const struct cfg_key cfg_schema[] = {
     INT_KEY("plan", "max_layouts", plan.max_layouts, 300, 1, E7, "layouts",
             "rollout layouts evaluated exactly per GPU count; beyond, a grid + local search",
             GRP_ONLY),
+    FLOAT_KEY("plan", "solve_tolerance", plan.solve_tolerance, 0.005, 0, 0.5, "",
+              "the search stops when no candidate left can beat its plan by more than this "
+              "fraction (0: the exact optimum)",
+              GRP_ONLY),
     FLOAT_KEY("plan", "calib_alpha", plan.calib_alpha, 0.1, 0.001, 1, "",
               "calibration: weight of a new measured / predicted ratio", GRP_ONLY),
     FLOAT_KEY("plan", "calib_alpha_fast", plan.calib_alpha_fast, 0.8, 0.001, 1, "",

@@ -5,7 +5,9 @@
  * scaled with the GPU count, batch x G / 48, so every size plans the same load per
  * GPU), then times planner_search -- the whole search with the real cost model --
  * `repeat` times on one core with CLOCK_MONOTONIC, and prints the median, the
- * cost-model calls and the plan it found. CONFIG must have plan.mode = "grp".
+ * cost-model calls, the plan it found and its modelled step time; with --exact, the
+ * same search at plan.solve_tolerance = 0 once more, so the step times show what the
+ * tolerance gave up. CONFIG must have plan.mode = "grp".
  * Training GPU counts step by CONFIG's plan.granularity up to 64 GPUs and by whole
  * nodes (hardware gpus_per_node) beyond, as a cluster allocates training.
  *
@@ -50,15 +52,53 @@ static void layout_text(const struct plan_choice *ch, char *buf, size_t n)
                                     pc_tp_of(k), ch->counts[k]);
 }
 
+/* One table row: the search on gpus GPUs at the configured tolerance, repeat times. */
+static void solve_row(const struct libra_config *cfg, const struct job_inputs *in, int gpus,
+                      int repeat)
+{
+    struct planner pl;
+    planner_init(&pl, cfg, &in->cm, &in->wl, gpus + 1);
+    struct len_profile prof;
+    lp_init(&prof);
+    lp_from_workload(&prof, &in->wl, cfg->run.seed, 0, cfg->train.batch_size, cfg->rollout.max_turns,
+                     cfg->rollout.max_tokens_per_turn, cfg->rollout.max_tokens);
+    prof.overlap = cfg->train.max_staleness + 1;
+    double *t = xmalloc((size_t)repeat * sizeof *t);
+    struct plan_choice ch;
+    int rc = 0;
+    for (int r = 0; r < repeat; r++) {
+        double t0 = mono_s();
+        rc = planner_search(&pl, &prof, gpus, 0, &ch);
+        t[r] = mono_s() - t0;
+    }
+    qsort(t, (size_t)repeat, sizeof *t, cmp_double);
+    char lay[256];
+    layout_text(&ch, lay, sizeof lay);
+    printf("| %d | %d | %d | %g | %.2f | %.2f | %lld |", gpus, cfg->train.batch_size,
+           cfg->plan.granularity, cfg->plan.solve_tolerance, 1e3 * t[repeat / 2], 1e3 * t[0],
+           (long long)(ch.n_train_evals + ch.n_rollout_evals));
+    if (rc)
+        printf(" - | - | infeasible: %s |\n", ch.why);
+    else
+        printf(" %s | %.3f | train %d (tp %d, pp %d, dp %d, micro %d); rollout %s; idle %d |\n",
+               ch.approx ? "yes" : "no", ch.step_s, ch.n_train, ch.train.tp, ch.train.pp,
+               ch.train.dp, ch.train.micro, lay, ch.n_idle);
+    fflush(stdout);
+    free(t);
+    lp_free(&prof);
+    planner_free(&pl);
+}
+
 int cmd_bench_planner_solve(int argc, char **argv)
 {
     if (argc < 1 || strcmp(argv[0], "--help") == 0) {
         fprintf(argc < 1 ? stderr : stdout,
-                "usage: libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R]\n"
-                "  CONFIG: a plan.mode = \"grp\" configuration (e.g. inputs/bench/planner-48gpu.cfg)\n");
+                "usage: libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R] [--exact]\n"
+                "  CONFIG: a plan.mode = \"grp\" configuration (e.g. inputs/bench/planner-48gpu.cfg)\n"
+                "  --exact: after each row, the same search at plan.solve_tolerance = 0 (once)\n");
         return argc < 1 ? 2 : 0;
     }
-    int gpus[8] = {48, 512, 4096}, n_gpus = 3, repeat = 5;
+    int gpus[8] = {48, 512, 4096}, n_gpus = 3, repeat = 5, exact = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
             n_gpus = 0;
@@ -66,6 +106,8 @@ int cmd_bench_planner_solve(int argc, char **argv)
                 gpus[n_gpus++] = atoi(tok);
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             repeat = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--exact") == 0) {
+            exact = 1;
         } else {
             fprintf(stderr, "libra --bench-planner-solve: unknown option '%s'\n", argv[i]);
             return 2;
@@ -93,50 +135,22 @@ int cmd_bench_planner_solve(int argc, char **argv)
     }
     printf("planner solve time: %s, %s on %s, workload %s, %d repeats, one core\n\n", argv[0],
            in.cm.model.name, in.cm.hw.name, in.wl.name, repeat);
-    printf("| GPUs | batch | granularity | median solve (ms) | min (ms) | cost-model calls | approx "
-           "| plan |\n");
-    printf("|---:|---:|---:|---:|---:|---:|:-:|---|\n");
-    int batch0 = cfg->train.batch_size;
+    printf("| GPUs | batch | granularity | tolerance | median solve (ms) | min (ms) | cost-model calls "
+           "| approx | step (s) | plan |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|:-:|---:|---|\n");
+    int batch0 = cfg->train.batch_size, gran0 = cfg->plan.granularity;
+    double tol0 = cfg->plan.solve_tolerance;
     for (int g = 0; g < n_gpus; g++) {
         int batch = (int)((long long)batch0 * gpus[g] / 48);
-        if (batch < batch0) batch = batch0;
-        cfg->train.batch_size = batch;
-        int gran0 = cfg->plan.granularity;
+        cfg->train.batch_size = batch < batch0 ? batch0 : batch;
         if (gpus[g] > 64 && in.cm.hw.gpus_per_node > gran0)
             cfg->plan.granularity = in.cm.hw.gpus_per_node;
-        struct planner pl;
-        planner_init(&pl, cfg, &in.cm, &in.wl, gpus[g] + 1);
-        struct len_profile prof;
-        lp_init(&prof);
-        lp_from_workload(&prof, &in.wl, cfg->run.seed, 0, batch, cfg->rollout.max_turns,
-                         cfg->rollout.max_tokens_per_turn, cfg->rollout.max_tokens);
-        prof.overlap = cfg->train.max_staleness + 1;
-        double *t = xmalloc((size_t)repeat * sizeof *t);
-        struct plan_choice ch;
-        int rc = 0;
-        for (int r = 0; r < repeat; r++) {
-            double t0 = mono_s();
-            rc = planner_search(&pl, &prof, gpus[g], 0, &ch);
-            t[r] = mono_s() - t0;
+        solve_row(cfg, &in, gpus[g], repeat);
+        if (exact && tol0 > 0) {
+            cfg->plan.solve_tolerance = 0;
+            solve_row(cfg, &in, gpus[g], 1);
+            cfg->plan.solve_tolerance = tol0;
         }
-        qsort(t, (size_t)repeat, sizeof *t, cmp_double);
-        char lay[256];
-        layout_text(&ch, lay, sizeof lay);
-        if (rc)
-            printf("| %d | %d | %d | %.2f | %.2f | %lld | - | infeasible: %s |\n", gpus[g], batch,
-                   cfg->plan.granularity, 1e3 * t[repeat / 2], 1e3 * t[0],
-                   (long long)(ch.n_train_evals + ch.n_rollout_evals), ch.why);
-        else
-            printf("| %d | %d | %d | %.2f | %.2f | %lld | %s | train %d (tp %d, pp %d, dp %d, micro "
-                   "%d); rollout %s; idle %d; %.1f s/step |\n",
-                   gpus[g], batch, cfg->plan.granularity, 1e3 * t[repeat / 2], 1e3 * t[0],
-                   (long long)(ch.n_train_evals + ch.n_rollout_evals), ch.approx ? "yes" : "no",
-                   ch.n_train, ch.train.tp, ch.train.pp, ch.train.dp, ch.train.micro, lay, ch.n_idle,
-                   ch.step_s);
-        fflush(stdout);
-        free(t);
-        lp_free(&prof);
-        planner_free(&pl);
         cfg->plan.granularity = gran0;
     }
     free(cfg);

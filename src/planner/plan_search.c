@@ -27,7 +27,13 @@
  * the group is final. The search stops when the smallest bound exceeds the best step
  * (or equals it for a group after the best in tie order): every group left can only
  * lose, so no training shape is evaluated unless its rollout bound allows it, and no
- * rollout GPU count unless some group that needs it could still win.
+ * rollout GPU count unless some group that needs it could still win. With a
+ * tolerance e > 0 it stops when the smallest bound times 1 + e reaches the best step:
+ * whatever is left is at least best / (1 + e), so the plan is within 1 + e of the
+ * optimum. This is what makes large clusters cheap: where the rollout time is
+ * tail-bound it is nearly flat in R and sits a fraction of a percent above
+ * rollout_lb, so an exact search must evaluate every R, and a tolerance of a few
+ * tenths of a percent evaluates a handful.
  *
  * Cost. Exactness needs rho(R) for every R whose rollout_lb(R) and some training
  * time of its groups are both at or below the optimum, so the number of rollout GPU
@@ -105,6 +111,10 @@ static int limits_valid(const struct plan_limits *l, char *why, size_t n)
     for (size_t i = 0; i < sizeof ge / sizeof ge[0]; i++) {
         if (ge[i].v >= ge[i].lo) continue;
         snprintf(why, n, "invalid limits: %s %d is below %d", ge[i].name, ge[i].v, ge[i].lo);
+        return 0;
+    }
+    if (!(l->tolerance >= 0 && l->tolerance < 1)) {
+        snprintf(why, n, "invalid limits: tolerance %g is outside [0, 1)", l->tolerance);
         return 0;
     }
     return 1;
@@ -361,10 +371,12 @@ static void group_train(struct search *S, size_t gi)
     S->tmin[gi] = m;
 }
 
-/* A node that cannot beat (or tie ahead of) the best: neither can any after it. */
+/* A node that cannot beat (or tie ahead of) the best: neither can any after it.
+ * With a tolerance e > 0, one that cannot beat it by more than the factor 1 + e. */
 static int beyond_best(const struct search *S, const struct hnode *x)
 {
     if (S->best_g < 0) return 0;
+    if (S->lim->tolerance > 0) return x->bound * (1.0 + S->lim->tolerance) >= S->best_s;
     return x->bound > S->best_s || (x->bound == S->best_s && x->gi > (size_t)S->best_g);
 }
 

@@ -127,7 +127,8 @@ static void limits_from_config(const struct planner *pl, struct plan_limits *lim
                                 .min_rollout = p->min_rollout,
                                 .granularity = p->granularity,
                                 .batch = pl->cfg->train.batch_size,
-                                .max_layouts = p->max_layouts};
+                                .max_layouts = p->max_layouts,
+                                .tolerance = p->solve_tolerance};
 }
 
 /* The plan of a search result, placed by plan_build (rollout instances largest
