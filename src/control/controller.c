@@ -55,6 +55,7 @@ static void finish_traj(struct controller *c, struct traj *t)
         t->reward = ctl_real_score(c, t);
     } else {
         struct wl_traj_state st = {.traj_id = t->id,
+                                   .prompt_id = t->prompt_id,
                                    .turn = t->turn,
                                    .ctx_tokens = t->ctx_tokens,
                                    .n_failures = t->n_failures,

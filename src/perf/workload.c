@@ -45,6 +45,7 @@ enum wl_purpose {
     PURPOSE_PAYLOAD = 6,
     PURPOSE_LATENCY = 7,
     PURPOSE_REWARD = 8,
+    PURPOSE_DIFFICULTY = 9,
 };
 #define TURN_END 0xffffffffULL /* the "turn" of per-trajectory draws made at the end */
 #define WL_TIMEOUT_PAYLOAD 8   /* tokens of a "tool timed out" message */
@@ -81,6 +82,12 @@ static const struct cfgt_field wl_fields[] = {
     W_REAL(reward_base, 0, 1, 0, "P(reward = 1) at step 0 without failures"),
     W_REAL(reward_per_step, -1, 1, 0, "added to P(reward = 1) per step"),
     W_REAL(reward_per_failure, 0, 1, 0, "subtracted from P(reward = 1) per failed tool"),
+    W_REAL(difficulty_gen_sigma, 0, 3, 0,
+           "per-prompt log-sd of the generation median, shared by a group (0 = none)"),
+    W_REAL(difficulty_continue, -1, 1, 0, "added to p_continue per sd of prompt difficulty"),
+    W_REAL(difficulty_reward, 0, 1, 0, "subtracted from P(reward = 1) per sd of prompt difficulty"),
+    W_REAL(gen_per_failure, 0, 5, 0,
+           "each failed tool return so far multiplies later turns' generation median by 1 + this"),
 };
 
 static const struct cfgt_field tool_fields[] = {
@@ -211,10 +218,19 @@ int workload_prompt_tokens(const struct workload *wl, uint64_t seed, int64_t pro
     return clamp_round(x, wl->prompt_min, wl->prompt_max);
 }
 
+double workload_difficulty(uint64_t seed, int64_t prompt_id)
+{
+    struct rng r;
+    stream(&r, seed, prompt_id, 0, PURPOSE_DIFFICULTY);
+    return rng_normal(&r);
+}
+
 /* Probability that turn st->turn ends in a tool call (ignoring the turn limits). */
-static double p_continue(const struct workload *wl, const struct wl_traj_state *st)
+static double p_continue(const struct workload *wl, uint64_t seed, const struct wl_traj_state *st)
 {
     double p = wl->p_continue + wl->drift_continue_per_step * drift_steps(wl, st->step);
+    if (wl->difficulty_continue != 0)
+        p += wl->difficulty_continue * workload_difficulty(seed, st->prompt_id);
     if (st->last_failed) p += wl->p_continue_fail_bonus;
     if (st->last_large) p += wl->p_continue_large_bonus;
     return clamp01(p, WL_P_CONTINUE_MAX);
@@ -226,7 +242,7 @@ static int turn_is_final(const struct workload *wl, uint64_t seed, const struct 
     if (st->turn < wl->min_turns - 1) return 0;
     struct rng r;
     stream(&r, seed, st->traj_id, (uint64_t)st->turn, PURPOSE_CONTINUE);
-    return !(rng_uniform(&r) < p_continue(wl, st));
+    return !(rng_uniform(&r) < p_continue(wl, seed, st));
 }
 
 /* Type, status, payload and latency of the tool call ending turn st->turn. */
@@ -263,6 +279,10 @@ void workload_turn(const struct workload *wl, uint64_t seed, const struct wl_tra
 {
     struct rng r;
     double median = wl->gen_median * pow(1.0 + wl->drift_gen_per_step, drift_steps(wl, st->step));
+    if (wl->difficulty_gen_sigma > 0)
+        median *= exp(wl->difficulty_gen_sigma * workload_difficulty(seed, st->prompt_id));
+    if (wl->gen_per_failure > 0 && st->n_failures > 0)
+        median *= pow(1.0 + wl->gen_per_failure, st->n_failures);
     stream(&r, seed, st->traj_id, (uint64_t)st->turn, PURPOSE_GEN);
     out->gen_tokens = clamp_round(rng_lognormal(&r, log(median), wl->gen_sigma), 1, wl->gen_max);
     out->final = wl->n_tools == 0 || turn_is_final(wl, seed, st);
@@ -287,9 +307,32 @@ double workload_reward(const struct workload *wl, uint64_t seed, const struct wl
 {
     double p = wl->reward_base + wl->reward_per_step * drift_steps(wl, st->step) -
                wl->reward_per_failure * st->n_failures;
+    if (wl->difficulty_reward > 0) p -= wl->difficulty_reward * workload_difficulty(seed, st->prompt_id);
     struct rng r;
     stream(&r, seed, st->traj_id, TURN_END, PURPOSE_REWARD);
     return rng_uniform(&r) < clamp01(p, 1.0) ? 1.0 : 0.0;
+}
+
+void workload_run(const struct workload *wl, uint64_t seed, int64_t traj_id, int64_t prompt_id,
+                  int step, struct wl_traj_summary *out)
+{
+    struct wl_traj_state st = {.traj_id = traj_id, .prompt_id = prompt_id, .step = step};
+    struct wl_turn t;
+    memset(out, 0, sizeof *out);
+    out->prompt = workload_prompt_tokens(wl, seed, prompt_id);
+    st.ctx_tokens = out->prompt;
+    do {
+        workload_turn(wl, seed, &st, &t);
+        out->gen += t.gen_tokens;
+        if (!t.final) {
+            out->payload += t.payload_tokens;
+            out->tool_s += t.tool_latency_s;
+        }
+        workload_advance(wl, &st, &t);
+    } while (!t.final);
+    out->turns = st.turn;
+    out->failures = st.n_failures;
+    out->reward = workload_reward(wl, seed, &st);
 }
 
 /* ======================================================================== */
@@ -341,7 +384,7 @@ static void summarise(double *v, int n, double *out, int with_p90)
 static double run_one(const struct workload *wl, uint64_t seed, int64_t traj_id, int step,
                       struct wl_stats *s, int *turns)
 {
-    struct wl_traj_state st = {.traj_id = traj_id, .step = step};
+    struct wl_traj_state st = {.traj_id = traj_id, .prompt_id = traj_id / 4, .step = step};
     struct wl_turn t;
     int prompt = workload_prompt_tokens(wl, seed, traj_id / 4);
     double gen = 0, payload = 0;
@@ -450,5 +493,9 @@ void workload_describe(const struct workload *wl, uint64_t seed, int n, int step
     ROW("payload / call, mean", payload_mean, "%24.0f");
     ROW("tool latency, mean (s)", tool_lat_mean, "%24.2f");
     ROW("reward, mean", reward_mean, "%24.3f");
+    struct wl_structure st[2];
+    for (int j = 0; j < ns; j++) workload_structure(wl, seed, n / 8 > 1 ? n / 8 : 2, 8, s[j].step, &st[j]);
+    row(out, "group length correlation", ns, st[0].icc, st[ns - 1].icc, "%24.2f");
+    row(out, "tail share (last 10 %)", ns, st[0].tail_share, st[ns - 1].tail_share, "%24.2f");
     print_tools(wl, s, ns, out);
 }

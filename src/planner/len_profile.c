@@ -79,7 +79,7 @@ void lp_from_workload(struct len_profile *p, const struct workload *wl, uint64_t
         struct traj_sample *s = &p->s[i];
         int prompt = workload_prompt_tokens(wl, seed, i);
         if (prompt > max_tokens - 1) prompt = max_tokens - 1;
-        struct wl_traj_state st = {.traj_id = i, .ctx_tokens = prompt, .step = step};
+        struct wl_traj_state st = {.traj_id = i, .prompt_id = i, .ctx_tokens = prompt, .step = step};
         *s = (struct traj_sample){.prompt = prompt};
         for (;;) {
             struct wl_turn t;

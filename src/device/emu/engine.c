@@ -89,6 +89,7 @@ void engine_submit(struct engine *e, const struct wire_turn_req *req)
     memset(s, 0, sizeof *s);
     s->req = *req;
     struct wl_traj_state st = {.traj_id = req->traj_id,
+                               .prompt_id = req->prompt_id,
                                .turn = req->turn,
                                .ctx_tokens = req->ctx_tokens,
                                .n_failures = req->n_failures,
