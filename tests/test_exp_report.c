@@ -222,6 +222,38 @@ static void test_report(void)
     CU_ASSERT(!exists(dir, "throughput.png.tmp"));
 }
 
+/* A run on several seeds: each cell the mean with [min, max], ratios per seed. The
+ * sync-colocated "seeds" are the 0.640 and 0.960 traj/s files, libra's the 1.280 and
+ * 1.600 ones: per-seed ratios 2.00 and 1.67. A run with another number of files is
+ * refused. */
+static void test_seeds(void)
+{
+    make_fixtures();
+    char sync2[1300], libra2[1300], dir[700], err[2048];
+    snprintf(sync2, sizeof sync2, "%s,%s", g_path[R2E_SYNC], g_path[R2E_ASYNC]);
+    snprintf(libra2, sizeof libra2, "%s,%s", g_path[R2E_LIBRA], g_path[R2E_ORACLE]);
+    struct exp_run r[2] = {{"r2e", "sync-colocated", sync2}, {"r2e", "libra", libra2}};
+    snprintf(dir, sizeof dir, "%s/seeds", g_dir);
+    CU_ASSERT_EQUAL_FATAL(exp_report(dir, "t", r, 2, err, sizeof err), 0);
+    char path[800];
+    snprintf(path, sizeof path, "%s/results.md", dir);
+    const char *md = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(md);
+    CU_ASSERT(strstr(md, "repeated on 2 seeds") != NULL);
+    static const char *const rows[] = {
+        "| sync-colocated | 0.800 [0.640, 0.960] | 80.0 [64.0, 96.0] | 1.00x [1.00, 1.00] | -- | -- |",
+        "| libra | 1.440 [1.280, 1.600] | 144.0 [128.0, 160.0] | 1.83x [1.67, 2.00] | -- | -- |"};
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(strstr(md, rows[i]) != NULL);
+        if (!strstr(md, rows[i])) fprintf(stderr, "missing row: %s\n%s", rows[i], md);
+    }
+    struct exp_run bad[2] = {{"r2e", "sync-colocated", sync2}, {"r2e", "libra", g_path[R2E_LIBRA]}};
+    snprintf(dir, sizeof dir, "%s/seeds-bad", g_dir);
+    CU_ASSERT_EQUAL(exp_report(dir, "t", bad, 2, err, sizeof err), -1);
+    CU_ASSERT(strstr(err, "r2e/libra has 1 files, run r2e/sync-colocated 2") != NULL);
+    CU_ASSERT(!exists(dir, "results.md"));
+}
+
 /* Without a libra run the drift chart falls back to the first run with trajectories
  * (not the oracle) and there is no allocation chart. */
 static void test_report_fallbacks(void)
@@ -329,6 +361,7 @@ static const struct test_case cases[] = {
     {"figures: rates, weighted idle, trained-only p99, time_scale", test_figures},
     {"report: results.md rows, ratios, --, charts", test_report},
     {"report: drift fallback, no allocation without libra", test_report_fallbacks},
+        {"several seeds: mean [min, max], ratios per seed", test_seeds},
     {"errors: missing, not HDF5, no steps, no column, duplicate", test_errors},
     {"command line: usage, errors, success", test_cli},
     {NULL, NULL}};

@@ -41,10 +41,17 @@
 
 #include <stddef.h>
 
+/* Most seeds a run may be repeated on. */
+#define EXP_MAX_SEEDS 16
+
 struct exp_run {
     const char *workload; /* e.g. "r2e" */
     const char *policy;   /* e.g. "libra", "sync-colocated", "oracle" */
-    const char *path;     /* its metrics file */
+    const char *path;     /* its metrics file, or several separated by ',' (one per seed:
+                           * the k-th file of every run is seed k; every run must have
+                           * the same number). Then each results.md cell is the mean
+                           * over the seeds with [min, max], and a ratio is taken per
+                           * seed before it is summarised. */
 };
 
 /* Figures of one run (what a results.md row shows). */

@@ -8,13 +8,16 @@
  * seed, so the same trajectories; the first W steps warm the scheduler up (C-MLFQ's
  * tree learns) and are not measured. Rows:
  *   load_balance  TP2 x 8          FIFO instance queue   (the baseline, ratio 1.00)
+ *   load_balance  TP4 x 4          FIFO  (what all-large instances give without routing)
  *   load_balance  [1,1,2,4] x 2    FIFO
  *   length_aware  [1,1,2,4] x 2    FIFO
  *   la_mlfq       [1,1,2,4] x 2    FIFO
  *   cmlfq         [1,1,2,4] x 2    FIFO  (routing alone)
  *   cmlfq         [1,1,2,4] x 2    MLFQ  (the default: routing + instance queue)
  * Baselines use FIFO like the reference's vLLM. Everything else is config_defaults()
- * (cost-model knobs, buckets, rollout limits) with the overrides printed.
+ * (cost-model knobs, buckets, rollout limits) with the overrides printed. --seeds
+ * runs every row on each seed and prints, per row, the mean and range over seeds of
+ * its ratios to the base row of the same seed.
  *
  * --latency: C-MLFQ's routing decision latency with a prefix tree of >= 100,000
  * nodes on one core: the tree is grown through the public API (sched_route,
@@ -37,10 +40,14 @@
 #include "libra/rollout_sim.h"
 #include "libra/sched.h"
 
+#define BENCH_MAX_SEEDS 16
+
 struct bench_opts {
     char workload[64];
     int steps, warmup, groups, samples;
     uint64_t seed;
+    uint64_t seeds[BENCH_MAX_SEEDS]; /* --seeds: several seeds, summarised */
+    int n_seeds;
     double tick_s;
     int latency;
     int decisions;   /* --latency: decisions timed */
@@ -51,7 +58,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: libra --bench-sched [--workload NAME] [--steps N] [--warmup N] [--groups G]\n"
-            "                           [--samples S] [--seed S] [--tick SECONDS]\n"
+            "                           [--samples S] [--seed S | --seeds S,S,...] [--tick SECONDS]\n"
             "       libra --bench-sched --latency [--seed S] [--decisions N] [--tree-nodes N]\n"
             "  NAME: a preset in inputs/workloads/ (r2e-gym, search-r1, ...); default r2e-gym\n");
 }
@@ -71,7 +78,9 @@ static int parse_int(const char *opt, const char *v, int lo, int hi, int *out)
 
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
-    *o = (struct bench_opts){"r2e-gym", 12, 4, 32, 8, 1, RSIM_DEFAULT_TICK_S, 0, 200000, 100000};
+    *o = (struct bench_opts){.workload = "r2e-gym", .steps = 12, .warmup = 4, .groups = 32,
+                             .samples = 8, .seed = 1, .tick_s = RSIM_DEFAULT_TICK_S,
+                             .decisions = 200000, .tree_nodes = 100000};
     for (int a = 0; a < argc; a++) {
         const char *k = argv[a];
         if (strcmp(k, "--latency") == 0) {
@@ -114,6 +123,25 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
                 return -1;
             }
             o->seed = s;
+        } else if (strcmp(k, "--seeds") == 0) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            o->n_seeds = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                char *end;
+                unsigned long long x = strtoull(tok, &end, 10);
+                if (*tok == '\0' || *end != '\0' || *tok == '-' || o->n_seeds == BENCH_MAX_SEEDS) {
+                    fprintf(stderr, "libra --bench-sched: --seeds '%s': up to %d unsigned "
+                                    "integers, comma-separated\n", v, BENCH_MAX_SEEDS);
+                    return -1;
+                }
+                o->seeds[o->n_seeds++] = x;
+            }
+            if (o->n_seeds == 0) {
+                fprintf(stderr, "libra --bench-sched: --seeds '%s': no seed\n", v);
+                return -1;
+            }
+            o->seed = o->seeds[0];
         } else if (strcmp(k, "--tick") == 0) {
             char *end;
             o->tick_s = strtod(v, &end);
@@ -171,6 +199,7 @@ struct bench_row {
 
 static const struct bench_row rows[] = {
     {"load_balance", "TP2 x 8", "fifo", 8, {2, 2, 2, 2, 2, 2, 2, 2}},
+    {"load_balance", "TP4 x 4", "fifo", 4, {4, 4, 4, 4}},
     {"load_balance", "[1,1,2,4] x 2", "fifo", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
     {"length_aware", "[1,1,2,4] x 2", "fifo", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
     {"la_mlfq", "[1,1,2,4] x 2", "fifo", 8, {1, 1, 2, 4, 1, 1, 2, 4}},
@@ -184,8 +213,9 @@ static void print_setup(const struct bench_opts *o, const struct libra_config *c
 {
     const struct rollout_config *ro = &cfg->rollout;
     const struct sched_config *sc = &cfg->sched;
-    printf("libra bench-sched: workload %s, %s, %s, 16 GPUs, seed %llu\n", in->wl.name,
-           in->cm.hw.name, in->cm.model.name, (unsigned long long)o->seed);
+    printf("libra bench-sched: workload %s, %s, %s, 16 GPUs, seed %llu%s\n", in->wl.name,
+           in->cm.hw.name, in->cm.model.name, (unsigned long long)o->seed,
+           o->n_seeds > 1 ? " (and the others of --seeds)" : "");
     printf("  steps %d (first %d warm-up, not measured), %d groups x %d samples = %d "
            "trajectories a step, synchronous (a step ends with its last trajectory)\n",
            o->steps, o->warmup, o->groups, o->samples, o->groups * o->samples);
@@ -206,28 +236,24 @@ static void print_setup(const struct bench_opts *o, const struct libra_config *c
     printf("; mlfq queue %d levels from %d tokens\n\n", sc->queue_levels, sc->queue_base_tokens);
 }
 
-static int bench_throughput(const struct bench_opts *o)
+/* Every row on one seed: tot[k] and the simulation's wall time wall[k]. */
+static int run_rows(const struct bench_opts *o, uint64_t seed, struct libra_config *cfg,
+                    const struct job_inputs *in, struct rsim_totals *tot, double *wall)
 {
-    struct libra_config cfg;
-    struct job_inputs in;
-    if (bench_inputs(o, &cfg, &in)) return 1;
-    print_setup(o, &cfg, &in);
     struct rsim_sync_config sync = {.groups_per_step = o->groups,
                                     .steps = o->steps,
                                     .warmup_steps = o->warmup,
                                     .step0 = 0};
-    struct rsim_totals tot[N_ROWS];
-    double wall[N_ROWS], wall_all = 0;
     for (int k = 0; k < N_ROWS; k++) {
-        struct sched_config sc = cfg.sched;
+        struct sched_config sc = cfg->sched;
         snprintf(sc.type, sizeof sc.type, "%s", rows[k].policy);
         snprintf(sc.instance_queue, sizeof sc.instance_queue, "%s", rows[k].queue);
-        struct rsim_config c = {.cm = &in.cm,
-                                .wl = &in.wl,
+        struct rsim_config c = {.cm = &in->cm,
+                                .wl = &in->wl,
                                 .sched = &sc,
-                                .rollout = &cfg.rollout,
+                                .rollout = &cfg->rollout,
                                 .n_inst = rows[k].n_inst,
-                                .seed = o->seed,
+                                .seed = seed,
                                 .tick_s = o->tick_s};
         memcpy(c.tp, rows[k].tp, sizeof c.tp);
         char err[1024];
@@ -238,9 +264,20 @@ static int bench_throughput(const struct bench_opts *o)
             return 1;
         }
         wall[k] = wall_time() - t0;
-        wall_all += wall[k];
     }
+    return 0;
+}
+
+static void decode_shares(const struct rsim_totals *t, double pct[3])
+{
+    for (int j = 0; j < 3; j++)
+        pct[j] = t->decode_tokens ? 100.0 * (double)t->decode_by_tp[j] / (double)t->decode_tokens : 0;
+}
+
+static void print_table(const struct rsim_totals *tot, const double *wall)
+{
     const struct rsim_totals *b = &tot[0];
+    double wall_all = 0;
     printf("| policy | layout | queue | makespan (s) | vs base | tokens/s | vs base | "
            "p99 latency (s) | vs base | migrations/traj | busy | decode on TP1/2/4 (%%) | "
            "sim wall (s) | events/s |\n");
@@ -248,10 +285,8 @@ static int bench_throughput(const struct bench_opts *o)
     for (int k = 0; k < N_ROWS; k++) {
         const struct rsim_totals *t = &tot[k];
         double pct[3];
-        for (int j = 0; j < 3; j++)
-            pct[j] = t->decode_tokens
-                         ? 100.0 * (double)t->decode_by_tp[j] / (double)t->decode_tokens
-                         : 0;
+        decode_shares(t, pct);
+        wall_all += wall[k];
         printf("| %s | %s | %s | %.1f | %.2f | %.0f | %.2f | %.1f | %.2f | %.3f | %.2f | "
                "%.0f/%.0f/%.0f | %.2f | %.0f |\n",
                rows[k].policy, rows[k].layout, rows[k].queue, t->mean_makespan_s,
@@ -269,7 +304,75 @@ static int bench_throughput(const struct bench_opts *o)
            "(%lld for the last row, %lld turn results). Simulation wall time %.2f s in all.\n",
            (long long)tot[N_ROWS - 1].sim.iterations, (long long)tot[N_ROWS - 1].sim.results,
            wall_all);
-    return 0;
+}
+
+/* Mean, min and max of v[0..n). */
+static void spread(const double *v, int n, double *mean, double *lo, double *hi)
+{
+    *mean = 0;
+    *lo = *hi = v[0];
+    for (int i = 0; i < n; i++) {
+        *mean += v[i] / n;
+        *lo = fmin(*lo, v[i]);
+        *hi = fmax(*hi, v[i]);
+    }
+}
+
+/* Several seeds: per row the mean [min, max] over seeds of each ratio to the base row
+ * of the same seed, and the mean migrations and decode shares. */
+static void print_summary(const struct bench_opts *o, const struct rsim_totals (*tot)[N_ROWS])
+{
+    int n = o->n_seeds;
+    printf("seeds");
+    for (int i = 0; i < n; i++) printf("%s%llu", i ? "," : " ", (unsigned long long)o->seeds[i]);
+    printf(": mean [min, max] over seeds of each ratio to load_balance on TP2 x 8 of the same seed\n\n");
+    printf("| policy | layout | queue | tokens/s vs base | makespan vs base | p99 latency vs base | "
+           "tokens/s (mean) | migrations/traj | decode on TP1/2/4 (%%) |\n");
+    printf("|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int k = 0; k < N_ROWS; k++) {
+        double r_tok[BENCH_MAX_SEEDS], r_ms[BENCH_MAX_SEEDS], r_p99[BENCH_MAX_SEEDS];
+        double tok = 0, mig = 0, pct[3] = {0};
+        for (int i = 0; i < n; i++) {
+            const struct rsim_totals *t = &tot[i][k], *b = &tot[i][0];
+            r_tok[i] = t->tokens_per_s / b->tokens_per_s;
+            r_ms[i] = t->mean_makespan_s / b->mean_makespan_s;
+            r_p99[i] = t->p99_latency_s / b->p99_latency_s;
+            tok += t->tokens_per_s / n;
+            mig += (double)t->migrations / (double)t->trajectories / n;
+            double p[3];
+            decode_shares(t, p);
+            for (int j = 0; j < 3; j++) pct[j] += p[j] / n;
+        }
+        double m[3], lo[3], hi[3];
+        spread(r_tok, n, &m[0], &lo[0], &hi[0]);
+        spread(r_ms, n, &m[1], &lo[1], &hi[1]);
+        spread(r_p99, n, &m[2], &lo[2], &hi[2]);
+        printf("| %s | %s | %s | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.0f | "
+               "%.3f | %.0f/%.0f/%.0f |\n",
+               rows[k].policy, rows[k].layout, rows[k].queue, m[0], lo[0], hi[0], m[1], lo[1],
+               hi[1], m[2], lo[2], hi[2], tok, mig, pct[0], pct[1], pct[2]);
+    }
+}
+
+static int bench_throughput(const struct bench_opts *o)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    if (bench_inputs(o, &cfg, &in)) return 1;
+    print_setup(o, &cfg, &in);
+    struct rsim_totals tot[N_ROWS];
+    double wall[N_ROWS];
+    if (o->n_seeds <= 1) {
+        if (run_rows(o, o->seed, &cfg, &in, tot, wall)) return 1;
+        print_table(tot, wall);
+        return 0;
+    }
+    struct rsim_totals (*all)[N_ROWS] = xcalloc((size_t)o->n_seeds, sizeof *all);
+    int rc = 0;
+    for (int i = 0; i < o->n_seeds && rc == 0; i++) rc = run_rows(o, o->seeds[i], &cfg, &in, all[i], wall);
+    if (rc == 0) print_summary(o, (const struct rsim_totals (*)[N_ROWS])all);
+    free(all);
+    return rc;
 }
 
 /* ---- routing latency ---- */

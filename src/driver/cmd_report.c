@@ -1,5 +1,5 @@
 /*
- * `libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ...`: the experiment suite's
+ * `libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...`: the experiment suite's
  * report (exp_report.h) from the runs' metrics files: DIR/results.md and the PNG
  * charts. Each run is named by its workload and policy (split at the first '/';
  * the file follows the first '='); the policies "sync-colocated", "static-async"
@@ -19,12 +19,14 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ...\n"
+            "usage: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...\n"
             "  writes DIR/results.md (a table per workload: trajectories and tokens per\n"
             "  emulated second, ratios to sync-colocated and static-async, fraction of the\n"
             "  oracle, GPU idle fractions, p99 latency) and the charts DIR/throughput.png,\n"
             "  DIR/allocation-WORKLOAD.png, DIR/drift-WORKLOAD.png\n"
-            "  FILE: a run's metrics file; POLICY \"oracle\": libra-sim --oracle's file\n");
+            "  FILE: a run's metrics file, or one per seed separated by ',' (the k-th file of\n"
+            "  every run is seed k; cells become the mean and [min, max]); POLICY \"oracle\":\n"
+            "  libra-sim --oracle's file\n");
 }
 
 /* Splits "WORKLOAD/POLICY=FILE" into a copy (*buf, free it) and run; 0 or -1. */

@@ -28,7 +28,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: libra-sim CONFIG [--np N] [--out FILE] [--tick S] [--oracle]\n"
-                 "       libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ...\n"
+                 "       libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...\n"
                  "  simulates the job CONFIG would run as `mpirun -np N libra CONFIG`, in virtual\n"
                  "  time on one core, and writes the same metrics file (deterministic: the same\n"
                  "  config and N give a bitwise-identical file)\n"
@@ -37,7 +37,7 @@ static void usage(FILE *out)
                  "  --tick S   controller reaction time, emulated seconds (default %g)\n"
                  "  --oracle   write the clairvoyant throughput bound of CONFIG instead\n"
                  "  --report   the experiment report of the runs' metrics files (results.md,\n"
-                 "             charts) in DIR\n",
+                 "             charts) in DIR; several files of one run are its seeds\n",
             JOB_SIM_DEFAULT_TICK_S);
 }
 

@@ -202,7 +202,8 @@ int exp_read_figures(const char *path, struct exp_figures *f, char *err, size_t 
 struct report {
     const struct exp_run *runs;
     int n;
-    struct exp_data *data;      /* (n) */
+    int n_rep;                  /* files per run: seeds (the same for every run) */
+    struct exp_data **data;     /* (n) x (n_rep): run i's repeat k is data[i][k] */
     const char **wl, **pol;     /* distinct workloads / policies, in order of first use */
     int n_wl, n_pol;
     char **file_wl;             /* (n_wl) workload names as used in chart file names */
@@ -292,14 +293,67 @@ static const char *num(char *buf, size_t n, const char *fmt, double v)
     return buf;
 }
 
-/* v / base as "%.2fx" or "%.0f%%" (percent); "--" when base is absent or not > 0. */
-static const char *ratio(char *buf, size_t n, double v, const struct report *r, int base,
-                         int percent)
+/* Mean, min and max of v[0..n); NaN when one is not finite. */
+static void spread(const double *v, int n, double *mean, double *lo, double *hi)
+{
+    *mean = 0;
+    *lo = *hi = v[0];
+    for (int k = 0; k < n; k++) {
+        *mean += v[k] / n;
+        *lo = fmin(*lo, v[k]);
+        *hi = fmax(*hi, v[k]);
+        if (!isfinite(v[k])) *mean = NAN;
+    }
+}
+
+/* A figure over the repeats: "fmt" of the one value, or "fmt [lo, hi]" of the mean
+ * and range (lo and hi in fmt without its suffix: "%.2fx" -> "[%.2f, %.2f]"). */
+static const char *cell(char *buf, size_t n, const char *fmt, const double *v, int reps)
+{
+    double m, lo, hi;
+    spread(v, reps, &m, &lo, &hi);
+    if (!isfinite(m)) return "--";
+    if (reps == 1) return num(buf, n, fmt, m);
+    char bare[16];
+    snprintf(bare, sizeof bare, "%s", fmt);
+    size_t l = strlen(bare);
+    while (l > 0 && bare[l - 1] != 'f') bare[--l] = '\0'; /* "%.2fx" -> "%.2f" */
+    char f3[64];
+    snprintf(f3, sizeof f3, "%s [%s, %s]", fmt, bare, bare);
+    snprintf(buf, n, f3, m, lo, hi);
+    return buf;
+}
+
+/* Run i's repeats' traj/s over base's (the same seed), as "%.2fx" or "%.0f%%"
+ * (percent) with the range over seeds; "--" when base is absent or a base rate is
+ * not > 0. */
+static const char *ratio(char *buf, size_t n, const struct report *r, int i, int base, int percent)
 {
     if (base < 0) return "--";
-    double b = r->data[base].fig.traj_per_s;
-    if (!(isfinite(b) && b > 0)) return "--";
-    return num(buf, n, percent ? "%.0f%%" : "%.2fx", percent ? 100.0 * v / b : v / b);
+    double v[EXP_MAX_SEEDS];
+    for (int k = 0; k < r->n_rep; k++) {
+        double b = r->data[base][k].fig.traj_per_s, x = r->data[i][k].fig.traj_per_s;
+        if (!(isfinite(b) && b > 0)) return "--";
+        v[k] = percent ? 100.0 * x / b : x / b;
+    }
+    return cell(buf, n, percent ? "%.0f%%" : "%.2fx", v, r->n_rep);
+}
+
+/* One figure of run i over its repeats. */
+enum fig_field { F_TRAJ, F_TOK, F_RIDLE, F_TIDLE, F_P99 };
+static const char *fig_cell(char *buf, size_t n, const struct report *r, int i, enum fig_field f,
+                            const char *fmt)
+{
+    double v[EXP_MAX_SEEDS];
+    for (int k = 0; k < r->n_rep; k++) {
+        const struct exp_figures *g = &r->data[i][k].fig;
+        v[k] = f == F_TRAJ    ? g->traj_per_s
+               : f == F_TOK   ? g->tokens_per_s
+               : f == F_RIDLE ? g->rollout_idle
+               : f == F_TIDLE ? g->train_idle
+                              : g->p99_latency_s;
+    }
+    return cell(buf, n, fmt, v, r->n_rep);
 }
 
 static void md_workload(FILE *f, const struct report *r, int w)
@@ -316,17 +370,15 @@ static void md_workload(FILE *f, const struct report *r, int w)
     for (int p = 0; p < r->n_pol; p++) {
         int i = find_run(r, wl, r->pol[p]);
         if (i < 0) continue;
-        const struct exp_figures *g = &r->data[i].fig;
-        char b[8][64];
+        char b[8][96];
         fputs("| ", f);
         md_text(f, r->pol[p]);
         fprintf(f, " | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
-                num(b[0], 64, "%.3f", g->traj_per_s), num(b[1], 64, "%.1f", g->tokens_per_s),
-                ratio(b[2], 64, g->traj_per_s, r, sync, 0),
-                ratio(b[3], 64, g->traj_per_s, r, async, 0),
-                ratio(b[4], 64, g->traj_per_s, r, oracle, 1),
-                num(b[5], 64, "%.3f", g->rollout_idle), num(b[6], 64, "%.3f", g->train_idle),
-                num(b[7], 64, "%.2f", g->p99_latency_s), g->steps);
+                fig_cell(b[0], 96, r, i, F_TRAJ, "%.3f"), fig_cell(b[1], 96, r, i, F_TOK, "%.1f"),
+                ratio(b[2], 96, r, i, sync, 0), ratio(b[3], 96, r, i, async, 0),
+                ratio(b[4], 96, r, i, oracle, 1), fig_cell(b[5], 96, r, i, F_RIDLE, "%.3f"),
+                fig_cell(b[6], 96, r, i, F_TIDLE, "%.3f"), fig_cell(b[7], 96, r, i, F_P99, "%.2f"),
+                r->data[i][0].fig.steps);
     }
     if (r->alloc_run[w] >= 0)
         fprintf(f, "\n![GPUs per role, libra](allocation-%s.png)\n", r->file_wl[w]);
@@ -347,9 +399,14 @@ static void md_report(FILE *f, const struct report *r, const char *title)
           "trajectories/s with the same workload's " SYNC_POLICY " and " ASYNC_POLICY
           " runs; \"of oracle\" is trajectories/s as a share of the oracle's bound. Idle: 1 - "
           "the step-time-weighted busy fraction of the role's GPUs. p99 latency: t_end - "
-          "t_start of the trained trajectories, emulated seconds. \"--\": not available.\n\n"
-          "![trajectories per second](throughput.png)\n\n",
+          "t_start of the trained trajectories, emulated seconds. \"--\": not available.\n\n",
           f);
+    if (r->n_rep > 1)
+        fprintf(f, "Every run was repeated on %d seeds (the k-th file of each run is seed k): "
+                "each cell is the mean over the seeds and [min, max]; a ratio is taken per "
+                "seed, then summarised. Charts: means (throughput), the first seed (the "
+                "others).\n\n", r->n_rep);
+    fputs("![trajectories per second](throughput.png)\n\n", f);
     for (int w = 0; w < r->n_wl; w++) md_workload(f, r, w);
     fputs("## Runs\n\n| workload | policy | metrics file |\n|---|---|---|\n", f);
     for (int i = 0; i < r->n; i++) {
@@ -415,10 +472,10 @@ static int plan_report(struct report *r, char *err, size_t errlen)
             }
         r->alloc_run[w] = find_run(r, r->wl[w], LIBRA_POLICY);
         r->drift_run[w] = -1;
-        if (r->alloc_run[w] >= 0 && r->data[r->alloc_run[w]].n_trained > 0)
+        if (r->alloc_run[w] >= 0 && r->data[r->alloc_run[w]][0].n_trained > 0)
             r->drift_run[w] = r->alloc_run[w];
         for (int i = 0; i < r->n && r->drift_run[w] < 0; i++)
-            if (strcmp(r->runs[i].workload, r->wl[w]) == 0 && r->data[i].n_trained > 0)
+            if (strcmp(r->runs[i].workload, r->wl[w]) == 0 && r->data[i][0].n_trained > 0)
                 r->drift_run[w] = i;
     }
     return 0;
@@ -430,7 +487,10 @@ static int draw_charts(const char *dir, const struct report *r, char *err, size_
     for (int w = 0; w < r->n_wl; w++)
         for (int p = 0; p < r->n_pol; p++) {
             int i = find_run(r, r->wl[w], r->pol[p]);
-            tps[w * r->n_pol + p] = i >= 0 ? r->data[i].fig.traj_per_s : NAN;
+            double m = NAN, lo, hi, v[EXP_MAX_SEEDS];
+            for (int k = 0; i >= 0 && k < r->n_rep; k++) v[k] = r->data[i][k].fig.traj_per_s;
+            if (i >= 0) spread(v, r->n_rep, &m, &lo, &hi);
+            tps[w * r->n_pol + p] = m;
         }
     char *path = join_path(dir, "throughput.png");
     int rc = exp_chart_throughput(path, r->wl, r->n_wl, r->pol, r->n_pol, tps, err, errlen);
@@ -441,14 +501,14 @@ static int draw_charts(const char *dir, const struct report *r, char *err, size_
         if (r->alloc_run[w] >= 0) {
             sprintf(name, "allocation-%s.png", r->file_wl[w]);
             path = join_path(dir, name);
-            rc = exp_chart_allocation(path, r->wl[w], &r->data[r->alloc_run[w]], err, errlen);
+            rc = exp_chart_allocation(path, r->wl[w], &r->data[r->alloc_run[w]][0], err, errlen);
             free(path);
         }
         if (rc == 0 && r->drift_run[w] >= 0) {
             sprintf(name, "drift-%s.png", r->file_wl[w]);
             path = join_path(dir, name);
             rc = exp_chart_drift(path, r->wl[w], r->runs[r->drift_run[w]].policy,
-                                 &r->data[r->drift_run[w]], err, errlen);
+                                 &r->data[r->drift_run[w]][0], err, errlen);
             free(path);
         }
         free(name);
@@ -470,6 +530,7 @@ int exp_report(const char *dir, const char *title, const struct exp_run *runs, i
             return -1;
         }
     struct report r = {.runs = runs, .n = n};
+    int rc_load = 0, *n_loaded = xcalloc((size_t)n, sizeof *n_loaded);
     r.data = xcalloc((size_t)n, sizeof *r.data);
     r.wl = xcalloc((size_t)n, sizeof *r.wl);
     r.pol = xcalloc((size_t)n, sizeof *r.pol);
@@ -478,8 +539,37 @@ int exp_report(const char *dir, const char *title, const struct exp_run *runs, i
     r.drift_run = xcalloc((size_t)n, sizeof *r.drift_run);
     char *md = NULL;
     int rc = -1;
-    for (int i = 0; i < n; i++)
-        if (exp_load(runs[i].path, &r.data[i], err, errlen)) goto fail;
+    for (int i = 0; i < n && rc_load == 0; i++) {
+        char *paths = xstrdup(runs[i].path), *save = NULL;
+        int k = 0;
+        r.data[i] = xcalloc(EXP_MAX_SEEDS, sizeof **r.data);
+        for (char *p = strtok_r(paths, ",", &save); p && rc_load == 0; p = strtok_r(NULL, ",", &save)) {
+            if (k == EXP_MAX_SEEDS) {
+                snprintf(err, errlen, "run %s/%s: more than %d files (seeds)", runs[i].workload,
+                         runs[i].policy, EXP_MAX_SEEDS);
+                rc_load = -1;
+            } else if (exp_load(p, &r.data[i][k], err, errlen)) {
+                rc_load = -1;
+            } else {
+                k++;
+            }
+        }
+        free(paths);
+        n_loaded[i] = k;
+        if (rc_load == 0 && k == 0) {
+            snprintf(err, errlen, "run %s/%s: no metrics file in '%s'", runs[i].workload,
+                     runs[i].policy, runs[i].path);
+            rc_load = -1;
+        }
+        if (rc_load == 0 && i > 0 && k != n_loaded[0]) {
+            snprintf(err, errlen, "run %s/%s has %d files, run %s/%s %d: every run needs one file "
+                     "per seed", runs[i].workload, runs[i].policy, k, runs[0].workload,
+                     runs[0].policy, n_loaded[0]);
+            rc_load = -1;
+        }
+    }
+    if (rc_load) goto fail;
+    r.n_rep = n_loaded[0];
     if (plan_report(&r, err, errlen) || make_dirs(dir, err, errlen) ||
         draw_charts(dir, &r, err, errlen))
         goto fail;
@@ -489,9 +579,11 @@ int exp_report(const char *dir, const char *title, const struct exp_run *runs, i
 fail:
     free(md);
     for (int i = 0; i < n; i++) {
-        exp_data_free(&r.data[i]);
+        for (int k = 0; r.data[i] && k < n_loaded[i]; k++) exp_data_free(&r.data[i][k]);
+        free(r.data[i]);
         free(r.file_wl[i]);
     }
+    free(n_loaded);
     free(r.drift_run);
     free(r.alloc_run);
     free(r.file_wl);
