@@ -508,7 +508,28 @@ static const struct test_case gate_cases[] = {
     {NULL, NULL},
 };
 
+/* A staleness cap full of stragglers on idle rollout GPUs is not pressure: the
+ * reference's max(queue, active) said 1.0 and protected the side (never lent); the
+ * busy-scaled signal lets the training bottleneck rule lend the idle GPUs. */
+static void test_pool_starved_rollout(void)
+{
+    CU_ASSERT_DOUBLE_EQUAL(pool_pressure(0.05, 1.0, 0.3), 0.3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(pool_pressure(0.9, 1.0, 0.3), 0.9, 1e-12); /* a real queue */
+    CU_ASSERT_DOUBLE_EQUAL(pool_pressure(0.0, 1.0, 1.0), 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(pool_pressure(0.0, 1.0, 2.0), 1.0, 1e-12);  /* clamped */
+    CU_ASSERT_DOUBLE_EQUAL(pool_pressure(0.0, 1.0, -1.0), 0.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(pool_pressure(0.0, 0.9, NAN), 0.9, 1e-12);  /* unmeasured */
+    /* Training 20 s vs rollout 5 s a step, the cap full, rollout GPUs 30 % busy. */
+    struct pool_decision d = decide(&pool_ref, 8, 1, 1, 0, 0, 20, 5, fmax(0.05, 1.0));
+    CU_ASSERT_EQUAL(d.reason, POOL_PROTECT_ROLLOUT);
+    CU_ASSERT_EQUAL(d.desired, 0);
+    d = decide(&pool_ref, 8, 1, 1, 0, 0, 20, 5, pool_pressure(0.05, 1.0, 0.3));
+    CU_ASSERT_EQUAL(d.reason, POOL_TRAINING_BOTTLENECK);
+    CU_ASSERT(d.desired > 0);
+}
+
 static const struct test_case pool_cases[] = {
+    {"a starved rollout side lends", test_pool_starved_rollout},
     {"training bound", test_pool_training_bound},
     {"replica counting", test_pool_replica_counting},
     {"rollout bound", test_pool_rollout_bound},

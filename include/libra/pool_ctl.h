@@ -55,6 +55,14 @@ struct pool_decision {
 
 void pool_decide(const struct pool_config *cfg, const struct pool_input *in,
                  struct pool_decision *out);
+/* The pressure the pool protects the rollout side from: max(queue_pressure,
+ * active_pressure x rollout_busy). Groups in flight count only as far as the rollout
+ * GPUs are busy: when the staleness cap is full of long-tail stragglers and the
+ * rollout GPUs idle, the rollout side is starved of work, not loaded, and lending
+ * its idle GPUs to training is what helps (the reference's max(queue, active) read
+ * that state as full pressure and never lent). busy outside [0, 1] is clamped; a
+ * non-finite one counts as 1 (no measurement: the unscaled pressure). */
+double pool_pressure(double queue_pressure, double active_pressure, double rollout_busy);
 const char *pool_reason_name(enum pool_reason r);
 
 #endif

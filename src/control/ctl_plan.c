@@ -23,6 +23,7 @@
 
 #include "ctl_internal.h"
 #include "libra/log.h"
+#include "libra/pool_ctl.h"
 
 static void write_planner_row(struct controller *c, const struct planner_pass *ps, int applied)
 {
@@ -131,7 +132,7 @@ void ctl_plan_after_step(struct controller *c, double step_s, double rollout_bus
         return;
     }
     ctl_pool_decide(c, in.rt.train_s, in.rt.rollout_s,
-                    fmax(in.rt.queue_pressure, in.rt.active_pressure));
+                    pool_pressure(in.rt.queue_pressure, in.rt.active_pressure, rollout_busy_frac));
 }
 
 void ctl_next_epoch(struct controller *c)

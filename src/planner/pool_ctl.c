@@ -94,6 +94,12 @@ void pool_decide(const struct pool_config *cfg, const struct pool_input *in,
     }
 }
 
+double pool_pressure(double queue_pressure, double active_pressure, double rollout_busy)
+{
+    double busy = isfinite(rollout_busy) ? fmin(1.0, fmax(0.0, rollout_busy)) : 1.0;
+    return fmax(queue_pressure, active_pressure * busy);
+}
+
 const char *pool_reason_name(enum pool_reason r)
 {
     switch (r) {
