@@ -18,6 +18,8 @@ static void usage(FILE *out)
             "  libra --check-config CONFIG        validate, print the resolved configuration\n"
             "  libra --describe-workload FILE [--n N] [--seed S] [--step K]\n"
             "                                     statistics of a workload preset\n"
+            "  libra --trace-export RUN.h5 [OUT.jsonl]\n"
+            "                                     a run's rollouts as a trace workload.trace replays\n"
             "  libra --config-reference           every configuration key (Markdown)\n"
             "  libra --devices                    GPUs this build can use\n"
             "  libra score MODEL TOKENS_FILE      log-prob of each token given the ones before\n"
@@ -58,6 +60,7 @@ int main(int argc, char **argv)
         return cmd_check_config(argv[2]);
     }
     if (strcmp(a, "--describe-workload") == 0) return cmd_describe_workload(argc - 2, argv + 2);
+    if (strcmp(a, "--trace-export") == 0) return cmd_trace_export(argc - 2, argv + 2);
     if (strcmp(a, "--config-reference") == 0) return cmd_config_reference();
     if (strcmp(a, "--devices") == 0) return cmd_devices();
     if (strcmp(a, "score") == 0) return cmd_score(argc - 2, argv + 2);

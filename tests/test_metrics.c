@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "libra/metrics.h"
 
+#include "libra/h5util.h"
 #include "libra/log.h"
 #include "testutil.h"
 
@@ -1230,7 +1231,7 @@ static void test_round_trip(void)
     CU_ASSERT(attr_num(f, "world_size", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 9);
     CU_ASSERT(attr_num(f, "schema_version", H5T_NATIVE_INT64, &v));
-    CU_ASSERT_EQUAL(v, 4);
+    CU_ASSERT_EQUAL(v, 5);
     CU_ASSERT(attr_num(f, "steps_requested", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 2 * N_STEPS);
     CU_ASSERT(attr_num(f, "throughput", H5T_NATIVE_DOUBLE, &x));
@@ -1258,6 +1259,64 @@ static void test_round_trip(void)
 }
 
 /* Empty tables, NULL strings, over-long strings, "failed" status. */
+/* /turns: every column back as written (numbers through h5_read_column_f64, the tool
+ * name through h5_read_column_str), names and units as documented. */
+static void test_turns_table(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/turns.h5", scratch(""));
+    char err[1024];
+    struct metrics *m = metrics_open(path, "test", 9, "emu", err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    enum { N = 5000 }; /* more than one chunk */
+    for (int i = 0; i < N; i++) {
+        struct metrics_turn_row r = {.traj_id = i / 3, .turn = i % 3, .gen_tokens = 10 + i,
+                                     .final = i % 3 == 2, .status = i % 3 == 2 ? 0 : 1 + i % 3,
+                                     .payload_tokens = i % 3 == 2 ? 0 : i % 97,
+                                     .tool_latency_s = 0.25 * (i % 5), .wall_s = 0.5 * i};
+        if (!r.final) snprintf(r.tool, sizeof r.tool, "tool-%d", i % 7);
+        CU_ASSERT_EQUAL(metrics_turn(m, &r), 0);
+    }
+    CU_ASSERT_EQUAL(metrics_close(m, "complete"), 0);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    static const char *const names[] = {"traj_id", "turn", "gen_tokens", "final", "tool",
+                                        "status", "payload_tokens", "tool_latency_s", "wall_s"};
+    static const char *const units[] = {"1", "1", "tokens", "1", "text", "1", "tokens", "s", "s"};
+    check_columns(f, "turns", names, units, NELEM(names));
+    double *v[8];
+    size_t n;
+    static const char *const num[] = {"traj_id", "turn", "gen_tokens", "final", "status",
+                                      "payload_tokens", "tool_latency_s", "wall_s"};
+    for (int c = 0; c < 8; c++) {
+        CU_ASSERT_EQUAL_FATAL(h5_read_column_f64(f, "turns", num[c], &v[c], &n, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(n, (size_t)N);
+    }
+    char *tools = NULL;
+    CU_ASSERT_EQUAL_FATAL(h5_read_column_str(f, "turns", "tool", 24, &tools, &n, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(n, (size_t)N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        int fin = i % 3 == 2;
+        char want[24] = "";
+        if (!fin) snprintf(want, sizeof want, "tool-%d", i % 7);
+        bad += v[0][i] != i / 3 || v[1][i] != i % 3 || v[2][i] != 10 + i || v[3][i] != fin ||
+               v[4][i] != (fin ? 0 : 1 + i % 3) || v[5][i] != (fin ? 0 : i % 97) ||
+               v[6][i] != 0.25 * (i % 5) || v[7][i] != 0.5 * i || strcmp(tools + 24 * (size_t)i, want) != 0;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* a numeric column asked as text, and a missing column */
+    char *x = NULL;
+    CU_ASSERT_EQUAL(h5_read_column_str(f, "turns", "turn", 24, &x, &n, err, sizeof err), -1);
+    CU_ASSERT(strstr(err, "/turns has no string column turn") != NULL);
+    CU_ASSERT_EQUAL(h5_read_column_str(f, "turns", "nope", 24, &x, &n, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(h5_read_column_str(f, "none", "tool", 24, &x, &n, err, sizeof err), -1);
+    CU_ASSERT(strstr(err, "no table /none") != NULL);
+    for (int c = 0; c < 8; c++) free(v[c]);
+    free(tools);
+    H5Fclose(f);
+}
+
 static void test_edge_values(void)
 {
     const char *path = scratch("edge.h5");
@@ -1913,6 +1972,7 @@ int main(void)
 {
     static const struct test_case writer[] = {
         {"round trip: every column of every table, attributes", test_round_trip},
+        {"/turns round trip; string columns read back", test_turns_table},
         {"edge values: empty table, long/NULL strings, failed", test_edge_values},
         {"open refuses an existing file (exists)", test_open_existing_fails},
         {"open in a missing directory fails clearly", test_open_missing_dir_fails},

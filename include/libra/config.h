@@ -194,6 +194,7 @@ struct sft_config {
 
 struct workload_config {
     char preset[CFG_PATH_MAX]; /* workload preset file (inputs/workloads/) */
+    char trace[CFG_PATH_MAX];  /* a rollout trace replayed instead of the model, or "" */
 };
 
 struct output_config {

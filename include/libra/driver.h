@@ -20,6 +20,7 @@ struct job_inputs {
 int driver_run_job(int argc, char **argv);
 int cmd_check_config(const char *path);
 int cmd_describe_workload(int argc, char **argv);
+int cmd_trace_export(int argc, char **argv);
 int cmd_config_reference(void);
 int cmd_devices(void);
 /* cmd_model.c: commands on a model file */

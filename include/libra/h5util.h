@@ -27,6 +27,10 @@ void h5_error(char *err, size_t errlen, const char *path, const char *expr, cons
  * -1 with a message naming the table and column. */
 int h5_read_column_f64(hid_t file, const char *table, const char *col, double **out, size_t *n,
                        char *err, size_t errlen);
+/* The same for a string column, as *n rows of width bytes each (NUL-terminated,
+ * truncated to width - 1) in one xmalloc'd block. */
+int h5_read_column_str(hid_t file, const char *table, const char *col, size_t width, char **out,
+                       size_t *n, char *err, size_t errlen);
 /* Creates the scalar attribute name on obj (file type ftype) from value (memory type
  * mtype). 0, or -1 with "<path>: ..." in err. */
 int h5_attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,

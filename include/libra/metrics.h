@@ -137,6 +137,19 @@ struct metrics_sched_row {
     double decide_us_mean;   /* mean wall time of one routing decision, microseconds */
 };
 
+/* One finished turn of a trajectory (what a trace replays: docs/emulation.md §4.5). */
+struct metrics_turn_row {
+    int64_t traj_id;
+    int32_t turn;            /* 0-based */
+    int32_t gen_tokens;      /* generated this turn */
+    int32_t final;           /* the trajectory ended with it (no tool call) */
+    char tool[24];           /* the tool it called, "" when final */
+    int32_t status;          /* enum tool_status of the return; 0 when final */
+    int32_t payload_tokens;  /* tool-return tokens appended */
+    double tool_latency_s;   /* seconds the tool took (emulated seconds on emu) */
+    double wall_s;           /* when rank 0 received it, seconds since the run started */
+};
+
 /* One bucket change, taken or declined (struct sched_migration, with names). */
 struct metrics_migration_row {
     double wall_s;
@@ -185,6 +198,7 @@ int metrics_planner(struct metrics *m, const struct metrics_planner_row *row);
 int metrics_eval(struct metrics *m, const struct metrics_eval_row *row);
 int metrics_sched(struct metrics *m, const struct metrics_sched_row *row);
 int metrics_migration(struct metrics *m, const struct metrics_migration_row *row);
+int metrics_turn(struct metrics *m, const struct metrics_turn_row *row);
 int metrics_instance(struct metrics *m, const struct metrics_instance_row *row);
 int metrics_attr_double(struct metrics *m, const char *name, double value);
 int metrics_attr_int(struct metrics *m, const char *name, int64_t value);

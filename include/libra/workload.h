@@ -27,6 +27,8 @@
 
 #include "libra/tool_status.h"
 
+struct wl_trace;
+
 #define WL_MAX_TOOLS 8
 
 
@@ -75,6 +77,10 @@ struct workload {
      * median of the turns after it by 1 + gen_per_failure (the agent reasons longer
      * after errors, and more so after repeated ones). */
     double gen_per_failure;
+    /* A recorded trace replayed instead of the draws above (workload.trace; NULL: the
+     * model). Not part of the preset file; the preset still gives large_payload and
+     * the tools' names. */
+    const struct wl_trace *trace;
 };
 
 /* State of one trajectory as the controller tracks it (what a turn depends on). */

@@ -394,6 +394,9 @@ const struct cfg_key cfg_schema[] = {
             "model file written (relative to the working directory)"),
     STR_KEY("workload", "preset", CFG_PATH, workload.preset, "workloads/r2e-gym.cfg", 1,
             CFG_PATH_MAX - 1, "workload preset (lengths, turns, tools)"),
+    STR_KEY("workload", "trace", CFG_PATH, workload.trace, "", 0, CFG_PATH_MAX - 1,
+            "a recorded rollout trace (JSONL, docs/emulation.md 4.5) replayed turn by turn "
+            "instead of the preset's draws; \"\" = the model"),
 
     STR_KEY("output", "dir", CFG_STRING, output.dir, "runs", 1, CFG_PATH_MAX - 1,
             "directory for the metrics file (relative to the working directory)"),

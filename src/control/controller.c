@@ -78,6 +78,24 @@ static void finish_traj(struct controller *c, struct traj *t)
     planner_record(&c->planner, &smp);
 }
 
+/* A training trajectory's turn is done (final, or ended by a tool call): its /turns row. */
+static void record_turn(struct controller *c, const struct traj *t, const struct wire_turn_result *r,
+                        int gen)
+{
+    if (t->id >= CTL_EVAL_ID0) return;
+    struct metrics_turn_row row = {.traj_id = t->id,
+                                   .turn = r->turn,
+                                   .gen_tokens = gen,
+                                   .final = r->final != 0,
+                                   .status = r->final ? TOOL_NONE : r->tool_status,
+                                   .payload_tokens = r->final ? 0 : (c->real ? r->n_payload : r->payload_tokens),
+                                   .tool_latency_s = r->final ? 0 : r->tool_latency_s,
+                                   .wall_s = now_s(c)};
+    if (!r->final && r->tool >= 0 && r->tool < WL_MAX_TOOLS && c->tool_names[r->tool])
+        snprintf(row.tool, sizeof row.tool, "%s", c->tool_names[r->tool]);
+    if (metrics_turn(c->m, &row)) FATAL("metrics: cannot write the /turns row of trajectory %lld", (long long)t->id);
+}
+
 static int turn_budget(const struct controller *c, const struct traj *t)
 {
     int left = c->cfg->rollout.max_tokens - t->ctx_tokens;
@@ -238,6 +256,7 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
         }
         t->gen_tokens += r->gen_tokens;
         t->ctx_tokens += r->gen_tokens;
+        record_turn(c, t, r, t->resume_generated + r->gen_tokens);
         t->resume_generated = 0;
         if (r->gen_tokens > 0) t->version_end = r->version_last;
         if (r->final) {
@@ -266,6 +285,7 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
     }
     t->gen_tokens += r->gen_tokens;
     t->ctx_tokens += r->gen_tokens;
+    record_turn(c, t, r, r->gen_tokens);
     t->resume_generated = 0;
     t->version_end = r->version_last;
     if (r->final) {

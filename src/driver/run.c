@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "libra/ptree.h"
 #include "libra/tool_state.h"
 #include "libra/stop_signal.h"
+#include "libra/wl_trace.h"
 #include "libra/worker.h"
 
 #ifndef PACKAGE_VERSION
@@ -44,6 +46,25 @@ int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, ch
     if (profile_load_hw(cfg->device.hardware, &in->cm.hw, err, errlen)) return -1;
     if (profile_load_model(cfg->model.profile, &in->cm.model, err, errlen)) return -1;
     if (workload_load(cfg->workload.preset, &in->wl, err, errlen)) return -1;
+    if (cfg->workload.trace[0]) {
+        /* Loaded once per process and kept for its lifetime (every rank replays it). */
+        static struct wl_trace trace;
+        static char trace_path[CFG_PATH_MAX];
+        static struct wl_tool trace_tools[WL_MAX_TOOLS];
+        static int trace_n_tools;
+        if (strcmp(trace_path, cfg->workload.trace) != 0) {
+            wl_trace_free(&trace);
+            trace_path[0] = '\0';
+            if (wl_trace_load(cfg->workload.trace, &in->wl, &trace, err, errlen)) return -1;
+            snprintf(trace_path, sizeof trace_path, "%s", cfg->workload.trace);
+            memcpy(trace_tools, in->wl.tools, sizeof trace_tools);
+            trace_n_tools = in->wl.n_tools;
+        } else { /* the tools the trace added to the preset's */
+            memcpy(in->wl.tools, trace_tools, sizeof trace_tools);
+            in->wl.n_tools = trace_n_tools;
+        }
+        in->wl.trace = &trace;
+    }
     const struct device_config *d = &cfg->device;
     in->cm.p = (struct cost_params){d->decode_bw_util, d->prefill_mfu, d->train_mfu,
                                     d->gpu_memory_utilization, d->kv_frag_rate,
@@ -386,6 +407,33 @@ static void bcast_bytes(void *p, size_t n)
     mpi_wait_backoff(&req, NULL);
 }
 
+/* The replayed trace (workload.trace), loaded by rank 0, to every rank: the bytes of
+ * `in` carried rank 0's pointer, so each worker receives the arrays into its own copy
+ * (the file need not be readable on the other nodes). */
+static void bcast_trace(int rank, struct job_inputs *in)
+{
+    static struct wl_trace copy;
+    struct wl_trace *tr = rank == 0 ? (struct wl_trace *)in->wl.trace : &copy;
+    int64_t n[3] = {0, 0, 0};
+    if (rank == 0) n[0] = tr->n_groups, n[1] = tr->n_traj, n[2] = tr->n_turns;
+    bcast_bytes(n, sizeof n);
+    const size_t sz[3] = {sizeof *tr->group, sizeof *tr->traj, sizeof *tr->turn};
+    for (int i = 0; i < 3; i++)
+        if ((uint64_t)n[i] > (uint64_t)INT_MAX / sz[i])
+            FATAL("workload.trace: %lld records are too many to send to the ranks (at most %zu)",
+                  (long long)n[i], (size_t)INT_MAX / sz[i]);
+    if (rank != 0) {
+        copy = (struct wl_trace){.group = xmalloc((size_t)n[0] * sz[0] + 1),
+                                 .traj = xmalloc((size_t)n[1] * sz[1] + 1),
+                                 .turn = xmalloc((size_t)n[2] * sz[2] + 1),
+                                 .n_groups = n[0], .n_traj = n[1], .n_turns = n[2]};
+        in->wl.trace = &copy;
+    }
+    bcast_bytes(tr->group, (size_t)n[0] * sz[0]);
+    bcast_bytes(tr->traj, (size_t)n[1] * sz[1]);
+    bcast_bytes(tr->turn, (size_t)n[2] * sz[2]);
+}
+
 int driver_run_job(int argc, char **argv)
 {
     if (argc < 2) FATAL_INPUT("usage: mpirun -np N libra CONFIG [--resume]");
@@ -429,6 +477,7 @@ int driver_run_job(int argc, char **argv)
     }
     bcast_bytes(cfg, sizeof *cfg);
     bcast_bytes(in, sizeof *in);
+    if (cfg->workload.trace[0]) bcast_trace(rank, in);
     share_cores(cfg);
     int start_version = rs->resume ? rs->version : 0;
     bcast_bytes(&start_version, sizeof start_version);

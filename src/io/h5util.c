@@ -62,30 +62,41 @@ void h5_error(char *err, size_t errlen, const char *path, const char *expr, cons
     H5Eclear2(H5E_DEFAULT);
 }
 
+/* Opens table's column col (of class want) for reading: *d, *ft, *sp and *rows, or -1
+ * with a message (what is open stays in the ids for the caller to close). */
+static int open_column(hid_t file, const char *table, const char *col, H5T_class_t want, hid_t *d,
+                       hid_t *ft, hid_t *sp, hssize_t *rows, char *err, size_t errlen)
+{
+    if (H5Lexists(file, table, H5P_DEFAULT) <= 0 || (*d = H5Dopen2(file, table, H5P_DEFAULT)) < 0) {
+        snprintf(err, errlen, "no table /%s", table);
+        return -1;
+    }
+    int idx;
+    if ((*ft = H5Dget_type(*d)) < 0 || H5Tget_class(*ft) != H5T_COMPOUND ||
+        (idx = H5Tget_member_index(*ft, col)) < 0 ||
+        (want == H5T_STRING && H5Tget_member_class(*ft, (unsigned)idx) != H5T_STRING)) {
+        snprintf(err, errlen, "/%s has no %scolumn %s", table, want == H5T_STRING ? "string " : "", col);
+        return -1;
+    }
+    if ((*sp = H5Dget_space(*d)) < 0 || H5Sget_simple_extent_ndims(*sp) != 1 ||
+        (*rows = H5Sget_simple_extent_npoints(*sp)) < 0) {
+        snprintf(err, errlen, "/%s is not a 1-D table", table);
+        return -1;
+    }
+    return 0;
+}
+
 int h5_read_column_f64(hid_t file, const char *table, const char *col, double **out, size_t *n,
                        char *err, size_t errlen)
 {
     struct h5quiet q;
     h5_quiet_begin(&q);
     hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID, mt = H5I_INVALID_HID;
+    hssize_t rows = 0;
     int rc = -1;
     *out = NULL;
     *n = 0;
-    if (H5Lexists(file, table, H5P_DEFAULT) <= 0 || (d = H5Dopen2(file, table, H5P_DEFAULT)) < 0) {
-        snprintf(err, errlen, "no table /%s", table);
-        goto done;
-    }
-    if ((ft = H5Dget_type(d)) < 0 || H5Tget_class(ft) != H5T_COMPOUND ||
-        H5Tget_member_index(ft, col) < 0) {
-        snprintf(err, errlen, "/%s has no column %s", table, col);
-        goto done;
-    }
-    hssize_t rows;
-    if ((sp = H5Dget_space(d)) < 0 || H5Sget_simple_extent_ndims(sp) != 1 ||
-        (rows = H5Sget_simple_extent_npoints(sp)) < 0) {
-        snprintf(err, errlen, "/%s is not a 1-D table", table);
-        goto done;
-    }
+    if (open_column(file, table, col, H5T_FLOAT, &d, &ft, &sp, &rows, err, errlen)) goto done;
     double *buf = calloc((size_t)rows + 1, sizeof *buf);
     if (!buf || (mt = H5Tcreate(H5T_COMPOUND, sizeof(double))) < 0 ||
         H5Tinsert(mt, col, 0, H5T_NATIVE_DOUBLE) < 0 ||
@@ -99,6 +110,42 @@ int h5_read_column_f64(hid_t file, const char *table, const char *col, double **
     rc = 0;
 done:
     if (mt >= 0) H5Tclose(mt);
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    if (d >= 0) H5Dclose(d);
+    H5Eclear2(H5E_DEFAULT);
+    h5_quiet_end(&q);
+    return rc;
+}
+
+int h5_read_column_str(hid_t file, const char *table, const char *col, size_t width, char **out,
+                       size_t *n, char *err, size_t errlen)
+{
+    struct h5quiet q;
+    h5_quiet_begin(&q);
+    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID, mt = H5I_INVALID_HID,
+          st = H5I_INVALID_HID;
+    hssize_t rows = 0;
+    int rc = -1;
+    *out = NULL;
+    *n = 0;
+    if (open_column(file, table, col, H5T_STRING, &d, &ft, &sp, &rows, err, errlen)) goto done;
+    char *buf = calloc((size_t)rows + 1, width);
+    if (!buf || (st = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(st, width) < 0 ||
+        H5Tset_strpad(st, H5T_STR_NULLTERM) < 0 || (mt = H5Tcreate(H5T_COMPOUND, width)) < 0 ||
+        H5Tinsert(mt, col, 0, st) < 0 ||
+        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+        free(buf);
+        snprintf(err, errlen, "/%s column %s: cannot be read as text", table, col);
+        goto done;
+    }
+    for (hssize_t i = 0; i < rows; i++) buf[(size_t)i * width + width - 1] = '\0';
+    *out = buf;
+    *n = (size_t)rows;
+    rc = 0;
+done:
+    if (mt >= 0) H5Tclose(mt);
+    if (st >= 0) H5Tclose(st);
     if (sp >= 0) H5Sclose(sp);
     if (ft >= 0) H5Tclose(ft);
     if (d >= 0) H5Dclose(d);

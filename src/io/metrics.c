@@ -62,9 +62,10 @@
 #endif
 
 /* Bumped when a table, column or root attribute changes meaning (docs/metrics.md). */
-#define METRICS_SCHEMA_VERSION 4 /* 2: /steps real-model columns, /eval;
+#define METRICS_SCHEMA_VERSION 5 /* 2: /steps real-model columns, /eval;
                                     3: /sched, /migrations, /instances, /tree;
-                                    4: /planner, /plans training shape and n_idle */
+                                    4: /planner, /plans training shape and n_idle;
+                                    5: /turns */
 
 #define EVENT_KIND_LEN 32
 #define EVENT_DETAIL_LEN 256
@@ -286,6 +287,18 @@ static const struct col migration_cols[] = {
     COL(metrics_migration_row, cost_s, COL_F64, "s"),
 };
 
+static const struct col turn_cols[] = {
+    COL(metrics_turn_row, traj_id, COL_I64, "1"),
+    COL(metrics_turn_row, turn, COL_I32, "1"),
+    COL(metrics_turn_row, gen_tokens, COL_I32, "tokens"),
+    COL(metrics_turn_row, final, COL_I32, "1"),
+    COL(metrics_turn_row, tool, COL_STR, "text"),
+    COL(metrics_turn_row, status, COL_I32, "1"),
+    COL(metrics_turn_row, payload_tokens, COL_I32, "tokens"),
+    COL(metrics_turn_row, tool_latency_s, COL_F64, "s"),
+    COL(metrics_turn_row, wall_s, COL_F64, "s"),
+};
+
 static const struct col instance_cols[] = {
     COL(metrics_instance_row, step, COL_I32, "1"),
     COL(metrics_instance_row, wall_s, COL_F64, "s"),
@@ -313,7 +326,8 @@ struct table_def {
 
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_SCHED, T_MIGRATIONS, T_INSTANCES, T_PLANNER, T_COUNT };
+enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_SCHED, T_MIGRATIONS, T_INSTANCES, T_PLANNER,
+       T_TURNS, T_COUNT };
 
 static const struct table_def table_defs[T_COUNT] = {
     [T_STEPS] = {"steps",
@@ -361,6 +375,13 @@ static const struct table_def table_defs[T_COUNT] = {
                    "seconds per step, the gate's verdict and whether it was applied",
                    planner_cols, NCOLS(planner_cols), sizeof(struct metrics_planner_row), 256,
                    NULL, NULL},
+    [T_TURNS] = {"turns",
+                 "one row per finished turn of a training trajectory, in the order rank 0 "
+                 "received them: generated tokens, the tool call that ended it (none when "
+                 "final), its status, payload and latency; what `libra --trace-export` turns "
+                 "into a replayable trace",
+                 turn_cols, NCOLS(turn_cols), sizeof(struct metrics_turn_row), 4096,
+                 "values.status", "0=none 1=success 2=failure 3=timeout"},
 };
 
 struct table {
@@ -752,6 +773,11 @@ int metrics_sched(struct metrics *m, const struct metrics_sched_row *row)
 int metrics_migration(struct metrics *m, const struct metrics_migration_row *row)
 {
     return append(m, T_MIGRATIONS, row);
+}
+
+int metrics_turn(struct metrics *m, const struct metrics_turn_row *row)
+{
+    return append(m, T_TURNS, row);
 }
 
 int metrics_instance(struct metrics *m, const struct metrics_instance_row *row)

@@ -29,6 +29,7 @@
 #include "libra/cfg_table.h"
 #include "libra/log.h"
 #include "libra/rng.h"
+#include "libra/wl_trace.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -212,6 +213,7 @@ static void stream(struct rng *r, uint64_t seed, int64_t id, uint64_t turn, enum
 
 int workload_prompt_tokens(const struct workload *wl, uint64_t seed, int64_t prompt_id)
 {
+    if (wl->trace) return wl_trace_pick(wl->trace, prompt_id, 0)->prompt_tokens;
     struct rng r;
     stream(&r, seed, prompt_id, 0, PURPOSE_PROMPT);
     double x = rng_lognormal(&r, log(wl->prompt_median), wl->prompt_sigma);
@@ -274,9 +276,30 @@ static void draw_tool(const struct workload *wl, uint64_t seed, const struct wl_
     out->tool_latency_s = out->status == TOOL_TIMEOUT ? t->timeout_s : fmin(lat, t->timeout_s);
 }
 
+/* Turn st->turn of the trace trajectory st replays; the last recorded turn is final
+ * (and any turn after it, which only a caller ignoring final could ask for). */
+static void trace_turn(const struct wl_trace *tr, const struct wl_traj_state *st, struct wl_turn *out)
+{
+    const struct wl_trace_traj *t = wl_trace_pick(tr, st->prompt_id, st->traj_id);
+    int k = st->turn < t->n_turns - 1 ? st->turn : t->n_turns - 1;
+    const struct wl_trace_turn *u = &tr->turn[t->first_turn + k];
+    *out = (struct wl_turn){.gen_tokens = u->gen, .final = k == t->n_turns - 1, .tool = -1,
+                            .status = TOOL_NONE};
+    if (!out->final) {
+        out->tool = u->tool;
+        out->status = (enum tool_status)u->status;
+        out->payload_tokens = u->payload;
+        out->tool_latency_s = u->latency_s;
+    }
+}
+
 void workload_turn(const struct workload *wl, uint64_t seed, const struct wl_traj_state *st,
                    struct wl_turn *out)
 {
+    if (wl->trace) {
+        trace_turn(wl->trace, st, out);
+        return;
+    }
     struct rng r;
     double median = wl->gen_median * pow(1.0 + wl->drift_gen_per_step, drift_steps(wl, st->step));
     if (wl->difficulty_gen_sigma > 0)
@@ -305,6 +328,10 @@ void workload_advance(const struct workload *wl, struct wl_traj_state *st, const
 
 double workload_reward(const struct workload *wl, uint64_t seed, const struct wl_traj_state *st)
 {
+    if (wl->trace) {
+        double r = wl_trace_pick(wl->trace, st->prompt_id, st->traj_id)->reward;
+        if (!isnan(r)) return r;
+    }
     double p = wl->reward_base + wl->reward_per_step * drift_steps(wl, st->step) -
                wl->reward_per_failure * st->n_failures;
     if (wl->difficulty_reward > 0) p -= wl->difficulty_reward * workload_difficulty(seed, st->prompt_id);
