@@ -706,7 +706,7 @@ static int read_value(const struct load_ctx *c, const struct cfg_key *k,
 
 #define BUCKET_EXAMPLE "{ name = \"short\"; tp = [1]; max_tokens = 4000; }"
 
-/* One bucket's tp: 1 .. 4 distinct TP degrees. */
+/* One bucket's tp: 1 .. 4 distinct TP degrees, in order of preference. */
 static int read_bucket_tp(const struct load_ctx *c, const struct cfg_key *k,
                           const config_setting_t *s, struct sched_bucket_spec *b,
                           const char *name)
@@ -727,7 +727,7 @@ static int read_bucket_tp(const struct load_ctx *c, const struct cfg_key *k,
             char ename[192];
             snprintf(ename, sizeof ename, "%s[%d]", name, i);
             return fail(c, config_setting_get_elem(s, (unsigned)i), ename,
-                        "%d repeats %s[%d] (list each TP degree once)",
+                        "%d repeats %s[%d] (list each TP degree once, in order of preference)",
                         tp[i], k->key, j);
         }
     b->n_tp = n;

@@ -414,8 +414,8 @@ const struct cfg_key cfg_bucket_keys[] = {
      .doc = "the bucket's name, unique (sched.default_bucket and the metrics use it)"},
     {.section = "sched.buckets", .key = "tp", .type = CFG_TP_LIST, .offset = BOFF(tp),
      .size = BSZ(tp), .min = 1, .max = BSZ(tp) / sizeof(int), .allowed = "1, 2, 4, 8",
-     .units = "ranks", .doc = "TP degrees of the bucket's instances (they share its turns by "
-                              "load), no repeats"},
+     .units = "ranks", .doc = "TP degrees of the bucket's instances, in order of preference, "
+                              "no repeats"},
     {.section = "sched.buckets", .key = "max_tokens", .type = CFG_INT,
      .offset = BOFF(max_tokens), .size = BSZ(max_tokens), .min = 1, .max = E9,
      .units = "tokens", .doc = "threshold, strictly ascending across buckets (cmlfq: "
