@@ -62,6 +62,8 @@ struct exp_figures {
     int steps;
 };
 
+/* Mean, min and max of v[0..n) (n >= 1); the mean is NaN when a value is not finite. */
+void exp_spread(const double *v, int n, double *mean, double *lo, double *hi);
 /* Reads one run's figures; 0, or -1 with err. */
 int exp_read_figures(const char *path, struct exp_figures *f, char *err, size_t errlen);
 /* Writes results.md and the charts into dir (created if missing). title heads

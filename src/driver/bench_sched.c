@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "libra/driver.h"
+#include "libra/exp_report.h"
 #include "libra/log.h"
 #include "libra/ptree.h"
 #include "libra/rng.h"
@@ -306,18 +307,6 @@ static void print_table(const struct rsim_totals *tot, const double *wall)
            wall_all);
 }
 
-/* Mean, min and max of v[0..n). */
-static void spread(const double *v, int n, double *mean, double *lo, double *hi)
-{
-    *mean = 0;
-    *lo = *hi = v[0];
-    for (int i = 0; i < n; i++) {
-        *mean += v[i] / n;
-        *lo = fmin(*lo, v[i]);
-        *hi = fmax(*hi, v[i]);
-    }
-}
-
 /* Several seeds: per row the mean [min, max] over seeds of each ratio to the base row
  * of the same seed, and the mean migrations and decode shares. */
 static void print_summary(const struct bench_opts *o, const struct rsim_totals (*tot)[N_ROWS])
@@ -344,9 +333,9 @@ static void print_summary(const struct bench_opts *o, const struct rsim_totals (
             for (int j = 0; j < 3; j++) pct[j] += p[j] / n;
         }
         double m[3], lo[3], hi[3];
-        spread(r_tok, n, &m[0], &lo[0], &hi[0]);
-        spread(r_ms, n, &m[1], &lo[1], &hi[1]);
-        spread(r_p99, n, &m[2], &lo[2], &hi[2]);
+        exp_spread(r_tok, n, &m[0], &lo[0], &hi[0]);
+        exp_spread(r_ms, n, &m[1], &lo[1], &hi[1]);
+        exp_spread(r_p99, n, &m[2], &lo[2], &hi[2]);
         printf("| %s | %s | %s | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.0f | "
                "%.3f | %.0f/%.0f/%.0f |\n",
                rows[k].policy, rows[k].layout, rows[k].queue, m[0], lo[0], hi[0], m[1], lo[1],

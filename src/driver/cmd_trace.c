@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <hdf5.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,10 @@
 #include "libra/driver.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
+#include "libra/metrics.h"
 #include "libra/tool_status.h"
 
-#define TOOL_W 24
+#define TOOL_W sizeof(((struct metrics_turn_row *)0)->tool)
 
 enum { TU_ID, TU_TURN, TU_GEN, TU_FINAL, TU_STATUS, TU_PAYLOAD, TU_LAT, TU_COLS };
 enum { TR_ID, TR_PROMPT, TR_PTOK, TR_REWARD, TR_END, TR_COLS };
@@ -56,17 +58,14 @@ static const char *status_name(int s)
     return s == TOOL_FAILURE ? "failure" : s == TOOL_TIMEOUT ? "timeout" : "success";
 }
 
-/* Writes s as a JSON string body (quotes and control characters escaped). */
+/* Writes s as a JSON string (jansson escapes it). */
 static void json_str(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
+    json_t *v = json_string(s);
+    char *text = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+    fputs(text ? text : "\"tool\"", f); /* not UTF-8: the default name */
+    free(text);
+    json_decref(v);
 }
 
 static int export(hid_t file, const char *in, FILE *out, long *n_written, char *err, size_t errlen)

@@ -293,8 +293,7 @@ static const char *num(char *buf, size_t n, const char *fmt, double v)
     return buf;
 }
 
-/* Mean, min and max of v[0..n); NaN when one is not finite. */
-static void spread(const double *v, int n, double *mean, double *lo, double *hi)
+void exp_spread(const double *v, int n, double *mean, double *lo, double *hi)
 {
     *mean = 0;
     *lo = *hi = v[0];
@@ -311,7 +310,7 @@ static void spread(const double *v, int n, double *mean, double *lo, double *hi)
 static const char *cell(char *buf, size_t n, const char *fmt, const double *v, int reps)
 {
     double m, lo, hi;
-    spread(v, reps, &m, &lo, &hi);
+    exp_spread(v, reps, &m, &lo, &hi);
     if (!isfinite(m)) return "--";
     if (reps == 1) return num(buf, n, fmt, m);
     char bare[16];
@@ -489,7 +488,7 @@ static int draw_charts(const char *dir, const struct report *r, char *err, size_
             int i = find_run(r, r->wl[w], r->pol[p]);
             double m = NAN, lo, hi, v[EXP_MAX_SEEDS];
             for (int k = 0; i >= 0 && k < r->n_rep; k++) v[k] = r->data[i][k].fig.traj_per_s;
-            if (i >= 0) spread(v, r->n_rep, &m, &lo, &hi);
+            if (i >= 0) exp_spread(v, r->n_rep, &m, &lo, &hi);
             tps[w * r->n_pol + p] = m;
         }
     char *path = join_path(dir, "throughput.png");
