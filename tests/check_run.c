@@ -3,11 +3,14 @@
  * self-consistent; used by the multi-rank integration tests.
  *
  *   check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] [--expect-handback]
- *             [--sched] [--expect-tree] [--expect-status STATUS]
+ *             [--sched] [--expect-tree] [--expect-status STATUS] [--aborted]
  *
  * --expect-status: the root attribute status the file must carry (default
  * "complete"; "cancelled" for a run stopped by a signal, "failed" for one that
  * stopped itself, e.g. on a non-finite step: both may end before the steps requested).
+ * --aborted: a run a fatal error ended (exit 1): status "failed", an "error" event,
+ * and the end-of-run attributes and untrained-trajectory rows not required -- what
+ * was written before the error must read back whole.
  * --sched checks the scheduler's tables (/sched, /migrations, /instances);
  * --expect-tree also wants the C-MLFQ prefix tree in /tree.
  *
@@ -113,6 +116,7 @@ struct options {
     int n_expect_event;
     bool planner;             /* /planner: a row per step, applied rows = grp plans */
     const char *expect_status; /* the root attribute status (--expect-status; "complete") */
+    bool aborted;             /* --aborted: ended by a fatal error */
 };
 
 /* ---- reading ---- */
@@ -794,7 +798,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: check_run FILE.h5 [--min-steps N] [--min-plans K] [--expect-moves] "
                "[--expect-handback] [--sched] [--expect-tree] [--planner] [--min-replans N] "
-               "[--expect-event KIND] [--expect-status STATUS]\n");
+               "[--expect-event KIND] [--expect-status STATUS] [--aborted]\n");
 }
 
 static int parse_long(const char *flag, const char *s, long *out)
@@ -846,6 +850,10 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return -1;
             }
             o->expect_status = argv[++i];
+        } else if (strcmp(a, "--aborted") == 0) {
+            o->aborted = true;
+            o->expect_status = "failed";
+            if (o->n_expect_event < 8) o->expect_event[o->n_expect_event++] = "error";
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -877,7 +885,7 @@ int main(int argc, char **argv)
         return 1;
     }
     check_status(&r, o.expect_status);
-    check_run_attrs(&r);
+    if (!o.aborted) check_run_attrs(&r);
     check_step_count(&r, &o);
     check_step_numbers(&r);
     check_versions(&r);

@@ -44,7 +44,29 @@ expect_failure cpu_tp8 10 "$out/cpu_tp8.cfg" "cpu_tp8.cfg:6: plan.rollout_tp: TP
 cpu cpu_idle 'n_train = 1; rollout_tp = [1];'
 expect_failure cpu_idle 4 "$out/cpu_idle.cfg" "the layout uses 2 workers but the job has 3"
 cpu cpu_grp 'mode = "grp"; max_train_tp = 1; max_train_pp = 1; max_rollout_tp = 8;'
-expect_failure cpu_grp 4 "$out/cpu_grp.cfg" "plan.max_rollout_tp = 8: TP 8 cannot shard the model"
+expect_failure cpu_grp 4 "$out/cpu_grp.cfg" "cpu_grp.cfg:6: plan.max_rollout_tp: the planner's TP 8 (of up to 8) cannot shard the model"
+
+# what depends on the model names the key's file:line and the model's value
+cpu cpu_context 'n_train = 1; rollout_tp = [1];'
+sed -i 's|^rollout = { max_tokens = 512;|rollout = { max_tokens = 4096;|' "$out/cpu_context.cfg"
+expect_failure cpu_context 3 "$out/cpu_context.cfg" "cpu_context.cfg:5: rollout.max_tokens: 4096 exceeds the context of the model .*/calc-base.h5 (max_position_embeddings = 512)"
+cpu cpu_not_model 'n_train = 1; rollout_tp = [1];'
+sed -i "s|checkpoint = \"models/calc-base.h5\";|checkpoint = \"$out/cpu_not_model.cfg\";|" "$out/cpu_not_model.cfg"
+expect_failure cpu_not_model 3 "$out/cpu_not_model.cfg" "cpu_not_model.cfg:3: model.checkpoint: "
+
+# --check-config makes the same checks as the start of a run, without mpirun
+# expect_check NAME CONFIG MESSAGE-SUBSTRING
+expect_check() {
+    if "$LIBRA" --check-config "$2" > "$out/$1.check.out" 2> "$out/$1.check.err"; then
+        fail "$1: --check-config accepted it"
+    fi
+    grep -q "$3" "$out/$1.check.err" || { cat "$out/$1.check.err"; fail "$1: --check-config: expected '$3'"; }
+    echo "ok: $1 (--check-config): $(grep -m1 "$3" "$out/$1.check.err")"
+}
+expect_check cpu_tp8 "$out/cpu_tp8.cfg" "cpu_tp8.cfg:6: plan.rollout_tp: TP 8 cannot shard the model"
+expect_check cpu_grp "$out/cpu_grp.cfg" "cpu_grp.cfg:6: plan.max_rollout_tp: the planner's TP 8"
+expect_check cpu_context "$out/cpu_context.cfg" "cpu_context.cfg:5: rollout.max_tokens: 4096 exceeds"
+expect_check cpu_not_model "$out/cpu_not_model.cfg" "cpu_not_model.cfg:3: model.checkpoint: "
 
 # the model's tokenizer and format: a chat format needs a tokenizer, and the model
 # must cover the tokenizer's ids (calc-base is the byte-level 269-id model)
@@ -64,7 +86,8 @@ expect_failure cpu_ckpt_dir 3 "$out/cpu_ckpt_dir.cfg" "cannot create checkpoint 
 # of GB of KV cache), found before any work starts
 cpu cpu_memory 'n_train = 1; rollout_tp = [1];'
 sed -i 's|^rollout = { max_tokens = 512;|rollout = { slots = 65536; max_tokens = 512;|' "$out/cpu_memory.cfg"
-expect_failure cpu_memory 3 "$out/cpu_memory.cfg" "the 3 ranks on this node need about"
+expect_failure cpu_memory 3 "$out/cpu_memory.cfg" "cpu_memory.cfg:5: rollout.slots: the 3 ranks on this node need about"
+expect_check cpu_memory "$out/cpu_memory.cfg" "cpu_memory.cfg:5: rollout.slots: the 3 ranks on this node need about"
 
 # a JSONL problems file with more unusable lines than env.max_bad_fraction allows: each
 # reported with its line, then one refusal, before any work starts

@@ -776,6 +776,44 @@ static void test_short_err(void)
     CU_ASSERT_EQUAL(small[12], 'x');
 }
 
+/* config_where names the file:line a key was set at -- in an @included file too --
+ * and the config file alone for a default; config_locate prefixes messages with it. */
+static void test_where(void)
+{
+    size_t rows = 0;
+    for (const struct cfg_key *k = cfg_schema; k->section; k++) rows++;
+    CU_ASSERT(rows <= CFG_MAX_KEYS);
+    char inc[PATH_MAX];
+    snprintf(inc, sizeof inc, "%s", test_write_file("config", "where-inc", "\n\ntrain = { lr = 1e-4; };\n"));
+    const char *inc_name = strrchr(inc, '/') + 1;
+    char text[1024], want[PATH_MAX + 16], got[CFG_PATH_MAX + 16];
+    snprintf(text, sizeof text, "# where\nrun = {\n  steps = 7;\n};\n@include \"%s\"\n"
+             "rollout = { max_tokens = 4096; };\n", inc_name);
+    const char *path = test_write_file("config", "where", text);
+    struct libra_config *c = calloc(1, sizeof *c);
+    int rc = config_load(path, c, err, sizeof err);
+    if (rc) printf("\n    %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    snprintf(want, sizeof want, "%s:3", path);
+    CU_ASSERT_STRING_EQUAL(config_where(c, "run.steps", got, sizeof got), want);
+    snprintf(want, sizeof want, "%s:6", path);
+    CU_ASSERT_STRING_EQUAL(config_where(c, "rollout.max_tokens", got, sizeof got), want);
+    snprintf(want, sizeof want, "%s:3", inc);
+    CU_ASSERT_STRING_EQUAL(config_where(c, "train.lr", got, sizeof got), want);
+    CU_ASSERT_STRING_EQUAL(config_where(c, "rollout.slots", got, sizeof got), path);
+    CU_ASSERT_STRING_EQUAL(config_where(c, "no.such_key", got, sizeof got), path);
+    CU_ASSERT_STRING_EQUAL(config_where(c, "", got, sizeof got), path);
+    char msg[2048] = "rollout.max_tokens: 4096 is too long";
+    config_locate(c, msg, sizeof msg);
+    snprintf(want, sizeof want, "%s:6: rollout.max_tokens: 4096 is too long", path);
+    CU_ASSERT_STRING_EQUAL(msg, want);
+    snprintf(msg, sizeof msg, "no key: here");
+    config_locate(c, msg, sizeof msg);
+    snprintf(want, sizeof want, "%s: no key: here", path);
+    CU_ASSERT_STRING_EQUAL(msg, want);
+    free(c);
+}
+
 /* ---- the scheduler's keys --------------------------------------------------------- */
 
 /* text as a config file must fail with "<file>:<line>: <msg>" (msg the whole rest
@@ -1019,6 +1057,7 @@ static const struct test_case error_cases[] = {
     {"unreadable file", test_unreadable},
     {"bad corpus", test_bad_corpus},
     {"short err buffer", test_short_err},
+    {"file:line of a key (config_where)", test_where},
     {"sched.buckets errors", test_bad_buckets},
     {"sched cross-key rules", test_bad_sched_rules},
     {"sched when rows", test_when_rows},

@@ -202,8 +202,20 @@ struct output_config {
     char file[CFG_PATH_MAX]; /* metrics file; "" = <dir>/<run.name>-<time>.h5 */
 };
 
+/* Where each key of the file was set, so that a check only the model can make (a
+ * context length, a head count) names the key's file:line like the loader does. */
+#define CFG_MAX_KEYS 256 /* rows of the schema (a test keeps the schema within it) */
+#define CFG_MAX_FILES 8  /* the config and the files it @includes that set keys */
+struct cfg_origin {
+    char files[CFG_MAX_FILES][CFG_PATH_MAX];
+    int n_files;
+    unsigned short line[CFG_MAX_KEYS]; /* by schema row; 0 = not in the file */
+    unsigned char file[CFG_MAX_KEYS];  /* index into files */
+};
+
 struct libra_config {
     char source[CFG_PATH_MAX]; /* the file this was read from */
+    struct cfg_origin origin;  /* config_where */
     struct run_config run;
     struct device_config device;
     struct model_config model;
@@ -222,6 +234,16 @@ struct libra_config {
 void config_defaults(struct libra_config *cfg);
 /* Reads and validates path. Returns 0, or -1 with one message in err. */
 int config_load(const char *path, struct libra_config *cfg, char *err, size_t errlen);
+/* "file:line" of the setting of key ("section.key") into buf, or the config file
+ * alone when the key took its default (or is not a schema key); returns buf. */
+const char *config_where(const struct libra_config *cfg, const char *key, char *buf, size_t n);
+/* Prefixes msg, a "section.key: what" message from code that does not know the config
+ * file, with the key's config_where (the config file alone if msg names no key). */
+void config_locate(const struct libra_config *cfg, char *msg, size_t cap);
+/* config_where into a buffer that lives to the end of the enclosing block, for messages:
+ * snprintf(err, n, "%s: rollout.max_tokens: ...", CONFIG_WHERE(cfg, "rollout.max_tokens")) */
+#define CONFIG_WHERE(cfg, key) \
+    config_where((cfg), (key), (char[CFG_PATH_MAX + 16]){0}, CFG_PATH_MAX + 16)
 /* Checks what needs the job's size: the plans fit world_size - 1 workers. */
 int config_check_world(const struct libra_config *cfg, int world_size, char *err, size_t errlen);
 /* The resolved configuration in libconfig syntax (loadable again); caller frees. */

@@ -548,7 +548,10 @@ static int read_float(const struct load_ctx *c, const struct cfg_key *k,
     }
     char shown[40];
     cfg_format_double(v, shown, sizeof shown);
-    if (!isfinite(v) || check_range(c, k, s, name, v, shown)) return -1;
+    if (!isfinite(v))
+        return fail(c, s, name, "%s is not a finite number (the literal overflows a double; "
+                                "write a number of at most 1.8e308)", shown);
+    if (check_range(c, k, s, name, v, shown)) return -1;
     *(double *)((char *)base + k->offset) = v;
     return 0;
 }
@@ -859,6 +862,54 @@ static int unused_key(const struct load_ctx *c, const struct cfg_key *k,
                 k->section, k->when, vals, cfg_enum_value(cfg, k->section, k->when));
 }
 
+/* Records where schema row `row` was set (config_where). */
+static void note_origin(const struct load_ctx *c, struct cfg_origin *o, size_t row,
+                        const config_setting_t *s)
+{
+    char buf[2 * CFG_PATH_MAX];
+    const char *file = source_path(c, config_setting_source_file(s), buf, sizeof buf);
+    unsigned line = config_setting_source_line(s);
+    if (row >= CFG_MAX_KEYS || line == 0 || line > USHRT_MAX) return;
+    int f = 0;
+    while (f < o->n_files && strcmp(o->files[f], file) != 0) f++;
+    if (f == o->n_files) {
+        if (f == CFG_MAX_FILES || strlen(file) >= CFG_PATH_MAX) return; /* then: file alone */
+        str_set(o->files[f], CFG_PATH_MAX, file);
+        o->n_files++;
+    }
+    o->line[row] = (unsigned short)line;
+    o->file[row] = (unsigned char)f;
+}
+
+const char *config_where(const struct libra_config *cfg, const char *key, char *buf, size_t n)
+{
+    const char *dot = strchr(key, '.');
+    char section[64];
+    const struct cfg_key *k = NULL;
+    if (dot && (size_t)(dot - key) < sizeof section) {
+        snprintf(section, sizeof section, "%.*s", (int)(dot - key), key);
+        k = cfg_schema_find(section, dot + 1);
+    }
+    size_t row = k ? (size_t)(k - cfg_schema) : CFG_MAX_KEYS;
+    const struct cfg_origin *o = &cfg->origin;
+    if (row < CFG_MAX_KEYS && o->line[row] && o->file[row] < o->n_files)
+        snprintf(buf, n, "%s:%u", o->files[o->file[row]], (unsigned)o->line[row]);
+    else
+        snprintf(buf, n, "%s", cfg->source);
+    return buf;
+}
+
+void config_locate(const struct libra_config *cfg, char *msg, size_t cap)
+{
+    char key[96] = "", where[CFG_PATH_MAX + 16];
+    size_t n = strcspn(msg, ": ");
+    if (msg[n] == ':' && n < sizeof key && memchr(msg, '.', n)) snprintf(key, sizeof key, "%.*s", (int)n, msg);
+    config_where(cfg, key, where, sizeof where);
+    char *copy = xstrdup(msg);
+    snprintf(msg, cap, "%s: %s", where, copy);
+    free(copy);
+}
+
 /* Pass 3: every row outside the plan specs, in table order. A path left at its
  * default is resolved too (located at its section, if the file has one). A row's
  * `when` key comes before it in the table, so it is read by the time it decides. */
@@ -873,6 +924,7 @@ static int read_sections(const struct load_ctx *c, const config_setting_t *root,
         if (s) {
             if (!cfg_key_used(k, cfg)) return unused_key(c, k, s, cfg, name);
             if (read_value(c, k, s, cfg, name)) return -1;
+            note_origin(c, &cfg->origin, (size_t)(k - cfg_schema), s);
         } else if (k->type == CFG_PATH) {
             const config_setting_t *at = config_setting_get_member(root, k->section);
             if (resolve_path(c, k, at, name, k->def_s, (char *)cfg + k->offset)) return -1;

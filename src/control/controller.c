@@ -694,6 +694,14 @@ static void print_summary(struct controller *c)
         if (c->stats.nonfinite_skipped > 0)
             printf("libra: %d steps skipped: loss or gradient not finite (train.on_nonfinite = "
                    "\"skip\")\n", c->stats.nonfinite_skipped);
+        if (c->stats.ckpt_failed > 0 && c->rl.ckpt_good > 0)
+            printf("libra: %d checkpoint%s not written (run.checkpoint_on_error = \"warn\"; "
+                   "see the \"error\" events): the newest complete one is of step %d\n",
+                   c->stats.ckpt_failed, c->stats.ckpt_failed == 1 ? "" : "s", c->rl.ckpt_good);
+        else if (c->stats.ckpt_failed > 0)
+            printf("libra: %d checkpoint%s not written (run.checkpoint_on_error = \"warn\"; "
+                   "see the \"error\" events): this run wrote none\n", c->stats.ckpt_failed,
+                   c->stats.ckpt_failed == 1 ? "" : "s");
         if (ev->n_runs > 0)
             printf("libra: held-out greedy accuracy: %.3f at the start -> %.3f at the end "
                    "(%+.3f, %d problems)\n",
@@ -741,7 +749,8 @@ static void write_run_attrs(struct controller *c)
     if (!c->tr) rc |= metrics_attr_double(c->m, "controller_cpu_s", controller_cpu_s());
     if (c->real) {
         const struct ctl_eval *ev = &c->rl.ev;
-        rc |= metrics_attr_int(c->m, "nonfinite_skipped", c->stats.nonfinite_skipped);
+        rc |= metrics_attr_int(c->m, "nonfinite_skipped", c->stats.nonfinite_skipped) |
+              metrics_attr_int(c->m, "checkpoints_failed", c->stats.ckpt_failed);
         if (ev->n_runs > 0)
             rc |= metrics_attr_double(c->m, "eval_accuracy_first", ev->first_accuracy) |
                   metrics_attr_double(c->m, "eval_accuracy_final", ev->last_accuracy);

@@ -6,7 +6,10 @@
  * the complete groups not yet trained on (with their tokens), the prompts of the
  * groups still in flight (launched again on resume) -- and commits: fsync, rename,
  * completion mark. Rollout keeps running throughout. A checkpoint that cannot be
- * written is reported (log and /events) and the run goes on.
+ * written ends the run (run.checkpoint_on_error = "fail", the default: exit 1, the
+ * metrics file "failed"), or, with "warn", is reported (log, an "error" event, the
+ * summary and the checkpoints_failed attribute) and the run goes on; the last
+ * complete checkpoint is never removed for it (ckpt_commit prunes after a commit).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@ static void report_failure(struct controller *c, const char *what, const char *e
     if (strcmp(c->cfg->run.checkpoint_on_error, "warn") != 0)
         FATAL("%s (run.checkpoint_on_error = \"fail\"; \"warn\" goes on without it)", detail);
     LOG_E("%s", detail);
+    c->stats.ckpt_failed++;
     if (metrics_event(c->m, ctl_now(c), c->step, "error", detail))
         FATAL("metrics: cannot record an event");
 }
@@ -151,6 +155,7 @@ void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d)
         report_failure(c, "commit", err);
         return;
     }
+    rl->ckpt_good = d->step;
     char detail[512];
     ckpt_dir_path(rl->ckpt_root, d->step, 0, dir, sizeof dir);
     snprintf(detail, sizeof detail, "step %d: %.400s (%lld buffered groups, %lld in flight)", d->step,

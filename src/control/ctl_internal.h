@@ -89,6 +89,7 @@ struct ctl_real {
     /* checkpoints */
     int ckpt_inflight;        /* step being written, 0 none */
     int ckpt_last;            /* step of the last checkpoint started, 0 none */
+    int ckpt_good;            /* step of the newest checkpoint this run committed, 0 none */
     char ckpt_root[CFG_PATH_MAX];
     int resumed_from;         /* step resumed from, -1 fresh */
 };
@@ -121,6 +122,7 @@ struct ctl_stats {           /* whole-run figures for the summary */
     int n_solves;
     int64_t sync_bytes;        /* weight bytes the rollout ranks received in all */
     int nonfinite_skipped;     /* steps not applied: loss or gradient not finite (skip) */
+    int ckpt_failed;           /* checkpoints not written (run.checkpoint_on_error = warn) */
 };
 
 /* Liveness (ctl_live.c): when each worker was last heard from, and what it said. */

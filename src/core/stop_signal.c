@@ -31,6 +31,8 @@ int stop_signal_install(void)
     int rc = 0;
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         if (sigaction(sigs[i], &sa, NULL) != 0) rc = -1;
+    sa.sa_handler = SIG_IGN;
+    if (sigaction(SIGXFSZ, &sa, NULL) != 0) rc = -1;
     return rc;
 }
 

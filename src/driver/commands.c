@@ -17,13 +17,11 @@ int cmd_check_config(const char *path)
     struct job_inputs *in = xcalloc(1, sizeof *in);
     char err[1024];
     int rc = 1;
+    struct device_info *dev = xcalloc(1, sizeof *dev);
     if (config_load(path, cfg, err, sizeof err) || driver_load_inputs(cfg, in, err, sizeof err)) {
         fprintf(stderr, "libra: %s\n", err);
         goto out;
     }
-    char *text = config_to_string(cfg);
-    fputs(text, stdout);
-    free(text);
     int need = plan_spec_workers(&cfg->plan.fixed);
     if (strcmp(cfg->plan.mode, "schedule") == 0) {
         need = 0;
@@ -31,9 +29,19 @@ int cmd_check_config(const char *path)
             if (plan_spec_workers(&cfg->plan.schedule[i]) > need)
                 need = plan_spec_workers(&cfg->plan.schedule[i]);
     }
+    /* what the start of a run checks against the device and the model, for the
+     * smallest job the plans fit */
+    if (driver_check_start(cfg, in, dev, need + 1, err, sizeof err)) {
+        fprintf(stderr, "libra: %s\n", err);
+        goto out;
+    }
+    char *text = config_to_string(cfg);
+    fputs(text, stdout);
+    free(text);
     printf("# the plans need %d workers: run with mpirun -np %d (or more)\n", need, need + 1);
     rc = 0;
 out:
+    free(dev);
     free(cfg);
     free(in);
     return rc;

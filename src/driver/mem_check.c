@@ -66,11 +66,12 @@ int driver_check_memory(const struct libra_config *cfg, const struct device_info
     *need_gb = need / 1e9;
     *have_gb = have / 1e9;
     if (need <= have) return 0;
-    snprintf(err, errlen, "%s: the %d ranks on this node need about %.1f GB (a training rank "
-             "%.2f GB: weights, gradients, AdamW and activations; a rollout rank %.2f GB: "
-             "weights and KV caches of rollout.slots x rollout.max_tokens) but the node has "
-             "%.1f GB: spread the ranks over more nodes, shard with TP, or lower "
-             "rollout.slots / rollout.max_tokens", cfg->source, local, need / 1e9,
-             dev->train_rank_bytes / 1e9, dev->rollout_rank_bytes / 1e9, have / 1e9);
+    snprintf(err, errlen, "%s: rollout.slots: the %d ranks on this node need about %.1f GB (a "
+             "training rank %.2f GB: weights, gradients, AdamW and activations; a rollout rank "
+             "%.2f GB: weights and KV caches of rollout.slots x rollout.max_tokens) but the "
+             "node has %.1f GB: spread the ranks over more nodes, shard with TP, or lower "
+             "rollout.slots / rollout.max_tokens", CONFIG_WHERE(cfg, "rollout.slots"), local,
+             need / 1e9, dev->train_rank_bytes / 1e9, dev->rollout_rank_bytes / 1e9,
+             have / 1e9);
     return -1;
 }

@@ -234,39 +234,6 @@ static int resume_latest(struct libra_config *cfg, const struct device_info *dev
     return 0;
 }
 
-int driver_check_plans(const struct libra_config *cfg, const struct device_info *dev, int world,
-                       char *err, size_t errlen)
-{
-    const struct plan_config *pc = &cfg->plan;
-    int sched = strcmp(pc->mode, "schedule") == 0;
-    int n = sched ? pc->n_schedule : strcmp(pc->mode, "static") == 0, most = 0;
-    for (int k = 0; k < n; k++) {
-        const struct plan_spec *p = sched ? &pc->schedule[k] : &pc->fixed;
-        if (plan_spec_workers(p) > most) most = plan_spec_workers(p);
-        for (int i = 0; i < p->n_tp; i++)
-            if (p->rollout_tp[i] > 31 || !(dev->tp_mask >> p->rollout_tp[i] & 1)) {
-                snprintf(err, errlen, "%s: plan.rollout_tp: device.type = \"%s\" runs no "
-                         "rollout instance of TP %d", cfg->source, dev->name, p->rollout_tp[i]);
-                return -1;
-            }
-        int t = p->train_tp > 0 ? p->train_tp : 1;
-        if (t > 31 || !(dev->train_tp_mask >> t & 1)) {
-            snprintf(err, errlen, "%s: plan.train_tp: device.type = \"%s\" runs no training "
-                     "replica of TP %d", cfg->source, dev->name, t);
-            return -1;
-        }
-    }
-    /* a real device's rank without a role holds a model copy and only waits */
-    if (n > 0 && dev->has_model && world - 1 > most) {
-        snprintf(err, errlen, "%s: plan: the layout uses %d workers but the job has %d (world "
-                 "size %d): start %d ranks, or give the plan the other %d (plan.n_train, "
-                 "plan.rollout_tp)", cfg->source, most, world - 1, world, most + 1,
-                 world - 1 - most);
-        return -1;
-    }
-    return 0;
-}
-
 /* A job Slurm requeued ($SLURM_RESTART_COUNT > 0: a node failure, a preemption, or
  * `scontrol requeue`) resumes by itself from its newest complete checkpoint, as with
  * --resume; without one it starts afresh, its metrics file named
@@ -301,54 +268,31 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     if (config_load(path, cfg, err, sizeof err) || config_check_world(cfg, world, err, sizeof err) ||
         driver_load_inputs(cfg, in, err, sizeof err))
         FATAL_INPUT("%s", err);
-    const struct device_ops *ops = device_find(cfg->device.type);
-    if (!ops)
-        FATAL_INPUT("%s: device.type = \"%s\": this build has no such device (it has: %s)",
-                    cfg->source, cfg->device.type, device_names());
-    if (cfg->train.colocate)
-        FATAL_INPUT("%s: train.colocate = 1 (every GPU alternates rollout and training) is "
-                    "simulated only: run it with libra-sim", cfg->source);
     char out[2 * CFG_PATH_MAX];
-    if (driver_output_path(cfg, out, sizeof out, err, sizeof err)) FATAL_INPUT("%s", err);
-    if (ops->describe(cfg, &in->cm, dev, err, sizeof err) ||
-        driver_check_plans(cfg, dev, world, err, sizeof err))
+    if (driver_output_path(cfg, out, sizeof out, err, sizeof err) ||
+        driver_check_start(cfg, in, dev, world, err, sizeof err))
         FATAL_INPUT("%s", err);
-    double need_gb, have_gb;
-    if (driver_check_memory(cfg, dev, world, &need_gb, &have_gb, err, sizeof err))
-        FATAL_INPUT("%s", err);
-    if (need_gb > 0)
-        printf("libra: memory: the ranks on this node need about %.2f GB of its %.1f GB "
-               "(estimate)\n", need_gb, have_gb);
-    if (dev->has_model && cfg->env.prompts[0]) { /* every bad line named, once, here */
-        int64_t n_ok, n_bad;
-        if (env_check_prompts(cfg->env.prompts, cfg->env.max_bad_fraction, &n_ok, &n_bad, err,
-                              sizeof err))
-            FATAL_INPUT("%s: env.prompts: %s", cfg->source, err);
-        printf("libra: env.prompts: %lld problems from %s%s", (long long)n_ok,
-               cfg->env.prompts, n_bad ? "" : "\n");
-        if (n_bad)
-            printf(" (%lld lines skipped: env.max_bad_fraction = %g)\n", (long long)n_bad,
-                   cfg->env.max_bad_fraction);
-    }
     requeue(cfg, dev, rs, out, sizeof out);
     /* one job per checkpoint directory (before the resume reads it) */
     if (dev->has_model && (cfg->run.checkpoint_interval > 0 || rs->resume)) {
         int took_over = 0;
         ckpt_root_of(cfg, rs->lock_root, sizeof rs->lock_root);
         if (ckpt_lock(rs->lock_root, &took_over, err, sizeof err))
-            FATAL_INPUT("%s: run.checkpoint_dir: %s", cfg->source, err);
+            FATAL_INPUT("%s: run.checkpoint_dir: %s", CONFIG_WHERE(cfg, "run.checkpoint_dir"),
+                        err);
         if (took_over)
             printf("libra: took over the checkpoint lock of %s from a job that is gone\n",
                    rs->lock_root);
         int removed = 0;
         if (ckpt_clean_tmp(rs->lock_root, &removed, err, sizeof err)) FATAL_INPUT("%s", err);
-        if (cfg->run.checkpoint_interval > 0 &&
-            ckpt_check_space(rs->lock_root, ckpt_estimate_bytes(dev->n_params), err, sizeof err))
-            FATAL_INPUT("%s: run.checkpoint_dir: %s", cfg->source, err);
         if (removed)
             printf("libra: removed %d unfinished checkpoint director%s (.tmp) in %s, left by "
-                   "a run that was killed while writing\n", removed, removed == 1 ? "y" : "ies",
+                   "a run that ended while writing\n", removed, removed == 1 ? "y" : "ies",
                    rs->lock_root);
+        if (cfg->run.checkpoint_interval > 0 &&
+            ckpt_check_space(rs->lock_root, ckpt_estimate_bytes(dev->n_params), err, sizeof err))
+            FATAL_INPUT("%s: run.checkpoint_dir: %s", CONFIG_WHERE(cfg, "run.checkpoint_dir"),
+                        err);
     }
     if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
     const struct rates *r = &dev->rates;
@@ -451,7 +395,7 @@ int driver_run_job(int argc, char **argv)
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     log_set_rank(rank);
-    if (stop_signal_install()) FATAL("cannot install the handlers of SIGTERM, SIGINT, SIGUSR1");
+    if (stop_signal_install()) FATAL("cannot install the handlers of SIGTERM, SIGINT, SIGUSR1 and SIGXFSZ");
     struct libra_config *cfg = xcalloc(1, sizeof *cfg);
     struct job_inputs *in = xcalloc(1, sizeof *in);
     struct metrics *m = NULL;

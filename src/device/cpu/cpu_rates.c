@@ -44,7 +44,7 @@ static int hf_config_only(const struct libra_config *cfg, struct tfm_config *mc,
                                          MODEL_HF)
         return 0; /* model_load reports a bad path */
     if (hf_config_read(dir, mc, NULL, e, sizeof e)) {
-        snprintf(err, errlen, "model.checkpoint: %s", e);
+        snprintf(err, errlen, "%s: model.checkpoint: %s", CONFIG_WHERE(cfg, "model.checkpoint"), e);
         return -1;
     }
     return 1;
@@ -69,16 +69,16 @@ int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, int la
     }
     if (config_only) {
         if (mc->vocab_size < v->size) {
-            snprintf(err, errlen, "model.checkpoint: %s has vocab_size %d, fewer than its "
+            snprintf(err, errlen, "%s: model.checkpoint: %s has vocab_size %d, fewer than its "
                      "tokenizer's %d ids (%s format; check model.tokenizer and "
-                     "model.chat_format)", cfg->model.checkpoint, mc->vocab_size, (int)v->size,
+                     "model.chat_format)", CONFIG_WHERE(cfg, "model.checkpoint"), cfg->model.checkpoint, mc->vocab_size, (int)v->size,
                      v->name);
             return -1;
         }
     } else if (cfg->model.checkpoint[0]) {
         struct model_source *src = xmalloc(sizeof *src);
         if (model_load(cfg->model.checkpoint, mc, p, opt, src, e, sizeof e)) {
-            snprintf(err, errlen, "model.checkpoint: %s", e);
+            snprintf(err, errlen, "%s: model.checkpoint: %s", CONFIG_WHERE(cfg, "model.checkpoint"), e);
             free(src);
             return -1;
         }
@@ -86,9 +86,9 @@ int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, int la
         free(src);
         *opt_loaded = opt->n > 0;
         if (mc->vocab_size < v->size) {
-            snprintf(err, errlen, "model.checkpoint: %s has vocab_size %d, fewer than its "
+            snprintf(err, errlen, "%s: model.checkpoint: %s has vocab_size %d, fewer than its "
                      "tokenizer's %d ids (%s format; check model.tokenizer and "
-                     "model.chat_format)", cfg->model.checkpoint, mc->vocab_size, (int)v->size,
+                     "model.chat_format)", CONFIG_WHERE(cfg, "model.checkpoint"), cfg->model.checkpoint, mc->vocab_size, (int)v->size,
                      v->name);
             tfm_params_free(p);
             if (*opt_loaded) adamw_free(opt);
@@ -108,15 +108,17 @@ int cpu_load_model(const struct libra_config *cfg, const struct vocab *v, int la
                                   .rms_norm_eps = 1e-5f,
                                   .rope_theta = 10000.0f};
         if (tfm_config_check(mc, e, sizeof e)) {
-            snprintf(err, errlen, "model: %s", e);
+            snprintf(err, errlen, "%s: model: %s", cfg->source, e);
             return -1;
         }
         tfm_params_alloc(p, mc);
         tfm_params_init_random(p, mc, cfg->run.seed, (float)m->init_std);
     }
     if (cfg->rollout.max_tokens > mc->max_position_embeddings) {
-        snprintf(err, errlen, "rollout.max_tokens = %d exceeds the model's "
-                 "max_position_embeddings = %d", cfg->rollout.max_tokens,
+        snprintf(err, errlen, "%s: rollout.max_tokens: %d exceeds the context of the model%s%s "
+                 "(max_position_embeddings = %d): lower rollout.max_tokens",
+                 CONFIG_WHERE(cfg, "rollout.max_tokens"), cfg->rollout.max_tokens,
+                 cfg->model.checkpoint[0] ? " " : "", cfg->model.checkpoint,
                  mc->max_position_embeddings);
         tfm_params_free(p);
         if (*opt_loaded) adamw_free(opt);
@@ -204,7 +206,10 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     struct adamw opt;
     int opt_loaded;
     const struct vocab *v = model_vocab_open(&cfg->model, err, errlen);
-    if (!v) return -1;
+    if (!v) {
+        config_locate(cfg, err, errlen);
+        return -1;
+    }
     int rc = cpu_load_model(cfg, v, 1, &mc, &p, &opt, &opt_loaded, NULL, 0, err, errlen);
     model_vocab_close(v);
     if (rc < 0) return -1;
@@ -235,8 +240,9 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     for (int t = pc->min_rollout_tp; strcmp(pc->mode, "grp") == 0 && t <= pc->max_rollout_tp; t *= 2) {
         char e[256];
         if (tfm_tp_check(&mc, t, e, sizeof e) == 0) continue;
-        snprintf(err, errlen, "%s: plan.max_rollout_tp = %d: TP %d cannot shard the model%s%s: "
-                 "%s (lower plan.max_rollout_tp)", cfg->source, pc->max_rollout_tp, t,
+        snprintf(err, errlen, "%s: plan.max_rollout_tp: the planner's TP %d (of up to %d) "
+                 "cannot shard the model%s%s: %s (lower plan.max_rollout_tp)",
+                 CONFIG_WHERE(cfg, "plan.max_rollout_tp"), t, pc->max_rollout_tp,
                  cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
         tfm_params_free(&p);
         return -1;
