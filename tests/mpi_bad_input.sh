@@ -4,16 +4,16 @@
 . "$(dirname "$0")/mpi_common.sh"
 out=$(scratch mpibad)
 
-# expect_failure NAME NP CONFIG MESSAGE-SUBSTRING
+# expect_failure NAME NP CONFIG MESSAGE-SUBSTRING [OPTION]: exit status 1
 expect_failure() {
-    if $MPIRUN -np "$2" "$LIBRA" "$3" > "$out/$1.out" 2> "$out/$1.err"; then
-        fail "$1: the job succeeded"
-    fi
-    n=$(grep -c "$4" "$out/$1.err")
+    rc=0
+    $MPIRUN -np "$2" "$LIBRA" "$3" ${5:-} > "$out/$1.out" 2> "$out/$1.err" || rc=$?
+    [ $rc = 1 ] || { cat "$out/$1.err"; fail "$1: exit status $rc (1 expected)"; }
+    n=$(grep -c -e "$4" "$out/$1.err")
     [ "$n" = 1 ] || { cat "$out/$1.err"; fail "$1: expected the message '$4' once on stderr, found $n"; }
     grep -q "^\[rank 0\] fatal: " "$out/$1.err" || fail "$1: the message does not come from rank 0"
     if grep -q "^\[rank [1-9]" "$out/$1.err"; then cat "$out/$1.err"; fail "$1: workers printed errors"; fi
-    echo "ok: $1: $(grep -m1 "$4" "$out/$1.err")"
+    echo "ok: $1: $(grep -m1 -e "$4" "$out/$1.err")"
 }
 
 printf 'run = { steps = 0; };\n' > "$out/range.cfg"
@@ -82,6 +82,13 @@ cpu cpu_ckpt_dir 'n_train = 1; rollout_tp = [1];'
 sed -i 's|^run = { steps = 2; };|run = { steps = 2; checkpoint_interval = 1; checkpoint_dir = "/proc/libra-ckpt"; };|' "$out/cpu_ckpt_dir.cfg"
 expect_failure cpu_ckpt_dir 3 "$out/cpu_ckpt_dir.cfg" "cannot create checkpoint directory /proc/libra-ckpt"
 
+# --resume without a checkpoint says so, and leaves no lock behind
+cpu cpu_resume_none 'n_train = 1; rollout_tp = [1];'
+sed -i "s|^run = { steps = 2; };|run = { steps = 2; checkpoint_dir = \"$out/no-ckpt\"; };|" "$out/cpu_resume_none.cfg"
+mkdir -p "$out/no-ckpt"
+expect_failure cpu_resume_none 3 "$out/cpu_resume_none.cfg" "--resume: no complete checkpoint in .*/no-ckpt" --resume
+[ ! -e "$out/no-ckpt/LOCK" ] || fail "cpu_resume_none: the refused resume left its lock"
+
 # a layout whose ranks cannot fit this node's memory (65536 slots of 512 tokens: tens
 # of GB of KV cache), found before any work starts
 cpu cpu_memory 'n_train = 1; rollout_tp = [1];'
@@ -98,6 +105,14 @@ sed -i "s|^env = { name = \"calc\"; };|env = { name = \"calc\"; prompts = \"$out
 expect_failure cpu_jsonl 3 "$out/cpu_jsonl.cfg" "2 of 4 problem lines cannot be used, more than env.max_bad_fraction = 0.1 allows; the first, line 2"
 grep -q "bad.jsonl:4: expected '{'.*(line skipped)" "$out/cpu_jsonl.err" \
     || { cat "$out/cpu_jsonl.err"; fail "cpu_jsonl: the bad line 4 is not reported"; }
+
+# eval.size beyond the held-out problems of a JSONL file (the last tenth: 2 of 20)
+i=0
+while [ $i -lt 20 ]; do printf '{"prompt": "%d + 1", "answer": %d}\n' $i $((i + 1)); i=$((i + 1)); done > "$out/small.jsonl"
+cpu cpu_eval_size 'n_train = 1; rollout_tp = [1];'
+sed -i -e "s|^env = { name = \"calc\"; };|env = { name = \"calc\"; prompts = \"$out/small.jsonl\"; };|" \
+    -e 's|^run = { steps = 2; };|run = { steps = 2; };\neval = { size = 5; };|' "$out/cpu_eval_size.cfg"
+expect_failure cpu_eval_size 3 "$out/cpu_eval_size.cfg" "cpu_eval_size.cfg:2: eval.size: 5 is more than the 2 held-out problems of env.prompts"
 
 # device cuda on a machine without a GPU (or a build without the CUDA module): one
 # message from rank 0 that says why

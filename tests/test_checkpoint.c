@@ -9,6 +9,7 @@
  * Run under ASan once to check that failed loads leave nothing allocated.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "libra/adamw.h"
 #include "libra/checkpoint.h"
 #include "libra/h5sum.h"
 #include "libra/rng.h"
@@ -566,7 +567,9 @@ static struct tfm_config tiny_config(void)
     return c;
 }
 
-/* A full checkpoint of step: state (seeded by step) and, with model, model.h5. */
+/* A full checkpoint of step: state (seeded by step) and, with model, model.h5 (the
+ * weights and the AdamW moments, as the training root writes it; model 2: weights
+ * only, a damaged checkpoint). */
 static void write_ckpt(const char *root, int step, int keep, int model)
 {
     char dir[PATH_MAX], path[PATH_MAX + 16];
@@ -583,8 +586,13 @@ static void write_ckpt(const char *root, int step, int keep, int model)
         struct tfm_params p;
         tfm_params_alloc(&p, &c);
         tfm_params_init_random(&p, &c, (uint64_t)step, 0.02f);
+        struct adamw opt;
+        struct adamw_config oc = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+        adamw_init(&opt, &oc, p.n);
+        opt.step = step;
         pathf(path, "%s/model.h5", dir);
-        CU_ASSERT_EQUAL_FATAL(tfm_save(path, &c, &p, NULL, err, sizeof err), 0);
+        CU_ASSERT_EQUAL_FATAL(tfm_save(path, &c, &p, model == 2 ? NULL : &opt, err, sizeof err), 0);
+        adamw_free(&opt);
         tfm_params_free(&p);
     }
     err[0] = '\0';
@@ -821,6 +829,9 @@ static void test_load_latest_fallback(void)
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     CU_ASSERT_FATAL(f >= 0);
     H5Fclose(f);
+    expect_latest(root, 10);
+    /* model.h5 without the AdamW moments: the optimizer is never optional */
+    write_ckpt(root, 20, 3, 2);
     expect_latest(root, 10);
     write_ckpt(root, 20, 3, 1);
     expect_latest(root, 20);

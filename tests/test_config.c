@@ -803,6 +803,8 @@ static void test_where(void)
     CU_ASSERT_STRING_EQUAL(config_where(c, "rollout.slots", got, sizeof got), path);
     CU_ASSERT_STRING_EQUAL(config_where(c, "no.such_key", got, sizeof got), path);
     CU_ASSERT_STRING_EQUAL(config_where(c, "", got, sizeof got), path);
+    CU_ASSERT(config_key_set(c, "run.steps") && config_key_set(c, "train.lr"));
+    CU_ASSERT(!config_key_set(c, "rollout.slots") && !config_key_set(c, "no.such_key"));
     char msg[2048] = "rollout.max_tokens: 4096 is too long";
     config_locate(c, msg, sizeof msg);
     snprintf(want, sizeof want, "%s:6: rollout.max_tokens: 4096 is too long", path);

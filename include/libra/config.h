@@ -237,6 +237,8 @@ int config_load(const char *path, struct libra_config *cfg, char *err, size_t er
 /* "file:line" of the setting of key ("section.key") into buf, or the config file
  * alone when the key took its default (or is not a schema key); returns buf. */
 const char *config_where(const struct libra_config *cfg, const char *key, char *buf, size_t n);
+/* Whether the file set key ("section.key"), rather than it taking its default. */
+int config_key_set(const struct libra_config *cfg, const char *key);
 /* Prefixes msg, a "section.key: what" message from code that does not know the config
  * file, with the key's config_where (the config file alone if msg names no key). */
 void config_locate(const struct libra_config *cfg, char *msg, size_t cap);

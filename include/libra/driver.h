@@ -68,9 +68,10 @@ int driver_check_plans(const struct libra_config *cfg, const struct device_info 
 /* start_check.c: rank 0's checks of a run against its device and model before anything
  * is written -- the device, its description of the model (context, TP shards, the file),
  * driver_check_plans, driver_check_memory (the estimate printed), the prompts file
- * (its count printed) -- for a world of `world` ranks. 0, or -1 with one message that
+ * (its count printed; eval.size checked against its held-out problems, a default
+ * lowered to them) -- for a world of `world` ranks. 0, or -1 with one message that
  * names the config key's file:line and the model's value. */
-int driver_check_start(const struct libra_config *cfg, struct job_inputs *in,
+int driver_check_start(struct libra_config *cfg, struct job_inputs *in,
                        struct device_info *dev, int world, char *err, size_t errlen);
 /* mem_check.c: the memory the ranks on rank 0's node need for the configured plans
  * (device_info's per-rank estimates; under the planner every worker may train) against

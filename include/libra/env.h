@@ -99,6 +99,10 @@ struct env {
     int64_t n_jsonl, n_eval;
 };
 
+/* Of n JSONL problems, how many the held-out set takes (the last lines of the file):
+ * about 1 in 10, at least 1, at most 200. */
+int64_t env_jsonl_eval_count(int64_t n);
+
 /* A JSONL problems file checked as a run would load it (max_bad_fraction as in
  * env_params), every line that cannot be used reported as a warning "path:line: what"
  * (the first 20; then how many more): 0 with *n_ok problems and *n_bad bad lines, or -1

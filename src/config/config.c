@@ -881,7 +881,8 @@ static void note_origin(const struct load_ctx *c, struct cfg_origin *o, size_t r
     o->file[row] = (unsigned char)f;
 }
 
-const char *config_where(const struct libra_config *cfg, const char *key, char *buf, size_t n)
+/* The schema row of "section.key", or CFG_MAX_KEYS. */
+static size_t key_row(const char *key)
 {
     const char *dot = strchr(key, '.');
     char section[64];
@@ -890,7 +891,18 @@ const char *config_where(const struct libra_config *cfg, const char *key, char *
         snprintf(section, sizeof section, "%.*s", (int)(dot - key), key);
         k = cfg_schema_find(section, dot + 1);
     }
-    size_t row = k ? (size_t)(k - cfg_schema) : CFG_MAX_KEYS;
+    return k ? (size_t)(k - cfg_schema) : CFG_MAX_KEYS;
+}
+
+int config_key_set(const struct libra_config *cfg, const char *key)
+{
+    size_t row = key_row(key);
+    return row < CFG_MAX_KEYS && cfg->origin.line[row] > 0;
+}
+
+const char *config_where(const struct libra_config *cfg, const char *key, char *buf, size_t n)
+{
+    size_t row = key_row(key);
     const struct cfg_origin *o = &cfg->origin;
     if (row < CFG_MAX_KEYS && o->line[row] && o->file[row] < o->n_files)
         snprintf(buf, n, "%s:%u", o->files[o->file[row]], (unsigned)o->line[row]);

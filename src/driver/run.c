@@ -260,6 +260,14 @@ static void requeue(const struct libra_config *cfg, const struct device_info *de
            "from: starting afresh, metrics in %s\n", restarts, out);
 }
 
+/* A refusal after rank 0 took the checkpoint lock: the lock is released first, so the
+ * next attempt finds none to take over. */
+#define FATAL_LOCKED(rs, ...)                                \
+    do {                                                     \
+        if ((rs)->lock_root[0]) ckpt_unlock((rs)->lock_root); \
+        FATAL_INPUT(__VA_ARGS__);                            \
+    } while (0)
+
 /* Rank 0: everything that can fail on bad input, before anything is written. */
 static struct metrics *prepare(const char *path, int world, struct libra_config *cfg,
                                struct job_inputs *in, struct device_info *dev, struct resume *rs)
@@ -276,25 +284,27 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     /* one job per checkpoint directory (before the resume reads it) */
     if (dev->has_model && (cfg->run.checkpoint_interval > 0 || rs->resume)) {
         int took_over = 0;
-        ckpt_root_of(cfg, rs->lock_root, sizeof rs->lock_root);
-        if (ckpt_lock(rs->lock_root, &took_over, err, sizeof err))
+        char root[CFG_PATH_MAX];
+        ckpt_root_of(cfg, root, sizeof root);
+        if (ckpt_lock(root, &took_over, err, sizeof err))
             FATAL_INPUT("%s: run.checkpoint_dir: %s", CONFIG_WHERE(cfg, "run.checkpoint_dir"),
                         err);
+        snprintf(rs->lock_root, sizeof rs->lock_root, "%s", root);
         if (took_over)
             printf("libra: took over the checkpoint lock of %s from a job that is gone\n",
                    rs->lock_root);
         int removed = 0;
-        if (ckpt_clean_tmp(rs->lock_root, &removed, err, sizeof err)) FATAL_INPUT("%s", err);
+        if (ckpt_clean_tmp(rs->lock_root, &removed, err, sizeof err)) FATAL_LOCKED(rs, "%s", err);
         if (removed)
             printf("libra: removed %d unfinished checkpoint director%s (.tmp) in %s, left by "
                    "a run that ended while writing\n", removed, removed == 1 ? "y" : "ies",
                    rs->lock_root);
         if (cfg->run.checkpoint_interval > 0 &&
             ckpt_check_space(rs->lock_root, ckpt_estimate_bytes(dev->n_params), err, sizeof err))
-            FATAL_INPUT("%s: run.checkpoint_dir: %s", CONFIG_WHERE(cfg, "run.checkpoint_dir"),
-                        err);
+            FATAL_LOCKED(rs, "%s: run.checkpoint_dir: %s",
+                         CONFIG_WHERE(cfg, "run.checkpoint_dir"), err);
     }
-    if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_INPUT("%s", rs->err);
+    if (rs->resume && resume_latest(cfg, dev, rs, out, sizeof out)) FATAL_LOCKED(rs, "%s", rs->err);
     const struct rates *r = &dev->rates;
     printf("libra: device %s: decode step %.3f ms at batch 1, %.3f ms at batch 32 (TP 1, 256 "
            "cached tokens each); prefill %.1f us a token (the router's rates)\n", dev->name,

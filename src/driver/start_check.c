@@ -47,7 +47,7 @@ int driver_check_plans(const struct libra_config *cfg, const struct device_info 
     return 0;
 }
 
-int driver_check_start(const struct libra_config *cfg, struct job_inputs *in,
+int driver_check_start(struct libra_config *cfg, struct job_inputs *in,
                        struct device_info *dev, int world, char *err, size_t errlen)
 {
     const struct device_ops *ops = device_find(cfg->device.type);
@@ -83,6 +83,18 @@ int driver_check_start(const struct libra_config *cfg, struct job_inputs *in,
         if (n_bad)
             printf(" (%lld lines skipped: env.max_bad_fraction = %g)\n", (long long)n_bad,
                    cfg->env.max_bad_fraction);
+        int64_t held_out = env_jsonl_eval_count(n_ok);
+        if (cfg->eval.size > held_out && !config_key_set(cfg, "eval.size")) {
+            printf("libra: eval.size: the default %d lowered to the %lld held-out problems of "
+                   "env.prompts\n", cfg->eval.size, (long long)held_out);
+            cfg->eval.size = (int)held_out;
+        } else if (cfg->eval.size > held_out) {
+            snprintf(err, errlen, "%s: eval.size: %d is more than the %lld held-out problems "
+                     "of env.prompts (the last tenth of its %lld, at most 200): lower "
+                     "eval.size to %lld or less", CONFIG_WHERE(cfg, "eval.size"),
+                     cfg->eval.size, (long long)held_out, (long long)n_ok, (long long)held_out);
+            return -1;
+        }
     }
     fflush(stdout);
     return 0;

@@ -143,9 +143,14 @@ static int load_prompts(struct env *e, char *err, size_t errlen)
                        errlen) != 0)
         return -1;
     if (enough_problems(path, e->n_jsonl, err, errlen)) return -1;
-    int64_t share = e->n_jsonl / JSONL_EVAL_SHARE;
-    e->n_eval = share < 1 ? 1 : share > JSONL_EVAL_MAX ? JSONL_EVAL_MAX : share;
+    e->n_eval = env_jsonl_eval_count(e->n_jsonl);
     return 0;
+}
+
+int64_t env_jsonl_eval_count(int64_t n)
+{
+    int64_t share = n / JSONL_EVAL_SHARE;
+    return share < 1 ? 1 : share > JSONL_EVAL_MAX ? JSONL_EVAL_MAX : share;
 }
 
 int env_init(struct env *e, const struct env_params *p, char *err, size_t errlen)

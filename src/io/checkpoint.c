@@ -618,6 +618,18 @@ static int check_model(const char *path, char *err, size_t errlen)
                    "model file", path);
         goto out;
     }
+    /* a run's checkpoint holds the AdamW moments: resuming without them would restart
+     * the optimizer silently */
+    has = H5Lexists(file, "optimizer", H5P_DEFAULT);
+    if (has < 0) {
+        h5_error(err, errlen, path, "H5Lexists", __FILE__, __LINE__);
+        goto out;
+    }
+    if (!has) {
+        errmsg_set(err, errlen, "%s: no /optimizer group: the AdamW state of a checkpoint "
+                   "is missing", path);
+        goto out;
+    }
     rc = 0;
 out:
     if (file >= 0 && H5Fclose(file) < 0 && rc == 0) {
