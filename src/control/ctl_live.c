@@ -9,7 +9,8 @@
  *
  * The automatic limit is the larger of LIVE_FLOOR_S and LIVE_STEPS x the longest step
  * seen, since a worker inside one long computation (a training step on a slow CPU)
- * cannot answer. Off in the simulator (no real ranks).
+ * cannot answer. Off in the simulator (no real ranks). A rank blocked in a call that
+ * never returns runs none of this: its watchdog thread ends the job (watchdog.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,8 +20,8 @@
 #include "ctl_internal.h"
 #include "libra/exit_codes.h"
 #include "libra/log.h"
+#include "libra/watchdog.h"
 
-#define LIVE_FLOOR_S 600.0
 #define LIVE_STEPS 10.0
 
 void ctl_live_init(struct controller *c)
@@ -67,6 +68,7 @@ void ctl_live_step(struct controller *c, double step_s)
 void ctl_live_check(struct controller *c)
 {
     if (c->tr) return; /* the simulator: no ranks to lose */
+    watchdog_tick("the controller's loop");
     struct ctl_live *l = &c->live;
     const struct run_config *run = &c->cfg->run;
     double now = wall_time();
@@ -77,7 +79,7 @@ void ctl_live_check(struct controller *c)
     for (int r = 1; r < c->world; r++) ctl_send(c, &hb, sizeof hb, r, TAG_HEARTBEAT);
     l->sent = now;
     double limit = run->unresponsive_s > 0 ? run->unresponsive_s
-                                           : fmax(LIVE_FLOOR_S, LIVE_STEPS * l->step_max);
+                                           : fmax(WATCHDOG_FLOOR_S, LIVE_STEPS * l->step_max);
     int worst = -1;
     for (int r = 1; r < c->world; r++)
         if (now - l->last[r] > limit && (worst < 0 || l->last[r] < l->last[worst])) worst = r;

@@ -21,6 +21,7 @@
 #include "ctl_internal.h"
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
+#include "libra/watchdog.h"
 
 /* One /events row per rank whose role, instance or TP changed. */
 static void record_role_changes(struct controller *c, const struct plan *old, double now)
@@ -74,6 +75,7 @@ void ctl_wait_handbacks(struct controller *c, int expected)
     backoff_reset(&b);
     c->handbacks_pending = expected;
     while (c->handbacks_pending > 0) {
+        ctl_live_check(c); /* a worker that stopped before it handed back is named */
         if (ctl_poll(c))
             backoff_reset(&b);
         else
@@ -146,7 +148,10 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
     for (int r = 1; r < c->world; r++) ctl_send(c, buf, len, r, TAG_PLAN);
     free(buf);
 
-    if (!c->tr) comms_rebuild(&c->comms, first ? NULL : &old, next, 0);
+    if (!c->tr) {
+        watchdog_tick("a re-split (MPI_Comm_split of the world)");
+        comms_rebuild(&c->comms, first ? NULL : &old, next, 0);
+    }
     ctl_wait_handbacks(c, first ? 0 : count_dissolved(&old, next));
     plan_copy(&c->plan, next);
     ctl_rebuild_instances(c, first ? NULL : &old);

@@ -32,6 +32,7 @@
 #include "libra/ptree.h"
 #include "libra/tool_state.h"
 #include "libra/stop_signal.h"
+#include "libra/watchdog.h"
 #include "libra/wl_trace.h"
 #include "libra/worker.h"
 
@@ -321,6 +322,16 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     return m;
 }
 
+/* The watchdog's expiry (watchdog.h): this rank's loop has not run for too long. */
+static void on_stuck(double stuck_s, double limit_s, const char *phase, void *ctx)
+{
+    (void)ctx;
+    FATAL_CODE(LIBRA_EXIT_UNRESPONSIVE,
+               "this rank has been stuck for %.0f s in %s (its watchdog's limit: %.0f s, "
+               "run.unresponsive_s): a rank it waits for is stopped or lost with its node, or "
+               "a call hung", stuck_s, phase, limit_s);
+}
+
 /* Rank 0's last act on a fatal error: the message goes into /events and the file is
  * closed as "failed", so what was written survives and says why it ended. */
 struct fatal_ctx {
@@ -436,13 +447,17 @@ int driver_run_job(int argc, char **argv)
     int start_version = rs->resume ? rs->version : 0;
     bcast_bytes(&start_version, sizeof start_version);
     log_set_level((enum log_level)log_parse_level(cfg->run.log_level));
+    if (watchdog_start(cfg->run.unresponsive_s, WATCHDOG_FLOOR_S, on_stuck, NULL))
+        FATAL("cannot start the watchdog thread");
     int rc = rank == 0 ? controller_run(cfg, &in->cm, &in->wl, &dev, m, world,
                                         rs->resume ? &rs->state : NULL, rs->step)
                        : worker_run(cfg, &in->cm, &in->wl, rank, world, start_version);
     if (rank == 0 && rs->resume) ckpt_state_free(&rs->state);
     MPI_Request req;
+    watchdog_tick("the final barrier (every rank ends together)");
     MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
     mpi_wait_backoff(&req, NULL);
+    watchdog_stop();
     if (rank == 0) {
         log_set_fatal_hook(NULL, NULL);
         if (metrics_close(m, rc == 0 ? "complete" : rc == LIBRA_EXIT_CANCELLED ? "cancelled"

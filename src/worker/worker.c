@@ -18,6 +18,7 @@
 #include "libra/exit_codes.h"
 #include "libra/log.h"
 #include "libra/mpi_wait.h"
+#include "libra/watchdog.h"
 #include "worker_internal.h"
 
 static void tell_device(struct worker *w, const struct plan *old)
@@ -60,6 +61,7 @@ void worker_apply_plan(struct worker *w, const struct plan *next_in)
               w->sync.sync_id);
     wr_before_plan(w, &next);
     wt_before_plan(w, &next);
+    watchdog_tick("a re-split (MPI_Comm_split of the world)");
     comms_rebuild(&w->comms, &w->plan, &next, w->rank);
     plan_init(&old, w->world);
     plan_copy(&old, &w->plan);
@@ -151,12 +153,13 @@ static int poll_messages(struct worker *w)
  * stays silent that long). */
 static void liveness(struct worker *w)
 {
+    watchdog_tick("the worker's loop");
     double now = wall_time(), hb = w->cfg->run.heartbeat_s;
     if (now - w->hb_last >= hb) {
         outbox_send(&w->ob, &w->hb, sizeof w->hb, 0, TAG_HEARTBEAT, MPI_COMM_WORLD);
         w->hb_last = now;
     }
-    double limit = w->cfg->run.unresponsive_s > 0 ? w->cfg->run.unresponsive_s : 600.0;
+    double limit = w->cfg->run.unresponsive_s > 0 ? w->cfg->run.unresponsive_s : WATCHDOG_FLOOR_S;
     if (now - w->ctl_last > limit)
         FATAL_CODE(LIBRA_EXIT_UNRESPONSIVE,
                    "rank 0 (the controller) has sent nothing for %.0f s (run.unresponsive_s = "
