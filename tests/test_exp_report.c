@@ -9,9 +9,10 @@
  * are far slower, so including them would show). results.md is checked row by row
  * in its fixed formats ("%.3f" traj/s, "%.1f" tokens/s, "%.2fx" ratios, "%.0f%%" of
  * oracle, "%.3f" idle, "%.2f" p99, "--" when absent); the charts are checked to be
- * PNG files. Error cases: a missing file, a file that is not HDF5, a run with no
- * /steps rows, a /steps table without a needed column, a run given twice, bad
- * command-line arguments.
+ * PNG files with their SVG and CSV beside them (two CSVs byte for byte). Error
+ * cases: a missing file, a file that is not HDF5, a run with no /steps rows, a
+ * /steps table without a needed column, a run given twice, bad command-line
+ * arguments.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <hdf5.h>
@@ -218,6 +219,26 @@ static void test_report(void)
     static const char *const pngs[] = {"throughput.png", "allocation-r2e.png", "drift-r2e.png",
                                        "allocation-math.png", "drift-math.png"};
     for (int i = 0; i < 5; i++) CU_ASSERT(is_png(dir, pngs[i]));
+    /* Beside every chart its SVG and its data; the data of two checked exactly. */
+    CU_ASSERT(exists(dir, "throughput.svg") && exists(dir, "drift-math.svg"));
+    CU_ASSERT(exists(dir, "drift-r2e.csv") && exists(dir, "allocation-math.csv"));
+    CU_ASSERT(strstr(md, "[data (CSV)](allocation-r2e.csv)") != NULL);
+    snprintf(path, sizeof path, "%s/throughput.csv", dir);
+    const char *csv = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
+    CU_ASSERT_STRING_EQUAL(csv, "workload,policy,throughput (trajectories / emulated s)\n"
+                                "r2e,sync-colocated,0.64\nr2e,static-async,0.96\n"
+                                "r2e,libra,1.28\nr2e,oracle,1.6\n"
+                                "math,sync-colocated,\nmath,static-async,0.5\n"
+                                "math,libra,2\nmath,oracle,\n");
+    snprintf(path, sizeof path, "%s/allocation-r2e.csv", dir);
+    csv = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(csv);
+    CU_ASSERT_STRING_EQUAL(csv, "role,time (emulated s),GPUs\n"
+                                "rollout,0,3\nrollout,40,3\nrollout,40,2\nrollout,100,2\n"
+                                "training,0,1\ntraining,40,1\ntraining,40,1\ntraining,100,1\n"
+                                "hybrid (lent to training),0,0\nhybrid (lent to training),40,0\n"
+                                "hybrid (lent to training),40,1\nhybrid (lent to training),100,1\n");
     CU_ASSERT(!exists(dir, "results.md.tmp"));
     CU_ASSERT(!exists(dir, "throughput.png.tmp"));
 }

@@ -16,15 +16,19 @@
  *                   "%.3f" traj/s, "%.1f" tokens/s, "%.2fx" ratios (of traj/s),
  *                   "%.0f%%" of oracle, "%.3f" idle, "%.2f" p99, "--" for anything
  *                   absent or not finite;
- *   throughput.png  grouped bars: trajectories/s per workload (groups) and policy;
- *   allocation-<workload>.png  the "libra" run's GPUs per role (n_rollout_ranks,
+ *   throughput.*    grouped bars: trajectories/s per workload (groups) and policy,
+ *                   each bar's value on it;
+ *   allocation-<workload>.*  the "libra" run's GPUs per role (n_rollout_ranks,
  *                   n_train_ranks, n_hybrid_ranks) against time (each step from
- *                   wall_s - step_s to wall_s, emulated s); only for workloads with
- *                   a "libra" run;
- *   drift-<workload>.png  the length distribution per step of the "libra" run (else
+ *                   wall_s - step_s to wall_s, emulated s), the last values labelled;
+ *                   only for workloads with a "libra" run;
+ *   drift-<workload>.*  the length distribution per step of the "libra" run (else
  *                   the first run of that workload with trained trajectories; none:
  *                   no chart): mean, p50 and p90 of the trained trajectories'
  *                   gen_tokens against the step that trained them.
+ * Every chart is three files (include/libra/plot.h): NAME.png, NAME.svg and NAME.csv
+ * (the plotted data under a header of the axis labels with units); results.md shows
+ * the PNG and links the other two.
  * In file names the workload's bytes outside [A-Za-z0-9._-] become '_'. results.md
  * is written last (temp file, fsync, rename): present means the report is whole.
  *

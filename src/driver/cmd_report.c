@@ -1,7 +1,7 @@
 /*
  * `libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...`: the experiment suite's
- * report (exp_report.h) from the runs' metrics files: DIR/results.md and the PNG
- * charts. Each run is named by its workload and policy (split at the first '/';
+ * report (exp_report.h) from the runs' metrics files: DIR/results.md and the charts
+ * (PNG, SVG and their data as CSV). Each run is named by its workload and policy (split at the first '/';
  * the file follows the first '='); the policies "sync-colocated", "static-async"
  * and "oracle" are the baselines of the ratios. Prints the path of results.md.
  * Exit status: 0 written, 1 a run's file or the report could not be read / written,
@@ -22,8 +22,9 @@ static void usage(FILE *out)
             "usage: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...\n"
             "  writes DIR/results.md (a table per workload: trajectories and tokens per\n"
             "  emulated second, ratios to sync-colocated and static-async, fraction of the\n"
-            "  oracle, GPU idle fractions, p99 latency) and the charts DIR/throughput.png,\n"
-            "  DIR/allocation-WORKLOAD.png, DIR/drift-WORKLOAD.png\n"
+            "  oracle, GPU idle fractions, p99 latency) and the charts DIR/throughput,\n"
+            "  DIR/allocation-WORKLOAD, DIR/drift-WORKLOAD, each as .png, .svg and .csv (the\n"
+            "  plotted data)\n"
             "  FILE: a run's metrics file, or one per seed separated by ',' (the k-th file of\n"
             "  every run is seed k; cells become the mean and [min, max]); POLICY \"oracle\":\n"
             "  libra-sim --oracle's file\n");

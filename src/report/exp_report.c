@@ -355,6 +355,13 @@ static const char *fig_cell(char *buf, size_t n, const struct report *r, int i, 
     return cell(buf, n, fmt, v, r->n_rep);
 }
 
+/* The end of a chart's image link (after "![alt"): the PNG, then its SVG and data. */
+static void md_chart(FILE *f, const char *prefix, const char *name)
+{
+    fprintf(f, "](%s%s.png)\n\n[SVG](%s%s.svg), [data (CSV)](%s%s.csv)\n", prefix, name,
+            prefix, name, prefix, name);
+}
+
 static void md_workload(FILE *f, const struct report *r, int w)
 {
     const char *wl = r->wl[w];
@@ -379,12 +386,14 @@ static void md_workload(FILE *f, const struct report *r, int w)
                 fig_cell(b[6], 96, r, i, F_TIDLE, "%.3f"), fig_cell(b[7], 96, r, i, F_P99, "%.2f"),
                 r->data[i][0].fig.steps);
     }
-    if (r->alloc_run[w] >= 0)
-        fprintf(f, "\n![GPUs per role, libra](allocation-%s.png)\n", r->file_wl[w]);
+    if (r->alloc_run[w] >= 0) {
+        fputs("\n![GPUs per role, libra", f);
+        md_chart(f, "allocation-", r->file_wl[w]);
+    }
     if (r->drift_run[w] >= 0) {
         fputs("\n![generated length by step, ", f);
         md_text(f, r->runs[r->drift_run[w]].policy);
-        fprintf(f, "](drift-%s.png)\n", r->file_wl[w]);
+        md_chart(f, "drift-", r->file_wl[w]);
     }
     fputc('\n', f);
 }
@@ -405,7 +414,9 @@ static void md_report(FILE *f, const struct report *r, const char *title)
                 "each cell is the mean over the seeds and [min, max]; a ratio is taken per "
                 "seed, then summarised. Charts: means (throughput), the first seed (the "
                 "others).\n\n", r->n_rep);
-    fputs("![trajectories per second](throughput.png)\n\n", f);
+    fputs("![trajectories per second", f);
+    md_chart(f, "throughput", "");
+    fputc('\n', f);
     for (int w = 0; w < r->n_wl; w++) md_workload(f, r, w);
     fputs("## Runs\n\n| workload | policy | metrics file |\n|---|---|---|\n", f);
     for (int i = 0; i < r->n; i++) {
@@ -491,24 +502,26 @@ static int draw_charts(const char *dir, const struct report *r, char *err, size_
             if (i >= 0) exp_spread(v, r->n_rep, &m, &lo, &hi);
             tps[w * r->n_pol + p] = m;
         }
-    char *path = join_path(dir, "throughput.png");
-    int rc = exp_chart_throughput(path, r->wl, r->n_wl, r->pol, r->n_pol, tps, err, errlen);
-    free(path);
+    char *base = join_path(dir, "throughput");
+    int rc = exp_chart_throughput(base, r->wl, r->n_wl, r->pol, r->n_pol, tps, r->n_rep, err,
+                                  errlen);
+    free(base);
     free(tps);
     for (int w = 0; w < r->n_wl && rc == 0; w++) {
         char *name = xmalloc(strlen(r->file_wl[w]) + 32);
         if (r->alloc_run[w] >= 0) {
-            sprintf(name, "allocation-%s.png", r->file_wl[w]);
-            path = join_path(dir, name);
-            rc = exp_chart_allocation(path, r->wl[w], &r->data[r->alloc_run[w]][0], err, errlen);
-            free(path);
+            sprintf(name, "allocation-%s", r->file_wl[w]);
+            base = join_path(dir, name);
+            rc = exp_chart_allocation(base, r->wl[w], &r->data[r->alloc_run[w]][0], r->n_rep,
+                                      err, errlen);
+            free(base);
         }
         if (rc == 0 && r->drift_run[w] >= 0) {
-            sprintf(name, "drift-%s.png", r->file_wl[w]);
-            path = join_path(dir, name);
-            rc = exp_chart_drift(path, r->wl[w], r->runs[r->drift_run[w]].policy,
-                                 &r->data[r->drift_run[w]][0], err, errlen);
-            free(path);
+            sprintf(name, "drift-%s", r->file_wl[w]);
+            base = join_path(dir, name);
+            rc = exp_chart_drift(base, r->wl[w], r->runs[r->drift_run[w]].policy,
+                                 &r->data[r->drift_run[w]][0], r->n_rep, err, errlen);
+            free(base);
         }
         free(name);
     }
