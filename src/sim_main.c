@@ -2,4 +2,4 @@
  * (src/driver/sim_run.c). */
 #include "libra/driver.h"
 
-int main(int argc, char **argv) { return driver_run_sim(argc - 1, argv + 1); }
+int main(int argc, char **argv) { return driver_run_sim(argc, argv); }

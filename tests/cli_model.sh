@@ -35,6 +35,12 @@ cmp -s "$out/g1" "$out/g2" || fail "greedy generate is not deterministic"
     --max-new 12 > "$out/s2" || fail "generate --prompt-tokens"
 cmp -s "$out/s1" "$out/s2" || fail "seeded generate is not deterministic"
 if "$LIBRA" generate "$model" --top-p 0 2> /dev/null; then fail "generate accepted --top-p 0"; fi
+# sizes are bounded by what the model can do: its context, with the bound in the message
+rc=0; "$LIBRA" generate "$model" --prompt "Hi" --max-new 100000 > /dev/null 2> "$out/err" || rc=$?
+[ $rc = 2 ] && grep -q "exceed the model's context of [0-9]* tokens.*use --max-new [0-9]* or less" "$out/err" \
+    || { cat "$out/err"; fail "generate --max-new beyond the context: exit $rc"; }
+rc=0; "$LIBRA" generate "$model" --prompt "Hi" --temperature nan > /dev/null 2> "$out/err" || rc=$?
+[ $rc = 2 ] || { cat "$out/err"; fail "generate accepted --temperature nan"; }
 # usage errors say so (exit 2 and a usage line), and so does a missing config run
 # without mpirun (the config's error, not the rank count)
 rc=0; "$LIBRA" generate > /dev/null 2> "$out/err" || rc=$?

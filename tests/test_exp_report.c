@@ -362,20 +362,20 @@ static void test_cli(void)
     snprintf(a_libra, sizeof a_libra, "r2e/libra=%s", g_path[R2E_LIBRA]);
     snprintf(bad, sizeof bad, "r2e=%s", g_path[R2E_LIBRA]);
     snprintf(missing, sizeof missing, "r2e/oracle=%s/none.h5", g_dir);
-    char *too_few[] = {dir, "title"};
-    CU_ASSERT_EQUAL(cmd_sim_report(2, too_few), 2);
-    char *no_policy[] = {dir, "title", a_sync, bad};
-    CU_ASSERT_EQUAL(cmd_sim_report(4, no_policy), 2);
-    char *empty_file[] = {dir, "title", "r2e/libra="};
-    CU_ASSERT_EQUAL(cmd_sim_report(3, empty_file), 2);
-    char *unreadable[] = {dir, "title", a_sync, missing};
-    CU_ASSERT_EQUAL(cmd_sim_report(4, unreadable), 1);
+    char *too_few[] = {"--report", dir, "title"};
+    CU_ASSERT_EQUAL(cmd_sim_report(3, too_few), 2);
+    char *no_policy[] = {"--report", dir, "title", a_sync, bad};
+    CU_ASSERT_EQUAL(cmd_sim_report(5, no_policy), 2);
+    char *empty_file[] = {"--report", dir, "title", "r2e/libra="};
+    CU_ASSERT_EQUAL(cmd_sim_report(4, empty_file), 2);
+    char *unreadable[] = {"--report", dir, "title", a_sync, missing};
+    CU_ASSERT_EQUAL(cmd_sim_report(5, unreadable), 1);
     CU_ASSERT(!exists(dir, "results.md"));
-    char *good[] = {dir, "title", a_sync, a_libra};
-    CU_ASSERT_EQUAL(cmd_sim_report(4, good), 0);
+    char *good[] = {"--report", dir, "title", a_sync, a_libra};
+    CU_ASSERT_EQUAL(cmd_sim_report(5, good), 0);
     CU_ASSERT(exists(dir, "results.md"));
     CU_ASSERT(is_png(dir, "allocation-r2e.png"));
-    CU_ASSERT_STRING_EQUAL(good[2], a_sync); /* argv left as it was */
+    CU_ASSERT_STRING_EQUAL(good[3], a_sync); /* argv left as it was */
 }
 
 static const struct test_case cases[] = {

@@ -1,7 +1,8 @@
 /*
- * The program's entry points, kept out of main.c: the MPI job (driver_run_job) and
- * the single-process commands (--check-config, --describe-workload, --devices,
- * --config-reference). Each returns the process exit code.
+ * The program's entry points, kept out of main.c: the command line (driver_main), the
+ * MPI job (driver_run_job) and the commands. Each command takes its own command line
+ * from argv[0] = its word ("generate", "--check-config"), parses it with cli.h and
+ * returns the process exit code (include/libra/exit_codes.h).
  */
 #ifndef LIBRA_DRIVER_H
 #define LIBRA_DRIVER_H
@@ -17,12 +18,16 @@ struct job_inputs {
     struct workload wl;
 };
 
+/* libra_main.c: `libra`'s whole command line (argv[0] the program) */
+int driver_main(int argc, char **argv);
+/* run.c: `libra [run] CONFIG [--resume]` */
 int driver_run_job(int argc, char **argv);
-int cmd_check_config(const char *path);
+/* commands.c, cmd_trace.c, devices.c */
+int cmd_check_config(int argc, char **argv);
 int cmd_describe_workload(int argc, char **argv);
 int cmd_trace_export(int argc, char **argv);
-int cmd_config_reference(void);
-int cmd_devices(void);
+int cmd_config_reference(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 /* cmd_model.c: commands on a model file */
 int cmd_score(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
@@ -79,7 +84,7 @@ int driver_check_start(struct libra_config *cfg, struct job_inputs *in,
  * figures when it cannot fit. Devices without a model are not checked. */
 int driver_check_memory(const struct libra_config *cfg, const struct device_info *dev,
                         int world, double *need_gb, double *have_gb, char *err, size_t errlen);
-/* sim_run.c: libra-sim's command line (src/sim_main.c). */
+/* sim_run.c: libra-sim's whole command line (src/sim_main.c; argv[0] the program). */
 int driver_run_sim(int argc, char **argv);
 /* cmd_report.c: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ... */
 int cmd_sim_report(int argc, char **argv);

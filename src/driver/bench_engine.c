@@ -1,5 +1,5 @@
 /*
- * `libra --bench-engine [SIZE...]`: throughput of the CPU transformer engine.
+ * `libra bench-engine [SIZE...]` (also --bench-engine): throughput of the CPU transformer engine.
  *
  * First it measures this machine's single-precision GEMM peak (the best of several
  * 2048^3 cblas_sgemm calls through the same BLAS and threads the engine uses: OpenBLAS's
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/log.h"
 #include "libra/rng.h"
@@ -200,14 +201,27 @@ static void bench_decode(const struct tfm_config *c, const struct tfm_params *p,
     tfm_decoder_free(d);
 }
 
+static const struct cli_cmd bench_engine_cmd = {
+    "libra bench-engine", "libra bench-engine [SIZE ...]",
+    "Throughput of the CPU transformer engine (training, prefill, decode) against this\n"
+    "machine's measured SGEMM peak. SIZE: tiny, small, 100m (default: the three), or a\n"
+    "real checkpoint's shape: qwen3-0.6b, qwen3-4b, llama3-8b.\n",
+    NULL, NULL, 0, -1, 0};
+
 int cmd_bench_engine(int argc, char **argv)
 {
+    struct cli cli;
+    if (cli_operands(&cli, &bench_engine_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    for (int a = 0; a < cli.nargs; a++)
+        if (!bench_model_shape(cli.args[a]))
+            return cli_error(&cli, "no model size '%s' (tiny, small, 100m, qwen3-0.6b, qwen3-4b, "
+                                   "llama3-8b)", cli.args[a]);
     double peak = gemm_peak_gflops();
     printf("libra bench-engine: sgemm peak %.1f GFLOP/s (2048^3, best of 5, %d BLAS threads)\n",
            peak, openblas_get_num_threads());
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        int wanted = argc == 0 && !sizes[i].by_name_only;
-        for (int a = 0; a < argc; a++) wanted |= strcmp(argv[a], sizes[i].name) == 0;
+        int wanted = cli.nargs == 0 && !sizes[i].by_name_only;
+        for (int a = 0; a < cli.nargs; a++) wanted |= strcmp(cli.args[a], sizes[i].name) == 0;
         if (!wanted) continue;
         const struct tfm_config *c = &sizes[i].c;
         struct tfm_params p;

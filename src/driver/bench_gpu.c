@@ -1,5 +1,5 @@
 /*
- * `libra --bench-gpu [SHAPE ...] [--batch B[,B...]] [--context N] [--steps N]
+ * `libra bench-gpu [SHAPE ...] [--batch B[,B...]] [--context N] [--steps N]
  *                    [--prompt N]`: the GPU engine (include/libra/gpu_decode.h) on GPU 0,
  * each figure beside a peak measured in the same run, so the result reads as a
  * fraction that does not depend on the card's clocks that day:
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/gpu_decode.h"
 #include "libra/gpu_model.h"
@@ -171,50 +172,42 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
     gpu_decoder_free(d);
 }
 
-/* --batch's list into b (at most max); its count, or -1. */
-static int parse_list(const char *s, int *b, int max)
-{
-    int n = 0;
-    while (*s && n < max) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 4096) return -1;
-        b[n++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return -1;
-    }
-    return n;
-}
+static const struct option bench_gpu_opts[] = {
+    {"batch", required_argument, NULL, 'b'},
+    {"context", required_argument, NULL, 'c'},
+    {"steps", required_argument, NULL, 's'},
+    {"prompt", required_argument, NULL, 'p'},
+    {0}};
+static const struct cli_cmd bench_gpu_cmd = {
+    "libra bench-gpu",
+    "libra bench-gpu [SHAPE ...] [--batch B[,B...]] [--context N] [--steps N] [--prompt N]",
+    "The GPU engine on GPU 0 (needs the CUDA module), each figure beside a peak measured\n"
+    "in the same run. SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b (pattern weights).\n"
+    "  --batch B[,B...]  decode batch sizes, 1 .. 4096 (default 1,8,32,128,256)\n"
+    "  --context N       the decode context in tokens (default 512)\n"
+    "  --steps N         decode steps timed (default 32)\n"
+    "  --prompt N        the prefill prompt in tokens (default 2048)\n",
+    bench_gpu_opts, NULL, 0, 8, 0};
 
 int cmd_bench_gpu(int argc, char **argv)
 {
-    const char *usage = "usage: libra --bench-gpu [qwen3-0.6b|qwen3-4b|llama3-8b ...] "
-                        "[--batch B[,B...]] [--context N] [--steps N] [--prompt N]\n";
     int batch[16] = {1, 8, 32, 128, 256}, n_batch = 5, context = 512, steps = 32, prompt = 2048;
     const char *shapes[8];
-    int n_shapes = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (strncmp(a, "--", 2) != 0) {
-            if (n_shapes == 8 || !bench_model_shape(a)) bad = 1;
-            else shapes[n_shapes++] = a;
-        } else if (!v) {
-            bad = 1;
-        } else {
-            char *end = NULL;
-            if (strcmp(a, "--batch") == 0) bad = (n_batch = parse_list(v, batch, 16)) < 1;
-            else if (strcmp(a, "--context") == 0) context = (int)strtol(v, &end, 10);
-            else if (strcmp(a, "--steps") == 0) steps = (int)strtol(v, &end, 10);
-            else if (strcmp(a, "--prompt") == 0) prompt = (int)strtol(v, &end, 10);
-            else bad = 1;
-            bad |= (end && *end) || context < 1 || steps < 1 || prompt < 1;
-            i++;
-        }
-        if (bad) {
-            fprintf(stderr, "libra: --bench-gpu: bad option or shape '%s'\n%s", a, usage);
-            return 2;
-        }
+    int n_shapes = 0, ch = 0, bad = 0;
+    struct cli cli;
+    cli_begin(&cli, &bench_gpu_cmd, argc, argv);
+    while (!bad && (ch = cli_next(&cli)) > 0) {
+        if (ch == 'b') bad = (n_batch = cli_int_list(&cli, 1, 4096, batch, 16)) < 0;
+        else if (ch == 'c') bad = cli_int(&cli, 1, 1 << 20, &context);
+        else if (ch == 's') bad = cli_int(&cli, 1, 1 << 20, &steps);
+        else bad = cli_int(&cli, 1, 1 << 20, &prompt);
+    }
+    if (bad || ch == CLI_EXIT) return cli.rc;
+    for (int i = 0; i < cli.nargs; i++) {
+        if (!bench_model_shape(cli.args[i]))
+            return cli_error(&cli, "no model shape '%s' (qwen3-0.6b, qwen3-4b, llama3-8b)",
+                             cli.args[i]);
+        shapes[n_shapes++] = cli.args[i];
     }
     if (n_shapes == 0) shapes[n_shapes++] = "qwen3-0.6b";
     char err[2048];

@@ -1,12 +1,13 @@
 /*
- * The model-loading benchmark's two hidden commands (tools/bench-load drives them):
+ * The model-loading benchmark's two commands (tools/bench-load drives them; each also
+ * spelled with a leading --):
  *
- *   libra --write-random-hf DIR [--shape qwen3-0.6b|tiny] [--dtype bf16|f16|f32]
- *                           [--max-shard-size BYTES] [--seed S]
+ *   libra write-random-hf DIR [--shape qwen3-0.6b|tiny] [--dtype bf16|f16|f32]
+ *                         [--max-shard-size BYTES] [--seed S]
  *       a random model of that shape written as a Hugging Face directory (hf_save).
  *       qwen3-0.6b: hidden 1024, 28 layers, 16 heads / 8 kv heads of 128, intermediate
  *       3072, vocab 151936, tied, qk_norm: 596 M parameters, 1.19 GB in bf16.
- *   libra --bench-load DIR [--repeat N]
+ *   libra bench-load DIR [--repeat N]
  *       loads DIR (model_load: any format) into float32 parameters N times (default 5)
  *       and prints the best and median wall times and the rate over the files' bytes;
  *       for a Hugging Face directory also the two parts of a load: the first touch of
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/hf_model.h"
 #include "libra/log.h"
@@ -28,62 +30,50 @@
 #include "libra/safetensors.h"
 #include "libra/tfm_tp.h"
 
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    uint64_t mul = 1;
-    if (errno || end == s || s[0] == '-') return -1;
-    if (strcmp(end, "KB") == 0) mul = 1000;
-    else if (strcmp(end, "MB") == 0) mul = 1000000;
-    else if (strcmp(end, "GB") == 0) mul = 1000000000;
-    else if (*end) return -1;
-    if (v == 0) return -1;
-    *out = v * mul;
-    return 0;
-}
+static const struct option write_hf_opts[] = {
+    {"shape", required_argument, NULL, 'S'},
+    {"dtype", required_argument, NULL, 'd'},
+    {"max-shard-size", required_argument, NULL, 'm'},
+    {"seed", required_argument, NULL, 's'},
+    {0}};
+static const struct cli_cmd write_hf_cmd = {
+    "libra write-random-hf",
+    "libra write-random-hf DIR [--shape qwen3-0.6b|tiny] [--dtype bf16|f16|f32]\n"
+    "                             [--max-shard-size BYTES] [--seed S]",
+    "Writes a random model as a Hugging Face directory DIR (tools/bench-load's input).\n"
+    "  --shape qwen3-0.6b|tiny   the shape (default qwen3-0.6b)\n"
+    "  --dtype bf16|f16|f32      the weights' dtype (default bf16)\n"
+    "  --max-shard-size BYTES    bytes per safetensors file (default 5GB; suffixes KB MB GB\n"
+    "                            = 10^3.., KiB MiB GiB = 2^10..)\n"
+    "  --seed S                  the weights' seed (default 1)\n",
+    write_hf_opts, "DIR", 1, 1, 0};
 
 int cmd_write_random_hf(int argc, char **argv)
 {
-    const char *usage = "usage: libra --write-random-hf DIR [--shape qwen3-0.6b|tiny] "
-                        "[--dtype bf16|f16|f32] [--max-shard-size BYTES] [--seed S]\n";
-    if (argc < 1 || argc % 2 == 0) {
-        fputs(usage, stderr);
-        return 2;
-    }
-    const char *dir = argv[0], *shape = "qwen3-0.6b";
-    enum st_dtype dtype = ST_BF16;
+    static const enum st_dtype dtypes[] = {ST_BF16, ST_F16, ST_F32};
+    int shape = 0, d = 0, ch;
     uint64_t max_shard = ST_DEFAULT_MAX_SHARD, seed = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *a = argv[i], *v = argv[i + 1];
-        int bad = 0;
-        if (strcmp(a, "--shape") == 0) shape = v;
-        else if (strcmp(a, "--dtype") == 0) {
-            if (strcmp(v, "bf16") == 0) dtype = ST_BF16;
-            else if (strcmp(v, "f16") == 0) dtype = ST_F16;
-            else if (strcmp(v, "f32") == 0) dtype = ST_F32;
-            else bad = 1;
-        } else if (strcmp(a, "--max-shard-size") == 0) bad = parse_bytes(v, &max_shard);
-        else if (strcmp(a, "--seed") == 0) seed = strtoull(v, NULL, 10);
-        else bad = 1;
-        if (bad) {
-            fprintf(stderr, "libra: --write-random-hf: bad option '%s %s'\n%s", a, v, usage);
-            return 2;
-        }
+    struct cli cli;
+    cli_begin(&cli, &write_hf_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0) {
+        int bad = ch == 'S' ? (shape = cli_choice(&cli, "qwen3-0.6b|tiny")) < 0
+                : ch == 'd' ? (d = cli_choice(&cli, "bf16|f16|f32")) < 0
+                : ch == 's' ? cli_u64(&cli, &seed)
+                            : cli_size(&cli, &max_shard);
+        if (bad) return cli.rc;
     }
+    if (ch == CLI_EXIT) return cli.rc;
+    const char *dir = cli.args[0];
+    enum st_dtype dtype = dtypes[d];
     struct tfm_config c;
-    if (strcmp(shape, "qwen3-0.6b") == 0) {
+    if (shape == 0) {
         c = *bench_model_shape("qwen3-0.6b");
-    } else if (strcmp(shape, "tiny") == 0) {
+    } else {
         c = (struct tfm_config){.family = TFM_QWEN3, .vocab_size = 300, .hidden_size = 64,
                                 .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16,
                                 .intermediate_size = 128, .max_position_embeddings = 512,
                                 .rms_norm_eps = 1e-6f, .rope_theta = 1000000.0f,
                                 .tie_word_embeddings = 1, .attention_bias = 0, .qk_norm = 1};
-    } else {
-        fprintf(stderr, "libra: --write-random-hf: --shape %s: qwen3-0.6b or tiny\n", shape);
-        return 2;
     }
     struct stat st;
     char probe[4200];
@@ -111,7 +101,8 @@ int cmd_write_random_hf(int argc, char **argv)
         fprintf(stderr, "libra: --write-random-hf: %s\n", err);
         return 1;
     }
-    printf("wrote %s: %s, %zu parameters (init %.1f s, write %.1f s)\n", dir, shape,
+    printf("wrote %s: %s, %zu parameters (init %.1f s, write %.1f s)\n", dir,
+           shape ? "tiny" : "qwen3-0.6b",
            tfm_param_count(&c), t1 - t0, t2 - t1);
     return 0;
 }
@@ -122,28 +113,34 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static const struct option bench_load_opts[] = {{"repeat", required_argument, NULL, 'r'}, {0}};
+static const struct cli_cmd bench_load_cmd = {
+    "libra bench-load", "libra bench-load DIR [--repeat N]",
+    "Loads the model DIR (any format) into float32 parameters N times and prints the best\n"
+    "and median wall times and the rate over its files' bytes.\n"
+    "  --repeat N   loads, 1 .. 1000 (default 5)\n",
+    bench_load_opts, "DIR", 1, 1, 0};
+
 int cmd_bench_load(int argc, char **argv)
 {
-    if (argc != 1 && !(argc == 3 && strcmp(argv[1], "--repeat") == 0)) {
-        fprintf(stderr, "usage: libra --bench-load DIR [--repeat N]\n");
-        return 2;
-    }
-    int repeat = argc == 3 ? atoi(argv[2]) : 5;
-    if (repeat < 1 || repeat > 1000) {
-        fprintf(stderr, "libra: --bench-load: --repeat 1..1000\n");
-        return 2;
-    }
+    int repeat = 5, ch;
+    struct cli cli;
+    cli_begin(&cli, &bench_load_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0)
+        if (cli_int(&cli, 1, 1000, &repeat)) return cli.rc;
+    if (ch == CLI_EXIT) return cli.rc;
+    const char *dir = cli.args[0];
     char err[2048];
     uint64_t bytes = 0;
     int n_files = 0;
     struct st_set s;
-    if (st_set_open(&s, argv[0], err, sizeof err) == 0) {
+    if (st_set_open(&s, dir, err, sizeof err) == 0) {
         bytes = st_set_bytes(&s);
         n_files = s.n_files;
         st_set_close(&s);
     } else {
         struct stat st;
-        if (stat(argv[0], &st) == 0) bytes = (uint64_t)st.st_size; /* an HDF5 file */
+        if (stat(dir, &st) == 0) bytes = (uint64_t)st.st_size; /* an HDF5 file */
         n_files = 1;
     }
     double *t = xmalloc(sizeof *t * (size_t)repeat);
@@ -152,7 +149,7 @@ int cmd_bench_load(int argc, char **argv)
         struct tfm_config c;
         struct tfm_params p;
         double t0 = wall_time();
-        if (model_load(argv[0], &c, &p, NULL, NULL, err, sizeof err)) {
+        if (model_load(dir, &c, &p, NULL, NULL, err, sizeof err)) {
             fprintf(stderr, "libra: --bench-load: %s\n", err);
             free(t);
             return 1;
@@ -163,12 +160,12 @@ int cmd_bench_load(int argc, char **argv)
     }
     qsort(t, (size_t)repeat, sizeof *t, cmp_double);
     double best = t[0], median = t[repeat / 2];
-    printf("bench-load: %s: %.3f GB in %d file%s, %zu parameters to float32\n", argv[0],
+    printf("bench-load: %s: %.3f GB in %d file%s, %zu parameters to float32\n", dir,
            (double)bytes / 1e9, n_files, n_files == 1 ? "" : "s", n_params);
     printf("bench-load: best %.3f s (%.2f GB/s of files), median %.3f s over %d loads\n", best,
            (double)bytes / 1e9 / best, median, repeat);
     struct tfm_config c;
-    if (hf_config_read(argv[0], &c, NULL, err, sizeof err) == 0) {
+    if (hf_config_read(dir, &c, NULL, err, sizeof err) == 0) {
         /* the parts: first touch of a fresh block, then reading into a touched one */
         double touch = 1e30, read = 1e30;
         struct tfm_tp tp;
@@ -179,7 +176,7 @@ int cmd_bench_load(int argc, char **argv)
             tfm_params_alloc(&p, &c);
             memset(p.mem, 0, p.n * sizeof *p.mem);
             double t1 = wall_time();
-            if (hf_load_slices(argv[0], &tp, &p, err, sizeof err)) {
+            if (hf_load_slices(dir, &tp, &p, err, sizeof err)) {
                 fprintf(stderr, "libra: --bench-load: %s\n", err);
                 tfm_params_free(&p);
                 free(t);

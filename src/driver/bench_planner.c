@@ -1,5 +1,6 @@
 /*
- * `libra --bench-planner-solve CONFIG`: the global resource planner's solve time
+ * `libra bench-planner-solve CONFIG` (also spelled --bench-planner-solve): the global
+ * resource planner's solve time
  * (not a timed test; it only prints). For each GPU count (48, 512, 4096 by default)
  * it builds the batch's length profile from CONFIG's workload (the training batch
  * scaled with the GPU count, batch x G / 48, so every size plans the same load per
@@ -11,7 +12,8 @@
  * Training GPU counts step by CONFIG's plan.granularity up to 64 GPUs and by whole
  * nodes (hardware gpus_per_node) beyond, as a cluster allocates training.
  *
- * `libra --bench-planner-report LABEL=FILE[,FILE...] ...`: the throughput table of
+ * `libra bench-planner-report LABEL=FILE[,FILE...] ...` (also --bench-planner-report):
+ * the throughput table of
  * tools/bench-planner from the runs' metrics files: trajectories and tokens per
  * emulated second over the run's steps (sum of n_traj / sum of step_s), their ratios
  * to the first label, and the idle fraction of all worker GPUs, of the rollout ranks
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
@@ -89,51 +92,48 @@ static void solve_row(const struct libra_config *cfg, const struct job_inputs *i
     planner_free(&pl);
 }
 
+static const struct option solve_opts[] = {
+    {"gpus", required_argument, NULL, 'g'},
+    {"repeat", required_argument, NULL, 'r'},
+    {"exact", no_argument, NULL, 'e'},
+    {0}};
+static const struct cli_cmd solve_cmd = {
+    "libra bench-planner-solve",
+    "libra bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R] [--exact]",
+    "The planner's solve time at several GPU counts, on one core. CONFIG: a plan.mode =\n"
+    "\"grp\" configuration (e.g. inputs/bench/planner-48gpu.cfg).\n"
+    "  --gpus N[,N...]  GPU counts, 2 .. 1048576, at most 8 (default 48,512,4096)\n"
+    "  --repeat R       searches timed per count, 1 .. 1000 (default 5)\n"
+    "  --exact          after each row, the same search at plan.solve_tolerance = 0 (once)\n",
+    solve_opts, "CONFIG", 1, 1, 0};
+
 int cmd_bench_planner_solve(int argc, char **argv)
 {
-    if (argc < 1 || strcmp(argv[0], "--help") == 0) {
-        fprintf(argc < 1 ? stderr : stdout,
-                "usage: libra --bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R] [--exact]\n"
-                "  CONFIG: a plan.mode = \"grp\" configuration (e.g. inputs/bench/planner-48gpu.cfg)\n"
-                "  --exact: after each row, the same search at plan.solve_tolerance = 0 (once)\n");
-        return argc < 1 ? 2 : 0;
+    int gpus[8] = {48, 512, 4096}, n_gpus = 3, repeat = 5, exact = 0, ch;
+    struct cli cli;
+    cli_begin(&cli, &solve_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0) {
+        if (ch == 'e') exact = 1;
+        else if (ch == 'r' ? cli_int(&cli, 1, 1000, &repeat)
+                           : (n_gpus = cli_int_list(&cli, 2, 1 << 20, gpus, 8)) < 0)
+            return cli.rc;
     }
-    int gpus[8] = {48, 512, 4096}, n_gpus = 3, repeat = 5, exact = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
-            n_gpus = 0;
-            for (char *tok = strtok(argv[++i], ","); tok && n_gpus < 8; tok = strtok(NULL, ","))
-                gpus[n_gpus++] = atoi(tok);
-        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
-            repeat = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--exact") == 0) {
-            exact = 1;
-        } else {
-            fprintf(stderr, "libra --bench-planner-solve: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-    for (int g = 0; g < n_gpus; g++)
-        if (gpus[g] < 2 || gpus[g] > 1 << 20) {
-            fprintf(stderr, "libra --bench-planner-solve: --gpus %d is out of range (2 .. 1048576)\n",
-                    gpus[g]);
-            return 2;
-        }
-    if (repeat < 1 || repeat > 1000) repeat = 5;
+    if (ch == CLI_EXIT) return cli.rc;
+    const char *path = cli.args[0];
     struct libra_config *cfg = xmalloc(sizeof *cfg);
     struct job_inputs in;
     char err[1024];
-    if (config_load(argv[0], cfg, err, sizeof err) || driver_load_inputs(cfg, &in, err, sizeof err)) {
+    if (config_load(path, cfg, err, sizeof err) || driver_load_inputs(cfg, &in, err, sizeof err)) {
         fprintf(stderr, "libra: %s\n", err);
         free(cfg);
         return 1;
     }
     if (strcmp(cfg->plan.mode, "grp") != 0) {
-        fprintf(stderr, "libra: %s: plan.mode must be \"grp\" for --bench-planner-solve\n", argv[0]);
+        fprintf(stderr, "libra: %s: plan.mode must be \"grp\" for --bench-planner-solve\n", path);
         free(cfg);
         return 1;
     }
-    printf("planner solve time: %s, %s on %s, workload %s, %d repeats, one core\n\n", argv[0],
+    printf("planner solve time: %s, %s on %s, workload %s, %d repeats, one core\n\n", path,
            in.cm.model.name, in.cm.hw.name, in.wl.name, repeat);
     printf("| GPUs | batch | granularity | tolerance | median solve (ms) | min (ms) | cost-model calls "
            "| approx | step (s) | plan |\n");
@@ -226,24 +226,29 @@ static double median_of(double *x, int n)
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+static const struct cli_cmd report_cmd = {
+    "libra bench-planner-report", "libra bench-planner-report LABEL=FILE[,FILE...] ...",
+    "The throughput table of tools/bench-planner from the runs' metrics files (Markdown):\n"
+    "the first label is the baseline of the ratios; several files of one label (repeats,\n"
+    "at most 16) report their median.\n",
+    NULL, "LABEL=FILE[,FILE...] ...", 1, -1, 0};
+
 int cmd_bench_planner_report(int argc, char **argv)
 {
-    if (argc < 1) {
-        fprintf(stderr, "usage: libra --bench-planner-report LABEL=FILE[,FILE...] ...\n"
-                        "  the first label is the baseline of the ratios; several files of one\n"
-                        "  label (repeats) report their median\n");
-        return 2;
+    struct cli cli;
+    if (cli_operands(&cli, &report_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    for (int a = 0; a < cli.nargs; a++) {
+        const char *eq = strchr(cli.args[a], '=');
+        if (!eq || eq == cli.args[a] || strspn(eq + 1, ",") == strlen(eq + 1))
+            return cli_error(&cli, "'%s' is not LABEL=FILE[,FILE...]", cli.args[a]);
     }
+    const char *first = cli.args[0];
     printf("| run | repeats | trajectories / wall s | vs %.*s | tokens / wall s | vs | GPU idle | "
            "rollout idle | training idle |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-           (int)strcspn(argv[0], "="), argv[0]);
+           (int)strcspn(first, "="), first);
     double base_traj = 0, base_tok = 0;
-    for (int a = 0; a < argc; a++) {
-        char *eq = strchr(argv[a], '=');
-        if (!eq) {
-            fprintf(stderr, "libra --bench-planner-report: '%s' is not LABEL=FILE[,FILE...]\n", argv[a]);
-            return 2;
-        }
+    for (int a = 0; a < cli.nargs; a++) {
+        char *label = xstrdup(cli.args[a]), *eq = strchr(label, '=');
         *eq = '\0';
         double tr[16], tk[16], id[16], ri[16], ti[16];
         int n = 0;
@@ -252,16 +257,17 @@ int cmd_bench_planner_report(int argc, char **argv)
             char err[1200];
             if (run_figures(p, &f, err, sizeof err)) {
                 fprintf(stderr, "libra: %s\n", err);
+                free(label);
                 return 1;
             }
             tr[n] = f.traj_s, tk[n] = f.tok_s, id[n] = f.idle, ri[n] = f.roll_idle,
             ti[n] = f.train_idle, n++;
         }
-        if (n == 0) return 2;
         double mt = median_of(tr, n), mk = median_of(tk, n);
         if (a == 0) base_traj = mt, base_tok = mk;
-        printf("| %s | %d | %.4f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f |\n", argv[a], n, mt,
+        printf("| %s | %d | %.4f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f |\n", label, n, mt,
                mt / base_traj, mk, mk / base_tok, median_of(id, n), median_of(ri, n), median_of(ti, n));
+        free(label);
     }
     return 0;
 }

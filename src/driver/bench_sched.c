@@ -1,5 +1,6 @@
 /*
- * `libra --bench-sched`: the scheduler benchmark (not a timed test; it only prints).
+ * `libra bench-sched` (also --bench-sched): the scheduler benchmark (not a timed test;
+ * it only prints).
  *
  * Throughput (default): 16 A800 GPUs serving Qwen3-14B rollouts of a workload preset
  * (inputs/workloads/<name>.cfg), simulated in virtual time by the rollout-cluster
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/exp_report.h"
 #include "libra/log.h"
@@ -55,112 +57,78 @@ struct bench_opts {
     int tree_nodes;  /* --latency: tree size to grow first */
 };
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: libra --bench-sched [--workload NAME] [--steps N] [--warmup N] [--groups G]\n"
-            "                           [--samples S] [--seed S | --seeds S,S,...] [--tick SECONDS]\n"
-            "       libra --bench-sched --latency [--seed S] [--decisions N] [--tree-nodes N]\n"
-            "  NAME: a preset in inputs/workloads/ (r2e-gym, search-r1, ...); default r2e-gym\n");
-}
+static const struct option bench_sched_opts[] = {
+    {"workload", required_argument, NULL, 'w'},
+    {"steps", required_argument, NULL, 'n'},
+    {"warmup", required_argument, NULL, 'W'},
+    {"groups", required_argument, NULL, 'g'},
+    {"samples", required_argument, NULL, 'S'},
+    {"seed", required_argument, NULL, 's'},
+    {"seeds", required_argument, NULL, 'E'},
+    {"tick", required_argument, NULL, 't'},
+    {"latency", no_argument, NULL, 'l'},
+    {"decisions", required_argument, NULL, 'd'},
+    {"tree-nodes", required_argument, NULL, 'T'},
+    {0}};
+static const struct cli_cmd bench_sched_cmd = {
+    "libra bench-sched",
+    "libra bench-sched [--workload NAME] [--steps N] [--warmup N] [--groups G]\n"
+    "                         [--samples S] [--seed S | --seeds S,S,...] [--tick SECONDS]\n"
+    "       libra bench-sched --latency [--seed S] [--decisions N] [--tree-nodes N]",
+    "The scheduler benchmark: 16 simulated A800 GPUs serving Qwen3-14B rollouts of a\n"
+    "workload preset, one row per scheduler; --latency: C-MLFQ's routing decision latency.\n"
+    "  --workload NAME    a preset in inputs/workloads/ (r2e-gym, search-r1, ...; default\n"
+    "                     r2e-gym)\n"
+    "  --steps N          synchronous steps, 1 .. 100000 (default 12)\n"
+    "  --warmup N         steps not measured, below --steps (default 4)\n"
+    "  --groups G         groups a step, 1 .. 1000000 (default 32)\n"
+    "  --samples S        samples a group, 1 .. 1024 (default 8)\n"
+    "  --seed S           the seed (default 1)\n"
+    "  --seeds S,S,...    up to 16 seeds: each row's mean and range of ratios\n"
+    "  --tick SECONDS     the controller's reaction time, (0, 10]\n"
+    "  --latency          time routing decisions instead\n"
+    "  --decisions N      --latency: decisions timed (default 200000)\n"
+    "  --tree-nodes N     --latency: prefix-tree nodes grown first (default 100000)\n",
+    bench_sched_opts, NULL, 0, 0, 0};
 
-static int parse_int(const char *opt, const char *v, int lo, int hi, int *out)
-{
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo || x > hi) {
-        fprintf(stderr, "libra --bench-sched: %s '%s': need an integer in [%d, %d]\n", opt, v, lo,
-                hi);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_opts(int argc, char **argv, struct bench_opts *o)
+/* 0, or CLI_EXIT with cli->rc the exit code (help, version, a usage error). */
+static int parse_opts(struct cli *cli, int argc, char **argv, struct bench_opts *o)
 {
     *o = (struct bench_opts){.workload = "r2e-gym", .steps = 12, .warmup = 4, .groups = 32,
                              .samples = 8, .seed = 1, .tick_s = RSIM_DEFAULT_TICK_S,
                              .decisions = 200000, .tree_nodes = 100000};
-    for (int a = 0; a < argc; a++) {
-        const char *k = argv[a];
-        if (strcmp(k, "--latency") == 0) {
-            o->latency = 1;
-            continue;
-        }
-        if (a + 1 >= argc) {
-            fprintf(stderr, "libra --bench-sched: '%s' needs a value (or is unknown)\n", k);
-            return -1;
-        }
-        const char *v = argv[++a];
-        int rc = 0;
-        if (strcmp(k, "--workload") == 0) {
-            /* a preset name, never a path */
-            for (const char *p = v; *p; p++)
-                if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_') rc = -1;
-            if (rc || strlen(v) == 0 || strlen(v) >= sizeof o->workload) {
-                fprintf(stderr, "libra --bench-sched: --workload '%s': a preset name from "
-                                "inputs/workloads/ (letters, digits, '-', '_')\n", v);
-                return -1;
-            }
-            snprintf(o->workload, sizeof o->workload, "%s", v);
-        } else if (strcmp(k, "--steps") == 0) {
-            rc = parse_int(k, v, 1, 100000, &o->steps);
-        } else if (strcmp(k, "--warmup") == 0) {
-            rc = parse_int(k, v, 0, 100000, &o->warmup);
-        } else if (strcmp(k, "--groups") == 0) {
-            rc = parse_int(k, v, 1, 1000000, &o->groups);
-        } else if (strcmp(k, "--samples") == 0) {
-            rc = parse_int(k, v, 1, 1024, &o->samples);
-        } else if (strcmp(k, "--decisions") == 0) {
-            rc = parse_int(k, v, 1, 100000000, &o->decisions);
-        } else if (strcmp(k, "--tree-nodes") == 0) {
-            rc = parse_int(k, v, 1, 100000000, &o->tree_nodes);
-        } else if (strcmp(k, "--seed") == 0) {
-            char *end;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (*v == '\0' || *end != '\0' || *v == '-') {
-                fprintf(stderr, "libra --bench-sched: --seed '%s': need an unsigned integer\n", v);
-                return -1;
-            }
-            o->seed = s;
-        } else if (strcmp(k, "--seeds") == 0) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            o->n_seeds = 0;
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                char *end;
-                unsigned long long x = strtoull(tok, &end, 10);
-                if (*tok == '\0' || *end != '\0' || *tok == '-' || o->n_seeds == BENCH_MAX_SEEDS) {
-                    fprintf(stderr, "libra --bench-sched: --seeds '%s': up to %d unsigned "
-                                    "integers, comma-separated\n", v, BENCH_MAX_SEEDS);
-                    return -1;
-                }
-                o->seeds[o->n_seeds++] = x;
-            }
-            if (o->n_seeds == 0) {
-                fprintf(stderr, "libra --bench-sched: --seeds '%s': no seed\n", v);
-                return -1;
-            }
+    int ch = 0, bad = 0;
+    cli_begin(cli, &bench_sched_cmd, argc, argv);
+    while (!bad && (ch = cli_next(cli)) > 0) {
+        const char *v = cli->arg;
+        switch (ch) {
+        case 'l': o->latency = 1; break;
+        case 'n': bad = cli_int(cli, 1, 100000, &o->steps); break;
+        case 'W': bad = cli_int(cli, 0, 100000, &o->warmup); break;
+        case 'g': bad = cli_int(cli, 1, 1000000, &o->groups); break;
+        case 'S': bad = cli_int(cli, 1, 1024, &o->samples); break;
+        case 'd': bad = cli_int(cli, 1, 100000000, &o->decisions); break;
+        case 'T': bad = cli_int(cli, 1, 100000000, &o->tree_nodes); break;
+        case 's': bad = cli_u64(cli, &o->seed); break;
+        case 't': bad = cli_double_open(cli, 0, 10, &o->tick_s); break;
+        case 'E':
+            bad = (o->n_seeds = cli_u64_list(cli, o->seeds, BENCH_MAX_SEEDS)) < 0;
             o->seed = o->seeds[0];
-        } else if (strcmp(k, "--tick") == 0) {
-            char *end;
-            o->tick_s = strtod(v, &end);
-            if (*v == '\0' || *end != '\0' || !(o->tick_s > 0) || o->tick_s > 10) {
-                fprintf(stderr, "libra --bench-sched: --tick '%s': seconds in (0, 10]\n", v);
-                return -1;
-            }
-        } else {
-            fprintf(stderr, "libra --bench-sched: unknown option '%s'\n", k);
-            return -1;
+            break;
+        default: /* 'w': a preset name, never a path */
+            bad = strlen(v) == 0 || strlen(v) >= sizeof o->workload;
+            for (const char *p = v; *p; p++)
+                if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_') bad = 1;
+            if (bad)
+                return cli_error(cli, "--workload '%s': a preset name from inputs/workloads/ "
+                                      "(letters, digits, '-', '_')", v), CLI_EXIT;
+            snprintf(o->workload, sizeof o->workload, "%s", v);
         }
-        if (rc) return -1;
     }
-    if (!o->latency && o->warmup >= o->steps) {
-        fprintf(stderr, "libra --bench-sched: --warmup %d must be below --steps %d\n", o->warmup,
-                o->steps);
-        return -1;
-    }
+    if (bad || ch == CLI_EXIT) return CLI_EXIT;
+    if (!o->latency && o->warmup >= o->steps)
+        return cli_error(cli, "--warmup %d must be below --steps %d", o->warmup, o->steps),
+               CLI_EXIT;
     return 0;
 }
 
@@ -545,9 +513,7 @@ static int bench_latency(const struct bench_opts *o)
 int cmd_bench_sched(int argc, char **argv)
 {
     struct bench_opts o;
-    if (parse_opts(argc, argv, &o)) {
-        usage(stderr);
-        return 2;
-    }
+    struct cli cli;
+    if (parse_opts(&cli, argc, argv, &o)) return cli.rc;
     return o.latency ? bench_latency(&o) : bench_throughput(&o);
 }

@@ -1,6 +1,6 @@
 /*
- * `libra --bench-tokenizer TOKENIZER [CORPUS] [--repeat R] [--seconds S]`: the BPE
- * tokenizer's throughput on one thread (include/libra/bpe.h).
+ * `libra bench-tokenizer TOKENIZER [CORPUS] [--repeat R] [--seconds S]` (also
+ * --bench-tokenizer): the BPE tokenizer's throughput on one thread (include/libra/bpe.h).
  *
  * TOKENIZER is a tokenizer.json or a model directory. CORPUS is a JSON array of
  * strings (each encoded as one text, e.g. tests/golden/tokenizer/corpus.json, the
@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "libra/bpe.h"
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/log.h"
 
@@ -106,23 +107,32 @@ static double best_rate(const struct bpe *b, const struct corpus *c, int32_t **i
     return best;
 }
 
+static const struct option bench_tok_opts[] = {
+    {"repeat", required_argument, NULL, 'r'},
+    {"seconds", required_argument, NULL, 's'},
+    {0}};
+static const struct cli_cmd bench_tok_cmd = {
+    "libra bench-tokenizer",
+    "libra bench-tokenizer TOKENIZER_DIR|tokenizer.json [CORPUS_FILE] [--repeat R]\n"
+    "                             [--seconds S]",
+    "The BPE tokenizer's encode and decode throughput on one thread, in MB/s of text.\n"
+    "CORPUS_FILE: a JSON array of strings or any other file (default\n"
+    "tests/golden/tokenizer/corpus.json).\n"
+    "  --repeat R    repeats, the best reported, 1 .. 1000 (default 5)\n"
+    "  --seconds S   seconds a repeat, (0, 3600] (default 0.5)\n",
+    bench_tok_opts, "TOKENIZER_DIR|tokenizer.json", 1, 2, 0};
+
 int cmd_bench_tokenizer(int argc, char **argv)
 {
-    const char *tok = NULL, *corpus_path = NULL;
-    int repeat = 5;
+    int repeat = 5, ch;
     double seconds = 0.5;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) repeat = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = atof(argv[++i]);
-        else if (argv[i][0] == '-') tok = NULL, argc = 0; /* unknown option: usage */
-        else if (!tok) tok = argv[i];
-        else if (!corpus_path) corpus_path = argv[i];
-    }
-    if (!tok || repeat < 1 || seconds <= 0) {
-        fprintf(stderr, "usage: libra --bench-tokenizer TOKENIZER_DIR|tokenizer.json [CORPUS_FILE] "
-                        "[--repeat R] [--seconds S]\n");
-        return 2;
-    }
+    struct cli cli;
+    cli_begin(&cli, &bench_tok_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0)
+        if (ch == 'r' ? cli_int(&cli, 1, 1000, &repeat) : cli_double_open(&cli, 0, 3600, &seconds))
+            return cli.rc;
+    if (ch == CLI_EXIT) return cli.rc;
+    const char *tok = cli.args[0], *corpus_path = cli.nargs > 1 ? cli.args[1] : NULL;
     if (!corpus_path) corpus_path = LIBRA_SRCDIR "/tests/golden/tokenizer/corpus.json";
     char err[1024];
     double t0 = wall_time();

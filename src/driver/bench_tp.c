@@ -1,5 +1,6 @@
 /*
- * `mpirun -np N libra --bench-tp [tiny|small|100m]`: decode of a tensor-parallel CPU
+ * `mpirun -np N libra bench-tp [tiny|small|100m]` (also --bench-tp): decode of a
+ * tensor-parallel CPU
  * instance at TP 1, 2, 4 ... (every power of two up to N), the ranks of the instance
  * being the first t ranks of the job (the others wait). It is what a rollout instance
  * of the CPU device runs: tfm_decoder_create_tp on each rank's shard, the device's MPI
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "libra/cli.h"
 #include "libra/device_cpu.h"
 #include "libra/driver.h"
 #include "libra/log.h"
@@ -122,16 +124,25 @@ static int run_tp(const struct tfm_config *c, int t, int rank, struct tp_result 
     return 1;
 }
 
+static const struct cli_cmd bench_tp_cmd = {
+    "libra bench-tp", "mpirun -np N libra bench-tp [tiny|small|100m]",
+    "Decode of a tensor-parallel CPU instance at TP 1, 2, 4 ... up to N: latency at batch 1,\n"
+    "tokens/s at batch 32 and all-reduce times, for a model size (default 100m). Run each\n"
+    "rank single-threaded (OPENBLAS_NUM_THREADS=1) on its own core.\n",
+    NULL, NULL, 0, 1, 0};
+
 int cmd_bench_tp(int argc, char **argv)
 {
+    struct cli cli;
+    if (cli_operands(&cli, &bench_tp_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    const char *want = cli.nargs > 0 ? cli.args[0] : "100m";
+    const struct tfm_config *c = bench_model_shape(want);
+    if (!c) return cli_error(&cli, "no model size '%s' (tiny, small, 100m)", want);
     int rank = 0, world = 1;
     MPI_CHECK(MPI_Init(NULL, NULL));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     log_set_rank(rank);
-    const char *want = argc > 0 ? argv[0] : "100m";
-    const struct tfm_config *c = bench_model_shape(want);
-    if (!c) FATAL_INPUT("--bench-tp: no model size '%s' (tiny, small, 100m)", want);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (rank == 0) {
         printf("libra bench-tp: %s (%.1fM parameters, C %d, L %d, H %d, K %d, F %d); %d ranks, "

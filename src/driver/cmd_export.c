@@ -39,6 +39,7 @@
 
 #include "libra/afile.h"
 #include "libra/checkpoint.h"
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/hf_model.h"
 #include "libra/log.h"
@@ -55,9 +56,17 @@ static const char *const tokenizer_files[] = {
 };
 #define N_TOKENIZER_FILES (sizeof tokenizer_files / sizeof tokenizer_files[0])
 
-static const char usage[] =
-    "usage: libra export CHECKPOINT OUTDIR [--dtype bf16|f16|f32] [--max-shard-size BYTES]\n"
-    "                    [--tokenizer DIR]\n"
+static const struct option export_opts[] = {
+    {"dtype", required_argument, NULL, 'd'},
+    {"max-shard-size", required_argument, NULL, 's'},
+    {"tokenizer", required_argument, NULL, 't'},
+    {0}};
+static const struct cli_cmd export_cmd = {
+    "libra export",
+    "libra export CHECKPOINT OUTDIR [--dtype bf16|f16|f32] [--max-shard-size BYTES]\n"
+    "                    [--tokenizer DIR]",
+    "Writes the model of CHECKPOINT as a Hugging Face directory OUTDIR (config.json,\n"
+    "safetensors, the tokenizer's files, a README.md model card).\n"
     "  CHECKPOINT  a run checkpoint directory (ROOT/step-N), a checkpoint root (the newest\n"
     "              complete checkpoint under it), an HDF5 model file (model.h5, sft.out),\n"
     "              or a Hugging Face directory\n"
@@ -66,7 +75,8 @@ static const char usage[] =
     "  --max-shard-size  bytes per safetensors file before sharding (default 5GB; suffixes\n"
     "              KB MB GB = 10^3.., KiB MiB GiB = 2^10..)\n"
     "  --tokenizer DIR  copy the tokenizer files from DIR (default: the Hugging Face\n"
-    "              directory the model was imported from, if the model file records it)\n";
+    "              directory the model was imported from, if the model file records it)\n",
+    export_opts, "CHECKPOINT OUTDIR", 2, 2, 0};
 
 struct export_opts {
     const char *in, *out, *tokenizer;
@@ -86,63 +96,26 @@ __attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...)
     return -1;
 }
 
-/* "5GB", "500MB", "123", "2GiB" -> bytes; -1 if not a positive size. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-') return -1;
-    static const struct {
-        const char *suffix;
-        uint64_t mul;
-    } units[] = {{"", 1},          {"B", 1},
-                 {"KB", 1000},     {"MB", 1000000}, {"GB", 1000000000},
-                 {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (strcmp(end, units[i].suffix) == 0) {
-            if (v == 0 || v > UINT64_MAX / units[i].mul) return -1;
-            *out = v * units[i].mul;
-            return 0;
-        }
-    return -1;
-}
-
-static int parse_args(int argc, char **argv, struct export_opts *o)
+/* 0, or CLI_EXIT with cli->rc the exit code (help, version, a usage error). */
+static int parse_args(struct cli *cli, int argc, char **argv, struct export_opts *o)
 {
     *o = (struct export_opts){NULL, NULL, NULL, ST_BF16, ST_DEFAULT_MAX_SHARD};
-    int pos = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (a[0] == '-' && a[1] == '-') {
-            if (!v) return fail("%s needs a value\n%s", a, usage);
-            if (strcmp(a, "--dtype") == 0) {
-                if (strcmp(v, "bf16") == 0) o->dtype = ST_BF16;
-                else if (strcmp(v, "f16") == 0) o->dtype = ST_F16;
-                else if (strcmp(v, "f32") == 0) o->dtype = ST_F32;
-                else return fail("--dtype %s: expected bf16, f16 or f32", v);
-            } else if (strcmp(a, "--max-shard-size") == 0) {
-                if (parse_size(v, &o->max_shard))
-                    return fail("--max-shard-size %s: expected a positive size in bytes (e.g. "
-                                "5GB, 500MB, 1073741824)", v);
-            } else if (strcmp(a, "--tokenizer") == 0) {
-                o->tokenizer = v;
-            } else {
-                return fail("unknown option '%s'\n%s", a, usage);
-            }
-            i++;
-        } else if (pos == 0) {
-            o->in = a, pos++;
-        } else if (pos == 1) {
-            o->out = a, pos++;
+    static const enum st_dtype dtypes[] = {ST_BF16, ST_F16, ST_F32};
+    int ch, d;
+    cli_begin(cli, &export_cmd, argc, argv);
+    while ((ch = cli_next(cli)) > 0) {
+        if (ch == 'd') {
+            if ((d = cli_choice(cli, "bf16|f16|f32")) < 0) return CLI_EXIT;
+            o->dtype = dtypes[d];
+        } else if (ch == 's') {
+            if (cli_size(cli, &o->max_shard)) return CLI_EXIT;
         } else {
-            return fail("unexpected argument '%s'\n%s", a, usage);
+            o->tokenizer = cli->arg;
         }
     }
-    if (pos != 2) {
-        fputs(usage, stderr);
-        return -1;
-    }
+    if (ch == CLI_EXIT) return CLI_EXIT;
+    o->in = cli->args[0];
+    o->out = cli->args[1];
     return 0;
 }
 
@@ -317,7 +290,8 @@ static int write_readme(const char *tmp, const char *out, const struct export_op
 int cmd_export(int argc, char **argv)
 {
     struct export_opts o;
-    if (parse_args(argc, argv, &o)) return 2;
+    struct cli cli;
+    if (parse_args(&cli, argc, argv, &o)) return cli.rc;
     if (check_outdir(o.out)) return 1;
     if (o.tokenizer && (!is_dir(o.tokenizer) || tokenizer_count(o.tokenizer) == 0)) {
         fail("--tokenizer %s: no tokenizer files there (tokenizer.json, tokenizer.model or "

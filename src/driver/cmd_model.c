@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/gpu_decode.h"
 #include "libra/h5atomic.h"
@@ -97,19 +98,24 @@ static int load_with_tokens(const char *path, const char *tokens_file, struct tf
     return 0;
 }
 
+#define MODEL_HELP \
+    "  MODEL        an HDF5 model file, a run checkpoint directory or a Hugging Face one\n" \
+    "  TOKENS_FILE  token ids, separated by white space\n"
+
+static const struct cli_cmd score_cmd = {
+    "libra score", "libra score MODEL TOKENS_FILE",
+    "Prints log p(t_i | t_<i) for each token of TOKENS_FILE after the first, one a line.\n"
+    MODEL_HELP, NULL, "MODEL TOKENS_FILE", 2, 2, 0};
+
 int cmd_score(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: libra score MODEL TOKENS_FILE\n"
-                        "  MODEL: an HDF5 model file, a run checkpoint directory or a "
-                        "Hugging Face directory\n");
-        return 2;
-    }
+    struct cli cli;
+    if (cli_operands(&cli, &score_cmd, argc, argv) == CLI_EXIT) return cli.rc;
     struct tfm_config c;
     struct tfm_params p;
     int32_t *tok = NULL;
     int n = 0;
-    if (load_with_tokens(argv[0], argv[1], &c, &p, &tok, &n)) return 1;
+    if (load_with_tokens(cli.args[0], cli.args[1], &c, &p, &tok, &n)) return 1;
     int32_t *tgt = xmalloc((size_t)n * sizeof *tgt);
     for (int i = 0; i < n; i++) tgt[i] = i + 1 < n ? tok[i + 1] : -1;
     float *lp = xmalloc((size_t)n * sizeof *lp);
@@ -160,17 +166,22 @@ fail:
     return rc;
 }
 
+static const struct cli_cmd logits_cmd = {
+    "libra logits", "libra logits MODEL TOKENS_FILE OUT.h5",
+    "Writes the logits of the sequence TOKENS_FILE to OUT.h5: /logits (T, V) float32 and\n"
+    "/tokens (T).\n"
+    MODEL_HELP, NULL, "MODEL TOKENS_FILE OUT.h5", 3, 3, 0};
+
 int cmd_logits(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: libra logits MODEL TOKENS_FILE OUT.h5\n");
-        return 2;
-    }
+    struct cli cli;
+    if (cli_operands(&cli, &logits_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    const char *model = cli.args[0], *out = cli.args[2];
     struct tfm_config c;
     struct tfm_params p;
     int32_t *tok = NULL;
     int n = 0;
-    if (load_with_tokens(argv[0], argv[1], &c, &p, &tok, &n)) return 1;
+    if (load_with_tokens(model, cli.args[1], &c, &p, &tok, &n)) return 1;
     int32_t *tgt = xmalloc((size_t)n * sizeof *tgt);
     for (int i = 0; i < n; i++) tgt[i] = -1; /* logits only */
     float *logits = xmalloc((size_t)n * c.vocab_size * sizeof *logits);
@@ -179,11 +190,11 @@ int cmd_logits(int argc, char **argv)
     struct tfm_state *s = tfm_state_create(&c, n);
     tfm_forward(&c, &p, s, &b, lp, NULL, logits);
     char err[1024];
-    int rc = write_logits(argv[2], logits, tok, n, c.vocab_size, err, sizeof err);
+    int rc = write_logits(out, logits, tok, n, c.vocab_size, err, sizeof err);
     if (rc)
         fprintf(stderr, "libra: logits: %s\n", err);
     else
-        printf("%s: logits (%d, %d) of %s (rope %s)\n", argv[2], n, c.vocab_size, argv[0],
+        printf("%s: logits (%d, %d) of %s (rope %s)\n", out, n, c.vocab_size, model,
                tfm_rope_type_name(c.rope_type));
     tfm_state_free(s);
     free(lp);
@@ -202,44 +213,73 @@ struct gen_options {
     struct sampler_config sc;
 };
 
-static int parse_generate(int argc, char **argv, struct gen_options *o)
+static const struct option generate_opts[] = {
+    {"prompt", required_argument, NULL, 'p'},
+    {"prompt-tokens", required_argument, NULL, 'P'},
+    {"max-new", required_argument, NULL, 'n'},
+    {"temperature", required_argument, NULL, 't'},
+    {"top-p", required_argument, NULL, 'u'},
+    {"top-k", required_argument, NULL, 'k'},
+    {"seed", required_argument, NULL, 's'},
+    {"chat", no_argument, NULL, 'c'},
+    {"tokenizer", required_argument, NULL, 'T'},
+    {"device", required_argument, NULL, 'd'},
+    {0}};
+static const struct cli_cmd generate_cmd = {
+    "libra generate",
+    "libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] [--max-new N]\n"
+    "                      [--temperature T] [--top-p P] [--top-k K] [--seed S] [--chat]\n"
+    "                      [--tokenizer DIR] [--device cpu|cuda]",
+    "Continues a prompt with the model MODEL (an HDF5 model file, a run checkpoint\n"
+    "directory or a Hugging Face directory) in its own tokenizer; prints the text.\n"
+    "  --prompt TEXT         the prompt; the tokenizer's special spellings are their ids\n"
+    "  --prompt-tokens FILE  the prompt as token ids\n"
+    "  --max-new N           tokens to generate, 1 .. 1000000 (default 64)\n"
+    "  --temperature T       0 (greedy, the default) .. 100\n"
+    "  --top-p P             nucleus sampling, (0, 1] (default 1: off)\n"
+    "  --top-k K             the K likeliest tokens only (default 0: off)\n"
+    "  --seed S              the sampling seed (default 1)\n"
+    "  --chat                the prompt as a user turn in the model's chat format\n"
+    "  --tokenizer DIR       the tokenizer of DIR instead of the model's\n"
+    "  --device cpu|cuda     cuda: the GPU engine on GPU 0 (no --top-p / --top-k)\n",
+    generate_opts, "MODEL", 1, 1, 0};
+
+/* 0, or CLI_EXIT with cli->rc the exit code (help, version, a usage error). */
+static int parse_generate(struct cli *cli, int argc, char **argv, struct gen_options *o)
 {
     *o = (struct gen_options){NULL, NULL, NULL, 0, 0, 64, {0.0f, 1.0f, 0, 1}};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (strcmp(a, "--chat") == 0) {
-            o->chat = 1;
-            continue;
+    double x;
+    int ch = 0, bad = 0;
+    cli_begin(cli, &generate_cmd, argc, argv);
+    while (!bad && (ch = cli_next(cli)) > 0) {
+        switch (ch) {
+        case 'p': o->prompt = cli->arg; break;
+        case 'P': o->prompt_file = cli->arg; break;
+        case 'T': o->tokenizer = cli->arg; break;
+        case 'c': o->chat = 1; break;
+        case 'd': bad = (o->cuda = cli_choice(cli, "cpu|cuda")) < 0; break;
+        case 'n': bad = cli_int(cli, 1, 1000000, &o->max_new); break;
+        case 'k': bad = cli_int(cli, 0, 1 << 30, &o->sc.top_k); break;
+        case 's': bad = cli_u64(cli, &o->sc.seed); break;
+        case 't':
+            bad = cli_double(cli, 0, 100, &x);
+            o->sc.temperature = (float)x;
+            break;
+        default: /* 'u' */
+            bad = cli_double_open(cli, 0, 1, &x);
+            o->sc.top_p = (float)x;
+            break;
         }
-        if (!v) goto bad;
-        if (strcmp(a, "--prompt") == 0) o->prompt = v;
-        else if (strcmp(a, "--prompt-tokens") == 0) o->prompt_file = v;
-        else if (strcmp(a, "--tokenizer") == 0) o->tokenizer = v;
-        else if (strcmp(a, "--device") == 0 && (strcmp(v, "cpu") == 0 || strcmp(v, "cuda") == 0))
-            o->cuda = strcmp(v, "cuda") == 0;
-        else if (strcmp(a, "--max-new") == 0) o->max_new = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--temperature") == 0) o->sc.temperature = strtof(v, &end);
-        else if (strcmp(a, "--top-p") == 0) o->sc.top_p = strtof(v, &end);
-        else if (strcmp(a, "--top-k") == 0) o->sc.top_k = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--seed") == 0) o->sc.seed = strtoull(v, &end, 10);
-        else goto bad;
-        if (end && *end) goto bad;
-        i++;
     }
-    if (o->max_new < 1 || o->sc.temperature < 0 || o->sc.top_p <= 0 || o->sc.top_p > 1 ||
-        o->sc.top_k < 0 || (o->prompt && o->prompt_file) || (o->chat && o->prompt_file) ||
-        (o->cuda && (o->sc.top_p < 1 || o->sc.top_k > 0))) {
-        fprintf(stderr, "libra: generate: --max-new >= 1, --temperature >= 0, --top-p in (0, 1], "
-                        "--top-k >= 0, at most one of --prompt / --prompt-tokens, --chat "
-                        "with --prompt only, and no --top-p / --top-k with --device cuda "
-                        "(not on the GPU yet)\n");
-        return -1;
-    }
+    if (bad || ch == CLI_EXIT) return CLI_EXIT;
+    if (o->prompt && o->prompt_file)
+        return cli_error(cli, "--prompt and --prompt-tokens exclude each other"), CLI_EXIT;
+    if (o->chat && o->prompt_file)
+        return cli_error(cli, "--chat goes with --prompt, not --prompt-tokens"), CLI_EXIT;
+    if (o->cuda && (o->sc.top_p < 1 || o->sc.top_k > 0))
+        return cli_error(cli, "--device cuda samples without --top-p / --top-k (not on the "
+                              "GPU yet)"), CLI_EXIT;
     return 0;
-bad:
-    fprintf(stderr, "libra: generate: bad option '%s' (see libra --help)\n", argv[argc - 1]);
-    return -1;
 }
 
 /* The prompt's ids: the token file, the text in the model's chat format (--chat), or
@@ -327,16 +367,12 @@ static int generate_gpu(const struct gen_options *o, const struct vocab *v,
 int cmd_generate(int argc, char **argv)
 {
     struct gen_options o;
-    if (argc < 1) {
-        fprintf(stderr, "usage: libra generate MODEL [--prompt TEXT | --prompt-tokens FILE] "
-                "[--max-new N] [--temperature T] [--top-p P] [--top-k K] [--seed S] [--chat] "
-                "[--tokenizer DIR] [--device cpu|cuda]\n");
-        return 2;
-    }
-    if (parse_generate(argc, argv, &o)) return 2;
+    struct cli cli;
+    if (parse_generate(&cli, argc, argv, &o)) return cli.rc;
+    const char *model = cli.args[0];
     struct model_config mcfg;
     memset(&mcfg, 0, sizeof mcfg);
-    snprintf(mcfg.checkpoint, sizeof mcfg.checkpoint, "%s", argv[0]);
+    snprintf(mcfg.checkpoint, sizeof mcfg.checkpoint, "%s", model);
     snprintf(mcfg.tokenizer, sizeof mcfg.tokenizer, "%s", o.tokenizer ? o.tokenizer : "");
     snprintf(mcfg.chat_format, sizeof mcfg.chat_format, "auto");
     char err[1024];
@@ -349,11 +385,25 @@ int cmd_generate(int argc, char **argv)
     struct tfm_params p;
     int32_t *prompt = NULL;
     int n = 0, rc = 1;
-    if (load_model(argv[0], &c, &p)) {
+    if (load_model(model, &c, &p)) {
         model_vocab_close(v);
         return 1;
     }
     if (gen_prompt(&o, v, c.vocab_size, &prompt, &n)) goto out;
+    if ((int64_t)n + o.max_new > c.max_position_embeddings) {
+        int room = c.max_position_embeddings - n;
+        if (room < 1)
+            fprintf(stderr, "libra generate: the prompt's %d tokens fill the model's context of "
+                    "%d tokens (max_position_embeddings): shorten the prompt\n", n,
+                    c.max_position_embeddings);
+        else
+            fprintf(stderr, "libra generate: --max-new %d: the prompt's %d tokens and %d new "
+                    "ones exceed the model's context of %d tokens (max_position_embeddings): "
+                    "use --max-new %d or less\n", o.max_new, n, o.max_new,
+                    c.max_position_embeddings, room);
+        rc = 2;
+        goto out;
+    }
     rc = o.cuda ? generate_gpu(&o, v, &c, &p, prompt, n) : generate_cpu(&o, v, &c, &p, prompt, n);
 out:
     free(prompt);

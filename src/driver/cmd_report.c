@@ -12,23 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/exp_report.h"
 #include "libra/log.h"
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...\n"
-            "  writes DIR/results.md (a table per workload: trajectories and tokens per\n"
-            "  emulated second, ratios to sync-colocated and static-async, fraction of the\n"
-            "  oracle, GPU idle fractions, p99 latency) and the charts DIR/throughput,\n"
-            "  DIR/allocation-WORKLOAD, DIR/drift-WORKLOAD, each as .png, .svg and .csv (the\n"
-            "  plotted data)\n"
-            "  FILE: a run's metrics file, or one per seed separated by ',' (the k-th file of\n"
-            "  every run is seed k; cells become the mean and [min, max]); POLICY \"oracle\":\n"
-            "  libra-sim --oracle's file\n");
-}
+static const struct cli_cmd report_cmd = {
+    "libra-sim --report", "libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...",
+    "Writes DIR/results.md (a table per workload: trajectories and tokens per emulated\n"
+    "second, ratios to sync-colocated and static-async, fraction of the oracle, GPU idle\n"
+    "fractions, p99 latency) and the charts DIR/throughput, DIR/allocation-WORKLOAD,\n"
+    "DIR/drift-WORKLOAD, each as .png, .svg and .csv (the plotted data).\n"
+    "  FILE: a run's metrics file, or one per seed separated by ',' (the k-th file of\n"
+    "  every run is seed k; cells become the mean and [min, max]); POLICY \"oracle\":\n"
+    "  libra-sim --oracle's file\n",
+    NULL, "DIR TITLE WORKLOAD/POLICY=FILE ...", 3, -1, 0};
 
 /* Splits "WORKLOAD/POLICY=FILE" into a copy (*buf, free it) and run; 0 or -1. */
 static int parse_run(const char *arg, char **buf, struct exp_run *run)
@@ -47,32 +45,25 @@ static int parse_run(const char *arg, char **buf, struct exp_run *run)
 
 int cmd_sim_report(int argc, char **argv)
 {
-    if (argc >= 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc < 3 || argv[0][0] == '\0') {
-        usage(stderr);
-        return 2;
-    }
-    int n = argc - 2, rc = 0;
+    struct cli cli;
+    if (cli_operands(&cli, &report_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    const char *dir = cli.args[0];
+    if (dir[0] == '\0') return cli_error(&cli, "DIR is empty");
+    int n = cli.nargs - 2, rc = 0;
     struct exp_run *runs = xcalloc((size_t)n, sizeof *runs);
     char **bufs = xcalloc((size_t)n, sizeof *bufs);
     for (int i = 0; i < n && rc == 0; i++)
-        if (parse_run(argv[2 + i], &bufs[i], &runs[i])) {
-            fprintf(stderr, "libra-sim --report: '%s' is not WORKLOAD/POLICY=FILE\n", argv[2 + i]);
-            usage(stderr);
-            rc = 2;
-        }
+        if (parse_run(cli.args[2 + i], &bufs[i], &runs[i]))
+            rc = cli_error(&cli, "'%s' is not WORKLOAD/POLICY=FILE", cli.args[2 + i]);
     if (rc == 0) {
         char err[2048];
-        if (exp_report(argv[0], argv[1], runs, n, err, sizeof err)) {
+        if (exp_report(dir, cli.args[1], runs, n, err, sizeof err)) {
             fprintf(stderr, "libra-sim: %s\n", err);
             rc = 1;
         } else {
-            size_t len = strlen(argv[0]);
-            while (len > 1 && argv[0][len - 1] == '/') len--;
-            printf("%.*s/results.md\n", (int)len, argv[0]);
+            size_t len = strlen(dir);
+            while (len > 1 && dir[len - 1] == '/') len--;
+            printf("%.*s/results.md\n", (int)len, dir);
         }
     }
     for (int i = 0; i < n; i++) free(bufs[i]);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "libra/adamw.h"
+#include "libra/cli.h"
 #include "libra/config.h"
 #include "libra/driver.h"
 #include "libra/env.h"
@@ -345,18 +346,24 @@ static void sft_free(struct sft_run *r)
     free(r->cfg);
 }
 
+static const struct cli_cmd sft_cmd = {
+    "libra sft", "libra sft CONFIG",
+    "Supervised warm start: trains the CPU model of CONFIG (device.type = \"cpu\") on the\n"
+    "scripted expert's demonstrations of its environment (the sft.* keys) and writes the\n"
+    "model file sft.out. Single process, no mpirun.\n",
+    NULL, "CONFIG", 1, 1, 0};
+
 int cmd_sft(int argc, char **argv)
 {
-    if (argc != 1) {
-        fprintf(stderr, "usage: libra sft CONFIG\n");
-        return 2;
-    }
+    struct cli cli;
+    if (cli_operands(&cli, &sft_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    const char *path = cli.args[0];
     struct sft_run r;
     memset(&r, 0, sizeof r);
     r.cfg = xcalloc(1, sizeof *r.cfg);
     char err[1024];
     int rc = 1;
-    if (config_load(argv[0], r.cfg, err, sizeof err)) {
+    if (config_load(path, r.cfg, err, sizeof err)) {
         fprintf(stderr, "libra: %s\n", err);
         goto out;
     }
@@ -364,7 +371,7 @@ int cmd_sft(int argc, char **argv)
     if (level >= 0) log_set_level((enum log_level)level);
     if (strcmp(r.cfg->device.type, "cpu") != 0) {
         fail("%s: device.type = \"%s\": libra sft runs the CPU model (set device.type = \"cpu\")",
-             argv[0], r.cfg->device.type);
+             path, r.cfg->device.type);
         goto out;
     }
     if (check_output(r.cfg->sft.out) || setup_env(&r) || setup_model(&r)) goto out;

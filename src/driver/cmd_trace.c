@@ -1,6 +1,6 @@
 /*
- * `libra --trace-export RUN.h5 [OUT.jsonl]`: a run's rollouts as a replayable trace
- * (include/libra/wl_trace.h, docs/emulation.md §4.5), from its metrics file's
+ * `libra trace-export RUN.h5 [OUT.jsonl]` (also --trace-export): a run's rollouts as
+ * a replayable trace (include/libra/wl_trace.h, docs/emulation.md §4.5), from its metrics file's
  * /turns and /trajectories tables. Every finished trajectory with all its turns
  * recorded becomes one line, grouped by GRPO group ("prompt" is the recording's
  * group id; groups in launch order, a group's samples by trajectory id); a trajectory cut by a rollout budget after a
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/h5util.h"
 #include "libra/log.h"
@@ -155,29 +156,31 @@ done:
     return rc;
 }
 
+static const struct cli_cmd trace_export_cmd = {
+    "libra trace-export", "libra trace-export RUN.h5 [OUT.jsonl]",
+    "Writes the run's finished trajectories, turn by turn, as a trace that workload.trace\n"
+    "replays (JSON lines; to stdout without OUT.jsonl). RUN.h5: a run's metrics file.\n",
+    NULL, "RUN.h5", 1, 2, 0};
+
 int cmd_trace_export(int argc, char **argv)
 {
-    if (argc < 1 || argc > 2 || strcmp(argv[0], "--help") == 0) {
-        fprintf(argc >= 1 && strcmp(argv[0], "--help") == 0 ? stdout : stderr,
-                "usage: libra --trace-export RUN.h5 [OUT.jsonl]\n"
-                "  writes the run's finished trajectories, turn by turn, as a trace that\n"
-                "  workload.trace replays (stdout without OUT)\n");
-        return argc >= 1 && strcmp(argv[0], "--help") == 0 ? 0 : 2;
-    }
+    struct cli cli;
+    if (cli_operands(&cli, &trace_export_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    const char *run = cli.args[0], *dest = cli.nargs == 2 ? cli.args[1] : NULL;
     char err[1024];
     struct h5quiet q;
     h5_quiet_begin(&q);
-    hid_t file = H5Fopen(argv[0], H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t file = H5Fopen(run, H5F_ACC_RDONLY, H5P_DEFAULT);
     h5_quiet_end(&q);
     if (file < 0) {
-        fprintf(stderr, "libra --trace-export: %s: not a readable HDF5 file\n", argv[0]);
+        fprintf(stderr, "libra --trace-export: %s: not a readable HDF5 file\n", run);
         return 1;
     }
     FILE *out = stdout;
     char *tmp = NULL;
-    if (argc == 2) {
-        tmp = xmalloc(strlen(argv[1]) + 5);
-        sprintf(tmp, "%s.tmp", argv[1]);
+    if (dest) {
+        tmp = xmalloc(strlen(dest) + 5);
+        sprintf(tmp, "%s.tmp", dest);
         out = fopen(tmp, "w");
         if (!out) {
             fprintf(stderr, "libra --trace-export: %s: cannot create: %s\n", tmp, strerror(errno));
@@ -187,18 +190,18 @@ int cmd_trace_export(int argc, char **argv)
         }
     }
     long n = 0;
-    int rc = export(file, argv[0], out, &n, err, sizeof err);
+    int rc = export(file, run, out, &n, err, sizeof err);
     H5Fclose(file);
     if (rc) fprintf(stderr, "libra --trace-export: %s\n", err);
-    if (argc == 2) {
+    if (dest) {
         int bad = ferror(out) != 0;
         bad |= fclose(out) != 0;
         if (rc == 0 && bad) {
             fprintf(stderr, "libra --trace-export: %s: write failed: %s\n", tmp, strerror(errno));
             rc = -1;
         }
-        if (rc == 0 && rename(tmp, argv[1]) != 0) {
-            fprintf(stderr, "libra --trace-export: %s: %s\n", argv[1], strerror(errno));
+        if (rc == 0 && rename(tmp, dest) != 0) {
+            fprintf(stderr, "libra --trace-export: %s: %s\n", dest, strerror(errno));
             rc = -1;
         }
         if (rc) unlink(tmp);

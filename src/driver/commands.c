@@ -6,13 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/cli.h"
 #include "libra/config.h"
 #include "libra/driver.h"
 #include "libra/log.h"
 #include "libra/workload.h"
 
-int cmd_check_config(const char *path)
+static const struct cli_cmd check_config_cmd = {
+    "libra check-config", "libra check-config CONFIG",
+    "Validates the configuration file CONFIG (and the profiles and workload it names),\n"
+    "makes the checks the start of a run makes against the device and the model (its\n"
+    "context, the TP degrees that shard it, the memory estimate, the prompts file), and\n"
+    "prints it resolved, every key with its value, and the rank count its plans need.\n",
+    NULL, "CONFIG", 1, 1, 0};
+
+int cmd_check_config(int argc, char **argv)
 {
+    struct cli cli;
+    if (cli_operands(&cli, &check_config_cmd, argc, argv) == CLI_EXIT) return cli.rc;
+    const char *path = cli.args[0];
     struct libra_config *cfg = xcalloc(1, sizeof *cfg);
     struct job_inputs *in = xcalloc(1, sizeof *in);
     char err[1024];
@@ -47,39 +59,56 @@ out:
     return rc;
 }
 
+static const struct option describe_opts[] = {
+    {"n", required_argument, NULL, 'n'},
+    {"seed", required_argument, NULL, 's'},
+    {"step", required_argument, NULL, 'k'},
+    {0}};
+static const struct cli_cmd describe_cmd = {
+    "libra describe-workload", "libra describe-workload FILE [--n N] [--seed S] [--step K]",
+    "Length, turn and tool statistics of the workload FILE (inputs/workloads/*.cfg) over N\n"
+    "sampled trajectories.\n"
+    "  --n N       trajectories to sample, 1 .. 10000000 (default 20000)\n"
+    "  --seed S    the sampling seed (default 1)\n"
+    "  --step K    the training step they are drawn at, for drifting workloads (default 0)\n",
+    describe_opts, "FILE", 1, 1, 0};
+
 int cmd_describe_workload(int argc, char **argv)
 {
-    if (argc < 1) {
-        fprintf(stderr, "usage: libra --describe-workload FILE [--n N] [--seed S] [--step K]\n");
-        return 2;
+    int n = 20000, step = 0;
+    uint64_t seed = 1;
+    struct cli cli;
+    int ch;
+    cli_begin(&cli, &describe_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0) {
+        int bad = ch == 'n' ? cli_int(&cli, 1, 10000000, &n)
+                : ch == 's' ? cli_u64(&cli, &seed)
+                            : cli_int(&cli, 0, 1000000000, &step);
+        if (bad) return cli.rc;
     }
-    long n = 20000, step = 0;
-    unsigned long long seed = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        char *end = NULL;
-        if (strcmp(argv[i], "--n") == 0) n = strtol(argv[i + 1], &end, 10);
-        else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], &end, 10);
-        else if (strcmp(argv[i], "--step") == 0) step = strtol(argv[i + 1], &end, 10);
-        if (!end || *end || n < 1 || n > 10000000 || step < 0) {
-            fprintf(stderr, "libra: --describe-workload: bad option '%s %s' (--n 1..1e7, --seed "
-                    "S >= 0, --step K >= 0)\n", argv[i], argv[i + 1]);
-            return 2;
-        }
-    }
+    if (ch == CLI_EXIT) return cli.rc;
     struct workload *wl = xcalloc(1, sizeof *wl);
     char err[1024];
-    if (workload_load(argv[0], wl, err, sizeof err)) {
+    if (workload_load(cli.args[0], wl, err, sizeof err)) {
         fprintf(stderr, "libra: %s\n", err);
         free(wl);
         return 1;
     }
-    workload_describe(wl, seed, (int)n, (int)step, stdout);
+    workload_describe(wl, seed, n, step, stdout);
     free(wl);
     return 0;
 }
 
-int cmd_config_reference(void)
+static const struct cli_cmd reference_cmd = {
+    "libra config-reference", "libra config-reference",
+    "Writes the reference of every configuration key, its type, default and range, in\n"
+    "Markdown (docs/config.md is its output).\n",
+    NULL, NULL, 0, 0, 0};
+
+int cmd_config_reference(int argc, char **argv)
 {
+    struct cli cli;
+    if (cli_operands(&cli, &reference_cmd, argc, argv) == CLI_EXIT) return cli.rc;
     config_write_reference(stdout);
     return 0;
 }

@@ -6,11 +6,20 @@
  */
 #include <stdio.h>
 
+#include "libra/cli.h"
 #include "libra/cuda_module.h"
 #include "libra/driver.h"
 
-int cmd_devices(void)
+static const struct cli_cmd devices_cmd = {
+    "libra devices", "libra devices",
+    "Lists the GPUs the CUDA device module can use (name, memory, compute capability), or\n"
+    "says why there are none (no module built, no driver, no GPU).\n",
+    NULL, NULL, 0, 0, 0};
+
+int cmd_devices(int argc, char **argv)
 {
+    struct cli cli;
+    if (cli_operands(&cli, &devices_cmd, argc, argv) == CLI_EXIT) return cli.rc;
     char err[2048];
     const struct cuda_api *api = cuda_module_load(err, sizeof err);
     if (!api) {

@@ -22,6 +22,7 @@
 #include <cblas.h>
 
 #include "libra/checkpoint.h"
+#include "libra/cli.h"
 #include "libra/controller.h"
 #include "libra/device.h"
 #include "libra/driver.h"
@@ -399,17 +400,26 @@ static void bcast_trace(int rank, struct job_inputs *in)
     bcast_bytes(tr->turn, (size_t)n[2] * sz[2]);
 }
 
+static const struct option job_opts[] = {{"resume", no_argument, NULL, 'r'}, {0}};
+static const struct cli_cmd job_cmd = {
+    "libra", "mpirun -np N libra [run] CONFIG [--resume]",
+    "Runs the job CONFIG describes: rank 0 the controller, ranks 1 .. N-1 the workers\n"
+    "(N >= 2; `libra check-config CONFIG` says how many its plans need). `run` may be left\n"
+    "out unless CONFIG is named like a command (`libra --help` lists them).\n"
+    "  --resume     continue from the newest complete checkpoint of run.checkpoint_dir\n",
+    job_opts, "CONFIG", 1, 1, 0};
+
 int driver_run_job(int argc, char **argv)
 {
-    if (argc < 2) FATAL_INPUT("usage: mpirun -np N libra CONFIG [--resume]");
+    struct cli cli;
+    int ch, resume = 0;
+    cli_begin(&cli, &job_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0) resume = 1; /* --resume, the one option */
+    if (ch == CLI_EXIT) return cli.rc;
+    const char *path = cli.args[0];
     struct resume *rs = xcalloc(1, sizeof *rs);
     rs->step = -1;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--resume") == 0)
-            rs->resume = 1;
-        else
-            FATAL_INPUT("unknown option '%s' (usage: mpirun -np N libra CONFIG [--resume])", argv[i]);
-    }
+    rs->resume = resume;
     int provided = 0, rank = 0, world = 0;
     MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -422,15 +432,23 @@ int driver_run_job(int argc, char **argv)
     struct metrics *m = NULL;
     struct device_info dev;
     struct fatal_ctx fatal = {NULL, 0};
+    if (world < 2) { /* alone, outside mpirun: say so plainly, no job to abort */
+        char err[1024];
+        int bad = config_load(path, cfg, err, sizeof err) != 0;
+        if (bad) fprintf(stderr, "libra: %s\n", err);
+        else
+            fprintf(stderr, "libra: %s: a job needs at least 2 ranks (1 controller + workers)\n"
+                            "usage: %s\n(`libra check-config %s` says how many its plans "
+                            "need; `libra --help` lists the commands)\n", path, job_cmd.usage,
+                    path);
+        free(rs);
+        free(cfg);
+        free(in);
+        MPI_CHECK(MPI_Finalize());
+        return bad ? LIBRA_EXIT_FAILED : LIBRA_EXIT_USAGE;
+    }
     if (rank == 0) {
-        if (world < 2) { /* a bad configuration is the first thing to say */
-            char err[1024];
-            if (config_load(argv[1], cfg, err, sizeof err)) FATAL_INPUT("%s", err);
-            FATAL_INPUT("libra needs at least 2 ranks (1 controller + workers); run it with "
-                        "mpirun -np N (N >= 2; `libra --check-config %s` says how many its "
-                        "plans need)", argv[1]);
-        }
-        m = prepare(argv[1], world, cfg, in, &dev, rs);
+        m = prepare(path, world, cfg, in, &dev, rs);
         if (rs->resume && metrics_attr_int(m, "resumed_from_step", rs->step))
             FATAL("metrics: cannot write an attribute");
         if (rs->resume && rs->changes[0] &&

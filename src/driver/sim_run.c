@@ -3,10 +3,12 @@
  * emu), simulates the job (job_sim.h) on the world size mpirun would be given, and
  * writes the same metrics file.
  *
- *   libra-sim CONFIG [--np N] [--out FILE] [--tick S]
+ *   libra-sim CONFIG [--np N] [--out FILE] [--tick S] [--oracle]
+ *   libra-sim --report ...     (cmd_report.c)
  *
  * --np N is the job's rank count (1 controller + N-1 GPUs); without it a static or
- * scheduled plan's size is used, and a planner (grp) config must say it.
+ * scheduled plan's size is used, and a planner (grp) config must say it. Options are
+ * read long-only: -np N is --np N, as mpirun spells it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/cli.h"
 #include "libra/config.h"
 #include "libra/driver.h"
 #include "libra/job_sim.h"
@@ -25,30 +28,31 @@
 #define PACKAGE_VERSION "0.1.0"
 #endif
 
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: libra-sim CONFIG [--np N] [--out FILE] [--tick S] [--oracle]\n"
-                 "       libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...\n"
-                 "  simulates the job CONFIG would run as `mpirun -np N libra CONFIG`, in virtual\n"
-                 "  time on one core, and writes the same metrics file (deterministic: the same\n"
-                 "  config and N give a bitwise-identical file)\n"
-                 "  --np N     ranks (1 controller + N-1 GPUs); default: the static plan's size\n"
-                 "  --out FILE the metrics file (default: output.file, else output.dir/...)\n"
-                 "  --tick S   controller reaction time, emulated seconds (default %g)\n"
-                 "  --oracle   write the clairvoyant throughput bound of CONFIG instead\n"
-                 "  --report   the experiment report of the runs' metrics files (results.md,\n"
-                 "             charts) in DIR; several files of one run are its seeds\n",
-            JOB_SIM_DEFAULT_TICK_S);
-}
+#define TICK_STR_(x) #x
+#define TICK_STR(x) TICK_STR_(x)
 
-static int parse_int(const char *s, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < 2 || v > 1000000) return -1;
-    *out = (int)v;
-    return 0;
-}
+static const struct option sim_opts[] = {
+    {"np", required_argument, NULL, 'n'},
+    {"out", required_argument, NULL, 'o'},
+    {"tick", required_argument, NULL, 't'},
+    {"oracle", no_argument, NULL, 'O'},
+    {0}};
+static const struct cli_cmd sim_cmd = {
+    "libra-sim",
+    "libra-sim CONFIG [--np N] [--out FILE] [--tick S] [--oracle]\n"
+    "       libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE[,FILE...] ...",
+    "Simulates the job CONFIG would run as `mpirun -np N libra CONFIG` (device.type =\n"
+    "\"emu\"), in virtual time on one core, and writes the same metrics file\n"
+    "(deterministic: the same config and N give a bitwise-identical file).\n"
+    "  --np N     ranks (1 controller + N-1 GPUs), 2 .. 1000000; default: the static\n"
+    "             plan's size (a plan.mode = \"grp\" config must say it)\n"
+    "  --out FILE the metrics file (default: output.file, else output.dir/...)\n"
+    "  --tick S   controller reaction time, emulated seconds in (0, 10] (default "
+    TICK_STR(JOB_SIM_DEFAULT_TICK_S) ")\n"
+    "  --oracle   write the clairvoyant throughput bound of CONFIG instead\n"
+    "  --report   the experiment report of the runs' metrics files (results.md, charts) in\n"
+    "             DIR; first on the line (libra-sim --report --help)\n",
+    sim_opts, "CONFIG", 1, 1, 1};
 
 struct sim_fatal {
     struct metrics *m;
@@ -76,39 +80,21 @@ static int implied_world(const struct libra_config *cfg)
 
 int driver_run_sim(int argc, char **argv)
 {
-    if (argc > 0 && strcmp(argv[0], "--report") == 0) return cmd_sim_report(argc - 1, argv + 1);
-    const char *path = NULL, *out_arg = NULL;
-    int world = 0, oracle = 0;
+    if (argc > 1 && strcmp(argv[1], "--report") == 0) return cmd_sim_report(argc - 1, argv + 1);
+    const char *out_arg = NULL;
+    int world = 0, oracle = 0, ch;
     double tick = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return usage(stdout), 0;
-        if (strcmp(a, "--version") == 0) return printf("libra-sim %s\n", PACKAGE_VERSION), 0;
-        if (strcmp(a, "--oracle") == 0) {
-            oracle = 1;
-        } else if ((strcmp(a, "--np") == 0 || strcmp(a, "-np") == 0) && i + 1 < argc) {
-            if (parse_int(argv[++i], &world)) {
-                fprintf(stderr, "libra-sim: --np %s: need an integer of at least 2\n", argv[i]);
-                return 2;
-            }
-        } else if (strcmp(a, "--out") == 0 && i + 1 < argc) {
-            out_arg = argv[++i];
-        } else if (strcmp(a, "--tick") == 0 && i + 1 < argc) {
-            char *end;
-            tick = strtod(argv[++i], &end);
-            if (*end != '\0' || !(tick > 0) || tick > 10) {
-                fprintf(stderr, "libra-sim: --tick %s: need seconds in (0, 10]\n", argv[i]);
-                return 2;
-            }
-        } else if (a[0] == '-' || path) {
-            fprintf(stderr, "libra-sim: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else {
-            path = a;
-        }
+    struct cli cli;
+    cli_begin(&cli, &sim_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0) {
+        if (ch == 'O') oracle = 1;
+        else if (ch == 'o') out_arg = cli.arg;
+        else if (ch == 'n' ? cli_int(&cli, 2, 1000000, &world)
+                           : cli_double_open(&cli, 0, 10, &tick))
+            return cli.rc;
     }
-    if (!path) return usage(stderr), 2;
+    if (ch == CLI_EXIT) return cli.rc;
+    const char *path = cli.args[0];
     struct libra_config *cfg = xmalloc(sizeof *cfg);
     struct job_inputs *in = xmalloc(sizeof *in);
     char err[1024];
