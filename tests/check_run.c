@@ -594,24 +594,18 @@ static size_t count_kind(const struct run *r, const char *kind)
     return n;
 }
 
+
 #define REASON_WIDTH 65 /* /plans reason is 64 wide */
 
 static void check_resplit_events(const struct run *r)
 {
     struct prop p = {"resplit events", 0};
     if (!r->has_events || !r->has_plans || r->nplans <= 1) return;
-    /* epochs that kept their plan ("<why> (unchanged)") re-split nothing */
-    char *reason = NULL;
-    size_t n = 0, changed = 0;
-    if (read_str(r->file, "plans", "reason", REASON_WIDTH, &reason, &n) != 0) {
-        prop_fail(&p, "/plans reason readable", "yes", "no");
-        return;
-    }
-    for (size_t i = 1; i < n; i++) changed += strstr(reason + i * REASON_WIDTH, "(unchanged)") == NULL;
-    free(reason);
-    if (changed > 0 && count_kind(r, "resplit") == 0)
-        prop_fail(&p, "/events has a \"resplit\" row when a later /plans row changed the plan",
-                  ">= 1", "0");
+    /* every /plans row after the first is a change of plan, re-split */
+    size_t resplits = count_kind(r, "resplit");
+    if (resplits != r->nplans - 1)
+        prop_fail_i(&p, "/events \"resplit\" rows == /plans rows - 1 (one per change)",
+                    (int64_t)r->nplans - 1, (int64_t)resplits);
 }
 
 /* ---- the scheduler's tables (--sched) ---- */

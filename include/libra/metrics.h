@@ -216,6 +216,10 @@ int metrics_flush(struct metrics *m);
  */
 int metrics_write_with(struct metrics *m,
                        int (*fn)(int64_t file, void *arg, char *err, size_t errlen), void *arg);
+/* metrics_config.c: the resolved configuration as /config/<section> groups, one
+ * attribute per key typed from its value (int64, float64, int64 list, string); flat is
+ * config_flat's "section.key = value" lines. 0, or -1 (logged) on an error. */
+int metrics_config_group(struct metrics *m, const char *flat);
 /* Sets status ("complete" or "failed"), flushes and closes; NULL is a no-op. */
 int metrics_close(struct metrics *m, const char *status);
 const char *metrics_path(const struct metrics *m);

@@ -109,16 +109,14 @@ static struct metrics_plan_row plan_row(const struct controller *c, double now, 
     return row;
 }
 
-/* A new epoch whose plan equals the current one: recorded, nothing re-split. */
+/* A new epoch whose plan equals the current one: nothing re-split, and no /plans row
+ * (that table records changes; the epoch number still advances, and the planner's own
+ * decisions are in /planner). */
 static void keep_plan(struct controller *c, const struct plan *next, const char *why)
 {
+    (void)why;
     c->plan.epoch = next->epoch;
     c->plan.step = next->step;
-    double now = ctl_now(c);
-    struct metrics_plan_row row = plan_row(c, now, 0.0);
-    snprintf(row.reason, sizeof row.reason, "%s (unchanged)", why);
-    if (metrics_plan(c->m, &row) || metrics_flush(c->m))
-        FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);
     c->epoch_pending = 0;
 }
 

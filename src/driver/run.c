@@ -320,6 +320,10 @@ static struct metrics *prepare(const char *path, int world, struct libra_config 
     struct metrics *m = metrics_open(out, text, world, cfg->device.type, err, sizeof err);
     free(text);
     if (!m) FATAL_INPUT("%s", err);
+    char *flat = xmalloc(CONFIG_FLAT_MAX);
+    if (!config_flat(cfg, flat, CONFIG_FLAT_MAX) || metrics_config_group(m, flat))
+        FATAL("metrics: cannot write the /config group");
+    free(flat);
     return m;
 }
 
