@@ -15,19 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libra/h5util.h"
+#include "libra/h5try.h"
 #include "libra/log.h"
 #include "libra/metrics.h"
 
 #define LIST_MAX 1024 /* integers in one list attribute */
 
-#define H5TRY(expr)                                                   \
-    do {                                                              \
-        if ((expr) < 0) {                                             \
-            h5_error(err, errlen, NULL, #expr, __FILE__, __LINE__);   \
-            goto fail;                                                \
-        }                                                             \
-    } while (0)
+static const char *const path = NULL; /* H5TRY's: the messages name the metrics file's writer */
 
 /* value as a whole integer / finite number; 1 if it is one. */
 static int as_int(const char *v, long long *out)
