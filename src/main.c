@@ -20,7 +20,8 @@ static void usage(FILE *out)
             "                                     statistics of a workload preset\n"
             "  libra --trace-export RUN.h5 [OUT.jsonl]\n"
             "                                     a run's rollouts as a trace workload.trace replays\n"
-            "  libra --config-reference           every configuration key (Markdown)\n"
+            "  libra --config-reference[=man]     every configuration key (Markdown, or the\n"
+            "                                     libra.cfg(5) man page)\n"
             "  libra --devices                    GPUs this build can use\n"
             "  libra score MODEL TOKENS_FILE      log-prob of each token given the ones before\n"
             "  libra logits MODEL TOKENS_FILE OUT.h5\n"
@@ -61,7 +62,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(a, "--describe-workload") == 0) return cmd_describe_workload(argc - 2, argv + 2);
     if (strcmp(a, "--trace-export") == 0) return cmd_trace_export(argc - 2, argv + 2);
-    if (strcmp(a, "--config-reference") == 0) return cmd_config_reference();
+    if (strncmp(a, "--config-reference", 18) == 0 && (a[18] == '\0' || a[18] == '='))
+        return cmd_config_reference(a[18] ? a + 19 : "markdown");
     if (strcmp(a, "--devices") == 0) return cmd_devices();
     if (strcmp(a, "score") == 0) return cmd_score(argc - 2, argv + 2);
     if (strcmp(a, "logits") == 0) return cmd_logits(argc - 2, argv + 2);

@@ -21,7 +21,7 @@ int driver_run_job(int argc, char **argv);
 int cmd_check_config(const char *path);
 int cmd_describe_workload(int argc, char **argv);
 int cmd_trace_export(int argc, char **argv);
-int cmd_config_reference(void);
+int cmd_config_reference(const char *format); /* "markdown" or "man" */
 int cmd_devices(void);
 /* cmd_model.c: commands on a model file */
 int cmd_score(int argc, char **argv);

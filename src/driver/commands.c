@@ -2,14 +2,21 @@
  * Single-process commands: validate and print a configuration, describe a
  * workload preset, write the configuration reference. None of them needs mpirun.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "libra/config.h"
 #include "libra/driver.h"
+#include "libra/inputs.h"
 #include "libra/log.h"
 #include "libra/workload.h"
+
+#ifndef LIBRA_PKGDATADIR /* the build defines it; this keeps a bare compile working */
+#define LIBRA_PKGDATADIR "/usr/local/share/libra"
+#endif
 
 int cmd_check_config(const char *path)
 {
@@ -60,7 +67,9 @@ int cmd_describe_workload(int argc, char **argv)
     }
     struct workload *wl = xcalloc(1, sizeof *wl);
     char err[1024];
-    if (workload_load(argv[0], wl, err, sizeof err)) {
+    char shipped[CFG_PATH_MAX]; /* a preset named as under inputs/: workloads/NAME.cfg */
+    const char *file = inputs_find(argv[0], shipped, sizeof shipped) == 0 ? shipped : argv[0];
+    if (workload_load(file, wl, err, sizeof err)) {
         fprintf(stderr, "libra: %s\n", err);
         free(wl);
         return 1;
@@ -70,8 +79,15 @@ int cmd_describe_workload(int argc, char **argv)
     return 0;
 }
 
-int cmd_config_reference(void)
+int cmd_config_reference(const char *format)
 {
-    config_write_reference(stdout);
+    if (strcmp(format, "man") == 0) {
+        config_write_reference_man(stdout, PACKAGE_VERSION, LIBRA_PKGDATADIR);
+    } else if (strcmp(format, "markdown") == 0) {
+        config_write_reference(stdout);
+    } else {
+        fprintf(stderr, "libra: --config-reference=%s: unknown format (markdown or man)\n", format);
+        return 2;
+    }
     return 0;
 }
