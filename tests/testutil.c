@@ -99,15 +99,27 @@ const struct cuda_api *test_cuda_or_skip(const char *name)
     return api;
 }
 
-const char *test_path(const char *rel)
+/* dir/rel in the next of a ring of buffers, so a few results can be held at once. */
+static const char *ring_join(const char *dir, const char *rel)
 {
     static char buf[8][1024];
     static int next;
+    char *out = buf[next++ % 8];
+    snprintf(out, sizeof buf[0], "%s/%s", dir, rel);
+    return out;
+}
+
+const char *test_path(const char *rel)
+{
     const char *top = getenv("top_srcdir");
     if (!top || !*top) top = LIBRA_SRCDIR;
-    char *out = buf[next++ % 8];
-    snprintf(out, sizeof buf[0], "%s/%s", top, rel);
-    return out;
+    return ring_join(top, rel);
+}
+
+const char *test_npm_path(const char *rel)
+{
+    const char *npm = getenv("LIBRA_TEST_NPM");
+    return npm && *npm ? ring_join(npm, rel) : ring_join(test_path("tests/npm"), rel);
 }
 
 const char *test_scratch_dir(const char *name)

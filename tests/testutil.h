@@ -45,6 +45,9 @@ const struct cuda_api *test_cuda_or_skip(const char *name);
 void test_bf16_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed);
 /* $top_srcdir/rel (top_srcdir from the environment, else the configure-time path). */
 const char *test_path(const char *rel);
+/* $LIBRA_TEST_NPM/rel, else $top_srcdir/tests/npm/rel: the reference packages
+ * tools/setup-test installs (make check sets LIBRA_TEST_NPM). */
+const char *test_npm_path(const char *rel);
 /* A fresh scratch directory under the build tree (tests/out/<name>-<pid>). */
 const char *test_scratch_dir(const char *name);
 

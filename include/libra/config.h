@@ -6,7 +6,8 @@
  *
  * Relative paths inside a config (device.hardware, model.profile, workload.preset)
  * are tried against the directory of the config file that names them, then against
- * the inputs directory ($LIBRA_INPUTS, else LIBRA_SRCDIR/inputs), so a run works from
+ * the inputs directory (include/libra/inputs.h: $LIBRA_INPUTS, the installed
+ * $(pkgdatadir), the source tree's inputs/), so a run works from
  * any working directory. The resolved absolute path is what the struct holds and
  * what config_to_string prints.
  *
@@ -268,6 +269,9 @@ int config_diff(const char *checkpoint, const char *now, const char *const *skip
 size_t config_flat(const struct libra_config *cfg, char *out, size_t cap);
 /* The configuration reference in Markdown (docs/config.md). */
 void config_write_reference(FILE *out);
+/* The same as the man page libra.cfg(5) (src/config/config_man.c): version for its
+ * header, datadir the installed inputs its FILES section names. */
+void config_write_reference_man(FILE *out, const char *version, const char *datadir);
 /* Workers used by a plan: n_train + n_hybrid + sum(rollout_tp). */
 int plan_spec_workers(const struct plan_spec *p);
 

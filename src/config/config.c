@@ -33,11 +33,8 @@
 #include <unistd.h>
 
 #include "config_schema.h"
+#include "libra/inputs.h"
 #include "libra/log.h"
-
-#ifndef LIBRA_SRCDIR /* the build defines it; this keeps a bare compile working */
-#define LIBRA_SRCDIR "."
-#endif
 
 struct load_ctx {
     const char *path; /* the config file, as the caller named it */
@@ -579,8 +576,8 @@ static int path_candidates(const char *file, const char *value, char cand[2][2 *
         snprintf(cand[0], sizeof cand[0], "%.*s/%s", (int)(slash - file), file, value);
     else
         snprintf(cand[0], sizeof cand[0], "%s", value);
-    const char *inputs = getenv("LIBRA_INPUTS");
-    if (!inputs || !*inputs) inputs = LIBRA_SRCDIR "/inputs";
+    char inputs[CFG_PATH_MAX];
+    if (inputs_dir(inputs, sizeof inputs)) return 1;
     snprintf(cand[1], sizeof cand[1], "%s/%s", inputs, value);
     return strcmp(cand[0], cand[1]) == 0 ? 1 : 2;
 }
@@ -1346,6 +1343,8 @@ int config_load(const char *path, struct libra_config *out, char *err, size_t er
     if (strlen(path) >= CFG_PATH_MAX)
         return fail(&c, NULL, NULL, "cannot read: path longer than %d characters (use a "
                                     "shorter path)", CFG_PATH_MAX - 1);
+    char shipped[CFG_PATH_MAX]; /* a relative name not here: an installed example config */
+    if (inputs_find(path, shipped, sizeof shipped) == 0) c.path = path = shipped;
     const char *slash = strrchr(path, '/');
     if (slash == path) snprintf(c.incdir, sizeof c.incdir, "/");
     else if (slash) snprintf(c.incdir, sizeof c.incdir, "%.*s", (int)(slash - path), path);

@@ -415,10 +415,15 @@ static const char reference_paths[] =
     "model, see docs/hf-models.md). An\n"
     "absolute path is used as it is. A relative path is tried first against the directory\n"
     "of the config file that names it, then against the inputs directory: `$LIBRA_INPUTS`\n"
-    "if set, else `inputs/` of the source tree the program was built from. The first that\n"
-    "exists is stored as an absolute path (what the printed configuration shows); if none\n"
-    "exists, the error lists the places tried. `output.dir` and `output.file` are not\n"
-    "resolved: they are relative to the working directory of the run.\n";
+    "if set; else, for an installed program, the installed inputs (`$(pkgdatadir)`, e.g.\n"
+    "`/usr/local/share/libra`); else `inputs/` of the source tree the program was built\n"
+    "from. The first that exists is stored as an absolute path (what the printed\n"
+    "configuration shows); if none exists, the error lists the places tried. A config\n"
+    "file named on the command line by a relative path that does not exist from the\n"
+    "working directory is looked for in the inputs directory too, so an installed\n"
+    "program runs a shipped example by its name (`libra --check-config emu-quick.cfg`).\n"
+    "`output.dir` and `output.file` are not resolved: they are relative to the working\n"
+    "directory of the run.\n";
 
 /* The scheduler section: its prose, the keys of a bucket group, and the default
  * buckets as an example. */

@@ -37,6 +37,7 @@
 #include "libra/cli.h"
 #include "libra/driver.h"
 #include "libra/exp_report.h"
+#include "libra/inputs.h"
 #include "libra/log.h"
 #include "libra/ptree.h"
 #include "libra/rng.h"
@@ -137,8 +138,12 @@ static int bench_inputs(const struct bench_opts *o, struct libra_config *cfg,
                         struct job_inputs *in)
 {
     config_defaults(cfg);
-    const char *dir = getenv("LIBRA_INPUTS");
-    if (!dir || !*dir) dir = LIBRA_SRCDIR "/inputs";
+    char dir[CFG_PATH_MAX];
+    if (inputs_dir(dir, sizeof dir)) {
+        fprintf(stderr, "libra --bench-sched: the inputs directory's path is too long (set "
+                        "LIBRA_INPUTS to a shorter one)\n");
+        return -1;
+    }
     int n = snprintf(cfg->device.hardware, CFG_PATH_MAX, "%s/hardware/a800.cfg", dir);
     n |= snprintf(cfg->model.profile, CFG_PATH_MAX, "%s/models/qwen3-14b.cfg", dir);
     n |= snprintf(cfg->workload.preset, CFG_PATH_MAX, "%s/workloads/%s.cfg", dir, o->workload);

@@ -2,6 +2,8 @@
  * Single-process commands: validate and print a configuration, describe a
  * workload preset, write the configuration reference. None of them needs mpirun.
  */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "libra/cli.h"
 #include "libra/config.h"
 #include "libra/driver.h"
+#include "libra/inputs.h"
 #include "libra/log.h"
 #include "libra/workload.h"
 
@@ -89,7 +92,10 @@ int cmd_describe_workload(int argc, char **argv)
     if (ch == CLI_EXIT) return cli.rc;
     struct workload *wl = xcalloc(1, sizeof *wl);
     char err[1024];
-    if (workload_load(cli.args[0], wl, err, sizeof err)) {
+    char shipped[CFG_PATH_MAX]; /* a preset named as under inputs/: workloads/NAME.cfg */
+    const char *file = inputs_find(cli.args[0], shipped, sizeof shipped) == 0 ? shipped
+                                                                             : cli.args[0];
+    if (workload_load(file, wl, err, sizeof err)) {
         fprintf(stderr, "libra: %s\n", err);
         free(wl);
         return 1;
@@ -99,16 +105,27 @@ int cmd_describe_workload(int argc, char **argv)
     return 0;
 }
 
+#ifndef LIBRA_PKGDATADIR /* the build defines it; this keeps a bare compile working */
+#define LIBRA_PKGDATADIR "/usr/local/share/libra"
+#endif
+
+static const struct option reference_opts[] = {{"format", required_argument, NULL, 'f'}, {0}};
 static const struct cli_cmd reference_cmd = {
-    "libra config-reference", "libra config-reference",
-    "Writes the reference of every configuration key, its type, default and range, in\n"
-    "Markdown (docs/config.md is its output).\n",
-    NULL, NULL, 0, 0, 0};
+    "libra config-reference", "libra config-reference [--format markdown|man]",
+    "Writes the reference of every configuration key, its type, default and range: in\n"
+    "Markdown (docs/config.md is its output), or as the libra.cfg(5) man page.\n"
+    "  --format F  markdown (default) or man\n",
+    reference_opts, NULL, 0, 0, 0};
 
 int cmd_config_reference(int argc, char **argv)
 {
     struct cli cli;
-    if (cli_operands(&cli, &reference_cmd, argc, argv) == CLI_EXIT) return cli.rc;
-    config_write_reference(stdout);
+    int ch, man = 0;
+    cli_begin(&cli, &reference_cmd, argc, argv);
+    while ((ch = cli_next(&cli)) > 0)
+        if ((man = cli_choice(&cli, "markdown|man")) < 0) return cli.rc;
+    if (ch == CLI_EXIT) return cli.rc;
+    if (man) config_write_reference_man(stdout, PACKAGE_VERSION, LIBRA_PKGDATADIR);
+    else config_write_reference(stdout);
     return 0;
 }
