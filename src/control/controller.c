@@ -516,7 +516,8 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
     ctl_sched_step_rows(c, now);
     if (metrics_step(c->m, &row) || metrics_flush(c->m)) FATAL("metrics: cannot write step %d", c->step);
     c->stats.traj_trained += b->n_traj;
-    c->stats.tokens_trained += b->tokens_gen + b->tokens_tool;
+    c->stats.tokens_gen_trained += b->tokens_gen;
+    c->stats.tokens_tool_trained += b->tokens_tool;
     c->stats.reward_sum += b->reward_mean * b->n_traj;
     c->acc.rollout_busy_rank_s = 0;
     c->acc.t_start = now;
@@ -640,10 +641,10 @@ static void print_progress(struct controller *c, int force)
     double per_step = c->step > 0 ? now / c->step : NAN;
     fmt_duration(per_step * (c->cfg->run.steps - c->step), eta, sizeof eta);
     if (c->real) {
-        printf("step %d/%d | %.1f traj/s | %.0f tok/s | reward %.3f | success %.2f | tool calls "
+        printf("step %d/%d | %.1f traj/s | %.0f gen tok/s | reward %.3f | success %.2f | tool calls "
                "%.2f | eval %.3f | stale %.2f | ETA %s\n",
                c->step, c->cfg->run.steps, now > 0 ? c->stats.traj_trained / now : 0,
-               now > 0 ? c->stats.tokens_trained / now : 0, c->batch.reward_mean,
+               now > 0 ? c->stats.tokens_gen_trained / now : 0, c->batch.reward_mean,
                c->rl.batch.success_rate,
                c->batch.n_traj ? (double)(c->rl.batch.tool_calls[0] + c->rl.batch.tool_calls[1]) /
                                      c->batch.n_traj
@@ -652,10 +653,10 @@ static void print_progress(struct controller *c, int force)
         fflush(stdout);
         return;
     }
-    printf("step %d/%d | %.1f traj/s | %.0f tok/s | reward %.3f | stale %.2f | roll %d train %d "
+    printf("step %d/%d | %.1f traj/s | %.0f gen tok/s | reward %.3f | stale %.2f | roll %d train %d "
            "hyb %d | queue %zu | ETA %s\n",
            c->step, c->cfg->run.steps, now > 0 ? c->stats.traj_trained / now : 0,
-           now > 0 ? c->stats.tokens_trained / now : 0, c->batch.reward_mean,
+           now > 0 ? c->stats.tokens_gen_trained / now : 0, c->batch.reward_mean,
            c->batch.staleness_mean, c->plan.n_rollout_ranks, c->plan.n_train, c->plan.n_hybrid,
            c->tt.q_len, eta);
     fflush(stdout);
@@ -675,11 +676,12 @@ static void print_summary(struct controller *c)
 {
     double wall = now_s(c);
     double cpu = controller_cpu_s();
-    printf("\nlibra: %d steps in %.1f s | %lld trajectories trained (%.2f traj/s, %.0f tok/s) | "
+    printf("\nlibra: %d steps in %.1f s | %lld trajectories trained (%.2f traj/s, %.0f generated + %.0f tool-return tokens/s) | "
            "mean reward %.3f\n",
            c->step, wall, (long long)c->stats.traj_trained,
            wall > 0 ? c->stats.traj_trained / wall : 0,
-           wall > 0 ? c->stats.tokens_trained / wall : 0,
+           wall > 0 ? c->stats.tokens_gen_trained / wall : 0,
+           wall > 0 ? c->stats.tokens_tool_trained / wall : 0,
            c->stats.traj_trained ? c->stats.reward_sum / c->stats.traj_trained : 0);
     printf("libra: %lld turns dispatched, %lld migrations, %d re-splits (mean %.1f ms, max %.1f "
            "ms), %lld turns handed back\n",

@@ -116,7 +116,7 @@ struct ctl_stats {           /* whole-run figures for the summary */
     int64_t dispatches, results, handed_back, migrations;
     int n_resplits;
     double resplit_s_sum, resplit_s_max;
-    int64_t traj_trained, tokens_trained;
+    int64_t traj_trained, tokens_gen_trained, tokens_tool_trained; /* generated / tool-return */
     double reward_sum;
     double solve_s_sum;        /* planner search wall seconds (not in metrics under a transport) */
     int n_solves;
