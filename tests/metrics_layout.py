@@ -5,7 +5,7 @@
 For every table section of the document ("### `/name` ..." followed by a
 "| column | type | units | meaning |" table) that a file holds: the file's columns are
 exactly the documented ones, in the documented order, each with the documented type
-(int32, int64, float64, string[N]) and its "units.<column>" attribute equal to the
+(int32, int64, float64, string[N], string for variable length) and its "units.<column>" attribute equal to the
 documented units; the table has a "description" attribute. A documented table may be
 absent from one file (the scheduler's tables belong to cmlfq runs, /eval to real-model
 runs), but every table of the files must be documented, and each documented table must
@@ -55,6 +55,8 @@ def parse_doc(path):
 def type_name(dt):
     if dt.kind == "S":
         return "string[%d]" % dt.itemsize
+    if h5py.check_string_dtype(dt) is not None:
+        return "string"  # variable length
     for name, want in TYPES.items():
         if dt == want:
             return name

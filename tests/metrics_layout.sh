@@ -27,7 +27,9 @@ CFG
 $MPIRUN -np 5 "$LIBRA" "$out/emu.cfg" > "$out/emu.out" 2> "$out/emu.err" \
     || { cat "$out/emu.err"; fail "the emulated run failed"; }
 rl_config "$out/cpu.cfg" "$out/cpu.h5" 4 1 1 1 1
-sed -i 's|^eval = { size = 16; interval = 0; };|eval = { size = 8; interval = 2; };|' "$out/cpu.cfg"
+sed -i -e 's|^eval = { size = 16; interval = 0; };|eval = { size = 8; interval = 2; };|' \
+    -e "s|^output = { file = \"$out/cpu.h5\"; };|output = { file = \"$out/cpu.h5\"; sample_interval = 2; samples = 2; };|" "$out/cpu.cfg"
+grep -q "sample_interval = 2" "$out/cpu.cfg" || fail "the CPU config was not edited"
 rl_job 3 "$out/cpu.cfg" "$out/cpu"
 
 $py "$top_srcdir/tests/metrics_layout.py" "$top_srcdir/docs/metrics.md" "$out/emu.h5" "$out/cpu.h5" \
@@ -61,4 +63,16 @@ h5dump -A -g /config/train "$out/cpu.h5" | grep -q 'ATTRIBUTE "batch_size"' || f
 h5dump -d /steps -s 3 -c 1 "$out/cpu.h5" > /dev/null || fail "h5dump -d /steps -s 3 -c 1"
 h5dump -d /plans "$out/cpu.h5" | grep -q '"static"' || fail "h5dump -d /plans"
 echo "ok: h5dump commands"
+
+# /samples: output.samples rows every output.sample_interval steps, real text
+$py - "$out/cpu.h5" <<'PY' || fail "/samples of the CPU run"
+import sys, h5py
+s = h5py.File(sys.argv[1], "r")["samples"][:]
+assert list(s["step"]) == [2, 2, 4, 4], list(s["step"])
+text = lambda v: v.decode() if isinstance(v, bytes) else v
+for r in s:
+    p, c = text(r["prompt"]), text(r["completion"])
+    assert len(p) > 10 and len(c) > 0, (p, c)
+print("ok: /samples: %d rows, e.g. %r ... %r" % (len(s), text(s[0]["prompt"])[-40:], text(s[0]["completion"])[:60]))
+PY
 [ -n "${KEEP:-}" ] || rm -rf "$out"

@@ -201,6 +201,8 @@ struct workload_config {
 struct output_config {
     char dir[CFG_PATH_MAX];  /* directory for the metrics file */
     char file[CFG_PATH_MAX]; /* metrics file; "" = <dir>/<run.name>-<time>.h5 */
+    int sample_interval;     /* steps between trajectory text samples (/samples); 0 none */
+    int samples;             /* trained trajectories sampled each time */
 };
 
 /* Where each key of the file was set, so that a check only the model can make (a

@@ -35,6 +35,12 @@ int h5_read_column_str(hid_t file, const char *table, const char *col, size_t wi
  * mtype). 0, or -1 with "<path>: ..." in err. */
 int h5_attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
                 const char *path, char *err, size_t errlen);
+/* h5_attr_put of n values as a 1-D attribute (n = 0: a scalar, as h5_attr_put). */
+int h5_attr_put_array(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
+                      size_t n, const char *path, char *err, size_t errlen);
+/* h5_attr_put of a variable-length UTF-8 string (any length; h5py reads a str). */
+int h5_attr_put_string(hid_t obj, const char *name, const char *value, const char *path,
+                       char *err, size_t errlen);
 /* A numeric root attribute as a double; 0, or -1 when missing or unreadable. */
 int h5_read_attr_f64(hid_t file, const char *name, double *out);
 

@@ -216,6 +216,22 @@ int metrics_flush(struct metrics *m);
  */
 int metrics_write_with(struct metrics *m,
                        int (*fn)(int64_t file, void *arg, char *err, size_t errlen), void *arg);
+/* metrics_samples.c: one trained trajectory as text in /samples (made on the first call):
+ * the prompt and everything after it (the turns, tool calls and tool returns, special
+ * tokens spelled out) as variable-length UTF-8 strings. 0, or -1 (logged). */
+struct metrics_sample_row {
+    int32_t step;        /* the optimizer step that trained it */
+    int64_t traj_id;
+    int64_t group_id;    /* its GRPO group */
+    double reward;
+    int32_t correct;     /* 1 if its answer was right */
+    int32_t turns;       /* model turns */
+    int32_t tool_calls;
+    const char *prompt;  /* the prompt as the model saw it */
+    const char *completion; /* the rest: generated turns and tool returns */
+};
+int metrics_sample(struct metrics *m, const struct metrics_sample_row *row);
+
 /* metrics_config.c: the resolved configuration as /config/<section> groups, one
  * attribute per key typed from its value (int64, float64, int64 list, string); flat is
  * config_flat's "section.key = value" lines. 0, or -1 (logged) on an error. */

@@ -402,6 +402,11 @@ const struct cfg_key cfg_schema[] = {
             "directory for the metrics file (relative to the working directory)"),
     STR_KEY("output", "file", CFG_STRING, output.file, "", 0, CFG_PATH_MAX - 1,
             "metrics file; \"\" = <dir>/<run.name>-<timestamp>.h5"),
+    INT_KEY("output", "sample_interval", output.sample_interval, 10, 0, E7, "steps",
+            "steps between samples of trained trajectories as text in /samples (real-model "
+            "devices); 0 = none"),
+    INT_KEY("output", "samples", output.samples, 2, 1, 64, "trajectories",
+            "trained trajectories written as text each time"),
     {.section = NULL},
 };
 

@@ -430,6 +430,7 @@ static void try_train(struct controller *c)
             write_traj_row(c, t, TRAJ_TRAINED);
         }
     }
+    ctl_real_samples(c, c->batch_groups, n, c->step + 1);
     c->batch.n_traj = n_items;
     c->batch.tokens_gen = gen;
     c->batch.tokens_tool = tool;

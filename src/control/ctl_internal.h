@@ -245,6 +245,8 @@ void ctl_real_free(struct controller *c);
 int64_t ctl_real_next_prompt(struct controller *c);
 void ctl_real_launch(struct controller *c, int64_t group_id);
 struct traj_tokens *ctl_real_tokens(struct controller *c, int64_t traj_id);
+/* ctl_samples.c: /samples rows of the step's trained trajectories when it is due. */
+void ctl_real_samples(struct controller *c, const int64_t *groups, int n_groups, int step);
 /* Sampling stream of a trajectory: (prompt, sample), the same in every run segment. */
 int64_t ctl_real_rng_key(const struct controller *c, const struct traj *t);
 void ctl_real_on_turn(struct controller *c, struct traj *t, const struct wire_turn_result *r,

@@ -171,11 +171,34 @@ int h5_read_attr_f64(hid_t file, const char *name, double *out)
     return rc;
 }
 
+int h5_attr_put_string(hid_t obj, const char *name, const char *value, const char *path,
+                       char *err, size_t errlen)
+{
+    hid_t type = H5I_INVALID_HID;
+    H5TRY(type = H5Tcopy(H5T_C_S1));
+    H5TRY(H5Tset_size(type, H5T_VARIABLE));
+    H5TRY(H5Tset_cset(type, H5T_CSET_UTF8));
+    const char *v = value ? value : "";
+    if (h5_attr_put(obj, name, type, type, &v, path, err, errlen)) goto fail;
+    H5CLOSE(type, H5Tclose);
+    return 0;
+fail:
+    close_id(&type, H5Tclose);
+    return -1;
+}
+
 int h5_attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
                 const char *path, char *err, size_t errlen)
 {
+    return h5_attr_put_array(obj, name, ftype, mtype, value, 0, path, err, errlen);
+}
+
+int h5_attr_put_array(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
+                      size_t n, const char *path, char *err, size_t errlen)
+{
     hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID;
-    H5TRY(space = H5Screate(H5S_SCALAR));
+    hsize_t dim = (hsize_t)n;
+    H5TRY(space = n ? H5Screate_simple(1, &dim, NULL) : H5Screate(H5S_SCALAR));
     H5TRY(attr = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT));
     H5TRY(H5Awrite(attr, mtype, value));
     H5CLOSE(attr, H5Aclose);

@@ -63,56 +63,31 @@ static int as_int_list(const char *v, long long *out, int cap)
 
 static int put_attr(hid_t g, const char *key, const char *v, char *err, size_t errlen)
 {
-    hid_t space = H5I_INVALID_HID, attr = H5I_INVALID_HID, type = H5I_INVALID_HID;
     long long i, list[LIST_MAX];
     double d;
     int n;
     size_t len = strlen(v);
     if (as_int(v, &i)) {
         int64_t x = i;
-        H5TRY(space = H5Screate(H5S_SCALAR));
-        H5TRY(attr = H5Acreate2(g, key, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT));
-        H5TRY(H5Awrite(attr, H5T_NATIVE_INT64, &x));
-    } else if (as_double(v, &d)) {
-        H5TRY(space = H5Screate(H5S_SCALAR));
-        H5TRY(attr = H5Acreate2(g, key, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT));
-        H5TRY(H5Awrite(attr, H5T_NATIVE_DOUBLE, &d));
-    } else if ((n = as_int_list(v, list, LIST_MAX)) > 0) {
+        return h5_attr_put(g, key, H5T_STD_I64LE, H5T_NATIVE_INT64, &x, path, err, errlen);
+    }
+    if (as_double(v, &d))
+        return h5_attr_put(g, key, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &d, path, err, errlen);
+    if ((n = as_int_list(v, list, LIST_MAX)) > 0) {
         int64_t x[LIST_MAX];
         for (int k = 0; k < n; k++) x[k] = list[k];
-        hsize_t dim = (hsize_t)n;
-        H5TRY(space = H5Screate_simple(1, &dim, NULL));
-        H5TRY(attr = H5Acreate2(g, key, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT));
-        H5TRY(H5Awrite(attr, H5T_NATIVE_INT64, x));
-    } else {
-        /* a string without its quotes; anything else as written */
-        char *s = xstrdup(v);
-        if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
-            memmove(s, v + 1, len - 2);
-            s[len - 2] = '\0';
-        }
-        const char *p = s;
-        int rc = -1;
-        if ((type = H5Tcopy(H5T_C_S1)) >= 0 && H5Tset_size(type, H5T_VARIABLE) >= 0 &&
-            H5Tset_cset(type, H5T_CSET_UTF8) >= 0 && (space = H5Screate(H5S_SCALAR)) >= 0 &&
-            (attr = H5Acreate2(g, key, type, space, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
-            H5Awrite(attr, type, &p) >= 0)
-            rc = 0;
-        free(s);
-        if (rc) {
-            h5_error(err, errlen, NULL, "a string attribute of /config", __FILE__, __LINE__);
-            goto fail;
-        }
-        H5TRY(H5Tclose(type));
+        return h5_attr_put_array(g, key, H5T_STD_I64LE, H5T_NATIVE_INT64, x, (size_t)n, path,
+                                 err, errlen);
     }
-    H5TRY(H5Aclose(attr));
-    H5TRY(H5Sclose(space));
-    return 0;
-fail:
-    if (type >= 0) H5Tclose(type);
-    if (attr >= 0) H5Aclose(attr);
-    if (space >= 0) H5Sclose(space);
-    return -1;
+    /* a string without its quotes; anything else as written */
+    char *s = xstrdup(v);
+    if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
+        memmove(s, v + 1, len - 2);
+        s[len - 2] = '\0';
+    }
+    int rc = h5_attr_put_string(g, key, s, path, err, errlen);
+    free(s);
+    return rc;
 }
 
 /* Opens /config/<section>, made the first time. */
