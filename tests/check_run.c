@@ -11,6 +11,8 @@
  * --aborted: a run a fatal error ended (exit 1): status "failed", an "error" event,
  * and the end-of-run attributes and untrained-trajectory rows not required -- what
  * was written before the error must read back whole.
+ * The timing breakdown of /steps (files of schema 6 on) is checked against what holds
+ * by construction (check_breakdown).
  * --sched checks the scheduler's tables (/sched, /migrations, /instances);
  * --expect-tree also wants the C-MLFQ prefix tree in /tree.
  *
@@ -30,6 +32,7 @@
 #include <errno.h>
 #include <hdf5.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -608,6 +611,91 @@ static void check_resplit_events(const struct run *r)
                     (int64_t)r->nplans - 1, (int64_t)resplits);
 }
 
+/* ---- the timing breakdown of /steps (schema 6 on) ---- */
+
+enum {
+    B_STEP_S, B_WAIT, B_TRAIN, B_FWD, B_BWD, B_REDUCE, B_OPT, B_GEN, B_TOOL_N, B_TOOL_S,
+    B_NSYNC, B_SYNC_S, B_SYNC_BYTES, B_RESPLIT, B_CKPT, B_RIDLE, B_TIDLE, B_COLS
+};
+
+/* What holds by construction (docs/metrics.md): every term is finite and >= 0;
+ * rollout_wait_s + train_s = step_s (the step is the wait for the batch, then its
+ * training, on rank 0's clock); the root's forward + backward + reduction + optimizer
+ * happen between rank 0 sending the batch and receiving TRAIN_DONE, so they sum to at
+ * most train_s; the idle fractions are fractions; a step without a sync or a tool call
+ * has no sync or tool time; the syncs counted never outnumber the weight_sync events,
+ * and the re-split seconds are those of /plans. Not checked: gen_s <= step_s (busy
+ * time is reported when a batch of results is packed, possibly in a later step). */
+static void check_breakdown(const struct run *r)
+{
+    static const char *const cols[B_COLS] = {
+        "step_s", "rollout_wait_s", "train_s", "train_fwd_s", "train_bwd_s", "train_reduce_s",
+        "train_opt_s", "gen_s", "tool_calls_n", "tool_s", "n_syncs", "sync_s", "sync_bytes",
+        "resplit_s", "ckpt_s", "rollout_idle_frac", "train_idle_frac"};
+    struct prop p = {"timing breakdown", 0};
+    int64_t schema = 0;
+    if (!r->has_steps || !read_attr_i64(r->file, "schema_version", &schema) || schema < 6) return;
+    double *v[B_COLS] = {0}, *plan_resplit = NULL;
+    size_t n = 0, m = 0;
+    for (int c = 0; c < B_COLS; c++)
+        if (read_column(r->file, "steps", cols[c], H5T_NATIVE_DOUBLE, sizeof(double),
+                        (void **)&v[c], &n) != 0)
+            goto done;
+    double syncs = 0, resplit = 0, plans_resplit = 0;
+    char what[160], a[48], b[48];
+    for (size_t i = 0; i < n; i++) {
+        for (int c = 0; c < B_COLS; c++)
+            if (!(v[c][i] >= 0) || !isfinite(v[c][i])) {
+                snprintf(what, sizeof what, "/steps %s of step %zu finite and >= 0", cols[c], i + 1);
+                snprintf(b, sizeof b, "%g", v[c][i]);
+                prop_fail(&p, what, ">= 0", b);
+            }
+        double step = v[B_STEP_S][i], tol = 1e-9 * (1 + step);
+        if (fabs(v[B_WAIT][i] + v[B_TRAIN][i] - step) > tol) {
+            snprintf(what, sizeof what, "/steps rollout_wait_s + train_s == step_s (step %zu)", i + 1);
+            snprintf(a, sizeof a, "%.9g", step);
+            snprintf(b, sizeof b, "%.9g", v[B_WAIT][i] + v[B_TRAIN][i]);
+            prop_fail(&p, what, a, b);
+        }
+        double parts = v[B_FWD][i] + v[B_BWD][i] + v[B_REDUCE][i] + v[B_OPT][i];
+        if (parts > v[B_TRAIN][i] * (1 + 1e-6) + 1e-6) {
+            snprintf(what, sizeof what, "/steps train_fwd_s + train_bwd_s + train_reduce_s + "
+                     "train_opt_s <= train_s (step %zu)", i + 1);
+            snprintf(a, sizeof a, "<= %.9g", v[B_TRAIN][i]);
+            snprintf(b, sizeof b, "%.9g", parts);
+            prop_fail(&p, what, a, b);
+        }
+        for (int c = B_RIDLE; c <= B_TIDLE; c++)
+            if (v[c][i] > 1) {
+                snprintf(what, sizeof what, "/steps %s <= 1 (step %zu)", cols[c], i + 1);
+                snprintf(b, sizeof b, "%g", v[c][i]);
+                prop_fail(&p, what, "<= 1", b);
+            }
+        if (v[B_NSYNC][i] == 0 && (v[B_SYNC_S][i] != 0 || v[B_SYNC_BYTES][i] != 0))
+            prop_fail_i(&p, "/steps sync_s and sync_bytes are 0 when n_syncs is 0", 0, (int64_t)i + 1);
+        if (v[B_TOOL_N][i] == 0 && v[B_TOOL_S][i] != 0)
+            prop_fail_i(&p, "/steps tool_s is 0 when tool_calls_n is 0", 0, (int64_t)i + 1);
+        syncs += v[B_NSYNC][i];
+        resplit += v[B_RESPLIT][i];
+    }
+    if (syncs > (double)count_kind(r, "weight_sync"))
+        prop_fail_i(&p, "/steps n_syncs summed <= \"weight_sync\" events",
+                    (int64_t)count_kind(r, "weight_sync"), (int64_t)syncs);
+    if (r->has_plans && read_column(r->file, "plans", "resplit_s", H5T_NATIVE_DOUBLE,
+                                    sizeof(double), (void **)&plan_resplit, &m) == 0) {
+        for (size_t i = 0; i < m; i++) plans_resplit += plan_resplit[i];
+        if (resplit > plans_resplit * (1 + 1e-9) + 1e-12) {
+            snprintf(a, sizeof a, "<= %.9g", plans_resplit);
+            snprintf(b, sizeof b, "%.9g", resplit);
+            prop_fail(&p, "/steps resplit_s summed <= /plans resplit_s summed", a, b);
+        }
+    }
+done:
+    for (int c = 0; c < B_COLS; c++) free(v[c]);
+    free(plan_resplit);
+    prop_end(&p);
+}
+
 /* ---- the scheduler's tables (--sched) ---- */
 
 static const char *const route_cols[] = {"route_initial", "route_informed", "route_sticky",
@@ -894,6 +982,7 @@ int main(int argc, char **argv)
     check_moves(&r, &o);
     check_handback(&r, &o);
     check_resplit_events(&r);
+    check_breakdown(&r);
     check_sched(&r, &o);
     check_planner(&r, &o);
 

@@ -112,6 +112,23 @@ static struct metrics_step_row make_step(int i)
     r.grad_norm = 3.0 + 0.01 * i;
     r.lr = 1e-5 * (1 + i % 3);
     r.params_identical = i % 2;
+    /* the timing breakdown, consistent as check_run wants it */
+    r.rollout_wait_s = 0.25 * r.step_s;
+    r.train_s = r.step_s - r.rollout_wait_s;
+    r.train_fwd_s = 0.2 * r.train_s;
+    r.train_bwd_s = 0.4 * r.train_s;
+    r.train_reduce_s = 0.1 * r.train_s;
+    r.train_opt_s = 0.05 * r.train_s;
+    r.gen_s = 0.5 * r.step_s;
+    r.tool_calls_n = i % 5;
+    r.tool_s = 1.5 * (i % 5);
+    r.n_syncs = 1 + i % 2;
+    r.sync_s = 0.01 * r.n_syncs;
+    r.sync_bytes = 3000000000LL + i; /* needs 64 bits */
+    r.resplit_s = 0;
+    r.ckpt_s = 0.001 * (i % 3);
+    r.rollout_idle_frac = 0.1 + 0.001 * (i % 100);
+    r.train_idle_frac = r.rollout_wait_s / r.step_s;
     return r;
 }
 
@@ -341,6 +358,38 @@ static hid_t step_mtype(void)
     INS(t, metrics_step_row, grad_norm, H5T_NATIVE_DOUBLE);
     INS(t, metrics_step_row, lr, H5T_NATIVE_DOUBLE);
     INS(t, metrics_step_row, params_identical, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, rollout_wait_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, train_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, train_fwd_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, train_bwd_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, train_reduce_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, train_opt_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, gen_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, tool_calls_n, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, tool_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, n_syncs, H5T_NATIVE_INT32);
+    INS(t, metrics_step_row, sync_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, sync_bytes, H5T_NATIVE_INT64);
+    INS(t, metrics_step_row, resplit_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, ckpt_s, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, rollout_idle_frac, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_step_row, train_idle_frac, H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+static hid_t span_mtype(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(struct metrics_span_row));
+    INS(t, metrics_span_row, rank, H5T_NATIVE_INT32);
+    INS(t, metrics_span_row, kind, H5T_NATIVE_INT32);
+    INS(t, metrics_span_row, step, H5T_NATIVE_INT32);
+    INS(t, metrics_span_row, t_start, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_span_row, t_end, H5T_NATIVE_DOUBLE);
+    INS(t, metrics_span_row, count, H5T_NATIVE_INT64);
+    hid_t str = H5Tcopy(H5T_C_S1);
+    H5Tset_size(str, METRICS_SPAN_DETAIL_LEN);
+    H5Tinsert(t, "detail", offsetof(struct metrics_span_row, detail), str);
+    H5Tclose(str);
     return t;
 }
 
@@ -636,7 +685,7 @@ static void check_columns(hid_t file, const char *table, const char *const *name
 
 enum {
     N_STEPS = 300, N_TRAJ = 9000, N_EVENTS = 40, N_PLANS = 12, N_EVALS = 7, N_SCHED = 60,
-    N_MIGRATIONS = 5000, N_INSTANCES = 5 * N_SCHED, N_PLANNER = 45
+    N_MIGRATIONS = 5000, N_INSTANCES = 5 * N_SCHED, N_PLANNER = 45, N_SPANS = 5000
 };
 
 #define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -647,13 +696,21 @@ static const char *const step_names[] = {
     "n_rollout_ranks", "n_train_ranks", "n_hybrid_ranks", "success_rate", "gen_tokens_mean",
     "turns_mean", "calc_calls", "search_calls", "calc_failures", "search_failures",
     "zero_var_groups", "loss", "pg_loss", "kl", "entropy", "clip_frac", "is_trunc_frac",
-    "grad_norm", "lr", "params_identical"};
+    "grad_norm", "lr", "params_identical", "rollout_wait_s", "train_s", "train_fwd_s",
+    "train_bwd_s", "train_reduce_s", "train_opt_s", "gen_s", "tool_calls_n", "tool_s",
+    "n_syncs", "sync_s", "sync_bytes", "resplit_s", "ckpt_s", "rollout_idle_frac",
+    "train_idle_frac"};
 static const char *const step_units[] = {
     "1", "s", "s", "1", "trajectories", "tokens", "tokens", "1", "1", "versions", "versions",
     "1", "1", "ranks", "ranks", "ranks", "1", "tokens", "turns", "tool calls", "tool calls",
-    "tool calls", "tool calls", "groups", "1", "1", "nats", "nats", "1", "1", "1", "1", "1"};
-_Static_assert(NELEM(step_names) == 33 && NELEM(step_units) == NELEM(step_names),
+    "tool calls", "tool calls", "groups", "1", "1", "nats", "nats", "1", "1", "1", "1", "1",
+    "s", "s", "s", "s", "s", "s", "s", "tool calls", "s", "syncs", "s", "bytes", "s", "s",
+    "1", "1"};
+_Static_assert(NELEM(step_names) == 49 && NELEM(step_units) == NELEM(step_names),
                "one unit per /steps column");
+static const char *const span_names[] = {"rank", "kind", "step", "t_start", "t_end", "count",
+                                         "detail"};
+static const char *const span_units[] = {"1", "1", "1", "s", "s", "1", "text"};
 static const char *const traj_names[] = {
     "traj_id", "prompt_id", "group_id", "step_consumed", "fate", "version_start", "version_end",
     "prompt_tokens", "gen_tokens", "tool_tokens", "turns", "tool_failures", "migrations",
@@ -760,8 +817,70 @@ static void check_steps(hid_t f, size_t expect)
         CU_ASSERT_EQUAL(g->grad_norm, e.grad_norm);
         CU_ASSERT_EQUAL(g->lr, e.lr);
         CU_ASSERT_EQUAL(g->params_identical, e.params_identical);
+        CU_ASSERT_EQUAL(g->rollout_wait_s, e.rollout_wait_s);
+        CU_ASSERT_EQUAL(g->train_s, e.train_s);
+        CU_ASSERT_EQUAL(g->train_fwd_s, e.train_fwd_s);
+        CU_ASSERT_EQUAL(g->train_bwd_s, e.train_bwd_s);
+        CU_ASSERT_EQUAL(g->train_reduce_s, e.train_reduce_s);
+        CU_ASSERT_EQUAL(g->train_opt_s, e.train_opt_s);
+        CU_ASSERT_EQUAL(g->gen_s, e.gen_s);
+        CU_ASSERT_EQUAL(g->tool_calls_n, e.tool_calls_n);
+        CU_ASSERT_EQUAL(g->tool_s, e.tool_s);
+        CU_ASSERT_EQUAL(g->n_syncs, e.n_syncs);
+        CU_ASSERT_EQUAL(g->sync_s, e.sync_s);
+        CU_ASSERT_EQUAL(g->sync_bytes, e.sync_bytes);
+        CU_ASSERT_EQUAL(g->resplit_s, e.resplit_s);
+        CU_ASSERT_EQUAL(g->ckpt_s, e.ckpt_s);
+        CU_ASSERT_EQUAL(g->rollout_idle_frac, e.rollout_idle_frac);
+        CU_ASSERT_EQUAL(g->train_idle_frac, e.train_idle_frac);
     }
     free(rows);
+}
+
+static struct metrics_span_row make_span(int i)
+{
+    struct metrics_span_row r;
+    memset(&r, 0xA5, sizeof r);
+    r.rank = i % 7;
+    r.kind = i % SPAN_KIND_COUNT;
+    r.step = 1 + i / 10;
+    r.t_start = 0.5 * i;
+    r.t_end = 0.5 * i + 0.25;
+    r.count = 5000000000LL + i; /* needs 64 bits */
+    snprintf(r.detail, sizeof r.detail, "span %d", i);
+    return r;
+}
+
+static void check_spans(hid_t f, size_t expect)
+{
+    hid_t mt = span_mtype();
+    size_t n;
+    struct metrics_span_row *rows = read_table(f, "spans", mt, sizeof *rows, &n);
+    H5Tclose(mt);
+    CU_ASSERT_FATAL(rows != NULL);
+    CU_ASSERT_EQUAL(n, expect);
+    for (size_t i = 0; i < n && i < expect; i++) {
+        struct metrics_span_row e = make_span((int)i), *g = &rows[i];
+        CU_ASSERT_EQUAL(g->rank, e.rank);
+        CU_ASSERT_EQUAL(g->kind, e.kind);
+        CU_ASSERT_EQUAL(g->step, e.step);
+        CU_ASSERT_EQUAL(g->t_start, e.t_start);
+        CU_ASSERT_EQUAL(g->t_end, e.t_end);
+        CU_ASSERT_EQUAL(g->count, e.count);
+        CU_ASSERT_STRING_EQUAL(g->detail, e.detail);
+    }
+    free(rows);
+    /* the kinds by name, as in the attribute values.kind */
+    hid_t d = H5Dopen2(f, "spans", H5P_DEFAULT);
+    char kinds[256];
+    CU_ASSERT(attr_string(d, "values.kind", kinds, sizeof kinds));
+    for (int k = 0; k < SPAN_KIND_COUNT; k++) {
+        char want[32];
+        snprintf(want, sizeof want, "%d=%s", k, metrics_span_kind_name(k));
+        CU_ASSERT(strstr(kinds, want) != NULL);
+    }
+    CU_ASSERT(metrics_span_kind_name(SPAN_KIND_COUNT) == NULL);
+    H5Dclose(d);
 }
 
 /*
@@ -1166,6 +1285,10 @@ static void test_round_trip(void)
         struct metrics_plan_row r = make_plan(i);
         CU_ASSERT_EQUAL(metrics_plan(m, &r), 0);
     }
+    for (int i = 0; i < N_SPANS; i++) {
+        struct metrics_span_row r = make_span(i);
+        CU_ASSERT_EQUAL(metrics_span(m, &r), 0);
+    }
     CU_ASSERT_EQUAL(metrics_attr_int(m, "steps_requested", N_STEPS), 0);
     CU_ASSERT_EQUAL(metrics_attr_double(m, "throughput", 1.25), 0);
     CU_ASSERT_EQUAL(metrics_attr_string(m, "note", "first"), 0);
@@ -1184,7 +1307,9 @@ static void test_round_trip(void)
     check_columns(f, "sched", sched_names, sched_units, NELEM(sched_names));
     check_columns(f, "migrations", migration_names, migration_units, NELEM(migration_names));
     check_columns(f, "instances", instance_names, instance_units, NELEM(instance_names));
+    check_columns(f, "spans", span_names, span_units, NELEM(span_names));
     check_steps(f, N_STEPS);
+    check_spans(f, N_SPANS);
     check_trajs(f, N_TRAJ);
     check_events(f, N_EVENTS);
     check_plans(f, N_PLANS);
@@ -1231,7 +1356,7 @@ static void test_round_trip(void)
     CU_ASSERT(attr_num(f, "world_size", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 9);
     CU_ASSERT(attr_num(f, "schema_version", H5T_NATIVE_INT64, &v));
-    CU_ASSERT_EQUAL(v, 5);
+    CU_ASSERT_EQUAL(v, 6);
     CU_ASSERT(attr_num(f, "steps_requested", H5T_NATIVE_INT64, &v));
     CU_ASSERT_EQUAL(v, 2 * N_STEPS);
     CU_ASSERT(attr_num(f, "throughput", H5T_NATIVE_DOUBLE, &x));
@@ -1768,7 +1893,8 @@ static void test_killed_run_readable(void)
 enum corrupt {
     C_NONE, C_STATUS, C_NO_ATTR, C_STEPS_REQUESTED, C_STEP_GAP, C_VERSION, C_STEP_STALE,
     C_ZERO_NTRAJ, C_LOST_TRAJ, C_DUP_TRAJ, C_BAD_FATE, C_TRAJ_STALE, C_VERSION_END,
-    C_UNTRAINED_STEP, C_PER_STEP, C_EPOCH, C_NO_RESPLIT, C_NO_MOVES, C_UNCLOSED
+    C_UNTRAINED_STEP, C_PER_STEP, C_EPOCH, C_NO_RESPLIT, C_NO_MOVES, C_UNCLOSED, C_BREAKDOWN,
+    C_SPLIT
 };
 
 /*
@@ -1810,6 +1936,11 @@ static int fake_rows(struct metrics *m, enum corrupt c)
         s.version = c == C_VERSION && k == 10 ? k - 1 : k;
         s.n_traj = c == C_ZERO_NTRAJ && k == 3 ? 0 : per_step;
         s.staleness_max = c == C_STEP_STALE && k == 8 ? max_stale + 1 : smax;
+        s.n_syncs = 0; /* the fake run has no weight_sync events */
+        s.sync_s = 0;
+        s.sync_bytes = 0;
+        if (c == C_BREAKDOWN && k == 4) s.train_fwd_s = s.train_s;
+        if (c == C_SPLIT && k == 5) s.rollout_wait_s += 0.5;
         metrics_step(m, &s);
         if (k % 3 == 0 && k / 3 < n_plans) {
             struct metrics_plan_row p = make_plan(k / 3);
@@ -1924,6 +2055,8 @@ static void test_check_run(void)
         {C_NONE, "--min-plans 9", "--min-plans (9 vs 4)"},
         {C_NO_RESPLIT, "", "\"resplit\" row"},
         {C_NO_MOVES, "--expect-moves", "--expect-moves"},
+        {C_BREAKDOWN, "", "train_opt_s <= train_s (step 4)"},
+        {C_SPLIT, "", "rollout_wait_s + train_s == step_s (step 5)"},
     };
     char *out = NULL;
     const char *good = scratch("good.h5");

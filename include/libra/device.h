@@ -108,6 +108,8 @@ enum dev_stat {
     DEV_STAT_LOSS, DEV_STAT_PG_LOSS, DEV_STAT_KL, DEV_STAT_ENTROPY, DEV_STAT_CLIPPED,
     DEV_STAT_IS_TRUNCATED, DEV_STAT_RATIO_BEHAV, DEV_STAT_TOKENS,
     DEV_STAT_BUSY_S,     /* compute seconds (filled by the worker) */
+    DEV_STAT_FWD_S,      /* this rank's forward and backward wall seconds of its share */
+    DEV_STAT_BWD_S,      /* (train_compute; the worker reads them before the reduction) */
     DEV_STAT_COUNT
 };
 

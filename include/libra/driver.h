@@ -26,6 +26,8 @@ int driver_run_job(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
 int cmd_describe_workload(int argc, char **argv);
 int cmd_trace_export(int argc, char **argv);
+/* cmd_phase_trace.c: libra trace RUN.h5 [OUT.json], the run's phases as a Perfetto trace */
+int cmd_trace(int argc, char **argv);
 int cmd_config_reference(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 /* cmd_model.c: commands on a model file */

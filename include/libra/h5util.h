@@ -43,5 +43,8 @@ int h5_attr_put_string(hid_t obj, const char *name, const char *value, const cha
                        char *err, size_t errlen);
 /* A numeric root attribute as a double; 0, or -1 when missing or unreadable. */
 int h5_read_attr_f64(hid_t file, const char *name, double *out);
+/* Opens path read-only without HDF5's error printout; negative if it is not a readable
+ * HDF5 file (the caller says so). */
+hid_t h5_open_readonly(const char *path);
 
 #endif

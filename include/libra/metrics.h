@@ -6,8 +6,8 @@
  * file; the root attribute "status" reads "running" until metrics_close() sets
  * "complete" or "failed", so a truncated run never looks complete.
  *
- * Tables (see docs/metrics.md): /steps, /trajectories, /events, /plans, /eval, and the
- * scheduler's /sched, /migrations, /instances. Root attributes: config, libra_version,
+ * Tables (see docs/metrics.md): /steps, /trajectories, /events, /plans, /eval, the
+ * scheduler's /sched, /migrations, /instances, and the per-rank phase spans /spans. Root attributes: config, libra_version,
  * world_size, device_type, status, and any added with metrics_attr_*. Other writers
  * (the scheduler's /tree group) add their own groups through metrics_write_with().
  *
@@ -50,6 +50,52 @@ struct metrics_step_row {
     double grad_norm;
     double lr;
     int32_t params_identical; /* 1: every training replica holds identical parameters */
+    /* timing breakdown (schema 6), wall seconds unless stated */
+    double rollout_wait_s;   /* the trainer waited for this step's batch: previous step's end
+                                -> batch sent (rollout_wait_s + train_s = step_s) */
+    double train_s;          /* batch sent -> TRAIN_DONE received, rank 0's clock */
+    double train_fwd_s, train_bwd_s; /* the training root's forward, backward (of train_s) */
+    double train_reduce_s;   /* the root's gradient reduction incl. lent gradients */
+    double train_opt_s;      /* the root's optimizer step */
+    double gen_s;            /* rollout busy rank-seconds reported in the step / rollout ranks */
+    int32_t tool_calls_n;    /* tool calls returned to rank 0 during the step */
+    double tool_s;           /* their latencies summed (emulated seconds on emu; they overlap) */
+    int32_t n_syncs;         /* weight syncs finished during the step */
+    double sync_s;           /* their durations summed: start -> last SYNC_DONE */
+    int64_t sync_bytes;      /* weight bytes the rollout ranks received in them */
+    double resplit_s;        /* re-splits applied during the step (/plans resplit_s), summed */
+    double ckpt_s;           /* checkpoints finished during the step: start -> committed */
+    double rollout_idle_frac; /* rollout rank-seconds whose instance had no turn in flight /
+                                 rollout rank-seconds of the step */
+    double train_idle_frac;  /* rollout_wait_s / step_s: the training ranks had no batch */
+};
+
+/* /spans: what a rank was doing, from t_start to t_end (rank 0's clock). */
+enum metrics_span_kind {
+    SPAN_DECODE = 0,      /* a rollout instance had turns in flight (one row per rank) */
+    SPAN_TOOL = 1,        /* tool calls returned by an instance (its leader) */
+    SPAN_TRAIN_FWD = 2,   /* a training rank's forward */
+    SPAN_TRAIN_BWD = 3,   /* its backward */
+    SPAN_TRAIN_REDUCE = 4, /* gradient reduction (and lent gradients / a lent rank's wait) */
+    SPAN_TRAIN_OPT = 5,   /* the optimizer step */
+    SPAN_WEIGHT_SYNC = 6, /* a sync member: sync start -> its SYNC_DONE */
+    SPAN_RESPLIT = 7,     /* a plan applied (every rank: the split is collective) */
+    SPAN_CHECKPOINT = 8,  /* rank 0 and the training root: checkpoint start -> done */
+    SPAN_KIND_COUNT
+};
+/* "decode", "tool", "train_fwd", ... indexed by enum metrics_span_kind; NULL past the end. */
+const char *metrics_span_kind_name(int kind);
+
+#define METRICS_SPAN_DETAIL_LEN 64
+
+struct metrics_span_row {
+    int32_t rank;            /* world rank */
+    int32_t kind;            /* enum metrics_span_kind */
+    int32_t step;            /* the step in progress (last finished + 1) */
+    double t_start, t_end;   /* seconds since the run started */
+    int64_t count;           /* turns (decode), tool calls (tool), bytes (weight_sync),
+                                turns handed back (resplit), 0 otherwise */
+    char detail[METRICS_SPAN_DETAIL_LEN];
 };
 
 /* One greedy evaluation on the held-out set (device cpu). */
@@ -200,6 +246,7 @@ int metrics_sched(struct metrics *m, const struct metrics_sched_row *row);
 int metrics_migration(struct metrics *m, const struct metrics_migration_row *row);
 int metrics_turn(struct metrics *m, const struct metrics_turn_row *row);
 int metrics_instance(struct metrics *m, const struct metrics_instance_row *row);
+int metrics_span(struct metrics *m, const struct metrics_span_row *row);
 int metrics_attr_double(struct metrics *m, const char *name, double value);
 int metrics_attr_int(struct metrics *m, const char *name, int64_t value);
 int metrics_attr_string(struct metrics *m, const char *name, const char *value);

@@ -69,6 +69,8 @@ struct trainer {
     float *w, *e, *lp, *lp_ref, *ent;     /* (cap) per target token */
     int *seq_len;                         /* (cap) tokens of each packed sequence */
     size_t cap;
+    double fwd_s, bwd_s;  /* wall seconds of the last trainer_grads' forwards (scoring,
+                             reference, token weights) and backwards */
 };
 
 /* Takes ownership of p (the parameters) and of opt if opt_loaded (a resumed

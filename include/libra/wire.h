@@ -22,6 +22,8 @@
  *   sync member -> rank 0      TAG_SYNC_DONE      weights of version v received/sent
  *   rank 0 -> train, hybrid    TAG_TRAIN_BATCH    this rank's share of a step's batch
  *   train root -> rank 0       TAG_TRAIN_DONE     the optimizer step is done
+ *   train, hybrid -> rank 0    TAG_TRAIN_TIMES    this rank's phases of a step it had a share
+ *                                                 of (forward, backward, reduction, optimizer)
  *   hybrid -> train root       TAG_HYBRID_GRAD    (on the hybrid lane) a lent replica's gradient
  *   rank 0 -> every worker     TAG_SHUTDOWN       finish: hand back and exit the loop (int32:
  *                                                 the steps done; lent ranks take their totals)
@@ -61,6 +63,7 @@ enum wire_tag {
     TAG_HYBRID_READY = 113,
     TAG_TRAIN_STATE = 114,
     TAG_HEARTBEAT = 115,
+    TAG_TRAIN_TIMES = 116,
 };
 
 /* TAG_HEARTBEAT: a worker tells rank 0 every run.heartbeat_s that it is alive (and on
@@ -165,8 +168,12 @@ struct wire_train_done {
     int32_t step;
     int32_t n_replicas;
     double compute_s;      /* slowest replica's compute, wall seconds */
-    double comm_s;         /* gradient reduction, wall seconds */
+    double comm_s;         /* the root's end of compute -> optimizer step: gradient
+                              reduction and the lent gradients, wall seconds */
     double busy_rank_s;    /* compute rank-seconds over all replicas */
+    double fwd_s, bwd_s;   /* the root's forward and backward wall seconds (part of compute_s;
+                              emulated: the cost model's compute split 1 : 2 by FLOPs) */
+    double opt_s;          /* the root's optimizer step, wall seconds */
     double grad_norm;      /* norm of the reduced gradient */
     /* cpu: the GRPO objective over the whole batch (struct grpo_stats, reduced) */
     double loss, pg_loss, kl, entropy, clipped, is_truncated, ratio_behav, tokens;
@@ -175,6 +182,23 @@ struct wire_train_done {
                                  was not applied (weights as before) */
     char bad_tensor[96];      /* then: the first tensor whose gradient is not finite, or
                                  "" (only the loss) */
+};
+
+/* One training rank's phases of step `step`, sent when its optimizer step is done:
+ * forward and backward (its share), then everything up to the optimizer step (the
+ * gradient reduction, the lent gradients, a lent replica's wait for its total), then
+ * the optimizer step. No clock is shared between ranks: rank 0 places the share's
+ * start age_s before the message arrived (message latency shifts it later). */
+struct wire_train_times {
+    int32_t step;
+    int32_t rank;
+    int32_t hybrid;        /* 1: a lent replica's rank */
+    int32_t replica;       /* data-parallel index of its replica (lent: after the core's) */
+    double fwd_s, bwd_s;   /* of compute_s */
+    double compute_s;      /* its share (emulated: until the modelled time passed) */
+    double reduce_s;       /* end of compute -> optimizer step */
+    double opt_s;
+    double age_s;          /* start of the share -> this message sent */
 };
 
 /* rank 0 -> train root: write model.h5 (weights + optimizer) into dir. */

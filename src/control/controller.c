@@ -153,8 +153,8 @@ static int dispatch_one(struct controller *c, struct traj *t)
                             .n_samples = eval ? 1 : c->tt.n_samples,
                             .eval = eval};
     struct sched_decision d;
-    double t0 = ctl_cpu_clock(c);
-    sched_route(&c->sched, &st, c->inst, c->plan.n_instances, now_s(c), &d);
+    double t0 = ctl_cpu_clock(c), now = now_s(c);
+    sched_route(&c->sched, &st, c->inst, c->plan.n_instances, now, &d);
     c->acc.sched_s += ctl_cpu_clock(c) - t0;
     c->acc.sched_n++;
     if (d.instance < 0) return 0;
@@ -188,7 +188,7 @@ static int dispatch_one(struct controller *c, struct traj *t)
     wire_batch_add_turn_req(b, &req, ids);
     t->dispatched_load = t->ctx_tokens + budget;
     in->load += t->dispatched_load;
-    in->n_turns++;
+    if (in->n_turns++ == 0) ctl_trace_busy(c, i, now);
     t->leader = in->leader;
     t->state = TS_RUNNING;
     c->stats.dispatches++;
@@ -229,9 +229,11 @@ static void on_turn_result(struct controller *c, const struct wire_turn_result *
               "on rank %d, state %d)",
               (long long)t->id, r->turn, r->leader, t->turn, t->leader, t->state);
     int i = instance_index(c, r->leader);
+    double now = now_s(c);
+    ctl_trace_turn(c, i, r, now);
     if (i >= 0) {
         c->inst[i].load -= t->dispatched_load;
-        c->inst[i].n_turns--;
+        if (--c->inst[i].n_turns == 0) ctl_trace_idle(c, i, now);
         if (r->inst_queued >= 0) {
             c->inst[i].queued = r->inst_queued;
             c->inst[i].running = r->inst_running;
@@ -512,6 +514,7 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
         .n_train_ranks = c->plan.n_train,
         .n_hybrid_ranks = c->batch.n_hybrid_replicas * plan_replica_size(&c->plan)};
     row.grad_norm = d->grad_norm;
+    ctl_trace_step_end(c, d, &row, now);
     if (c->real) ctl_real_step_row(c, d, &row, now);
     sched_step_end(&c->sched, c->step);
     ctl_sched_step_rows(c, now);
@@ -569,6 +572,14 @@ void ctl_deliver(struct controller *c, int tag, int source, const void *data, si
         if (len != sizeof d) FATAL("malformed TRAIN_DONE from rank %d", source);
         memcpy(&d, data, sizeof d);
         on_train_done(c, &d);
+        break;
+    }
+    case TAG_TRAIN_TIMES: {
+        struct wire_train_times m;
+        if (len != sizeof m) FATAL("malformed TRAIN_TIMES from rank %d", source);
+        memcpy(&m, data, sizeof m);
+        if (m.rank != source) FATAL("TRAIN_TIMES from rank %d names rank %d", source, m.rank);
+        ctl_trace_train_times(c, &m, now_s(c));
         break;
     }
     case TAG_CKPT_DONE: {
@@ -799,6 +810,7 @@ static void controller_init(struct controller *c, const struct libra_config *cfg
 static void controller_free(struct controller *c)
 {
     ctl_live_free(c);
+    ctl_trace_free(c);
     outbox_free(&c->ob);
     comms_free(&c->comms);
     plan_free(&c->plan);
@@ -915,6 +927,7 @@ void ctl_close(struct controller *c)
 {
     print_progress(c, 1);
     shutdown_workers(c);
+    ctl_trace_finish(c, now_s(c));
     ctl_sched_finish_run(c);
     write_run_attrs(c);
     print_summary(c);

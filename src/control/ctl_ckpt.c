@@ -52,6 +52,7 @@ void ctl_ckpt_start(struct controller *c)
     free(members);
     rl->ckpt_inflight = c->step;
     rl->ckpt_last = c->step;
+    ctl_trace_ckpt_start(c, ctl_now(c));
 }
 
 /* A view of trajectory t as a checkpoint record (arrays borrowed from the store). */
@@ -120,19 +121,16 @@ static void drop_state(struct ckpt_state *s)
     free(s->relaunch);
 }
 
-void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d)
+/* The rest of a checkpoint once the model file is written; 1 if it was committed. */
+static int finish(struct controller *c, const struct wire_ckpt_done *d)
 {
     struct ctl_real *rl = &c->rl;
-    if (!rl->ckpt_inflight || d->step != rl->ckpt_inflight)
-        FATAL("unexpected CKPT_DONE for step %d (checkpoint in flight: %d)", d->step,
-              rl->ckpt_inflight);
-    rl->ckpt_inflight = 0;
     if (!d->ok) {
         char e[sizeof d->error + 1];
         memcpy(e, d->error, sizeof d->error);
         e[sizeof d->error] = '\0';
         report_failure(c, "model.h5", e);
-        return;
+        return 0;
     }
     char dir[1024], path[1100], err[512];
     ckpt_dir_path(rl->ckpt_root, d->step, 1, dir, sizeof dir);
@@ -144,16 +142,16 @@ void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d)
     drop_state(&s);
     if (rc) {
         report_failure(c, "state.h5", err);
-        return;
+        return 0;
     }
     if (ctl_sched_save_tree(c, dir, err, sizeof err)) {
         report_failure(c, "tree.h5", err);
-        return;
+        return 0;
     }
     if (ckpt_commit(rl->ckpt_root, d->step, c->version, c->cfg->run.checkpoint_keep, err,
                     sizeof err)) {
         report_failure(c, "commit", err);
-        return;
+        return 0;
     }
     rl->ckpt_good = d->step;
     char detail[512];
@@ -163,4 +161,16 @@ void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d)
     if (metrics_event(c->m, ctl_now(c), c->step, "checkpoint", detail))
         FATAL("metrics: cannot record an event");
     LOG_I("checkpoint %s", detail);
+    return 1;
+}
+
+void ctl_ckpt_on_done(struct controller *c, const struct wire_ckpt_done *d)
+{
+    struct ctl_real *rl = &c->rl;
+    if (!rl->ckpt_inflight || d->step != rl->ckpt_inflight)
+        FATAL("unexpected CKPT_DONE for step %d (checkpoint in flight: %d)", d->step,
+              rl->ckpt_inflight);
+    rl->ckpt_inflight = 0;
+    int ok = finish(c, d);
+    ctl_trace_ckpt_done(c, d->step, ok, ctl_now(c));
 }

@@ -29,6 +29,34 @@ struct ctl_step_acc {        /* accumulated since the last step row */
     double t_start;
     double sched_s;            /* wall seconds in sched_route */
     int64_t sched_n;           /* routing decisions */
+    /* the timing breakdown (ctl_trace.c) */
+    int32_t tool_n, n_syncs;
+    double tool_s, sync_s, resplit_s, ckpt_s;
+    int64_t sync_bytes;
+    double idle_rank_s;        /* rollout rank-seconds with no turn in flight */
+    double rollout_rank_s;     /* rollout rank-seconds of the step (plans change mid-step) */
+    double mark;               /* rank-seconds are counted up to here */
+};
+
+/* One rollout instance of the live plan, as the spans see it (ctl_trace.c; parallel to
+ * controller.inst). A span is pending until it cannot grow any more. */
+struct ctl_inst_trace {
+    int leader, tp;
+    int busy;                  /* turns in flight */
+    double idle_since;         /* when it last went idle (counted up to here) */
+    double dec_start, dec_end; /* the pending decode span; dec_start < 0: none */
+    int64_t dec_turns;
+    double tool_start, tool_end; /* the pending tool span; tool_start < 0: none */
+    int64_t tool_n;
+    int dec_rows, tool_rows;   /* spans written this step */
+};
+
+struct ctl_trace {
+    struct ctl_inst_trace *inst; /* (n_inst) */
+    int n_inst;
+    double sync_t0;            /* the sync in flight started */
+    double ckpt_t0;            /* the checkpoint in flight started */
+    int ckpt_root;             /* the training root it was sent to */
 };
 
 struct ctl_batch {           /* the step in flight, for its /steps row */
@@ -190,6 +218,7 @@ struct controller {
     int stopping;
 
     struct ctl_step_acc acc;
+    struct ctl_trace trace;
     struct ctl_stats stats;
     double last_progress;
 
@@ -270,6 +299,32 @@ void ctl_sched_finish_run(struct controller *c);
 int ctl_sched_save_tree(const struct controller *c, const char *dir, char *err, size_t errlen);
 /* Checkpoints. */
 void ctl_ckpt_start(struct controller *c);
+/* ctl_trace.c: the /spans rows and the /steps timing breakdown. Times are rank 0's
+ * clock (ctl_now). */
+void ctl_trace_free(struct controller *c);
+/* Instance i (index in c->inst) got its first turn in flight / its last came back. */
+void ctl_trace_busy(struct controller *c, int i, double now);
+void ctl_trace_idle(struct controller *c, int i, double now);
+/* A finished (not handed-back) turn of instance i; a tool call it returned with. */
+void ctl_trace_turn(struct controller *c, int i, const struct wire_turn_result *r, double now);
+/* c->inst was rebuilt for a new plan: the old instances' spans end, the new begin. */
+void ctl_trace_instances(struct controller *c, double now);
+/* A plan was applied from t0 to now (rank 0's clock); dt its /plans resplit_s. */
+void ctl_trace_resplit(struct controller *c, double t0, double now, double dt, int handed_back);
+void ctl_trace_sync_start(struct controller *c, double now);
+/* A sync member's SYNC_DONE; last: the sync is complete (bytes: the receivers' sum). */
+void ctl_trace_sync_done(struct controller *c, int rank, int64_t bytes, int last,
+                         int64_t bytes_sum, double now);
+void ctl_trace_ckpt_start(struct controller *c, double now);
+void ctl_trace_ckpt_done(struct controller *c, int step, int ok, double now);
+void ctl_trace_train_times(struct controller *c, const struct wire_train_times *m, double now);
+/* The end of a step: fills row's breakdown (step_s, the batch's times and the device's
+ * figures already in it), closes the step's pending spans, starts the next. */
+void ctl_trace_step_end(struct controller *c, const struct wire_train_done *d,
+                        struct metrics_step_row *row, double now);
+/* The run's end: the last pending spans. */
+void ctl_trace_finish(struct controller *c, double now);
+
 /* ctl_live.c */
 void ctl_live_init(struct controller *c);
 void ctl_live_free(struct controller *c);

@@ -61,6 +61,7 @@ void ctl_rebuild_instances(struct controller *c, const struct plan *old)
     }
     free(c->inst);
     c->inst = next;
+    ctl_trace_instances(c, ctl_now(c));
     if (c->n_out_batch < c->plan.n_instances) {
         c->out_batch = xrealloc(c->out_batch, (size_t)c->plan.n_instances * sizeof *c->out_batch);
         memset(c->out_batch + c->n_out_batch, 0,
@@ -126,7 +127,7 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
         keep_plan(c, next, why);
         return;
     }
-    double t0 = ctl_cpu_clock(c);
+    double t0 = ctl_cpu_clock(c), t_begin = ctl_now(c);
     int64_t handed = c->stats.handed_back;
     int first = c->plan.n_instances == 0 && c->plan.n_train == 0;
     struct plan old;
@@ -176,6 +177,7 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
         metrics_event(c->m, now, c->step, first ? "plan" : "resplit", detail))
         FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);
     if (!first) record_role_changes(c, &old, now);
+    ctl_trace_resplit(c, t_begin, now, dt, row.handed_back);
     if (metrics_flush(c->m)) FATAL("metrics: cannot flush the plan of epoch %d", c->plan.epoch);
     LOG_I("%s", detail);
     plan_free(&old);
@@ -190,6 +192,7 @@ void ctl_start_sync(struct controller *c, int version)
     /* every member of the sync communicator: the root replica and the rollout ranks */
     int *members = xmalloc((size_t)c->world * sizeof *members);
     int n = plan_members(&c->plan, 0, members);
+    ctl_trace_sync_start(c, ctl_now(c));
     for (int k = 0; k < n; k++) ctl_send(c, &s, sizeof s, members[k], TAG_SYNC);
     free(members);
     c->sync_acks_pending = n;
@@ -206,7 +209,9 @@ void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d, int 
         c->sync_bytes_sum += d->bytes;
         if (d->bytes > c->sync_bytes_max) c->sync_bytes_max = d->bytes;
     }
-    if (--c->sync_acks_pending > 0) return;
+    int last = --c->sync_acks_pending == 0;
+    ctl_trace_sync_done(c, source, d->bytes, last, c->sync_bytes_sum, ctl_now(c));
+    if (!last) return;
     c->rollout_version = c->sync_version_pending;
     c->stats.sync_bytes += c->sync_bytes_sum;
     char detail[192];

@@ -168,10 +168,7 @@ int cmd_trace_export(int argc, char **argv)
     if (cli_operands(&cli, &trace_export_cmd, argc, argv) == CLI_EXIT) return cli.rc;
     const char *run = cli.args[0], *dest = cli.nargs == 2 ? cli.args[1] : NULL;
     char err[1024];
-    struct h5quiet q;
-    h5_quiet_begin(&q);
-    hid_t file = H5Fopen(run, H5F_ACC_RDONLY, H5P_DEFAULT);
-    h5_quiet_end(&q);
+    hid_t file = h5_open_readonly(run);
     if (file < 0) {
         fprintf(stderr, "libra --trace-export: %s: not a readable HDF5 file\n", run);
         return 1;

@@ -26,6 +26,7 @@ static const struct command commands[] = {
     {"check-config", 1, cmd_check_config, "validate a configuration, print it resolved"},
     {"config-reference", 1, cmd_config_reference, "every configuration key (Markdown)"},
     {"describe-workload", 1, cmd_describe_workload, "statistics of a workload preset"},
+    {"trace", 0, cmd_trace, "a run's phases per rank as a Perfetto / Chrome trace (JSON)"},
     {"trace-export", 1, cmd_trace_export, "a run's rollouts as a trace workload.trace replays"},
     {"devices", 1, cmd_devices, "the GPUs this build can use, or why none"},
     {"score", 0, cmd_score, "log-prob of each token of a file given the ones before"},

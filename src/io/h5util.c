@@ -187,6 +187,16 @@ fail:
     return -1;
 }
 
+hid_t h5_open_readonly(const char *path)
+{
+    struct h5quiet q;
+    h5_quiet_begin(&q);
+    hid_t file = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : H5I_INVALID_HID;
+    H5Eclear2(H5E_DEFAULT);
+    h5_quiet_end(&q);
+    return file;
+}
+
 int h5_attr_put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value,
                 const char *path, char *err, size_t errlen)
 {

@@ -62,10 +62,11 @@
 #endif
 
 /* Bumped when a table, column or root attribute changes meaning (docs/metrics.md). */
-#define METRICS_SCHEMA_VERSION 5 /* 2: /steps real-model columns, /eval;
+#define METRICS_SCHEMA_VERSION 6 /* 2: /steps real-model columns, /eval;
                                     3: /sched, /migrations, /instances, /tree;
                                     4: /planner, /plans training shape and n_idle;
-                                    5: /turns */
+                                    5: /turns;
+                                    6: /steps timing breakdown, /spans */
 
 #define EVENT_KIND_LEN 32
 #define EVENT_DETAIL_LEN 256
@@ -140,6 +141,22 @@ static const struct col step_cols[] = {
     COL(metrics_step_row, grad_norm, COL_F64, "1"),
     COL(metrics_step_row, lr, COL_F64, "1"),
     COL(metrics_step_row, params_identical, COL_I32, "1"),
+    COL(metrics_step_row, rollout_wait_s, COL_F64, "s"),
+    COL(metrics_step_row, train_s, COL_F64, "s"),
+    COL(metrics_step_row, train_fwd_s, COL_F64, "s"),
+    COL(metrics_step_row, train_bwd_s, COL_F64, "s"),
+    COL(metrics_step_row, train_reduce_s, COL_F64, "s"),
+    COL(metrics_step_row, train_opt_s, COL_F64, "s"),
+    COL(metrics_step_row, gen_s, COL_F64, "s"),
+    COL(metrics_step_row, tool_calls_n, COL_I32, "tool calls"),
+    COL(metrics_step_row, tool_s, COL_F64, "s"),
+    COL(metrics_step_row, n_syncs, COL_I32, "syncs"),
+    COL(metrics_step_row, sync_s, COL_F64, "s"),
+    COL(metrics_step_row, sync_bytes, COL_I64, "bytes"),
+    COL(metrics_step_row, resplit_s, COL_F64, "s"),
+    COL(metrics_step_row, ckpt_s, COL_F64, "s"),
+    COL(metrics_step_row, rollout_idle_frac, COL_F64, "1"),
+    COL(metrics_step_row, train_idle_frac, COL_F64, "1"),
 };
 
 static const struct col traj_cols[] = {
@@ -313,6 +330,28 @@ static const struct col instance_cols[] = {
     COL(metrics_instance_row, load_frac, COL_F64, "1"),
 };
 
+static const struct col span_cols[] = {
+    COL(metrics_span_row, rank, COL_I32, "1"),
+    COL(metrics_span_row, kind, COL_I32, "1"),
+    COL(metrics_span_row, step, COL_I32, "1"),
+    COL(metrics_span_row, t_start, COL_F64, "s"),
+    COL(metrics_span_row, t_end, COL_F64, "s"),
+    COL(metrics_span_row, count, COL_I64, "1"),
+    COL(metrics_span_row, detail, COL_STR, "text"),
+};
+
+static const char *const span_kind_names[SPAN_KIND_COUNT] = {
+    [SPAN_DECODE] = "decode",           [SPAN_TOOL] = "tool",
+    [SPAN_TRAIN_FWD] = "train_fwd",     [SPAN_TRAIN_BWD] = "train_bwd",
+    [SPAN_TRAIN_REDUCE] = "train_reduce", [SPAN_TRAIN_OPT] = "train_opt",
+    [SPAN_WEIGHT_SYNC] = "weight_sync", [SPAN_RESPLIT] = "resplit",
+    [SPAN_CHECKPOINT] = "checkpoint"};
+
+const char *metrics_span_kind_name(int kind)
+{
+    return kind >= 0 && kind < SPAN_KIND_COUNT ? span_kind_names[kind] : NULL;
+}
+
 struct table_def {
     const char *name;
     const char *description;
@@ -327,7 +366,7 @@ struct table_def {
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 enum { T_STEPS, T_TRAJ, T_EVENTS, T_PLANS, T_EVAL, T_SCHED, T_MIGRATIONS, T_INSTANCES, T_PLANNER,
-       T_TURNS, T_COUNT };
+       T_TURNS, T_SPANS, T_COUNT };
 
 static const struct table_def table_defs[T_COUNT] = {
     [T_STEPS] = {"steps",
@@ -382,6 +421,14 @@ static const struct table_def table_defs[T_COUNT] = {
                  "into a replayable trace",
                  turn_cols, NCOLS(turn_cols), sizeof(struct metrics_turn_row), 4096,
                  "values.status", "0=none 1=success 2=failure 3=timeout"},
+    [T_SPANS] = {"spans",
+                 "what each rank was doing, t_start to t_end on rank 0's clock: decode busy "
+                 "periods, tool calls, training phases, weight syncs, re-splits, checkpoints; "
+                 "what `libra trace` draws",
+                 span_cols, NCOLS(span_cols), sizeof(struct metrics_span_row), 4096,
+                 "values.kind",
+                 "0=decode 1=tool 2=train_fwd 3=train_bwd 4=train_reduce 5=train_opt "
+                 "6=weight_sync 7=resplit 8=checkpoint"},
 };
 
 struct table {
@@ -778,6 +825,11 @@ int metrics_migration(struct metrics *m, const struct metrics_migration_row *row
 int metrics_turn(struct metrics *m, const struct metrics_turn_row *row)
 {
     return append(m, T_TURNS, row);
+}
+
+int metrics_span(struct metrics *m, const struct metrics_span_row *row)
+{
+    return append(m, T_SPANS, row);
 }
 
 int metrics_instance(struct metrics *m, const struct metrics_instance_row *row)

@@ -11,6 +11,7 @@ _Static_assert(sizeof(struct wire_turn_req) == 72, "wire_turn_req has padding");
 _Static_assert(sizeof(struct wire_turn_result) == 88, "wire_turn_result has padding");
 _Static_assert(sizeof(struct wire_train_item) == 32, "wire_train_item has padding");
 _Static_assert(sizeof(struct wire_train_batch) == 40, "wire_train_batch has padding");
+_Static_assert(sizeof(struct wire_train_times) == 64, "wire_train_times has padding");
 
 const char *wire_tag_name(int tag)
 {
@@ -30,6 +31,7 @@ const char *wire_tag_name(int tag)
     case TAG_CKPT: return "ckpt";
     case TAG_CKPT_DONE: return "ckpt_done";
     case TAG_HEARTBEAT: return "heartbeat";
+    case TAG_TRAIN_TIMES: return "train_times";
     default: return "unknown";
     }
 }

@@ -205,6 +205,9 @@ static void on_train_batch(struct sim *s, int r, const void *msg, size_t len)
                                 .n_replicas = h.n_replicas,
                                 .compute_s = t->core_s / s->ts,
                                 .comm_s = reduce / s->ts,
+                                /* the emulated device's split (emu_device.c) */
+                                .fwd_s = t->core_s / 3.0 / s->ts,
+                                .bwd_s = (t->core_s - t->core_s / 3.0) / s->ts,
                                 .busy_rank_s = t->busy_s / s->ts,
                                 .grad_norm = sqrt(norm)};
     sim_post_at(s, s->now + fmax(t->core_s + reduce, t->hybrid_s), TAG_TRAIN_DONE,

@@ -142,6 +142,7 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
     }
     struct tfm_batch b = {.n_seq = S, .seq_len = t->seq_len, .tokens = t->tok,
                           .targets = t->tgt, .temperature = t->temperature};
+    double t0 = wall_time();
     if (t->eng) {
         t->eng->forward(t->eng->ctx, &b, t->lp, t->ent);
         if (t->have_ref) tfm_forward(&t->mc, &t->ref, t->st, &b, t->lp_ref, NULL, NULL);
@@ -166,6 +167,8 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
     }
     int any = 0; /* the same on every rank of a TP group: the weights are */
     for (int k = 0; k < T && !any; k++) any = t->w[k] != 0.0f || t->e[k] != 0.0f;
+    double t1 = wall_time();
+    t->fwd_s += t1 - t0;
     if (!any) return;
     b.weights = t->w;
     b.entropy_weights = t->gc.entropy_coef != 0.0 ? t->e : NULL;
@@ -175,12 +178,14 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
         tfm_backward_tp(t->tp, &t->p, t->st, &b, &t->g);
     else
         tfm_backward(&t->mc, &t->p, t->st, &b, &t->g);
+    t->bwd_s += wall_time() - t1;
 }
 
 void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
                    double norm_tokens, struct grpo_stats *st)
 {
     memset(t->g.mem, 0, t->g.n * sizeof(float));
+    t->fwd_s = t->bwd_s = 0;
     for (int i = 0; i < n_seq; i++) check_seq(t, &seqs[i], i);
     if (t->eng) t->eng->grads_begin(t->eng->ctx);
     /* Greedy packing in order; every sequence fits an empty batch (n <= max_tokens

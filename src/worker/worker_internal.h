@@ -39,6 +39,10 @@ struct wk_train {
     int any_hybrids;         /* lent replicas take part in this step */
     double t0, until;        /* wall times: share started, emulated phase ends */
     double compute_s, comm_s;
+    double fwd_s, bwd_s;     /* of compute_s: the device's forward and backward */
+    double opt_s;            /* the optimizer step (train_apply) */
+    int had_share;           /* the step in flight computed a share here (its phases are
+                                reported with TAG_TRAIN_TIMES) */
     MPI_Request req[2];
     float *hsum;             /* (n_grad) root replica: the lent replicas' gradient sum */
     double hstats[DEV_STAT_COUNT];

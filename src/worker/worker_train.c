@@ -134,6 +134,7 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
     LOG_D("step %d: share of %d items, %d replicas, %d lent ranks, version %d", h.step,
           h.n_items, h.n_replicas, h.hybrid_ranks, w->ops->version(w->dev));
     t->t0 = wall_time();
+    t->had_share = 1;
     double emulated = w->ops->train_compute(w->dev, msg, len);
     t->compute_s = wall_time() - t->t0 + emulated;
     t->until = t->t0 + t->compute_s;
@@ -159,6 +160,9 @@ static void after_compute(struct worker *w)
     float *g = w->ops->grad_buffer(w->dev, &n);
     double *s = w->ops->stats_buffer(w->dev, &ns);
     s[DEV_STAT_BUSY_S] = t->compute_s;
+    /* this rank's own phases, before the reduction sums them over replicas */
+    t->fwd_s = fmax(0.0, fmin(s[DEV_STAT_FWD_S], t->compute_s));
+    t->bwd_s = fmax(0.0, fmin(s[DEV_STAT_BWD_S], t->compute_s - t->fwd_s));
     if (my_role(w) == ROLE_HYBRID) {
         /* the partner: the root replica's rank of the same index (lane rank = index) */
         lane_send(w, replica_index(w), TAG_HYBRID_GRAD, t->step, t->compute_s, g, n, s);
@@ -168,14 +172,37 @@ static void after_compute(struct worker *w)
     start_reduce(w);
 }
 
+/* This rank's phases of the step it had a share of, to rank 0 (its trace spans). */
+static void send_times(struct worker *w, double t_apply)
+{
+    struct wk_train *t = &w->tr;
+    int size = plan_replica_size(&w->plan);
+    struct wire_train_times m = {.step = t->step,
+                                 .rank = w->rank,
+                                 .hybrid = my_role(w) == ROLE_HYBRID,
+                                 .replica = w->plan.ranks[w->rank].index / size,
+                                 .fwd_s = t->fwd_s,
+                                 .bwd_s = t->bwd_s,
+                                 .compute_s = t->compute_s,
+                                 .reduce_s = fmax(0.0, t_apply - t->t0 - t->compute_s),
+                                 .opt_s = t->opt_s,
+                                 .age_s = wall_time() - t->t0};
+    outbox_send(&w->ob, &m, sizeof m, 0, TAG_TRAIN_TIMES, MPI_COMM_WORLD);
+    t->had_share = 0;
+}
+
 /* Every replica: the total is in the device's buffers. */
 static void apply_step(struct worker *w)
 {
     struct wk_train *t = &w->tr;
     struct wire_train_done d;
     memset(&d, 0, sizeof d);
+    double t_apply = wall_time();
     w->ops->train_apply(w->dev, t->step, &d);
+    t->opt_s = wall_time() - t_apply;
     t->phase = WK_IDLE;
+    /* a lent rank applying the total of a step it had no share of reports nothing */
+    if (t->had_share) send_times(w, t_apply);
     if (my_role(w) == ROLE_HYBRID) return;
 
     /* "identical parameters everywhere" is checked, not assumed (core replicas) */
@@ -198,7 +225,10 @@ static void apply_step(struct worker *w)
     d.step = t->step;
     d.n_replicas = t->n_replicas;
     d.compute_s = t->compute_s;
-    d.comm_s = t->comm_s;
+    d.comm_s = fmax(0.0, t_apply - t->t0 - t->compute_s); /* reduction + lent gradients */
+    d.fwd_s = t->fwd_s;
+    d.bwd_s = t->bwd_s;
+    d.opt_s = t->opt_s;
     d.busy_rank_s = s[DEV_STAT_BUSY_S] * plan_replica_size(&w->plan);
     d.params_identical = lo == hi;
     outbox_send(&w->ob, &d, sizeof d, 0, TAG_TRAIN_DONE, MPI_COMM_WORLD);

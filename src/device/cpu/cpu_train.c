@@ -164,6 +164,8 @@ double cpu_train_compute(struct device *d, const void *msg, size_t len)
     x[DEV_STAT_IS_TRUNCATED] = st.is_truncated;
     x[DEV_STAT_RATIO_BEHAV] = st.ratio_behav;
     x[DEV_STAT_TOKENS] = st.tokens;
+    x[DEV_STAT_FWD_S] = d->tr->fwd_s;
+    x[DEV_STAT_BWD_S] = d->tr->bwd_s;
     return 0; /* done on return */
 }
 
