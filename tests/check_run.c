@@ -550,10 +550,14 @@ static void check_plans(const struct run *r, const struct options *o)
     if (!r->has_plans) return;
     if ((long)r->nplans < o->min_plans)
         prop_fail_i(&p, "/plans rows >= --min-plans", o->min_plans, (int64_t)r->nplans);
+    /* a row per plan change: epoch 0 first, then rising (an epoch that kept its plan
+     * has no row) */
     for (size_t i = 0; i < r->nplans; i++) {
-        if (r->epoch[i] == (int64_t)i) continue;
-        snprintf(what, sizeof what, "/plans row %zu: epoch", i);
-        prop_fail_i(&p, what, (int64_t)i, r->epoch[i]);
+        int64_t least = i == 0 ? 0 : r->epoch[i - 1] + 1;
+        if (i == 0 ? r->epoch[0] == 0 : r->epoch[i] >= least) continue;
+        snprintf(what, sizeof what, "/plans row %zu: epoch (%s)", i,
+                 i == 0 ? "the initial plan's" : "at least the row before's + 1");
+        prop_fail_i(&p, what, least, r->epoch[i]);
     }
     prop_end(&p);
 }

@@ -65,6 +65,9 @@ if $MPIRUN -np 3 "$LIBRA" "$out/changed.cfg" --resume > "$out/changed.stdout" 2>
 fi
 grep -q 'train.batch_size: "16" (checkpoint) vs "32" (now)' "$out/changed.stderr" \
     || { cat "$out/changed.stderr"; fail "the refused resume does not name train.batch_size and both values"; }
+# it took over the stale lock, and released it when it refused
+grep -q "took over the checkpoint lock" "$out/changed.stdout" || fail "the stale lock was not taken over"
+[ ! -e "$ckpt/LOCK" ] || fail "the refused resume left its lock behind"
 sed -i "s/steps = 40;/steps = $((step + 1));/" "$cfg"
 # the job Slurm requeues (--requeue; SLURM_RESTART_COUNT > 0) resumes by itself
 (export SLURM_RESTART_COUNT=1; rl_job 3 "$cfg" "$out/second") || exit 1
@@ -82,7 +85,6 @@ text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
 sys.exit(0 if any(text(e["kind"]) == "config_change" and "run.steps" in text(e["detail"])
                   for e in ev) else 1)
 PYEOF
-grep -q "took over the checkpoint lock" "$out/second.stdout" || fail "the stale lock was not taken over"
 # every prompt trained once across the stop (groups in flight at the stop carried over)
 "$CHECK_RL" --resume-check "$out/state.h5" "$out/run.resumed-$step.h5" \
     || fail "check_rl of the resumed run"

@@ -1944,7 +1944,7 @@ static int fake_rows(struct metrics *m, enum corrupt c)
         metrics_step(m, &s);
         if (k % 3 == 0 && k / 3 < n_plans) {
             struct metrics_plan_row p = make_plan(k / 3);
-            p.epoch = c == C_EPOCH && k / 3 == 2 ? 5 : k / 3;
+            p.epoch = c == C_EPOCH && k / 3 == 2 ? 1 : k / 3;
             if (c == C_NO_MOVES) {
                 struct metrics_plan_row p0 = make_plan(0);
                 p.n_train = p0.n_train;
@@ -2051,7 +2051,7 @@ static void test_check_run(void)
         {C_VERSION_END, "", "version_end >= version_start"},
         {C_UNTRAINED_STEP, "", "step_consumed (-1 vs 4)"},
         {C_PER_STEP, "", "step_consumed == 5 == /steps n_traj (6 vs 5)"},
-        {C_EPOCH, "", "/plans row 2: epoch (2 vs 5)"},
+        {C_EPOCH, "", "/plans row 2: epoch (at least the row before's + 1) (2 vs 1)"},
         {C_NONE, "--min-plans 9", "--min-plans (9 vs 4)"},
         {C_NO_RESPLIT, "", "\"resplit\" row"},
         {C_NO_MOVES, "--expect-moves", "--expect-moves"},
