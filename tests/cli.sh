@@ -89,4 +89,19 @@ usage_error "--dtype f8" "expected bf16, f16 or f32" "$LIBRA" export "$model" "$
 usage_error "ambiguous --t" "ambiguous option '--t'" "$LIBRA" generate "$model" --t 1
 usage_error "--chat=1" "takes no value" "$LIBRA" generate "$model" --chat=1
 echo "ok: strict numbers and values"
+
+# srun --mpi=pmi2 (what its plugin puts in the environment): task 0 says to use pmix,
+# the other tasks say nothing, all exit 2 before MPI_Init (tests/slurm.sh: under Slurm).
+# Open MPI only: an MPI with a PMI-2 client is not refused.
+if mpirun --version 2>&1 | grep -q "Open MPI"; then
+cfg="$top_srcdir/inputs/emu-quick.cfg"
+pmi2() { env SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=4 SLURM_MPI_TYPE=pmi2 PMI_FD=9 PMI_RANK="$1" \
+             SLURM_PROCID="$1" "$LIBRA" "$cfg" > "$out/stdout" 2> "$out/stderr"; }
+rc=0; pmi2 0 || rc=$?
+[ $rc = 2 ] && grep -q "with --mpi=pmi2, but Open MPI joins a Slurm step only through PMIx" "$out/stderr" \
+    && grep -q 'srun --mpi=pmix' "$out/stderr" || { cat "$out/stderr"; fail "srun --mpi=pmi2 task 0: exit $rc, or no message naming pmix"; }
+rc=0; pmi2 1 || rc=$?
+[ $rc = 2 ] && [ ! -s "$out/stderr" ] || { cat "$out/stderr"; fail "srun --mpi=pmi2 task 1: exit $rc, or a message"; }
+echo "ok: srun --mpi=pmi2 refused, naming pmix"
+fi
 [ -n "${KEEP:-}" ] || rm -rf "$out"

@@ -60,6 +60,14 @@ int cmd_bench_planner_solve(int argc, char **argv);
 int cmd_bench_planner_report(int argc, char **argv);
 /* bench_tokenizer.c: the BPE tokenizer's encode / decode throughput, one thread */
 int cmd_bench_tokenizer(int argc, char **argv);
+/* launch.c, before MPI_Init. driver_launch_check: -1 with a message when srun started
+ * the tasks without PMIx (--mpi=pmi2, none) and this MPI is Open MPI, which then cannot
+ * join them into one job; else 0. driver_launch_tune: under srun, when a node runs more
+ * of the step's tasks than it has CPUs (SLURM_CPUS_ON_NODE where fewer), sets
+ * OMPI_MCA_mpi_yield_when_idle=1 unless set, as mpirun does when oversubscribed, and
+ * returns 1 with the node's most tasks and its CPUs; else 0. */
+int driver_launch_check(char *err, size_t errlen);
+int driver_launch_tune(int *tasks, int *cpus);
 /* Loads the profiles and workload a config names; 0 or -1 with a message. */
 int driver_load_inputs(const struct libra_config *cfg, struct job_inputs *in, char *err,
                        size_t errlen);

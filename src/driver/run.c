@@ -424,7 +424,15 @@ int driver_run_job(int argc, char **argv)
     struct resume *rs = xcalloc(1, sizeof *rs);
     rs->step = -1;
     rs->resume = resume;
-    int provided = 0, rank = 0, world = 0;
+    int provided = 0, rank = 0, world = 0, node_tasks, node_cpus;
+    char launch_err[512];
+    if (driver_launch_check(launch_err, sizeof launch_err)) { /* before MPI_Init fails */
+        const char *procid = getenv("SLURM_PROCID");
+        if (!procid || strcmp(procid, "0") == 0) fprintf(stderr, "libra: %s\n", launch_err);
+        free(rs);
+        return LIBRA_EXIT_USAGE;
+    }
+    int yields = driver_launch_tune(&node_tasks, &node_cpus);
     MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
@@ -451,6 +459,10 @@ int driver_run_job(int argc, char **argv)
         MPI_CHECK(MPI_Finalize());
         return bad ? LIBRA_EXIT_FAILED : LIBRA_EXIT_USAGE;
     }
+    if (rank == 0 && yields)
+        printf("libra: srun runs up to %d tasks on a node with %d CPUs: Open MPI yields the "
+               "CPU while it waits (OMPI_MCA_mpi_yield_when_idle=1, as mpirun sets it)\n",
+               node_tasks, node_cpus);
     if (rank == 0) {
         m = prepare(path, world, cfg, in, &dev, rs);
         if (rs->resume && metrics_attr_int(m, "resumed_from_step", rs->step))
