@@ -4,7 +4,8 @@
 # calc environment and the shipped model. The rollout instance decodes on the GPU
 # engine, the replicas run their forwards and backwards on the GPU training path;
 # after every step the replicas' parameter hashes must agree, the staleness bound must
-# hold, and the run must complete with rewards recorded. Skipped (77) without the
+# hold, the run must complete with rewards recorded, and the held-out greedy accuracy
+# must rise (an H100 measured 0.062 -> 0.562). Skipped (77) without the
 # CUDA module or a GPU, saying which.
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
@@ -19,5 +20,5 @@ sed -i 's/type = "cpu";/type = "cuda";/' "$out/run.cfg"
 rl_job 4 "$out/run.cfg" "$out/run"
 tail -n 3 "$out/run.stdout"
 "$CHECK_RUN" "$out/run.h5" --min-steps 4 || fail "check_run"
-"$CHECK_RL" "$out/run.h5" --max-staleness 2 || fail "check_rl"
+"$CHECK_RL" "$out/run.h5" --max-staleness 2 --accuracy-rises || fail "check_rl"
 [ -n "${KEEP:-}" ] || rm -rf "$out"

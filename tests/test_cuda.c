@@ -335,6 +335,115 @@ static void test_linear(void)
     }
 }
 
+/* gemv against linear_forward on the bf16-rounded operands (x is float32 on the device
+ * and rounded as it is read): three matrices of one input with biases, one
+ * accumulating, the gate / up pair with swiglu_forward, a last tile shorter than the
+ * rest (in 2568), every N from 1 to CUDA_GEMV_MAX_ROWS; a row's result equals the
+ * same row computed alone (N = 1), bit for bit; what it cannot do it refuses. */
+static void test_gemv(void)
+{
+    enum { MAXN = CUDA_GEMV_MAX_ROWS };
+    static const int shapes[][4] = {/* in, out_0, out_1, out_2 */
+                                    {1024, 2048, 512, 512}, {96, 48, 24, 24}, {2568, 80, 0, 0}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        int in = shapes[c][0], nm = shapes[c][2] ? 3 : 1, outs[3] = {shapes[c][1], shapes[c][2],
+                                                                    shapes[c][3]};
+        for (int N = 1; N <= MAXN; N += (N < 3 ? 1 : 5)) { /* 1, 2, 3, 8 */
+            size_t nx = (size_t)N * in;
+            float *x = malloc(nx * sizeof *x), *xr = malloc(nx * sizeof *xr);
+            fill_normal(x, nx, 140 + c * 10 + (size_t)N, 1.0f);
+            for (size_t i = 0; i < nx; i++) xr[i] = st_bf16_to_f32(st_f32_to_bf16(x[i]));
+            void *d_x = dev_copy(x, nx * sizeof *x);
+            struct cuda_gemv g = {.x = d_x, .N = N, .in = in, .n_mats = nm};
+            float *ref[3] = {0}, *w[3] = {0}, *b[3] = {0};
+            for (int i = 0; i < nm; i++) {
+                size_t nw = (size_t)outs[i] * in, ny = (size_t)N * outs[i];
+                uint16_t *w16 = malloc(nw * sizeof *w16);
+                w[i] = malloc(nw * sizeof *w[i]), b[i] = malloc((size_t)outs[i] * sizeof *b[i]);
+                ref[i] = malloc(ny * sizeof *ref[i]);
+                fill_normal(w[i], nw, 150 + c * 10 + (size_t)i, 0.05f);
+                fill_normal(b[i], (size_t)outs[i], 160 + (size_t)i, 0.1f);
+                for (size_t k = 0; k < nw; k++) w[i][k] = st_bf16_to_f32(w16[k] = st_f32_to_bf16(w[i][k]));
+                linear_forward(ref[i], xr, w[i], i == 2 ? NULL : b[i], N, in, outs[i]);
+                g.m[i].w = dev_copy(w16, nw * sizeof *w16);
+                g.m[i].b = i == 2 ? NULL : dev_copy(b[i], (size_t)outs[i] * sizeof *b[i]);
+                g.m[i].y = dev_copy(NULL, ny * sizeof(float));
+                g.m[i].out = outs[i];
+                free(w16);
+            }
+            CU_OK(api->gemv(&g));
+            CU_OK(api->sync());
+            float *got_all[3] = {0};
+            for (int i = 0; i < nm; i++) {
+                size_t ny = (size_t)N * outs[i];
+                got_all[i] = malloc(ny * sizeof *got_all[i]);
+                CU_OK(api->to_host(got_all[i], g.m[i].y, ny * sizeof *got_all[i]));
+                char what[80];
+                snprintf(what, sizeof what, "gemv N %d in %d out %d", N, in, outs[i]);
+                expect_close(what, got_all[i], ref[i], ny, 1e-5);
+            }
+            /* the last row alone gives the same bits (written over row 0) */
+            struct cuda_gemv g1 = g;
+            g1.N = 1, g1.x = (const float *)d_x + (size_t)(N - 1) * in;
+            CU_OK(api->gemv(&g1));
+            CU_OK(api->sync());
+            for (int i = 0; i < nm; i++) {
+                float *one = malloc((size_t)outs[i] * sizeof *one);
+                CU_OK(api->to_host(one, g.m[i].y, (size_t)outs[i] * sizeof *one));
+                CU_ASSERT(memcmp(one, got_all[i] + (size_t)(N - 1) * outs[i],
+                                 (size_t)outs[i] * sizeof *one) == 0);
+                free(one), free(got_all[i]);
+            }
+            /* accumulate: y += x W^T (no bias) over the first matrix's result */
+            struct cuda_gemv ga = g;
+            ga.n_mats = 1, ga.accumulate = 1, ga.m[0].b = NULL;
+            CU_OK(api->gemv(&g));
+            CU_OK(api->gemv(&ga));
+            CU_OK(api->sync());
+            size_t ny0 = (size_t)N * outs[0];
+            float *got = malloc(ny0 * sizeof *got);
+            CU_OK(api->to_host(got, g.m[0].y, ny0 * sizeof *got));
+            for (size_t k = 0; k < ny0; k++) ref[0][k] = 2.0f * ref[0][k] - b[0][k % (size_t)outs[0]];
+            expect_close("gemv accumulate", got, ref[0], ny0, 1e-5);
+            /* swiglu: gate and up of the same out (the first matrix twice, the second's
+             * weights as up when there is one of the same shape, else the first) */
+            struct cuda_gemv gs = g;
+            gs.n_mats = 2, gs.swiglu = 1, gs.m[0].b = NULL, gs.m[1] = g.m[0], gs.m[1].b = NULL;
+            gs.m[1].y = NULL;
+            float *gate = malloc(ny0 * sizeof *gate), *sw = malloc(ny0 * sizeof *sw);
+            linear_forward(gate, xr, w[0], NULL, N, in, outs[0]);
+            swiglu_forward(sw, NULL, gate, gate, (int64_t)ny0);
+            CU_OK(api->gemv(&gs));
+            CU_OK(api->sync());
+            CU_OK(api->to_host(got, g.m[0].y, ny0 * sizeof *got));
+            expect_close("gemv swiglu", got, sw, ny0, 1e-5);
+            free(gate), free(sw), free(got);
+            for (int i = 0; i < nm; i++) {
+                api->free((void *)g.m[i].w), api->free((void *)g.m[i].b), api->free(g.m[i].y);
+                free(w[i]), free(b[i]), free(ref[i]);
+            }
+            api->free(d_x);
+            free(x), free(xr);
+        }
+    }
+    /* refusals: too many rows, in not a multiple of 8, misaligned x, swiglu of one */
+    void *d = dev_copy(NULL, 4096);
+    struct cuda_gemv bad = {.x = d, .N = MAXN + 1, .in = 16, .n_mats = 1};
+    bad.m[0].w = d, bad.m[0].y = (float *)d + 512, bad.m[0].out = 4;
+    CU_ASSERT(api->gemv(&bad) == -1);
+    bad.N = 1, bad.in = 12;
+    CU_ASSERT(api->gemv(&bad) == -1);
+    CU_ASSERT(strstr(api->last_error(), "multiple of 8") != NULL);
+    bad.in = 16, bad.x = (const float *)d + 1;
+    CU_ASSERT(api->gemv(&bad) == -1);
+    bad.x = d, bad.swiglu = 1;
+    CU_ASSERT(api->gemv(&bad) == -1);
+    bad.swiglu = 0;
+    CU_ASSERT(api->gemv(&bad) == 0);
+    CU_OK(api->sync());
+    api->free(d);
+}
+
 /* The backward GEMMs and the bias gradient against linear_backward, accumulating. */
 static void test_linear_backward(void)
 {
@@ -384,6 +493,7 @@ static void test_attention(void)
 {
     static const struct { int nq, nk, H, K, D; } cases[] = {
         {37, 37, 8, 2, 64}, {1, 50, 4, 4, 128}, {13, 13, 6, 3, 80}, {9, 9, 2, 1, 256},
+        {300, 300, 4, 2, 128}, /* longer */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
@@ -425,6 +535,7 @@ static void test_attention_backward(void)
 {
     static const struct { int nq, nk, H, K, D; } cases[] = {
         {37, 37, 8, 2, 64}, {5, 50, 4, 4, 128}, {13, 13, 6, 3, 80}, {9, 9, 2, 1, 256},
+        {300, 300, 4, 2, 128}, {40, 40, 64, 1, 128}, /* longer; a wide group */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
@@ -514,6 +625,28 @@ static void test_decode_attention(void)
         free(kc), free(vc), free(scratch);
     }
     expect_close("decode_attn (paged, shared prefix)", got, ref, B * H * D, 1e-5);
+    /* the same rows REP times over: enough blocks that the keys are not split between
+     * them (3 rows alone are split, into more parts than sequence 2 has keys) */
+    enum { REP = 100 };
+    size_t nr = (size_t)REP * B;
+    float *q_rep = malloc(nr * H * D * sizeof *q_rep), *got_rep = malloc(nr * H * D * sizeof *got_rep);
+    int32_t *tab_rep = malloc(nr * MAXB * sizeof *tab_rep), *len_rep = malloc(nr * sizeof *len_rep);
+    for (size_t r = 0; r < nr; r++) {
+        memcpy(q_rep + r * H * D, q + (r % B) * H * D, H * D * sizeof *q_rep);
+        memcpy(tab_rep + r * MAXB, table[r % B], MAXB * sizeof *tab_rep);
+        len_rep[r] = len[r % B];
+    }
+    void *d_qr = dev_copy(q_rep, nr * H * D * sizeof *q_rep), *d_or = dev_copy(NULL, nr * H * D * sizeof *got_rep);
+    void *d_tr = dev_copy(tab_rep, nr * MAXB * sizeof *tab_rep), *d_lr = dev_copy(len_rep, nr * sizeof *len_rep);
+    CU_OK(api->decode_attn(d_or, d_qr, d_k, d_v, d_tr, MAXB, d_lr, (int)nr, H, K, D, P));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got_rep, d_or, nr * H * D * sizeof *got_rep));
+    double worst = 0;
+    for (size_t r = 0; r < nr; r++)
+        worst = fmax(worst, test_rel_err(got_rep + r * H * D, ref + (r % B) * H * D, H * D));
+    CU_ASSERT(worst <= 1e-5);
+    api->free(d_qr), api->free(d_or), api->free(d_tr), api->free(d_lr);
+    free(q_rep), free(got_rep), free(tab_rep), free(len_rep);
     void *bufs[] = {d_k, d_v, d_q, d_kn, d_vn, d_tab, d_len, d_o};
     for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
     free(kp), free(vp);
@@ -640,6 +773,7 @@ int main(void)
         {"cuBLASLt linear (bf16 in, f32 out) vs linear_forward (1e-5)", test_linear},
         {"cuBLASLt linear backward (dx, dw) and the bias gradient (1e-5)",
          test_linear_backward},
+        {"gemv: small-batch products, q/k/v and gate/up in one launch (1e-5)", test_gemv},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"attention backward vs attn_backward (1e-5)", test_attention_backward},
         {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},

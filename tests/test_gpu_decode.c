@@ -18,6 +18,9 @@
  *          context computes, its write into the shared partial block leaves the
  *          source's cache untouched (copy on write), and every block comes back;
  *   the forward as recorded CUDA graphs gives the same bits as launched kernel by kernel;
+ *   decode steps through gemv and through cuBLASLt agree (EMULATED_TOL);
+ *   greedy decoding of the shipped calc model follows the CPU decoder's tokens until
+ *          a choice the CPU's own logits hold as a near tie;
  *   a full pool: -1 and nothing added;
  *   sampling on the GPU picks sampler_sample's tokens from the same logits.
  * Exits 77 (SKIPPED) without the CUDA module or a GPU, saying which.
@@ -31,9 +34,11 @@
 #include "../src/model/tfm_state.h"
 #include "libra/cuda_module.h"
 #include "libra/gpu_decode.h"
+#include "libra/model_load.h"
 #include "libra/safetensors.h"
 #include "libra/sampler.h"
 #include "libra/tfm_decode.h"
+#include "libra/tokenizer.h"
 #include "testutil.h"
 
 #define EMULATED_TOL 1e-2
@@ -179,6 +184,9 @@ static void test_parity(void)
     }
 }
 
+/* A batched step of slots of different lengths equals one slot at a time, on each
+ * path of the matrix products (gemv for every row count here, and cuBLASLt): the
+ * paths are compared with each other in test_gemv_path. */
 static void test_batched_step(void)
 {
     enum { S = 5, CAP = 96 };
@@ -187,31 +195,37 @@ static void test_batched_step(void)
     test_bf16_params(&p, &c, 7);
     int V = c.vocab_size;
     struct gpu_model *m = upload(&c, &p);
-    struct gpu_decoder *one = decoder(m, S, CAP, 32, 0), *all = decoder(m, S, CAP, 32, 0);
-    int32_t tok[CAP];
     float *a = malloc((size_t)S * V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
-    int slots[S];
-    int32_t next[S];
-    for (int s = 0; s < S; s++) {
-        int n = 3 + 13 * s; /* different lengths, some mid-block */
-        tokens_of(tok, n, V, s);
-        CU_ASSERT(gpu_decoder_prefill(one, s, tok, n, NULL) == 0);
-        CU_ASSERT(gpu_decoder_prefill(all, s, tok, n, NULL) == 0);
-        slots[s] = S - 1 - s; /* any order */
-        next[s] = (int32_t)(100 + s);
-    }
-    for (int step = 0; step < 3; step++) {
-        CU_ASSERT(gpu_decoder_step(all, slots, next, S, a) == 0);
-        double worst = 0;
-        for (int i = 0; i < S; i++) {
-            CU_ASSERT(gpu_decoder_step(one, &slots[i], &next[i], 1, b) == 0);
-            worst = fmax(worst, test_rel_err(a + (size_t)i * V, b, (size_t)V));
+    for (int path = 0; path < 2; path++) {
+        struct gpu_decoder *one = decoder(m, S, CAP, 32, 0), *all = decoder(m, S, CAP, 32, 0);
+        int rows = path ? CUDA_GEMV_MAX_ROWS : 0;
+        CU_ASSERT(gpu_decoder_set_gemv(one, rows) == rows && gpu_decoder_set_gemv(all, rows) == rows);
+        int32_t tok[CAP];
+        int slots[S];
+        int32_t next[S];
+        for (int s = 0; s < S; s++) {
+            int n = 3 + 13 * s; /* different lengths, some mid-block */
+            tokens_of(tok, n, V, s);
+            CU_ASSERT(gpu_decoder_prefill(one, s, tok, n, NULL) == 0);
+            CU_ASSERT(gpu_decoder_prefill(all, s, tok, n, NULL) == 0);
+            slots[s] = S - 1 - s; /* any order */
+            next[s] = (int32_t)(100 + s);
         }
-        CU_ASSERT(worst <= 1e-3);
-        if (worst > 1e-3) fprintf(stderr, "\nbatched step %d: %.3g\n", step, worst);
+        for (int step = 0; step < 3; step++) {
+            CU_ASSERT(gpu_decoder_step(all, slots, next, S, a) == 0);
+            double worst = 0;
+            for (int i = 0; i < S; i++) {
+                CU_ASSERT(gpu_decoder_step(one, &slots[i], &next[i], 1, b) == 0);
+                worst = fmax(worst, test_rel_err(a + (size_t)i * V, b, (size_t)V));
+            }
+            CU_ASSERT(worst <= 1e-3);
+            if (worst > 1e-3)
+                fprintf(stderr, "\n%s: batched step %d: %.3g\n", path ? "gemv" : "cuBLASLt", step,
+                        worst);
+        }
+        gpu_decoder_free(one);
+        gpu_decoder_free(all);
     }
-    gpu_decoder_free(one);
-    gpu_decoder_free(all);
     gpu_model_free(m);
     tfm_params_free(&p);
     free(a);
@@ -304,6 +318,136 @@ static void test_graphs(void)
     tfm_params_free(&p);
 }
 
+/* Decode steps through gemv and through cuBLASLt: the same operands, sums in other
+ * orders, so some activations round to the neighbouring bf16 value and the later
+ * layers carry it (an H100 measured 1.8e-3 of the largest logit; bound EMULATED_TOL,
+ * against differences of order 1 from a wrong row or matrix). */
+static void test_gemv_path(void)
+{
+    enum { S = 3, CAP = 40 };
+    struct tfm_config c = model_of(TFM_QWEN2);
+    struct tfm_params p;
+    test_bf16_params(&p, &c, 23);
+    int V = c.vocab_size;
+    struct gpu_model *m = upload(&c, &p);
+    struct gpu_decoder *d[2] = {decoder(m, S, CAP, 8, 0), decoder(m, S, CAP, 8, 0)};
+    CU_ASSERT(gpu_decoder_set_gemv(d[0], S) == S); /* the test model's shapes suit it */
+    CU_ASSERT(gpu_decoder_set_gemv(d[1], 0) == 0);
+    float *out[2] = {malloc((size_t)S * V * sizeof(float)), malloc((size_t)S * V * sizeof(float))};
+    int32_t tok[20];
+    int slots[S] = {1, 2, 0};
+    int32_t next[S] = {7, 8, 9};
+    double worst = 0;
+    for (int k = 0; k < 2; k++)
+        for (int s = 0; s < S; s++) {
+            tokens_of(tok, 9 + 4 * s, V, s);
+            CU_ASSERT(gpu_decoder_prefill(d[k], s, tok, 9 + 4 * s, NULL) == 0);
+        }
+    for (int step = 0; step < 3; step++) {
+        for (int k = 0; k < 2; k++) CU_ASSERT(gpu_decoder_step(d[k], slots, next, S, out[k]) == 0);
+        worst = fmax(worst, test_rel_err(out[0], out[1], (size_t)S * V));
+    }
+    printf("[gemv vs cuBLASLt: %.1e of the largest logit] ", worst);
+    CU_ASSERT(worst <= EMULATED_TOL);
+    for (int k = 0; k < 2; k++) {
+        gpu_decoder_free(d[k]);
+        free(out[k]);
+    }
+    gpu_model_free(m);
+    tfm_params_free(&p);
+}
+
+/* argmax of x (n), the first of equals. */
+static int32_t argmax(const float *x, int n)
+{
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Greedy decoding of the shipped calc model (a trained model, whose choices are mostly
+ * confident) on the GPU against the float32 CPU decoder: GREEDY_NEW tokens from each
+ * prompt, each device continuing from its own choices. Where the two first choose
+ * differently, the CPU's logits must hold a near tie there: the GPU's token within
+ * BF16_EFFECT_BOUND of the largest logit of the CPU's best (the bf16 activations move
+ * logits that much; a wrong row, position or weight moves them by their whole size);
+ * the prompt then stops. The tokens each prompt matched are printed (docs/cuda.md). */
+#define GREEDY_NEW 48
+static void test_greedy_calc(void)
+{
+    const char *src = getenv("top_srcdir");
+    char path[4096], err[1024];
+    snprintf(path, sizeof path, "%s/inputs/models/calc-base.h5", src ? src : ".");
+    struct tfm_config c;
+    struct tfm_params p;
+    if (model_load(path, &c, &p, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "\n%s\n", err);
+        CU_FAIL_FATAL("the calc model");
+    }
+    static const char *prompts[] = {"<|bos|>7+5=", "<|bos|>12*3=", "<|bos|>(4+9)*2=",
+                                    "<|bos|>100-37=", "<|bos|>8*8+1="};
+    const struct vocab *v = tok_byte_vocab();
+    int V = c.vocab_size, n_prompts = (int)(sizeof prompts / sizeof prompts[0]);
+    float *lc = malloc((size_t)V * sizeof *lc), *lg = malloc((size_t)V * sizeof *lg);
+    struct gpu_model *m = upload(&c, &p);
+    printf("[tokens matched of %d:", GREEDY_NEW);
+    for (int k = 0; k < n_prompts; k++) {
+        int32_t prompt[64];
+        int n = (int)v->encode_markup(v->ctx, prompts[k], strlen(prompts[k]), prompt, 64);
+        CU_ASSERT_FATAL(n > 0 && n < 64);
+        struct tfm_decoder *cpu = tfm_decoder_create(&c, &p, 1, n + GREEDY_NEW + 1, 64);
+        struct gpu_decoder *gpu = decoder(m, 1, n + GREEDY_NEW + 1, 64, 0);
+        CU_ASSERT_FATAL(tfm_decoder_prefill(cpu, 0, prompt, n, lc) == 0);
+        CU_ASSERT_FATAL(gpu_decoder_prefill(gpu, 0, prompt, n, lg) == 0);
+        int matched = 0, slot = 0;
+        for (; matched < GREEDY_NEW; matched++) {
+            int32_t tc = argmax(lc, V), tg = argmax(lg, V);
+            if (tc != tg) {
+                double top = 0;
+                for (int i = 0; i < V; i++) top = fmax(top, fabs((double)lc[i]));
+                double gap = (double)lc[tc] - lc[tg];
+                if (gap > BF16_EFFECT_BOUND * top)
+                    fprintf(stderr, "\n%s: token %d: the CPU's %d leads the GPU's %d by %.3g "
+                            "(largest logit %.3g)\n", prompts[k], matched, tc, tg, gap, top);
+                CU_ASSERT(gap <= BF16_EFFECT_BOUND * top);
+                break;
+            }
+            CU_ASSERT_FATAL(tfm_decoder_step(cpu, &slot, &tc, 1, lc) == 0);
+            CU_ASSERT_FATAL(gpu_decoder_step(gpu, &slot, &tg, 1, lg) == 0);
+        }
+        printf(" %d", matched);
+        tfm_decoder_free(cpu);
+        gpu_decoder_free(gpu);
+    }
+    printf("] ");
+    gpu_model_free(m);
+    tfm_params_free(&p);
+    free(lc);
+    free(lg);
+}
+
+/* A weight install rounds on the GPU exactly as st_f32_to_bf16 does on the host, over
+ * more than one staging chunk (a model of 4.3M parameters). */
+static void test_upload(void)
+{
+    struct tfm_config c = model_of(TFM_LLAMA);
+    c.vocab_size = 16411; /* an embedding and head of 2.1M each: several chunks */
+    struct tfm_params p;
+    tfm_params_alloc(&p, &c);
+    test_random_params(&p, &c, 29);
+    struct gpu_model *m = upload(&c, &p);
+    uint16_t *got = malloc(p.n * sizeof *got);
+    GPU_CHECK(api, api->to_host(got, m->w, p.n * sizeof *got));
+    size_t bad = 0;
+    for (size_t i = 0; i < p.n; i++) bad += got[i] != st_f32_to_bf16(p.mem[i]);
+    CU_ASSERT(bad == 0);
+    printf("[%zu parameters] ", p.n);
+    free(got);
+    gpu_model_free(m);
+    tfm_params_free(&p);
+}
+
 static void test_pool_full(void)
 {
     enum { CAP = 48 };
@@ -380,6 +524,10 @@ int main(void)
         {"a batched step of 5 slots equals one slot at a time", test_batched_step},
         {"fork shares blocks, copies on write, gives every block back", test_fork},
         {"CUDA graphs give the bits of launching kernel by kernel", test_graphs},
+        {"decode steps through gemv agree with cuBLASLt", test_gemv_path},
+        {"greedy decoding of the calc model: the CPU's tokens up to a near tie",
+         test_greedy_calc},
+        {"a weight install rounds as st_f32_to_bf16, bit for bit", test_upload},
         {"a full pool or slot: -1, nothing added", test_pool_full},
         {"GPU sampling picks sampler_sample's tokens", test_sample},
         {NULL, NULL},

@@ -77,6 +77,17 @@ double test_rel_err(const float *a, const float *b, size_t n)
     return d / m;
 }
 
+double test_cosine(const float *a, const float *b, size_t n)
+{
+    double dot = 0, na = 0, nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        dot += (double)a[i] * b[i];
+        na += (double)a[i] * a[i];
+        nb += (double)b[i] * b[i];
+    }
+    return na > 0 && nb > 0 ? dot / sqrt(na * nb) : 0.0;
+}
+
 const struct cuda_api *test_cuda_or_skip(const char *name)
 {
     char err[2048];

@@ -36,6 +36,8 @@ struct tfm_params;
 void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed);
 /* max |a - b| / max |b| over n values (the kernels' tolerance measure). */
 double test_rel_err(const float *a, const float *b, size_t n);
+/* a . b / (|a| |b|) in double (0 when either is all zeros). */
+double test_cosine(const float *a, const float *b, size_t n);
 struct cuda_api;
 /* The CUDA module with GPU 0 current, for the GPU suites; without the module or a
  * usable GPU, prints "<name>: SKIPPED: <why>" and exits 77 (automake's SKIP). */

@@ -36,6 +36,13 @@
  *   linear_bwd     dx (N, in) += dy W, dw (out, in) += dy^T x (either may be NULL);
  *                  dy, x, W bf16, dx and dw float32
  *   bias_bwd       db (out) += the column sums of dy (N, out), float32
+ * Small-batch products (decode steps, N <= CUDA_GEMV_MAX_ROWS; struct cuda_gemv):
+ *   gemv           for each of up to 3 matrices W_i (out_i, in) bf16 of the same input:
+ *                  y_i (N, out_i) = bf16(x) W_i^T (+ b_i), or += with accumulate, x
+ *                  (N, in) float32 rounded to bf16 as it is read -- f32_to_bf16 then
+ *                  linear_fwd (and add_bias) in one launch; with swiglu (W_0 the gate,
+ *                  W_1 the up projection) y_0 = swiglu_fwd's (g sig) u instead. in a
+ *                  multiple of 8, x and every W_i 16-byte aligned; else -1, saying why
  * Attention (one sequence; the online-softmax form, no score matrix):
  *   attn_fwd       causal grouped-query attention: out (nq, H*D) from q (nq, H*D),
  *                  k, v (nk, K*D), q_pos (nq); head h reads kv head h / (H / K);
@@ -67,7 +74,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 5 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 6 /* bumped whenever struct cuda_api changes */
+
+/* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
+#define CUDA_GEMV_MAX_ROWS 8
+#define CUDA_GEMV_MAX_MATS 3
+struct cuda_gemv {
+    const float *x; /* (N, in) float32, device */
+    int N, in;
+    int n_mats;
+    struct {
+        float *y;           /* (N, out) float32 */
+        const uint16_t *w;  /* (out, in) bf16 */
+        const float *b;     /* (out) float32 or NULL */
+        int out;
+    } m[CUDA_GEMV_MAX_MATS];
+    int accumulate; /* y += instead of = (no bias, no swiglu) */
+    int swiglu;     /* n_mats 2, the same out: m[0].y = silu(x W_0^T) * (x W_1^T) */
+};
 
 /* The per-step scalars of an AdamW update (struct adamw_scalars of adamw.h). */
 struct cuda_adamw {
@@ -117,6 +141,7 @@ struct cuda_api {
     int (*linear_bwd)(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
                       const uint16_t *w, int N, int in, int out);
     int (*bias_bwd)(float *db, const float *dy, int N, int out);
+    int (*gemv)(const struct cuda_gemv *g);
     int (*attn_fwd)(float *out, const float *q, const float *k, const float *v,
                     const int32_t *q_pos, int nq, int nk, int H, int K, int D);
     int (*attn_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,

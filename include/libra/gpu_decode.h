@@ -30,6 +30,9 @@
 #include "libra/gpu_model.h"
 
 #define GPU_KV_BLOCK 16 /* tokens per KV block */
+/* Decode steps of up to this many rows take gemv by default (gpu_decoder_set_gemv):
+ * the crossover tools/bench-gpu measures (README, Performance). */
+#define GPU_GEMV_ROWS 2
 
 struct gpu_decoder;
 
@@ -71,6 +74,13 @@ void gpu_decoder_blocks(const struct gpu_decoder *d, int *free_blocks, int *tota
  * and replayed (one launch instead of some 20 a layer); 0: the kernels are launched
  * one by one. The results are the same bits either way. */
 void gpu_decoder_set_graphs(struct gpu_decoder *d, int on);
+/* Forwards of up to `rows` rows (decode steps of few slots; at most
+ * CUDA_GEMV_MAX_ROWS) run their matrix products through the module's gemv (the bf16
+ * rounding, q/k/v and gate/up/SwiGLU fused; each weight read once at full bandwidth
+ * but every row's arithmetic on CUDA cores), more rows through cuBLASLt as prefill
+ * chunks do; 0: cuBLASLt always. The default is GPU_GEMV_ROWS where the model's
+ * shapes suit gemv (widths multiples of 8), else 0. Returns the bound now in force. */
+int gpu_decoder_set_gemv(struct gpu_decoder *d, int rows);
 /* Bytes of GPU memory held (KV pool + scratch; the model not included). */
 size_t gpu_decoder_bytes(const struct gpu_decoder *d);
 

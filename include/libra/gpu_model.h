@@ -36,6 +36,7 @@ struct gpu_model {
     uint16_t *w;           /* device: every parameter, bf16 */
     float *bq, *bk, *bv;   /* device: (L, H*D), (L, K*D), (L, K*D) float32 (attention_bias,
                               else NULL), one allocation at bq */
+    float *stage;          /* device: float32 staging of a weight install (16 MiB) */
     size_t bytes;          /* device memory held */
 };
 
@@ -51,7 +52,9 @@ struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_
  * norm weights 1, biases 0. NULL + message if it does not fit. */
 struct gpu_model *gpu_model_pattern(const struct cuda_api *api, const struct tfm_config *c,
                                     uint64_t seed, float std, char *err, size_t errlen);
-/* New weights for the model (p: its config's layout), rounded to bf16 again. */
+/* New weights for the model (p: its config's layout), rounded to bf16 again: the
+ * float32 values are copied to the GPU a chunk at a time and rounded there
+ * (f32_to_bf16, st_f32_to_bf16's rounding bit for bit). */
 void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p);
 void gpu_model_free(struct gpu_model *m);
 

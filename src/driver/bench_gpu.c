@@ -15,7 +15,12 @@
  *            on-device sampling at T = 1: tokens/s, ms a step (the forward -- as CUDA
  *            graphs, and launched kernel by kernel -- and the sampling apart), and the
  *            bytes the forward must read (weights + KV) over its time as a fraction of
- *            copy
+ *            copy; batches that take gemv (up to --gemv-rows slots, default
+ *            GPU_GEMV_ROWS) also with cuBLASLt for the matrix products instead
+ *   weights  the install of new weights on a rollout instance (float32 host parameters
+ *            to the GPU's bf16 copy): GB/s against a 1 GiB host-to-device copy
+ *   train    --train S,L (default 4,2048): a training step (forward, backward, AdamW) of
+ *            S sequences of L tokens: tokens/s and model FLOPs as a fraction of gemm
  * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
  * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
  */
@@ -27,6 +32,7 @@
 #include "libra/driver.h"
 #include "libra/gpu_decode.h"
 #include "libra/gpu_model.h"
+#include "libra/gpu_train.h"
 #include "libra/log.h"
 
 static void *dev_alloc(const struct cuda_api *api, size_t bytes)
@@ -112,11 +118,12 @@ static void bench_prefill(const struct gpu_model *m, int prompt, double tflops)
     gpu_decoder_free(d);
 }
 
-static void bench_decode(const struct gpu_model *m, int B, int context, int steps, double gbs)
+static void bench_decode(const struct gpu_model *m, int B, int context, int steps, double gbs,
+                         int gemv_rows)
 {
     char err[512];
     const struct tfm_config *c = &m->c;
-    int cap = context + 2 * steps + 3;
+    int cap = context + 3 * (steps + 1) + 1;
     struct gpu_decoder *d = gpu_decoder_create(m, B, cap, 512, 0, err, sizeof err);
     if (!d) {
         printf("  decode  batch %4d: %s\n", B, err);
@@ -133,24 +140,31 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
         traj[s] = s;
         tok[s] = (int32_t)(s % c->vocab_size);
     }
-    /* launched kernel by kernel, then as CUDA graphs; step 0 of each untimed (the
-     * graphs are recorded there) */
-    double t_plain = 0, t_step = 0, t_sample = 0;
-    for (int graphs = 0; graphs <= 1; graphs++) {
-        gpu_decoder_set_graphs(d, graphs);
+    /* three passes, step 0 of each untimed (a pass's graphs are recorded there):
+     * launched kernel by kernel; as CUDA graphs with cuBLASLt for every product (only
+     * where gemv would take the step); as CUDA graphs with the default path */
+    int gemv = B <= gpu_decoder_set_gemv(d, gemv_rows);
+    double t_plain = 0, t_lt = 0, t_step = 0, t_sample = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1 && !gemv) continue;
+        gpu_decoder_set_graphs(d, pass != 0);
+        gpu_decoder_set_gemv(d, pass != 1 ? gemv_rows : 0);
         for (int i = 0; i <= steps; i++) {
             double t0 = wall_time();
             if (gpu_decoder_step(d, slots, tok, B, NULL)) FATAL("--bench-gpu: step failed");
             double t1 = wall_time();
-            for (int s = 0; s < B; s++) pos[s] = context + graphs * (steps + 1) + i;
+            for (int s = 0; s < B; s++) pos[s] = context + pass * (steps + 1) + i;
             gpu_decoder_sample(d, B, 1.0f, 1, traj, pos, tok, NULL);
-            if (i > 0 && !graphs) t_plain += t1 - t0;
-            if (i > 0 && graphs) {
+            if (i == 0) continue;
+            if (pass == 0) t_plain += t1 - t0;
+            if (pass == 1) t_lt += t1 - t0;
+            if (pass == 2) {
                 t_step += t1 - t0;
                 t_sample += wall_time() - t1;
             }
         }
     }
+    t_lt /= steps;
     t_plain /= steps;
     t_step /= steps;
     t_sample /= steps;
@@ -162,9 +176,11 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
     double kv = (double)B * (context + steps / 2.0) * c->n_layers * 2.0 * c->n_kv_heads *
                 c->head_dim * 4;
     double bw = (w + kv) / t_step / 1e9;
+    char lt[40] = "";
+    if (gemv) snprintf(lt, sizeof lt, ", %6.2f with cuBLASLt", 1e3 * t_lt);
     printf("  decode  batch %4d   %8.0f tokens/s   %6.2f ms a step (forward %6.2f [%6.2f without "
-           "graphs], sampling %5.2f)   forward reads %6.0f GB/s = %4.1f %% of copy\n", B, B / t,
-           1e3 * t, 1e3 * t_step, 1e3 * t_plain, 1e3 * t_sample, bw, 100 * bw / gbs);
+           "graphs%s], sampling %5.2f)   forward reads %6.0f GB/s = %4.1f %% of copy\n", B, B / t,
+           1e3 * t, 1e3 * t_step, 1e3 * t_plain, lt, 1e3 * t_sample, bw, 100 * bw / gbs);
     free(tok);
     free(slots);
     free(traj);
@@ -172,26 +188,138 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
     gpu_decoder_free(d);
 }
 
+/* Pattern parameters (values in [-0.02, 0.02], a 1M-value pattern repeated; no
+ * checkpoint) for a training replica or a weight install. */
+static void pattern_params(struct tfm_params *p)
+{
+    size_t k = p->n < ((size_t)1 << 20) ? p->n : ((size_t)1 << 20);
+    uint32_t h = 2463534242u;
+    for (size_t i = 0; i < k; i++) {
+        h ^= h << 13, h ^= h >> 17, h ^= h << 5;
+        p->mem[i] = ((float)(h >> 8) / (float)(1u << 24) - 0.5f) * 0.04f;
+    }
+    for (size_t i = k; i < p->n; i += k)
+        memcpy(p->mem + i, p->mem, (p->n - i < k ? p->n - i : k) * sizeof *p->mem);
+}
+
+/* GB/s of a host-to-device copy of 1 GiB from ordinary (pageable) memory, the path a
+ * weight install takes (mean of 3 after 1). */
+static double h2d_peak(const struct cuda_api *api)
+{
+    size_t bytes = (size_t)1 << 30;
+    void *d = dev_alloc(api, bytes);
+    char *h = xmalloc(bytes);
+    memset(h, 1, bytes);
+    GPU_CHECK(api, api->to_device(d, h, bytes));
+    double t0 = wall_time();
+    for (int r = 0; r < 3; r++) GPU_CHECK(api, api->to_device(d, h, bytes));
+    double t = (wall_time() - t0) / 3;
+    free(h);
+    GPU_CHECK(api, api->free(d));
+    return (double)bytes / t / 1e9;
+}
+
+/* The rollout side of a weight sync: new float32 host parameters installed as the
+ * GPU model's bf16 weights (gpu_model_set_weights, what an instance does when a sync
+ * arrives), as GB/s of bf16 written against the host-to-device copy. */
+static void bench_weights(struct gpu_model *m, double h2d)
+{
+    struct tfm_params p;
+    tfm_params_alloc(&p, &m->c);
+    pattern_params(&p);
+    gpu_model_set_weights(m, &p);
+    double t0 = wall_time();
+    const int reps = 2;
+    for (int r = 0; r < reps; r++) gpu_model_set_weights(m, &p);
+    GPU_CHECK(m->api, m->api->sync());
+    double t = (wall_time() - t0) / reps, gbs = (double)m->at.n * 2 / t / 1e9;
+    printf("  weights install %.2f GB of bf16 from float32 host parameters: %6.3f s = %5.2f GB/s "
+           "= %4.1f %% of host-to-device copy\n", (double)m->at.n * 2 / 1e9, t, gbs,
+           100 * gbs / h2d);
+    tfm_params_free(&p);
+}
+
+/* One training step on the GPU training path (gpu_train.h) over n_seq sequences of len
+ * tokens: the forward keeping the activations, the backward, the clipped AdamW step,
+ * timed over 3 steps after 1. Model FLOPs: 6 per matrix-product weight and token (the
+ * layers and the output head) plus the causal attention's 12 L / 2 H D per token and
+ * layer, against the measured gemm peak. */
+static void bench_train(const struct cuda_api *api, const struct tfm_config *c, int n_seq,
+                        int len, double tflops)
+{
+    int T = n_seq * len;
+    printf("  train   %d x %d tokens  ", n_seq, len);
+    fflush(stdout);
+    struct tfm_params p;
+    tfm_params_alloc(&p, c);
+    pattern_params(&p);
+    static const struct adamw_config ac = {1e-5f, 0.9f, 0.95f, 1e-8f, 0.01f, 1.0f,
+                                           LR_CONSTANT, 0, 100, 0.1f};
+    char err[512];
+    struct gpu_trainer *t = gpu_trainer_create(api, c, &p, T, &ac, err, sizeof err);
+    tfm_params_free(&p);
+    if (!t) {
+        printf("%s\n", err);
+        return;
+    }
+    int *seq_len = xmalloc((size_t)n_seq * sizeof *seq_len);
+    int32_t *tok = xmalloc((size_t)T * sizeof *tok), *tgt = xmalloc((size_t)T * sizeof *tgt);
+    float *w = xmalloc((size_t)T * sizeof *w);
+    tokens_of(tok, T, c->vocab_size);
+    for (int i = 0; i < n_seq; i++) seq_len[i] = len;
+    for (int i = 0; i < T; i++) {
+        tgt[i] = (i + 1) % len ? tok[i + 1] : -1;
+        w[i] = 1.0f / (float)T;
+    }
+    struct tfm_batch b = {n_seq, seq_len, tok, tgt, w, 1.0f, NULL};
+    double t0 = 0;
+    const int reps = 3;
+    for (int r = 0; r <= reps; r++) {
+        if (r == 1) t0 = wall_time();
+        gpu_trainer_zero_grad(t);
+        gpu_trainer_backward(t, &b);
+        gpu_trainer_step(t);
+    }
+    GPU_CHECK(api, api->sync());
+    double dt = (wall_time() - t0) / reps;
+    double HD = (double)c->n_heads * c->head_dim;
+    double fwd = 2.0 * (layer_matmul_params(c) + (double)c->hidden_size * c->vocab_size) +
+                 c->n_layers * 2.0 * 2.0 * HD * (len + 1) / 2.0;
+    double rate = 3.0 * fwd * T / dt / 1e12;
+    printf("%9.0f tokens/s   %7.1f ms a step   %6.1f TFLOP/s = %4.1f %% of gemm (MFU)   "
+           "%.1f GB on the GPU\n", T / dt, 1e3 * dt, rate, 100 * rate / tflops,
+           (double)gpu_trainer_bytes(t) / 1e9);
+    free(seq_len), free(tok), free(tgt), free(w);
+    gpu_trainer_free(t);
+}
+
 static const struct option bench_gpu_opts[] = {
     {"batch", required_argument, NULL, 'b'},
     {"context", required_argument, NULL, 'c'},
     {"steps", required_argument, NULL, 's'},
     {"prompt", required_argument, NULL, 'p'},
+    {"train", required_argument, NULL, 't'},
+    {"gemv-rows", required_argument, NULL, 'g'},
     {0}};
 static const struct cli_cmd bench_gpu_cmd = {
     "libra bench-gpu",
-    "libra bench-gpu [SHAPE ...] [--batch B[,B...]] [--context N] [--steps N] [--prompt N]",
+    "libra bench-gpu [SHAPE ...] [--batch B[,B...]] [--context N] [--steps N] [--prompt N]\n"
+    "                [--train S,L] [--gemv-rows N]",
     "The GPU engine on GPU 0 (needs the CUDA module), each figure beside a peak measured\n"
     "in the same run. SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b (pattern weights).\n"
     "  --batch B[,B...]  decode batch sizes, 1 .. 4096 (default 1,8,32,128,256)\n"
     "  --context N       the decode context in tokens (default 512)\n"
     "  --steps N         decode steps timed (default 32)\n"
-    "  --prompt N        the prefill prompt in tokens (default 2048)\n",
+    "  --prompt N        the prefill prompt in tokens (default 2048)\n"
+    "  --train S,L       a training step of S sequences of L tokens (default 4,2048; 0: none)\n"
+    "  --gemv-rows N     decode steps of up to N rows through gemv, 0 .. 8 (default: the\n"
+    "                    engine's, GPU_GEMV_ROWS); each such batch is timed with cuBLASLt too\n",
     bench_gpu_opts, NULL, 0, 8, 0};
 
 int cmd_bench_gpu(int argc, char **argv)
 {
     int batch[16] = {1, 8, 32, 128, 256}, n_batch = 5, context = 512, steps = 32, prompt = 2048;
+    int train[2] = {4, 2048}, n_train = 2, gemv_rows = GPU_GEMV_ROWS;
     const char *shapes[8];
     int n_shapes = 0, ch = 0, bad = 0;
     struct cli cli;
@@ -200,9 +328,13 @@ int cmd_bench_gpu(int argc, char **argv)
         if (ch == 'b') bad = (n_batch = cli_int_list(&cli, 1, 4096, batch, 16)) < 0;
         else if (ch == 'c') bad = cli_int(&cli, 1, 1 << 20, &context);
         else if (ch == 's') bad = cli_int(&cli, 1, 1 << 20, &steps);
-        else bad = cli_int(&cli, 1, 1 << 20, &prompt);
+        else if (ch == 'p') bad = cli_int(&cli, 1, 1 << 20, &prompt);
+        else if (ch == 'g') bad = cli_int(&cli, 0, CUDA_GEMV_MAX_ROWS, &gemv_rows);
+        else bad = (n_train = cli_int_list(&cli, 0, 1 << 20, train, 2)) < 0;
     }
     if (bad || ch == CLI_EXIT) return cli.rc;
+    if (train[0] > 0 && (n_train != 2 || train[1] < 2 || (long long)train[0] * train[1] > 1 << 20))
+        return cli_error(&cli, "--train S,L: S sequences of L >= 2 tokens, at most 2^20 in all");
     for (int i = 0; i < cli.nargs; i++) {
         if (!bench_model_shape(cli.args[i]))
             return cli_error(&cli, "no model shape '%s' (qwen3-0.6b, qwen3-4b, llama3-8b)",
@@ -218,9 +350,9 @@ int cmd_bench_gpu(int argc, char **argv)
     }
     char line[256];
     GPU_CHECK(api, api->device_describe(0, line, sizeof line));
-    double tflops = gemm_peak(api), gbs = copy_peak(api);
+    double tflops = gemm_peak(api), gbs = copy_peak(api), h2d = h2d_peak(api);
     printf("libra bench-gpu: %s\n  gemm 8192^3 bf16: %.1f TFLOP/s   copy 2 GiB: %.0f GB/s "
-           "(read + written)\n", line, tflops, gbs);
+           "(read + written)   host-to-device 1 GiB: %.1f GB/s\n", line, tflops, gbs, h2d);
     for (int s = 0; s < n_shapes; s++) {
         const struct tfm_config *c = bench_model_shape(shapes[s]);
         struct gpu_model *m = gpu_model_pattern(api, c, 1, 0.02f, err, sizeof err);
@@ -231,8 +363,11 @@ int cmd_bench_gpu(int argc, char **argv)
         printf("%s: %.2fB parameters, %.2f GB of bf16 weights on the GPU\n", shapes[s],
                (double)m->at.n / 1e9, (double)m->bytes / 1e9);
         bench_prefill(m, prompt, tflops);
-        for (int b = 0; b < n_batch; b++) bench_decode(m, batch[b], context, steps, gbs);
+        for (int b = 0; b < n_batch; b++)
+            bench_decode(m, batch[b], context, steps, gbs, gemv_rows);
+        bench_weights(m, h2d);
         gpu_model_free(m);
+        if (train[0] > 0) bench_train(api, c, train[0], train[1], tflops);
         fflush(stdout);
     }
     return 0;

@@ -70,7 +70,7 @@ static int cu_set_device(int i)
 
 static int cu_graph_begin(void)
 {
-    if (cu_gemm_prepare()) return -1;
+    if (cu_gemm_prepare() || cu_attention_prepare()) return -1;
     if (!cu_stream()) return cu_fail("graph_begin: no stream", cudaSuccess, __FILE__, __LINE__);
     CU_CHECK(cudaStreamBeginCapture(cu_stream(), cudaStreamCaptureModeThreadLocal));
     return 0;
@@ -184,6 +184,7 @@ static const struct cuda_api api = {
     cu_add_bias,
     cu_linear_bwd,
     cu_bias_bwd,
+    cu_gemv,
     cu_attn_fwd,
     cu_attn_bwd,
     cu_kv_append,

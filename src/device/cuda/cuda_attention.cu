@@ -236,23 +236,27 @@ extern "C" int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, co
     return 0;
 }
 
-/* decode_attn: one block per (sequence, kv head, chunk of DEC_GMAX of its query heads).
- * The block's DEC_WARPS warps split the sequence's keys (warp w takes keys w, w +
- * DEC_WARPS, ...), each keeping an online softmax per query head; every key and value
- * row is read once for all the group's heads (grouped-query attention). The warps'
- * partial states (m, l, acc) are then merged in shared memory: the same arithmetic as
- * attn_forward up to the order of the float32 sums. */
+/* decode_attn: one block per (sequence, kv head, chunk of DEC_GMAX of its query heads,
+ * split of the keys). The block's DEC_WARPS warps split its keys (warp w takes keys w,
+ * w + DEC_WARPS, ...), each keeping an online softmax per query head; every key and
+ * value row is read once for all the group's heads (grouped-query attention). The
+ * warps' partial states (m, l, acc) are then merged in shared memory: the same
+ * arithmetic as attn_forward up to the order of the float32 sums.
+ * With few sequences there are too few such blocks to fill the GPU (batch 1 of a model
+ * with 8 kv heads: 8 blocks): then the keys of a sequence are split S ways between
+ * blocks (gridDim.y), each writing its partial state (m, l, unnormalised acc) to the
+ * module's scratch, and decode_merge_k combines the S states in split order. */
 #define DEC_WARPS 8
 #define DEC_GMAX 4
 
 __global__ static void decode_attn_k(float *out, const float *q, const float *k_pool,
                                      const float *v_pool, const int32_t *table, int max_blocks,
                                      const int32_t *len, int H, int K, int D, int P, int chunks,
-                                     float scale)
+                                     float scale, float *part)
 {
     __shared__ float s_acc[DEC_WARPS][32 * ATT_MAX_PER_LANE];
     __shared__ float s_m[DEC_WARPS], s_l[DEC_WARPS];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, S = gridDim.y, split = blockIdx.y;
     int G = H / K, b = blockIdx.x;
     int s = b / (K * chunks), g = (b / chunks) % K, h0 = g * G + (b % chunks) * DEC_GMAX;
     int nh = g * G + G - h0 < DEC_GMAX ? g * G + G - h0 : DEC_GMAX;
@@ -270,7 +274,9 @@ __global__ static void decode_attn_k(float *out, const float *q, const float *k_
         m[hh] = -INFINITY;
         l[hh] = 0.0f;
     }
-    for (int j = warp; j < len[s]; j += DEC_WARPS) {
+    int n = len[s], span = (n + S - 1) / S, j0 = split * span;
+    int j1 = j0 + span < n ? j0 + span : n;
+    for (int j = j0 + warp; j < j1; j += DEC_WARPS) {
         size_t off = (paged_row(tab, j, P) * K + g) * D;
         float kr[ATT_MAX_PER_LANE], vr[ATT_MAX_PER_LANE];
         for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
@@ -312,10 +318,36 @@ __global__ static void decode_attn_k(float *out, const float *q, const float *k_
                 sum += s_l[w] * f;
                 o += s_acc[w][d] * f;
             }
-            out[(size_t)s * H * D + (size_t)(h0 + hh) * D + d] = o / sum;
+            if (S == 1) {
+                out[(size_t)s * H * D + (size_t)(h0 + hh) * D + d] = o / sum;
+            } else { /* (m, l, acc[D]) of this split; m = -inf, l = 0: no key */
+                float *ps = part + (((size_t)s * H + h0 + hh) * S + split) * (D + 2);
+                if (d == 0) ps[0] = M, ps[1] = sum;
+                ps[2 + d] = o;
+            }
         }
         __syncthreads();
     }
+}
+
+/* out of row (s, h) from its S partial states, in split order: one block per row, a
+ * thread per dimension. */
+__global__ static void decode_merge_k(float *out, const float *part, int D, int S)
+{
+    int row = blockIdx.x, d = threadIdx.x;
+    if (d >= D) return;
+    const float *pr = part + (size_t)row * S * (D + 2);
+    float M = -INFINITY;
+    for (int i = 0; i < S; i++) M = pr[(size_t)i * (D + 2)] > M ? pr[(size_t)i * (D + 2)] : M;
+    float sum = 0.0f, o = 0.0f;
+    for (int i = 0; i < S; i++) {
+        const float *ps = pr + (size_t)i * (D + 2);
+        if (ps[0] == -INFINITY) continue; /* a split that saw no key */
+        float f = expf(ps[0] - M);
+        sum += ps[1] * f;
+        o += ps[2 + d] * f;
+    }
+    out[(size_t)row * D + d] = o / sum;
 }
 
 static int check_heads(const char *what, int H, int K, int D)
@@ -327,20 +359,53 @@ static int check_heads(const char *what, int H, int K, int D)
     return cu_fail(msg, cudaSuccess, __FILE__, __LINE__);
 }
 
+/* The key splits' scratch, sized for the most partial states a launch can ask for
+ * (splits are used only while the blocks without them number at most DEC_SPLIT_FILL x
+ * the SMs), made before a graph is recorded (cu_attention_prepare). */
+#define DEC_SPLIT_MAX 16
+#define DEC_SPLIT_FILL 2 /* aim: this many blocks per SM */
+static float *dec_part;
+static size_t dec_part_floats;
+static int dec_sms;
+
+int cu_attention_prepare(void)
+{
+    if (dec_part) return 0;
+    int dev = 0;
+    CU_CHECK(cudaGetDevice(&dev));
+    CU_CHECK(cudaDeviceGetAttribute(&dec_sms, cudaDevAttrMultiProcessorCount, dev));
+    /* blocks x S <= DEC_SPLIT_FILL x SMs, each block holding up to DEC_GMAX rows of
+     * (D + 2) <= 32 * ATT_MAX_PER_LANE + 2 floats */
+    dec_part_floats = (size_t)DEC_SPLIT_FILL * dec_sms * DEC_GMAX * (32 * ATT_MAX_PER_LANE + 2);
+    CU_CHECK(cudaMalloc(&dec_part, dec_part_floats * sizeof(float)));
+    return 0;
+}
+
 extern "C" int cu_decode_attn(float *out, const float *q, const float *k_pool,
                               const float *v_pool, const int32_t *table, int max_blocks,
                               const int32_t *len, int B, int H, int K, int D, int P)
 {
     if (B <= 0) return 0;
     if (check_heads("decode_attn", H, K, D)) return -1;
+    if (cu_attention_prepare()) return -1;
     int G = H / K, chunks = (G + DEC_GMAX - 1) / DEC_GMAX;
     long long blocks = (long long)B * K * chunks;
     if (blocks > 0x7fffffffLL)
         return cu_fail("decode_attn: too many rows", cudaSuccess, __FILE__, __LINE__);
-    decode_attn_k<<<(unsigned)blocks, 32 * DEC_WARPS, 0, cu_stream()>>>(
+    long long S = (long long)DEC_SPLIT_FILL * dec_sms / blocks;
+    S = S < 1 ? 1 : S > DEC_SPLIT_MAX ? DEC_SPLIT_MAX : S;
+    if (S > 1 && (size_t)B * H * S * (D + 2) > dec_part_floats)
+        return cu_fail("decode_attn: split scratch too small", cudaSuccess, __FILE__, __LINE__);
+    dim3 grid((unsigned)blocks, (unsigned)S);
+    decode_attn_k<<<grid, 32 * DEC_WARPS, 0, cu_stream()>>>(
         out, q, k_pool, v_pool, table, max_blocks, len, H, K, D, P, chunks,
-        1.0f / sqrtf((float)D));
+        1.0f / sqrtf((float)D), dec_part);
     CU_LAUNCHED("decode_attn");
+    if (S > 1) {
+        decode_merge_k<<<(unsigned)(B * H), (unsigned)D, 0, cu_stream()>>>(out, dec_part, D,
+                                                                         (int)S);
+        CU_LAUNCHED("decode_attn merge");
+    }
     return 0;
 }
 

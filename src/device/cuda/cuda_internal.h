@@ -25,6 +25,18 @@ int cu_fail(const char *what, cudaError_t e, const char *file, int line);
 #define EW_THREADS 256
 #define EW_BLOCKS(n) ((unsigned)(((n) + EW_THREADS - 1) / EW_THREADS))
 
+/* bf16 (the upper half of a float32) to float32, exactly. */
+__device__ static inline float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* float32 to bf16, round to nearest even; NaN stays a (quiet) NaN. */
+__device__ static inline uint16_t f32_to_bf16_rne(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
 /* The stream every kernel and matrix product of the module runs on (created with
  * the current device by set_device, or at first use): a blocking stream, so the
  * runtime's synchronous copies order with it; graph_begin / graph_end record it. */
@@ -32,6 +44,8 @@ cudaStream_t cu_stream(void);
 /* cuBLASLt's handle and workspace, made before a graph is recorded (no allocation
  * may happen inside a recording). */
 int cu_gemm_prepare(void);
+/* The attention kernels' scratch and settings, likewise made before a recording. */
+int cu_attention_prepare(void);
 
 /* A kernel's own finding (a token out of range): raised on the device, reported by
  * the next sync() as "what" with the first offending value. */
@@ -57,6 +71,8 @@ int cu_add_bias(float *y, const float *b, int N, int out);
 int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x, const uint16_t *w,
                   int N, int in, int out);
 int cu_bias_bwd(float *db, const float *dy, int N, int out);
+struct cuda_gemv;
+int cu_gemv(const struct cuda_gemv *g);
 int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
                  const int32_t *table, int max_blocks, const int32_t *len, int B, int K, int D,
                  int P);

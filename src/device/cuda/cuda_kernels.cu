@@ -21,17 +21,6 @@ __device__ static void cu_raise_bad_token(long long t)
     if (atomicCAS(&cu_dev_error, 0, 1) == 0) cu_dev_value = t;
 }
 
-__device__ static float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-/* Round to nearest even; NaN stays a (quiet) NaN. */
-__device__ static uint16_t f32_to_bf16_rne(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* ---- embedding: one block per row ---- */
 __global__ static void embed_gather_k(float *x, const uint16_t *embed, const int32_t *tokens,
                                       int C, int V)

@@ -36,6 +36,8 @@ struct gpu_decoder {
     int32_t *h_pos, *h_len, *h_table; /* (R), (R), (R, max_blocks) */
     int logit_rows;          /* rows of logits the last prefill / step left */
     int graphs;              /* 1: the forward of R rows runs as a recorded CUDA graph */
+    int small_ok;            /* the model's shapes and weights suit gemv */
+    int small;               /* forwards of up to this many rows take the gemv path */
     void **graph;            /* (max_rows + 1) x 3: per R and logit mode, NULL until made */
     /* device */
     float *kpool, *vpool;    /* (L, n_blocks, P, K*D) */
@@ -70,6 +72,29 @@ static size_t scratch_bytes(const struct tfm_config *c, size_t R, size_t cap, si
     size_t floats = R * (2 * C + 3 * HD + 3 * KD + 3 * F + 2 * V + 1) + cap * c->head_dim;
     size_t ints = R * (4 + max_blocks) + 2 * R * 2; /* int32 + the int64 pairs */
     return floats * sizeof(float) + ints * sizeof(int32_t) + R * widest * sizeof(uint16_t);
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Whether gemv can run the model's products: every input width a multiple of 8 and
+ * every matrix 16-byte aligned (bf16 rows of a multiple of 8 in one block). */
+static int gemv_suits(const struct gpu_model *m)
+{
+    const struct tfm_config *c = &m->c;
+    const struct tfm_layout *a = &m->at;
+    size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
+    if (C % 8 || HD % 8 || F % 8) return 0;
+    if (!aligned16(gpu_model_w(m, a->lm_head, 0, 0))) return 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const void *w[] = {gpu_model_w(m, a->wq, HD * C, l), gpu_model_w(m, a->wk, KD * C, l),
+                           gpu_model_w(m, a->wv, KD * C, l), gpu_model_w(m, a->wo, C * HD, l),
+                           gpu_model_w(m, a->w_gate, F * C, l), gpu_model_w(m, a->w_up, F * C, l),
+                           gpu_model_w(m, a->w_down, C * F, l)};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            if (!aligned16(w[i])) return 0;
+    }
+    return 1;
 }
 
 struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, int slot_capacity,
@@ -160,10 +185,28 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
     free(rope);
     d->graphs = 1;
     d->graph = xcalloc((size_t)(R + 1) * 3, sizeof *d->graph);
+    d->small_ok = gemv_suits(m);
+    d->small = d->small_ok ? GPU_GEMV_ROWS : 0;
     return d;
 }
 
 void gpu_decoder_set_graphs(struct gpu_decoder *d, int on) { d->graphs = on != 0; }
+
+static void graphs_drop(struct gpu_decoder *d)
+{
+    for (int i = 0; i < (d->max_rows + 1) * 3; i++) {
+        GPU_CHECK(d->api, d->api->graph_free(d->graph[i]));
+        d->graph[i] = NULL;
+    }
+}
+
+int gpu_decoder_set_gemv(struct gpu_decoder *d, int rows)
+{
+    int small = !d->small_ok || rows < 0 ? 0 : rows > CUDA_GEMV_MAX_ROWS ? CUDA_GEMV_MAX_ROWS : rows;
+    if (small != d->small) graphs_drop(d); /* recorded with the other path */
+    d->small = small;
+    return small;
+}
 
 void gpu_decoder_free(struct gpu_decoder *d)
 {
@@ -173,8 +216,7 @@ void gpu_decoder_free(struct gpu_decoder *d)
                    d->d_len, d->d_out_tok, d->d_out_lp, d->d_table, d->d_traj, d->d_spos,
                    d->rope};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) GPU_CHECK(d->api, d->api->free(dev[i]));
-    for (int i = 0; i < (d->max_rows + 1) * 3; i++)
-        GPU_CHECK(d->api, d->api->graph_free(d->graph[i]));
+    graphs_drop(d);
     free(d->graph);
     free(d->len);
     free(d->table);
@@ -299,30 +341,32 @@ static void to_bf16(const struct gpu_decoder *d, const float *x, int64_t n)
     GPU_CHECK(d->api, d->api->f32_to_bf16(d->hb, x, n));
 }
 
-/* Layer l on the R rows of d->x (in place), the rows' tables / positions / lengths
- * already on the device. */
-static void layer_forward(struct gpu_decoder *d, int l, int R)
+/* gemv of R rows of x (in columns) through up to three matrices (NULL-terminated w). */
+static void small_linear(const struct gpu_decoder *d, const float *x, int R, int in,
+                         float *const y[3], const uint16_t *const w[3], const float *const b[3],
+                         const int out[3], int accumulate, int swiglu)
+{
+    struct cuda_gemv g = {.x = x, .N = R, .in = in, .accumulate = accumulate, .swiglu = swiglu};
+    for (int i = 0; i < CUDA_GEMV_MAX_MATS && w[i]; i++, g.n_mats++) {
+        g.m[i].y = y[i];
+        g.m[i].w = w[i];
+        g.m[i].b = b ? b[i] : NULL;
+        g.m[i].out = out[i];
+    }
+    GPU_CHECK(d->api, d->api->gemv(&g));
+}
+
+/* Layer l's attention from the projections q, k (before the q/k norms when the model
+ * has them) and v of the R rows: norms, rotary, the KV append and decode attention
+ * into d->att. */
+static void layer_attention(struct gpu_decoder *d, int l, int R, float *kp, float *vp)
 {
     const struct cuda_api *api = d->api;
     const struct gpu_model *m = d->m;
     const struct tfm_config *c = &d->c;
     const struct tfm_layout *a = &m->at;
-    int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
-    int F = c->intermediate_size, HD = H * D, KD = K * D, P = GPU_KV_BLOCK;
+    int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
     float eps = c->rms_norm_eps;
-    size_t layer = (size_t)d->n_blocks * pool_floats_per_block(c) * (size_t)l;
-    float *kp = d->kpool + layer, *vp = d->vpool + layer;
-    size_t Cz = (size_t)C, HDz = (size_t)HD, KDz = (size_t)KD, Fz = (size_t)F;
-
-    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln1, Cz, l), R, C, eps));
-    to_bf16(d, d->h, (int64_t)R * C);
-    float *q = c->qk_norm ? d->qlin : d->q, *k = c->qk_norm ? d->klin : d->k;
-    linear(d, q, d->hb, gpu_model_w(m, a->wq, HDz * Cz, l), m->bq ? m->bq + l * HDz : NULL, R, C,
-           HD, 0);
-    linear(d, k, d->hb, gpu_model_w(m, a->wk, KDz * Cz, l), m->bk ? m->bk + l * KDz : NULL, R, C,
-           KD, 0);
-    linear(d, d->v, d->hb, gpu_model_w(m, a->wv, KDz * Cz, l), m->bv ? m->bv + l * KDz : NULL, R,
-           C, KD, 0);
     if (c->qk_norm) {
         GPU_CHECK(api, api->rmsnorm_fwd(d->q, d->qlin, gpu_model_w(m, a->q_norm, (size_t)D, l),
                                         R * H, D, eps));
@@ -332,19 +376,66 @@ static void layer_forward(struct gpu_decoder *d, int l, int R)
     GPU_CHECK(api, api->rope_fwd(d->q, d->d_pos, R, H, D, d->rope));
     GPU_CHECK(api, api->rope_fwd(d->k, d->d_pos, R, K, D, d->rope));
     GPU_CHECK(api, api->kv_append(kp, vp, d->k, d->v, d->d_table, d->max_blocks, d->d_len, R, K,
-                                  D, P));
+                                  D, GPU_KV_BLOCK));
     GPU_CHECK(api, api->decode_attn(d->att, d->q, kp, vp, d->d_table, d->max_blocks, d->d_len, R,
-                                    H, K, D, P));
-    to_bf16(d, d->att, (int64_t)R * HD);
-    linear(d, d->x, d->hb, gpu_model_w(m, a->wo, Cz * HDz, l), NULL, R, HD, C, 1);
+                                    H, K, D, GPU_KV_BLOCK));
+}
 
+/* Layer l on the R rows of d->x (in place), the rows' tables / positions / lengths
+ * already on the device. Up to d->small rows (decode steps) take gemv: the
+ * bf16 rounding, q/k/v and gate/up/SwiGLU each in one launch; more rows (prefill
+ * chunks) the bf16 conversion and cuBLASLt. The same operands and operations either
+ * way; the sums differ in order. */
+static void layer_forward(struct gpu_decoder *d, int l, int R)
+{
+    const struct cuda_api *api = d->api;
+    const struct gpu_model *m = d->m;
+    const struct tfm_config *c = &d->c;
+    const struct tfm_layout *a = &m->at;
+    int C = c->hidden_size, HD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
+    int F = c->intermediate_size;
+    float eps = c->rms_norm_eps;
+    size_t layer = (size_t)d->n_blocks * pool_floats_per_block(c) * (size_t)l;
+    float *kp = d->kpool + layer, *vp = d->vpool + layer;
+    size_t Cz = (size_t)C, HDz = (size_t)HD, KDz = (size_t)KD, Fz = (size_t)F;
+    float *q = c->qk_norm ? d->qlin : d->q, *k = c->qk_norm ? d->klin : d->k;
+    const uint16_t *wq = gpu_model_w(m, a->wq, HDz * Cz, l), *wk = gpu_model_w(m, a->wk, KDz * Cz, l);
+    const uint16_t *wv = gpu_model_w(m, a->wv, KDz * Cz, l), *wo = gpu_model_w(m, a->wo, Cz * HDz, l);
+    const uint16_t *wg = gpu_model_w(m, a->w_gate, Fz * Cz, l);
+    const uint16_t *wu = gpu_model_w(m, a->w_up, Fz * Cz, l);
+    const uint16_t *wd = gpu_model_w(m, a->w_down, Cz * Fz, l);
+    const float *bq = m->bq ? m->bq + l * HDz : NULL, *bk = m->bk ? m->bk + l * KDz : NULL;
+    const float *bv = m->bv ? m->bv + l * KDz : NULL;
+
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln1, Cz, l), R, C, eps));
+    if (R <= d->small) {
+        small_linear(d, d->h, R, C, (float *const[3]){q, k, d->v},
+                     (const uint16_t *const[3]){wq, wk, wv}, (const float *const[3]){bq, bk, bv},
+                     (const int[3]){HD, KD, KD}, 0, 0);
+        layer_attention(d, l, R, kp, vp);
+        small_linear(d, d->att, R, HD, (float *const[3]){d->x}, (const uint16_t *const[3]){wo},
+                     NULL, (const int[3]){C}, 1, 0);
+        GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln2, Cz, l), R, C, eps));
+        small_linear(d, d->h, R, C, (float *const[3]){d->act, NULL},
+                     (const uint16_t *const[3]){wg, wu}, NULL, (const int[3]){F, F}, 0, 1);
+        small_linear(d, d->act, R, F, (float *const[3]){d->x}, (const uint16_t *const[3]){wd},
+                     NULL, (const int[3]){C}, 1, 0);
+        return;
+    }
+    to_bf16(d, d->h, (int64_t)R * C);
+    linear(d, q, d->hb, wq, bq, R, C, HD, 0);
+    linear(d, k, d->hb, wk, bk, R, C, KD, 0);
+    linear(d, d->v, d->hb, wv, bv, R, C, KD, 0);
+    layer_attention(d, l, R, kp, vp);
+    to_bf16(d, d->att, (int64_t)R * HD);
+    linear(d, d->x, d->hb, wo, NULL, R, HD, C, 1);
     GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln2, Cz, l), R, C, eps));
     to_bf16(d, d->h, (int64_t)R * C);
-    linear(d, d->gate, d->hb, gpu_model_w(m, a->w_gate, Fz * Cz, l), NULL, R, C, F, 0);
-    linear(d, d->up, d->hb, gpu_model_w(m, a->w_up, Fz * Cz, l), NULL, R, C, F, 0);
+    linear(d, d->gate, d->hb, wg, NULL, R, C, F, 0);
+    linear(d, d->up, d->hb, wu, NULL, R, C, F, 0);
     GPU_CHECK(api, api->swiglu_fwd(d->act, NULL, d->gate, d->up, (int64_t)R * F));
     to_bf16(d, d->act, (int64_t)R * F);
-    linear(d, d->x, d->hb, gpu_model_w(m, a->w_down, Cz * Fz, l), NULL, R, F, C, 1);
+    linear(d, d->x, d->hb, wd, NULL, R, F, C, 1);
 }
 
 /* The kernels of the forward of R staged rows: embedding, layers, and the logits (V)
@@ -361,8 +452,14 @@ static void forward_kernels(struct gpu_decoder *d, int R, int first_logit)
     GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x + (size_t)first_logit * C,
                                     gpu_model_w(d->m, d->m->at.ln_f, 0, 0), n, C,
                                     c->rms_norm_eps));
+    const uint16_t *head = gpu_model_w(d->m, d->m->at.lm_head, 0, 0);
+    if (n <= d->small) {
+        small_linear(d, d->h, n, C, (float *const[3]){d->logits}, (const uint16_t *const[3]){head},
+                     NULL, (const int[3]){V}, 0, 0);
+        return;
+    }
     to_bf16(d, d->h, (int64_t)n * C);
-    linear(d, d->logits, d->hb, gpu_model_w(d->m, d->m->at.lm_head, 0, 0), NULL, n, C, V, 0);
+    linear(d, d->logits, d->hb, head, NULL, n, C, V, 0);
 }
 
 /* The forward of R rows whose tokens are given and whose positions, lengths and

@@ -14,7 +14,7 @@
 #include "libra/rng.h"
 #include "libra/safetensors.h"
 
-#define UPLOAD_CHUNK ((size_t)1 << 22) /* elements converted and sent at a time */
+#define UPLOAD_CHUNK ((size_t)1 << 22) /* elements sent (and rounded on the GPU) at a time */
 
 const struct cuda_api *gpu_open(int gpu, char *err, size_t errlen)
 {
@@ -49,7 +49,7 @@ static struct gpu_model *model_alloc(const struct cuda_api *api, const struct tf
     size_t L = (size_t)c->n_layers, HD = (size_t)c->n_heads * c->head_dim;
     size_t KD = (size_t)c->n_kv_heads * c->head_dim;
     size_t nb = c->attention_bias ? L * (HD + 2 * KD) : 0;
-    size_t need = m->at.n * sizeof(uint16_t) + nb * sizeof(float);
+    size_t need = m->at.n * sizeof(uint16_t) + (nb + UPLOAD_CHUNK) * sizeof(float);
     size_t free_b = 0, total_b = 0;
     GPU_CHECK(api, api->mem_info(&free_b, &total_b));
     if (need > free_b) {
@@ -59,6 +59,7 @@ static struct gpu_model *model_alloc(const struct cuda_api *api, const struct tf
         return NULL;
     }
     GPU_CHECK(api, api->alloc((void **)&m->w, m->at.n * sizeof(uint16_t)));
+    GPU_CHECK(api, api->alloc((void **)&m->stage, UPLOAD_CHUNK * sizeof(float)));
     if (nb) {
         GPU_CHECK(api, api->alloc((void **)&m->bq, nb * sizeof(float)));
         m->bk = m->bq + L * HD;
@@ -80,13 +81,14 @@ void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p)
     const struct tfm_config *c = &m->c;
     if (p->n != m->at.n)
         FATAL("gpu_model_set_weights: %zu parameters for a model of %zu", p->n, m->at.n);
-    uint16_t *buf = xmalloc(UPLOAD_CHUNK * sizeof *buf);
+    /* the copy is synchronous and ordered with the kernels' stream: a chunk is not
+     * overwritten before its rounding has read it */
     for (size_t i0 = 0; i0 < p->n; i0 += UPLOAD_CHUNK) {
         size_t n = p->n - i0 < UPLOAD_CHUNK ? p->n - i0 : UPLOAD_CHUNK;
-        for (size_t i = 0; i < n; i++) buf[i] = st_f32_to_bf16(p->mem[i0 + i]);
-        GPU_CHECK(api, api->to_device(m->w + i0, buf, n * sizeof *buf));
+        GPU_CHECK(api, api->to_device(m->stage, p->mem + i0, n * sizeof *p->mem));
+        GPU_CHECK(api, api->f32_to_bf16(m->w + i0, m->stage, (int64_t)n));
     }
-    free(buf);
+    GPU_CHECK(api, api->sync());
     if (c->attention_bias) {
         size_t L = (size_t)c->n_layers, HD = (size_t)c->n_heads * c->head_dim;
         size_t KD = (size_t)c->n_kv_heads * c->head_dim;
@@ -159,6 +161,7 @@ void gpu_model_free(struct gpu_model *m)
     if (!m) return;
     GPU_CHECK(m->api, m->api->free(m->w));
     GPU_CHECK(m->api, m->api->free(m->bq));
+    GPU_CHECK(m->api, m->api->free(m->stage));
     free(m);
 }
 

@@ -1,0 +1,202 @@
+/*
+ * Small-batch matrix products for decode steps (gemv in include/libra/cuda_api.h).
+ *
+ * At one to a few rows a linear layer is a matrix-vector product: it reads every
+ * weight once and does two flops per weight, so its time is the weights' bytes over
+ * the memory bandwidth -- if enough loads are in flight. cuBLASLt's kernels at N = 1
+ * took 6.5-8.5 us for 2-12 MB matrices (docs/cuda.md), and the activations needed a
+ * separate bf16 conversion each. Here one launch does the conversion, up to three
+ * matrices of the same input (q, k and v; gate and up), the bias and the SwiGLU.
+ *
+ * One warp per output row: its lanes read the row in 16-byte pieces (8 bf16), four
+ * pieces each per tile before any arithmetic, and multiply them with the block's
+ * copy of x, staged per tile of GEMV_TK columns in shared memory already rounded to
+ * bf16 -- the value f32_to_bf16 gives, so the product is linear_fwd's on the same
+ * operands. Each lane sums its pieces in column order in float32, then the warp adds
+ * the lanes' sums in a fixed butterfly: the result of a row does not depend on N or on
+ * the other rows, so a batched step gives the bits of one row at a time.
+ * With swiglu a warp computes the gate's and the up projection's row together and
+ * writes (g sig) u with sig = 1 / (1 + exp(-g)), swiglu_fwd's expression.
+ */
+#include "cuda_internal.h"
+
+#include "libra/cuda_api.h"
+
+#define GEMV_WARPS 8    /* warps (output rows) of a block */
+#define GEMV_TK 1024    /* columns of x staged per tile */
+#define GEMV_PIECES 4   /* 8-column pieces a lane reads per row and tile */
+
+/* x[0..7] as float32 from 8 packed bf16. */
+__device__ static inline void unpack8(const uint4 v, float *x)
+{
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        x[2 * i] = __uint_as_float(u[i] << 16);
+        x[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+}
+
+/* The sum of 8 products, in column order, added to acc. */
+__device__ static inline float dot8(float acc, const float *w, const uint4 xv)
+{
+    float x[8];
+    unpack8(xv, x);
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc = fmaf(w[i], x[i], acc);
+    return acc;
+}
+
+/* Stages columns [t0, t0 + GEMV_TK) of x's NR rows into xs as bf16 (zeros past in). */
+template <int NR>
+__device__ static inline void stage_x(uint16_t *xs, const float *x, int in, int t0)
+{
+    for (int e = threadIdx.x * 4; e < NR * GEMV_TK; e += GEMV_WARPS * 32 * 4) {
+        int n = e / GEMV_TK, col = e % GEMV_TK;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t0 + col < in) v = *(const float4 *)(x + (size_t)n * in + t0 + col);
+        uint2 p;
+        p.x = (uint32_t)f32_to_bf16_rne(v.x) | ((uint32_t)f32_to_bf16_rne(v.y) << 16);
+        p.y = (uint32_t)f32_to_bf16_rne(v.z) | ((uint32_t)f32_to_bf16_rne(v.w) << 16);
+        *(uint2 *)(xs + (size_t)n * GEMV_TK + col) = p;
+    }
+}
+
+/* Loads a lane's GEMV_PIECES pieces of row w of a tile (zeros past the tile's end). */
+__device__ static inline void load_row(uint4 *p, const uint16_t *w, int lane, int tn)
+{
+#pragma unroll
+    for (int k = 0; k < GEMV_PIECES; k++) {
+        int j = (lane + 32 * k) * 8;
+        p[k] = j < tn ? __ldg((const uint4 *)(w + j)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* acc[n] += the tile's products of the row's pieces p with x row n. */
+template <int NR>
+__device__ static inline void row_tile(float *acc, const uint4 *p, const uint16_t *xs, int lane,
+                                       int tn)
+{
+#pragma unroll
+    for (int k = 0; k < GEMV_PIECES; k++) {
+        int j = (lane + 32 * k) * 8;
+        if (j >= tn) break;
+        float w[8];
+        unpack8(p[k], w);
+#pragma unroll
+        for (int n = 0; n < NR; n++)
+            acc[n] = dot8(acc[n], w, *(const uint4 *)(xs + (size_t)n * GEMV_TK + j));
+    }
+}
+
+__device__ static inline float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Field f of matrix i, picked without indexing the parameter struct (which would copy
+ * it to local memory). */
+#define MAT(g, i, f) ((i) == 0 ? (g).m[0].f : (i) == 1 ? (g).m[1].f : (g).m[2].f)
+
+template <int NR, int SWIGLU>
+__global__ static void __launch_bounds__(GEMV_WARPS * 32) gemv_k(struct cuda_gemv g, int rows)
+{
+    __shared__ __align__(16) uint16_t xs[NR * GEMV_TK];
+    int lane = threadIdx.x & 31, row = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    int live = row < rows, r = row, i = 0;
+    if (r >= g.m[0].out && g.n_mats > 1) r -= g.m[0].out, i = 1;
+    if (i == 1 && r >= g.m[1].out && g.n_mats > 2) r -= g.m[1].out, i = 2;
+    const uint16_t *w0 = MAT(g, i, w) + (size_t)r * g.in;
+    const uint16_t *w1 = SWIGLU ? g.m[1].w + (size_t)r * g.in : w0;
+    float a0[NR], a1[NR];
+#pragma unroll
+    for (int n = 0; n < NR; n++) a0[n] = 0.0f, a1[n] = 0.0f;
+    for (int t0 = 0; t0 < g.in; t0 += GEMV_TK) {
+        int tn = min(GEMV_TK, g.in - t0);
+        uint4 p0[GEMV_PIECES], p1[GEMV_PIECES];
+        if (live) { /* the weights' loads first: they overlap the staging of x */
+            load_row(p0, w0 + t0, lane, tn);
+            if (SWIGLU) load_row(p1, w1 + t0, lane, tn);
+        }
+        __syncthreads(); /* the last tile's xs is read by every warp */
+        stage_x<NR>(xs, g.x, g.in, t0);
+        __syncthreads();
+        if (live) {
+            row_tile<NR>(a0, p0, xs, lane, tn);
+            if (SWIGLU) row_tile<NR>(a1, p1, xs, lane, tn);
+        }
+    }
+    if (!live) return;
+#pragma unroll
+    for (int n = 0; n < NR; n++) {
+        float v = warp_sum(a0[n]);
+        if (SWIGLU) {
+            float u = warp_sum(a1[n]);
+            if (lane == 0) {
+                float sig = 1.0f / (1.0f + expf(-v));
+                g.m[0].y[(size_t)n * g.m[0].out + r] = (v * sig) * u;
+            }
+            continue;
+        }
+        if (lane != 0) continue;
+        const float *b = MAT(g, i, b);
+        if (b) v += b[r];
+        float *y = MAT(g, i, y) + (size_t)n * MAT(g, i, out) + r;
+        *y = g.accumulate ? *y + v : v;
+    }
+}
+
+template <int SWIGLU>
+static void launch(const struct cuda_gemv &g, int rows)
+{
+    unsigned blocks = (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS);
+    dim3 grid(blocks), block(GEMV_WARPS * 32);
+    cudaStream_t s = cu_stream();
+    switch (g.N) {
+    case 1: gemv_k<1, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    case 2: gemv_k<2, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    case 3: gemv_k<3, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    case 4: gemv_k<4, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    case 5: gemv_k<5, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    case 6: gemv_k<6, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    case 7: gemv_k<7, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    default: gemv_k<8, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    }
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+static int refuse(const char *why)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "gemv: %s", why);
+    return cu_fail(msg, cudaSuccess, __FILE__, __LINE__);
+}
+
+extern "C" int cu_gemv(const struct cuda_gemv *g)
+{
+    if (g->N < 1 || g->N > CUDA_GEMV_MAX_ROWS) return refuse("N outside 1..CUDA_GEMV_MAX_ROWS");
+    if (g->n_mats < 1 || g->n_mats > CUDA_GEMV_MAX_MATS) return refuse("n_mats outside 1..3");
+    if (g->in <= 0 || g->in % 8) return refuse("in is not a positive multiple of 8");
+    if (!aligned16(g->x)) return refuse("x is not 16-byte aligned");
+    if (g->swiglu && (g->n_mats != 2 || g->m[0].out != g->m[1].out || g->accumulate))
+        return refuse("swiglu needs 2 matrices of the same out and no accumulate");
+    long long rows = 0;
+    for (int i = 0; i < g->n_mats; i++) {
+        if (g->m[i].out <= 0) return refuse("a matrix with no rows");
+        if (!aligned16(g->m[i].w)) return refuse("a matrix that is not 16-byte aligned");
+        if (g->accumulate && g->m[i].b) return refuse("a bias with accumulate");
+        if (g->swiglu && g->m[i].b) return refuse("a bias with swiglu");
+        rows += g->m[i].out;
+    }
+    if (g->swiglu) rows = g->m[0].out;
+    if (rows > (1LL << 30)) return refuse("too many rows");
+    if (g->swiglu)
+        launch<1>(*g, (int)rows);
+    else
+        launch<0>(*g, (int)rows);
+    CU_LAUNCHED("gemv");
+    return 0;
+}
