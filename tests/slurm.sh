@@ -17,7 +17,11 @@
 #     mechanism with a shorter limit): exit code 3 before the limit, "cancelled", a
 #     checkpoint; then `scontrol requeue`: the same job runs again
 #     (SLURM_RESTART_COUNT=1), resumes from that checkpoint by itself and completes;
-#   - srun --mpi=pmi2: refused at once with one message naming pmix, exit code 2.
+#   - srun --mpi=pmi2: refused at once with one message naming pmix, exit code 2;
+#   - jobs/cuda-a800-8gpu.sbatch and jobs/cuda-a800-multinode.sbatch with their GPU
+#     request overridden (no GPUs here) and a CPU config of 9 ranks: COMPLETED 0:0,
+#     LIBRA_MODEL in the run's config, the multi-node hosts list; too few tasks per
+#     node refused, exit code 2.
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 if [ -z "${LIBRA_TEST_SLURM:-}" ] || [ -z "${SLURM_CONF:-}" ] || ! command -v sbatch > /dev/null; then
@@ -188,6 +192,39 @@ expect "$pmi2" FAILED 2:0
 log="$out/runs/libra-cpu-calc-$pmi2.out"
 [ "$(grep -c 'srun --mpi=pmix' "$log")" = 1 ] || { cat "$log"; fail "job $pmi2 (--mpi=pmi2): not one message naming pmix"; }
 grep 'libra:' "$log"
+
+# 7. the GPU job scripts' plumbing on CPU ranks (the cluster has no GPUs:
+# --gpus-per-node=0 overrides their GPU line, LIBRA_GPUS_PER_NODE=8 stands for
+# SLURM_GPUS_ON_NODE): 9 tasks on the node run to completion, LIBRA_MODEL is written
+# into the run's copy of the config, checkpoints go to a directory of the job's own,
+# and the multi-node script's hosts list (what srun --distribution=arbitrary lays the
+# step out by) names the node 9 times; that script refuses --ntasks-per-node below
+# the GPUs + 1 before it starts anything.
+CUDA_CFG="$top_srcdir/tests/configs/slurm/cuda-layout.cfg"
+cp "$top_srcdir/inputs/models/calc-base.h5" "$out/model.h5" || fail "cannot copy the model"
+model=$(realpath "$out/model.h5")
+for script in cuda-a800-8gpu cuda-a800-multinode; do
+    tag=cuda-${script#cuda-a800-}
+    gpu=$(OPENBLAS_NUM_THREADS=1 LIBRA_GPUS_PER_NODE=8 LIBRA_MODEL="$out/model.h5" \
+          submit --gpus-per-node=0 --nodes=1 "$JOBS/$script.sbatch" "$CUDA_CFG")
+    wait_job "$gpu"
+    expect "$gpu" COMPLETED 0:0
+    "$CHECK_RUN" "$(metrics "$gpu")" --min-steps 3 --expect-status complete || fail "check_run of job $gpu"
+    grep -qF "checkpoint = \"$model\";" "$out/runs/$tag-$gpu.cfg" \
+        || { grep -n checkpoint "$out/runs/$tag-$gpu.cfg"; fail "job $gpu: LIBRA_MODEL is not the run's model.checkpoint"; }
+    grep -q "checkpoint_dir = \"runs/$tag-$gpu-ckpt\"" "$out/runs/$tag-$gpu.cfg" \
+        || fail "job $gpu: no checkpoint directory of its own in $out/runs/$tag-$gpu.cfg"
+done
+hosts="$out/runs/cuda-multinode-$gpu.hosts"
+[ "$(wc -l < "$hosts")" = 9 ] && [ "$(sort -u "$hosts" | wc -l)" = 1 ] \
+    || { cat "$hosts"; fail "job $gpu: $hosts does not name one node 9 times"; }
+echo "ok: the GPU job scripts: 9 tasks, LIBRA_MODEL in the run's config, a hosts list of 9"
+few=$(LIBRA_GPUS_PER_NODE=8 submit --gpus-per-node=0 --nodes=1 --ntasks-per-node=4 \
+      "$JOBS/cuda-a800-multinode.sbatch" "$CUDA_CFG")
+wait_job "$few"
+expect "$few" FAILED 2:0
+grep -q -- "--ntasks-per-node=9" "$out/runs/libra-cuda-multinode-$few.out" \
+    || { cat "$out/runs/libra-cuda-multinode-$few.out"; fail "job $few: no message asking for --ntasks-per-node=9"; }
 
 echo "slurm: all jobs as expected in $(( $(date +%s) - t0 )) s"
 [ -n "${KEEP:-}" ] || rm -rf "$out"

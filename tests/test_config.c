@@ -1,8 +1,8 @@
 /*
  * Tests of the configuration subsystem (include/libra/config.h): defaults, the
- * files in tests/configs/good/ and the example inputs/emu-*.cfg, the round trip
- * through config_to_string, path resolution, config_check_world, docs/config.md
- * against the generated reference, the corpus of broken files in
+ * files in tests/configs/good/ and the example inputs/emu-*.cfg and cuda-*.cfg,
+ * the round trip through config_to_string, path resolution, config_check_world,
+ * docs/config.md against the generated reference, the corpus of broken files in
  * tests/configs/bad/ (each names, on its first line, a substring of the message
  * it must produce: "# expect: <substring>"), and the scheduler's keys: bucket
  * lists, the keys each sched.type uses, with exact file:line messages; the inputs
@@ -418,6 +418,52 @@ static void test_examples(void)
     assert_tp(&r.plan.fixed, 24, 0, 11, (const int[]){4, 4, 4, 2, 2, 2, 2, 1, 1, 1, 1});
     CU_ASSERT_EQUAL(r.train.batch_size, 64);
     CU_ASSERT_EQUAL(r.rollout.n_samples, 8);
+}
+
+/* The CUDA examples name a Hugging Face directory the user supplies
+ * (models/Qwen3-1.7B, resolved beside the config, then in the inputs directory): each
+ * loads from a copy beside a stand-in directory of that name, keeps to what device
+ * cuda runs today (TP 1 everywhere, a static or scheduled plan, no entropy term) and
+ * uses exactly the workers of the world size it is written for (a real device's
+ * spare rank is refused at the start of a run). */
+static void test_cuda_examples(void)
+{
+    static const struct {
+        const char *name;
+        int world;
+    } ex[] = {
+        {"cuda-qwen3-8gpu.cfg", 9},
+        {"cuda-qwen3-48gpu.cfg", 49},
+    };
+    char dir[PATH_MAX], model[PATH_MAX];
+    join(dir, scratch(), "cuda");
+    make_file(dir, "models/Qwen3-1.7B/config.json");
+    real(dir, "models/Qwen3-1.7B", model);
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
+        char src[PATH_MAX], copy[PATH_MAX];
+        snprintf(src, sizeof src, "inputs/%s", ex[i].name);
+        join(copy, dir, ex[i].name);
+        char *text = slurp(test_path(src));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+        CU_ASSERT_EQUAL_FATAL(spit(copy, text), 0);
+        free(text);
+        struct libra_config c;
+        CU_ASSERT_EQUAL_FATAL(load_ok(copy, &c), 0);
+        CU_ASSERT_STRING_EQUAL(c.device.type, "cuda");
+        CU_ASSERT_STRING_EQUAL(c.model.checkpoint, model);
+        CU_ASSERT(c.train.entropy_coef == 0.0);
+        int sched = strcmp(c.plan.mode, "schedule") == 0;
+        CU_ASSERT(sched || strcmp(c.plan.mode, "static") == 0);
+        int n = sched ? c.plan.n_schedule : 1;
+        for (int k = 0; k < n; k++) {
+            const struct plan_spec *p = sched ? &c.plan.schedule[k] : &c.plan.fixed;
+            CU_ASSERT(p->train_tp <= 1);
+            for (int j = 0; j < p->n_tp; j++) CU_ASSERT_EQUAL(p->rollout_tp[j], 1);
+            CU_ASSERT_EQUAL(plan_spec_workers(p), ex[i].world - 1);
+        }
+        CU_ASSERT_EQUAL(config_check_world(&c, ex[i].world, err, sizeof err), 0);
+        CU_ASSERT_EQUAL(config_check_world(&c, ex[i].world - 1, err, sizeof err), -1);
+    }
 }
 
 /* ---- printing ------------------------------------------------------------------ */
@@ -1149,6 +1195,7 @@ static const struct test_case load_cases[] = {
     {"good/sched-cmlfq", test_good_sched_cmlfq},
     {"sched types", test_good_sched_types},
     {"inputs/emu-*.cfg", test_examples},
+    {"inputs/cuda-*.cfg", test_cuda_examples},
     {"path resolution", test_path_resolution},
     {"inputs_relpath", test_inputs_relpath},
     {"inputs_dir", test_inputs_dir},
