@@ -94,6 +94,10 @@ int driver_check_start(struct libra_config *cfg, struct job_inputs *in,
  * figures when it cannot fit. Devices without a model are not checked. */
 int driver_check_memory(const struct libra_config *cfg, const struct device_info *dev,
                         int world, double *need_gb, double *have_gb, char *err, size_t errlen);
+/* The tasks of node `node` in Slurm's compressed per-node list spec (e.g.
+ * SLURM_STEP_TASKS_PER_NODE "9,8(x5)": node 0 runs 9, nodes 1-5 run 8); 0 for a node
+ * past the list or a spec that is not one. */
+int driver_slurm_tasks_on_node(const char *spec, int node);
 /* sim_run.c: libra-sim's whole command line (src/sim_main.c; argv[0] the program). */
 int driver_run_sim(int argc, char **argv);
 /* cmd_report.c: libra-sim --report DIR TITLE WORKLOAD/POLICY=FILE ... */

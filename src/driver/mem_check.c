@@ -3,6 +3,7 @@
  * figures (device_info.train_rank_bytes / rollout_rank_bytes) and the configured plans,
  * checked before any work starts (include/libra/driver.h).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,15 +40,41 @@ static double workers_bytes(const struct libra_config *cfg, const struct device_
     return (world - 1) * per;
 }
 
-/* Ranks on this node: the launcher's count, else all of them. */
+int driver_slurm_tasks_on_node(const char *spec, int node)
+{
+    if (!spec || node < 0) return 0;
+    const char *s = spec;
+    while (*s) {
+        char *end;
+        long n = strtol(s, &end, 10), rep = 1;
+        if (end == s || n < 1 || n > INT_MAX) return 0;
+        s = end;
+        if (s[0] == '(' && s[1] == 'x') {
+            rep = strtol(s + 2, &end, 10);
+            if (end == s + 2 || rep < 1 || *end != ')') return 0;
+            s = end + 1;
+        }
+        if (node < rep) return (int)n;
+        node -= (int)rep;
+        if (*s == ',') s++;
+        else if (*s) return 0;
+    }
+    return 0;
+}
+
+/* Ranks on this node: the launcher's count (mpirun's; srun's step layout for this
+ * node, which srun --mpi=pmix gives without the others; the job's --ntasks-per-node),
+ * else all of them. */
 static int local_ranks(int world)
 {
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        int n = v ? atoi(v) : 0;
-        if (n > 0 && n <= world) return n;
-    }
+    const char *node = getenv("SLURM_NODEID");
+    int counts[4] = {
+        getenv("OMPI_COMM_WORLD_LOCAL_SIZE") ? atoi(getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) : 0,
+        getenv("MPI_LOCALNRANKS") ? atoi(getenv("MPI_LOCALNRANKS")) : 0,
+        driver_slurm_tasks_on_node(getenv("SLURM_STEP_TASKS_PER_NODE"), node ? atoi(node) : 0),
+        getenv("SLURM_NTASKS_PER_NODE") ? atoi(getenv("SLURM_NTASKS_PER_NODE")) : 0};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (counts[i] > 0 && counts[i] <= world) return counts[i];
     return world;
 }
 
