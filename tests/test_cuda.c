@@ -444,6 +444,112 @@ static void test_gemv(void)
     api->free(d);
 }
 
+/* gemv with the RMSNorm folded in gives the bits of rmsnorm_fwd then gemv, at N 1, 2
+ * and 5 and over widths of one tile and of several. */
+static void test_gemv_norm(void)
+{
+    static const int shapes[][2] = {{1024, 3072}, {2568, 80}}; /* in, out */
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        int in = shapes[c][0], out = shapes[c][1];
+        for (int N = 1; N <= 5; N += N < 2 ? 1 : 3) {
+            size_t nx = (size_t)N * in, nw = (size_t)out * in, ny = (size_t)N * out;
+            float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *ln = malloc(in * sizeof *ln);
+            uint16_t *w16 = malloc(nw * sizeof *w16), *ln16 = malloc(in * sizeof *ln16);
+            float *fused = malloc(ny * sizeof *fused), *plain = malloc(ny * sizeof *plain);
+            fill_normal(x, nx, 170 + c, 2.0f);
+            fill_normal(w, nw, 171 + c, 0.05f);
+            fill_normal(ln, (size_t)in, 172 + c, 1.0f);
+            for (size_t i = 0; i < nw; i++) w16[i] = st_f32_to_bf16(w[i]);
+            for (int i = 0; i < in; i++) ln16[i] = st_f32_to_bf16(ln[i]);
+            void *d_x = dev_copy(x, nx * sizeof *x), *d_h = dev_copy(NULL, nx * sizeof *x);
+            void *d_w = dev_copy(w16, nw * sizeof *w16), *d_ln = dev_copy(ln16, in * sizeof *ln16);
+            void *d_y = dev_copy(NULL, ny * sizeof *fused);
+            struct cuda_gemv g = {.x = d_x, .N = N, .in = in, .n_mats = 1, .norm = d_ln, .eps = 1e-6f};
+            g.m[0].y = d_y, g.m[0].w = d_w, g.m[0].out = out;
+            CU_OK(api->gemv(&g));
+            CU_OK(api->sync());
+            CU_OK(api->to_host(fused, d_y, ny * sizeof *fused));
+            CU_OK(api->rmsnorm_fwd(d_h, d_x, d_ln, N, in, 1e-6f));
+            g.x = d_h, g.norm = NULL;
+            CU_OK(api->gemv(&g));
+            CU_OK(api->sync());
+            CU_OK(api->to_host(plain, d_y, ny * sizeof *plain));
+            CU_ASSERT(memcmp(fused, plain, ny * sizeof *fused) == 0);
+            void *bufs[] = {d_x, d_h, d_w, d_ln, d_y};
+            for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+            free(x), free(w), free(ln), free(w16), free(ln16), free(fused), free(plain);
+        }
+    }
+}
+
+/* decode_qkv against the kernels it fuses (rmsnorm_fwd per head, rope_fwd, kv_append),
+ * with and without the q/k norms: q and the pools' rows within 1e-6 of the largest. */
+static void test_decode_qkv(void)
+{
+    enum { B = 3, H = 8, K = 2, D = 128, P = 16, NBLK = 6, MAXB = 3, NPOS = 64 };
+    const int32_t len[B] = {5, 17, 33}, pos[B] = {4, 16, 32};
+    const int32_t table[B][MAXB] = {{0, 5, 5}, {1, 2, 5}, {3, 4, 5}}; /* new: 0, 2, 5 */
+    struct tfm_config c = {.family = TFM_QWEN3, .vocab_size = 16, .hidden_size = 64,
+                           .n_layers = 1, .n_heads = H, .n_kv_heads = K, .head_dim = D,
+                           .intermediate_size = 8, .max_position_embeddings = NPOS,
+                           .rms_norm_eps = 1e-6f, .rope_theta = 1e6f};
+    float *rope = malloc(sizeof(float) * NPOS * D);
+    rope_table(rope, NPOS, &c);
+    size_t nq = (size_t)B * H * D, nk = (size_t)B * K * D, pool = (size_t)NBLK * P * K * D;
+    float *ql = malloc(nq * sizeof *ql), *kl = malloc(nk * sizeof *kl), *v = malloc(nk * sizeof *v);
+    float qn[D], kn[D];
+    uint16_t qn16[D], kn16[D];
+    fill_normal(ql, nq, 180, 1.5f);
+    fill_normal(kl, nk, 181, 1.5f);
+    fill_normal(v, nk, 182, 1.0f);
+    fill_normal(qn, D, 183, 1.0f);
+    fill_normal(kn, D, 184, 1.0f);
+    for (int i = 0; i < D; i++) qn16[i] = st_f32_to_bf16(qn[i]), kn16[i] = st_f32_to_bf16(kn[i]);
+    void *d_ql = dev_copy(ql, nq * sizeof *ql), *d_kl = dev_copy(kl, nk * sizeof *kl);
+    void *d_v = dev_copy(v, nk * sizeof *v), *d_qn = dev_copy(qn16, sizeof qn16);
+    void *d_kn = dev_copy(kn16, sizeof kn16), *d_rope = dev_copy(rope, sizeof(float) * NPOS * D);
+    void *d_pos = dev_copy(pos, sizeof pos), *d_len = dev_copy(len, sizeof len);
+    void *d_tab = dev_copy(table, sizeof table);
+    void *d_q[2], *d_kp[2], *d_vp[2], *d_qt = dev_copy(NULL, nq * sizeof(float));
+    void *d_kt = dev_copy(NULL, nk * sizeof(float));
+    float *got = malloc(pool * sizeof *got), *ref = malloc(pool * sizeof *ref);
+    for (int norm = 0; norm < 2; norm++) {
+        for (int k = 0; k < 2; k++) {
+            d_q[k] = dev_copy(NULL, nq * sizeof(float));
+            d_kp[k] = dev_copy(NULL, pool * sizeof(float));
+            d_vp[k] = dev_copy(NULL, pool * sizeof(float));
+            CU_OK(api->zero(d_kp[k], pool * sizeof(float)));
+            CU_OK(api->zero(d_vp[k], pool * sizeof(float)));
+        }
+        CU_OK(api->decode_qkv(d_q[0], d_kp[0], d_vp[0], d_ql, d_kl, d_v, norm ? d_qn : NULL,
+                              norm ? d_kn : NULL, 1e-6f, d_pos, d_rope, d_tab,
+                              MAXB, d_len, B, H, K, D, P));
+        if (norm) {
+            CU_OK(api->rmsnorm_fwd(d_q[1], d_ql, d_qn, B * H, D, 1e-6f));
+            CU_OK(api->rmsnorm_fwd(d_kt, d_kl, d_kn, B * K, D, 1e-6f));
+        } else {
+            CU_OK(api->copy(d_q[1], d_ql, nq * sizeof(float)));
+            CU_OK(api->copy(d_kt, d_kl, nk * sizeof(float)));
+        }
+        CU_OK(api->rope_fwd(d_q[1], d_pos, B, H, D, d_rope));
+        CU_OK(api->rope_fwd(d_kt, d_pos, B, K, D, d_rope));
+        CU_OK(api->kv_append(d_kp[1], d_vp[1], d_kt, d_v, d_tab, MAXB, d_len, B, K, D, P));
+        CU_OK(api->sync());
+        const char *what[3] = {"decode_qkv q", "decode_qkv k pool", "decode_qkv v pool"};
+        void **bufs[3] = {d_q, d_kp, d_vp};
+        size_t n[3] = {nq, pool, pool};
+        for (int b = 0; b < 3; b++) {
+            CU_OK(api->to_host(got, bufs[b][0], n[b] * sizeof *got));
+            CU_OK(api->to_host(ref, bufs[b][1], n[b] * sizeof *ref));
+            expect_close(what[b], got, ref, n[b], 1e-6);
+        }
+        for (int k = 0; k < 2; k++) api->free(d_q[k]), api->free(d_kp[k]), api->free(d_vp[k]);
+    }
+    void *rest[] = {d_ql, d_kl, d_v, d_qn, d_kn, d_rope, d_pos, d_len, d_tab, d_qt, d_kt};
+    for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++) api->free(rest[k]);
+    free(rope), free(ql), free(kl), free(v), free(got), free(ref);
+}
+
 /* The backward GEMMs and the bias gradient against linear_backward, accumulating. */
 static void test_linear_backward(void)
 {
@@ -774,6 +880,8 @@ int main(void)
         {"cuBLASLt linear backward (dx, dw) and the bias gradient (1e-5)",
          test_linear_backward},
         {"gemv: small-batch products, q/k/v and gate/up in one launch (1e-5)", test_gemv},
+        {"gemv with the RMSNorm folded in: rmsnorm_fwd's bits", test_gemv_norm},
+        {"decode_qkv: q/k norm, rotary and KV append in one launch (1e-6)", test_decode_qkv},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"attention backward vs attn_backward (1e-5)", test_attention_backward},
         {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},

@@ -41,8 +41,9 @@
  *                  y_i (N, out_i) = bf16(x) W_i^T (+ b_i), or += with accumulate, x
  *                  (N, in) float32 rounded to bf16 as it is read -- f32_to_bf16 then
  *                  linear_fwd (and add_bias) in one launch; with swiglu (W_0 the gate,
- *                  W_1 the up projection) y_0 = swiglu_fwd's (g sig) u instead. in a
- *                  multiple of 8, x and every W_i 16-byte aligned; else -1, saying why
+ *                  W_1 the up projection) y_0 = swiglu_fwd's (g sig) u instead; with
+ *                  norm, x is rmsnorm_fwd's output first (fused). in a multiple of 8,
+ *                  x and every W_i 16-byte aligned; else -1, saying why
  * Attention (one sequence; the online-softmax form, no score matrix):
  *   attn_fwd       causal grouped-query attention: out (nq, H*D) from q (nq, H*D),
  *                  k, v (nk, K*D), q_pos (nq); head h reads kv head h / (H / K);
@@ -55,6 +56,10 @@
  *   kv_append      writes k_new, v_new (B, K*D) as token len[s] - 1 of each sequence
  *   decode_attn    out (B, H*D): each sequence's query q (B, H*D) over its len[s]
  *                  tokens (causal: the last is the new one)
+ *   decode_qkv     from the projections qlin (B, H*D), klin and v (B, K*D): q (B, H*D)
+ *                  = rope_fwd(rmsnorm_fwd(qlin, q_norm, over D)) and k likewise with
+ *                  k_norm (either norm NULL: none), k and v appended as kv_append does
+ *                  -- those kernels' arithmetic in one launch; D <= 256
  * Log-softmax at a temperature (one row per token, any V):
  *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
  *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature
@@ -91,6 +96,9 @@ struct cuda_gemv {
     } m[CUDA_GEMV_MAX_MATS];
     int accumulate; /* y += instead of = (no bias, no swiglu) */
     int swiglu;     /* n_mats 2, the same out: m[0].y = silu(x W_0^T) * (x W_1^T) */
+    const uint16_t *norm; /* (in) bf16 or NULL: x is first RMS-normalised with these
+                             weights and eps, as rmsnorm_fwd does it (the same bits) */
+    float eps;
 };
 
 /* The per-step scalars of an AdamW update (struct adamw_scalars of adamw.h). */
@@ -153,6 +161,11 @@ struct cuda_api {
     int (*decode_attn)(float *out, const float *q, const float *k_pool, const float *v_pool,
                        const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                        int K, int D, int P);
+    int (*decode_qkv)(float *q, float *k_pool, float *v_pool, const float *qlin,
+                      const float *klin, const float *v, const uint16_t *q_norm,
+                      const uint16_t *k_norm, float eps, const int32_t *pos, const float *rope,
+                      const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
+                      int K, int D, int P);
     int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,
                           const int32_t *targets, int N, int V, float temperature);
     int (*logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,

@@ -189,6 +189,7 @@ static const struct cuda_api api = {
     cu_attn_bwd,
     cu_kv_append,
     cu_decode_attn,
+    cu_decode_qkv,
     cu_logsoftmax_fwd,
     cu_logsoftmax_bwd,
     cu_sample,

@@ -16,15 +16,19 @@
  * the lanes' sums in a fixed butterfly: the result of a row does not depend on N or on
  * the other rows, so a batched step gives the bits of one row at a time.
  * With swiglu a warp computes the gate's and the up projection's row together and
- * writes (g sig) u with sig = 1 / (1 + exp(-g)), swiglu_fwd's expression.
+ * writes (g sig) u with sig = 1 / (1 + exp(-g)), swiglu_fwd's expression. With norm
+ * every block first sums each row's squares the way rmsnorm_fwd does (its threads and
+ * tree; a row of a few thousand values, read again by every block) and stages
+ * (x r) w: the bits rmsnorm_fwd would have written, without its launch.
  */
 #include "cuda_internal.h"
 
 #include "libra/cuda_api.h"
 
-#define GEMV_WARPS 8    /* warps (output rows) of a block */
+#define GEMV_WARPS 8    /* warps (output rows) of a block: ROW_THREADS threads */
 #define GEMV_TK 1024    /* columns of x staged per tile */
 #define GEMV_PIECES 4   /* 8-column pieces a lane reads per row and tile */
+static_assert(GEMV_WARPS * 32 == ROW_THREADS, "a gemv block sums a row as rmsnorm_fwd does");
 
 /* x[0..7] as float32 from 8 packed bf16. */
 __device__ static inline void unpack8(const uint4 v, float *x)
@@ -47,14 +51,24 @@ __device__ static inline float dot8(float acc, const float *w, const uint4 xv)
     return acc;
 }
 
-/* Stages columns [t0, t0 + GEMV_TK) of x's NR rows into xs as bf16 (zeros past in). */
+/* Stages columns [t0, t0 + GEMV_TK) of x's NR rows into xs as bf16 (zeros past in),
+ * normalised first when norm: (x r) w, rmsnorm_fwd's expression. */
 template <int NR>
-__device__ static inline void stage_x(uint16_t *xs, const float *x, int in, int t0)
+__device__ static inline void stage_x(uint16_t *xs, const float *x, int in, int t0,
+                                      const uint16_t *norm, const float *rstd)
 {
     for (int e = threadIdx.x * 4; e < NR * GEMV_TK; e += GEMV_WARPS * 32 * 4) {
         int n = e / GEMV_TK, col = e % GEMV_TK;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (t0 + col < in) v = *(const float4 *)(x + (size_t)n * in + t0 + col);
+        if (norm && t0 + col < in) {
+            const uint16_t *w = norm + t0 + col;
+            float r = rstd[n];
+            v.x = (v.x * r) * bf16_to_f32(w[0]);
+            v.y = (v.y * r) * bf16_to_f32(w[1]);
+            v.z = (v.z * r) * bf16_to_f32(w[2]);
+            v.w = (v.w * r) * bf16_to_f32(w[3]);
+        }
         uint2 p;
         p.x = (uint32_t)f32_to_bf16_rne(v.x) | ((uint32_t)f32_to_bf16_rne(v.y) << 16);
         p.y = (uint32_t)f32_to_bf16_rne(v.z) | ((uint32_t)f32_to_bf16_rne(v.w) << 16);
@@ -104,7 +118,18 @@ template <int NR, int SWIGLU>
 __global__ static void __launch_bounds__(GEMV_WARPS * 32) gemv_k(struct cuda_gemv g, int rows)
 {
     __shared__ __align__(16) uint16_t xs[NR * GEMV_TK];
+    __shared__ float part[ROW_THREADS], rstd[NR];
     int lane = threadIdx.x & 31, row = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (g.norm) { /* each row's 1 / rms, summed as rmsnorm_fwd sums (a block is a row's) */
+        for (int n = 0; n < NR; n++) {
+            const float *xr = g.x + (size_t)n * g.in;
+            float s = 0.0f;
+            for (int j = threadIdx.x; j < g.in; j += ROW_THREADS) s += xr[j] * xr[j];
+            float r = 1.0f / sqrtf(block_sum(s, part) / (float)g.in + g.eps);
+            if (threadIdx.x == 0) rstd[n] = r;
+        }
+        __syncthreads();
+    }
     int live = row < rows, r = row, i = 0;
     if (r >= g.m[0].out && g.n_mats > 1) r -= g.m[0].out, i = 1;
     if (i == 1 && r >= g.m[1].out && g.n_mats > 2) r -= g.m[1].out, i = 2;
@@ -121,7 +146,7 @@ __global__ static void __launch_bounds__(GEMV_WARPS * 32) gemv_k(struct cuda_gem
             if (SWIGLU) load_row(p1, w1 + t0, lane, tn);
         }
         __syncthreads(); /* the last tile's xs is read by every warp */
-        stage_x<NR>(xs, g.x, g.in, t0);
+        stage_x<NR>(xs, g.x, g.in, t0, g.norm, rstd);
         __syncthreads();
         if (live) {
             row_tile<NR>(a0, p0, xs, lane, tn);

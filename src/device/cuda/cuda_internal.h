@@ -37,6 +37,24 @@ __device__ static inline uint16_t f32_to_bf16_rne(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* Threads of a row-reduction block (a power of two), and the sum of a row's values
+ * over such a block in a fixed tree (every thread gets it; part: ROW_THREADS floats of
+ * shared memory). rmsnorm_fwd and the kernels that fuse it sum this way, so their
+ * normalisations are the same bits. */
+#define ROW_THREADS 256
+__device__ static inline float block_sum(float v, float *part)
+{
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = ROW_THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+        __syncthreads();
+    }
+    float s = part[0];
+    __syncthreads(); /* part is reused by the next call */
+    return s;
+}
+
 /* The stream every kernel and matrix product of the module runs on (created with
  * the current device by set_device, or at first use): a blocking stream, so the
  * runtime's synchronous copies order with it; graph_begin / graph_end record it. */
@@ -82,6 +100,10 @@ int cu_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float 
 int cu_decode_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
                    const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                    int K, int D, int P);
+int cu_decode_qkv(float *q, float *k_pool, float *v_pool, const float *qlin, const float *klin,
+                  const float *v, const uint16_t *q_norm, const uint16_t *k_norm, float eps,
+                  const int32_t *pos, const float *rope, const int32_t *table, int max_blocks,
+                  const int32_t *len, int B, int H, int K, int D, int P);
 int cu_sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
               const int64_t *traj, const int64_t *pos, float temperature, uint64_t seed,
               float *scratch);

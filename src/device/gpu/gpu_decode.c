@@ -9,7 +9,7 @@
  * attention of the training path, for prefill chunks and decode steps alike.
  *
  * Device memory: the pool (2 x L x blocks x GPU_KV_BLOCK x K*D floats) and scratch for
- * R = max(prefill_chunk, n_slots) rows: float32 (R, C) x 2, (R, H*D) x 3, (R, K*D) x 3,
+ * R = max(prefill_chunk, n_slots) rows: float32 (R, C) x 2, (R, H*D) x 3, (R, K*D) x 2,
  * (R, F) x 3, (R, V) logits and as much sampler scratch, and bf16 (R, max(C, H*D, F)).
  */
 #include "libra/gpu_decode.h"
@@ -41,7 +41,7 @@ struct gpu_decoder {
     void **graph;            /* (max_rows + 1) x 3: per R and logit mode, NULL until made */
     /* device */
     float *kpool, *vpool;    /* (L, n_blocks, P, K*D) */
-    float *x, *h, *qlin, *q, *klin, *k, *v, *att, *gate, *up, *act, *logits, *scratch, *rope;
+    float *x, *h, *qlin, *q, *klin, *v, *att, *gate, *up, *act, *logits, *scratch, *rope;
     uint16_t *hb;            /* bf16 operand of the matrix products */
     int32_t *d_tok, *d_pos, *d_len, *d_table, *d_out_tok;
     int64_t *d_traj, *d_spos;
@@ -69,7 +69,7 @@ static size_t scratch_bytes(const struct tfm_config *c, size_t R, size_t cap, si
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
     size_t V = (size_t)c->vocab_size, widest = C > HD ? C : HD;
     widest = widest > F ? widest : F;
-    size_t floats = R * (2 * C + 3 * HD + 3 * KD + 3 * F + 2 * V + 1) + cap * c->head_dim;
+    size_t floats = R * (2 * C + 3 * HD + 2 * KD + 3 * F + 2 * V + 1) + cap * c->head_dim;
     size_t ints = R * (4 + max_blocks) + 2 * R * 2; /* int32 + the int64 pairs */
     return floats * sizeof(float) + ints * sizeof(int32_t) + R * widest * sizeof(uint16_t);
 }
@@ -161,7 +161,6 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
     d->q = dev_alloc(d, Rz * HD * sizeof(float));
     d->att = dev_alloc(d, Rz * HD * sizeof(float));
     d->klin = dev_alloc(d, Rz * KD * sizeof(float));
-    d->k = dev_alloc(d, Rz * KD * sizeof(float));
     d->v = dev_alloc(d, Rz * KD * sizeof(float));
     d->gate = dev_alloc(d, Rz * F * sizeof(float));
     d->up = dev_alloc(d, Rz * F * sizeof(float));
@@ -211,7 +210,7 @@ int gpu_decoder_set_gemv(struct gpu_decoder *d, int rows)
 void gpu_decoder_free(struct gpu_decoder *d)
 {
     if (!d) return;
-    void *dev[] = {d->kpool, d->vpool, d->x, d->h, d->qlin, d->q, d->att, d->klin, d->k, d->v,
+    void *dev[] = {d->kpool, d->vpool, d->x, d->h, d->qlin, d->q, d->att, d->klin, d->v,
                    d->gate, d->up, d->act, d->logits, d->scratch, d->hb, d->d_tok, d->d_pos,
                    d->d_len, d->d_out_tok, d->d_out_lp, d->d_table, d->d_traj, d->d_spos,
                    d->rope};
@@ -341,12 +340,14 @@ static void to_bf16(const struct gpu_decoder *d, const float *x, int64_t n)
     GPU_CHECK(d->api, d->api->f32_to_bf16(d->hb, x, n));
 }
 
-/* gemv of R rows of x (in columns) through up to three matrices (NULL-terminated w). */
+/* gemv of R rows of x (in columns) through up to three matrices (NULL-terminated w),
+ * x RMS-normalised first with the weights norm (NULL: not). */
 static void small_linear(const struct gpu_decoder *d, const float *x, int R, int in,
-                         float *const y[3], const uint16_t *const w[3], const float *const b[3],
-                         const int out[3], int accumulate, int swiglu)
+                         const uint16_t *norm, float *const y[3], const uint16_t *const w[3],
+                         const float *const b[3], const int out[3], int accumulate, int swiglu)
 {
-    struct cuda_gemv g = {.x = x, .N = R, .in = in, .accumulate = accumulate, .swiglu = swiglu};
+    struct cuda_gemv g = {.x = x, .N = R, .in = in, .accumulate = accumulate, .swiglu = swiglu,
+                          .norm = norm, .eps = d->c.rms_norm_eps};
     for (int i = 0; i < CUDA_GEMV_MAX_MATS && w[i]; i++, g.n_mats++) {
         g.m[i].y = y[i];
         g.m[i].w = w[i];
@@ -356,9 +357,9 @@ static void small_linear(const struct gpu_decoder *d, const float *x, int R, int
     GPU_CHECK(d->api, d->api->gemv(&g));
 }
 
-/* Layer l's attention from the projections q, k (before the q/k norms when the model
- * has them) and v of the R rows: norms, rotary, the KV append and decode attention
- * into d->att. */
+/* Layer l's attention from the projections d->qlin, d->klin and d->v of the R rows:
+ * the q/k norms (when the model has them), the rotation and the KV append in one
+ * launch, then decode attention into d->att. */
 static void layer_attention(struct gpu_decoder *d, int l, int R, float *kp, float *vp)
 {
     const struct cuda_api *api = d->api;
@@ -366,26 +367,21 @@ static void layer_attention(struct gpu_decoder *d, int l, int R, float *kp, floa
     const struct tfm_config *c = &d->c;
     const struct tfm_layout *a = &m->at;
     int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
-    float eps = c->rms_norm_eps;
-    if (c->qk_norm) {
-        GPU_CHECK(api, api->rmsnorm_fwd(d->q, d->qlin, gpu_model_w(m, a->q_norm, (size_t)D, l),
-                                        R * H, D, eps));
-        GPU_CHECK(api, api->rmsnorm_fwd(d->k, d->klin, gpu_model_w(m, a->k_norm, (size_t)D, l),
-                                        R * K, D, eps));
-    }
-    GPU_CHECK(api, api->rope_fwd(d->q, d->d_pos, R, H, D, d->rope));
-    GPU_CHECK(api, api->rope_fwd(d->k, d->d_pos, R, K, D, d->rope));
-    GPU_CHECK(api, api->kv_append(kp, vp, d->k, d->v, d->d_table, d->max_blocks, d->d_len, R, K,
-                                  D, GPU_KV_BLOCK));
+    const uint16_t *qn = c->qk_norm ? gpu_model_w(m, a->q_norm, (size_t)D, l) : NULL;
+    const uint16_t *kn = c->qk_norm ? gpu_model_w(m, a->k_norm, (size_t)D, l) : NULL;
+    GPU_CHECK(api, api->decode_qkv(d->q, kp, vp, d->qlin, d->klin, d->v, qn, kn, c->rms_norm_eps,
+                                   d->d_pos, d->rope, d->d_table, d->max_blocks, d->d_len, R, H,
+                                   K, D, GPU_KV_BLOCK));
     GPU_CHECK(api, api->decode_attn(d->att, d->q, kp, vp, d->d_table, d->max_blocks, d->d_len, R,
                                     H, K, D, GPU_KV_BLOCK));
 }
 
 /* Layer l on the R rows of d->x (in place), the rows' tables / positions / lengths
- * already on the device. Up to d->small rows (decode steps) take gemv: the
- * bf16 rounding, q/k/v and gate/up/SwiGLU each in one launch; more rows (prefill
- * chunks) the bf16 conversion and cuBLASLt. The same operands and operations either
- * way; the sums differ in order. */
+ * already on the device. Up to d->small rows (decode steps) take gemv: the RMSNorms
+ * and the bf16 rounding folded into the products, q/k/v and gate/up/SwiGLU each one
+ * launch (7 launches a layer); more rows (prefill chunks, large batches) RMSNorm, the
+ * bf16 conversion and cuBLASLt. The same operands and operations either way; the sums
+ * differ in order. */
 static void layer_forward(struct gpu_decoder *d, int l, int R)
 {
     const struct cuda_api *api = d->api;
@@ -398,38 +394,37 @@ static void layer_forward(struct gpu_decoder *d, int l, int R)
     size_t layer = (size_t)d->n_blocks * pool_floats_per_block(c) * (size_t)l;
     float *kp = d->kpool + layer, *vp = d->vpool + layer;
     size_t Cz = (size_t)C, HDz = (size_t)HD, KDz = (size_t)KD, Fz = (size_t)F;
-    float *q = c->qk_norm ? d->qlin : d->q, *k = c->qk_norm ? d->klin : d->k;
     const uint16_t *wq = gpu_model_w(m, a->wq, HDz * Cz, l), *wk = gpu_model_w(m, a->wk, KDz * Cz, l);
     const uint16_t *wv = gpu_model_w(m, a->wv, KDz * Cz, l), *wo = gpu_model_w(m, a->wo, Cz * HDz, l);
     const uint16_t *wg = gpu_model_w(m, a->w_gate, Fz * Cz, l);
     const uint16_t *wu = gpu_model_w(m, a->w_up, Fz * Cz, l);
     const uint16_t *wd = gpu_model_w(m, a->w_down, Cz * Fz, l);
+    const uint16_t *ln1 = gpu_model_w(m, a->ln1, Cz, l), *ln2 = gpu_model_w(m, a->ln2, Cz, l);
     const float *bq = m->bq ? m->bq + l * HDz : NULL, *bk = m->bk ? m->bk + l * KDz : NULL;
     const float *bv = m->bv ? m->bv + l * KDz : NULL;
 
-    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln1, Cz, l), R, C, eps));
     if (R <= d->small) {
-        small_linear(d, d->h, R, C, (float *const[3]){q, k, d->v},
+        small_linear(d, d->x, R, C, ln1, (float *const[3]){d->qlin, d->klin, d->v},
                      (const uint16_t *const[3]){wq, wk, wv}, (const float *const[3]){bq, bk, bv},
                      (const int[3]){HD, KD, KD}, 0, 0);
         layer_attention(d, l, R, kp, vp);
-        small_linear(d, d->att, R, HD, (float *const[3]){d->x}, (const uint16_t *const[3]){wo},
-                     NULL, (const int[3]){C}, 1, 0);
-        GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln2, Cz, l), R, C, eps));
-        small_linear(d, d->h, R, C, (float *const[3]){d->act, NULL},
+        small_linear(d, d->att, R, HD, NULL, (float *const[3]){d->x},
+                     (const uint16_t *const[3]){wo}, NULL, (const int[3]){C}, 1, 0);
+        small_linear(d, d->x, R, C, ln2, (float *const[3]){d->act, NULL},
                      (const uint16_t *const[3]){wg, wu}, NULL, (const int[3]){F, F}, 0, 1);
-        small_linear(d, d->act, R, F, (float *const[3]){d->x}, (const uint16_t *const[3]){wd},
-                     NULL, (const int[3]){C}, 1, 0);
+        small_linear(d, d->act, R, F, NULL, (float *const[3]){d->x},
+                     (const uint16_t *const[3]){wd}, NULL, (const int[3]){C}, 1, 0);
         return;
     }
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, ln1, R, C, eps));
     to_bf16(d, d->h, (int64_t)R * C);
-    linear(d, q, d->hb, wq, bq, R, C, HD, 0);
-    linear(d, k, d->hb, wk, bk, R, C, KD, 0);
+    linear(d, d->qlin, d->hb, wq, bq, R, C, HD, 0);
+    linear(d, d->klin, d->hb, wk, bk, R, C, KD, 0);
     linear(d, d->v, d->hb, wv, bv, R, C, KD, 0);
     layer_attention(d, l, R, kp, vp);
     to_bf16(d, d->att, (int64_t)R * HD);
     linear(d, d->x, d->hb, wo, NULL, R, HD, C, 1);
-    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, gpu_model_w(m, a->ln2, Cz, l), R, C, eps));
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, ln2, R, C, eps));
     to_bf16(d, d->h, (int64_t)R * C);
     linear(d, d->gate, d->hb, wg, NULL, R, C, F, 0);
     linear(d, d->up, d->hb, wu, NULL, R, C, F, 0);
@@ -449,15 +444,16 @@ static void forward_kernels(struct gpu_decoder *d, int R, int first_logit)
                                      C, V));
     for (int l = 0; l < c->n_layers; l++) layer_forward(d, l, R);
     if (n == 0) return;
-    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x + (size_t)first_logit * C,
-                                    gpu_model_w(d->m, d->m->at.ln_f, 0, 0), n, C,
-                                    c->rms_norm_eps));
     const uint16_t *head = gpu_model_w(d->m, d->m->at.lm_head, 0, 0);
+    const uint16_t *ln_f = gpu_model_w(d->m, d->m->at.ln_f, 0, 0);
     if (n <= d->small) {
-        small_linear(d, d->h, n, C, (float *const[3]){d->logits}, (const uint16_t *const[3]){head},
-                     NULL, (const int[3]){V}, 0, 0);
+        small_linear(d, d->x + (size_t)first_logit * C, n, C, ln_f,
+                     (float *const[3]){d->logits}, (const uint16_t *const[3]){head}, NULL,
+                     (const int[3]){V}, 0, 0);
         return;
     }
+    GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x + (size_t)first_logit * C, ln_f, n, C,
+                                    c->rms_norm_eps));
     to_bf16(d, d->h, (int64_t)n * C);
     linear(d, d->logits, d->hb, head, NULL, n, C, V, 0);
 }
