@@ -37,6 +37,10 @@ struct wk_train {
     int hybrids_expected;    /* root replica: lent gradients this rank collects */
     int hybrids_left;
     int any_hybrids;         /* lent replicas take part in this step */
+    int hybrids_identical;   /* root replica: every lent gradient of this step came from
+                                weights equal to this rank's (struct lane_hdr) */
+    int lent_identical;      /* lent replica: its weights matched its partner's after
+                                the last total it applied, or it joined since */
     double t0, until;        /* wall times: share started, emulated phase ends */
     double compute_s, comm_s;
     double fwd_s, bwd_s;     /* of compute_s: the device's forward and backward */

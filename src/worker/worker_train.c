@@ -10,7 +10,16 @@
  * without the core communicator ever changing. The partner then sends the total to
  * its lent replicas, and every replica -- core and lent -- takes the same optimizer
  * step: parameters stay identical everywhere, and a lent replica can go back to
- * rollout with current weights.
+ * rollout with current weights, or become a core replica with the state it holds.
+ * The total a lent replica gets is the optimizer step's input, taken before the
+ * partner's own step: the device's step works on the gradient buffer in place (the
+ * clip scales it; at TP > 1 the shares of replicated tensors are summed into it), so
+ * the buffer afterwards would be clipped (summed) twice on the lent replica.
+ *
+ * Checked, not assumed: the core replicas compare weight hashes after every step
+ * (dp); a total carries the partner's hash after the step, a lent replica compares
+ * its own after applying it, and says on its next gradient whether they matched; the
+ * training root reports both as params_identical.
  *
  * Normalisation is per token over the whole batch (the device divides by the batch's
  * tokens), so the learning rate does not change when a replica joins or leaves.
@@ -25,6 +34,7 @@
  * so nothing is left in flight on the lane it leaves.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +51,10 @@ struct lane_hdr {
     int32_t step;
     int32_t n;           /* floats that follow */
     double compute_s;
+    uint64_t hash;       /* total: the partner's weights hash after the step */
+    int32_t identical;   /* gradient: the lent replica's weights matched its partner's
+                            after the last total it applied (or it joined since) */
+    int32_t pad_;
 };
 
 static int my_role(const struct worker *w) { return w->plan.ranks[w->rank].role; }
@@ -74,16 +88,21 @@ static int my_hybrids(const struct worker *w, int *out)
 
 /* ---- lane messages: header + gradient + figures ---- */
 
-static void lane_send(struct worker *w, int dest, int tag, int step, double compute_s,
-                      const float *g, size_t n, const double *stats)
+/* Packs a lane message into w->pack (a copy: the buffers may change after). */
+static void lane_pack(struct worker *w, const struct lane_hdr *h, const float *g, size_t n,
+                      const double *stats)
 {
     struct wire_buf *b = &w->pack;
     wire_buf_reset(b);
-    struct lane_hdr h = {step, (int32_t)n, compute_s};
-    wire_buf_put(b, &h, sizeof h);
+    wire_buf_put(b, h, sizeof *h);
     wire_buf_put(b, g, n * sizeof *g);
     wire_buf_put(b, stats, DEV_STAT_COUNT * sizeof *stats);
-    outbox_send(&w->ob, b->data, b->len, dest, tag, w->comms.hybrid_lane);
+}
+
+/* Sends the message in w->pack. */
+static void lane_post(struct worker *w, int dest, int tag)
+{
+    outbox_send(&w->ob, w->pack.data, w->pack.len, dest, tag, w->comms.hybrid_lane);
 }
 
 /* Receives one lane message of tag from source (MPI_ANY_SOURCE) if there is one
@@ -129,6 +148,7 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
     t->n_replicas = h.n_replicas;
     t->any_hybrids = h.hybrid_ranks > 0;
     t->hybrids_expected = 0;
+    t->hybrids_identical = 1;
     if (role == ROLE_TRAIN && plan_in_root_replica(&w->plan, w->rank))
         t->hybrids_expected = h.hybrid_ranks / plan_replica_size(&w->plan);
     LOG_D("step %d: share of %d items, %d replicas, %d lent ranks, version %d", h.step,
@@ -165,7 +185,10 @@ static void after_compute(struct worker *w)
     t->bwd_s = fmax(0.0, fmin(s[DEV_STAT_BWD_S], t->compute_s - t->fwd_s));
     if (my_role(w) == ROLE_HYBRID) {
         /* the partner: the root replica's rank of the same index (lane rank = index) */
-        lane_send(w, replica_index(w), TAG_HYBRID_GRAD, t->step, t->compute_s, g, n, s);
+        struct lane_hdr h = {.step = t->step, .n = (int32_t)n, .compute_s = t->compute_s,
+                             .identical = t->lent_identical};
+        lane_pack(w, &h, g, n, s);
+        lane_post(w, replica_index(w), TAG_HYBRID_GRAD);
         t->phase = WK_TOTAL;
         return;
     }
@@ -197,6 +220,18 @@ static void apply_step(struct worker *w)
     struct wk_train *t = &w->tr;
     struct wire_train_done d;
     memset(&d, 0, sizeof d);
+    size_t n, ns;
+    float *g = w->ops->grad_buffer(w->dev, &n);
+    double *s = w->ops->stats_buffer(w->dev, &ns);
+    /* The root replica's lent replicas take the step from what this one takes it from:
+     * the total is packed now, before train_apply changes the buffer in place. */
+    int *hy = NULL, nh = 0;
+    if (my_role(w) == ROLE_TRAIN && plan_in_root_replica(&w->plan, w->rank)) {
+        hy = xmalloc((size_t)w->world * sizeof *hy);
+        nh = my_hybrids(w, hy);
+        struct lane_hdr lh = {.step = t->step, .n = (int32_t)n};
+        if (nh > 0) lane_pack(w, &lh, g, n, s);
+    }
     double t_apply = wall_time();
     w->ops->train_apply(w->dev, t->step, &d);
     t->opt_s = wall_time() - t_apply;
@@ -212,15 +247,14 @@ static void apply_step(struct worker *w)
     if (lo != hi)
         LOG_E("step %d: the training replicas' parameters differ (hash %016llx here)", t->step,
               (unsigned long long)h);
-    size_t n, ns;
-    float *g = w->ops->grad_buffer(w->dev, &n);
-    double *s = w->ops->stats_buffer(w->dev, &ns);
-    if (plan_in_root_replica(&w->plan, w->rank)) { /* the total to the lent replicas */
-        int *hy = xmalloc((size_t)w->world * sizeof *hy);
-        int nh = my_hybrids(w, hy);
-        for (int i = 0; i < nh; i++) lane_send(w, hy[i], TAG_HYBRID_TOTAL, t->step, 0, g, n, s);
-        free(hy);
+    if (nh > 0) { /* the total to the lent replicas, with the weights they must reach */
+        memcpy(w->pack.data + offsetof(struct lane_hdr, hash), &h, sizeof h);
+        for (int i = 0; i < nh; i++) lane_post(w, hy[i], TAG_HYBRID_TOTAL);
     }
+    free(hy);
+    if (!t->hybrids_identical)
+        LOG_E("step %d: a lent replica's parameters differed from this rank's when it computed "
+              "its share", t->step);
     if (plan_train_root(&w->plan) != w->rank) return;
     d.step = t->step;
     d.n_replicas = t->n_replicas;
@@ -230,7 +264,7 @@ static void apply_step(struct worker *w)
     d.bwd_s = t->bwd_s;
     d.opt_s = t->opt_s;
     d.busy_rank_s = s[DEV_STAT_BUSY_S] * plan_replica_size(&w->plan);
-    d.params_identical = lo == hi;
+    d.params_identical = lo == hi && t->hybrids_identical;
     outbox_send(&w->ob, &d, sizeof d, 0, TAG_TRAIN_DONE, MPI_COMM_WORLD);
 }
 
@@ -249,6 +283,7 @@ static int collect_hybrids(struct worker *w, int block)
             FATAL("hybrid gradient of step %d arrived during step %d", h.step, t->step);
         for (size_t i = 0; i < t->n_hsum; i++) t->hsum[i] += hg[i];
         for (int i = 0; i < DEV_STAT_COUNT; i++) t->hstats[i] += hs[i];
+        t->hybrids_identical &= h.identical != 0;
         t->hybrids_left--;
         got++;
     }
@@ -328,6 +363,12 @@ static int take_total(struct worker *w, int block)
     t->step = h.step;
     t->phase = WK_TOTAL;
     apply_step(w);
+    uint64_t mine = w->ops->weights_hash(w->dev);
+    t->lent_identical = mine == h.hash;
+    if (!t->lent_identical)
+        LOG_E("step %d: this lent replica's parameters differ from its partner's (hash "
+              "%016llx here, %016llx there)", h.step, (unsigned long long)mine,
+              (unsigned long long)h.hash);
     return 1;
 }
 
@@ -460,6 +501,7 @@ static void join_finish_snapshot(struct worker *w)
     LOG_D("join of epoch %d: snapshot of version %d in", w->join.epoch, w->join.version);
     w->ops->join_restore(w->dev, w->join.version);
     w->join.have_snapshot = 1;
+    w->tr.lent_identical = 1; /* its partner's state, as it was */
 }
 
 int wt_join_progress(struct worker *w)
