@@ -97,6 +97,27 @@ for d in "$ckpt"/step-*; do [ -e "$d/COMPLETE" ] && last2=$(basename "$d" | sed 
 sed -i "s/steps = $((step + 1));/steps = $((last2 + 1));/" "$cfg"
 rl_job 3 "$cfg" "$out/third" --resume
 [ -f "$out/run.resumed-$last2-2.h5" ] || { ls "$out"; fail "the second resume's metrics file"; }
+# a resume stopped before its first step (a requeued job that meets its time limit's
+# signal again at once, as tests/slurm.sh once saw): exit 3, and no new checkpoint --
+# the one it resumed from is complete (it used to ask the training rank, which had not
+# built its trainer yet, for a model: "checkpoint of step N not written", exit 1).
+# The signal goes when the resume is logged, which is almost always before the
+# first new step; after it, this is a plain stop, which must pass as well.
+sed -i "s/steps = $((last2 + 1));/steps = $((last2 + 40));/; s/log_level = \"warn\"/log_level = \"info\"/" "$cfg"
+$MPIRUN -np 3 "$LIBRA" "$cfg" --resume > "$out/fourth.stdout" 2> "$out/fourth.stderr" &
+job=$!
+n=0
+until grep -q "resumed from step" "$out/fourth.stdout" "$out/fourth.stderr" 2> /dev/null; do
+    kill -0 $job 2> /dev/null || { cat "$out/fourth.stderr"; fail "the fourth run ended before resuming"; }
+    n=$((n + 1))
+    [ $n -le $((RL_HANG_S * 20)) ] || { kill -9 $job; fail "no resume after $RL_HANG_S s"; }
+    sleep 0.05
+done
+kill -USR1 $job
+wait $job
+rc=$?
+[ $rc -eq 3 ] || { tail -5 "$out/fourth.stderr"; fail "a resume stopped at once ended with $rc (3 expected)"; }
+! grep -q "not written" "$out/fourth.stderr" || fail "a resume stopped at once failed its checkpoint"
 # requeued before any checkpoint: a fresh start whose metrics file keeps the first's
 rl_config "$out/fresh.cfg" "$out/fresh.h5" 1 1 1 2 1 \
     "checkpoint_interval = 2; checkpoint_dir = \"$out/ckpt-fresh\";"

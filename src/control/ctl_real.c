@@ -103,6 +103,7 @@ void ctl_real_init(struct controller *c, const struct ckpt_state *resume, int re
     }
     if (!resume) return;
     rl->resumed_from = resume_step;
+    rl->ckpt_last = resume->step; /* complete: a stop before the next step writes none */
     c->step = resume->step;
     c->version = resume->version;
     c->rollout_version = resume->version; /* every rank loaded the checkpoint's weights */
