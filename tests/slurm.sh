@@ -175,8 +175,13 @@ echo "ok: job $limit stopped at its time limit after step $step, checkpoint $(ba
 cp "$last/state.h5" "$out/limit-state.h5" || fail "cannot copy $last/state.h5"
 calc_config "$out/limit.cfg" $((step + 2))
 scontrol requeue "$limit" || fail "scontrol requeue $limit"
-# a requeued job waits for its old credential to expire (2 minutes) unless told
-scontrol update JobId="$limit" StartTime=now || fail "scontrol update $limit StartTime=now"
+# a requeued job waits for its old credential to expire (2 minutes) unless told; and
+# it is given a longer limit: run again under the first one's, slurmctld has sent it
+# the --signal at once (2 s in), which it honours -- a clean stop with its resumed
+# checkpoint, exit 3 (rl_cpu_signal.sh checks that case) -- not the completion this
+# part of the test is for
+scontrol update JobId="$limit" StartTime=now TimeLimit=10 \
+    || fail "scontrol update $limit StartTime=now TimeLimit=10"
 wait_job "$limit" 1
 expect "$limit" COMPLETED 0:0
 grep -q "Slurm requeued this job (restart 1): resuming from the newest" "$out/runs/libra-cpu-calc-$limit.out" \
