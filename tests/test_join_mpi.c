@@ -296,29 +296,8 @@ static const struct test_suite suites[] = {{"lent replicas over MPI", join_cases
 
 int main(int argc, char **argv)
 {
-    int world = 0;
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-    log_set_rank(g_rank);
-    if (world != N_WORLD) {
-        if (g_rank == 0) fprintf(stderr, "test_join_mpi: run with mpirun -np %d\n", N_WORLD);
-        MPI_Finalize();
-        return 2;
-    }
-    openblas_set_num_threads(1);
-    config_defaults(&g_cfg);
-    snprintf(g_cfg.device.type, sizeof g_cfg.device.type, "cpu");
-    snprintf(g_cfg.env.name, sizeof g_cfg.env.name, "calc");
-    g_cfg.model.hidden_size = 32;
-    g_cfg.model.n_layers = 2;
-    g_cfg.model.n_heads = 4;
-    g_cfg.model.n_kv_heads = 2;
-    g_cfg.model.head_dim = 8;
-    g_cfg.model.intermediate_size = 64;
-    g_cfg.model.max_position = 256;
-    g_cfg.rollout.max_tokens = 128;
-    g_cfg.rollout.slots = 2;
+    if ((g_rank = test_mpi_begin(&argc, &argv, "test_join_mpi", N_WORLD)) < 0) return 2;
+    test_tiny_cpu_config(&g_cfg);
     g_cfg.train.lr = 1e-2;
     g_cfg.train.clip_norm = 1e-3;
     int worst = test_main_all_ranks(suites);

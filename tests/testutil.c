@@ -2,12 +2,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include "libra/config.h"
 #include "libra/cuda_module.h"
+#include "libra/log.h"
 #include "libra/rng.h"
 #include "libra/safetensors.h"
 #include "libra/tfm.h"
 
 #include <CUnit/Basic.h>
+#include <cblas.h>
 #include <mpi.h>
 #include <errno.h>
 #include <math.h>
@@ -86,6 +89,41 @@ double test_cosine(const float *a, const float *b, size_t n)
         nb += (double)b[i] * b[i];
     }
     return na > 0 && nb > 0 ? dot / sqrt(na * nb) : 0.0;
+}
+
+int test_mpi_begin(int *argc, char ***argv, const char *name, int world)
+{
+    int rank = 0, size = 0;
+    if (MPI_Init(argc, argv) != MPI_SUCCESS ||
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS ||
+        MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS) {
+        fprintf(stderr, "%s: MPI_Init failed\n", name);
+        exit(2);
+    }
+    log_set_rank(rank);
+    if (size != world) {
+        if (rank == 0) fprintf(stderr, "%s: run with mpirun -np %d\n", name, world);
+        MPI_Finalize();
+        return -1;
+    }
+    openblas_set_num_threads(1);
+    return rank;
+}
+
+void test_tiny_cpu_config(struct libra_config *cfg)
+{
+    config_defaults(cfg);
+    snprintf(cfg->device.type, sizeof cfg->device.type, "cpu");
+    snprintf(cfg->env.name, sizeof cfg->env.name, "calc");
+    cfg->model.hidden_size = 32;
+    cfg->model.n_layers = 2;
+    cfg->model.n_heads = 4;
+    cfg->model.n_kv_heads = 2;
+    cfg->model.head_dim = 8;
+    cfg->model.intermediate_size = 64;
+    cfg->model.max_position = 256;
+    cfg->rollout.max_tokens = 128;
+    cfg->rollout.slots = 2;
 }
 
 const struct cuda_api *test_cuda_or_skip(const char *name)

@@ -28,6 +28,15 @@ int test_main(const struct test_suite *suites);
  * rank runs them, rank 0 prints (LIBRA_TEST_ALL_RANKS=1: every rank), and the exit
  * code is the worst of all ranks'. */
 int test_main_all_ranks(const struct test_suite *suites);
+/* MPI_Init for a multi-rank suite `name` that needs exactly `world` ranks (the log
+ * tagged with the rank, OpenBLAS on one thread): the rank, or -1 after MPI_Finalize,
+ * rank 0 having said how to run it, when the world is another size. */
+int test_mpi_begin(int *argc, char ***argv, const char *name, int world);
+struct libra_config;
+/* The defaults with the small CPU-device calc model the multi-rank suites drive by
+ * hand: 2 layers of width 32 (4 heads, 2 kv heads of 8), 2 rollout slots of 128
+ * tokens. */
+void test_tiny_cpu_config(struct libra_config *cfg);
 
 struct tfm_config;
 struct tfm_params;
