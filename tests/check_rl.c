@@ -51,6 +51,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/checkpoint.h"
+#include "libra/h5util.h"
 #include "libra/log.h"
 #include "libra/metrics.h" /* enum traj_fate */
 #include "libra/tfm_io.h"
@@ -183,9 +184,7 @@ static int read_column(hid_t file, const char *path, const char *table, const ch
 {
     struct prop p = {"read", 0};
     char what[1200];
-    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID,
-          mt = H5I_INVALID_HID;
-    void *buf = NULL;
+    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID;
     hssize_t rows = 0;
     *out = NULL;
     *n = 0;
@@ -208,22 +207,16 @@ static int read_column(hid_t file, const char *path, const char *table, const ch
         prop_fail(&p, what, "1-D", "other shape");
         goto fail;
     }
-    buf = xcalloc((size_t)rows + 1, elem);
-    if ((mt = H5Tcreate(H5T_COMPOUND, elem)) < 0 || H5Tinsert(mt, col, 0, member) < 0 ||
-        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
-        prop_fail(&p, what, "readable", "read error");
+    char err[512]; /* h5_read_column: HDF5's conversions, and enum columns as codes or names */
+    if (h5_read_column(file, table, col, member, elem, out, n, err, sizeof err)) {
+        prop_fail(&p, what, "readable", err);
         goto fail;
     }
-    *out = buf;
-    *n = (size_t)rows;
-    H5Tclose(mt);
     H5Sclose(sp);
     H5Tclose(ft);
     H5Dclose(d);
     return 0;
 fail:
-    free(buf);
-    if (mt >= 0) H5Tclose(mt);
     if (sp >= 0) H5Sclose(sp);
     if (ft >= 0) H5Tclose(ft);
     if (d >= 0) H5Dclose(d);
@@ -341,45 +334,23 @@ static void at_least(struct prop *p, const char *path, const char *name, long n,
  * and whose why is not a refusal (declined_cost, declined_limit). -1 if unreadable. */
 static long count_bucket_moves(hid_t file)
 {
-    if (H5Lexists(file, "migrations", H5P_DEFAULT) <= 0) return 0;
-    hid_t d = H5Dopen(file, "migrations", H5P_DEFAULT);
-    if (d < 0) return -1;
-    long n = -1;
-    hid_t ft = H5Dget_type(d), sp = H5Dget_space(d);
-    hssize_t rows = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    enum { W = 64 };
     static const char *const names[3] = {"from_bucket", "to_bucket", "why"};
-    hid_t st[3] = {-1, -1, -1};
-    size_t w[3] = {0, 0, 0}, off[3], row = 0;
-    int ok = rows >= 0 && ft >= 0;
-    for (int k = 0; ok && k < 3; k++) {
-        int idx = H5Tget_member_index(ft, names[k]);
-        ok = idx >= 0 && (st[k] = H5Tget_member_type(ft, (unsigned)idx)) >= 0;
-        if (ok) {
-            w[k] = H5Tget_size(st[k]);
-            off[k] = row;
-            row += w[k];
-        }
-    }
-    if (ok) {
-        hid_t mt = H5Tcreate(H5T_COMPOUND, row);
-        for (int k = 0; k < 3; k++) H5Tinsert(mt, names[k], off[k], st[k]);
-        char *buf = calloc((size_t)rows + 1, row);
-        if (buf && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0) {
-            n = 0;
-            for (hssize_t r = 0; r < rows; r++) {
-                const char *b = buf + (size_t)r * row;
-                n += strncmp(b + off[0], b + off[1], w[0] < w[1] ? w[0] : w[1]) != 0 &&
-                     strncmp(b + off[2], "declined", 8) != 0;
-            }
-        }
-        free(buf);
-        H5Tclose(mt);
-    }
-    for (int k = 0; k < 3; k++)
-        if (st[k] >= 0) H5Tclose(st[k]);
-    if (sp >= 0) H5Sclose(sp);
-    if (ft >= 0) H5Tclose(ft);
-    H5Dclose(d);
+    if (H5Lexists(file, "migrations", H5P_DEFAULT) <= 0) return 0;
+    char *col[3] = {NULL, NULL, NULL}, err[512];
+    size_t rows[3] = {0, 0, 0};
+    hid_t st = H5Tcopy(H5T_C_S1);
+    long n = st >= 0 && H5Tset_size(st, W) >= 0 ? 0 : -1;
+    for (int k = 0; n == 0 && k < 3; k++)
+        if (h5_read_column(file, "migrations", names[k], st, W, (void **)&col[k], &rows[k], err,
+                           sizeof err) ||
+            rows[k] != rows[0])
+            n = -1;
+    for (size_t r = 0; n >= 0 && r < rows[0]; r++)
+        n += strcmp(col[0] + r * W, col[1] + r * W) != 0 &&
+             strncmp(col[2] + r * W, "declined", 8) != 0;
+    for (int k = 0; k < 3; k++) free(col[k]);
+    if (st >= 0) H5Tclose(st);
     return n;
 }
 

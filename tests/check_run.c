@@ -20,14 +20,16 @@
  *   check_run: FAIL: <what> (<expected> vs <found>)
  * (at most MAX_REPORTS lines per property, then a count), and the program ends with
  *   check_run: OK: <summary>     exit 0
- * or exit 1 if anything failed, 2 on a usage error. Needs only HDF5 and log.c.
+ * or exit 1 if anything failed, 2 on a usage error. Needs HDF5, log.c and libra's
+ * column reader (h5util.c), which reads enum columns as codes or names.
  *
  * Columns are read one at a time through a one-member compound memory type, so HDF5
  * converts by column name and the checker does not depend on the writer's struct layout.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "libra/log.h"
-#include "libra/metrics.h" /* enum traj_fate only: the checker links no libra code but log.c */
+#include "libra/h5util.h" /* h5_read_column: the one libra reader the checker uses */
+#include "libra/metrics.h" /* enum traj_fate and the enumerations' names */
 
 #include <errno.h>
 #include <hdf5.h>
@@ -185,8 +187,7 @@ static int read_column(hid_t file, const char *table, const char *col, hid_t mem
 {
     struct prop p = {"read", 0};
     char what[256];
-    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID,
-          mt = H5I_INVALID_HID;
+    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID;
     *out = NULL;
     *n = 0;
     if (H5Lexists(file, table, H5P_DEFAULT) <= 0) {
@@ -211,22 +212,16 @@ static int read_column(hid_t file, const char *table, const char *col, hid_t mem
         prop_fail(&p, what, "1-D", "other shape");
         goto fail;
     }
-    void *buf = xcalloc((size_t)rows + 1, elem);
-    if ((mt = H5Tcreate(H5T_COMPOUND, elem)) < 0 || H5Tinsert(mt, col, 0, member) < 0 ||
-        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
-        free(buf);
-        prop_fail(&p, what, "readable", "read error");
+    char err[512]; /* h5_read_column: HDF5's conversions, and enum columns as codes or names */
+    if (h5_read_column(file, table, col, member, elem, out, n, err, sizeof err)) {
+        prop_fail(&p, what, "readable", err);
         goto fail;
     }
-    *out = buf;
-    *n = (size_t)rows;
-    H5Tclose(mt);
     H5Sclose(sp);
     H5Tclose(ft);
     H5Dclose(d);
     return 0;
 fail:
-    if (mt >= 0) H5Tclose(mt);
     if (sp >= 0) H5Sclose(sp);
     if (ft >= 0) H5Tclose(ft);
     if (d >= 0) H5Dclose(d);

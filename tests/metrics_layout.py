@@ -5,8 +5,10 @@
 For every table section of the document ("### `/name` ..." followed by a
 "| column | type | units | meaning |" table) that a file holds: the file's columns are
 exactly the documented ones, in the documented order, each with the documented type
-(int32, int64, float64, string[N], string for variable length) and its "units.<column>" attribute equal to the
-documented units; the table has a "description" attribute. A documented table may be
+(int32, int64, float64, string[N], string for variable length, enum) and its
+"units.<column>" attribute equal to the documented units; the table has a
+"description" attribute. An enum column's names and codes are exactly those of the
+document's "### Enumerations" table. A documented table may be
 absent from one file (the scheduler's tables belong to cmlfq runs, /eval to real-model
 runs), but every table of the files must be documented, and each documented table must
 appear in at least one of the files given. The root attributes of the first table of
@@ -25,11 +27,17 @@ TYPES = {"int32": numpy.dtype("<i4"), "int64": numpy.dtype("<i8"),
 
 
 def parse_doc(path):
-    """{table: [(column, type, units)]} and [(root attribute, type)]."""
-    tables, roots = {}, []
+    """{table: [(column, type, units)]}, [(root attribute, type)] and
+    {(table, column): {name: code}} of the enumerations."""
+    tables, roots, enums = {}, [], {}
     section, in_root = None, False
     for line in open(path, encoding="utf-8"):
         line = line.rstrip("\n")
+        m = re.match(r"^\| `/([a-z_]+)` `([a-z_]+)` \| (.*) \|$", line)
+        if m:  # a row of the Enumerations table: "| `/t` `c` | 0 `a`, 1 `b` |"
+            enums[(m.group(1), m.group(2))] = {
+                n: int(v) for v, n in re.findall(r"(-?\d+) `([a-z_]+)`", m.group(3))}
+            continue
         m = re.match(r"^### `/([a-z_]+)`", line)
         if m:
             section, in_root = m.group(1), False
@@ -49,10 +57,12 @@ def parse_doc(path):
             roots.append((name, cells[1]))
         elif section and len(cells) >= 4:
             tables.setdefault(section, []).append((name, cells[1], cells[2]))
-    return tables, roots
+    return tables, roots, enums
 
 
 def type_name(dt):
+    if h5py.check_enum_dtype(dt) is not None:
+        return "enum"
     if dt.kind == "S":
         return "string[%d]" % dt.itemsize
     if h5py.check_string_dtype(dt) is not None:
@@ -63,7 +73,7 @@ def type_name(dt):
     return str(dt)
 
 
-def check_file(path, tables, roots, problems, seen):
+def check_file(path, tables, roots, enums, problems, seen):
     f = h5py.File(path, "r")
     for name, typ in roots:
         if name not in f.attrs:
@@ -97,6 +107,16 @@ def check_file(path, tables, roots, problems, seen):
             got = type_name(obj.dtype.fields[col][0])
             if got != typ:
                 problems.append("%s: /%s.%s is %s, documented %s" % (path, key, col, got, typ))
+            if got == "enum":
+                have = h5py.check_enum_dtype(obj.dtype.fields[col][0])
+                want = enums.get((key, col))
+                if want is None:
+                    problems.append("%s: /%s.%s is an enum missing from the Enumerations table"
+                                    % (path, key, col))
+                elif have != want:
+                    problems.append("%s: /%s.%s enum is %s, documented %s"
+                                    % (path, key, col, sorted(have.items(), key=lambda x: x[1]),
+                                       sorted(want.items(), key=lambda x: x[1])))
             u = obj.attrs.get("units." + col)
             u = u.decode() if isinstance(u, bytes) else u
             if u != units:
@@ -114,14 +134,18 @@ def main(argv):
     if len(argv) < 3:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    tables, roots = parse_doc(argv[1])
-    if len(tables) < 8 or len(roots) < 5:
-        print("metrics_layout: FAIL: read %d tables and %d root attributes from %s"
-              % (len(tables), len(roots), argv[1]))
+    tables, roots, enums = parse_doc(argv[1])
+    if len(tables) < 8 or len(roots) < 5 or len(enums) < 7:
+        print("metrics_layout: FAIL: read %d tables, %d root attributes and %d enumerations "
+              "from %s" % (len(tables), len(roots), len(enums), argv[1]))
         return 1
     problems, seen = [], set()
     for path in argv[2:]:
-        check_file(path, tables, roots, problems, seen)
+        check_file(path, tables, roots, enums, problems, seen)
+    for (t, c) in sorted(enums):
+        if (c, "enum") not in [(n, ty) for n, ty, _ in tables.get(t, [])]:
+            problems.append("enumeration /%s.%s is not an enum column of a documented table"
+                            % (t, c))
     for key in sorted(set(tables) - seen):
         problems.append("documented table /%s is in none of the files checked" % key)
     for p in problems:

@@ -78,15 +78,16 @@ check(any(e["name"] == "resplit" and e["s"] == "g" for e in instants), "no respl
 check(any(e["name"] == "plan" for e in instants), "no plan instant")
 
 with h5py.File(run, "r") as f:
-    check(f.attrs["schema_version"] == 6, "schema_version")
+    check(f.attrs["schema_version"] == 7, "schema_version")
     sp = f["spans"][:]
     ev = f["events"][:]
-    kind_names = dict(p.split("=") for p in str(f["spans"].attrs["values.kind"]).split())
+    kind_code = h5py.check_enum_dtype(f["spans"].dtype["kind"])  # the HDF5 enum: name -> code
+check(kind_code is not None, "/spans kind is an HDF5 enum")
 check(sum(e["ph"] == "X" for e in events) == len(sp), "one X event per /spans row")
 check(len(instants) == len(ev), "one instant per /events row")
 check((sp["t_end"] >= sp["t_start"]).all(), "/spans t_end >= t_start")
 # training phases come from every training rank: two replicas in epochs 1 and 3
-fwd = sp[sp["kind"] == int([k for k, v in kind_names.items() if v == "train_fwd"][0])]
+fwd = sp[sp["kind"] == kind_code["train_fwd"]]
 check(any(len(set(fwd[fwd["step"] == s]["rank"])) >= 2 for s in set(fwd["step"])),
       "no step with training spans from two replicas")
 if bad:

@@ -75,7 +75,8 @@ f = h5py.File(sys.argv[1], "r")
 status = f.attrs["status"]
 status = status.decode() if isinstance(status, bytes) else status
 assert status == "failed", status
-kinds = [k.decode() if isinstance(k, bytes) else k for k in f["events"]["kind"]]
+name = {v: k for k, v in h5py.check_enum_dtype(f["events"].dtype["kind"]).items()}
+kinds = [name[k] for k in f["events"]["kind"]]
 details = [d.decode() if isinstance(d, bytes) else d for d in f["events"]["detail"]]
 assert any(k == "error" and "rank 2 on host" in d for k, d in zip(kinds, details)), details[-3:]
 print("ok: worker: the metrics file reads failed and records the rank")

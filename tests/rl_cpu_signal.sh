@@ -82,7 +82,8 @@ import sys
 import h5py
 ev = h5py.File(sys.argv[1], "r")["events"][()]
 text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
-sys.exit(0 if any(text(e["kind"]) == "config_change" and "run.steps" in text(e["detail"])
+code = h5py.check_enum_dtype(ev.dtype["kind"])["config_change"]
+sys.exit(0 if any(e["kind"] == code and "run.steps" in text(e["detail"])
                   for e in ev) else 1)
 PYEOF
 # every prompt trained once across the stop (groups in flight at the stop carried over)

@@ -22,13 +22,19 @@ void h5_quiet_end(const struct h5quiet *q);
  * H5 call name is taken from it. path may be NULL. */
 void h5_error(char *err, size_t errlen, const char *path, const char *expr, const char *file,
               int line);
+/* Reads column col of the 1-D compound dataset `table` of an open file as n elements of
+ * memory type member (elem bytes each) into a malloc'd *out: HDF5's conversions, and an
+ * enum column (which HDF5 1.10 converts to nothing but another enum) as its codes for a
+ * number member, its value names for a string one. 0, or -1 with a message. */
+int h5_read_column(hid_t file, const char *table, const char *col, hid_t member, size_t elem,
+                   void **out, size_t *n, char *err, size_t errlen);
 /* Reads column col of the 1-D compound dataset `table` of an open file as doubles
- * (HDF5 converts integer columns). *out is malloc'ed (free it), *n its rows. 0, or
- * -1 with a message naming the table and column. */
+ * (HDF5 converts integer columns; an enum column gives its codes). *out is malloc'ed
+ * (free it), *n its rows. 0, or -1 with a message naming the table and column. */
 int h5_read_column_f64(hid_t file, const char *table, const char *col, double **out, size_t *n,
                        char *err, size_t errlen);
-/* The same for a string column, as *n rows of width bytes each (NUL-terminated,
- * truncated to width - 1) in one xmalloc'd block. */
+/* The same for a string column, or an enum column as its value names, as *n rows of
+ * width bytes each (NUL-terminated, truncated to width - 1) in one malloc'd block. */
 int h5_read_column_str(hid_t file, const char *table, const char *col, size_t width, char **out,
                        size_t *n, char *err, size_t errlen);
 /* Creates the scalar attribute name on obj (file type ftype) from value (memory type

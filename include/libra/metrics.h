@@ -14,10 +14,13 @@
  * This header does not include the scheduler's (io does not depend on the scheduler):
  * the scheduler's enums reach it as plain fixed-size arrays whose sizes are the
  * METRICS_SCHED_* constants below; the code that fills a row from struct sched_stats
- * must _Static_assert that they equal SCHED_R_COUNT and SCHED_VIA_COUNT.
+ * must _Static_assert that they equal SCHED_R_COUNT and SCHED_VIA_COUNT. The columns
+ * that take one of a fixed set of values are HDF5 enums (metrics_enums.h).
  */
 #ifndef LIBRA_METRICS_H
 #define LIBRA_METRICS_H
+
+#include "libra/metrics_enums.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -83,14 +86,13 @@ enum metrics_span_kind {
     SPAN_CHECKPOINT = 8,  /* rank 0 and the training root: checkpoint start -> done */
     SPAN_KIND_COUNT
 };
-/* "decode", "tool", "train_fwd", ... indexed by enum metrics_span_kind; NULL past the end. */
-const char *metrics_span_kind_name(int kind);
+/* Its names: metrics_enum_name(MV_SPAN, kind) (metrics_enums.h). */
 
 #define METRICS_SPAN_DETAIL_LEN 64
 
 struct metrics_span_row {
     int32_t rank;            /* world rank */
-    int32_t kind;            /* enum metrics_span_kind */
+    int32_t kind;            /* enum metrics_span_kind (MV_SPAN) */
     int32_t step;            /* the step in progress (last finished + 1) */
     double t_start, t_end;   /* seconds since the run started */
     int64_t count;           /* turns (decode), tool calls (tool), bytes (weight_sync),
@@ -118,7 +120,7 @@ struct metrics_traj_row {
     int64_t prompt_id;
     int64_t group_id;
     int32_t step_consumed;  /* step that trained on it; -1 if not trained */
-    int32_t fate;           /* enum traj_fate */
+    int32_t fate;           /* enum traj_fate (MV_FATE) */
     int32_t version_start, version_end;
     int32_t prompt_tokens, gen_tokens, tool_tokens;
     int32_t turns, tool_failures, migrations;
@@ -143,8 +145,8 @@ struct metrics_plan_row {
 struct metrics_planner_row {
     int32_t step;
     double wall_s;
-    char trigger[32];       /* plan_trigger_name */
-    char verdict[24];       /* plan_gate_name; "" when no search ran */
+    int32_t trigger;        /* enum plan_trigger_kind (MV_TRIGGER) */
+    int32_t verdict;        /* enum gate_verdict (MV_VERDICT); -1 when no search ran */
     int32_t applied;        /* 1: it became the next epoch's plan */
     int32_t cand_train, cand_tp, cand_pp, cand_micro, cand_idle;
     char cand_rollout_tp[128];
@@ -163,7 +165,6 @@ struct metrics_planner_row {
 #define METRICS_SCHED_N_ROUTES 10 /* = SCHED_R_COUNT, indexed by enum sched_reason */
 #define METRICS_SCHED_N_VIA 3     /* = SCHED_VIA_COUNT, indexed by enum sched_via */
 #define METRICS_BUCKET_LEN 32     /* bucket names, NUL included (longer ones truncated) */
-#define METRICS_MIG_WHY_LEN 24
 
 /* The scheduler's counters of one optimizer step (struct sched_stats since the last
  * sched_take_step) and the state of cmlfq's prefix tree at its end. */
@@ -190,7 +191,7 @@ struct metrics_turn_row {
     int32_t gen_tokens;      /* generated this turn */
     int32_t final;           /* the trajectory ended with it (no tool call) */
     char tool[24];           /* the tool it called, "" when final */
-    int32_t status;          /* enum tool_status of the return; 0 when final */
+    int32_t status;          /* enum tool_status of the return (MV_STATUS); 0 when final */
     int32_t payload_tokens;  /* tool-return tokens appended */
     double tool_latency_s;   /* seconds the tool took (emulated seconds on emu) */
     double wall_s;           /* when rank 0 received it, seconds since the run started */
@@ -205,8 +206,7 @@ struct metrics_migration_row {
     int32_t from_instance, to_instance; /* to = from when not moved */
     int32_t from_tp, to_tp;
     char from_bucket[METRICS_BUCKET_LEN], to_bucket[METRICS_BUCKET_LEN];
-    char why[METRICS_MIG_WHY_LEN]; /* sched_mig_names[]: "causal", "tokens", "threshold",
-                                      "declined_cost", "declined_limit", "same_tp" */
+    int32_t why;             /* enum sched_mig_why (MV_MIG_WHY) */
     double est_remaining;    /* decode tokens */
     double saving_s, cost_s; /* cmlfq's economics; 0 otherwise */
 };
@@ -237,7 +237,7 @@ struct metrics *metrics_open_as(const char *path, const char *config_text, int w
                                 size_t errlen);
 int metrics_step(struct metrics *m, const struct metrics_step_row *row);
 int metrics_traj(struct metrics *m, const struct metrics_traj_row *row);
-int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,
+int metrics_event(struct metrics *m, double wall_s, int32_t step, enum metrics_event_kind kind,
                   const char *detail);
 int metrics_plan(struct metrics *m, const struct metrics_plan_row *row);
 int metrics_planner(struct metrics *m, const struct metrics_planner_row *row);

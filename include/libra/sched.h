@@ -101,7 +101,7 @@ enum sched_mig_why {
     SCHED_MIG_SAME_TP,     /* new bucket shares the instance's TP: relabelled, not moved */
     SCHED_MIG_COUNT
 };
-extern const char *const sched_mig_names[SCHED_MIG_COUNT];
+/* Named by metrics_enum_name(MV_MIG_WHY, why) (metrics_enums.h). */
 
 /* A bucket change, taken or declined (the /migrations table). */
 struct sched_migration {

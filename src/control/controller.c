@@ -464,7 +464,7 @@ static void on_nonfinite(struct controller *c, const struct wire_train_done *d)
              "step %d: loss %g, gradient norm %g (training replica rooted at rank %d%s%s): "
              "the update was not applied", d->step, d->loss, d->grad_norm,
              plan_train_root(&c->plan), bad[0] ? "; first non-finite gradient: " : "", bad);
-    if (metrics_event(c->m, ctl_now(c), d->step, "nonfinite", what))
+    if (metrics_event(c->m, ctl_now(c), d->step, EV_NONFINITE, what))
         FATAL("metrics: cannot record an event");
     if (strcmp(c->cfg->train.on_nonfinite, "skip") == 0) {
         c->stats.nonfinite_skipped++;
@@ -879,7 +879,7 @@ static void check_stop(struct controller *c)
                  "work in flight%s", c->stop_sig, c->step,
                  c->real && c->cfg->run.checkpoint_interval > 0 ? ", then a checkpoint" : "");
         LOG_W("%s", what);
-        if (metrics_event(c->m, ctl_now(c), c->step, "cancel", what))
+        if (metrics_event(c->m, ctl_now(c), c->step, EV_CANCEL, what))
             FATAL("metrics: cannot record an event");
         c->stop_ckpt = !(c->real && c->cfg->run.checkpoint_interval > 0 && c->step > 0);
     }

@@ -26,7 +26,7 @@ static void report_failure(struct controller *c, const char *what, const char *e
         FATAL("%s (run.checkpoint_on_error = \"fail\"; \"warn\" goes on without it)", detail);
     LOG_E("%s", detail);
     c->stats.ckpt_failed++;
-    if (metrics_event(c->m, ctl_now(c), c->step, "error", detail))
+    if (metrics_event(c->m, ctl_now(c), c->step, EV_ERROR, detail))
         FATAL("metrics: cannot record an event");
 }
 
@@ -158,7 +158,7 @@ static int finish(struct controller *c, const struct wire_ckpt_done *d)
     ckpt_dir_path(rl->ckpt_root, d->step, 0, dir, sizeof dir);
     snprintf(detail, sizeof detail, "step %d: %.400s (%lld buffered groups, %lld in flight)", d->step,
              dir, (long long)n_groups, (long long)n_relaunch);
-    if (metrics_event(c->m, ctl_now(c), c->step, "checkpoint", detail))
+    if (metrics_event(c->m, ctl_now(c), c->step, EV_CHECKPOINT, detail))
         FATAL("metrics: cannot record an event");
     LOG_I("checkpoint %s", detail);
     return 1;

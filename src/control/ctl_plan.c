@@ -44,10 +44,11 @@ static void write_planner_row(struct controller *c, const struct planner_pass *p
         .horizon = ps->horizon,
         .solve_s = c->tr ? 0.0 : ps->solve_s, /* the simulator's files are machine-free */
         .history = ps->history};
-    snprintf(row.trigger, sizeof row.trigger, "%s", plan_trigger_name(ps->trigger));
+    row.trigger = (int32_t)ps->trigger;
+    row.verdict = -1;
     if (ps->searched) {
         const struct plan_choice *ch = &ps->cand;
-        snprintf(row.verdict, sizeof row.verdict, "%s", plan_gate_name(ps->verdict));
+        row.verdict = (int32_t)ps->verdict;
         row.cand_train = ch->n_train;
         row.cand_tp = ch->train.tp;
         row.cand_pp = ch->train.pp;
@@ -127,7 +128,7 @@ void ctl_plan_after_step(struct controller *c, double step_s, double rollout_bus
                  c->step, plan_trigger_name(ps.trigger), ps.cand.n_train, ps.cand.train.tp,
                  ps.cand.train.pp, ps.cand.train.micro, ps.cand.n_rollout, ps.cand.n_idle,
                  ps.cur_step_s, ps.cand.step_s, ps.transition_s, ps.horizon);
-        if (metrics_event(c->m, ctl_now(c), c->step, "planner", detail))
+        if (metrics_event(c->m, ctl_now(c), c->step, EV_PLANNER, detail))
             FATAL("metrics: cannot record a planner decision");
         return;
     }

@@ -51,9 +51,9 @@ void ctl_pool_free(struct controller *c)
 
 static double now_rel(const struct controller *c) { return ctl_now(c); }
 
-static void pool_event(struct controller *c, const char *kind, const char *fmt, ...)
+static void pool_event(struct controller *c, enum metrics_event_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void pool_event(struct controller *c, const char *kind, const char *fmt, ...)
+static void pool_event(struct controller *c, enum metrics_event_kind kind, const char *fmt, ...)
 {
     char detail[256];
     va_list ap;
@@ -91,13 +91,13 @@ void ctl_pool_on_ready(struct controller *c, const struct wire_hybrid_ready *m)
     if (r < 1 || r >= c->world) FATAL("HYBRID_READY names rank %d of %d", r, c->world);
     if (c->plan.ranks[r].role != ROLE_HYBRID || p->lent_epoch[r] != m->epoch) {
         p->stale_ready++;
-        pool_event(c, "pool_stale_ready", "rank %d: ready for the join of epoch %d, which was "
+        pool_event(c, EV_POOL_STALE_READY, "rank %d: ready for the join of epoch %d, which was "
                    "released or rolled back; ignored", r, m->epoch);
         return;
     }
     p->ready[r] = 1;
     p->joining--;
-    pool_event(c, "pool_ready", "rank %d joined training after %.3f s (epoch %d)", r,
+    pool_event(c, EV_POOL_READY, "rank %d joined training after %.3f s (epoch %d)", r,
                now_rel(c) - p->join_t0[r], m->epoch);
 }
 
@@ -154,7 +154,7 @@ int ctl_pool_check_timeouts(struct controller *c)
         p->lend[inst] = 0;
         p->timeouts++;
         any = 1;
-        pool_event(c, "pool_join_timeout", "rank %d (instance %d of the base plan): not ready "
+        pool_event(c, EV_POOL_JOIN_TIMEOUT, "rank %d (instance %d of the base plan): not ready "
                    "after %.0f emulated s; back to rollout", r, inst, c->cfg->plan.pool_join_timeout_s);
     }
     if (any) {
@@ -259,7 +259,7 @@ void ctl_pool_decide(struct controller *c, double train_s, double rollout_s, dou
     else p->releases += changed;
     p->pending = 1;
     snprintf(p->why, sizeof p->why, "pool:%s", pool_reason_name(d.reason));
-    pool_event(c, d.desired > d.current ? "pool_lend" : "pool_release",
+    pool_event(c, d.desired > d.current ? EV_POOL_LEND : EV_POOL_RELEASE,
                "%s %d replica(s) (%d -> %d wanted, capacity %d): train %.1f s vs rollout %.1f s "
                "per step, pressure %.2f (%s)",
                d.desired > d.current ? "lend" : "release", changed, d.current, d.desired,

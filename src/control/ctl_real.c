@@ -296,7 +296,7 @@ void ctl_real_step_row(struct controller *c, const struct wire_train_done *d,
         char detail[128];
         snprintf(detail, sizeof detail, "moving average of reward %.3f reached run.target_reward "
                  "%.3f after %.1f s", ma, c->cfg->run.target_reward, rl->time_to_target_s);
-        if (metrics_event(c->m, now, c->step, "target_reward", detail))
+        if (metrics_event(c->m, now, c->step, EV_TARGET_REWARD, detail))
             FATAL("metrics: cannot record an event");
         LOG_I("%s", detail);
     }

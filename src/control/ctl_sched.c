@@ -105,12 +105,12 @@ void ctl_sched_step_rows(struct controller *c, double now)
                                            .to_instance = m->to_instance,
                                            .from_tp = tp_of(c, m->from_instance),
                                            .to_tp = tp_of(c, m->to_instance),
+                                           .why = m->why,
                                            .est_remaining = m->est_remaining,
                                            .saving_s = m->saving_s,
                                            .cost_s = m->cost_s};
         snprintf(mr.from_bucket, sizeof mr.from_bucket, "%s", bucket_name(s, m->from_bucket));
         snprintf(mr.to_bucket, sizeof mr.to_bucket, "%s", bucket_name(s, m->to_bucket));
-        snprintf(mr.why, sizeof mr.why, "%s", sched_mig_names[m->why]);
         if (metrics_migration(c->m, &mr)) FATAL("metrics: cannot write a /migrations row");
     }
 }

@@ -37,7 +37,8 @@ static void put_span(struct controller *c, int rank, int kind, int step, double 
                                    .t_end = t1 > t0 ? t1 : t0,
                                    .count = count};
     snprintf(row.detail, sizeof row.detail, "%s", detail ? detail : "");
-    if (metrics_span(c->m, &row)) FATAL("metrics: cannot record a %s span", metrics_span_kind_name(kind));
+    if (metrics_span(c->m, &row))
+        FATAL("metrics: cannot record a %s span", metrics_enum_name(MV_SPAN, kind));
 }
 
 /* The step a span belongs to: the one in progress. */

@@ -34,7 +34,7 @@ static void record_role_changes(struct controller *c, const struct plan *old, do
         char detail[128];
         snprintf(detail, sizeof detail, "rank %d: %s (tp %d, index %d) -> %s (tp %d, index %d)", r,
                  role_name(a->role), a->tp, a->index, role_name(b->role), b->tp, b->index);
-        if (metrics_event(c->m, now, c->step, "role_change", detail))
+        if (metrics_event(c->m, now, c->step, EV_ROLE_CHANGE, detail))
             FATAL("metrics: cannot record a role change");
     }
 }
@@ -174,7 +174,7 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
              c->plan.epoch, c->plan.n_train, c->plan.n_hybrid, row.rollout_tp, c->plan.n_idle, why,
              1e3 * dt, row.handed_back, core_kept ? "; core training communicator kept" : "");
     if (metrics_plan(c->m, &row) ||
-        metrics_event(c->m, now, c->step, first ? "plan" : "resplit", detail))
+        metrics_event(c->m, now, c->step, first ? EV_PLAN : EV_RESPLIT, detail))
         FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);
     if (!first) record_role_changes(c, &old, now);
     ctl_trace_resplit(c, t_begin, now, dt, row.handed_back);
@@ -219,6 +219,6 @@ void ctl_on_sync_done(struct controller *c, const struct wire_sync_done *d, int 
              "weights of version %d on %d rollout ranks; %lld bytes received, at most %lld by "
              "one rank", c->rollout_version, c->plan.n_rollout_ranks,
              (long long)c->sync_bytes_sum, (long long)c->sync_bytes_max);
-    if (metrics_event(c->m, ctl_now(c), c->step, "weight_sync", detail))
+    if (metrics_event(c->m, ctl_now(c), c->step, EV_WEIGHT_SYNC, detail))
         FATAL("metrics: cannot record weight sync");
 }

@@ -243,7 +243,8 @@ static void write_metadata(struct sink *s, const char *in, const struct rank_inf
             if (l > 0 && ri[r].lane_kind[l] < 0) continue;
             char name[256];
             if (l > 0)
-                snprintf(name, sizeof name, "rank %d: %s", r, metrics_span_kind_name(ri[r].lane_kind[l]));
+                snprintf(name, sizeof name, "rank %d: %s", r,
+                         metrics_enum_name(MV_SPAN, ri[r].lane_kind[l]));
             else if (r == 0)
                 snprintf(name, sizeof name, "rank 0 (controller)");
             else
@@ -260,7 +261,7 @@ static json_t *span_event(const struct tables *t, const struct item *it)
 {
     size_t i = (size_t)it->row;
     int kind = (int)t->sp[SP_KIND][i];
-    const char *name = metrics_span_kind_name(kind);
+    const char *name = metrics_enum_name(MV_SPAN, kind);
     return json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:{s:i,s:I,s:s}}", "name", name ? name : "span",
                      "cat", kind == SPAN_DECODE || kind == SPAN_TOOL ? "rollout"
                             : kind <= SPAN_TRAIN_OPT                ? "train"

@@ -347,7 +347,7 @@ struct fatal_ctx {
 static void record_fatal(void *ctx, const char *msg)
 {
     struct fatal_ctx *f = ctx;
-    metrics_event(f->m, wall_time() - f->t0, -1, "error", msg);
+    metrics_event(f->m, wall_time() - f->t0, -1, EV_ERROR, msg);
     metrics_close(f->m, "failed");
 }
 
@@ -468,7 +468,7 @@ int driver_run_job(int argc, char **argv)
         if (rs->resume && metrics_attr_int(m, "resumed_from_step", rs->step))
             FATAL("metrics: cannot write an attribute");
         if (rs->resume && rs->changes[0] &&
-            metrics_event(m, 0.0, rs->step, "config_change", rs->changes))
+            metrics_event(m, 0.0, rs->step, EV_CONFIG_CHANGE, rs->changes))
             FATAL("metrics: cannot record an event");
         fatal.m = m;
         fatal.t0 = wall_time();

@@ -61,7 +61,7 @@ struct sim_fatal {
 static void record_fatal(void *ctx, const char *msg)
 {
     struct sim_fatal *f = ctx;
-    metrics_event(f->m, -1, -1, "error", msg);
+    metrics_event(f->m, -1, -1, EV_ERROR, msg);
     metrics_close(f->m, "failed");
 }
 

@@ -74,8 +74,10 @@ static int open_column(hid_t file, const char *table, const char *col, H5T_class
     int idx;
     if ((*ft = H5Dget_type(*d)) < 0 || H5Tget_class(*ft) != H5T_COMPOUND ||
         (idx = H5Tget_member_index(*ft, col)) < 0 ||
-        (want == H5T_STRING && H5Tget_member_class(*ft, (unsigned)idx) != H5T_STRING)) {
-        snprintf(err, errlen, "/%s has no %scolumn %s", table, want == H5T_STRING ? "string " : "", col);
+        (want == H5T_STRING && H5Tget_member_class(*ft, (unsigned)idx) != H5T_STRING &&
+         H5Tget_member_class(*ft, (unsigned)idx) != H5T_ENUM)) {
+        snprintf(err, errlen, "/%s has no %scolumn %s", table,
+                 want == H5T_STRING ? "text or enum " : "", col);
         return -1;
     }
     if ((*sp = H5Dget_space(*d)) < 0 || H5Sget_simple_extent_ndims(*sp) != 1 ||
@@ -86,25 +88,92 @@ static int open_column(hid_t file, const char *table, const char *col, H5T_class
     return 0;
 }
 
-int h5_read_column_f64(hid_t file, const char *table, const char *col, double **out, size_t *n,
-                       char *err, size_t errlen)
+/* Reads the enum column col of table d (file type ft) as native int32 codes into a new
+ * (rows + 1)-long array; *native is its native enum type, to name the codes. */
+static int read_enum_codes(hid_t d, hid_t ft, const char *col, hssize_t rows, int32_t **codes,
+                           hid_t *native)
+{
+    int idx = H5Tget_member_index(ft, col);
+    hid_t ftm = H5I_INVALID_HID, mt = H5I_INVALID_HID;
+    int32_t *buf = NULL;
+    int rc = -1;
+    *native = H5I_INVALID_HID;
+    if (idx < 0 || (ftm = H5Tget_member_type(ft, (unsigned)idx)) < 0 ||
+        (*native = H5Tget_native_type(ftm, H5T_DIR_ASCEND)) < 0 ||
+        H5Tget_size(*native) != sizeof(int32_t) || !(buf = calloc((size_t)rows + 1, sizeof *buf)) ||
+        (mt = H5Tcreate(H5T_COMPOUND, sizeof(int32_t))) < 0 || H5Tinsert(mt, col, 0, *native) < 0 ||
+        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0))
+        goto done;
+    *codes = buf;
+    buf = NULL;
+    rc = 0;
+done:
+    free(buf);
+    if (mt >= 0) H5Tclose(mt);
+    if (ftm >= 0) H5Tclose(ftm);
+    if (rc && *native >= 0) H5Tclose(*native);
+    if (rc) *native = H5I_INVALID_HID;
+    return rc;
+}
+
+/* An enum column into buf as member elements: names for a string member (a code
+ * without a name as its number), the codes converted for a number member. */
+static int read_enum_as(hid_t d, hid_t ft, const char *col, hssize_t rows, hid_t member,
+                        size_t elem, void *buf)
+{
+    int32_t *codes;
+    hid_t native;
+    if (read_enum_codes(d, ft, col, rows, &codes, &native)) return -1;
+    int rc = 0;
+    if (H5Tget_class(member) == H5T_STRING) {
+        for (hssize_t i = 0; i < rows; i++) {
+            char name[256];
+            if (H5Tenum_nameof(native, &codes[i], name, sizeof name) < 0)
+                snprintf(name, sizeof name, "%d", (int)codes[i]);
+            snprintf((char *)buf + (size_t)i * elem, elem, "%s", name);
+        }
+    } else {
+        /* in place: elem >= 4 bytes a row, so the codes fit before converting */
+        rc = elem < sizeof(int32_t) ? -1 : 0;
+        if (rc == 0) memcpy(buf, codes, (size_t)rows * sizeof *codes);
+        if (rc == 0 && rows > 0 &&
+            H5Tconvert(H5T_NATIVE_INT32, member, (size_t)rows, buf, NULL, H5P_DEFAULT) < 0)
+            rc = -1;
+    }
+    free(codes);
+    H5Tclose(native);
+    return rc;
+}
+
+int h5_read_column(hid_t file, const char *table, const char *col, hid_t member, size_t elem,
+                   void **out, size_t *n, char *err, size_t errlen)
 {
     struct h5quiet q;
     h5_quiet_begin(&q);
     hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID, mt = H5I_INVALID_HID;
     hssize_t rows = 0;
-    int rc = -1;
+    int rc = -1, is_text = H5Tget_class(member) == H5T_STRING;
     *out = NULL;
     *n = 0;
-    if (open_column(file, table, col, H5T_FLOAT, &d, &ft, &sp, &rows, err, errlen)) goto done;
-    double *buf = calloc((size_t)rows + 1, sizeof *buf);
-    if (!buf || (mt = H5Tcreate(H5T_COMPOUND, sizeof(double))) < 0 ||
-        H5Tinsert(mt, col, 0, H5T_NATIVE_DOUBLE) < 0 ||
-        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+    if (open_column(file, table, col, is_text ? H5T_STRING : H5T_FLOAT, &d, &ft, &sp, &rows, err,
+                    errlen))
+        goto done;
+    int idx = H5Tget_member_index(ft, col);
+    char *buf = calloc((size_t)rows + 1, elem);
+    int ok = buf != NULL;
+    if (ok && H5Tget_member_class(ft, (unsigned)idx) == H5T_ENUM)
+        ok = read_enum_as(d, ft, col, rows, member, elem, buf) == 0;
+    else if (ok)
+        ok = (mt = H5Tcreate(H5T_COMPOUND, elem)) >= 0 && H5Tinsert(mt, col, 0, member) >= 0 &&
+             (rows == 0 || H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    if (!ok) {
         free(buf);
-        snprintf(err, errlen, "/%s column %s: cannot be read as numbers", table, col);
+        snprintf(err, errlen, "/%s column %s: cannot be read as %s", table, col,
+                 is_text ? "text" : "numbers");
         goto done;
     }
+    if (is_text)
+        for (hssize_t i = 0; i < rows; i++) buf[(size_t)i * elem + elem - 1] = '\0';
     *out = buf;
     *n = (size_t)rows;
     rc = 0;
@@ -118,39 +187,26 @@ done:
     return rc;
 }
 
+int h5_read_column_f64(hid_t file, const char *table, const char *col, double **out, size_t *n,
+                       char *err, size_t errlen)
+{
+    return h5_read_column(file, table, col, H5T_NATIVE_DOUBLE, sizeof(double), (void **)out, n,
+                          err, errlen);
+}
+
 int h5_read_column_str(hid_t file, const char *table, const char *col, size_t width, char **out,
                        size_t *n, char *err, size_t errlen)
 {
-    struct h5quiet q;
-    h5_quiet_begin(&q);
-    hid_t d = H5I_INVALID_HID, ft = H5I_INVALID_HID, sp = H5I_INVALID_HID, mt = H5I_INVALID_HID,
-          st = H5I_INVALID_HID;
-    hssize_t rows = 0;
+    hid_t st = H5Tcopy(H5T_C_S1);
     int rc = -1;
     *out = NULL;
     *n = 0;
-    if (open_column(file, table, col, H5T_STRING, &d, &ft, &sp, &rows, err, errlen)) goto done;
-    char *buf = calloc((size_t)rows + 1, width);
-    if (!buf || (st = H5Tcopy(H5T_C_S1)) < 0 || H5Tset_size(st, width) < 0 ||
-        H5Tset_strpad(st, H5T_STR_NULLTERM) < 0 || (mt = H5Tcreate(H5T_COMPOUND, width)) < 0 ||
-        H5Tinsert(mt, col, 0, st) < 0 ||
-        (rows > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
-        free(buf);
-        snprintf(err, errlen, "/%s column %s: cannot be read as text", table, col);
-        goto done;
-    }
-    for (hssize_t i = 0; i < rows; i++) buf[(size_t)i * width + width - 1] = '\0';
-    *out = buf;
-    *n = (size_t)rows;
-    rc = 0;
-done:
-    if (mt >= 0) H5Tclose(mt);
+    if (st >= 0 && H5Tset_size(st, width) >= 0 && H5Tset_strpad(st, H5T_STR_NULLTERM) >= 0)
+        rc = h5_read_column(file, table, col, st, width, (void **)out, n, err, errlen);
+    else
+        snprintf(err, errlen, "/%s column %s: cannot make a %zu-byte string type", table, col,
+                 width);
     if (st >= 0) H5Tclose(st);
-    if (sp >= 0) H5Sclose(sp);
-    if (ft >= 0) H5Tclose(ft);
-    if (d >= 0) H5Dclose(d);
-    H5Eclear2(H5E_DEFAULT);
-    h5_quiet_end(&q);
     return rc;
 }
 

@@ -62,24 +62,24 @@
 #endif
 
 /* Bumped when a table, column or root attribute changes meaning (docs/metrics.md). */
-#define METRICS_SCHEMA_VERSION 6 /* 2: /steps real-model columns, /eval;
+#define METRICS_SCHEMA_VERSION 7 /* 2: /steps real-model columns, /eval;
                                     3: /sched, /migrations, /instances, /tree;
                                     4: /planner, /plans training shape and n_idle;
                                     5: /turns;
-                                    6: /steps timing breakdown, /spans */
+                                    6: /steps timing breakdown, /spans;
+                                    7: enumerated columns as HDF5 enums */
 
-#define EVENT_KIND_LEN 32
 #define EVENT_DETAIL_LEN 256
 
 /* The /events row; callers pass its fields to metrics_event(). */
 struct event_row {
     double wall_s;
     int32_t step;
-    char kind[EVENT_KIND_LEN];
+    int32_t kind; /* enum metrics_event_kind */
     char detail[EVENT_DETAIL_LEN];
 };
 
-enum col_kind { COL_I32, COL_I64, COL_F64, COL_STR };
+enum col_kind { COL_I32, COL_I64, COL_F64, COL_STR, COL_ENUM };
 
 struct col {
     const char *name;  /* = the struct field name */
@@ -87,16 +87,19 @@ struct col {
     size_t size;       /* bytes in the struct (string width including the NUL) */
     enum col_kind kind;
     const char *units; /* "1" dimensionless, "text" for strings */
+    enum metrics_vocab vocab; /* COL_ENUM: its names (an int32_t field) */
 };
 
 #define FSIZE(s, f) sizeof(((struct s *)0)->f)
-#define COL(s, f, k, u) { #f, offsetof(struct s, f), FSIZE(s, f), k, u }
+#define COL(s, f, k, u) { #f, offsetof(struct s, f), FSIZE(s, f), k, u, MV_COUNT }
+/* An int32_t field holding a value of vocabulary v, stored as an HDF5 enum. */
+#define COL_EN(s, f, v) { #f, offsetof(struct s, f), FSIZE(s, f), COL_ENUM, "1", v }
 /* Element i of the int32 array field f, as a column of its own named name. */
 #define COL_ELEM_I32(s, f, i, name, u) \
-    { name, offsetof(struct s, f) + (i) * sizeof(int32_t), sizeof(int32_t), COL_I32, u }
+    { name, offsetof(struct s, f) + (i) * sizeof(int32_t), sizeof(int32_t), COL_I32, u, MV_COUNT }
 /* The same for an int64 array field. */
 #define COL_ELEM_I64(s, f, i, name, u) \
-    { name, offsetof(struct s, f) + (i) * sizeof(int64_t), sizeof(int64_t), COL_I64, u }
+    { name, offsetof(struct s, f) + (i) * sizeof(int64_t), sizeof(int64_t), COL_I64, u, MV_COUNT }
 
 /* The per-tool columns below name the elements of tool_calls/tool_failures by tool. */
 _Static_assert(ENV_TOOL_CALC == 0 && ENV_TOOL_SEARCH == 1 && ENV_N_TOOLS == 2,
@@ -164,7 +167,7 @@ static const struct col traj_cols[] = {
     COL(metrics_traj_row, prompt_id, COL_I64, "1"),
     COL(metrics_traj_row, group_id, COL_I64, "1"),
     COL(metrics_traj_row, step_consumed, COL_I32, "1"),
-    COL(metrics_traj_row, fate, COL_I32, "1"),
+    COL_EN(metrics_traj_row, fate, MV_FATE),
     COL(metrics_traj_row, version_start, COL_I32, "1"),
     COL(metrics_traj_row, version_end, COL_I32, "1"),
     COL(metrics_traj_row, prompt_tokens, COL_I32, "tokens"),
@@ -181,7 +184,7 @@ static const struct col traj_cols[] = {
 static const struct col event_cols[] = {
     COL(event_row, wall_s, COL_F64, "s"),
     COL(event_row, step, COL_I32, "1"),
-    COL(event_row, kind, COL_STR, "text"),
+    COL_EN(event_row, kind, MV_EVENT),
     COL(event_row, detail, COL_STR, "text"),
 };
 
@@ -205,8 +208,8 @@ static const struct col plan_cols[] = {
 static const struct col planner_cols[] = {
     COL(metrics_planner_row, step, COL_I32, "1"),
     COL(metrics_planner_row, wall_s, COL_F64, "s"),
-    COL(metrics_planner_row, trigger, COL_STR, "text"),
-    COL(metrics_planner_row, verdict, COL_STR, "text"),
+    COL_EN(metrics_planner_row, trigger, MV_TRIGGER),
+    COL_EN(metrics_planner_row, verdict, MV_VERDICT),
     COL(metrics_planner_row, applied, COL_I32, "1"),
     COL(metrics_planner_row, cand_train, COL_I32, "ranks"),
     COL(metrics_planner_row, cand_tp, COL_I32, "1"),
@@ -298,7 +301,7 @@ static const struct col migration_cols[] = {
     COL(metrics_migration_row, to_tp, COL_I32, "ranks"),
     COL(metrics_migration_row, from_bucket, COL_STR, "text"),
     COL(metrics_migration_row, to_bucket, COL_STR, "text"),
-    COL(metrics_migration_row, why, COL_STR, "text"),
+    COL_EN(metrics_migration_row, why, MV_MIG_WHY),
     COL(metrics_migration_row, est_remaining, COL_F64, "tokens"),
     COL(metrics_migration_row, saving_s, COL_F64, "s"),
     COL(metrics_migration_row, cost_s, COL_F64, "s"),
@@ -310,7 +313,7 @@ static const struct col turn_cols[] = {
     COL(metrics_turn_row, gen_tokens, COL_I32, "tokens"),
     COL(metrics_turn_row, final, COL_I32, "1"),
     COL(metrics_turn_row, tool, COL_STR, "text"),
-    COL(metrics_turn_row, status, COL_I32, "1"),
+    COL_EN(metrics_turn_row, status, MV_STATUS),
     COL(metrics_turn_row, payload_tokens, COL_I32, "tokens"),
     COL(metrics_turn_row, tool_latency_s, COL_F64, "s"),
     COL(metrics_turn_row, wall_s, COL_F64, "s"),
@@ -332,25 +335,13 @@ static const struct col instance_cols[] = {
 
 static const struct col span_cols[] = {
     COL(metrics_span_row, rank, COL_I32, "1"),
-    COL(metrics_span_row, kind, COL_I32, "1"),
+    COL_EN(metrics_span_row, kind, MV_SPAN),
     COL(metrics_span_row, step, COL_I32, "1"),
     COL(metrics_span_row, t_start, COL_F64, "s"),
     COL(metrics_span_row, t_end, COL_F64, "s"),
     COL(metrics_span_row, count, COL_I64, "1"),
     COL(metrics_span_row, detail, COL_STR, "text"),
 };
-
-static const char *const span_kind_names[SPAN_KIND_COUNT] = {
-    [SPAN_DECODE] = "decode",           [SPAN_TOOL] = "tool",
-    [SPAN_TRAIN_FWD] = "train_fwd",     [SPAN_TRAIN_BWD] = "train_bwd",
-    [SPAN_TRAIN_REDUCE] = "train_reduce", [SPAN_TRAIN_OPT] = "train_opt",
-    [SPAN_WEIGHT_SYNC] = "weight_sync", [SPAN_RESPLIT] = "resplit",
-    [SPAN_CHECKPOINT] = "checkpoint"};
-
-const char *metrics_span_kind_name(int kind)
-{
-    return kind >= 0 && kind < SPAN_KIND_COUNT ? span_kind_names[kind] : NULL;
-}
 
 struct table_def {
     const char *name;
@@ -359,8 +350,6 @@ struct table_def {
     int ncols;
     size_t rowsize;
     hsize_t chunk;           /* rows per chunk */
-    const char *extra_name;  /* one more string attribute, or NULL */
-    const char *extra_value;
 };
 
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -372,63 +361,55 @@ static const struct table_def table_defs[T_COUNT] = {
     [T_STEPS] = {"steps",
                  "one row per optimizer step, globally reduced over all ranks; wall_s is the "
                  "end of the step, seconds since the run started",
-                 step_cols, NCOLS(step_cols), sizeof(struct metrics_step_row), 256, NULL, NULL},
+                 step_cols, NCOLS(step_cols), sizeof(struct metrics_step_row), 256},
     [T_TRAJ] = {"trajectories",
                 "one row per trajectory started in the run: trained ones when their step "
                 "finishes, buffered and in-flight ones at the end",
-                traj_cols, NCOLS(traj_cols), sizeof(struct metrics_traj_row), 4096,
-                "values.fate", "0=trained 1=buffered 2=in_flight"},
+                traj_cols, NCOLS(traj_cols), sizeof(struct metrics_traj_row), 4096},
     [T_EVENTS] = {"events",
-                  "timestamped run events (resplit, tool failures, checkpoints, warnings); "
-                  "kind is a short keyword, detail free text",
-                  event_cols, NCOLS(event_cols), sizeof(struct event_row), 256, NULL, NULL},
+                  "timestamped run events (plans and re-splits, weight syncs, the pool's "
+                  "lends, checkpoints, cancels, errors): kind says which, detail free text",
+                  event_cols, NCOLS(event_cols), sizeof(struct event_row), 256},
     [T_PLANS] = {"plans",
                  "one row per planning epoch: the resource plan the planner broadcast, why, "
                  "and what the re-split cost",
-                 plan_cols, NCOLS(plan_cols), sizeof(struct metrics_plan_row), 256, NULL, NULL},
+                 plan_cols, NCOLS(plan_cols), sizeof(struct metrics_plan_row), 256},
     [T_EVAL] = {"eval",
                 "one row per greedy evaluation on the held-out set; step is the optimizer "
                 "steps done when it was launched, wall_s when it finished",
-                eval_cols, NCOLS(eval_cols), sizeof(struct metrics_eval_row), 256, NULL, NULL},
+                eval_cols, NCOLS(eval_cols), sizeof(struct metrics_eval_row), 256},
     [T_SCHED] = {"sched",
                  "one row per optimizer step: the scheduler's routing decisions by reason and "
                  "by path, migrations, tool returns and finished trajectories during the step, "
                  "and cmlfq's prefix tree at its end",
-                 sched_cols, NCOLS(sched_cols), sizeof(struct metrics_sched_row), 256, NULL,
-                 NULL},
+                 sched_cols, NCOLS(sched_cols), sizeof(struct metrics_sched_row), 256},
     [T_MIGRATIONS] = {"migrations",
                       "one row per bucket change the scheduler took or declined at a "
                       "tool-return boundary; to_instance = from_instance when not moved",
                       migration_cols, NCOLS(migration_cols),
-                      sizeof(struct metrics_migration_row), 4096, "values.why",
-                      "causal tokens threshold declined_cost declined_limit same_tp"},
+                      sizeof(struct metrics_migration_row), 4096},
     [T_INSTANCES] = {"instances",
                      "one row per rollout instance per optimizer step: its own last report "
                      "(queued, running, kv_frac; -1 before any) and rank 0's view "
                      "(turns_in_flight, load_frac)",
                      instance_cols, NCOLS(instance_cols), sizeof(struct metrics_instance_row),
-                     1024, NULL, NULL},
+                     1024},
     [T_PLANNER] = {"planner",
                    "one row per step of the global resource planner (plan.mode = grp): the "
                    "trigger, the best candidate, predicted (calibrated) and measured emulated "
                    "seconds per step, the gate's verdict and whether it was applied",
-                   planner_cols, NCOLS(planner_cols), sizeof(struct metrics_planner_row), 256,
-                   NULL, NULL},
+                   planner_cols, NCOLS(planner_cols), sizeof(struct metrics_planner_row), 256},
     [T_TURNS] = {"turns",
                  "one row per finished turn of a training trajectory, in the order rank 0 "
                  "received them: generated tokens, the tool call that ended it (none when "
                  "final), its status, payload and latency; what `libra --trace-export` turns "
                  "into a replayable trace",
-                 turn_cols, NCOLS(turn_cols), sizeof(struct metrics_turn_row), 4096,
-                 "values.status", "0=none 1=success 2=failure 3=timeout"},
+                 turn_cols, NCOLS(turn_cols), sizeof(struct metrics_turn_row), 4096},
     [T_SPANS] = {"spans",
                  "what each rank was doing, t_start to t_end on rank 0's clock: decode busy "
                  "periods, tool calls, training phases, weight syncs, re-splits, checkpoints; "
                  "what `libra trace` draws",
-                 span_cols, NCOLS(span_cols), sizeof(struct metrics_span_row), 4096,
-                 "values.kind",
-                 "0=decode 1=tool 2=train_fwd 3=train_bwd 4=train_reduce 5=train_opt "
-                 "6=weight_sync 7=resplit 8=checkpoint"},
+                 span_cols, NCOLS(span_cols), sizeof(struct metrics_span_row), 4096},
 };
 
 struct table {
@@ -522,6 +503,25 @@ fail:
     return H5I_INVALID_HID;
 }
 
+/* Vocabulary v as an HDF5 enum over int32 (native in memory, little-endian in the file). */
+static hid_t enum_type(enum metrics_vocab v, bool in_file, char *err, size_t errlen)
+{
+    hid_t t = H5I_INVALID_HID;
+    int first, n;
+    metrics_enum_range(v, &first, &n);
+    H5TRY(t = H5Tenum_create(in_file ? H5T_STD_I32LE : H5T_NATIVE_INT32));
+    for (int k = first; k < first + n; k++) {
+        int32_t value = k;
+        if (in_file) H5TRY(H5Tconvert(H5T_NATIVE_INT32, H5T_STD_I32LE, 1, &value, NULL,
+                                       H5P_DEFAULT));
+        H5TRY(H5Tenum_insert(t, metrics_enum_name(v, k), &value));
+    }
+    return t;
+fail:
+    close_id(&t, H5Tclose);
+    return H5I_INVALID_HID;
+}
+
 /* The memory type (native, at struct offsets) or the file type (packed, little-endian). */
 static hid_t compound_type(const struct table_def *d, bool in_file, char *err, size_t errlen)
 {
@@ -545,6 +545,11 @@ static hid_t compound_type(const struct table_def *d, bool in_file, char *err, s
         case COL_F64:
             assert(c->size == 8);
             member = in_file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE;
+            break;
+        case COL_ENUM:
+            assert(c->size == 4);
+            if ((s = enum_type(c->vocab, in_file, err, errlen)) < 0) goto fail;
+            member = s;
             break;
         default:
             if ((s = string_type(c->size, err, errlen)) < 0) goto fail;
@@ -587,8 +592,6 @@ static int table_create(hid_t file, struct table *t, const struct table_def *d, 
         snprintf(name, sizeof name, "units.%s", d->cols[i].name);
         if (attr_put_string(t->dset, name, d->cols[i].units, err, errlen) != 0) goto fail;
     }
-    if (d->extra_name && attr_put_string(t->dset, d->extra_name, d->extra_value, err, errlen))
-        goto fail;
     H5TRY(H5Pclose(dcpl));
     H5TRY(H5Sclose(space));
     H5TRY(H5Tclose(ftype));
@@ -780,9 +783,28 @@ static int fail_logged(struct metrics *m, const char *what)
     return -1;
 }
 
+/* A value outside its column's vocabulary would be stored as a number h5dump and h5py
+ * cannot name: refused, nothing appended. */
+static int check_enums(struct metrics *m, const struct table_def *d, const void *row)
+{
+    for (int i = 0; i < d->ncols; i++) {
+        const struct col *c = &d->cols[i];
+        int32_t v;
+        if (c->kind != COL_ENUM) continue;
+        memcpy(&v, (const unsigned char *)row + c->offset, sizeof v);
+        if (!metrics_enum_name(c->vocab, v)) {
+            snprintf(m->err, sizeof m->err, "/%s %s: %d is not one of its values", d->name,
+                     c->name, (int)v);
+            return fail_logged(m, "append");
+        }
+    }
+    return 0;
+}
+
 static int append(struct metrics *m, int table, const void *row)
 {
     if (!m || !row) return -1;
+    if (check_enums(m, m->tab[table].def, row)) return -1;
     table_append(&m->tab[table], row);
     return 0;
 }
@@ -837,14 +859,14 @@ int metrics_instance(struct metrics *m, const struct metrics_instance_row *row)
     return append(m, T_INSTANCES, row);
 }
 
-int metrics_event(struct metrics *m, double wall_s, int32_t step, const char *kind,
+int metrics_event(struct metrics *m, double wall_s, int32_t step, enum metrics_event_kind kind,
                   const char *detail)
 {
     struct event_row e;
     memset(&e, 0, sizeof e);
     e.wall_s = wall_s;
     e.step = step;
-    snprintf(e.kind, sizeof e.kind, "%s", kind ? kind : "");
+    e.kind = (int32_t)kind;
     snprintf(e.detail, sizeof e.detail, "%s", detail ? detail : "");
     return append(m, T_EVENTS, &e);
 }

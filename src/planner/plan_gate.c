@@ -12,6 +12,7 @@
  * times the result's gain, net and ratio are 0.
  */
 #include "libra/plan_policy.h"
+#include "libra/metrics_enums.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -40,14 +41,11 @@ enum gate_verdict plan_gate(double t_cur, double t_new, int horizon, double tran
     return r.verdict;
 }
 
+_Static_assert(GATE_NOT_AMORTISED + 1 == METRICS_N_VERDICTS,
+               "enum gate_verdict's names are the metrics file's (metrics_enums.c)");
+
 const char *plan_gate_name(enum gate_verdict v)
 {
-    switch (v) {
-    case GATE_APPLY: return "apply";
-    case GATE_SAME_PLAN: return "same_plan";
-    case GATE_NO_GAIN: return "no_gain";
-    case GATE_BELOW_RATIO: return "gain_below_ratio";
-    case GATE_NOT_AMORTISED: return "not_amortised";
-    default: return "unknown";
-    }
+    const char *s = (int)v >= 0 ? metrics_enum_name(MV_VERDICT, (int)v) : NULL;
+    return s ? s : "unknown";
 }

@@ -15,6 +15,7 @@
  *   - NaN metrics compare false and so never fire.
  */
 #include "libra/plan_policy.h"
+#include "libra/metrics_enums.h"
 
 #include <stddef.h>
 
@@ -63,18 +64,11 @@ int plan_trigger_fires(enum plan_trigger_kind k)
     return k >= PT_INTERVAL && k <= PT_IMBALANCE;
 }
 
+_Static_assert(PT_N_KINDS == METRICS_N_TRIGGERS,
+               "enum plan_trigger_kind's names are the metrics file's (metrics_enums.c)");
+
 const char *plan_trigger_name(enum plan_trigger_kind k)
 {
-    switch (k) {
-    case PT_WARMUP: return "warmup";
-    case PT_COOLDOWN: return "cooldown";
-    case PT_SKIP: return "interval_skip";
-    case PT_INSUFFICIENT_HISTORY: return "insufficient_history";
-    case PT_INTERVAL: return "interval";
-    case PT_QUEUE_PRESSURE: return "queue_pressure";
-    case PT_ACTIVE_PRESSURE: return "active_rollout_pressure";
-    case PT_REJECTED_DELTA: return "rejected_rollout_delta";
-    case PT_IMBALANCE: return "rollout_train_imbalance";
-    default: return "unknown";
-    }
+    const char *s = metrics_enum_name(MV_TRIGGER, (int)k);
+    return s ? s : "unknown";
 }

@@ -15,13 +15,14 @@
 #include <string.h>
 
 #include "libra/log.h"
+#include "libra/metrics_enums.h"
 
 const char *const sched_reason_names[SCHED_R_COUNT] = {
     "initial", "informed", "sticky", "migrate", "reroute",
     "per_turn", "history", "scout", "scout_follow", "scout_timeout"};
 const char *const sched_via_names[SCHED_VIA_COUNT] = {"preferred", "fallback", "global"};
-const char *const sched_mig_names[SCHED_MIG_COUNT] = {"causal", "tokens", "threshold",
-                                                      "declined_cost", "declined_limit", "same_tp"};
+_Static_assert(SCHED_MIG_COUNT == METRICS_N_MIG_WHY,
+               "enum sched_mig_why's names are the metrics file's (metrics_enums.c)");
 
 static const struct sched_ops *const policies[] = {&sched_cmlfq_ops, &sched_load_balance_ops,
                                                    &sched_length_aware_ops, &sched_la_mlfq_ops};
