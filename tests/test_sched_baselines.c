@@ -95,7 +95,6 @@ static void hand_sched(struct sched *s, const struct sched_config *c)
         memcpy(s->bucket[b].tp, c->buckets[b].tp, sizeof s->bucket[b].tp);
         s->bucket[b].max_tokens = c->buckets[b].max_tokens;
     }
-    sched_buckets_init(s);
 }
 
 /* ---- route.c ---- */
@@ -124,36 +123,68 @@ static void test_bucket_for(void)
     CU_ASSERT_EQUAL(sched_bucket_has_tp(&s, -1, 4), 0);
 }
 
-/* Nearest bucket first, the larger on a tie, no repeats, own TPs skipped (§6.8:
- * the reference gives long -> [1, 2] and keeps duplicates). */
+/* Fallback: the nearest bucket first, the larger on a tie (§6.8: the reference gives
+ * long -> [1, 2] and keeps duplicates). One instance per TP 1, 2, 4; the bucket's own
+ * class over the cap. */
 static void test_fallback_order(void)
 {
     struct sched_config c;
     cfg_base(&c, "length_aware", "kv");
+    c.max_load = 0.5;
     cfg_bucket(&c, "short", 1000, 1, 1);
     cfg_bucket(&c, "medium", 3000, 1, 2);
     cfg_bucket(&c, "long", 6000, 1, 4);
     struct sched s;
     hand_sched(&s, &c);
-    CU_ASSERT_EQUAL(s.bucket[2].n_fallback, 2);
-    CU_ASSERT_EQUAL(s.bucket[2].fallback[0], 2);
-    CU_ASSERT_EQUAL(s.bucket[2].fallback[1], 1);
-    CU_ASSERT_EQUAL(s.bucket[1].n_fallback, 2);
-    CU_ASSERT_EQUAL(s.bucket[1].fallback[0], 4); /* tie: the larger bucket first */
-    CU_ASSERT_EQUAL(s.bucket[1].fallback[1], 1);
-    CU_ASSERT_EQUAL(s.bucket[0].n_fallback, 2);
-    CU_ASSERT_EQUAL(s.bucket[0].fallback[0], 2);
-    CU_ASSERT_EQUAL(s.bucket[0].fallback[1], 4);
+    const int tp[3] = {1, 2, 4};
+    struct sched_instance in[3];
+    int via;
+    mk_inst(in, 3, tp);
+    in[1].load = 900; /* medium full: long (the larger) before short on the tie */
+    CU_ASSERT_EQUAL(sched_route_bucket(&s, 1, in, 3, &via), 2);
+    CU_ASSERT_EQUAL(via, SCHED_VIA_FALLBACK);
+    mk_inst(in, 3, tp);
+    in[0].load = 900; /* short full: medium (nearest) before long */
+    CU_ASSERT_EQUAL(sched_route_bucket(&s, 0, in, 3, &via), 1);
+    in[1].load = 900; /* and long after it */
+    CU_ASSERT_EQUAL(sched_route_bucket(&s, 0, in, 3, &via), 2);
+    CU_ASSERT_EQUAL(via, SCHED_VIA_FALLBACK);
+}
 
-    /* r2e-style: short and medium share TP2 */
+/* A bucket's TP classes share its turns by load: one TP-4 among three TP-8s in the
+ * long bucket [4, 8] takes its share, not every turn (in order, the TP-4 took all
+ * turns until half full while the TP-8s idled: the 512-GPU regression). The same for
+ * a fallback bucket's classes. */
+static void test_bucket_classes_share(void)
+{
+    struct sched_config c;
     cfg_base(&c, "length_aware", "kv");
-    cfg_bucket(&c, "short", 3000, 1, 2);
-    cfg_bucket(&c, "medium", 6000, 1, 2);
-    cfg_bucket(&c, "long", 32768, 2, 4, 2);
+    c.max_load = 0.5;
+    cfg_bucket(&c, "short", 1000, 1, 1);
+    cfg_bucket(&c, "long", 6000, 2, 4, 8);
+    struct sched s;
     hand_sched(&s, &c);
-    CU_ASSERT_EQUAL(s.bucket[0].n_fallback, 1);
-    CU_ASSERT_EQUAL(s.bucket[0].fallback[0], 4);
-    CU_ASSERT_EQUAL(s.bucket[2].n_fallback, 0);
+    const int tp[4] = {8, 8, 4, 8};
+    struct sched_instance in[4];
+    mk_inst(in, 4, tp);
+    int count[4] = {0}, via;
+    for (int k = 0; k < 40; k++) {
+        int i = sched_route_bucket(&s, 1, in, 4, &via);
+        CU_ASSERT_EQUAL(via, SCHED_VIA_PREFERRED);
+        count[i]++;
+        in[i].load += 10; /* equal capacities: equal shares */
+    }
+    CU_ASSERT(count[0] == 10 && count[1] == 10 && count[2] == 10 && count[3] == 10);
+    /* short's own TP1 is absent: its turns share the long bucket's classes */
+    mk_inst(in, 4, tp);
+    memset(count, 0, sizeof count);
+    for (int k = 0; k < 40; k++) {
+        int i = sched_route_bucket(&s, 0, in, 4, &via);
+        CU_ASSERT_EQUAL(via, SCHED_VIA_FALLBACK);
+        count[i]++;
+        in[i].load += 10;
+    }
+    CU_ASSERT(count[0] == 10 && count[1] == 10 && count[2] == 10 && count[3] == 10);
 }
 
 static void test_pick_kv_cap(void)
@@ -852,6 +883,7 @@ static void test_policy_init_errors(void)
 static const struct test_case route_cases[] = {
     {"bucket_for", test_bucket_for},
     {"fallback_order", test_fallback_order},
+        {"bucket_classes_share", test_bucket_classes_share},
     {"pick_kv_cap", test_pick_kv_cap},
     {"pick_rotation", test_pick_rotation},
     {"pick_weighted", test_pick_weighted},

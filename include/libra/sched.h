@@ -15,10 +15,10 @@
  *   la_mlfq       a scout per prompt group, a history of observed lengths, threshold
  *                 demotion that really re-routes (reference §2.2, fixed).
  *
- * Shared machinery (src/sched/route.c): a bucket's preferred TP classes, then the
- * other buckets nearest in size first (larger first on a tie), then the least
- * loaded instance anywhere ignoring the cap ("global fallback"); within a TP class
- * the choice follows sched.balance (kv: KV tokens normalised by the instance's KV
+ * Shared machinery (src/sched/route.c): a bucket's TP classes (together: the least
+ * loaded instance of any of them), then the other buckets nearest in size first
+ * (larger first on a tie), then the least loaded instance anywhere ignoring the cap
+ * ("global fallback"); among candidates the choice follows sched.balance (kv: KV tokens normalised by the instance's KV
  * capacity; connections: turns in flight; round_robin; weighted: turns / weight of
  * the TP), ties rotating so equally loaded instances share work (reference §6.9).
  *
@@ -132,8 +132,6 @@ struct sched_bucket { /* a bucket as routed (from struct sched_bucket_spec) */
     int n_tp;
     int tp[4];
     int max_tokens;
-    int n_fallback;   /* TP classes of the other buckets, nearest first, no repeats */
-    int fallback[16];
 };
 
 struct sched {

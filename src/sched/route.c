@@ -1,19 +1,25 @@
 /*
  * The routing machinery every scheduling policy shares (sched_internal.h):
- * bucket lookup by tokens, each bucket's fallback TP list, the choice of an
- * instance inside a TP class (sched.balance), the bucket chain
+ * bucket lookup by tokens, the choice of an instance among TP classes
+ * (sched.balance), the bucket chain
  * preferred -> fallback -> global, the affinity test, and the migration log.
  *
  * Differences from the reference (cmlfq.md §1.1, §1.4, §6.8, §6.9):
- *  - A bucket's fallback list is the other buckets' TP degrees nearest in bucket
- *    order first (the larger bucket first on a tie), without repeats and without
- *    the bucket's own TPs; the reference concatenates every other bucket in config
- *    order, duplicates included.
+ *  - A bucket's fallback is the other buckets nearest in bucket order first (the
+ *    larger bucket first on a tie); the reference concatenates every other bucket's
+ *    TP degrees in config order, duplicates included.
  *  - Ties within a TP class rotate over the instance list (the reference's
  *    LoadBalance rotation) for every policy; the reference's other policies always
  *    take the first registered instance.
  *  - Load is KV tokens normalised by the instance's KV capacity (balance = kv), and
  *    the cap sched.max_load is on that normalised load.
+ *  - A bucket's TP degrees share its turns: the least-loaded instance of any of them
+ *    takes a turn (and of any of a fallback bucket's); the reference tried them one
+ *    class after another. In order, a class with few instances in a plan
+ *    of many others (one TP-4 among sixty TP-8s in the long bucket [4, 8], or the
+ *    nearest fallback of a bucket whose own class the plan lacks) took every turn
+ *    until its KV cache was half full while the rest idled: at 512 GPUs that left
+ *    three quarters of the rollout instances empty and cost libra 16-43 %.
  */
 #include "sched_internal.h"
 
@@ -53,36 +59,6 @@ int sched_bucket_has_tp(const struct sched *s, int b, int tp)
     return 0;
 }
 
-static int fallback_has(const struct sched_bucket *bk, int tp)
-{
-    for (int k = 0; k < bk->n_fallback; k++)
-        if (bk->fallback[k] == tp) return 1;
-    return 0;
-}
-
-/* Appends bucket j's TP degrees to b's fallback list, skipping those b already tries. */
-static void add_fallback(struct sched *s, int b, int j)
-{
-    struct sched_bucket *bk = &s->bucket[b];
-    const int cap = (int)(sizeof bk->fallback / sizeof bk->fallback[0]);
-    for (int k = 0; k < s->bucket[j].n_tp && bk->n_fallback < cap; k++) {
-        int tp = s->bucket[j].tp[k];
-        if (sched_bucket_has_tp(s, b, tp) || fallback_has(bk, tp)) continue;
-        bk->fallback[bk->n_fallback++] = tp;
-    }
-}
-
-void sched_buckets_init(struct sched *s)
-{
-    for (int b = 0; b < s->n_bucket; b++) {
-        s->bucket[b].n_fallback = 0;
-        for (int d = 1; d < s->n_bucket; d++) {
-            if (b + d < s->n_bucket) add_fallback(s, b, b + d);
-            if (b - d >= 0) add_fallback(s, b, b - d);
-        }
-    }
-}
-
 /* balance = weighted: weight of the TP degree (1, 2, 4, 8 -> weights[0..3]); other
  * degrees and non-positive weights count as a small positive weight so the division
  * stays defined (the reference's max(weight, 0.01)). */
@@ -105,9 +81,13 @@ static double load_key(const struct sched *s, enum balance bal, const struct sch
     }
 }
 
-static int eligible(const struct sched *s, const struct sched_instance *in, int tp, int capped)
+/* tps[0 .. n_tps): the TP degrees allowed (n_tps 0: any). */
+static int eligible(const struct sched *s, const struct sched_instance *in, const int *tps,
+                    int n_tps, int capped)
 {
-    if (tp > 0 && in->tp != tp) return 0;
+    int ok = n_tps == 0;
+    for (int k = 0; k < n_tps && !ok; k++) ok = in->tp == tps[k];
+    if (!ok) return 0;
     if (capped && s->cfg.max_load > 0 && !(sched_norm_load(in) < s->cfg.max_load)) return 0;
     return 1;
 }
@@ -115,24 +95,26 @@ static int eligible(const struct sched *s, const struct sched_instance *in, int 
 /* Keys closer than this are a tie (normalised loads are ratios of token counts). */
 #define TIE_EPS 1e-12
 
-int sched_pick(struct sched *s, const struct sched_instance *inst, int n, int tp, int capped)
+/* The instance sched.balance chooses among those of the TP degrees tps. */
+static int pick_among(struct sched *s, const struct sched_instance *inst, int n, const int *tps,
+                      int n_tps, int capped)
 {
     if (n <= 0) return -1;
     enum balance bal = balance_of(s);
     if (bal == BAL_ROUND_ROBIN) {
         int n_cand = 0;
-        for (int i = 0; i < n; i++) n_cand += eligible(s, &inst[i], tp, capped);
+        for (int i = 0; i < n; i++) n_cand += eligible(s, &inst[i], tps, n_tps, capped);
         if (n_cand == 0) return -1;
         int want = (int)(s->rr % (unsigned)n_cand);
         s->rr++;
         for (int i = 0; i < n; i++)
-            if (eligible(s, &inst[i], tp, capped) && want-- == 0) return i;
+            if (eligible(s, &inst[i], tps, n_tps, capped) && want-- == 0) return i;
         return -1; /* not reached: want < n_cand */
     }
     double best = 0;
     int found = 0;
     for (int i = 0; i < n; i++) {
-        if (!eligible(s, &inst[i], tp, capped)) continue;
+        if (!eligible(s, &inst[i], tps, n_tps, capped)) continue;
         double k = load_key(s, bal, &inst[i]);
         if (!found || k < best) best = k;
         found = 1;
@@ -142,7 +124,7 @@ int sched_pick(struct sched *s, const struct sched_instance *inst, int n, int tp
     unsigned start = s->rotate % (unsigned)n;
     for (int step = 0; step < n; step++) {
         int i = (int)((start + (unsigned)step) % (unsigned)n);
-        if (!eligible(s, &inst[i], tp, capped)) continue;
+        if (!eligible(s, &inst[i], tps, n_tps, capped)) continue;
         if (load_key(s, bal, &inst[i]) <= best + TIE_EPS) {
             s->rotate = (unsigned)i + 1;
             return i;
@@ -151,28 +133,33 @@ int sched_pick(struct sched *s, const struct sched_instance *inst, int n, int tp
     return -1; /* not reached: the minimum is a candidate */
 }
 
+int sched_pick(struct sched *s, const struct sched_instance *inst, int n, int tp, int capped)
+{
+    return pick_among(s, inst, n, &tp, tp > 0 ? 1 : 0, capped);
+}
+
 int sched_route_bucket(struct sched *s, int bucket, const struct sched_instance *inst, int n,
                        int *via)
 {
     if (s->n_bucket > 0) {
         if (bucket < 0 || bucket >= s->n_bucket) bucket = 0;
         const struct sched_bucket *bk = &s->bucket[bucket];
-        for (int k = 0; k < bk->n_tp; k++) {
-            int i = sched_pick(s, inst, n, bk->tp[k], 1);
-            if (i >= 0) {
-                *via = SCHED_VIA_PREFERRED;
-                return i;
-            }
+        int i = bk->n_tp > 0 ? pick_among(s, inst, n, bk->tp, bk->n_tp, 1) : -1;
+        if (i >= 0) {
+            *via = SCHED_VIA_PREFERRED;
+            return i;
         }
-        if (s->cfg.fallback) {
-            for (int k = 0; k < bk->n_fallback; k++) {
-                int i = sched_pick(s, inst, n, bk->fallback[k], 1);
+        /* the other buckets nearest first, the larger on a tie, each pooled */
+        for (int d = 1; s->cfg.fallback && d < s->n_bucket; d++)
+            for (int side = 0; side < 2; side++) {
+                int j = side == 0 ? bucket + d : bucket - d;
+                if (j < 0 || j >= s->n_bucket) continue;
+                i = pick_among(s, inst, n, s->bucket[j].tp, s->bucket[j].n_tp, 1);
                 if (i >= 0) {
                     *via = SCHED_VIA_FALLBACK;
                     return i;
                 }
             }
-        }
     }
     *via = SCHED_VIA_GLOBAL;
     return sched_pick(s, inst, n, 0, 0);

@@ -139,7 +139,6 @@ int sched_init(struct sched *s, const struct sched_config *cfg, const struct rat
         memcpy(k->tp, bs->tp, sizeof k->tp);
         k->max_tokens = bs->max_tokens;
     }
-    sched_buckets_init(s);
     traj_table_alloc(s, 1024);
     s->cur_step = 0;
     if (s->ops->init && s->ops->init(s, err, errlen)) {

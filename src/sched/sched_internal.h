@@ -49,16 +49,14 @@ const struct ptree *sched_cmlfq_tree(const struct sched *s);
 double sched_norm_load(const struct sched_instance *in);
 /* First bucket (ascending max_tokens) with tokens <= max_tokens, else the last. */
 int sched_bucket_for(const struct sched *s, double tokens);
-/* Builds every bucket's fallback list from cfg (nearest in bucket order first, the
- * larger on a tie, TP degrees already tried skipped). */
-void sched_buckets_init(struct sched *s);
 /* The best instance among those whose TP is tp (tp <= 0: any TP), by cfg.balance,
  * ties rotating; with capped, only instances below cfg.max_load (normalised KV load;
  * max_load <= 0: no cap). -1 if none qualifies. */
 int sched_pick(struct sched *s, const struct sched_instance *inst, int n, int tp, int capped);
-/* The bucket chain: preferred TP classes in order, then the fallback list (when
- * cfg.fallback), then the global least-loaded ignoring the cap. Sets *via. n >= 1,
- * so the result is a valid index. */
+/* The bucket chain: the bucket's TP classes together, then (when cfg.fallback) the
+ * other buckets nearest first (the larger on a tie), each bucket's classes together,
+ * then the global least-loaded ignoring the cap. Sets *via. n >= 1, so the result
+ * is a valid index. */
 int sched_route_bucket(struct sched *s, int bucket, const struct sched_instance *inst, int n,
                        int *via);
 /* Affinity (cfg.affinity): 1 if a trajectory whose previous instance is prev should
