@@ -815,6 +815,35 @@ static void check_sched(const struct run *r, const struct options *o)
 
 /* ---- the global resource planner (--planner, --min-replans, --expect-event) ---- */
 
+/* The training time the planner measured is the step's training (/steps train_s: batch
+ * sent -> TRAIN_DONE) in emulated seconds, not more: rank 0's own work after TRAIN_DONE
+ * (writing and flushing the step's rows) is no training. */
+static void check_planner_train_time(const struct run *r)
+{
+    struct prop p = {"planner train time", 0};
+    double *meas = NULL, *train = NULL, ts = 0;
+    size_t k = 0, n = 0;
+    if (h5_read_attr_f64(r->file, "time_scale", &ts) != 0 || !(ts > 0)) {
+        prop_fail(&p, "root attribute time_scale", "> 0", "missing");
+        return;
+    }
+    if (read_column(r->file, "planner", "meas_train_s", H5T_NATIVE_DOUBLE, sizeof(double),
+                    (void **)&meas, &k) == 0 &&
+        read_column(r->file, "steps", "train_s", H5T_NATIVE_DOUBLE, sizeof(double),
+                    (void **)&train, &n) == 0) {
+        for (size_t i = 0; i < k && i < n; i++) {
+            double want = train[i] * ts;
+            if (fabs(meas[i] - want) <= 1e-9 * fmax(1.0, fabs(want))) continue;
+            char e[64], f[64];
+            snprintf(e, sizeof e, "%.6f", want);
+            snprintf(f, sizeof f, "%.6f (step %zu)", meas[i], i + 1);
+            prop_fail(&p, "/planner meas_train_s == /steps train_s x time_scale", e, f);
+        }
+    }
+    free(meas);
+    free(train);
+}
+
 
 static void check_planner(const struct run *r, const struct options *o)
 {
@@ -867,6 +896,7 @@ static void check_planner(const struct run *r, const struct options *o)
         }
         free(step);
         free(applied);
+        check_planner_train_time(r);
     }
 done:
     free(reason);

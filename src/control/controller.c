@@ -484,10 +484,10 @@ static void on_train_done(struct controller *c, const struct wire_train_done *d)
               c->step, c->train_inflight);
     if (d->nonfinite) on_nonfinite(c, d);
     c->train_inflight = 0;
-    c->train_idle_since = now_s(c);
+    double now = now_s(c);
+    c->train_idle_since = now; /* /steps train_s and the planner's measure end here */
     c->step++;
     c->version++; /* one version per optimizer step */
-    double now = now_s(c);
     double step_s = now - c->acc.t_start;
     ctl_live_step(c, step_s);
     const struct ctl_batch *b = &c->batch;

@@ -102,7 +102,9 @@ void ctl_plan_after_step(struct controller *c, double step_s, double rollout_bus
         .rt = {.queue_pressure = waiting / fmax(1.0, cap_groups * cfg->rollout.n_samples),
                .active_pressure = (double)tt_groups_in_flight(&c->tt) / fmax(1.0, cap_groups),
                .rejected = c->sched.stats.via[SCHED_VIA_GLOBAL],
-               .train_s = (ctl_now(c) - c->batch.sent_at) * ts,
+               /* batch sent -> TRAIN_DONE, not -> now: rank 0's own bookkeeping since
+                  (the metrics rows and their flush) is no training time */
+               .train_s = (c->train_idle_since - c->batch.sent_at) * ts,
                .rollout_s = measured_rollout_s(c, step_s, rollout_busy_frac) * ts},
         .n_hybrid_active = c->batch.n_hybrid_replicas,
         .batch_tokens = c->batch.tokens,
