@@ -3,7 +3,7 @@
  * is docs/metrics.md) for the properties of the multi-rank RL tests.
  *
  *   check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL] [--min-migrations N]
- *                    [--accuracy-rises] [--min-hybrid-steps N]
+ *                    [--accuracy-rises] [--min-hybrid-steps N] [--colocated]
  *       One finished run: status "complete"; /steps numbered 1 .. steps_requested;
  *       params_identical == 1 on every step (the training replicas agree);
  *       staleness_max <= S on every step and (step_consumed - 1) - version_start
@@ -12,7 +12,12 @@
  *       --reward-mean it must be within TOL of V. --min-migrations: /migrations holds
  *       at least N moves between buckets (from_bucket != to_bucket). --accuracy-rises:
  *       the last /eval row's accuracy is above the first's. --min-hybrid-steps:
- *       at least N steps trained with lent replicas (n_hybrid_ranks > 0).
+ *       at least N steps trained with lent replicas (n_hybrid_ranks > 0). --colocated
+ *       (train.colocate): the rollout ranks trained -- every /steps row has
+ *       n_train_ranks == n_rollout_ranks > 0 and no hybrid ranks, every /plans row
+ *       n_train == n_rollout and no worker besides the rollout, hybrid and idle ones
+ *       (world_size - 1 of them), and the ranks with training spans in /spans are
+ *       exactly the ranks with decode spans.
  *
  *   check_rl --compare-models A.h5 B.h5 [--rel-tol R]
  *       Two model files (libra's HDF5 model format: checkpoints' model.h5) hold the
@@ -317,6 +322,7 @@ struct run_opts {
     long min_migrations; /* -1: not checked */
     long min_hybrid_steps; /* -1: not checked */
     bool accuracy_rises;
+    bool colocated;
 };
 
 /* A count that must reach a minimum. */
@@ -427,6 +433,81 @@ static double mean_reward(hid_t file, const char *path)
     return m;
 }
 
+/* --colocated: no rank trained but the rollout ranks (see the header). */
+static void check_colocated(hid_t file, const char *path)
+{
+    struct prop p = {"colocated", 0};
+    char what[1200], e[64], f[64];
+    struct col nt = col_i64(file, path, "steps", "n_train_ranks");
+    struct col nr = col_i64(file, path, "steps", "n_rollout_ranks");
+    struct col nh = col_i64(file, path, "steps", "n_hybrid_ranks");
+    for (size_t r = 0; nt.i && nr.i && nh.i && r < nt.n; r++) {
+        if (nr.i[r] > 0 && nt.i[r] == nr.i[r] && nh.i[r] == 0) continue;
+        snprintf(what, sizeof what, "%s: /steps row %zu: n_train_ranks, n_hybrid_ranks", path, r);
+        snprintf(e, sizeof e, "%" PRId64 ", 0 (n_rollout_ranks)", nr.i[r]);
+        snprintf(f, sizeof f, "%" PRId64 ", %" PRId64, nt.i[r], nh.i[r]);
+        prop_fail(&p, what, e, f);
+    }
+    col_free(&nt);
+    col_free(&nr);
+    col_free(&nh);
+    int64_t world = 0;
+    if (!read_attr_i64(file, "world_size", &world)) {
+        snprintf(what, sizeof what, "%s: root attribute world_size", path);
+        prop_fail(&p, what, "present", "missing");
+    }
+    struct col pt = col_i64(file, path, "plans", "n_train");
+    struct col pr = col_i64(file, path, "plans", "n_rollout");
+    struct col ph = col_i64(file, path, "plans", "n_hybrid");
+    struct col pi = col_i64(file, path, "plans", "n_idle");
+    if (pt.i && pt.n == 0) {
+        snprintf(what, sizeof what, "%s: /plans rows", path);
+        prop_fail(&p, what, "> 0", "0");
+    }
+    for (size_t r = 0; world > 0 && pt.i && pr.i && ph.i && pi.i && r < pt.n; r++) {
+        if (pt.i[r] == pr.i[r] && pr.i[r] + ph.i[r] + pi.i[r] == world - 1) continue;
+        snprintf(what, sizeof what, "%s: /plans row %zu: n_train and rollout + hybrid + idle "
+                 "ranks", path, r);
+        snprintf(e, sizeof e, "%" PRId64 " and %" PRId64, pr.i[r], world - 1);
+        snprintf(f, sizeof f, "%" PRId64 " and %" PRId64, pt.i[r], pr.i[r] + ph.i[r] + pi.i[r]);
+        prop_fail(&p, what, e, f);
+    }
+    col_free(&pt);
+    col_free(&pr);
+    col_free(&ph);
+    col_free(&pi);
+    /* per rank: 1 decoded, 2 trained (bits) */
+    struct col rank = col_i64(file, path, "spans", "rank");
+    struct col kind = col_i64(file, path, "spans", "kind");
+    unsigned char *did = NULL;
+    if (world > 0 && rank.i && kind.i) {
+        did = xcalloc((size_t)world, 1);
+        for (size_t r = 0; r < rank.n; r++) {
+            if (rank.i[r] < 0 || rank.i[r] >= world) continue;
+            if (kind.i[r] == SPAN_DECODE) did[rank.i[r]] |= 1;
+            if (kind.i[r] >= SPAN_TRAIN_FWD && kind.i[r] <= SPAN_TRAIN_OPT) did[rank.i[r]] |= 2;
+        }
+        int decoded = 0;
+        for (int64_t r = 0; r < world; r++) {
+            decoded += (did[r] & 1) != 0;
+            if (did[r] == 0 || did[r] == 3) continue;
+            snprintf(what, sizeof what, "%s: /spans of rank %" PRId64 ": decode and training",
+                     path, r);
+            prop_fail(&p, what, "both", did[r] == 1 ? "decode only" : "training only");
+        }
+        if (decoded == 0) {
+            snprintf(what, sizeof what, "%s: ranks with decode spans", path);
+            prop_fail(&p, what, "> 0", "0");
+        }
+    }
+    free(did);
+    col_free(&rank);
+    col_free(&kind);
+    prop_end(&p);
+    if (p.failures == 0)
+        printf("check_rl: %s: colocated: the rollout ranks trained, no other rank did\n", path);
+}
+
 static void run_check(const struct run_opts *o)
 {
     hid_t f = open_file(o->path);
@@ -471,6 +552,7 @@ static void run_check(const struct run_opts *o)
         at_least(&p, o->path, "/steps rows with n_hybrid_ranks > 0", n, o->min_hybrid_steps);
         col_free(&h);
     }
+    if (o->colocated) check_colocated(f, o->path);
     if (o->accuracy_rises) {
         struct col acc = col_f64(f, o->path, "eval", "accuracy");
         double first = acc.f && acc.n ? acc.f[0] : NAN, last = acc.f && acc.n ? acc.f[acc.n - 1] : NAN;
@@ -805,7 +887,8 @@ static void resume_check(const char *state_path, const char *path, bool expect_c
 static void usage(FILE *f)
 {
     fprintf(f, "usage: check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL] "
-               "[--min-migrations N] [--accuracy-rises] [--min-hybrid-steps N]\n"
+               "[--min-migrations N] [--accuracy-rises] [--min-hybrid-steps N] "
+               "[--colocated]\n"
                "       check_rl --compare-models A.h5 B.h5 [--rel-tol R]\n"
                "       check_rl --compare A.h5 B.h5 [--rel-tol R]\n"
                "       check_rl --resume-check STATE.h5 RESUMED.h5 [--expect-carry] "
@@ -931,6 +1014,8 @@ static int parse_args(int argc, char **argv, struct args *a)
             i++;
         } else if (strcmp(s, "--accuracy-rises") == 0) {
             a->run.accuracy_rises = true;
+        } else if (strcmp(s, "--colocated") == 0) {
+            a->run.colocated = true;
         } else if (strcmp(s, "--rel-tol") == 0) {
             if (parse_double(s, next, &a->rel_tol) || a->rel_tol < 0) return -1;
             i++;
@@ -959,7 +1044,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     bool run_flags = a->run.max_staleness >= 0 || a->run.want_reward ||
                      a->run.min_migrations >= 0 || a->run.accuracy_rises ||
-                     a->run.min_hybrid_steps >= 0;
+                     a->run.min_hybrid_steps >= 0 || a->run.colocated;
     if ((a->mode != MODE_RUN && run_flags) ||
         (a->mode != MODE_COMPARE && a->mode != MODE_MODELS && a->rel_tol != 1e-4) ||
         (a->mode != MODE_RESUME && (a->killed || a->expect_carry))) {

@@ -11,6 +11,8 @@ RL_MODEL="models/calc-base.h5" # resolved against $LIBRA_INPUTS
 # rl_config FILE OUTFILE STEPS N_TRAIN ROLLOUT_TP STALENESS SYNC_INTERVAL [RUN_KEYS]
 #   ROLLOUT_TP: the plan's rollout_tp list, e.g. "1" or "1, 1";
 #   RUN_KEYS: more keys of the run section, e.g. 'checkpoint_interval = 2;'.
+#   RL_TRAIN_EXTRA, RL_PLAN_EXTRA (environment): more keys of the train and plan
+#   sections, e.g. 'colocate = 1;' and 'train_tp = 2;'.
 rl_config() {
     cat > "$1" <<CFG
 run = { name = "rl-test"; steps = $3; seed = 7; log_level = "warn"; progress_interval_s = 5.0;
@@ -18,8 +20,8 @@ run = { name = "rl-test"; steps = $3; seed = 7; log_level = "warn"; progress_int
 device = { type = "cpu"; };
 model = { checkpoint = "$RL_MODEL"; ${RL_MODEL_EXTRA:-} };
 rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
-train = { batch_size = 16; max_staleness = $6; sync_interval = $7; lr = 5e-5; };
-plan = { n_train = $4; rollout_tp = [$5]; };
+train = { batch_size = 16; max_staleness = $6; sync_interval = $7; lr = 5e-5; ${RL_TRAIN_EXTRA:-} };
+plan = { n_train = $4; rollout_tp = [$5]; ${RL_PLAN_EXTRA:-} };
 env = { name = "calc"; };
 eval = { size = 16; interval = 0; };
 output = { file = "$2"; };

@@ -1081,6 +1081,47 @@ static void test_bad_buckets(void)
                  "'-')");
 }
 
+/* train.colocate: the CPU and the emulated device, static on-policy plans whose
+ * n_train is their rollout GPUs; on the CPU device every instance a replica. */
+#define COLOCATE(device, train, plan)                                                      \
+    "device = { type = \"" device "\"; };\nenv = { name = \"calc\"; };\n"                 \
+    "train = { " train " };\nplan = { " plan " };\n"
+static void test_colocate(void)
+{
+    static const char *const good[] = {
+        COLOCATE("cpu", "max_staleness = 0; colocate = 1;", "n_train = 3; rollout_tp = [1, 1, 1];"),
+        COLOCATE("cpu", "max_staleness = 0; colocate = 1;",
+                 "n_train = 4; train_tp = 2; rollout_tp = [2, 2];"),
+        "device = { type = \"emu\"; };\ntrain = { max_staleness = 0; colocate = 1; };\n"
+        "plan = { n_train = 4; rollout_tp = [2, 1, 1]; };\n"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "colocate-%zu", i);
+        struct libra_config c;
+        CU_ASSERT_EQUAL_FATAL(load_ok(test_write_file("config", name, good[i]), &c), 0);
+        CU_ASSERT_EQUAL(c.train.colocate, 1);
+        CU_ASSERT_EQUAL(c.plan.fixed.colocate, 1);
+        CU_ASSERT_EQUAL(plan_spec_workers(&c.plan.fixed), c.plan.fixed.n_train);
+    }
+    expect_error(COLOCATE("cpu", "max_staleness = 0; colocate = 1;",
+                          "n_train = 3; rollout_tp = [2, 1];"), 3,
+                 "train.colocate: on device \"cpu\" a rank trains on the shard it serves with: "
+                 "every plan.rollout_tp entry must equal plan.train_tp = 1 (rollout_tp has 2)");
+    expect_error(COLOCATE("cuda", "max_staleness = 0; colocate = 1;",
+                          "n_train = 2; rollout_tp = [1, 1];"), 3,
+                 "train.colocate: runs on device.type = \"cpu\" or \"emu\", not \"cuda\" (on the "
+                 "GPU the trainer and the rollout engine keep separate copies of the weights, "
+                 "and the local refresh between them is not written yet): set train.colocate "
+                 "= 0, or simulate it with device \"emu\" and libra-sim");
+    expect_error(COLOCATE("cpu", "colocate = 1;", "n_train = 2; rollout_tp = [1, 1];"), 3,
+                 "train.colocate: is on-policy: set train.max_staleness = 0 (it is 1)");
+    expect_error(COLOCATE("cpu", "max_staleness = 0; colocate = 1;",
+                          "n_train = 1; rollout_tp = [1, 1];"), 3,
+                 "train.colocate: every GPU both serves and trains: set plan.n_train = 2 (the "
+                 "GPUs of plan.rollout_tp) and no plan.n_hybrid (n_train is 1)");
+}
+#undef COLOCATE
+
 static void test_bad_sched_rules(void)
 {
     /* default_bucket must name a bucket (the defaults, or the file's list) */
@@ -1224,6 +1265,7 @@ static const struct test_case error_cases[] = {
     {"file:line of a key (config_where)", test_where},
     {"sched.buckets errors", test_bad_buckets},
     {"sched cross-key rules", test_bad_sched_rules},
+    {"train.colocate: devices and plans", test_colocate},
     {"sched when rows", test_when_rows},
     {NULL, NULL},
 };

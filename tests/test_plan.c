@@ -3,9 +3,11 @@
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "libra/config.h"
+#include "libra/log.h"
 #include "libra/plan.h"
 #include "libra/planner.h"
 #include "libra/sched.h"
@@ -105,6 +107,64 @@ static void test_colors(void)
     CU_ASSERT_EQUAL(c.hybrid_lane, MPI_UNDEFINED);
     CU_ASSERT_EQUAL(c.key, 6);
     plan_free(&p);
+}
+
+/* train.colocate: the rollout ranks are the training ranks, indexed in rank order
+ * (ctl_replicas' order), the root replica the first train_tp of them. */
+static void test_colocated(void)
+{
+    int tp[] = {2, 2};
+    struct plan_spec s = spec(4, 0, 2, tp);
+    s.train_tp = 2;
+    s.colocate = 1;
+    struct plan p, q;
+    char err[256];
+    plan_init(&p, 6);
+    plan_init(&q, 1);
+    CU_ASSERT_EQUAL(plan_spec_workers(&s), 4);
+    CU_ASSERT_EQUAL_FATAL(plan_build(&s, 6, 0, 0, "", &p, err, sizeof err), 0);
+    /* ranks: 1,2 instance 0 | 3,4 instance 1 | 5 idle; none has the training role */
+    CU_ASSERT_EQUAL(p.colocated, 1);
+    CU_ASSERT_EQUAL(p.n_idle, 1);
+    for (int r = 1; r <= 4; r++) {
+        CU_ASSERT_EQUAL(p.ranks[r].role, ROLE_ROLLOUT);
+        CU_ASSERT_EQUAL(plan_train_index(&p, r), r - 1);
+        CU_ASSERT(plan_trains(&p, r));
+        CU_ASSERT_EQUAL(plan_in_root_replica(&p, r), r <= 2);
+        struct plan_colors c;
+        plan_colors(&p, r, &c);
+        CU_ASSERT_EQUAL(c.role, ROLE_ROLLOUT);
+        CU_ASSERT_EQUAL(c.instance, (r - 1) / 2);
+        CU_ASSERT_EQUAL(c.replica, (r - 1) / 2); /* instance k is replica k */
+        CU_ASSERT_EQUAL(c.dp, (r - 1) % 2);
+        CU_ASSERT_EQUAL(c.sync, 0);
+        CU_ASSERT_EQUAL(c.hybrid_lane, r <= 2 ? 0 : MPI_UNDEFINED);
+    }
+    CU_ASSERT_EQUAL(plan_train_index(&p, 5), -1);
+    CU_ASSERT(!plan_trains(&p, 5));
+    CU_ASSERT(!plan_in_root_replica(&p, 5));
+    CU_ASSERT_EQUAL(plan_train_index(&p, 0), -1);
+    CU_ASSERT_EQUAL(plan_train_root(&p), 1);
+    int m[6];
+    CU_ASSERT_EQUAL(plan_members(&p, 0, m), 4); /* the root replica, then the others */
+    for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(m[k], k + 1);
+    CU_ASSERT_EQUAL(plan_members(&p, 1, m), 2);
+    /* the flag travels with the plan */
+    size_t len = plan_packed_size(&p);
+    char *buf = xmalloc(len);
+    plan_pack(&p, buf);
+    CU_ASSERT_EQUAL_FATAL(plan_unpack(buf, len, &q), 0);
+    CU_ASSERT_EQUAL(q.colocated, 1);
+    CU_ASSERT_EQUAL(plan_train_index(&q, 4), 3);
+    free(buf);
+    /* the same layout without colocation: rollout ranks do not train */
+    s.colocate = 0;
+    s.n_train = 0;
+    CU_ASSERT_EQUAL_FATAL(plan_build(&s, 6, 0, 0, "", &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(plan_train_index(&p, 1), -1);
+    CU_ASSERT(!plan_in_root_replica(&p, 1));
+    plan_free(&p);
+    plan_free(&q);
 }
 
 static void test_pack_roundtrip_and_survival(void)
@@ -356,6 +416,7 @@ int main(void)
         {"placement: largest TP first, aligned, roles", test_build_placement},
         {"idle ranks and a plan too big for the job", test_build_idle_and_too_big},
         {"plan -> communicator colors", test_colors},
+        {"colocated: rollout ranks train, their indices and colors", test_colocated},
         {"wire round trip, instance survival", test_pack_roundtrip_and_survival},
         {"scripted planner cycles the schedule", test_planner_schedule_cycles},
         {NULL, NULL}};

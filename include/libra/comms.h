@@ -17,8 +17,8 @@
 struct comms {
     MPI_Comm role;        /* same role */
     MPI_Comm instance;    /* the rollout instance (TP group) */
-    MPI_Comm replica;     /* train / hybrid: the replica (TP group) */
-    MPI_Comm dp;          /* train / hybrid: one TP index across the role's replicas */
+    MPI_Comm replica;     /* train / hybrid / colocated rollout: the replica (TP group) */
+    MPI_Comm dp;          /* the same ranks: one TP index across the replicas */
     MPI_Comm sync;        /* root replica + all rollout ranks (plan_members order) */
     MPI_Comm hybrid_lane; /* root replica + hybrid ranks (plan_members order) */
 };

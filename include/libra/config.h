@@ -98,7 +98,7 @@ struct train_config {
     int batch_size;    /* trajectories per optimizer step; multiple of n_samples */
     int max_staleness; /* version - version_at_start allowed at training time */
     int sync_interval; /* optimizer steps between weight syncs to rollout */
-    int colocate;      /* 1: every GPU alternates rollout and training (libra-sim only) */
+    int colocate;      /* 1: every GPU alternates rollout and training (devices cpu, emu) */
     /* cpu: AdamW */
     double lr, beta1, beta2, weight_decay, clip_norm;
     int warmup_steps;

@@ -75,14 +75,17 @@ struct device_args {
     double t0;                    /* wall time the worker started (emulated clocks) */
 };
 
-/* The communicators and place of a rank in one planning epoch. */
+/* The communicators and place of a rank in one planning epoch. A rollout rank of a
+ * colocated plan (plan->colocated) is also a training replica's rank: it is given its
+ * rollout place, trains on the weights it serves with, and is sent a training share
+ * only while its instance has no turn in flight (rank 0 sees to it). */
 struct device_epoch {
     const struct plan *plan;   /* the plan in force (valid until the next epoch) */
     int role;                  /* enum role (plan.h) */
     int tp, index;             /* rollout: the instance's TP and the rank within it;
                                   train/hybrid: the replica's TP and the rank within it */
     MPI_Comm instance;         /* rollout: the instance's ranks (TP group) */
-    MPI_Comm replica;          /* train/hybrid: the replica's ranks (TP group) */
+    MPI_Comm replica;          /* train/hybrid, colocated rollout: the replica's ranks */
     int kept;                  /* rollout: the rank's instance survives from the last epoch */
 };
 

@@ -21,6 +21,12 @@
  *   hybrid lane the root replica and the hybrid ranks: lent gradients, totals and
  *               joins, kept apart so the core training communicator is never touched
  * Member order of sync and hybrid lane (their comm ranks): plan_members.
+ *
+ * Colocated plans (train.colocate): no rank has ROLE_TRAIN; every rollout rank is also
+ * a training rank, its training index its place among the rollout ranks in rank order
+ * (plan_train_index), so replica and dp are split from the rollout role, the root
+ * replica is the first train_tp x train_pp rollout ranks and the training root is the
+ * first instance's leader. Their weight syncs are local (worker/weight_sync.c).
  */
 #ifndef LIBRA_PLAN_H
 #define LIBRA_PLAN_H
@@ -49,7 +55,7 @@ struct plan {
     int32_t n_train, n_hybrid, n_rollout_ranks, n_instances, n_idle;
     int32_t train_tp, train_pp, micro; /* training shape: a replica is tp x pp ranks */
     int32_t colocated;  /* train.colocate: the rollout ranks are also the n_train training
-                           ranks (no rank has ROLE_TRAIN); simulated only */
+                           ranks (no rank has ROLE_TRAIN) */
     char reason[64];
     struct rank_assign *ranks;  /* (world) */
     struct instance_desc *inst; /* (n_instances) */
@@ -82,7 +88,14 @@ int plan_train_same(const struct plan *a, const struct plan *b);
 int plan_same_roles(const struct plan *a, const struct plan *b);
 /* World rank of the training root (DP index 0), -1 if none. */
 int plan_train_root(const struct plan *p);
-/* 1 if rank is one of the root replica's ranks (training index < replica size). */
+/* Training index of rank: a training or hybrid rank's DP index; in a colocated plan a
+ * rollout rank's place among the rollout ranks in rank order; -1 if it does not train.
+ * Its replica is index / plan_replica_size, its rank in the replica index % size. */
+int plan_train_index(const struct plan *p, int rank);
+/* 1 if rank trains in p (plan_train_index >= 0). */
+int plan_trains(const struct plan *p, int rank);
+/* 1 if rank is one of the root replica's ranks (training index < replica size; a
+ * hybrid rank never is). */
 int plan_in_root_replica(const struct plan *p, int rank);
 /* World ranks of the sync (lane = 0) or hybrid-lane (lane = 1) communicator in comm
  * rank order: the root replica by index, then the rollout (hybrid) ranks ascending.

@@ -372,11 +372,24 @@ static void send_batch(struct controller *c, struct batch_item *items, int n_ite
     free(ranks);
 }
 
+/* Turns in flight or waiting for an instance (evaluation episodes included). */
+static int rollout_active(const struct controller *c)
+{
+    if (c->tt.q_len > 0 || c->n_held > 0 || (c->real && c->rl.ev.active > 0)) return 1;
+    for (int i = 0; i < c->plan.n_instances; i++)
+        if (c->inst[i].n_turns > 0) return 1;
+    return 0;
+}
+
 static void try_train(struct controller *c)
 {
     if (c->train_inflight || c->epoch_pending || c->pool.pending || c->step >= c->cfg->run.steps)
         return;
     if (c->real && c->rl.ckpt_inflight) return;
+    /* Colocated: the rollout ranks train, and a rank's rollout model decodes with the
+     * weights its optimizer step changes, so the step waits until no turn is in flight
+     * (on-policy, nothing of the step's version is: an evaluation may be). */
+    if (c->plan.colocated && rollout_active(c)) return;
     /* A batch that could not be formed stays impossible until a group completes or
      * the version moves (new launches only add constraints): skip the retry. */
     int64_t completed = (int64_t)c->tt.n_buffered + c->tt.groups_trained;
@@ -883,7 +896,10 @@ static void check_stop(struct controller *c)
             FATAL("metrics: cannot record an event");
         c->stop_ckpt = !(c->real && c->cfg->run.checkpoint_interval > 0 && c->step > 0);
     }
-    if (c->stop_sig && !c->stop_ckpt && !c->train_inflight && !c->rl.ckpt_inflight) {
+    /* (colocated: nor while a turn is in flight -- a TP instance's ranks are also its
+     * replica's, whose checkpoint gathers over the communicator the decoder uses) */
+    if (c->stop_sig && !c->stop_ckpt && !c->train_inflight && !c->rl.ckpt_inflight &&
+        !(c->plan.colocated && rollout_active(c))) {
         c->stop_ckpt = 1;
         if (c->rl.ckpt_last != c->step) ctl_ckpt_start(c); /* else the periodic one is it */
     }
@@ -911,8 +927,11 @@ int ctl_iterate(struct controller *c)
             launch_groups(c);
             work |= c->tt.n_traj != before;
         }
-        work |= c->tt.q_len > 0;
-        dispatch_queued(c);
+        /* colocated: no turn goes out while its ranks train or take the new weights */
+        if (!c->plan.colocated || (!c->train_inflight && c->sync_acks_pending == 0)) {
+            work |= c->tt.q_len > 0;
+            dispatch_queued(c);
+        }
         if (c->step < cfg->run.steps && !c->stop_sig && !c->failed) {
             int inflight = c->train_inflight;
             try_train(c);

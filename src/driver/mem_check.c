@@ -12,7 +12,9 @@
 #include "libra/driver.h"
 
 /* Bytes the workers of one plan need: its training ranks (core and lent) and its
- * rollout ranks, each holding 1/t of a TP-t group's share. */
+ * rollout ranks, each holding 1/t of a TP-t group's share. A colocated plan's n_train
+ * ranks are its rollout ranks, counted twice: each holds the training state and the
+ * rollout engine (an estimate that errs high by the one weight copy they share). */
 static double plan_bytes(const struct plan_spec *p, const struct device_info *dev)
 {
     int rollout = 0;

@@ -68,10 +68,12 @@ int comms_rebuild(struct comms *c, const struct plan *old, const struct plan *p,
         c->role = fresh;
     }
     /* Instances split the rollout role comm; replicas and data-parallel groups the
-     * train or hybrid role comm; the other roles are not involved. */
+     * train or hybrid role comm (a colocated plan's: the rollout role comm); the other
+     * roles are not involved. */
     if (col.role == ROLE_ROLLOUT)
         MPI_CHECK(MPI_Comm_split(c->role, col.instance, world_rank, &c->instance));
-    if ((col.role == ROLE_TRAIN && !keep) || col.role == ROLE_HYBRID) {
+    if ((col.role == ROLE_TRAIN && !keep) || col.role == ROLE_HYBRID ||
+        (col.role == ROLE_ROLLOUT && p->colocated)) {
         MPI_CHECK(MPI_Comm_split(c->role, col.replica, world_rank, &c->replica));
         MPI_CHECK(MPI_Comm_split(c->role, col.dp, world_rank, &c->dp));
     }

@@ -154,34 +154,51 @@ int plan_train_root(const struct plan *p)
     return -1;
 }
 
+int plan_train_index(const struct plan *p, int rank)
+{
+    const struct rank_assign *a = &p->ranks[rank];
+    if (a->role == ROLE_TRAIN || a->role == ROLE_HYBRID) return a->index;
+    if (!p->colocated || a->role != ROLE_ROLLOUT) return -1;
+    int k = 0; /* the rollout ranks below it: ctl_replicas' order */
+    for (int r = 1; r < rank; r++) k += p->ranks[r].role == ROLE_ROLLOUT;
+    return k;
+}
+
+int plan_trains(const struct plan *p, int rank) { return plan_train_index(p, rank) >= 0; }
+
 int plan_in_root_replica(const struct plan *p, int rank)
 {
-    if (p->colocated) return rank == plan_train_root(p);
     const struct rank_assign *a = &p->ranks[rank];
-    return a->role == ROLE_TRAIN && a->index < plan_replica_size(p);
+    int size = plan_replica_size(p);
+    if (!p->colocated) return a->role == ROLE_TRAIN && a->index < size;
+    if (a->role != ROLE_ROLLOUT) return 0;
+    /* the first `size` rollout ranks (the scan stops there: cheap at any world size) */
+    for (int r = 1, below = 0; r < rank; r++)
+        if (p->ranks[r].role == ROLE_ROLLOUT && ++below >= size) return 0;
+    return 1;
 }
 
 void plan_colors(const struct plan *p, int rank, struct plan_colors *c)
 {
     const struct rank_assign *a = &p->ranks[rank];
     int size = plan_replica_size(p), root_rep = plan_in_root_replica(p, rank);
-    int trains = a->role == ROLE_TRAIN || a->role == ROLE_HYBRID;
+    int index = plan_train_index(p, rank), trains = index >= 0;
     c->role = (a->role == ROLE_ROLLOUT || trains) ? a->role : MPI_UNDEFINED;
     c->instance = a->role == ROLE_ROLLOUT ? a->instance : MPI_UNDEFINED;
-    c->replica = trains ? a->index / size : MPI_UNDEFINED;
-    c->dp = trains ? a->index % size : MPI_UNDEFINED;
+    c->replica = trains ? index / size : MPI_UNDEFINED;
+    c->dp = trains ? index % size : MPI_UNDEFINED;
     c->sync = (a->role == ROLE_ROLLOUT || root_rep) ? 0 : MPI_UNDEFINED;
     c->hybrid_lane = (a->role == ROLE_HYBRID || root_rep) ? 0 : MPI_UNDEFINED;
-    c->key = root_rep ? a->index : rank;
+    c->key = root_rep ? index : rank;
 }
 
 int plan_members(const struct plan *p, int lane, int *out)
 {
-    int n = 0, size = p->colocated ? 1 : plan_replica_size(p);
+    int n = 0, size = plan_replica_size(p);
     /* the root replica first, in its index order, then the others by rank */
     for (int k = 0; k < size; k++)
         for (int r = 1; r < p->world; r++)
-            if (plan_in_root_replica(p, r) && (p->colocated || p->ranks[r].index == k)) {
+            if (plan_in_root_replica(p, r) && plan_train_index(p, r) == k) {
                 out[n++] = r;
                 break;
             }

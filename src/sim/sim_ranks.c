@@ -187,7 +187,7 @@ static void on_train_batch(struct sim *s, int r, const void *msg, size_t len)
     struct sim_train *t = &s->tr;
     if (t->msgs == 0) memset(t, 0, sizeof *t);
     /* every rank of a replica holds its share's gradient: count each replica once */
-    int first_of_replica = s->plan.ranks[r].index % plan_replica_size(&s->plan) == 0;
+    int first_of_replica = plan_train_index(&s->plan, r) % plan_replica_size(&s->plan) == 0;
     if (emu_read_share(msg, len, s->c->cfg->run.seed, &h, &share, first_of_replica ? t->grad : NULL))
         FATAL("libra-sim: malformed training batch (%zu bytes) for rank %d", len, r);
     double compute = emu_share_compute_s(s->c->cm, &s->plan, &share);

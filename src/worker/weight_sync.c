@@ -16,6 +16,11 @@
  *
  * The senders copy their slices first: the next optimizer step may start before the
  * sends complete. Bytes moved are counted per rank and reported with SYNC_DONE.
+ *
+ * A colocated plan's sync moves nothing between ranks: every rollout rank is a training
+ * replica holding the step's weights (the replicas compare hashes after every step), so
+ * each copies its own live slices into its staging buffer, and the swap at the next
+ * safe point is that of any sync (caches dropped, tokens stamped with the new version).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +117,30 @@ static void snapshot(struct side *me, float **copy)
     }
 }
 
+/* Colocated: this rank's live weights become its staged rollout weights (the shard of
+ * its rollout place, which is the one it trains). */
+static void stage_own(struct worker *w)
+{
+    const struct rank_assign *a = &w->plan.ranks[w->rank];
+    struct side live, stage;
+    side_get(w, &live, a->tp, a->index, DEV_SLICES_SEND);
+    side_get(w, &stage, a->tp, a->index, DEV_SLICES_STAGE);
+    if (live.n != stage.n)
+        FATAL("colocated weight sync: rank %d's live weights are %d slices, its staging "
+              "buffer %d", w->rank, live.n, stage.n);
+    for (int m = 0; m < live.n; m++) {
+        if (!same_block(&live.s[m], &stage.s[m]))
+            FATAL("colocated weight sync: rank %d's slice %d of tensor %d differs from its "
+                  "staging slice (tensor %d)", w->rank, m, live.s[m].tensor, stage.s[m].tensor);
+        size_t len = (size_t)(live.s[m].nr * live.s[m].nc);
+        if (stage.s[m].data != live.s[m].data)
+            memcpy(stage.s[m].data, live.s[m].data, len * sizeof *live.s[m].data);
+    }
+    free(live.s);
+    free(stage.s);
+    w->sync.receiving = 1;
+}
+
 void ws_on_sync(struct worker *w, const struct wire_sync *msg)
 {
     struct wk_sync *y = &w->sync;
@@ -124,6 +153,10 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     y->n_req = 0;
     y->bytes_in = y->bytes_out = 0;
     const struct plan *p = &w->plan;
+    if (p->colocated) { /* ws_progress completes it: no requests */
+        stage_own(w);
+        return;
+    }
     int *members = xmalloc((size_t)w->world * sizeof *members);
     int n_mem = plan_members(p, 0, members);
     int size = plan_replica_size(p), train_tp = p->train_tp > 0 ? p->train_tp : 1;

@@ -21,10 +21,12 @@
 #include "libra/watchdog.h"
 #include "worker_internal.h"
 
+/* A colocated rollout rank is told its rollout place: the device trains on the shard it
+ * serves with (the configuration makes the two the same). */
 static void tell_device(struct worker *w, const struct plan *old)
 {
     const struct rank_assign *a = &w->plan.ranks[w->rank];
-    int trains = a->role == ROLE_TRAIN || a->role == ROLE_HYBRID;
+    int trains = plan_trains(&w->plan, w->rank);
     int size = plan_replica_size(&w->plan);
     struct device_epoch e = {.plan = &w->plan,
                              .role = a->role,

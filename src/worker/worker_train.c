@@ -21,6 +21,11 @@
  * its own after applying it, and says on its next gradient whether they matched; the
  * training root reports both as params_identical.
  *
+ * Colocated plans (train.colocate): the rollout ranks are the replicas (training index:
+ * plan_train_index), reducing over the dp communicator like core replicas; rank 0 sends
+ * their step only while no turn is in flight, and the weight sync after it is local
+ * (weight_sync.c), so each rank's rollout model takes the weights it trained.
+ *
  * Normalisation is per token over the whole batch (the device divides by the batch's
  * tokens), so the learning rate does not change when a replica joins or leaves.
  *
@@ -59,9 +64,10 @@ struct lane_hdr {
 
 static int my_role(const struct worker *w) { return w->plan.ranks[w->rank].role; }
 
+/* The rank's place in its replica (the TP index its dp communicator reduces). */
 static int replica_index(const struct worker *w)
 {
-    return w->plan.ranks[w->rank].index % plan_replica_size(&w->plan);
+    return plan_train_index(&w->plan, w->rank) % plan_replica_size(&w->plan);
 }
 
 /* Lane rank of world rank r (plan_members order), -1 if not a member. */
@@ -133,7 +139,7 @@ static int take_total(struct worker *w, int block);
 void wt_on_batch(struct worker *w, const void *msg, size_t len)
 {
     int role = my_role(w);
-    if (role != ROLE_TRAIN && role != ROLE_HYBRID)
+    if (!plan_trains(&w->plan, w->rank))
         FATAL("training batch reached rank %d whose role is %s", w->rank, role_name(role));
     wt_settle(w);
     if (role == ROLE_HYBRID && w->join.active && !w->join.have_snapshot)
@@ -203,7 +209,7 @@ static void send_times(struct worker *w, double t_apply)
     struct wire_train_times m = {.step = t->step,
                                  .rank = w->rank,
                                  .hybrid = my_role(w) == ROLE_HYBRID,
-                                 .replica = w->plan.ranks[w->rank].index / size,
+                                 .replica = plan_train_index(&w->plan, w->rank) / size,
                                  .fwd_s = t->fwd_s,
                                  .bwd_s = t->bwd_s,
                                  .compute_s = t->compute_s,

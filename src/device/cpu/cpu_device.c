@@ -119,11 +119,28 @@ static void cpu_close(struct device *d)
     free(d);
 }
 
+/* A colocated rank trains on the shard it serves with: its rollout place must be its
+ * place in the training replica (train.colocate's check on device cpu). */
+static void check_colocated(const struct device *d, const struct device_epoch *e)
+{
+    const struct plan *p = e->plan;
+    int size = plan_replica_size(p), t = p->train_tp > 0 ? p->train_tp : 1;
+    if (p->train_pp > 1 || e->tp != t || plan_train_index(p, d->a.rank) % size != e->index)
+        FATAL("rank %d: a colocated rank's rollout shard (TP %d, index %d) must be its "
+              "training shard (TP %d x PP %d, index %d) on device cpu: give every rollout "
+              "instance plan.train_tp ranks", d->a.rank, e->tp, e->index, t,
+              p->train_pp > 0 ? p->train_pp : 1, plan_train_index(p, d->a.rank) % size);
+}
+
 static void cpu_epoch(struct device *d, const struct device_epoch *e)
 {
     d->ep = *e;
+    if (e->role == ROLE_ROLLOUT && e->plan->colocated) check_colocated(d, e);
     if (e->role == ROLE_ROLLOUT) {
         cpu_shard_place(d, e->tp, e->index, e->instance);
+        /* the instance opened next decodes with the trainer's weights (they move into
+         * the trainer when it is made: it must exist first) */
+        if (e->plan->colocated) cpu_train_prepare(d);
     } else if (e->role == ROLE_TRAIN || e->role == ROLE_HYBRID) {
         if (e->plan->train_pp > 1)
             FATAL("training replicas with pipeline stages (train_pp = %d) on device cpu: "

@@ -15,6 +15,12 @@
  * whole model as loaded stays in `full` until the first sync arrives, so the first
  * plan's shards are cut from it locally; a rank re-sharded later holds no weights
  * (version -1) until the sync that follows every plan.
+ *
+ * A colocated rank (train.colocate) serves and trains on one shard: its instance decodes
+ * with the trainer's weights, which an optimizer step changes in place -- only while no
+ * turn is in flight (rank 0 holds the step until then). The local sync that follows
+ * stages those same weights, and the instance swaps them in as any sync (caches dropped,
+ * the new version stamped): the rollout model always decodes with the trained weights.
  */
 #ifndef LIBRA_DEVICE_CPU_INTERNAL_H
 #define LIBRA_DEVICE_CPU_INTERNAL_H
@@ -135,6 +141,9 @@ void cpu_inst_close(struct dev_inst *in);
 double cpu_inst_next_wake(const struct dev_inst *in);
 
 /* cpu_train.c */
+/* Makes the trainer now if there is none (it takes over the shard's weights): a
+ * colocated rank's, before its instance's decoder refers to those weights. */
+void cpu_train_prepare(struct device *d);
 float *cpu_grad_buffer(struct device *d, size_t *n);
 double *cpu_stats_buffer(struct device *d, size_t *n);
 double cpu_train_compute(struct device *d, const void *msg, size_t len);

@@ -12,7 +12,8 @@
  *   STEP      slots, tokens, how to sample each row
  *   TRUNCATE  slot, length
  *   WEIGHTS   every rank reports the version it has staged (MIN all-reduce); if all
- *             have newer weights they swap them in together and drop every cache
+ *             have weights newer than the decoder's they swap them in together and
+ *             drop every cache
  *   END       the epoch's stream is over: the instance is dissolved or its
  *             communicator is rebuilt (cpu_tp_model_end / serve(block))
  * Every rank draws the same token (same key, same all-reduced figures), so a member's
@@ -64,6 +65,10 @@ struct cpu_tp_model {
     float *lp;
     struct rollout_sample *smp;
     int max_tokens;
+    int version; /* of the weights the decoder's caches were computed with: the device's
+                  * own version may be ahead of it on a colocated rank, whose trainer
+                  * steps the weights it decodes with (no turn in flight then) and whose
+                  * local sync then stages that same version */
     int ended; /* member: the leader's CMD_END arrived while serving without blocking (the
                 * leader quiesced before this rank saw the plan or shutdown that made it):
                 * nothing more is served until this rank's own quiesce takes it */
@@ -151,10 +156,11 @@ static int run_weights(struct cpu_tp_model *m)
     struct device *d = m->d;
     int32_t v = d->staged_version;
     if (d->sh.t > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT32_T, MPI_MIN, group(m)));
-    if (v < 0 || v <= d->version) return 0;
+    if (v < 0 || v <= m->version) return 0;
     struct tfm_params *p = cpu_live_params(d);
     memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
     d->version = v;
+    m->version = v;
     d->staged_version = -1;
     if (m->gm) gpu_model_set_weights(m->gm, p);
     if (d->tr) trainer_params_changed(d->tr); /* a hybrid rank: its engine's copy, if any */
@@ -213,7 +219,7 @@ static const struct rollout_model_ops tp_ops = {op_len, op_truncate, op_prefill,
 
 int cpu_tp_model_agree_weights(struct cpu_tp_model *m)
 {
-    if (m->d->staged_version <= m->d->version) return 0;
+    if (m->d->staged_version <= m->version) return 0;
     struct cmd_hdr h = {CMD_WEIGHTS, 0, 0, 0, 0, 0};
     send_cmd(m, &h, NULL, 0, NULL, 0, NULL, 0);
     return run_weights(m);
@@ -310,6 +316,7 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
     m->leader = leader;
     m->n_slots = r->slots;
     m->max_tokens = r->max_tokens;
+    m->version = d->version;
     const struct tfm_tp *tp = &d->sh.tp;
     size_t rows = (size_t)(r->max_tokens > r->slots ? r->max_tokens : r->slots);
     if (d->gpu) {

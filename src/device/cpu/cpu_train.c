@@ -84,6 +84,11 @@ static void make_trainer(struct device *d)
     }
 }
 
+void cpu_train_prepare(struct device *d)
+{
+    if (!d->tr) make_trainer(d);
+}
+
 float *cpu_grad_buffer(struct device *d, size_t *n)
 {
     if (!d->tr) make_trainer(d);
