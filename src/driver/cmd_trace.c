@@ -54,9 +54,10 @@ static int cmp_traj(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* A non-final turn's return as the trace names it (/turns status's names). */
 static const char *status_name(int s)
 {
-    return s == TOOL_FAILURE ? "failure" : s == TOOL_TIMEOUT ? "timeout" : "success";
+    return s == TOOL_FAILURE || s == TOOL_TIMEOUT ? metrics_enum_name(MV_STATUS, s) : "success";
 }
 
 /* Writes s as a JSON string (jansson escapes it). */

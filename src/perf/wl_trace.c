@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "libra/log.h"
+#include "libra/metrics_enums.h"
 #include "libra/workload.h"
 
 #define TRACE_MAX_TOKENS 10000000 /* per turn: generated or payload */
@@ -124,10 +125,10 @@ static int read_turn(struct loader *L, json_t *jt, int k, int last, struct wl_tr
     json_t *st = json_object_get(jt, "status");
     const char *s = st && json_is_string(st) ? json_string_value(st) : NULL;
     if (!st) return fail(L, field, "missing (\"success\", \"failure\" or \"timeout\")");
-    if (s && strcmp(s, "success") == 0) out->status = TOOL_SUCCESS;
-    else if (s && strcmp(s, "failure") == 0) out->status = TOOL_FAILURE;
-    else if (s && strcmp(s, "timeout") == 0) out->status = TOOL_TIMEOUT;
-    else return fail(L, field, "\"success\", \"failure\" or \"timeout\"");
+    int code = metrics_enum_value(MV_STATUS, s); /* the /turns status names */
+    if (code != TOOL_SUCCESS && code != TOOL_FAILURE && code != TOOL_TIMEOUT)
+        return fail(L, field, "\"success\", \"failure\" or \"timeout\"");
+    out->status = code;
     snprintf(field, sizeof field, "turns[%d].payload", k);
     if (get_int(L, jt, "payload", field, 0, TRACE_MAX_TOKENS, 0, 0, &v)) return -1;
     out->payload = (int32_t)v;
