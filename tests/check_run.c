@@ -761,10 +761,11 @@ static void check_sched(const struct run *r, const struct options *o)
         int64_t *accepted = xcalloc(n + 1, sizeof *accepted);
         for (size_t j = 0; j < nmr; j++) {
             const char *w = why + 25 * j;
-            int moved = !strcmp(w, "causal") || !strcmp(w, "tokens") || !strcmp(w, "threshold");
+            int moved = !strcmp(w, "causal") || !strcmp(w, "tokens") || !strcmp(w, "threshold") ||
+                        !strcmp(w, "return");
             int known = moved || !strcmp(w, "declined_cost") || !strcmp(w, "declined_limit") ||
                         !strcmp(w, "same_tp");
-            if (!known) prop_fail(&p, "/migrations why is a known reason", "causal..same_tp", w);
+            if (!known) prop_fail(&p, "/migrations why is a known reason", "causal..return", w);
             if (!moved) continue;
             if (from_tp[j] == to_tp[j] && strcmp(w, "threshold") != 0)
                 prop_fail_i(&p, "a cmlfq move changes TP class", -1, from_tp[j]);

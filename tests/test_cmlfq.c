@@ -407,6 +407,52 @@ static void test_token_count_promotion(void)
     sched_free(&s);
 }
 
+/* A trajectory whose bucket was full when it was placed goes back to its bucket at a
+ * tool return once there is room, and only then (before, it stayed on the fallback
+ * instance to its end). Bucket long (TP2) is full at placement: the fallback chain
+ * puts the trajectory on TP1. */
+static void test_return_from_fallback(void)
+{
+    struct sched s;
+    struct sched_config c = ref_config();
+    c.max_load = 0.5;
+    snprintf(c.default_bucket, sizeof c.default_bucket, "long");
+    instances(2, tp_ref);
+    g_inst[1].load = 0.9 * g_inst[1].capacity;
+    init(&s, &c);
+    struct sched_decision d = route(&s, 1, 7, 0, 1000, 0, -1);
+    CU_ASSERT_EQUAL(d.bucket, 1);
+    CU_ASSERT_EQUAL(d.instance, 0);
+    CU_ASSERT_EQUAL(d.via, SCHED_VIA_FALLBACK);
+    /* still full at the first tool return: it stays, nothing logged */
+    sched_tool_return(&s, 1, 0, TOOL_SUCCESS, 100, 200);
+    d = route(&s, 1, 7, 1, 1300, 200, 0);
+    CU_ASSERT_EQUAL(d.instance, 0);
+    CU_ASSERT_EQUAL(d.reason, SCHED_R_STICKY);
+    const struct sched_migration *m;
+    CU_ASSERT_EQUAL(sched_take_migrations(&s, &m), 0);
+    /* room at the next one: back to TP2, remaining work at least the bucket's floor */
+    g_inst[1].load = 0;
+    sched_tool_return(&s, 1, 0, TOOL_SUCCESS, 100, 400);
+    d = route(&s, 1, 7, 2, 1600, 400, 0);
+    CU_ASSERT_EQUAL(d.instance, 1);
+    CU_ASSERT_EQUAL(d.reason, SCHED_R_MIGRATE);
+    CU_ASSERT_EQUAL(d.bucket, 1);
+    CU_ASSERT_EQUAL_FATAL(sched_take_migrations(&s, &m), 1);
+    CU_ASSERT_EQUAL(m[0].why, SCHED_MIG_RETURN);
+    CU_ASSERT_EQUAL(m[0].from_instance, 0);
+    CU_ASSERT_EQUAL(m[0].to_instance, 1);
+    CU_ASSERT_DOUBLE_EQUAL(m[0].est_remaining, 5000, 1e-9);
+    CU_ASSERT(m[0].saving_s > m[0].cost_s);
+    CU_ASSERT_EQUAL(s.stats.migrations, 1);
+    /* home now: the next tool return keeps it there */
+    sched_tool_return(&s, 1, 0, TOOL_SUCCESS, 100, 600);
+    d = route(&s, 1, 7, 3, 1900, 600, 1);
+    CU_ASSERT_EQUAL(d.instance, 1);
+    CU_ASSERT_EQUAL(d.reason, SCHED_R_STICKY);
+    sched_free(&s);
+}
+
 /* Fix §6.14: every decision counts once; preferred + fallback + global = decisions,
  * so a success rate can never pass 100 %. */
 static void test_stats_consistent(void)
@@ -494,6 +540,7 @@ static const struct test_case cases[] = {
     {"fix: informed initial placement and default bucket", test_informed_placement},
     {"fix: token-count promotion without a trusted node", test_token_count_promotion},
     {"fix: counters are consistent", test_stats_consistent},
+    {"displaced by a full bucket, back when it has room", test_return_from_fallback},
     {"rebuild waits for a full ring of recent trajectories", test_rebuild},
     {"handed-back trajectory returns to its bucket", test_reroute},
     {"unknown policy lists the available ones", test_unknown_type},

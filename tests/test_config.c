@@ -178,12 +178,12 @@ static void test_defaults(void)
     CU_ASSERT_STRING_EQUAL(s->type, "cmlfq");
     CU_ASSERT_STRING_EQUAL(s->balance, "kv");
     for (int i = 0; i < 4; i++) CU_ASSERT(s->weights[i] == 1.0);
-    CU_ASSERT(s->max_load == 0.5);
+    CU_ASSERT(s->max_load == 0.3);
     CU_ASSERT_EQUAL(s->fallback, 1);
     CU_ASSERT_EQUAL(s->affinity, 1);
     CU_ASSERT_EQUAL_FATAL(s->n_buckets, 3);
     assert_bucket(s, 0, "short", 1, (const int[]){1}, 500);
-    assert_bucket(s, 1, "medium", 1, (const int[]){2}, 2000);
+    assert_bucket(s, 1, "medium", 1, (const int[]){2}, 1000);
     assert_bucket(s, 2, "long", 2, (const int[]){4, 8}, 30000);
     for (int i = 3; i < CFG_MAX_BUCKETS; i++) CU_ASSERT_EQUAL(s->buckets[i].name[0], '\0');
     CU_ASSERT_STRING_EQUAL(s->default_bucket, "");

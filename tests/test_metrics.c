@@ -218,7 +218,7 @@ static const char *const planner_triggers[] = {
 static const char *const planner_verdicts[] = {"none", "apply", "same_plan", "no_gain",
                                                "gain_below_ratio", "not_amortised"};
 static const char *const mig_whys[] = {"causal", "tokens", "threshold", "declined_cost",
-                                       "declined_limit", "same_tp"};
+                                       "declined_limit", "same_tp", "return"};
 
 /*
  * A planner pass: the first four triggers do not plan (no search: verdict -1, the

@@ -165,6 +165,45 @@ static void run_and_check(const char *type, int groups, int max_turns, int max_t
     rsim_free(&r);
 }
 
+/* The loaded regime: more sequences than the instances' batches hold, so turns wait
+ * in the instance queues and the queue's discipline decides who runs; the engines'
+ * admission counters add up; fifo and mlfq order the same work differently. */
+static void test_loaded_regime(void)
+{
+    struct rsim_totals t[2];
+    static const char *queues[2] = {"fifo", "mlfq"};
+    static const struct rsim_sync_config sync = {.groups_per_step = 12, .steps = 3,
+                                                 .warmup_steps = 1};
+    for (int q = 0; q < 2; q++) {
+        struct sched_config sc;
+        struct rsim_config c = small_config("cmlfq", 5, &sc);
+        snprintf(sc.instance_queue, sizeof sc.instance_queue, "%s", queues[q]);
+        c.max_batch = 3; /* 4 instances x 3 sequences for 48 trajectories a step */
+        struct rsim_step_result rows[3];
+        char err[512];
+        CU_ASSERT_EQUAL_FATAL(rsim_run_sync(&c, &sync, rows, &t[q], err, sizeof err), 0);
+        for (int k = 0; k < 3; k++) {
+            /* every turn admitted once, and once more after each preemption */
+            CU_ASSERT_EQUAL(rows[k].admissions, rows[k].turns + rows[k].preemptions);
+            CU_ASSERT(rows[k].waited > 0 && rows[k].waited <= rows[k].admissions);
+            CU_ASSERT(rows[k].queue_wait_s > 0);
+            /* later turns on the same instance find their context cached */
+            CU_ASSERT(rows[k].cache_hit_tokens > 0);
+        }
+        CU_ASSERT_EQUAL(t[q].admissions, rows[1].admissions + rows[2].admissions);
+        CU_ASSERT_EQUAL(t[q].waited, rows[1].waited + rows[2].waited);
+        CU_ASSERT_EQUAL(t[q].cache_hit_tokens, rows[1].cache_hit_tokens + rows[2].cache_hit_tokens);
+        CU_ASSERT_EQUAL(t[q].prefill_tokens, rows[1].prefill_tokens + rows[2].prefill_tokens);
+        /* the queue held work for a good part of the admissions */
+        CU_ASSERT(2 * t[q].waited > t[q].admissions);
+    }
+    /* the same trajectories (same seed) ... */
+    CU_ASSERT_EQUAL(t[0].trajectories, t[1].trajectories);
+    /* ... run in another order: the discipline engaged */
+    CU_ASSERT(t[0].queue_wait_s != t[1].queue_wait_s);
+    CU_ASSERT(t[0].p50_latency_s != t[1].p50_latency_s);
+}
+
 static void test_all_finish(void)
 {
     run_and_check("cmlfq", 8, 12, 32768);
@@ -232,6 +271,7 @@ static void test_percentile(void)
 static const struct test_case cases[] = {
     {"deterministic", test_deterministic},
     {"all_finish_conservation", test_all_finish},
+    {"loaded_regime_queue_engages", test_loaded_regime},
     {"run_until", test_run_until},
     {"bad_config", test_bad_config},
     {"percentile", test_percentile},

@@ -352,12 +352,12 @@ static void test_log_migration(void)
     }
     CU_ASSERT_EQUAL(s.n_mig, 40);
     CU_ASSERT_EQUAL(s.mig[39].traj_id, 39);
-    /* k % 6: causal, tokens, threshold move (7 each); cost (7), limit (6) declined;
-     * same_tp neither */
-    CU_ASSERT_EQUAL(s.stats.migrations, 21);
-    CU_ASSERT_EQUAL(s.step.migrations, 21);
-    CU_ASSERT_EQUAL(s.stats.declined, 13);
-    CU_ASSERT_EQUAL(s.step.declined, 13);
+    /* k % 7: causal, tokens, threshold (6 each) and return (5) move; cost, limit (6
+     * each) declined; same_tp (5) neither */
+    CU_ASSERT_EQUAL(s.stats.migrations, 23);
+    CU_ASSERT_EQUAL(s.step.migrations, 23);
+    CU_ASSERT_EQUAL(s.stats.declined, 12);
+    CU_ASSERT_EQUAL(s.step.declined, 12);
     free(s.mig);
 }
 

@@ -97,6 +97,11 @@ struct engine {
     double resident;        /* KV tokens of running sequences */
     double cached;          /* KV tokens held by the prefix cache */
     int64_t stat_prefill_tokens, stat_decode_tokens, stat_preemptions;
+    /* Admissions: every one, and those that waited in the queue first (admitted
+     * later than they were queued); the virtual seconds waited; the context tokens
+     * found in the prefix cache (the rest is stat_prefill_tokens). */
+    int64_t stat_admissions, stat_waited, stat_cache_hit_tokens;
+    double stat_wait_s;
 };
 
 void engine_init(struct engine *e, const struct engine_config *cfg, const struct cost_model *cm,

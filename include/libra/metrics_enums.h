@@ -47,7 +47,7 @@ enum metrics_event_kind {
 
 #define METRICS_N_TRIGGERS 9 /* = PT_N_KINDS */
 #define METRICS_N_VERDICTS 5 /* enum gate_verdict; -1 "none" besides */
-#define METRICS_N_MIG_WHY 6  /* = SCHED_MIG_COUNT */
+#define METRICS_N_MIG_WHY 7  /* = SCHED_MIG_COUNT */
 
 /* The name of value v in vocabulary voc, or NULL when v is not one of its values. */
 const char *metrics_enum_name(enum metrics_vocab voc, int v);

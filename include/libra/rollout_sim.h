@@ -156,6 +156,9 @@ struct rsim_step_result {
     int64_t migrations;    /* instance changes between turns */
     double busy_frac;      /* GPU-seconds busy / (GPUs x makespan) */
     int64_t prefill_tokens, preemptions;
+    int64_t cache_hit_tokens; /* context tokens admissions found in the prefix cache */
+    int64_t admissions, waited; /* sequences admitted; of them, admitted after a wait */
+    double queue_wait_s;   /* virtual seconds admitted sequences waited, summed */
     int64_t decode_by_tp[4];  /* decode tokens on instances of TP 1, 2, 4, 8 */
     struct sched_stats sched; /* scheduler counters of the step */
 };
@@ -168,6 +171,10 @@ struct rsim_totals {
     double p50_latency_s, p99_latency_s; /* over every measured trajectory */
     double busy_frac;      /* busy GPU-seconds / (GPUs x sum of makespans) */
     int64_t decode_by_tp[4]; /* decode tokens on instances of TP 1, 2, 4, 8 */
+    /* The engines' admissions (rsim_step_result), summed over the measured steps:
+     * KV hit rate = cache_hit / (cache_hit + prefill). */
+    int64_t prefill_tokens, cache_hit_tokens, preemptions, admissions, waited;
+    double queue_wait_s;
     struct rsim_stats sim; /* the whole run, warm-up included (iterations: its cost) */
     int64_t tree_nodes;    /* cmlfq: prefix-tree nodes at the end; 0 otherwise */
 };

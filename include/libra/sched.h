@@ -99,6 +99,7 @@ enum sched_mig_why {
     SCHED_MIG_DECLINED_COST,  /* wanted, but the saving did not beat the re-prefill cost */
     SCHED_MIG_DECLINED_LIMIT, /* wanted, but sched.max_migrations was reached */
     SCHED_MIG_SAME_TP,     /* new bucket shares the instance's TP: relabelled, not moved */
+    SCHED_MIG_RETURN,      /* cmlfq: back to its own bucket from a fallback instance */
     SCHED_MIG_COUNT
 };
 /* Named by metrics_enum_name(MV_MIG_WHY, why) (metrics_enums.h). */

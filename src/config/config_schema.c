@@ -299,7 +299,7 @@ const struct cfg_key cfg_schema[] = {
               "weight of TP-4 instances", WEIGHTED_ONLY),
     FLOAT_KEY("sched", "weight_tp8", sched.weights[3], 1.0, 0.01, E6, "",
               "weight of TP-8 instances", WEIGHTED_ONLY),
-    FLOAT_KEY("sched", "max_load", sched.max_load, 0.5, 0, E6, "fraction",
+    FLOAT_KEY("sched", "max_load", sched.max_load, 0.3, 0, E6, "fraction",
               "cap on an instance's KV load / capacity for preferred and fallback routes; "
               "0 = none"),
     INT_KEY("sched", "fallback", sched.fallback, 1, 0, 1, "",
@@ -432,7 +432,7 @@ const struct cfg_key cfg_bucket_keys[] = {
 
 const struct sched_bucket_spec cfg_default_buckets[] = {
     {.name = "short", .n_tp = 1, .tp = {1}, .max_tokens = 500},
-    {.name = "medium", .n_tp = 1, .tp = {2}, .max_tokens = 2000},
+    {.name = "medium", .n_tp = 1, .tp = {2}, .max_tokens = 1000},
     {.name = "long", .n_tp = 2, .tp = {4, 8}, .max_tokens = 30000},
 };
 const int cfg_n_default_buckets = sizeof cfg_default_buckets / sizeof cfg_default_buckets[0];

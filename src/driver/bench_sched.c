@@ -44,19 +44,7 @@
 #include "libra/rollout_sim.h"
 #include "libra/sched.h"
 
-#define BENCH_MAX_SEEDS 16
-
-struct bench_opts {
-    char workload[64];
-    int steps, warmup, groups, samples;
-    uint64_t seed;
-    uint64_t seeds[BENCH_MAX_SEEDS]; /* --seeds: several seeds, summarised */
-    int n_seeds;
-    double tick_s;
-    int latency;
-    int decisions;   /* --latency: decisions timed */
-    int tree_nodes;  /* --latency: tree size to grow first */
-};
+#include "bench_sched.h"
 
 static const struct option bench_sched_opts[] = {
     {"workload", required_argument, NULL, 'w'},
@@ -68,6 +56,7 @@ static const struct option bench_sched_opts[] = {
     {"seeds", required_argument, NULL, 'E'},
     {"tick", required_argument, NULL, 't'},
     {"latency", no_argument, NULL, 'l'},
+    {"sweep", no_argument, NULL, 'P'},
     {"decisions", required_argument, NULL, 'd'},
     {"tree-nodes", required_argument, NULL, 'T'},
     {0}};
@@ -75,9 +64,11 @@ static const struct cli_cmd bench_sched_cmd = {
     "libra bench-sched",
     "libra bench-sched [--workload NAME] [--steps N] [--warmup N] [--groups G]\n"
     "                         [--samples S] [--seed S | --seeds S,S,...] [--tick SECONDS]\n"
+    "       libra bench-sched --sweep [--workload NAME] [--seeds S,S,...] [...]\n"
     "       libra bench-sched --latency [--seed S] [--decisions N] [--tree-nodes N]",
     "The scheduler benchmark: 16 simulated A800 GPUs serving Qwen3-14B rollouts of a\n"
-    "workload preset, one row per scheduler; --latency: C-MLFQ's routing decision latency.\n"
+    "workload preset, one row per scheduler; --sweep: cmlfq's bucket thresholds and\n"
+    "max_load over a grid; --latency: C-MLFQ's routing decision latency.\n"
     "  --workload NAME    a preset in inputs/workloads/ (r2e-gym, search-r1, ...; default\n"
     "                     r2e-gym)\n"
     "  --steps N          synchronous steps, 1 .. 100000 (default 12)\n"
@@ -87,6 +78,8 @@ static const struct cli_cmd bench_sched_cmd = {
     "  --seed S           the seed (default 1)\n"
     "  --seeds S,S,...    up to 16 seeds: each row's mean and range of ratios\n"
     "  --tick SECONDS     the controller's reaction time, (0, 10]\n"
+    "  --sweep            sweep cmlfq's thresholds and max_load (choose them on seeds\n"
+    "                     you do not report)\n"
     "  --latency          time routing decisions instead\n"
     "  --decisions N      --latency: decisions timed (default 200000)\n"
     "  --tree-nodes N     --latency: prefix-tree nodes grown first (default 100000)\n",
@@ -104,6 +97,7 @@ static int parse_opts(struct cli *cli, int argc, char **argv, struct bench_opts 
         const char *v = cli->arg;
         switch (ch) {
         case 'l': o->latency = 1; break;
+        case 'P': o->sweep = 1; break;
         case 'n': bad = cli_int(cli, 1, 100000, &o->steps); break;
         case 'W': bad = cli_int(cli, 0, 100000, &o->warmup); break;
         case 'g': bad = cli_int(cli, 1, 1000000, &o->groups); break;
@@ -134,8 +128,8 @@ static int parse_opts(struct cli *cli, int argc, char **argv, struct bench_opts 
 }
 
 /* The config every row starts from: defaults, A800 + Qwen3-14B, the workload preset. */
-static int bench_inputs(const struct bench_opts *o, struct libra_config *cfg,
-                        struct job_inputs *in)
+int bench_sched_inputs(const struct bench_opts *o, struct libra_config *cfg,
+                       struct job_inputs *in)
 {
     config_defaults(cfg);
     char dir[CFG_PATH_MAX];
@@ -210,29 +204,37 @@ static void print_setup(const struct bench_opts *o, const struct libra_config *c
     printf("; mlfq queue %d levels from %d tokens\n\n", sc->queue_levels, sc->queue_base_tokens);
 }
 
-/* Every row on one seed: tot[k] and the simulation's wall time wall[k]. */
-static int run_rows(const struct bench_opts *o, uint64_t seed, struct libra_config *cfg,
-                    const struct job_inputs *in, struct rsim_totals *tot, double *wall)
+int bench_sched_run(const struct bench_opts *o, uint64_t seed, const struct job_inputs *in,
+                    const struct libra_config *cfg, const struct sched_config *sc, int n_inst,
+                    const int *tp, struct rsim_totals *tot, char *err, size_t errlen)
 {
     struct rsim_sync_config sync = {.groups_per_step = o->groups,
                                     .steps = o->steps,
                                     .warmup_steps = o->warmup,
                                     .step0 = 0};
+    struct rsim_config c = {.cm = &in->cm,
+                            .wl = &in->wl,
+                            .sched = sc,
+                            .rollout = &cfg->rollout,
+                            .n_inst = n_inst,
+                            .seed = seed,
+                            .tick_s = o->tick_s};
+    memcpy(c.tp, tp, (size_t)n_inst * sizeof *tp);
+    return rsim_run_sync(&c, &sync, NULL, tot, err, errlen);
+}
+
+/* Every row on one seed: tot[k] and the simulation's wall time wall[k]. */
+static int run_rows(const struct bench_opts *o, uint64_t seed, struct libra_config *cfg,
+                    const struct job_inputs *in, struct rsim_totals *tot, double *wall)
+{
     for (int k = 0; k < N_ROWS; k++) {
         struct sched_config sc = cfg->sched;
         snprintf(sc.type, sizeof sc.type, "%s", rows[k].policy);
         snprintf(sc.instance_queue, sizeof sc.instance_queue, "%s", rows[k].queue);
-        struct rsim_config c = {.cm = &in->cm,
-                                .wl = &in->wl,
-                                .sched = &sc,
-                                .rollout = &cfg->rollout,
-                                .n_inst = rows[k].n_inst,
-                                .seed = seed,
-                                .tick_s = o->tick_s};
-        memcpy(c.tp, rows[k].tp, sizeof c.tp);
         char err[1024];
         double t0 = wall_time();
-        if (rsim_run_sync(&c, &sync, NULL, &tot[k], err, sizeof err)) {
+        if (bench_sched_run(o, seed, in, cfg, &sc, rows[k].n_inst, rows[k].tp, &tot[k], err,
+                            sizeof err)) {
             fprintf(stderr, "libra --bench-sched: %s on %s: %s\n", rows[k].policy, rows[k].layout,
                     err);
             return 1;
@@ -248,33 +250,60 @@ static void decode_shares(const struct rsim_totals *t, double pct[3])
         pct[j] = t->decode_tokens ? 100.0 * (double)t->decode_by_tp[j] / (double)t->decode_tokens : 0;
 }
 
+/* Where a row's time went, beside its decode shares: the prefix cache's hit rate
+ * (context tokens admissions found cached / all they needed), preemptions per
+ * trajectory, the share of admissions that waited in an instance queue, and the mean
+ * wait of an admission (virtual s). */
+struct breakdown {
+    double kv_hit, preempt, waited, wait_s;
+};
+
+static struct breakdown breakdown_of(const struct rsim_totals *t)
+{
+    struct breakdown b = {0};
+    int64_t ctx = t->cache_hit_tokens + t->prefill_tokens;
+    if (ctx > 0) b.kv_hit = (double)t->cache_hit_tokens / (double)ctx;
+    if (t->trajectories > 0) b.preempt = (double)t->preemptions / (double)t->trajectories;
+    if (t->admissions > 0) {
+        b.waited = (double)t->waited / (double)t->admissions;
+        b.wait_s = t->queue_wait_s / (double)t->admissions;
+    }
+    return b;
+}
+
 static void print_table(const struct rsim_totals *tot, const double *wall)
 {
     const struct rsim_totals *b = &tot[0];
     double wall_all = 0;
     printf("| policy | layout | queue | makespan (s) | vs base | tokens/s | vs base | "
            "p99 latency (s) | vs base | migrations/traj | busy | decode on TP1/2/4 (%%) | "
+           "KV hit (%%) | preemptions/traj | admissions waited (%%) | mean wait (s) | "
            "sim wall (s) | events/s |\n");
-    printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+           "---:|---:|\n");
     for (int k = 0; k < N_ROWS; k++) {
         const struct rsim_totals *t = &tot[k];
         double pct[3];
         decode_shares(t, pct);
+        struct breakdown bd = breakdown_of(t);
         wall_all += wall[k];
         printf("| %s | %s | %s | %.1f | %.2f | %.0f | %.2f | %.1f | %.2f | %.3f | %.2f | "
-               "%.0f/%.0f/%.0f | %.2f | %.0f |\n",
+               "%.0f/%.0f/%.0f | %.1f | %.3f | %.1f | %.3f | %.2f | %.0f |\n",
                rows[k].policy, rows[k].layout, rows[k].queue, t->mean_makespan_s,
                t->mean_makespan_s / b->mean_makespan_s, t->tokens_per_s,
                t->tokens_per_s / b->tokens_per_s, t->p99_latency_s,
                t->p99_latency_s / b->p99_latency_s,
                (double)t->migrations / (double)t->trajectories, t->busy_frac, pct[0], pct[1],
-               pct[2], wall[k],
+               pct[2], 100 * bd.kv_hit, bd.preempt, 100 * bd.waited, bd.wait_s, wall[k],
                wall[k] > 0 ? (double)t->sim.iterations / wall[k] : 0);
     }
     printf("\nmakespan: mean over measured steps (virtual s); tokens/s: decode tokens / sum of "
            "makespans; p99 latency: trajectory finish - step start over every measured "
            "trajectory; busy: GPU-seconds prefilling or decoding / (16 x makespan); decode on "
-           "TP1/2/4: share of decode tokens by the TP of the instance; events: simulator stops "
+           "TP1/2/4: share of decode tokens by the TP of the instance; KV hit: context tokens "
+           "found in the instance's prefix cache / all an admission needed; admissions "
+           "waited: admitted later than queued (KV or batch full, or behind another's "
+           "prefill); events: simulator stops "
            "(%lld for the last row, %lld turn results). Simulation wall time %.2f s in all.\n",
            (long long)tot[N_ROWS - 1].sim.iterations, (long long)tot[N_ROWS - 1].sim.results,
            wall_all);
@@ -289,11 +318,13 @@ static void print_summary(const struct bench_opts *o, const struct rsim_totals (
     for (int i = 0; i < n; i++) printf("%s%llu", i ? "," : " ", (unsigned long long)o->seeds[i]);
     printf(": mean [min, max] over seeds of each ratio to load_balance on TP2 x 8 of the same seed\n\n");
     printf("| policy | layout | queue | tokens/s vs base | makespan vs base | p99 latency vs base | "
-           "tokens/s (mean) | migrations/traj | decode on TP1/2/4 (%%) |\n");
-    printf("|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+           "tokens/s (mean) | migrations/traj | decode on TP1/2/4 (%%) | KV hit (%%) | "
+           "preemptions/traj | admissions waited (%%) | mean wait (s) |\n");
+    printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int k = 0; k < N_ROWS; k++) {
         double r_tok[BENCH_MAX_SEEDS], r_ms[BENCH_MAX_SEEDS], r_p99[BENCH_MAX_SEEDS];
         double tok = 0, mig = 0, pct[3] = {0};
+        struct breakdown bd = {0};
         for (int i = 0; i < n; i++) {
             const struct rsim_totals *t = &tot[i][k], *b = &tot[i][0];
             r_tok[i] = t->tokens_per_s / b->tokens_per_s;
@@ -304,15 +335,21 @@ static void print_summary(const struct bench_opts *o, const struct rsim_totals (
             double p[3];
             decode_shares(t, p);
             for (int j = 0; j < 3; j++) pct[j] += p[j] / n;
+            struct breakdown b1 = breakdown_of(t);
+            bd.kv_hit += b1.kv_hit / n;
+            bd.preempt += b1.preempt / n;
+            bd.waited += b1.waited / n;
+            bd.wait_s += b1.wait_s / n;
         }
         double m[3], lo[3], hi[3];
         exp_spread(r_tok, n, &m[0], &lo[0], &hi[0]);
         exp_spread(r_ms, n, &m[1], &lo[1], &hi[1]);
         exp_spread(r_p99, n, &m[2], &lo[2], &hi[2]);
         printf("| %s | %s | %s | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.2f [%.2f, %.2f] | %.0f | "
-               "%.3f | %.0f/%.0f/%.0f |\n",
+               "%.3f | %.0f/%.0f/%.0f | %.1f | %.3f | %.1f | %.3f |\n",
                rows[k].policy, rows[k].layout, rows[k].queue, m[0], lo[0], hi[0], m[1], lo[1],
-               hi[1], m[2], lo[2], hi[2], tok, mig, pct[0], pct[1], pct[2]);
+               hi[1], m[2], lo[2], hi[2], tok, mig, pct[0], pct[1], pct[2], 100 * bd.kv_hit,
+               bd.preempt, 100 * bd.waited, bd.wait_s);
     }
 }
 
@@ -320,7 +357,7 @@ static int bench_throughput(const struct bench_opts *o)
 {
     struct libra_config cfg;
     struct job_inputs in;
-    if (bench_inputs(o, &cfg, &in)) return 1;
+    if (bench_sched_inputs(o, &cfg, &in)) return 1;
     print_setup(o, &cfg, &in);
     struct rsim_totals tot[N_ROWS];
     double wall[N_ROWS];
@@ -433,7 +470,7 @@ static int bench_latency(const struct bench_opts *o)
 {
     struct libra_config cfg;
     struct job_inputs in;
-    if (bench_inputs(o, &cfg, &in)) return 1;
+    if (bench_sched_inputs(o, &cfg, &in)) return 1;
     struct lat_ctx *c = xcalloc(1, sizeof *c);
     struct sched_config sc = cfg.sched;
     snprintf(sc.type, sizeof sc.type, "cmlfq");
@@ -520,5 +557,6 @@ int cmd_bench_sched(int argc, char **argv)
     struct bench_opts o;
     struct cli cli;
     if (parse_opts(&cli, argc, argv, &o)) return cli.rc;
+    if (o.sweep) return bench_sched_sweep(&o);
     return o.latency ? bench_latency(&o) : bench_throughput(&o);
 }

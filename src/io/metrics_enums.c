@@ -61,7 +61,7 @@ static const char *const verdict_names[METRICS_N_VERDICTS + 1] = {
 
 /* In the order of enum sched_mig_why (the scheduler asserts the count). */
 static const char *const mig_why_names[METRICS_N_MIG_WHY] = {
-    "causal", "tokens", "threshold", "declined_cost", "declined_limit", "same_tp"};
+    "causal", "tokens", "threshold", "declined_cost", "declined_limit", "same_tp", "return"};
 
 #define VOCAB(a, first) { a, (int)(sizeof(a) / sizeof((a)[0])), first }
 

@@ -12,7 +12,12 @@
  * move. Without a trusted node, the token count is the fallback signal: a trajectory
  * that has generated more than its bucket's threshold is promoted to
  * bucket_for(generated) (heavy tails: the expected remaining work grows with the
- * work done). A move happens only when
+ * work done). With no bucket change due, a trajectory that sits on an instance
+ * outside its bucket's TP degrees (placed there by the fallback chain while its
+ * bucket was full) may go back to its bucket (remaining work: the estimate, else
+ * the larger of the bucket's floor and the tokens generated so far); before, such a
+ * trajectory stayed on the fallback instance to its end -- under load the long
+ * ones finished on TP-1 instances and set the makespan. A move happens only when
  *     remaining x (decode time per token at the source - at the target)
  *         > (1 + sched.hysteresis) x re-prefill time of the context at the target,
  * with per-token times from the cost model at each instance's current batch and KV
@@ -30,6 +35,7 @@
  */
 #include "sched_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +166,7 @@ static void consider_move(struct sched *s, const struct sched_turn *t, struct sc
     }
     int via;
     int dst = sched_route_bucket(s, target, inst, n, &via);
+    if (why == SCHED_MIG_RETURN && via != SCHED_VIA_PREFERRED) return; /* still full */
     if (dst == t->prev || inst[dst].tp == src->tp) {
         /* The target bucket's instances are busy and the chain fell back to this TP
          * class: staying is the same speed without the re-prefill. */
@@ -183,11 +190,21 @@ static void consider_move(struct sched *s, const struct sched_turn *t, struct sc
     d->reason = SCHED_R_MIGRATE;
 }
 
+/* The least remaining work that puts a trajectory in bucket b: the bucket below's
+ * threshold (0 for the first). */
+static double bucket_floor(const struct sched *s, int b)
+{
+    return b > 0 ? s->bucket[b - 1].max_tokens : 0;
+}
+
 static void boundary(struct sched *s, const struct sched_turn *t, struct sched_traj *tr,
                      const struct sched_instance *inst, int n, struct sched_decision *d)
 {
     struct cmlfq *c = priv(s);
     struct ptree_estimate e;
+    /* Placed outside its bucket's TP degrees (its bucket was full: fallback or
+     * global); with no bucket change due, it may go back. */
+    int displaced = !sched_bucket_has_tp(s, tr->bucket, inst[t->prev].tp);
     if (tr->n_ret > 0 &&
         ptree_estimate_remaining(&c->tree, tr->prompt_id, tr->states, tr->pos, tr->n_ret, &e) &&
         e.trusted) {
@@ -195,12 +212,17 @@ static void boundary(struct sched *s, const struct sched_turn *t, struct sched_t
         int bm = sched_bucket_for(s, e.mean), bp = sched_bucket_for(s, e.p90);
         if (bm == bp && bm != tr->bucket)
             consider_move(s, t, tr, inst, n, bm, SCHED_MIG_CAUSAL, e.mean, d);
+        else if (displaced)
+            consider_move(s, t, tr, inst, n, tr->bucket, SCHED_MIG_RETURN, e.mean, d);
         return;
     }
     /* Fallback signal: the token count only ever promotes. */
     int bt = sched_bucket_for(s, t->gen_tokens);
     if (t->gen_tokens > s->bucket[tr->bucket].max_tokens && bt > tr->bucket)
         consider_move(s, t, tr, inst, n, bt, SCHED_MIG_TOKENS, t->gen_tokens, d);
+    else if (displaced) /* no estimate: at least its bucket's floor, at least what it did */
+        consider_move(s, t, tr, inst, n, tr->bucket, SCHED_MIG_RETURN,
+                      fmax(bucket_floor(s, tr->bucket), t->gen_tokens), d);
 }
 
 static void cmlfq_route(struct sched *s, const struct sched_turn *t, struct sched_traj *tr,

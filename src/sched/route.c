@@ -176,7 +176,8 @@ int sched_keep_prev(const struct sched *s, int prev, int chosen, const struct sc
 
 static void count_migration(struct sched_stats *st, int why)
 {
-    if (why == SCHED_MIG_CAUSAL || why == SCHED_MIG_TOKENS || why == SCHED_MIG_THRESHOLD)
+    if (why == SCHED_MIG_CAUSAL || why == SCHED_MIG_TOKENS || why == SCHED_MIG_THRESHOLD ||
+        why == SCHED_MIG_RETURN)
         st->migrations++;
     else if (why == SCHED_MIG_DECLINED_COST || why == SCHED_MIG_DECLINED_LIMIT)
         st->declined++;

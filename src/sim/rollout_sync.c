@@ -30,7 +30,8 @@ double rsim_percentile(double *v, int64_t n, double q)
 }
 
 struct engine_totals {
-    int64_t prefill, preemptions;
+    int64_t prefill, preemptions, cache_hit, admissions, waited;
+    double wait_s;
     int64_t decode_by_tp[4]; /* TP 1, 2, 4, 8 */
     double busy_rank_s;
 };
@@ -46,11 +47,19 @@ static void take_engine_totals(struct rsim *r, struct engine_totals *last, struc
     for (int i = 0; i < r->cfg.n_inst; i++) {
         now.prefill += r->eng[i].stat_prefill_tokens;
         now.preemptions += r->eng[i].stat_preemptions;
+        now.cache_hit += r->eng[i].stat_cache_hit_tokens;
+        now.admissions += r->eng[i].stat_admissions;
+        now.waited += r->eng[i].stat_waited;
+        now.wait_s += r->eng[i].stat_wait_s;
         now.decode_by_tp[tp_class(r->cfg.tp[i])] += r->eng[i].stat_decode_tokens;
         busy += engine_take_busy(&r->eng[i]);
     }
     d->prefill = now.prefill - last->prefill;
     d->preemptions = now.preemptions - last->preemptions;
+    d->cache_hit = now.cache_hit - last->cache_hit;
+    d->admissions = now.admissions - last->admissions;
+    d->waited = now.waited - last->waited;
+    d->wait_s = now.wait_s - last->wait_s;
     for (int k = 0; k < 4; k++) d->decode_by_tp[k] = now.decode_by_tp[k] - last->decode_by_tp[k];
     d->busy_rank_s = busy;
     *last = now;
@@ -96,6 +105,10 @@ static int run_step(struct rsim *r, const struct rsim_sync_config *s, int k,
     take_engine_totals(r, eng_last, &d);
     row->prefill_tokens = d.prefill;
     row->preemptions = d.preemptions;
+    row->cache_hit_tokens = d.cache_hit;
+    row->admissions = d.admissions;
+    row->waited = d.waited;
+    row->queue_wait_s = d.wait_s;
     memcpy(row->decode_by_tp, d.decode_by_tp, sizeof row->decode_by_tp);
     int gpus = 0;
     for (int i = 0; i < r->cfg.n_inst; i++) gpus += r->cfg.tp[i];
@@ -142,6 +155,12 @@ int rsim_run_sync(const struct rsim_config *c, const struct rsim_sync_config *s,
         tot->trajectories += row.trajectories;
         tot->decode_tokens += row.decode_tokens;
         tot->migrations += row.migrations;
+        tot->prefill_tokens += row.prefill_tokens;
+        tot->cache_hit_tokens += row.cache_hit_tokens;
+        tot->preemptions += row.preemptions;
+        tot->admissions += row.admissions;
+        tot->waited += row.waited;
+        tot->queue_wait_s += row.queue_wait_s;
         for (int j = 0; j < 4; j++) tot->decode_by_tp[j] += row.decode_by_tp[j];
         tot->makespan_sum_s += row.makespan_s;
         busy_sum += row.busy_frac * gpus * row.makespan_s;

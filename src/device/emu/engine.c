@@ -179,6 +179,12 @@ static double admit_one(struct engine *e, struct eng_seq *s, int *n_running)
     cache_make_room(e, seq_tokens(s) + 1);
     double t = cost_prefill_s(e->cm, e->cfg.tp, s->prefill, seq_tokens(s) - s->prefill);
     e->stat_prefill_tokens += s->prefill;
+    e->stat_cache_hit_tokens += seq_tokens(s) - s->prefill;
+    e->stat_admissions++;
+    if (e->vnow > s->queued_v) {
+        e->stat_waited++;
+        e->stat_wait_s += e->vnow - s->queued_v;
+    }
     s->prefill = 0;
     s->state = SEQ_RUNNING;
     e->resident += seq_tokens(s);
