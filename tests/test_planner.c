@@ -85,8 +85,10 @@ static void test_workload_profile(void)
     struct len_profile a, b;
     lp_init(&a);
     lp_init(&b);
-    lp_from_workload(&a, &in.wl, 7, 0, 200, 12, 4096, 32768);
-    lp_from_workload(&b, &in.wl, 7, 0, 200, 12, 4096, 32768);
+    struct rollout_config ro = {.n_samples = 8, .max_turns = 12, .max_tokens_per_turn = 4096,
+                                .max_tokens = 32768};
+    lp_from_workload(&a, &in.wl, &ro, 7, 0, 0, 200);
+    lp_from_workload(&b, &in.wl, &ro, 7, 0, 0, 200);
     CU_ASSERT_EQUAL(a.n, 200);
     CU_ASSERT(memcmp(a.s, b.s, 200 * sizeof *a.s) == 0); /* deterministic */
     int64_t longest = 0;
@@ -98,8 +100,19 @@ static void test_workload_profile(void)
     }
     /* a long tail: the longest is far above the median of ~1700 tokens */
     CU_ASSERT(longest > 8000);
+    /* GRPO groups of n_samples share their prompt (and its length) */
+    for (int i = 0; i < a.n; i++) CU_ASSERT_EQUAL(a.s[i].prompt, a.s[i - i % 8].prompt);
+    int differ = 0;
+    for (int g = 8; g < a.n; g += 8) differ += a.s[g].prompt != a.s[0].prompt;
+    CU_ASSERT(differ > 0);
+    /* the next trajectories are other draws (the oracle's step k takes ids from k x
+     * batch on; it once drew ids 0 .. batch - 1 at every step) */
+    lp_from_workload(&b, &in.wl, &ro, 7, 0, 200, 200);
+    CU_ASSERT(memcmp(a.s, b.s, 200 * sizeof *a.s) != 0);
     /* tighter caps hold */
-    lp_from_workload(&b, &in.wl, 7, 0, 200, 2, 300, 2000);
+    struct rollout_config tight = {.n_samples = 8, .max_turns = 2, .max_tokens_per_turn = 300,
+                                   .max_tokens = 2000};
+    lp_from_workload(&b, &in.wl, &tight, 7, 0, 0, 200);
     for (int i = 0; i < b.n; i++) {
         CU_ASSERT(b.s[i].turns <= 2);
         CU_ASSERT(b.s[i].gen <= 2 * 300);
@@ -246,7 +259,9 @@ static void test_search_real_vs_brute(void)
         load_inputs("real", text, &cfg, &in);
         struct len_profile lp;
         lp_init(&lp);
-        lp_from_workload(&lp, &in.wl, 11, 0, 32, 12, 4096, 32768);
+        struct rollout_config ro = {.n_samples = 8, .max_turns = 12, .max_tokens_per_turn = 4096,
+                                    .max_tokens = 32768};
+        lp_from_workload(&lp, &in.wl, &ro, 11, 0, 0, 32);
         struct real_ctx ctx = {&in.cm, &lp, 0, 0, (double)lp_max_tokens(&lp), 8};
         lp_token_sums(&lp, &ctx.tok, &ctx.sq);
         struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb};

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "libra/config.h"
 #include "libra/workload.h"
 
 struct traj_sample {
@@ -57,12 +58,15 @@ void lp_init(struct len_profile *p);
 void lp_free(struct len_profile *p);
 /* n samples from the history (above); -1 if the history is empty. */
 int lp_from_history(struct len_profile *p, const struct len_history *h, int n);
-/* n trajectories simulated from the workload model at training step `step`
- * (prompt ids 0, 1, ... of a start-up profile; deterministic in seed), each capped
- * at max_turns turns, max_tokens_per_turn per turn and max_tokens of context as the
- * controller caps them. */
-void lp_from_workload(struct len_profile *p, const struct workload *wl, uint64_t seed, int step,
-                      int n, int max_turns, int max_tokens_per_turn, int max_tokens);
+/* n trajectories simulated from the workload model at training step `step`,
+ * numbered as the controller numbers them: ids first, first + 1, ..., in GRPO groups
+ * of ro->n_samples that share a prompt (prompt id = id / n_samples: the group's
+ * latent difficulty); deterministic in seed; each capped at ro->max_turns turns,
+ * ro->max_tokens_per_turn per turn and ro->max_tokens of context as the controller
+ * caps them. */
+void lp_from_workload(struct len_profile *p, const struct workload *wl,
+                      const struct rollout_config *ro, uint64_t seed, int step, int64_t first,
+                      int n);
 /* Sum of tokens and of squared total lengths (the training cost model's inputs). */
 void lp_token_sums(const struct len_profile *p, double *tokens, double *sum_len_sq);
 /* Longest total context of a sample. */

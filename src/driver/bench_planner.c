@@ -63,8 +63,7 @@ static void solve_row(const struct libra_config *cfg, const struct job_inputs *i
     planner_init(&pl, cfg, &in->cm, &in->wl, gpus + 1);
     struct len_profile prof;
     lp_init(&prof);
-    lp_from_workload(&prof, &in->wl, cfg->run.seed, 0, cfg->train.batch_size, cfg->rollout.max_turns,
-                     cfg->rollout.max_tokens_per_turn, cfg->rollout.max_tokens);
+    lp_from_workload(&prof, &in->wl, &cfg->rollout, cfg->run.seed, 0, 0, cfg->train.batch_size);
     prof.overlap = cfg->train.max_staleness + 1;
     double *t = xmalloc((size_t)repeat * sizeof *t);
     struct plan_choice ch;

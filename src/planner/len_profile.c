@@ -71,15 +71,19 @@ int lp_from_history(struct len_profile *p, const struct len_history *h, int n)
     return 0;
 }
 
-void lp_from_workload(struct len_profile *p, const struct workload *wl, uint64_t seed, int step,
-                      int n, int max_turns, int max_tokens_per_turn, int max_tokens)
+void lp_from_workload(struct len_profile *p, const struct workload *wl,
+                      const struct rollout_config *ro, uint64_t seed, int step, int64_t first,
+                      int n)
 {
+    int max_turns = ro->max_turns, max_tokens_per_turn = ro->max_tokens_per_turn;
+    int max_tokens = ro->max_tokens, group = ro->n_samples > 0 ? ro->n_samples : 1;
     lp_resize(p, n);
     for (int i = 0; i < n; i++) {
         struct traj_sample *s = &p->s[i];
-        int prompt = workload_prompt_tokens(wl, seed, i);
+        int64_t id = first + i, pid = id / group;
+        int prompt = workload_prompt_tokens(wl, seed, pid);
         if (prompt > max_tokens - 1) prompt = max_tokens - 1;
-        struct wl_traj_state st = {.traj_id = i, .prompt_id = i, .ctx_tokens = prompt, .step = step};
+        struct wl_traj_state st = {.traj_id = id, .prompt_id = pid, .ctx_tokens = prompt, .step = step};
         *s = (struct traj_sample){.prompt = prompt};
         for (;;) {
             struct wl_turn t;

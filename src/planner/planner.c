@@ -201,9 +201,8 @@ static int preflight(struct planner *pl, int step, struct plan *out, char *err, 
     int n = 4 * cfg->train.batch_size;
     struct len_history tmp;
     lh_init(&tmp, n);
-    lp_from_workload(&pl->startup, pl->wl, cfg->run.seed ^ 0x7072656674ULL, 0, n,
-                     cfg->rollout.max_turns, cfg->rollout.max_tokens_per_turn,
-                     cfg->rollout.max_tokens);
+    lp_from_workload(&pl->startup, pl->wl, &cfg->rollout, cfg->run.seed ^ 0x7072656674ULL, 0, 0,
+                     n);
     for (int i = 0; i < pl->startup.n; i++) lh_add(&tmp, &pl->startup.s[i]);
     lp_from_history(&pl->startup, &tmp, cfg->train.batch_size);
     lh_free(&tmp);

@@ -21,8 +21,9 @@ int job_sim_oracle(const struct job_sim_config *jc, struct metrics *m, char *err
     double wall = 0;
     int rc = 0;
     for (int k = 0; k < cfg->run.steps; k++) {
-        lp_from_workload(&prof, jc->wl, cfg->run.seed, k, cfg->train.batch_size, ro->max_turns,
-                         ro->max_tokens_per_turn, ro->max_tokens);
+        /* step k's batch: the k-th batch_size trajectories in launch order */
+        lp_from_workload(&prof, jc->wl, ro, cfg->run.seed, k,
+                         (int64_t)k * cfg->train.batch_size, cfg->train.batch_size);
         prof.overlap = cfg->train.max_staleness + 1;
         struct plan_choice ch;
         if (planner_search(&pl, &prof, jc->world - 1, 0, &ch)) {
