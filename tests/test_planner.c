@@ -16,6 +16,7 @@
 #include "libra/plan.h"
 #include "libra/plan_cost.h"
 #include "libra/plan_search.h"
+#include "libra/log.h"
 #include "libra/planner.h"
 #include "testutil.h"
 
@@ -214,6 +215,52 @@ static void test_preflight(void)
     plan_free(&p);
 }
 
+/* The length mix decides the rollout layout: a batch with a long tail gets one large
+ * instance for the tail and smaller ones for the bulk (a heterogeneous plan); the
+ * same bulk without the tail gets no TP-8 instance at all. 48 A800s, Qwen3-14B,
+ * 512 trajectories, the real cost model. */
+static int plan_for(const struct planner *pl, int n_long, struct plan_choice *ch)
+{
+    struct len_profile p;
+    lp_init(&p);
+    p.s = xcalloc(512, sizeof *p.s);
+    p.n = 512;
+    p.overlap = 2;
+    for (int i = 0; i < p.n; i++)
+        p.s[i] = (struct traj_sample){.prompt = 500, .gen = i < n_long ? 30000 : 2000, .turns = 1};
+    int rc = planner_search(pl, &p, 48, 0, ch);
+    lp_free(&p);
+    return rc;
+}
+
+static void test_heterogeneous_plan(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    load_inputs("het", grp_cfg, &cfg, &in);
+    struct planner pl;
+    planner_init(&pl, &cfg, &in.cm, &in.wl, 49);
+    struct plan_choice tail, flat;
+    CU_ASSERT_FATAL(plan_for(&pl, 4, &tail) == 0);
+    CU_ASSERT_FATAL(plan_for(&pl, 0, &flat) == 0);
+    int small_tail = 0, small_flat = 0;
+    for (int k = 0; k < PC_N_TP; k++) {
+        if (pc_tp_of(k) < 8) small_tail += tail.counts[k];
+        if (pc_tp_of(k) < 8) small_flat += flat.counts[k];
+    }
+    int k8 = 0;
+    while (pc_tp_of(k8) != 8) k8++;
+    /* the tail: one TP-8 instance (batch-1 decode of 30,000 tokens is what binds),
+     * and smaller instances for the 508 short ones */
+    CU_ASSERT_EQUAL(tail.counts[k8], 1);
+    CU_ASSERT(small_tail >= 2);
+    CU_ASSERT(tail.step_s >= 30000 * cost_decode_step_s(&in.cm, 8, 1, 500) / 2);
+    /* no tail: throughput binds, and no TP-8 instance is worth its all-reduces */
+    CU_ASSERT_EQUAL(flat.counts[k8], 0);
+    CU_ASSERT(small_flat >= 2);
+    planner_free(&pl);
+}
+
 /* ---- the search with the real cost model ---- */
 
 struct real_ctx {
@@ -293,6 +340,7 @@ static const struct test_case plan_cases[] = {
 static const struct test_case planner_cases[] = {
     {"preflight plan and the infeasible message", test_preflight},
     {"search with the real cost model = brute force", test_search_real_vs_brute},
+    {"a long tail gets a heterogeneous plan", test_heterogeneous_plan},
     {NULL, NULL}};
 static const struct test_suite suites[] = {{"len_profile", profile_cases},
                                            {"plan_lend", plan_cases},
