@@ -227,7 +227,7 @@ static int plan_for(const struct planner *pl, int n_long, struct plan_choice *ch
     p.n = 512;
     p.overlap = 2;
     for (int i = 0; i < p.n; i++)
-        p.s[i] = (struct traj_sample){.prompt = 500, .gen = i < n_long ? 30000 : 2000, .turns = 1};
+        p.s[i] = (struct traj_sample){.prompt = 500, .gen = i < n_long ? 30000 : 300, .turns = 1};
     int rc = planner_search(pl, &p, 48, 0, ch);
     lp_free(&p);
     return rc;
@@ -251,7 +251,7 @@ static void test_heterogeneous_plan(void)
     int k8 = 0;
     while (pc_tp_of(k8) != 8) k8++;
     /* the tail: one TP-8 instance (batch-1 decode of 30,000 tokens is what binds),
-     * and smaller instances for the 508 short ones */
+     * and smaller instances for the 508 short ones (300 tokens each) */
     CU_ASSERT_EQUAL(tail.counts[k8], 1);
     CU_ASSERT(small_tail >= 2);
     CU_ASSERT(tail.step_s >= 30000 * cost_decode_step_s(&in.cm, 8, 1, 500) / 2);
@@ -294,6 +294,15 @@ static double real_lb(void *arg, int g)
     return pc_rollout_lower_bound(c->cm, g, c->max_tp, c->lp);
 }
 
+/* The pipeline's coupling at overlap 2: the longest chain, then the training. */
+static double real_coupled(void *arg, const int counts[PC_N_TP], double train_s)
+{
+    struct real_ctx *c = arg;
+    struct rollout_est e;
+    double t = pc_rollout(c->cm, counts, c->lp, &e);
+    return isfinite(t) ? e.chain_s + train_s / 2 : INFINITY;
+}
+
 static void test_search_real_vs_brute(void)
 {
     struct libra_config cfg;
@@ -311,7 +320,9 @@ static void test_search_real_vs_brute(void)
         lp_from_workload(&lp, &in.wl, &ro, 11, 0, 0, 32);
         struct real_ctx ctx = {&in.cm, &lp, 0, 0, (double)lp_max_tokens(&lp), 8};
         lp_token_sums(&lp, &ctx.tok, &ctx.sq);
-        struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb};
+        lp.overlap = 2;
+        struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb, NULL};
+        struct plan_eval evc = {&ctx, real_train, real_rollout, real_lb, real_coupled};
         for (int n = 6; n <= 16; n += 5) {
             struct plan_limits lim = {.n_gpus = n, .gpus_per_node = 8, .min_rollout_tp = 1,
                                       .max_rollout_tp = 8, .max_train_tp = 2, .max_train_pp = 1,
@@ -325,6 +336,16 @@ static void test_search_real_vs_brute(void)
             CU_ASSERT_EQUAL(a.n_train, b.n_train);
             CU_ASSERT(memcmp(a.counts, b.counts, sizeof a.counts) == 0);
             CU_ASSERT(a.n_rollout_evals <= b.n_rollout_evals);
+            /* coupled: the search takes the coupling on each GPU count's best layout,
+             * the brute force on every layout -- the same here, or within 1 % */
+            struct plan_choice ac, bc;
+            CU_ASSERT_EQUAL_FATAL(plan_search(&lim, &evc, &ac), 0);
+            CU_ASSERT_EQUAL_FATAL(plan_search_brute(&lim, &evc, &bc), 0);
+            CU_ASSERT(ac.step_s >= bc.step_s && ac.step_s <= 1.01 * bc.step_s);
+            CU_ASSERT_DOUBLE_EQUAL(ac.step_s, fmax(fmax(ac.train_s, ac.rollout_s), ac.coupled_s), 0);
+            CU_ASSERT(ac.coupled_s > 0 && b.coupled_s == 0);
+            /* the coupling only adds to a step: never faster than without it */
+            CU_ASSERT(bc.step_s >= b.step_s);
         }
         lp_free(&lp);
     }

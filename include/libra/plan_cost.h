@@ -68,6 +68,8 @@ struct rollout_est {
     double thru_s;        /* that instance's throughput-bound time */
     double tail_s;        /* that instance's tail bound */
     double prefill_s;     /* that instance's prefill (prompts, tool returns, re-prefill) */
+    double chain_s;       /* the largest tail bound of any instance: the longest
+                             trajectory's own chain over the overlap */
     int binding;          /* index of the slowest instance (0-based over the layout) */
     int oom;              /* some sample fits no instance's KV capacity */
     int64_t oom_tokens;   /* that sample's context */

@@ -2,7 +2,9 @@
  * The planner's search (reference/planner.md §2.2-2.3, with the §6.7 fixes): the
  * split of n_gpus worker GPUs into a training group (tp x pp x dp, micro-batch) and
  * rollout instances of heterogeneous TP, minimising the steady-state step time of
- * the asynchronous pipeline, max(T_train, T_rollout), both for one training batch.
+ * the asynchronous pipeline, max(T_train, T_rollout, coupled), all for one training
+ * batch; coupled (optional, plan_eval.coupled_s) is the latency chain the two sides
+ * form through the staleness rule.
  *
  * The two stages are separable given the split, so the search computes the best
  * training shape for each training GPU count and the best rollout layout for each
@@ -12,7 +14,10 @@
  * candidates, the same as the brute force (plan_search_brute, used by the tests);
  * with tolerance e > 0 the search stops as soon as no candidate left can be faster
  * than (best so far) / (1 + e), so the plan's step time is within a factor 1 + e of
- * that optimum.
+ * that optimum. The coupled term breaks the separation a little: the search
+ * evaluates it on each GPU count's best rollout layout only (its latency chain is the
+ * shortest there in practice: the layout with the fastest instance for the longest
+ * trajectory), the brute force on every layout.
  *
  * Rollout layouts are counts of instances per TP class (1, 2, 4, 8), every count
  * vector whose GPUs sum to the rollout GPU count (no truncation, no largest-first
@@ -57,6 +62,13 @@ struct plan_eval {
     double (*rollout_s)(void *ctx, const int counts[PC_N_TP], char *why, size_t n);
     /* optional (NULL = 0): a lower bound of rollout_s over every layout of n_gpus */
     double (*rollout_lb)(void *ctx, int n_gpus);
+    /* optional (NULL = none): the pipeline's coupling of the two sides for a layout and
+     * a training time. A step's batch was launched when the training of an earlier
+     * step ended, so the longest trajectory's own chain and the training (and weight
+     * sync) of the steps in between follow one another: over the overlap o the step
+     * is at least (chain + sync + train) / o. The step is then
+     *     max(train_s, rollout_s, coupled_s(counts, train_s)). */
+    double (*coupled_s)(void *ctx, const int counts[PC_N_TP], double train_s);
 };
 
 struct plan_choice {
@@ -65,7 +77,8 @@ struct plan_choice {
     int counts[PC_N_TP];         /* rollout instances per TP class */
     int n_rollout;               /* rollout GPUs: sum of tp x count */
     int n_idle;                  /* GPUs left unused by alignment */
-    double train_s, rollout_s, step_s; /* step_s = max(train_s, rollout_s) */
+    double train_s, rollout_s, step_s; /* step_s = max(train_s, rollout_s, coupled) */
+    double coupled_s;            /* the evaluator's coupled_s for this pair; 0 without */
     int approx;                  /* some GPU count used the grid + local search */
     int64_t n_train_evals, n_rollout_evals; /* evaluator calls */
     int64_t pruned_oom, pruned_bound;       /* training shapes out of memory; skipped */

@@ -286,11 +286,12 @@ double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_
         heap_sift_down(heap + base[best_k], counts[best_k], in);
     }
 
-    double worst = -1;
+    double worst = -1, chain = 0;
     for (int k = PC_N_TP - 1; k >= 0; k--) {
         for (int i = base[k]; i < base[k] + counts[k]; i++) {
             double thru = in[i].gen / tc[k].thr;
             double ms = fmax(thru, in[i].tail) + in[i].prefill;
+            chain = fmax(chain, in[i].tail);
             if (ms > worst) {
                 worst = ms;
                 *out = (struct rollout_est){.makespan_s = ms, .thru_s = thru, .tail_s = in[i].tail,
@@ -298,6 +299,7 @@ double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_
             }
         }
     }
+    out->chain_s = chain;
     free(heap);
     free(in);
     return out->makespan_s;

@@ -260,8 +260,16 @@ static void fail_why(const struct fail_notes *f, char *why, size_t n)
         snprintf(why, n, "no feasible candidate");
 }
 
-static void fill_choice(struct plan_choice *out, const struct tgroup *g, int micro, double t,
-                        const int counts[PC_N_TP], double rho)
+/* The coupled term of a (layout, training time) pair; 0 without the evaluator. */
+static double coupled(const struct plan_eval *ev, const int counts[PC_N_TP], double t)
+{
+    if (ev->coupled_s == NULL || !(t < INFINITY)) return 0;
+    double c = ev->coupled_s(ev->ctx, counts, t);
+    return isnan(c) ? INFINITY : c;
+}
+
+static void fill_choice(struct plan_choice *out, const struct plan_eval *ev, const struct tgroup *g,
+                        int micro, double t, const int counts[PC_N_TP], double rho)
 {
     out->n_train = g->n;
     out->train = (struct train_shape){g->tp, g->pp, g->dp, micro};
@@ -270,7 +278,8 @@ static void fill_choice(struct plan_choice *out, const struct tgroup *g, int mic
     out->n_idle = g->idle;
     out->train_s = t;
     out->rollout_s = rho;
-    out->step_s = fmax(t, rho);
+    out->coupled_s = coupled(ev, counts, t);
+    out->step_s = fmax(fmax(t, rho), out->coupled_s);
     out->why[0] = '\0';
 }
 
@@ -401,6 +410,10 @@ static void search_step(struct search *S, size_t gi)
         return;
     }
     double step = fmax(S->tmin[gi], ls->best_s);
+    if (S->ev->coupled_s) {
+        const struct layout_val *lv = plan_layouts_pick(ls, ls->best_s);
+        step = fmax(step, coupled(S->ev, lv->counts, S->tmin[gi]));
+    }
     if (S->best_g < 0 || step < S->best_s || (step == S->best_s && (long)gi < S->best_g)) {
         S->best_s = step;
         S->best_g = (long)gi;
@@ -454,11 +467,15 @@ int plan_search(const struct plan_limits *lim, const struct plan_eval *ev, struc
         goto done;
     }
     const struct tgroup *g = &S.c.g[S.best_g];
-    int mi = 0;
-    while (!(S.t[g->t_off + (size_t)mi] <= S.best_s)) mi++;
-    const struct layout_val *lv = plan_layouts_pick(S.sets[g->rollout], S.best_s);
+    const struct layout_set *ls = S.sets[g->rollout];
+    /* the coupled term was taken on the best layout: pick that one then */
+    const struct layout_val *lv = plan_layouts_pick(ls, ev->coupled_s ? ls->best_s : S.best_s);
     if (lv == NULL) FATAL("plan_search: no layout of %d GPUs at the best step %g", g->rollout, S.best_s);
-    fill_choice(out, g, 1 << mi, S.t[g->t_off + (size_t)mi], lv->counts, lv->s);
+    int mi = 0;
+    while (!(S.t[g->t_off + (size_t)mi] <= S.best_s &&
+             coupled(ev, lv->counts, S.t[g->t_off + (size_t)mi]) <= S.best_s))
+        mi++;
+    fill_choice(out, ev, g, 1 << mi, S.t[g->t_off + (size_t)mi], lv->counts, lv->s);
     rc = 0;
 done:
     search_free(&S);
@@ -497,7 +514,7 @@ static int brute_layout(void *arg, const int counts[PC_N_TP])
         return 0;
     }
     B->cur_any = 1;
-    double s = fmax(B->cur_t, rho);
+    double s = fmax(fmax(B->cur_t, rho), coupled(B->ev, counts, B->cur_t));
     int better = !B->has || s < B->best_s;
     if (B->has && s == B->best_s) {
         if (B->cur_gi != B->best_gi)
@@ -553,7 +570,7 @@ int plan_search_brute(const struct plan_limits *lim, const struct plan_eval *ev,
     }
     int rc = -1;
     if (B.has) {
-        fill_choice(out, &c.g[B.best_gi], B.best_micro, B.best_t, B.best_counts, B.best_rho);
+        fill_choice(out, ev, &c.g[B.best_gi], B.best_micro, B.best_t, B.best_counts, B.best_rho);
         rc = 0;
     } else {
         fail_why(&notes, out->why, sizeof out->why);

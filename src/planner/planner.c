@@ -85,6 +85,27 @@ static double eval_rollout(void *arg, const int counts[PC_N_TP], char *why, size
     return isfinite(t) ? e->scale_rollout * (t + e->sync_s) : INFINITY;
 }
 
+/* The pipeline's coupling (plan_search.h): a step's batch was launched when the
+ * training o - 1 steps earlier ended, so over o steps the longest trajectory's own
+ * chain, the weight sync and the training run one after another. The rollout side's
+ * part, chain + sync / o (raw cost model), and the overlap o. */
+static double chain_raw(const struct eval_ctx *e, const int counts[PC_N_TP], double *o)
+{
+    struct rollout_est est;
+    double t = pc_rollout_prepared(e->prep, counts, &est);
+    *o = isfinite(e->prof->overlap) && e->prof->overlap > 1 ? e->prof->overlap : 1;
+    return isfinite(t) ? est.chain_s + e->sync_s / *o : INFINITY;
+}
+
+/* The rollout part scaled by the rollout calibration (fitted to it: calibrate), the
+ * training time as given (already calibrated). */
+static double eval_coupled(void *arg, const int counts[PC_N_TP], double train_s)
+{
+    const struct eval_ctx *e = arg;
+    double o, c = chain_raw(e, counts, &o);
+    return e->scale_rollout * c + train_s / o;
+}
+
 static double eval_rollout_lb(void *arg, int n_gpus)
 {
     const struct eval_ctx *e = arg;
@@ -187,7 +208,7 @@ int planner_search(const struct planner *pl, const struct len_profile *prof, int
     lim.n_gpus = n_gpus;
     struct eval_ctx e;
     eval_setup(pl, prof, calibrated, &e);
-    struct plan_eval ev = {&e, eval_train, eval_rollout, eval_rollout_lb};
+    struct plan_eval ev = {&e, eval_train, eval_rollout, eval_rollout_lb, eval_coupled};
     int rc = plan_search(&lim, &ev, out);
     eval_done(&e);
     return rc;
@@ -263,7 +284,14 @@ static void calibrate(struct planner *pl, const struct plan *live, const struct 
         live_counts(live, counts);
         struct rollout_est est;
         double pred = pc_rollout_prepared(raw->prep, counts, &est) + raw->sync_s;
-        calib_update(&pl->cal, CALIB_ROLLOUT, pred, m->rollout_s);
+        /* When the coupling binds (plan_search.h), the measured rollout time is the
+         * chain plus the training that actually ran: the rollout scale is fitted to
+         * the chain part, the training part taken off the measurement. */
+        double o, chain = chain_raw(raw, counts, &o), tr = m->train_s > 0 ? m->train_s / o : 0;
+        if (chain + tr > pred && m->rollout_s > tr)
+            calib_update(&pl->cal, CALIB_ROLLOUT, chain, m->rollout_s - tr);
+        else
+            calib_update(&pl->cal, CALIB_ROLLOUT, pred, m->rollout_s);
     }
 }
 
@@ -325,7 +353,8 @@ int planner_step(struct planner *pl, int step, int epoch, const struct plan *cur
     char why[128];
     pass->cur_train_s = eval_train(&e, &now.train, why, sizeof why);
     pass->cur_rollout_s = eval_rollout(&e, now.counts, why, sizeof why);
-    pass->cur_step_s = fmax(pass->cur_train_s, pass->cur_rollout_s);
+    pass->cur_step_s = fmax(fmax(pass->cur_train_s, pass->cur_rollout_s),
+                            eval_coupled(&e, now.counts, pass->cur_train_s));
     eval_done(&e);
     if (rc) {
         LOG_W("planner: step %d: no feasible candidate (%s); keeping the plan", step,
