@@ -467,10 +467,20 @@ static void test_rollout_lower_bound(void)
         }
         int n_gpus = gpus + rnd_int(&seed, 0, 3); /* layouts may leave GPUs idle */
         double lb = pc_rollout_lower_bound(&c, n_gpus, pc_tp_of(max_k), &lp);
-        double ms = pc_rollout(&c, counts, &lp, NULL);
+        struct rollout_est est;
+        double ms = pc_rollout(&c, counts, &lp, &est);
         if (!(lb <= ms))
             fprintf(stderr, "\n  trial %d: lower bound %.9g > makespan %.9g\n", trial, lb, ms);
         CU_ASSERT(lb <= ms);
+        /* the chain's floor holds for every layout of those classes, and the chain
+         * (the largest tail) is part of the makespan */
+        struct pc_rollout_prep *prep = pc_rollout_prepare(&c, &lp);
+        double chain_lb = pc_chain_lower_bound_prepared(prep, pc_tp_of(max_k));
+        pc_rollout_prep_free(prep);
+        if (isfinite(ms)) {
+            CU_ASSERT(chain_lb <= est.chain_s && chain_lb > 0);
+            CU_ASSERT(est.chain_s <= ms);
+        }
         CU_ASSERT(lb > 0);
         checked += isfinite(ms);
         free(lp.s);
@@ -484,6 +494,12 @@ static void test_rollout_lower_bound(void)
     int tp8[PC_N_TP] = {0, 0, 0, 1};
     double ms = pc_rollout(&c, tp8, &lp, NULL), lb = pc_rollout_lower_bound(&c, 8, 8, &lp);
     CU_ASSERT(lb <= ms && lb > 0.75 * ms); /* 24.4 s against 29.4 s */
+    /* equal samples on one class: the chain floor is the chain */
+    struct rollout_est e8;
+    pc_rollout(&c, tp8, &lp, &e8);
+    struct pc_rollout_prep *p8 = pc_rollout_prepare(&c, &lp);
+    CU_ASSERT_DOUBLE_EQUAL(pc_chain_lower_bound_prepared(p8, 8), e8.chain_s, 1e-9 * e8.chain_s);
+    pc_rollout_prep_free(p8);
     /* Infeasible for every layout: a sample larger than any allowed instance holds
      * (N_4 = 1.49M, N_8 = 3.16M tokens). */
     lp.s[0].gen = 2000000;

@@ -303,6 +303,15 @@ static double real_coupled(void *arg, const int counts[PC_N_TP], double train_s)
     return isfinite(t) ? e.chain_s + train_s / 2 : INFINITY;
 }
 
+static double real_coupled_lb(void *arg, double train_s)
+{
+    struct real_ctx *c = arg;
+    struct pc_rollout_prep *p = pc_rollout_prepare(c->cm, c->lp);
+    double chain = pc_chain_lower_bound_prepared(p, c->max_tp);
+    pc_rollout_prep_free(p);
+    return chain + train_s / 2;
+}
+
 static void test_search_real_vs_brute(void)
 {
     struct libra_config cfg;
@@ -321,8 +330,10 @@ static void test_search_real_vs_brute(void)
         struct real_ctx ctx = {&in.cm, &lp, 0, 0, (double)lp_max_tokens(&lp), 8};
         lp_token_sums(&lp, &ctx.tok, &ctx.sq);
         lp.overlap = 2;
-        struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb, NULL};
-        struct plan_eval evc = {&ctx, real_train, real_rollout, real_lb, real_coupled};
+        struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb, NULL, NULL};
+        struct plan_eval evc = {&ctx, real_train, real_rollout, real_lb, real_coupled, NULL};
+        struct plan_eval evb = {&ctx, real_train, real_rollout, real_lb, real_coupled,
+                                real_coupled_lb};
         for (int n = 6; n <= 16; n += 5) {
             struct plan_limits lim = {.n_gpus = n, .gpus_per_node = 8, .min_rollout_tp = 1,
                                       .max_rollout_tp = 8, .max_train_tp = 2, .max_train_pp = 1,
@@ -346,6 +357,12 @@ static void test_search_real_vs_brute(void)
             CU_ASSERT(ac.coupled_s > 0 && b.coupled_s == 0);
             /* the coupling only adds to a step: never faster than without it */
             CU_ASSERT(bc.step_s >= b.step_s);
+            /* its lower bound prunes without changing the result */
+            struct plan_choice ab;
+            CU_ASSERT_EQUAL_FATAL(plan_search(&lim, &evb, &ab), 0);
+            CU_ASSERT_EQUAL(ab.step_s, ac.step_s);
+            CU_ASSERT(memcmp(ab.counts, ac.counts, sizeof ab.counts) == 0);
+            CU_ASSERT(ab.n_rollout_evals <= ac.n_rollout_evals);
         }
         lp_free(&lp);
     }

@@ -99,6 +99,10 @@ void pc_rollout_prep_free(struct pc_rollout_prep *p);
 double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_N_TP],
                            struct rollout_est *out);
 double pc_rollout_lower_bound_prepared(const struct pc_rollout_prep *p, int n_gpus, int max_tp);
+/* A floor of rollout_est.chain_s over every layout of classes up to max_tp: the longest
+ * of the samples' own chains, each on its fastest class (max_s min_t tl_t(s));
+ * INFINITY when a sample fits no class. */
+double pc_chain_lower_bound_prepared(const struct pc_rollout_prep *p, int max_tp);
 
 /* ---- transitions ---- */
 

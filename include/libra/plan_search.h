@@ -69,6 +69,9 @@ struct plan_eval {
      * is at least (chain + sync + train) / o. The step is then
      *     max(train_s, rollout_s, coupled_s(counts, train_s)). */
     double (*coupled_s)(void *ctx, const int counts[PC_N_TP], double train_s);
+    /* optional with coupled_s (NULL = 0): a lower bound of coupled_s over every layout
+     * for a training time; it lets the search prune when the coupling binds */
+    double (*coupled_lb)(void *ctx, double train_s);
 };
 
 struct plan_choice {

@@ -166,6 +166,7 @@ struct pc_rollout_prep {
     double *pf, *tl, *w;         /* (n, PC_N_TP) */
     /* the lower bound's terms for the classes 0 .. m-1 (index m - 1) */
     double lb_work[PC_N_TP], lb_tail[PC_N_TP];
+    double lb_chain[PC_N_TP]; /* max_s min_t tl_t(s): a floor of rollout_est.chain_s */
     int lb_oom[PC_N_TP];
 };
 
@@ -190,23 +191,26 @@ struct pc_rollout_prep *pc_rollout_prepare(const struct cost_model *c, const str
         }
     /* Lower bound, see pc_rollout_lower_bound: for each prefix of classes 0 .. m-1 */
     for (int m = 1; m <= PC_N_TP; m++) {
-        double work = 0, tail = 0;
+        double work = 0, tail = 0, chain = 0;
         int oom = 0;
         for (int j = 0; j < p->n && !oom; j++) {
-            double w_min = INFINITY, tl_min = INFINITY;
+            double w_min = INFINITY, tl_min = INFINITY, ch_min = INFINITY;
             for (int k = 0; k < m; k++) {
                 const struct tp_class *tc = &p->tc[k];
                 if (tc->cap <= 0 || p->v[j].tokens > tc->cap) continue;
                 size_t x = (size_t)j * PC_N_TP + (size_t)k;
                 w_min = fmin(w_min, tc->t * p->w[x]);
                 tl_min = fmin(tl_min, p->tl[x] + p->pf[x]);
+                ch_min = fmin(ch_min, p->tl[x]);
             }
             if (isinf(w_min)) oom = 1;
             work += w_min;
             tail = fmax(tail, tl_min);
+            chain = fmax(chain, ch_min);
         }
         p->lb_work[m - 1] = work;
         p->lb_tail[m - 1] = tail;
+        p->lb_chain[m - 1] = chain;
         p->lb_oom[m - 1] = oom;
     }
     return p;
@@ -329,6 +333,15 @@ double pc_rollout_lower_bound_prepared(const struct pc_rollout_prep *p, int n_gp
     for (int k = 0; k < PC_N_TP && pc_tp_of(k) <= max_tp && pc_tp_of(k) <= n_gpus; k++) m = k + 1;
     if (m == 0 || p->lb_oom[m - 1]) return INFINITY;
     return fmax(p->lb_work[m - 1] / n_gpus, p->lb_tail[m - 1]) * (1.0 - PC_LB_SLACK);
+}
+
+double pc_chain_lower_bound_prepared(const struct pc_rollout_prep *p, int max_tp)
+{
+    if (p->n == 0) return 0;
+    int m = 0;
+    for (int k = 0; k < PC_N_TP && pc_tp_of(k) <= max_tp; k++) m = k + 1;
+    if (m == 0 || p->lb_oom[m - 1]) return INFINITY;
+    return p->lb_chain[m - 1] * (1.0 - PC_LB_SLACK);
 }
 
 double pc_rollout_lower_bound(const struct cost_model *c, int n_gpus, int max_tp, const struct len_profile *lp)

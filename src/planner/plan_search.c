@@ -268,6 +268,14 @@ static double coupled(const struct plan_eval *ev, const int counts[PC_N_TP], dou
     return isnan(c) ? INFINITY : c;
 }
 
+/* A lower bound of the coupled term at training time t (0 without the evaluators). */
+static double coupled_bound(const struct plan_eval *ev, double t)
+{
+    if (ev->coupled_s == NULL || ev->coupled_lb == NULL) return 0;
+    double b = ev->coupled_lb(ev->ctx, t);
+    return isnan(b) ? 0 : b;
+}
+
 static void fill_choice(struct plan_choice *out, const struct plan_eval *ev, const struct tgroup *g,
                         int micro, double t, const int counts[PC_N_TP], double rho)
 {
@@ -400,7 +408,7 @@ static void search_step(struct search *S, size_t gi)
         }
         S->state[gi] = G_TRAINED;
         double rb = S->sets[g->rollout] ? S->sets[g->rollout]->best_s : rollout_bound(S, g->rollout);
-        heap_push(S, fmax(S->tmin[gi], rb), gi);
+        heap_push(S, fmax(fmax(S->tmin[gi], rb), coupled_bound(S->ev, S->tmin[gi])), gi);
         return;
     }
     const struct layout_set *ls = rollout_set(S, g->rollout);
@@ -452,7 +460,8 @@ int plan_search(const struct plan_limits *lim, const struct plan_eval *ev, struc
     S.lb = xmalloc(ng * sizeof *S.lb);
     for (size_t i = 0; i < ng; i++) S.lb[i] = NAN;
     S.heap = xmalloc(S.c.n * sizeof *S.heap);
-    for (size_t gi = 0; gi < S.c.n; gi++) heap_push(&S, rollout_bound(&S, S.c.g[gi].rollout), gi);
+    for (size_t gi = 0; gi < S.c.n; gi++)
+        heap_push(&S, fmax(rollout_bound(&S, S.c.g[gi].rollout), coupled_bound(ev, 0)), gi);
     while (S.n_heap > 0) {
         struct hnode x = heap_pop(&S);
         if (beyond_best(&S, &x)) {
