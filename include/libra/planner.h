@@ -55,6 +55,15 @@ struct planner {
     struct trigger_state trig;
     struct plan_choice cur;     /* the shape of the base plan in force */
     int have_cur;
+    /* The measured rollout and training times since the live plan last changed, the
+     * newest PLANNER_CYCLE of them: under the coupling a step's time alternates over
+     * the pipeline's overlap (one step waits for the longest trajectory, the next
+     * finds its batch complete), so the rollout calibration compares the model with
+     * their mean over a whole cycle, not with one step. */
+#define PLANNER_CYCLE 8
+    double meas_roll[PLANNER_CYCLE], meas_train[PLANNER_CYCLE];
+    int n_meas;
+    int meas_plan[PC_N_TP + 2]; /* the live plan they were measured on */
 };
 
 void planner_init(struct planner *pl, const struct libra_config *cfg, const struct cost_model *cm,

@@ -326,14 +326,35 @@ static void calibrate(struct planner *pl, const struct plan *live, const struct 
         live_counts(live, counts);
         struct rollout_est est;
         double pred = pc_rollout_prepared(raw->prep, counts, &est) + raw->sync_s;
-        /* When the coupling binds (plan_search.h), the measured rollout time is the
-         * chain plus the training that actually ran: the rollout scale is fitted to
-         * the chain part, the training part taken off the measurement. */
-        double o, chain = chain_raw(raw, counts, &o), tr = m->train_s > 0 ? m->train_s / o : 0;
-        if (chain + tr > pred && m->rollout_s > tr)
-            calib_update(&pl->cal, CALIB_ROLLOUT, chain, m->rollout_s - tr);
+        /* The cycle: the mean of the last o measurements on this live plan. */
+        int key[PC_N_TP + 2];
+        memcpy(key, counts, PC_N_TP * sizeof *key);
+        key[PC_N_TP] = live->n_train;
+        key[PC_N_TP + 1] = live->n_hybrid;
+        if (memcmp(key, pl->meas_plan, sizeof key) != 0) {
+            memcpy(pl->meas_plan, key, sizeof key);
+            pl->n_meas = 0;
+        }
+        pl->meas_roll[pl->n_meas % PLANNER_CYCLE] = m->rollout_s;
+        pl->meas_train[pl->n_meas % PLANNER_CYCLE] = m->train_s > 0 ? m->train_s : 0;
+        pl->n_meas++;
+        double o, chain = chain_raw(raw, counts, &o);
+        int k = (int)fmin(PLANNER_CYCLE, ceil(o));
+        if (pl->n_meas < k) return; /* not a whole cycle on this plan yet */
+        double roll = 0, train = 0;
+        for (int i = 0; i < k; i++) {
+            int at = (pl->n_meas - 1 - i) % PLANNER_CYCLE;
+            roll += pl->meas_roll[at] / k;
+            train += pl->meas_train[at] / k;
+        }
+        /* When the coupling binds (plan_search.h), the cycle's rollout time is the
+         * chain plus the training that ran: the rollout scale is fitted to the chain
+         * part, the training part taken off the measurement. */
+        double tr = train / o;
+        if (chain + tr > pred && roll > tr)
+            calib_update(&pl->cal, CALIB_ROLLOUT, chain, roll - tr);
         else
-            calib_update(&pl->cal, CALIB_ROLLOUT, pred, m->rollout_s);
+            calib_update(&pl->cal, CALIB_ROLLOUT, pred, roll);
     }
 }
 
