@@ -261,6 +261,60 @@ static void test_heterogeneous_plan(void)
     planner_free(&pl);
 }
 
+/* The rollout calibration under the coupling: a step that waits for its longest
+ * trajectory alternates with one that finds its batch complete (measured rollout
+ * 170 s, then 10 s). It is fitted to the mean over the pipeline's cycle (two steps at
+ * staleness 1), so the scale holds still; fitted step by step it swung by a factor of
+ * several and once steered the planner onto 52 rollout GPUs of 512. No planning in
+ * between (triggers held off), so the live plan stays the preflight's. */
+static void test_cycle_calibration(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    load_inputs("cycle", GRP_CFG_HEAD "model = { profile = \"models/qwen3-14b.cfg\"; };\n"
+                "rollout = { n_samples = 8; max_turns = 12; max_tokens_per_turn = 4096; "
+                "max_tokens = 32768; };\n"
+                "train = { batch_size = 64; max_staleness = 1; };\n"
+                "plan = { mode = \"grp\"; interval = 1000000; imbalance = 1000000.0; "
+                "queue_pressure = 1000000.0; active_pressure = 1000000.0; "
+                "rejected_delta = 1000000000; };\n"
+                "env = { name = \"emu\"; };\n"
+                "workload = { preset = \"workloads/r2e-gym.cfg\"; };\n",
+                &cfg, &in);
+    struct planner pl;
+    planner_init(&pl, &cfg, &in.cm, &in.wl, 49);
+    struct plan cur, next;
+    plan_init(&cur, 49);
+    plan_init(&next, 49);
+    char err[512];
+    CU_ASSERT_FATAL(planner_next(&pl, 0, 0, &cur, err, sizeof err) == 0);
+    struct len_profile lp;
+    lp_init(&lp);
+    lp_from_workload(&lp, &in.wl, &cfg.rollout, 5, 0, 0, 64);
+    for (int i = 0; i < lp.n; i++) planner_record(&pl, &lp.s[i]);
+    double tok, sq;
+    lp_token_sums(&lp, &tok, &sq);
+    double lo = INFINITY, hi = 0;
+    for (int step = 1; step <= 12; step++) {
+        struct planner_inputs pin = {.rt = {.train_s = 10, .rollout_s = step % 2 ? 170 : 10},
+                                     .batch_tokens = tok,
+                                     .batch_sum_len_sq = sq,
+                                     .batch_max_len = (double)lp_max_tokens(&lp),
+                                     .live = &cur};
+        struct planner_pass ps;
+        CU_ASSERT_EQUAL(planner_step(&pl, step, 1, &cur, &pin, &next, &ps), 0);
+        if (step >= 4) {
+            lo = fmin(lo, ps.scale_rollout);
+            hi = fmax(hi, ps.scale_rollout);
+        }
+    }
+    CU_ASSERT(lo > 0 && hi < 1.2 * lo);
+    lp_free(&lp);
+    plan_free(&cur);
+    plan_free(&next);
+    planner_free(&pl);
+}
+
 /* ---- the search with the real cost model ---- */
 
 struct real_ctx {
@@ -379,6 +433,7 @@ static const struct test_case planner_cases[] = {
     {"preflight plan and the infeasible message", test_preflight},
     {"search with the real cost model = brute force", test_search_real_vs_brute},
     {"a long tail gets a heterogeneous plan", test_heterogeneous_plan},
+    {"rollout calibration over the pipeline's cycle", test_cycle_calibration},
     {NULL, NULL}};
 static const struct test_suite suites[] = {{"len_profile", profile_cases},
                                            {"plan_lend", plan_cases},
