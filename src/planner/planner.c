@@ -12,8 +12,6 @@
 #include "libra/planner.h"
 
 #include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,23 +53,12 @@ void planner_record(struct planner *pl, const struct traj_sample *s)
 
 /* ---- the evaluators ---- */
 
-/* chain_raw's results by layout: the search asks for the same layout's chain with
- * every training shape it pairs with it. Open addressing, never full (a miss past
- * the last slot is just not cached). */
-#define CHAIN_CACHE 4096
-struct chain_slot {
-    int used;
-    int counts[PC_N_TP];
-    double chain;
-};
-
 struct eval_ctx {
     const struct planner *pl;
     const struct len_profile *prof;
     double tokens, sum_sq, max_len;
     double scale_train, scale_rollout, sync_s;
     struct pc_rollout_prep *prep; /* the profile's rollout costs, computed once */
-    struct chain_slot *chains;    /* (CHAIN_CACHE) */
 };
 
 static double eval_train(void *arg, const struct train_shape *s, char *why, size_t n)
@@ -105,26 +92,9 @@ static double eval_rollout(void *arg, const int counts[PC_N_TP], char *why, size
 static double chain_raw(const struct eval_ctx *e, const int counts[PC_N_TP], double *o)
 {
     *o = isfinite(e->prof->overlap) && e->prof->overlap > 1 ? e->prof->overlap : 1;
-    uint64_t h = 1469598103934665603ULL;
-    for (int k = 0; k < PC_N_TP; k++) h = (h ^ (uint64_t)(uint32_t)counts[k]) * 1099511628211ULL;
-    struct chain_slot *slot = NULL;
-    for (int probe = 0; probe < 8; probe++) {
-        struct chain_slot *c = &e->chains[(h + (uint64_t)probe) % CHAIN_CACHE];
-        if (c->used && memcmp(c->counts, counts, sizeof c->counts) == 0) return c->chain;
-        if (!c->used) {
-            slot = c;
-            break;
-        }
-    }
     struct rollout_est est;
     double t = pc_rollout_prepared(e->prep, counts, &est);
-    double chain = isfinite(t) ? est.chain_s + e->sync_s / *o : INFINITY;
-    if (slot) {
-        slot->used = 1;
-        memcpy(slot->counts, counts, sizeof slot->counts);
-        slot->chain = chain;
-    }
-    return chain;
+    return isfinite(t) ? est.chain_s + e->sync_s / *o : INFINITY;
 }
 
 /* The rollout part scaled by the rollout calibration (fitted to it: calibrate), the
@@ -163,15 +133,12 @@ static void eval_setup(const struct planner *pl, const struct len_profile *prof,
         e->scale_rollout = calib_scale(&pl->cal, CALIB_ROLLOUT);
     }
     e->prep = pc_rollout_prepare(pl->cm, prof);
-    e->chains = xcalloc(CHAIN_CACHE, sizeof *e->chains);
 }
 
 static void eval_done(struct eval_ctx *e)
 {
     pc_rollout_prep_free(e->prep);
     e->prep = NULL;
-    free(e->chains);
-    e->chains = NULL;
 }
 
 static void limits_from_config(const struct planner *pl, struct plan_limits *lim)
