@@ -12,6 +12,8 @@
  *                  accumulation)
  *   attn_fwd, attn_bwd, decode_attn   1e-5 of the largest (online softmax in float32;
  *                  the backward recomputes the probabilities)
+ *   flash_fwd, flash_bwd   1e-2 and 2e-2 of the largest on bf16 inputs (the tensor
+ *                  cores take the probabilities and dS as bf16); lse 1e-4
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sample         the same tokens as sampler_sample; log-probs 1e-5 of the largest
  *   sum_squares    1e-12 relative (double accumulation in another order)
@@ -632,6 +634,161 @@ static void test_attention(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 512"));
 }
 
+/* rmsnorm_bwd's weight gradient and bias_bwd over many rows: the column sums are cut
+ * into chunks of rows (the last one short) and the chunks added in order; columns that
+ * do not fill a block. The same result twice (deterministic). */
+static void test_column_sums(void)
+{
+    enum { N = 1000, C = 100 };
+    size_t n = (size_t)N * C;
+    float *x = malloc(n * sizeof *x), *dy = malloc(n * sizeof *dy), *w = malloc(C * sizeof *w);
+    float *dx = malloc(n * sizeof *dx), dw[C], ref_dw[C], got[C], again[C], db[C];
+    fill_normal(x, n, 190, 1.0f);
+    fill_normal(dy, n, 191, 1.0f);
+    fill_normal(w, C, 192, 1.0f);
+    fill_normal(dw, C, 193, 0.1f);
+    memcpy(ref_dw, dw, sizeof dw);
+    memset(dx, 0, n * sizeof *dx);
+    rmsnorm_backward(dx, ref_dw, dy, x, w, N, C, 1e-6f);
+    void *d_x = dev_copy(x, n * sizeof *x), *d_dy = dev_copy(dy, n * sizeof *dy);
+    void *d_w = dev_copy(w, C * sizeof *w), *d_dx = dev_copy(NULL, n * sizeof *dx);
+    void *d_r = dev_copy(NULL, N * sizeof(float));
+    for (int rep = 0; rep < 2; rep++) {
+        void *d_dw = dev_copy(dw, sizeof dw);
+        CU_OK(api->zero(d_dx, n * sizeof *dx));
+        CU_OK(api->rmsnorm_bwd(d_dx, d_dw, d_dy, d_x, d_w, d_r, N, C, 1e-6f));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(rep ? again : got, d_dw, sizeof dw));
+        api->free(d_dw);
+    }
+    expect_close("rmsnorm_bwd dw over 1000 rows", got, ref_dw, C, 1e-5);
+    CU_ASSERT(memcmp(got, again, sizeof got) == 0);
+    for (int j = 0; j < C; j++) { /* bias: the plain column sums, accumulated */
+        double sum = 0.5;
+        for (int i = 0; i < N; i++) sum += dy[(size_t)i * C + j];
+        ref_dw[j] = (float)sum;
+        db[j] = 0.5f;
+    }
+    void *d_db = dev_copy(db, sizeof db);
+    CU_OK(api->bias_bwd(d_db, d_dy, N, C));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_db, sizeof got));
+    expect_close("bias_bwd over 1000 rows", got, ref_dw, C, 1e-5);
+    void *bufs[] = {d_x, d_dy, d_w, d_dx, d_r, d_db};
+    for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
+    free(x), free(dy), free(w), free(dx);
+}
+
+/* flash_fwd and flash_bwd (tensor cores) against attn_forward / attn_backward on
+ * bf16-rounded q, k, v and dout, so what is left is the kernels' own rounding of the
+ * probabilities (and of dS) to bf16: a causal prefill, a single row after a prefix,
+ * head dimensions that are not multiples of 16 (zero-padded), rows that cross tiles,
+ * a wide group, and positions in no order. Each case's error is printed for
+ * docs/cuda.md. */
+static float bf16r(float x) { return st_bf16_to_f32(st_f32_to_bf16(x)); }
+
+static void fill_bf16(float *x, size_t n, uint64_t seed)
+{
+    fill_normal(x, n, seed, 1.0f);
+    for (size_t i = 0; i < n; i++) x[i] = bf16r(x[i]);
+}
+
+static void report_close(const char *what, const float *got, const float *ref, size_t n,
+                         double tol)
+{
+    double e = test_rel_err(got, ref, n);
+    printf("flash: %-46s %.3g of the largest (bound %.0e)\n", what, e, tol);
+    expect_close(what, got, ref, n, tol);
+}
+
+static void test_flash_attention(void)
+{
+    static const struct { int nq, nk, H, K, D, shuffled; } cases[] = {
+        {37, 37, 8, 2, 64, 0},    {1, 50, 4, 4, 128, 0},   {13, 13, 6, 3, 80, 0},
+        {70, 70, 4, 2, 24, 0},    {300, 300, 4, 2, 128, 0}, {5, 50, 4, 4, 128, 0},
+        {40, 40, 64, 1, 128, 0},  {129, 200, 2, 1, 128, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
+        size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * K * D, nr = (size_t)nq * H;
+        float *q = malloc(nqe * sizeof *q), *k = malloc(nke * sizeof *k), *v = malloc(nke * sizeof *v);
+        float *dout = malloc(nqe * sizeof *dout), *ref = malloc(nqe * sizeof *ref);
+        float *got = malloc(nqe * sizeof *got), *lse = malloc(nr * sizeof *lse);
+        float *got_lse = malloc(nr * sizeof *lse);
+        float *dq = malloc(nqe * sizeof *dq), *dk = malloc(nke * sizeof *dk), *dv = malloc(nke * sizeof *dv);
+        float *got_k = malloc(nke * sizeof *got_k), *got_v = malloc(nke * sizeof *got_v);
+        float *scratch = malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
+        int32_t *pos = malloc((size_t)nq * sizeof *pos);
+        int *ipos = malloc((size_t)nq * sizeof *ipos);
+        fill_bf16(q, nqe, 120 + c);
+        fill_bf16(k, nke, 130 + c);
+        fill_bf16(v, nke, 140 + c);
+        fill_bf16(dout, nqe, 150 + c);
+        fill_normal(dq, nqe, 160 + c, 0.1f); /* the gradients accumulate */
+        fill_normal(dk, nke, 170 + c, 0.1f);
+        fill_normal(dv, nke, 180 + c, 0.1f);
+        for (int i = 0; i < nq; i++)
+            pos[i] = ipos[i] = cases[c].shuffled ? (int)(((long)i * 37 + 11) % nk) : nk - nq + i;
+        double scale = 1.0 / sqrt((double)D);
+        for (int i = 0; i < nq; i++)
+            for (int h = 0; h < H; h++) { /* the log-sum-exp of the row's scaled scores */
+                const float *qi = q + ((size_t)i * H + h) * D;
+                double m = -INFINITY, sum = 0.0, sc[512];
+                for (int j = 0; j <= ipos[i]; j++) {
+                    const float *kj = k + ((size_t)j * K + h / (H / K)) * D;
+                    double dot = 0.0;
+                    for (int d = 0; d < D; d++) dot += (double)qi[d] * kj[d];
+                    sc[j] = dot * scale;
+                    m = sc[j] > m ? sc[j] : m;
+                }
+                for (int j = 0; j <= ipos[i]; j++) sum += exp(sc[j] - m);
+                lse[(size_t)i * H + h] = (float)(m + log(sum));
+            }
+        attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        void *d_q = dev_copy(q, nqe * sizeof *q), *d_k = dev_copy(k, nke * sizeof *k);
+        void *d_v = dev_copy(v, nke * sizeof *v), *d_o = dev_copy(NULL, nqe * sizeof *got);
+        void *d_l = dev_copy(NULL, nr * sizeof *lse), *d_p = dev_copy(pos, (size_t)nq * sizeof *pos);
+        void *d_do = dev_copy(dout, nqe * sizeof *dout), *d_dq = dev_copy(dq, nqe * sizeof *dq);
+        void *d_dk = dev_copy(dk, nke * sizeof *dk), *d_dv = dev_copy(dv, nke * sizeof *dv);
+        void *d_dl = dev_copy(NULL, nr * sizeof(float));
+        CU_OK(api->flash_fwd(d_o, d_l, d_q, d_k, d_v, d_p, nq, nk, H, K, D));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_o, nqe * sizeof *got));
+        CU_OK(api->to_host(got_lse, d_l, nr * sizeof *lse));
+        char what[80];
+        snprintf(what, sizeof what, "fwd nq %d nk %d H %d K %d D %d%s", nq, nk, H, K, D,
+                 cases[c].shuffled ? " (pos unordered)" : "");
+        report_close(what, got, ref, nqe, 1e-2);
+        snprintf(what, sizeof what, "lse nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        report_close(what, got_lse, lse, nr, 1e-4);
+
+        attn_backward(dq, dk, dv, dout, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        CU_OK(api->flash_bwd(d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v, d_o, d_l, d_p, nq, nk, H, K,
+                             D, d_dl));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_dq, nqe * sizeof *got));
+        CU_OK(api->to_host(got_k, d_dk, nke * sizeof *got_k));
+        CU_OK(api->to_host(got_v, d_dv, nke * sizeof *got_v));
+        snprintf(what, sizeof what, "bwd dq nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        report_close(what, got, dq, nqe, 2e-2);
+        snprintf(what, sizeof what, "bwd dk nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        report_close(what, got_k, dk, nke, 2e-2);
+        snprintf(what, sizeof what, "bwd dv nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        report_close(what, got_v, dv, nke, 2e-2);
+        void *bufs[] = {d_q, d_k, d_v, d_o, d_l, d_p, d_do, d_dq, d_dk, d_dv, d_dl};
+        for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
+        float *hb[] = {q, k, v, dout, ref, got, lse, got_lse, dq, dk, dv, got_k, got_v, scratch};
+        for (size_t b = 0; b < sizeof hb / sizeof hb[0]; b++) free(hb[b]);
+        free(pos), free(ipos);
+    }
+    /* head dimensions the tiles do not take are refused with a message */
+    CU_ASSERT_EQUAL(api->flash_fwd(NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 1, 130), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 130"));
+    CU_ASSERT_EQUAL(api->flash_bwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1,
+                                   1, 1, 1, 66, NULL), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 66"));
+}
+
 /* Decode over a paged KV cache: three sequences, two sharing their prefix blocks;
  * kv_append writes each one's new token, decode_attn equals attn_forward on the
  * sequence's gathered rows. */
@@ -884,6 +1041,8 @@ int main(void)
         {"decode_qkv: q/k norm, rotary and KV append in one launch (1e-6)", test_decode_qkv},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"attention backward vs attn_backward (1e-5)", test_attention_backward},
+        {"tensor-core attention vs attn_forward/backward (1e-2, 2e-2)", test_flash_attention},
+        {"column sums over row chunks: rmsnorm_bwd dw, bias_bwd (1e-5)", test_column_sums},
         {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"sampler: sampler_sample's tokens, greedy and at T = 0.7 and 1", test_sampler},

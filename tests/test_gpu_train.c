@@ -2,7 +2,7 @@
  * The training path on the GPU (include/libra/gpu_train.h) against the CPU's
  * (tfm_forward, tfm_backward, adamw_step) on the same bf16-rounded weights, for the
  * three model families, on a packed batch of two sequences with weighted and unscored
- * tokens:
+ * tokens, with attention on the tensor cores (the default) and on the float32 kernels:
  *   log-probs      within 0.2 nats of the CPU's, token by token;
  *   the objective  J within 1e-2 relative;
  *   gradients      cosine similarity >= 0.999 with the CPU's over the whole block, and
@@ -96,28 +96,32 @@ static void test_gradients(void)
         float lp_cpu[T], lp_gpu[T];
         tfm_forward(&c, &p, s, &d.b, lp_cpu, NULL, NULL);
         double J_cpu = tfm_backward(&c, &p, s, &d.b, &g_cpu);
-        struct gpu_trainer *t = trainer(&c, &p, T);
-        gpu_trainer_forward(t, &d.b, lp_gpu, NULL);
-        double J_gpu = gpu_trainer_backward(t, &d.b);
-        gpu_trainer_grads(t, &g_gpu);
-        double lp_err = 0;
-        for (int i = 0; i < T; i++) lp_err = fmax(lp_err, fabs((double)lp_gpu[i] - lp_cpu[i]));
-        double cosine = test_cosine(g_gpu.mem, g_cpu.mem, p.n);
-        double g_err = test_rel_err(g_gpu.mem, g_cpu.mem, p.n);
-        double J_err = fabs(J_gpu - J_cpu) / fabs(J_cpu);
-        printf("[%s: log-probs %.1e, J %.1e, gradient cosine %.6f, largest difference %.1e] ",
-               names[f], lp_err, J_err, cosine, g_err);
-        CU_ASSERT(lp_err <= 0.2);
-        CU_ASSERT(J_err <= 1e-2);
-        CU_ASSERT(cosine >= 0.999);
-        CU_ASSERT(g_err <= 5e-2);
-        /* zero_grad empties the block */
-        gpu_trainer_zero_grad(t);
-        gpu_trainer_grads(t, &g_gpu);
-        double sq = 0;
-        for (size_t i = 0; i < p.n; i++) sq += (double)g_gpu.mem[i] * g_gpu.mem[i];
-        CU_ASSERT(sq == 0.0);
-        gpu_trainer_free(t);
+        for (int flash = 1; flash >= 0; flash--) { /* tensor-core and float32 attention */
+            struct gpu_trainer *t = trainer(&c, &p, T);
+            CU_ASSERT_EQUAL(gpu_trainer_set_flash(t, flash), 1); /* on by default (D 24) */
+            gpu_trainer_forward(t, &d.b, lp_gpu, NULL);
+            double J_gpu = gpu_trainer_backward(t, &d.b);
+            gpu_trainer_grads(t, &g_gpu);
+            double lp_err = 0;
+            for (int i = 0; i < T; i++) lp_err = fmax(lp_err, fabs((double)lp_gpu[i] - lp_cpu[i]));
+            double cosine = test_cosine(g_gpu.mem, g_cpu.mem, p.n);
+            double g_err = test_rel_err(g_gpu.mem, g_cpu.mem, p.n);
+            double J_err = fabs(J_gpu - J_cpu) / fabs(J_cpu);
+            printf("[%s, %s attention: log-probs %.1e, J %.1e, gradient cosine %.6f, largest "
+                   "difference %.1e] ", names[f], flash ? "tensor-core" : "float32", lp_err,
+                   J_err, cosine, g_err);
+            CU_ASSERT(lp_err <= 0.2);
+            CU_ASSERT(J_err <= 1e-2);
+            CU_ASSERT(cosine >= 0.999);
+            CU_ASSERT(g_err <= 5e-2);
+            /* zero_grad empties the block */
+            gpu_trainer_zero_grad(t);
+            gpu_trainer_grads(t, &g_gpu);
+            double sq = 0;
+            for (size_t i = 0; i < p.n; i++) sq += (double)g_gpu.mem[i] * g_gpu.mem[i];
+            CU_ASSERT(sq == 0.0);
+            gpu_trainer_free(t);
+        }
         tfm_state_free(s);
         tfm_params_free(&p);
         tfm_params_free(&g_cpu);

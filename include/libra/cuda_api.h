@@ -51,6 +51,12 @@
  *   attn_bwd       its backward: dq (nq, H*D) +=, dk, dv (nk, K*D) += from dout
  *                  (nq, H*D), recomputing the probabilities; stats (nq, H, 2) floats
  *                  of scratch
+ * Attention on the tensor cores (the training path; bf16 operands -- Q, K, V, dO and
+ * the probabilities -- float32 sums; D a multiple of 4, at most 128: cuda_flash_supports):
+ *   flash_fwd      attn_fwd's out, and lse (nq, H) the natural log-sum-exp of each
+ *                  row's scaled scores (NULL: not kept)
+ *   flash_bwd      attn_bwd's dq +=, dk +=, dv += from flash_fwd's out and lse;
+ *                  delta (nq, H) floats of scratch
  * Decode over a paged KV cache (pools of blocks of P tokens, (n_blocks, P, K*D); a
  * sequence's token j in block table[s][j / P], slot j % P; blocks may be shared):
  *   kv_append      writes k_new, v_new (B, K*D) as token len[s] - 1 of each sequence
@@ -79,7 +85,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 6 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 7 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -100,6 +106,9 @@ struct cuda_gemv {
                              weights and eps, as rmsnorm_fwd does it (the same bits) */
     float eps;
 };
+
+/* Head dimensions flash_fwd and flash_bwd take (float4 loads, tiles of up to 128). */
+static inline int cuda_flash_supports(int D) { return D > 0 && D % 4 == 0 && D <= 128; }
 
 /* The per-step scalars of an AdamW update (struct adamw_scalars of adamw.h). */
 struct cuda_adamw {
@@ -155,6 +164,11 @@ struct cuda_api {
     int (*attn_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
                     const float *k, const float *v, const int32_t *q_pos, int nq, int nk,
                     int H, int K, int D, float *stats);
+    int (*flash_fwd)(float *out, float *lse, const float *q, const float *k, const float *v,
+                     const int32_t *q_pos, int nq, int nk, int H, int K, int D);
+    int (*flash_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                     const float *k, const float *v, const float *out, const float *lse,
+                     const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
     int (*kv_append)(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
                      const int32_t *table, int max_blocks, const int32_t *len, int B, int K,
                      int D, int P);

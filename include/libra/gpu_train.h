@@ -38,6 +38,10 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
                                        const struct tfm_params *p, int max_tokens,
                                        const struct adamw_config *ac, char *err, size_t errlen);
 void gpu_trainer_free(struct gpu_trainer *t);
+/* Attention on the tensor cores (flash_fwd / flash_bwd: bf16 probabilities) when on and
+ * the head dimension allows (cuda_flash_supports), else the float32 kernels; on by
+ * default. Returns the previous setting. */
+int gpu_trainer_set_flash(struct gpu_trainer *t, int on);
 /* logprob (T, host) of each target under the current weights (0 where target < 0) and,
  * if entropy != NULL, the entropy (T) of each token's distribution; returns
  * sum_t w_t logprob_t (tfm_forward's contract without logits). */

@@ -19,8 +19,10 @@
  *            GPU_GEMV_ROWS) also with cuBLASLt for the matrix products instead
  *   weights  the install of new weights on a rollout instance (float32 host parameters
  *            to the GPU's bf16 copy): GB/s against a 1 GiB host-to-device copy
- *   train    --train S,L (default 4,2048): a training step (forward, backward, AdamW) of
- *            S sequences of L tokens: tokens/s and model FLOPs as a fraction of gemm
+ *   train    --train S,L (default 4,2048): the causal attention of one sequence of L
+ *            tokens alone (forward, backward; tensor-core and float32 kernels), then a
+ *            training step (forward, backward, AdamW) of S sequences of L tokens with
+ *            each: tokens/s and model FLOPs as a fraction of gemm
  * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
  * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
  */
@@ -239,16 +241,75 @@ static void bench_weights(struct gpu_model *m, double h2d)
     tfm_params_free(&p);
 }
 
+/* Causal attention of one sequence of len tokens with the shape's heads, forward and
+ * backward, on the tensor cores (flash_*) and on the float32 kernels (attn_*): TFLOP/s
+ * of the useful products (forward 2 of len^2 / 2 x H x D multiply-adds, backward 5),
+ * mean of 3 after 1 untimed. */
+static void bench_attention(const struct cuda_api *api, const struct tfm_config *c, int len,
+                            double tflops)
+{
+    int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
+    size_t nq = (size_t)len * H * D, nk = (size_t)len * K * D;
+    float *q = dev_alloc(api, nq * 4), *k = dev_alloc(api, nk * 4), *v = dev_alloc(api, nk * 4);
+    float *o = dev_alloc(api, nq * 4), *dout = dev_alloc(api, nq * 4), *dq = dev_alloc(api, nq * 4);
+    float *dk = dev_alloc(api, nk * 4), *dv = dev_alloc(api, nk * 4);
+    float *lse = dev_alloc(api, (size_t)len * H * 4), *st = dev_alloc(api, (size_t)len * H * 8);
+    int32_t *pos = dev_alloc(api, (size_t)len * 4), *hp = xmalloc((size_t)len * 4);
+    float *hx = xmalloc((nq + 16) * 4); /* k and v read it at offsets 7 and 13 */
+    for (size_t i = 0; i < nq + 16; i++)
+        hx[i] = (float)((i * 2654435761u >> 20) % 2001) / 1000.0f - 1.0f;
+    GPU_CHECK(api, api->to_device(q, hx, nq * 4));
+    GPU_CHECK(api, api->to_device(dout, hx, nq * 4));
+    GPU_CHECK(api, api->to_device(k, hx + 7, nk * 4));
+    GPU_CHECK(api, api->to_device(v, hx + 13, nk * 4));
+    for (int i = 0; i < len; i++) hp[i] = i;
+    GPU_CHECK(api, api->to_device(pos, hp, (size_t)len * 4));
+    double fwd = 2.0 * 2.0 * (double)len * (len + 1) / 2.0 * H * D;
+    for (int flash = 1; flash >= 0; flash--) {
+        if (flash && !cuda_flash_supports(D)) continue;
+        double t[2];
+        for (int pass = 0; pass < 2; pass++) {
+            double t0 = 0;
+            for (int r = 0; r <= 3; r++) {
+                if (r == 1) {
+                    GPU_CHECK(api, api->sync());
+                    t0 = wall_time();
+                }
+                if (pass == 0 && flash)
+                    GPU_CHECK(api, api->flash_fwd(o, lse, q, k, v, pos, len, len, H, K, D));
+                else if (pass == 0)
+                    GPU_CHECK(api, api->attn_fwd(o, q, k, v, pos, len, len, H, K, D));
+                else if (flash)
+                    GPU_CHECK(api, api->flash_bwd(dq, dk, dv, dout, q, k, v, o, lse, pos, len, len,
+                                                  H, K, D, st));
+                else
+                    GPU_CHECK(api, api->attn_bwd(dq, dk, dv, dout, q, k, v, pos, len, len, H, K,
+                                                 D, st));
+            }
+            GPU_CHECK(api, api->sync());
+            t[pass] = (wall_time() - t0) / 3;
+        }
+        double rf = fwd / t[0] / 1e12, rb = 2.5 * fwd / t[1] / 1e12;
+        printf("  attention %-11s %d tokens: forward %7.2f ms = %6.1f TFLOP/s (%4.1f %% of gemm)"
+               "   backward %7.2f ms = %6.1f TFLOP/s (%4.1f %%)\n", flash ? "tensor-core" : "float32",
+               len, 1e3 * t[0], rf, 100 * rf / tflops, 1e3 * t[1], rb, 100 * rb / tflops);
+    }
+    void *b[] = {q, k, v, o, dout, dq, dk, dv, lse, st, pos};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
+    free(hp), free(hx);
+}
+
 /* One training step on the GPU training path (gpu_train.h) over n_seq sequences of len
  * tokens: the forward keeping the activations, the backward, the clipped AdamW step,
  * timed over 3 steps after 1. Model FLOPs: 6 per matrix-product weight and token (the
  * layers and the output head) plus the causal attention's 12 L / 2 H D per token and
  * layer, against the measured gemm peak. */
 static void bench_train(const struct cuda_api *api, const struct tfm_config *c, int n_seq,
-                        int len, double tflops)
+                        int len, int flash, double tflops)
 {
     int T = n_seq * len;
-    printf("  train   %d x %d tokens  ", n_seq, len);
+    printf("  train   %d x %d tokens, %-11s attention  ", n_seq, len,
+           flash ? "tensor-core" : "float32");
     fflush(stdout);
     struct tfm_params p;
     tfm_params_alloc(&p, c);
@@ -262,6 +323,7 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
         printf("%s\n", err);
         return;
     }
+    gpu_trainer_set_flash(t, flash);
     int *seq_len = xmalloc((size_t)n_seq * sizeof *seq_len);
     int32_t *tok = xmalloc((size_t)T * sizeof *tok), *tgt = xmalloc((size_t)T * sizeof *tgt);
     float *w = xmalloc((size_t)T * sizeof *w);
@@ -367,7 +429,11 @@ int cmd_bench_gpu(int argc, char **argv)
             bench_decode(m, batch[b], context, steps, gbs, gemv_rows);
         bench_weights(m, h2d);
         gpu_model_free(m);
-        if (train[0] > 0) bench_train(api, c, train[0], train[1], tflops);
+        if (train[0] > 0) {
+            bench_attention(api, c, train[1], tflops);
+            for (int flash = cuda_flash_supports(c->head_dim); flash >= 0; flash--)
+                bench_train(api, c, train[0], train[1], flash, tflops);
+        }
         fflush(stdout);
     }
     return 0;

@@ -187,6 +187,8 @@ static const struct cuda_api api = {
     cu_gemv,
     cu_attn_fwd,
     cu_attn_bwd,
+    cu_flash_fwd,
+    cu_flash_bwd,
     cu_kv_append,
     cu_decode_attn,
     cu_decode_qkv,

@@ -161,20 +161,9 @@ extern "C" int cu_add_bias(float *y, const float *b, int N, int out)
     return 0;
 }
 
-/* db (out) += sum over the N rows of dy: one thread per column, rows in order. */
-__global__ static void bias_bwd_k(float *db, const float *dy, int N, int out)
-{
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= out) return;
-    float s = 0.0f;
-    for (int i = 0; i < N; i++) s += dy[(size_t)i * out + j];
-    db[j] += s;
-}
-
+/* db (out) += sum over the N rows of dy (deterministic chunks: cuda_colsum.cu). */
 extern "C" int cu_bias_bwd(float *db, const float *dy, int N, int out)
 {
     if (N <= 0 || out <= 0) return 0;
-    bias_bwd_k<<<EW_BLOCKS(out), EW_THREADS, 0, cu_stream()>>>(db, dy, N, out);
-    CU_LAUNCHED("bias_bwd");
-    return 0;
+    return cu_column_sums(db, dy, NULL, NULL, N, out); /* cuda_colsum.cu */
 }

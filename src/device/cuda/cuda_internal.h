@@ -65,6 +65,11 @@ int cu_gemm_prepare(void);
 /* The attention kernels' scratch and settings, likewise made before a recording. */
 int cu_attention_prepare(void);
 
+/* acc (C) += the column sums of dy (N, C), or of dy x rstd (row i scaled by rstd[i])
+ * when x is given: deterministic for a given N (cuda_colsum.cu). */
+int cu_column_sums(float *acc, const float *dy, const float *x, const float *rstd, int N,
+                   int C);
+
 /* A kernel's own finding (a token out of range): raised on the device, reported by
  * the next sync() as "what" with the first offending value. */
 int cu_device_error_check(void);
@@ -109,6 +114,11 @@ int cu_sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
               float *scratch);
 int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
+int cu_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
+int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                 const float *k, const float *v, const float *out, const float *lse,
+                 const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
 int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
                       const int32_t *targets, int N, int V, float temperature);
 int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,

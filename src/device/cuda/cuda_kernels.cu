@@ -111,18 +111,6 @@ __global__ static void rmsnorm_bwd_dx_k(float *dx, const float *dy, const float 
         dx[o + j] += r * (dy[o + j] * w[j] - x[o + j] * r * m);
 }
 
-/* Backward, dw (C) += sum over rows of dy * x r: one thread per column, rows in order
- * (deterministic). */
-__global__ static void rmsnorm_bwd_dw_k(float *dw, const float *dy, const float *x,
-                                        const float *rstd, int N, int C)
-{
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= C) return;
-    float s = 0.0f;
-    for (int i = 0; i < N; i++) s += dy[(size_t)i * C + j] * (x[(size_t)i * C + j] * rstd[i]);
-    dw[j] += s;
-}
-
 extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
                               const float *w, float *rstd, int N, int C, float eps)
 {
@@ -130,8 +118,8 @@ extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float
     rmsnorm_bwd_dx_k<<<N, ROW_THREADS, 0, cu_stream()>>>(dx, dy, x, w, rstd, C, eps);
     CU_LAUNCHED("rmsnorm_bwd (dx)");
     if (dw) {
-        rmsnorm_bwd_dw_k<<<EW_BLOCKS(C), EW_THREADS, 0, cu_stream()>>>(dw, dy, x, rstd, N, C);
-        CU_LAUNCHED("rmsnorm_bwd (dw)");
+        /* dw (C) += sum over rows of dy * x r (cuda_colsum.cu) */
+        if (cu_column_sums(dw, dy, x, rstd, N, C)) return -1;
     }
     return 0;
 }

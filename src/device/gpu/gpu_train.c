@@ -3,11 +3,13 @@
  * src/model/tfm_forward.c, tfm_head.c and tfm_backward.c, with the CUDA module's
  * kernels. Layer l keeps, for the backward: its input xin, the residual xmid, the
  * normed inputs of its projections in bf16 (h1b, h2b: the matrix products' operands),
- * q / k after rotary (and before the q/k norm: qlin, klin), v, the attention output,
- * gate, up and sigmoid(gate). The head forms logits `chunk` rows at a time.
+ * q / k after rotary (and before the q/k norm: qlin, klin), v, the attention output
+ * (and its rows' log-sum-exps), gate, up and sigmoid(gate). The head forms logits
+ * `chunk` rows at a time. Attention runs on the tensor cores (flash_fwd / flash_bwd)
+ * when the head dimension allows, else on the float32 kernels (attn_fwd / attn_bwd).
  *
  * Device memory: the parameters three times in float32 (master, gradient; the AdamW
- * moments twice) and once in bf16; per layer T x (3C + 2HD + 3KD (+ HD + KD) + 3F)
+ * moments twice) and once in bf16; per layer T x (3C + 2HD + 3KD (+ HD + KD) + 3F + H)
  * floats and 2 T C bf16; scratch for one layer's gradients and a logit chunk.
  */
 #include "libra/gpu_train.h"
@@ -24,6 +26,7 @@
 
 struct layer_acts {
     float *xin, *xmid, *qlin, *klin, *q, *k, *v, *att, *gate, *up, *sig;
+    float *lse; /* (T, H): the tensor-core attention's row log-sum-exps */
     uint16_t *h1b, *h2b;
 };
 
@@ -34,6 +37,7 @@ struct gpu_trainer {
     struct adamw_config ac;
     int64_t step;
     int max_tokens;
+    int flash;              /* attention on the tensor cores (flash_fwd / flash_bwd) */
     float *p, *g, *m, *v;   /* device (n): master weights, gradients, AdamW moments */
     uint16_t *w;            /* device (n): the bf16 working copy */
     struct layer_acts *acts; /* (L) */
@@ -71,7 +75,8 @@ static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T)
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
     size_t V = (size_t)c->vocab_size, L = (size_t)c->n_layers, ch = TRAIN_LOGIT_CHUNK;
     size_t qk = c->qk_norm ? HD + KD : 0;
-    size_t layer = T * (3 * C + 2 * HD + 3 * KD + qk + 3 * F) * 4 + 2 * T * C * 2;
+    size_t layer = T * (3 * C + 2 * HD + 3 * KD + qk + 3 * F + (size_t)c->n_heads) * 4 +
+                   2 * T * C * 2;
     size_t rows = T > ch ? T : ch;
     size_t scratch = T * (4 * C + 3 * HD + 2 * KD + qk + 4 * F + 2 * (size_t)c->n_heads + 4) * 4 +
                      2 * ch * V * 4 + T * widest(c, 0) * 2 + T * C * 2 +
@@ -105,6 +110,7 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
     t->at = at;
     t->ac = *ac;
     t->max_tokens = max_tokens;
+    t->flash = cuda_flash_supports(c->head_dim);
     size_t n = at.n, T = (size_t)max_tokens, C = (size_t)c->hidden_size;
     size_t HD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate_size, V = (size_t)c->vocab_size, f = sizeof(float);
@@ -133,6 +139,7 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
         a->k = dev(t, T * KD * f);
         a->v = dev(t, T * KD * f);
         a->att = dev(t, T * HD * f);
+        a->lse = dev(t, T * (size_t)c->n_heads * f);
         a->gate = dev(t, T * F * f);
         a->up = dev(t, T * F * f);
         a->sig = dev(t, T * F * f);
@@ -182,14 +189,21 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
     return t;
 }
 
+int gpu_trainer_set_flash(struct gpu_trainer *t, int on)
+{
+    int was = t->flash;
+    t->flash = on && cuda_flash_supports(t->c.head_dim);
+    return was;
+}
+
 void gpu_trainer_free(struct gpu_trainer *t)
 {
     if (!t) return;
     const struct cuda_api *api = t->api;
     for (int l = 0; l < t->c.n_layers; l++) {
         struct layer_acts *a = &t->acts[l];
-        void *b[] = {a->xin, a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->gate,
-                     a->up, a->sig, a->h1b, a->h2b};
+        void *b[] = {a->xin, a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->lse,
+                     a->gate, a->up, a->sig, a->h1b, a->h2b};
         for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
     }
     void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
@@ -313,7 +327,11 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     size_t t0 = 0;
     for (int i = 0; i < b->n_seq; i++) {
         int n = b->seq_len[i];
-        if (n > 0)
+        if (n > 0 && t->flash)
+            GPU_CHECK(api, api->flash_fwd(a->att + t0 * HD, a->lse + t0 * H, a->q + t0 * HD,
+                                          a->k + t0 * KD, a->v + t0 * KD, t->d_pos + t0, n, n,
+                                          H, K, D));
+        else if (n > 0)
             GPU_CHECK(api, api->attn_fwd(a->att + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
                                          a->v + t0 * KD, t->d_pos + t0, n, n, H, K, D));
         t0 += (size_t)n;
@@ -449,7 +467,12 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     size_t t0 = 0;
     for (int i = 0; i < b->n_seq; i++) {
         int n = b->seq_len[i];
-        if (n > 0)
+        if (n > 0 && t->flash)
+            GPU_CHECK(api, api->flash_bwd(t->dq + t0 * HD, t->dk + t0 * KD, t->dv + t0 * KD,
+                                          t->datt + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
+                                          a->v + t0 * KD, a->att + t0 * HD, a->lse + t0 * H,
+                                          t->d_pos + t0, n, n, H, K, D, t->stats));
+        else if (n > 0)
             GPU_CHECK(api, api->attn_bwd(t->dq + t0 * HD, t->dk + t0 * KD, t->dv + t0 * KD,
                                          t->datt + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
                                          a->v + t0 * KD, t->d_pos + t0, n, n, H, K, D,
