@@ -4,12 +4,16 @@
  * as attn_fwd / attn_bwd (cuda_attention.cu, attn_forward / attn_backward of
  * src/model/cpu/ops.c), computed the FlashAttention-2 way.
  *
- * Forward: a block takes FL_ROWS query rows of one head, a warp 16 of them; the keys
- * come in tiles of FL_KEYS through shared memory (float32 rounded to bf16 as they are
- * staged); S = Q K^T and O += P V are mma.sync m16n8k16 products (bf16 operands,
- * float32 accumulation) whose accumulators never leave the registers; the softmax is
- * online (running max and sum per row, the accumulator rescaled), so no score matrix
- * exists at any length. It writes O and, for the backward, each row's log-sum-exp.
+ * The float32 inputs are first rounded to bf16 copies in the module's scratch, each
+ * head's row padded with zeros to DP = D rounded up to 16 (to_bf16_pad_k), so the tiles
+ * move by cp.async, 16 bytes at a time, straight into shared memory, the next tile's
+ * copy in flight while the current one is computed (two buffers).
+ * Forward: a block takes FL_ROWS query rows of one head, a warp 16 of them; keys come
+ * in tiles of FL_KEYS; S = Q K^T and O += P V are mma.sync m16n8k16 products (bf16
+ * operands, float32 accumulation) whose accumulators never leave the registers; the
+ * softmax is online (running max and sum per row, the accumulator rescaled), so no
+ * score matrix exists at any length. It writes O and, for the backward, each row's
+ * log-sum-exp.
  * Backward, by recomputation from that log-sum-exp, deterministic (no atomics):
  *   flash_delta_k  delta_i = dO_i . O_i, one warp per (row, head), float32;
  *   flash_dq_k     per 16 query rows: P = exp(scale Q K^T - lse), dP = dO V^T,
@@ -17,6 +21,8 @@
  *   flash_dkv_k    per 16 keys of a kv head: the same P^T and dS^T over the query
  *                  rows of every head of the group, in tiles of FL_BROWS,
  *                  dv += P^T dO, dk += scale dS^T Q.
+ * Blocks of the forward and dq passes are numbered from the last rows (the most keys)
+ * down, so the longest ones start first.
  * Rounding: Q, K, V, dO, P and dS enter the products as bf16 (round to nearest even),
  * all sums are float32 -- the precision of the matrix products elsewhere on the GPU.
  *
@@ -28,8 +34,7 @@
  * of a read fall in different banks). A B operand whose k runs along those rows (Q K^T,
  * dO V^T, K Q^T, V dO^T) is read as 32-bit words; one whose k runs down them (P V,
  * dS K, P^T dO, dS^T Q) with ldmatrix's transposing load.
- * Head dimensions: D % 4 == 0 (float4 loads) and D <= 128, computed as DP = D rounded
- * up to 16 with zero columns (cuda_flash_supports).
+ * Head dimensions: D % 4 == 0 and D <= 128 (cuda_flash_supports).
  */
 #include "cuda_internal.h"
 
@@ -60,19 +65,29 @@ __device__ static inline void mma16816(float c[4], const uint32_t a[4], uint32_t
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Stages rows r0 .. r0 + n - 1 of a (rows, ld) float32 matrix, columns c0 .. c0 + D - 1
- * (zero past D and past `rows`), as bf16 rows of DP + 8 into shared memory. */
-template <int DP>
-__device__ static void stage(uint16_t *sm, const float *x, size_t ld, int c0, int r0, int n,
-                             int rows, int D)
+/* cp.async: 16 bytes from global to shared memory, zero-filled when !valid. */
+__device__ static inline void cp16(uint16_t *dst, const uint16_t *src, int valid)
 {
-    for (int e = threadIdx.x; e < n * (DP / 4); e += FL_THREADS) {
-        int r = e / (DP / 4), c = (e % (DP / 4)) * 4;
-        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r0 + r < rows && c < D) f = *(const float4 *)(x + (size_t)(r0 + r) * ld + c0 + c);
-        uint32_t *w = (uint32_t *)(sm + r * (DP + 8) + c);
-        w[0] = pack2(f.x, f.y);
-        w[1] = pack2(f.z, f.w);
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ static inline void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+/* Waits until at most n of this thread's committed copies are still in flight. */
+template <int n>
+__device__ static inline void cp_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(n));
+}
+
+/* Starts copying rows r0 .. r0 + n - 1 (zero past `rows`) of a bf16 matrix of row
+ * stride ld whose DP columns start at x, into shared memory rows of DP + 8. */
+template <int DP>
+__device__ static void stage(uint16_t *sm, const uint16_t *x, size_t ld, int r0, int n, int rows)
+{
+    for (int e = threadIdx.x; e < n * (DP / 8); e += FL_THREADS) {
+        int r = e / (DP / 8), c = (e % (DP / 8)) * 8, ok = r0 + r < rows;
+        cp16(sm + r * (DP + 8) + c, x + (size_t)(ok ? r0 + r : 0) * ld + c, ok);
     }
 }
 
@@ -117,27 +132,23 @@ __device__ static inline void mma_rows(float (*acc)[4], const uint32_t a[4], con
     }
 }
 
-/* The A fragments of 16 rows (ra = row0 + g, rb = ra + 8) of a float32 matrix, columns
- * c0 .. c0 + DP - 1 (zero past D and past `rows`), rounded to bf16. */
+/* The A fragments of 16 rows (ra = row0 + g, rb = ra + 8) of a bf16 matrix of row
+ * stride ld whose DP columns start at x (zero past `rows`). */
 template <int DP>
-__device__ static void load_a(uint32_t a[DP / 16][4], const float *x, size_t ld, int c0, int ra,
-                              int rows, int D)
+__device__ static void load_a(uint32_t a[DP / 16][4], const uint16_t *x, size_t ld, int ra,
+                              int rows)
 {
     int t = threadIdx.x & 3;
 #pragma unroll
-    for (int kk = 0; kk < DP / 16; kk++) {
+    for (int kk = 0; kk < DP / 16; kk++)
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            int c = 16 * kk + 2 * t + 8 * half;
+        for (int half = 0; half < 2; half++)
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 int row = ra + 8 * r;
-                float2 f = make_float2(0.0f, 0.0f);
-                if (row < rows && c < D) f = *(const float2 *)(x + (size_t)row * ld + c0 + c);
-                a[kk][2 * half + r] = pack2(f.x, f.y);
+                a[kk][2 * half + r] =
+                    row < rows ? word(x + (size_t)row * ld + 16 * kk + 2 * t + 8 * half) : 0u;
             }
-        }
-    }
 }
 
 /* The highest q_pos of rows r0 .. r0 + n - 1 (below nq), for the whole block. */
@@ -157,39 +168,58 @@ __device__ static int block_max_pos(const int32_t *q_pos, int r0, int n, int nq)
 
 /* ---- forward ---- */
 template <int DP>
+static size_t fwd_smem(void)
+{
+    return sizeof(uint16_t) * 4 * FL_KEYS * (DP + 8); /* K and V, two buffers */
+}
+
+template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
-    flash_fwd_k(float *out, float *lse, const float *q, const float *k, const float *v,
+    flash_fwd_k(float *out, float *lse, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D, float scale2)
 {
-    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_KEYS / 8;
-    __shared__ __align__(16) uint16_t ks[FL_KEYS * (DP + 8)];
-    __shared__ __align__(16) uint16_t vs[FL_KEYS * (DP + 8)];
+    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_KEYS / 8, RS = DP + 8;
+    extern __shared__ __align__(16) unsigned char fl_smem[];
+    uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_KEYS * RS;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, kvh = h / (H / K);
-    int r0 = blockIdx.x * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     /* rows past nq attend key 0 only (finite, never stored) */
     int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
-    int last = block_max_pos(q_pos, r0, FL_ROWS, nq);
-    size_t ldq = (size_t)H * D, ldk = (size_t)K * D;
+    int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
+    size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
+    const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
+    stage<DP>(kbuf, kh, ldk, 0, FL_KEYS, nk);
+    stage<DP>(vbuf, vh, ldk, 0, FL_KEYS, nk);
+    cp_commit();
     uint32_t qa[NK][4];
-    load_a<DP>(qa, q, ldq, h * D, ra, nq, D);
+    load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float ma = -INFINITY, mb = -INFINITY, la = 0.0f, lb = 0.0f; /* l: this thread's part */
 
-    for (int j0 = 0; j0 <= last; j0 += FL_KEYS) {
-        __syncthreads(); /* the previous tile is read */
-        stage<DP>(ks, k, ldk, kvh * D, j0, FL_KEYS, nk, D);
-        stage<DP>(vs, v, ldk, kvh * D, j0, FL_KEYS, nk, D);
+    for (int it = 0; it < tiles; it++) {
+        int j0 = it * FL_KEYS;
+        if (it + 1 < tiles) { /* the next tile into the other buffer */
+            int nb = (it + 1) & 1;
+            stage<DP>(kbuf + nb * FL_KEYS * RS, kh, ldk, j0 + FL_KEYS, FL_KEYS, nk);
+            stage<DP>(vbuf + nb * FL_KEYS * RS, vh, ldk, j0 + FL_KEYS, FL_KEYS, nk);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
         __syncthreads();
+        const uint16_t *ks = kbuf + (it & 1) * FL_KEYS * RS, *vs = vbuf + (it & 1) * FL_KEYS * RS;
         float s[NS][4];
 #pragma unroll
         for (int n = 0; n < NS; n++) {
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            const uint16_t *kr = ks + (8 * n + g) * (DP + 8) + 2 * t;
+            const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
 #pragma unroll
-            for (int kk = 0; kk < NK; kk++) mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
+            for (int kk = 0; kk < NK; kk++)
+                mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
         }
         float ta = -INFINITY, tb = -INFINITY;
 #pragma unroll
@@ -206,7 +236,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
             ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, off));
             tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, off));
         }
-        /* key j0 <= pos for every row once j0 = 0 has been seen: the maxima are finite */
+        /* key 0 <= pos for every row, and tile 0 comes first: the maxima are finite */
         float na = fmaxf(ma, ta), nb = fmaxf(mb, tb);
         float ka = exp2f(ma - na), kb = exp2f(mb - nb);
         ma = na;
@@ -233,21 +263,23 @@ __global__ static void __launch_bounds__(FL_THREADS)
         for (int kk = 0; kk < FL_KEYS / 16; kk++) {
             uint32_t pa4[4];
             acc_to_a(pa4, s, kk);
-            mma_rows<NO, DP + 8>(o, pa4, vs, 16 * kk);
+            mma_rows<NO, RS>(o, pa4, vs, 16 * kk);
         }
+        __syncthreads(); /* this buffer is refilled by the next iteration */
     }
     for (int off = 1; off < 4; off *= 2) {
         la += __shfl_xor_sync(0xffffffffu, la, off);
         lb += __shfl_xor_sync(0xffffffffu, lb, off);
     }
+    size_t ldo = (size_t)H * D;
 #pragma unroll
     for (int n = 0; n < NO; n++) {
         int c = 8 * n + 2 * t;
         if (c >= D) continue;
         if (ra < nq)
-            *(float2 *)(out + (size_t)ra * ldq + h * D + c) = make_float2(o[n][0] / la, o[n][1] / la);
+            *(float2 *)(out + (size_t)ra * ldo + h * D + c) = make_float2(o[n][0] / la, o[n][1] / la);
         if (rb < nq)
-            *(float2 *)(out + (size_t)rb * ldq + h * D + c) = make_float2(o[n][2] / lb, o[n][3] / lb);
+            *(float2 *)(out + (size_t)rb * ldo + h * D + c) = make_float2(o[n][2] / lb, o[n][3] / lb);
     }
     if (lse && t == 0) { /* natural log: lse = ln(2^m l) */
         if (ra < nq) lse[(size_t)ra * H + h] = ma / FL_LOG2E + logf(la);
@@ -270,44 +302,62 @@ __global__ static void flash_delta_k(float *delta, const float *dout, const floa
 }
 
 template <int DP>
-__global__ static void __launch_bounds__(FL_THREADS)
-    flash_dq_k(float *dq, const float *dout, const float *q, const float *k, const float *v,
-               const float *lse, const float *delta, const int32_t *q_pos, int nq, int nk,
-               int H, int K, int D, float scale)
+static size_t dq_smem(void)
 {
-    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BKEYS / 8;
-    __shared__ __align__(16) uint16_t ks[FL_BKEYS * (DP + 8)];
-    __shared__ __align__(16) uint16_t vs[FL_BKEYS * (DP + 8)];
+    return sizeof(uint16_t) * 4 * FL_BKEYS * (DP + 8); /* K and V, two buffers */
+}
+
+template <int DP>
+__global__ static void __launch_bounds__(FL_THREADS)
+    flash_dq_k(float *dq, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
+               const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
+               int nq, int nk, int H, int K, int D, float scale)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BKEYS / 8, RS = DP + 8;
+    extern __shared__ __align__(16) unsigned char fl_smem[];
+    uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_BKEYS * RS;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, kvh = h / (H / K);
-    int r0 = blockIdx.x * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     int pa = ra < nq ? q_pos[ra] : -1, pb = rb < nq ? q_pos[rb] : -1; /* -1: no key */
     float scale2 = scale * FL_LOG2E;
     float lsa = ra < nq ? lse[(size_t)ra * H + h] * FL_LOG2E : 0.0f;
     float lsb = rb < nq ? lse[(size_t)rb * H + h] * FL_LOG2E : 0.0f;
     float dla = ra < nq ? delta[(size_t)ra * H + h] : 0.0f;
     float dlb = rb < nq ? delta[(size_t)rb * H + h] : 0.0f;
-    int last = block_max_pos(q_pos, r0, FL_ROWS, nq);
-    size_t ldq = (size_t)H * D, ldk = (size_t)K * D;
+    int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_BKEYS + 1;
+    size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
+    const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
+    stage<DP>(kbuf, kh, ldk, 0, FL_BKEYS, nk);
+    stage<DP>(vbuf, vh, ldk, 0, FL_BKEYS, nk);
+    cp_commit();
     uint32_t qa[NK][4], da[NK][4];
-    load_a<DP>(qa, q, ldq, h * D, ra, nq, D);
-    load_a<DP>(da, dout, ldq, h * D, ra, nq, D);
+    load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
+    load_a<DP>(da, dout + (size_t)h * DP, ldq, ra, nq);
     float acc[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
-    for (int j0 = 0; j0 <= last; j0 += FL_BKEYS) {
+    for (int it = 0; it < tiles; it++) {
+        int j0 = it * FL_BKEYS;
+        if (it + 1 < tiles) {
+            int nb = (it + 1) & 1;
+            stage<DP>(kbuf + nb * FL_BKEYS * RS, kh, ldk, j0 + FL_BKEYS, FL_BKEYS, nk);
+            stage<DP>(vbuf + nb * FL_BKEYS * RS, vh, ldk, j0 + FL_BKEYS, FL_BKEYS, nk);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
         __syncthreads();
-        stage<DP>(ks, k, ldk, kvh * D, j0, FL_BKEYS, nk, D);
-        stage<DP>(vs, v, ldk, kvh * D, j0, FL_BKEYS, nk, D);
-        __syncthreads();
+        const uint16_t *ks = kbuf + (it & 1) * FL_BKEYS * RS, *vs = vbuf + (it & 1) * FL_BKEYS * RS;
         float s[NS][4], dp[NS][4];
 #pragma unroll
         for (int n = 0; n < NS; n++) {
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
             dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
-            const uint16_t *kr = ks + (8 * n + g) * (DP + 8) + 2 * t;
-            const uint16_t *vr = vs + (8 * n + g) * (DP + 8) + 2 * t;
+            const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
+            const uint16_t *vr = vs + (8 * n + g) * RS + 2 * t;
 #pragma unroll
             for (int kk = 0; kk < NK; kk++) {
                 mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
@@ -316,7 +366,8 @@ __global__ static void __launch_bounds__(FL_THREADS)
 #pragma unroll
             for (int i = 0; i < 4; i++) { /* s becomes dS */
                 int key = j0 + 8 * n + 2 * t + (i & 1);
-                float p = key <= (i < 2 ? pa : pb) ? exp2f(s[n][i] * scale2 - (i < 2 ? lsa : lsb)) : 0.0f;
+                float p = key <= (i < 2 ? pa : pb)
+                              ? exp2f(s[n][i] * scale2 - (i < 2 ? lsa : lsb)) : 0.0f;
                 s[n][i] = p * (dp[n][i] - (i < 2 ? dla : dlb));
             }
         }
@@ -324,55 +375,79 @@ __global__ static void __launch_bounds__(FL_THREADS)
         for (int kk = 0; kk < FL_BKEYS / 16; kk++) {
             uint32_t a4[4];
             acc_to_a(a4, s, kk);
-            mma_rows<NO, DP + 8>(acc, a4, ks, 16 * kk);
+            mma_rows<NO, RS>(acc, a4, ks, 16 * kk);
         }
+        __syncthreads(); /* this buffer is refilled by the next iteration */
     }
+    size_t ldo = (size_t)H * D;
 #pragma unroll
     for (int n = 0; n < NO; n++) {
         int c = 8 * n + 2 * t;
         if (c >= D) continue;
         if (ra < nq) {
-            float2 *p = (float2 *)(dq + (size_t)ra * ldq + h * D + c);
+            float2 *p = (float2 *)(dq + (size_t)ra * ldo + h * D + c);
             float2 x = *p;
             *p = make_float2(x.x + scale * acc[n][0], x.y + scale * acc[n][1]);
         }
         if (rb < nq) {
-            float2 *p = (float2 *)(dq + (size_t)rb * ldq + h * D + c);
+            float2 *p = (float2 *)(dq + (size_t)rb * ldo + h * D + c);
             float2 x = *p;
             *p = make_float2(x.x + scale * acc[n][2], x.y + scale * acc[n][3]);
         }
     }
 }
 
-/* dk/dv: shared memory (dynamic): K and V of the block's FL_ROWS keys, then for each
- * query tile Q and dO, all as (row, d) bf16 rows, and the tile's positions, lse (log2
- * units) and delta. */
+/* dk/dv: shared memory (dynamic): K and V of the block's FL_ROWS keys, then two
+ * buffers of a query tile's Q and dO, all as (row, d) bf16 rows, and per buffer the
+ * tile's positions, lse (log2 units) and delta. */
 template <int DP>
 static size_t dkv_smem(void)
 {
-    return sizeof(uint16_t) * (2 * FL_ROWS * (DP + 8) + 2 * FL_BROWS * (DP + 8)) +
-           FL_BROWS * (sizeof(int) + 2 * sizeof(float));
+    return sizeof(uint16_t) * (2 * FL_ROWS * (DP + 8) + 4 * FL_BROWS * (DP + 8)) +
+           2 * FL_BROWS * (sizeof(int) + 2 * sizeof(float));
+}
+
+/* The first query row at or after which some row attends key j0 (nq if none): the
+ * dk/dv block starts its query tiles there (rows before it see none of its keys). */
+__device__ static int first_row_seeing(const int32_t *q_pos, int nq, int j0)
+{
+    __shared__ int s_first;
+    if (threadIdx.x == 0) s_first = nq;
+    __syncthreads();
+    for (int i = threadIdx.x; i < nq; i += FL_THREADS)
+        if (q_pos[i] >= j0) {
+            atomicMin(&s_first, i);
+            break;
+        }
+    __syncthreads();
+    int f = s_first;
+    __syncthreads();
+    return f;
 }
 
 template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
-    flash_dkv_k(float *dk, float *dv, const float *dout, const float *q, const float *k,
-                const float *v, const float *lse, const float *delta, const int32_t *q_pos,
+    flash_dkv_k(float *dk, float *dv, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
+                const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
                 int nq, int nk, int H, int K, int D, float scale)
 {
     constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BROWS / 8, RS = DP + 8;
     extern __shared__ __align__(16) unsigned char fl_smem[];
     uint16_t *ks = (uint16_t *)fl_smem, *vs = ks + FL_ROWS * RS;
-    uint16_t *qs = vs + FL_ROWS * RS, *dos = qs + FL_BROWS * RS;
-    int *s_pos = (int *)(dos + FL_BROWS * RS);
-    float *s_lse = (float *)(s_pos + FL_BROWS), *s_dl = s_lse + FL_BROWS;
+    uint16_t *qbuf = vs + FL_ROWS * RS, *dbuf = qbuf + 2 * FL_BROWS * RS;
+    int *pbuf = (int *)(dbuf + 2 * FL_BROWS * RS);
+    float *lbuf = (float *)(pbuf + 2 * FL_BROWS), *dlbuf = lbuf + 2 * FL_BROWS;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int kvh = blockIdx.y, rep = H / K;
     int j0 = blockIdx.x * FL_ROWS, ka = j0 + 16 * warp + g, kb = ka + 8; /* this thread's keys */
     float scale2 = scale * FL_LOG2E;
-    size_t ldq = (size_t)H * D, ldk = (size_t)K * D;
-    stage<DP>(ks, k, ldk, kvh * D, j0, FL_ROWS, nk, D);
-    stage<DP>(vs, v, ldk, kvh * D, j0, FL_ROWS, nk, D);
+    size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
+    /* query tiles: for each head of the group, rows i_lo, i_lo + FL_BROWS, .. < nq */
+    int i_lo = first_row_seeing(q_pos, nq, j0) / FL_BROWS * FL_BROWS;
+    int per_head = (nq - i_lo + FL_BROWS - 1) / FL_BROWS, tiles = rep * per_head;
+    stage<DP>(ks, k + (size_t)kvh * DP, ldk, j0, FL_ROWS, nk);
+    stage<DP>(vs, v + (size_t)kvh * DP, ldk, j0, FL_ROWS, nk);
+    cp_commit(); /* done before tile 0 is computed (at most tile 1 still in flight) */
     float dka[NO][4], dva[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
@@ -380,55 +455,64 @@ __global__ static void __launch_bounds__(FL_THREADS)
         for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
     const uint16_t *kw = ks + (16 * warp + g) * RS + 2 * t, *vw = vs + (16 * warp + g) * RS + 2 * t;
 
-    for (int r = 0; r < rep; r++) {
-        int h = kvh * rep + r;
-        for (int i0 = 0; i0 < nq; i0 += FL_BROWS) {
-            int i = i0 + (int)threadIdx.x;
-            int pos = threadIdx.x < FL_BROWS && i < nq ? q_pos[i] : -1;
-            /* a barrier too: the previous tile is read */
-            if (!__syncthreads_or(pos >= j0)) continue; /* every row before the block's keys */
+    for (int it = 0; it <= tiles; it++) {
+        /* iteration it starts the copy of tile it and computes tile it - 1 */
+        if (it < tiles) {
+            int b = it & 1, h = kvh * rep + it / per_head, i0 = i_lo + (it % per_head) * FL_BROWS;
+            stage<DP>(qbuf + b * FL_BROWS * RS, q + (size_t)h * DP, ldq, i0, FL_BROWS, nq);
+            stage<DP>(dbuf + b * FL_BROWS * RS, dout + (size_t)h * DP, ldq, i0, FL_BROWS, nq);
+            cp_commit();
             if (threadIdx.x < FL_BROWS) {
-                s_pos[threadIdx.x] = pos;
-                s_lse[threadIdx.x] = i < nq ? lse[(size_t)i * H + h] * FL_LOG2E : 0.0f;
-                s_dl[threadIdx.x] = i < nq ? delta[(size_t)i * H + h] : 0.0f;
-            }
-            stage<DP>(qs, q, ldq, h * D, i0, FL_BROWS, nq, D);
-            stage<DP>(dos, dout, ldq, h * D, i0, FL_BROWS, nq, D);
-            __syncthreads();
-            float s[NS][4], dp[NS][4]; /* (keys ka/kb, rows 8n + 2t ..) */
-#pragma unroll
-            for (int n = 0; n < NS; n++) {
-                s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-                dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
-                const uint16_t *qr = qs + (8 * n + g) * RS + 2 * t;
-                const uint16_t *dr = dos + (8 * n + g) * RS + 2 * t;
-#pragma unroll
-                for (int kk = 0; kk < NK; kk++) {
-                    uint32_t kfr[4] = {word(kw + 16 * kk), word(kw + 8 * RS + 16 * kk),
-                                       word(kw + 16 * kk + 8), word(kw + 8 * RS + 16 * kk + 8)};
-                    uint32_t vfr[4] = {word(vw + 16 * kk), word(vw + 8 * RS + 16 * kk),
-                                       word(vw + 16 * kk + 8), word(vw + 8 * RS + 16 * kk + 8)};
-                    mma16816(s[n], kfr, word(qr + 16 * kk), word(qr + 16 * kk + 8));
-                    mma16816(dp[n], vfr, word(dr + 16 * kk), word(dr + 16 * kk + 8));
-                }
-#pragma unroll
-                for (int e = 0; e < 4; e++) { /* s becomes P^T, dp becomes dS^T */
-                    int row = 8 * n + 2 * t + (e & 1), key = e < 2 ? ka : kb;
-                    float p = key <= s_pos[row] ? exp2f(s[n][e] * scale2 - s_lse[row]) : 0.0f;
-                    s[n][e] = p;
-                    dp[n][e] = p * (dp[n][e] - s_dl[row]);
-                }
-            }
-#pragma unroll
-            for (int kk = 0; kk < FL_BROWS / 16; kk++) {
-                uint32_t pa4[4], ds4[4];
-                acc_to_a(pa4, s, kk);
-                acc_to_a(ds4, dp, kk);
-                mma_rows<NO, RS>(dva, pa4, dos, 16 * kk);
-                mma_rows<NO, RS>(dka, ds4, qs, 16 * kk);
+                int i = i0 + (int)threadIdx.x, in = i < nq;
+                pbuf[b * FL_BROWS + threadIdx.x] = in ? q_pos[i] : -1; /* -1: no key */
+                lbuf[b * FL_BROWS + threadIdx.x] = in ? lse[(size_t)i * H + h] * FL_LOG2E : 0.0f;
+                dlbuf[b * FL_BROWS + threadIdx.x] = in ? delta[(size_t)i * H + h] : 0.0f;
             }
         }
+        if (it == 0) continue;
+        if (it < tiles) cp_wait<1>();
+        else cp_wait<0>();
+        __syncthreads();
+        int b = (it - 1) & 1;
+        const uint16_t *qs = qbuf + b * FL_BROWS * RS, *dos = dbuf + b * FL_BROWS * RS;
+        const int *s_pos = pbuf + b * FL_BROWS;
+        const float *s_lse = lbuf + b * FL_BROWS, *s_dl = dlbuf + b * FL_BROWS;
+        float s[NS][4], dp[NS][4]; /* (keys ka/kb, rows 8n + 2t ..) */
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
+            const uint16_t *qr = qs + (8 * n + g) * RS + 2 * t;
+            const uint16_t *dr = dos + (8 * n + g) * RS + 2 * t;
+#pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                uint32_t kfr[4] = {word(kw + 16 * kk), word(kw + 8 * RS + 16 * kk),
+                                   word(kw + 16 * kk + 8), word(kw + 8 * RS + 16 * kk + 8)};
+                uint32_t vfr[4] = {word(vw + 16 * kk), word(vw + 8 * RS + 16 * kk),
+                                   word(vw + 16 * kk + 8), word(vw + 8 * RS + 16 * kk + 8)};
+                mma16816(s[n], kfr, word(qr + 16 * kk), word(qr + 16 * kk + 8));
+                mma16816(dp[n], vfr, word(dr + 16 * kk), word(dr + 16 * kk + 8));
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) { /* s becomes P^T, dp becomes dS^T */
+                int row = 8 * n + 2 * t + (e & 1), key = e < 2 ? ka : kb;
+                float p = key <= s_pos[row] ? exp2f(s[n][e] * scale2 - s_lse[row]) : 0.0f;
+                s[n][e] = p;
+                dp[n][e] = p * (dp[n][e] - s_dl[row]);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < FL_BROWS / 16; kk++) {
+            uint32_t pa4[4], ds4[4];
+            acc_to_a(pa4, s, kk);
+            acc_to_a(ds4, dp, kk);
+            mma_rows<NO, RS>(dva, pa4, dos, 16 * kk);
+            mma_rows<NO, RS>(dka, ds4, qs, 16 * kk);
+        }
+        __syncthreads(); /* this buffer is refilled by the next iteration */
     }
+    cp_wait<0>(); /* no tile at all: K and V still land before the block ends */
+    size_t ldo = (size_t)K * D;
 #pragma unroll
     for (int n = 0; n < NO; n++) {
         int c = 8 * n + 2 * t;
@@ -436,13 +520,51 @@ __global__ static void __launch_bounds__(FL_THREADS)
         for (int half = 0; half < 2; half++) {
             int key = half ? kb : ka;
             if (key >= nk) continue;
-            float2 *pk = (float2 *)(dk + (size_t)key * ldk + kvh * D + c);
-            float2 *pv = (float2 *)(dv + (size_t)key * ldk + kvh * D + c);
+            float2 *pk = (float2 *)(dk + (size_t)key * ldo + kvh * D + c);
+            float2 *pv = (float2 *)(dv + (size_t)key * ldo + kvh * D + c);
             float2 x = *pk, y = *pv;
             *pk = make_float2(x.x + scale * dka[n][2 * half], x.y + scale * dka[n][2 * half + 1]);
             *pv = make_float2(y.x + dva[n][2 * half], y.y + dva[n][2 * half + 1]);
         }
     }
+}
+
+/* ---- the bf16 copies ---- */
+/* dst (rows, DP) = src (rows, D) rounded to bf16, zero past D. */
+__global__ static void to_bf16_pad_k(uint16_t *dst, const float *src, long long rows, int D,
+                                     int DP)
+{
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= rows * DP) return;
+    long long r = e / DP;
+    int d = (int)(e % DP);
+    dst[e] = d < D ? f32_to_bf16_rne(src[r * D + d]) : (uint16_t)0;
+}
+
+/* The module's scratch for the copies, grown when a call needs more (the training path
+ * only, never inside a graph recording). */
+static uint16_t *fl_buf;
+static size_t fl_elems;
+
+static int flash_scratch(size_t elems)
+{
+    if (elems <= fl_elems) return 0;
+    CU_CHECK(cudaStreamSynchronize(cu_stream())); /* the old scratch may be in use */
+    CU_CHECK(cudaFree(fl_buf));
+    fl_buf = NULL;
+    fl_elems = 0;
+    CU_CHECK(cudaMalloc(&fl_buf, elems * sizeof(uint16_t)));
+    fl_elems = elems;
+    return 0;
+}
+
+/* x (rows x heads, D) float32 into the scratch at off, as (rows x heads, DP) bf16. */
+static int to_bf16(size_t off, const float *x, long long rows, int D, int DP)
+{
+    long long n = rows * DP;
+    to_bf16_pad_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(fl_buf + off, x, rows, D, DP);
+    CU_LAUNCHED("flash bf16 copy");
+    return 0;
 }
 
 /* ---- launchers ---- */
@@ -455,13 +577,31 @@ static int flash_check(const char *what, int H, int K, int D)
     return cu_fail(msg, cudaSuccess, __FILE__, __LINE__);
 }
 
+/* Raises a kernel's dynamic shared memory limit to what it takes (once). */
+#define FL_SMEM(kernel, bytes, flag)                                                         \
+    do {                                                                                     \
+        if (!(flag)) {                                                                       \
+            CU_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                          (int)(bytes)));                                    \
+            (flag) = 1;                                                                      \
+        }                                                                                    \
+    } while (0)
+
 template <int DP>
 static int fwd_launch(float *out, float *lse, const float *q, const float *k, const float *v,
                       const int32_t *q_pos, int nq, int nk, int H, int K, int D)
 {
+    static int attr;
+    FL_SMEM(flash_fwd_k<DP>, fwd_smem<DP>(), attr);
+    size_t nqe = (size_t)nq * H * DP, nke = (size_t)nk * K * DP;
+    if (flash_scratch(nqe + 2 * nke)) return -1;
+    if (to_bf16(0, q, (long long)nq * H, D, DP) || to_bf16(nqe, k, (long long)nk * K, D, DP) ||
+        to_bf16(nqe + nke, v, (long long)nk * K, D, DP))
+        return -1;
     dim3 grid((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);
-    flash_fwd_k<DP><<<grid, FL_THREADS, 0, cu_stream()>>>(out, lse, q, k, v, q_pos, nq, nk, H, K,
-                                                         D, FL_LOG2E / sqrtf((float)D));
+    flash_fwd_k<DP><<<grid, FL_THREADS, fwd_smem<DP>(), cu_stream()>>>(
+        out, lse, fl_buf, fl_buf + nqe, fl_buf + nqe + nke, q_pos, nq, nk, H, K, D,
+        FL_LOG2E / sqrtf((float)D));
     CU_LAUNCHED("flash_fwd");
     return 0;
 }
@@ -471,21 +611,24 @@ static int bwd_launch(float *dq, float *dk, float *dv, const float *dout, const 
                       const float *k, const float *v, const float *lse, const float *delta,
                       const int32_t *q_pos, int nq, int nk, int H, int K, int D)
 {
-    static int attr_set; /* the dk/dv kernel's shared memory limit, raised once */
-    size_t smem = dkv_smem<DP>();
-    if (!attr_set) {
-        CU_CHECK(cudaFuncSetAttribute(flash_dkv_k<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)smem));
-        attr_set = 1;
-    }
+    static int attr_dq, attr_dkv;
+    FL_SMEM(flash_dq_k<DP>, dq_smem<DP>(), attr_dq);
+    FL_SMEM(flash_dkv_k<DP>, dkv_smem<DP>(), attr_dkv);
+    size_t nqe = (size_t)nq * H * DP, nke = (size_t)nk * K * DP;
+    if (flash_scratch(2 * nqe + 2 * nke)) return -1;
+    const uint16_t *qb = fl_buf, *db = fl_buf + nqe, *kb = fl_buf + 2 * nqe, *vb = kb + nke;
+    if (to_bf16(0, q, (long long)nq * H, D, DP) || to_bf16(nqe, dout, (long long)nq * H, D, DP) ||
+        to_bf16(2 * nqe, k, (long long)nk * K, D, DP) ||
+        to_bf16(2 * nqe + nke, v, (long long)nk * K, D, DP))
+        return -1;
     float scale = 1.0f / sqrtf((float)D);
     dim3 gq((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);
-    flash_dq_k<DP><<<gq, FL_THREADS, 0, cu_stream()>>>(dq, dout, q, k, v, lse, delta, q_pos, nq,
-                                                      nk, H, K, D, scale);
+    flash_dq_k<DP><<<gq, FL_THREADS, dq_smem<DP>(), cu_stream()>>>(
+        dq, db, qb, kb, vb, lse, delta, q_pos, nq, nk, H, K, D, scale);
     CU_LAUNCHED("flash_bwd dq");
     dim3 gk((unsigned)((nk + FL_ROWS - 1) / FL_ROWS), (unsigned)K);
-    flash_dkv_k<DP><<<gk, FL_THREADS, smem, cu_stream()>>>(dk, dv, dout, q, k, v, lse, delta,
-                                                           q_pos, nq, nk, H, K, D, scale);
+    flash_dkv_k<DP><<<gk, FL_THREADS, dkv_smem<DP>(), cu_stream()>>>(
+        dk, dv, db, qb, kb, vb, lse, delta, q_pos, nq, nk, H, K, D, scale);
     CU_LAUNCHED("flash_bwd dk dv");
     return 0;
 }
