@@ -14,6 +14,7 @@
  *                  the backward recomputes the probabilities)
  *   flash_fwd, flash_bwd   1e-2 and 2e-2 of the largest on bf16 inputs (the tensor
  *                  cores take the probabilities and dS as bf16); lse 1e-4
+ *   prefill_attn   1e-2 of the largest on bf16 inputs, paged keys
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sample         the same tokens as sampler_sample; log-probs 1e-5 of the largest
  *   sum_squares    1e-12 relative (double accumulation in another order)
@@ -789,6 +790,55 @@ static void test_flash_attention(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 66"));
 }
 
+/* prefill_attn: the rows of one sequence against its keys in a paged pool whose blocks
+ * lie in no order, against attn_forward on the gathered keys (bf16-rounded inputs):
+ * a whole prompt and a chunk after a prefix, a padded head dimension. */
+static void test_prefill_attention(void)
+{
+    enum { P = 16, NB = 40 };
+    static const struct { int nq, nk, H, K, D; } cases[] = {
+        {100, 100, 8, 2, 64}, {37, 300, 4, 2, 128}, {64, 64, 6, 3, 80}, {9, 9, 2, 1, 24},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
+        int KD = K * D, nblk = (nk + P - 1) / P;
+        size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * KD, pool_n = (size_t)NB * P * KD;
+        float *q = malloc(nqe * sizeof *q), *k = malloc(nke * sizeof *k), *v = malloc(nke * sizeof *v);
+        float *kp = calloc(pool_n, sizeof *kp), *vp = calloc(pool_n, sizeof *vp);
+        float *ref = malloc(nqe * sizeof *ref), *got = malloc(nqe * sizeof *got);
+        float *scratch = malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
+        int32_t table[NB], *pos = malloc((size_t)nq * sizeof *pos);
+        int *ipos = malloc((size_t)nq * sizeof *ipos);
+        fill_bf16(q, nqe, 200 + c);
+        fill_bf16(k, nke, 210 + c);
+        fill_bf16(v, nke, 220 + c);
+        for (int b = 0; b < nblk; b++) table[b] = (b * 7 + 3) % NB; /* 7 is prime to 40 */
+        for (int j = 0; j < nk; j++) {
+            size_t row = (size_t)table[j / P] * P + (size_t)(j % P);
+            memcpy(kp + row * KD, k + (size_t)j * KD, (size_t)KD * sizeof *k);
+            memcpy(vp + row * KD, v + (size_t)j * KD, (size_t)KD * sizeof *v);
+        }
+        for (int i = 0; i < nq; i++) pos[i] = ipos[i] = nk - nq + i;
+        attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        void *d_q = dev_copy(q, nqe * sizeof *q), *d_kp = dev_copy(kp, pool_n * sizeof *kp);
+        void *d_vp = dev_copy(vp, pool_n * sizeof *vp), *d_o = dev_copy(NULL, nqe * sizeof *got);
+        void *d_t = dev_copy(table, sizeof table), *d_p = dev_copy(pos, (size_t)nq * sizeof *pos);
+        CU_OK(api->prefill_attn(d_o, d_q, d_kp, d_vp, d_t, d_p, nq, H, K, D, P));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_o, nqe * sizeof *got));
+        char what[80];
+        snprintf(what, sizeof what, "prefill nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
+        report_close(what, got, ref, nqe, 1e-2);
+        void *bufs[] = {d_q, d_kp, d_vp, d_o, d_t, d_p};
+        for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
+        float *hb[] = {q, k, v, kp, vp, ref, got, scratch};
+        for (size_t b = 0; b < sizeof hb / sizeof hb[0]; b++) free(hb[b]);
+        free(pos), free(ipos);
+    }
+    CU_ASSERT_EQUAL(api->prefill_attn(NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 136, 16), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 136"));
+}
+
 /* Decode over a paged KV cache: three sequences, two sharing their prefix blocks;
  * kv_append writes each one's new token, decode_attn equals attn_forward on the
  * sequence's gathered rows. */
@@ -1043,6 +1093,8 @@ int main(void)
         {"attention backward vs attn_backward (1e-5)", test_attention_backward},
         {"tensor-core attention vs attn_forward/backward (1e-2, 2e-2)", test_flash_attention},
         {"column sums over row chunks: rmsnorm_bwd dw, bias_bwd (1e-5)", test_column_sums},
+        {"tensor-core prefill attention over a paged pool vs attn_forward (1e-2)",
+         test_prefill_attention},
         {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"sampler: sampler_sample's tokens, greedy and at T = 0.7 and 1", test_sampler},

@@ -1,9 +1,11 @@
 /*
  * The GPU decode engine (include/libra/gpu_decode.h) on bf16-rounded weights, for the
  * three model families (llama, qwen2 with q/k/v biases, qwen3 with q/k norm):
- *   logits of a chunked prefill and of decode steps against a CPU forward that rounds
+ *   logits of a chunked prefill (its attention on the tensor cores, the default, and
+ *          in float32) and of decode steps against a CPU forward that rounds
  *          the activations to bf16 where the GPU does (the inputs of every matrix
- *          product, src/model/cpu/ops.c kernels otherwise): within EMULATED_TOL of the
+ *          product, and the tensor-core attention's operands and probabilities;
+ *          src/model/cpu/ops.c kernels otherwise): within EMULATED_TOL of the
  *          largest logit. Measured on an H200: 3.6e-3 (llama), 5.6e-3 (qwen2), 4.6e-3
  *          (qwen3), against 3.0e-2, 3.9e-2, 1.1e-2 from the float32 decoder: float32
  *          sums in other orders and the device's expf / rsqrtf move values across bf16
@@ -86,9 +88,56 @@ static void round_bf16(float *x, size_t n)
     for (size_t i = 0; i < n; i++) x[i] = st_bf16_to_f32(st_f32_to_bf16(x[i]));
 }
 
-/* logits (T, V) of every position of tok, with the GPU engine's bf16 roundings. */
+/* The tensor-core prefill attention's arithmetic (prefill_attn, cuda_flash.cu) for
+ * rows 0 .. n - 1 of a causal sequence: q, k and v rounded to bf16, the scaled scores in
+ * float (log2 units), keys in tiles of FLASH_TILE with a running maximum per row, each
+ * probability rounded to bf16 where it meets v while the row's sum takes it unrounded. */
+#define FLASH_TILE 64
+static void flash_emulated(float *out, const float *q, const float *k, const float *v, int n,
+                           int H, int K, int D)
+{
+    float scale2 = 1.4426950408889634f / sqrtf((float)D), *acc = malloc((size_t)D * sizeof *acc);
+    float *qb = malloc((size_t)D * sizeof *qb), x[FLASH_TILE];
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            const float *qi = q + ((size_t)i * H + h) * D;
+            for (int d = 0; d < D; d++) qb[d] = st_bf16_to_f32(st_f32_to_bf16(qi[d]));
+            memset(acc, 0, (size_t)D * sizeof *acc);
+            float m = -INFINITY, l = 0.0f;
+            for (int j0 = 0; j0 <= i; j0 += FLASH_TILE) {
+                float tmax = -INFINITY;
+                for (int j = j0; j < j0 + FLASH_TILE; j++) {
+                    x[j - j0] = -INFINITY;
+                    if (j > i) continue;
+                    const float *kj = k + ((size_t)j * K + h / (H / K)) * D;
+                    float dot = 0.0f;
+                    for (int d = 0; d < D; d++) dot += qb[d] * st_bf16_to_f32(st_f32_to_bf16(kj[d]));
+                    x[j - j0] = dot * scale2;
+                    tmax = fmaxf(tmax, x[j - j0]);
+                }
+                float mn = fmaxf(m, tmax), keep = exp2f(m - mn);
+                l *= keep;
+                for (int d = 0; d < D; d++) acc[d] *= keep;
+                for (int j = j0; j < j0 + FLASH_TILE && j <= i; j++) {
+                    float pj = exp2f(x[j - j0] - mn), pb = st_bf16_to_f32(st_f32_to_bf16(pj));
+                    const float *vj = v + ((size_t)j * K + h / (H / K)) * D;
+                    l += pj;
+                    for (int d = 0; d < D; d++) acc[d] += pb * st_bf16_to_f32(st_f32_to_bf16(vj[d]));
+                }
+                m = mn;
+            }
+            float *oi = out + ((size_t)i * H + h) * D;
+            for (int d = 0; d < D; d++) oi[d] = acc[d] / l;
+        }
+    free(acc);
+    free(qb);
+}
+
+/* logits (T, V) of every position of tok, with the GPU engine's bf16 roundings; the
+ * attention of rows 0 .. flash_rows - 1 (a prefill whose chunks take prefill_attn) as
+ * flash_emulated computes it. */
 static void emulated_forward(const struct tfm_config *c, const struct tfm_params *p,
-                             const int32_t *tok, int T, float *logits)
+                             const int32_t *tok, int T, int flash_rows, float *logits)
 {
     int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
     int F = c->intermediate_size, HD = H * D, KD = K * D;
@@ -120,6 +169,7 @@ static void emulated_forward(const struct tfm_config *c, const struct tfm_params
         rope_forward(q, pos, T, H, D, rope);
         rope_forward(k, pos, T, K, D, rope);
         attn_forward(att, q, k, v, pos, T, T, H, K, D, scratch);
+        flash_emulated(att, q, k, v, flash_rows, H, K, D);
         round_bf16(att, Tz * HD);
         linear_forward(tmp, att, w.wo, NULL, T, HD, C);
         for (size_t i = 0; i < Tz * C; i++) x[i] += tmp[i];
@@ -153,30 +203,36 @@ static void test_parity(void)
         tokens_of(tok, T, V, f);
         float *emu = malloc((size_t)T * V * sizeof *emu), *ref = malloc((size_t)V * sizeof *ref);
         float *got = malloc((size_t)V * sizeof *got);
-        emulated_forward(&c, &p, tok, T, emu);
-        struct tfm_decoder *cd = tfm_decoder_create(&c, &p, 1, CAP, 64);
         struct gpu_model *m = upload(&c, &p);
-        struct gpu_decoder *gd = decoder(m, 1, CAP, 16, 0); /* 3 chunks of the prompt */
-        CU_ASSERT(tfm_decoder_prefill(cd, 0, tok, PROMPT, ref) == 0);
-        CU_ASSERT(gpu_decoder_prefill(gd, 0, tok, PROMPT, got) == 0);
-        double e_emu = test_rel_err(got, emu + (size_t)(PROMPT - 1) * V, (size_t)V);
-        double e_f32 = test_rel_err(got, ref, (size_t)V);
-        for (int s = 0; s < STEPS; s++) {
-            int slot = 0;
-            CU_ASSERT(tfm_decoder_step(cd, &slot, &tok[PROMPT + s], 1, ref) == 0);
-            CU_ASSERT(gpu_decoder_step(gd, &slot, &tok[PROMPT + s], 1, got) == 0);
-            if (PROMPT + s + 1 < T)
-                e_emu = fmax(e_emu, test_rel_err(got, emu + (size_t)(PROMPT + s) * V, (size_t)V));
-            e_f32 = fmax(e_f32, test_rel_err(got, ref, (size_t)V));
+        for (int flash = 1; flash >= 0; flash--) { /* prefill attention: tensor cores, float32 */
+            /* the prompt's chunks (16, 16, 13 rows) all take prefill_attn when it is on */
+            emulated_forward(&c, &p, tok, T, flash ? PROMPT : 0, emu);
+            struct tfm_decoder *cd = tfm_decoder_create(&c, &p, 1, CAP, 64);
+            struct gpu_decoder *gd = decoder(m, 1, CAP, 16, 0); /* 3 chunks of the prompt */
+            CU_ASSERT_EQUAL(gpu_decoder_set_flash(gd, flash), 1); /* on by default (D 32) */
+            CU_ASSERT(tfm_decoder_prefill(cd, 0, tok, PROMPT, ref) == 0);
+            CU_ASSERT(gpu_decoder_prefill(gd, 0, tok, PROMPT, got) == 0);
+            double e_emu = test_rel_err(got, emu + (size_t)(PROMPT - 1) * V, (size_t)V);
+            double e_f32 = test_rel_err(got, ref, (size_t)V);
+            for (int s = 0; s < STEPS; s++) {
+                int slot = 0;
+                CU_ASSERT(tfm_decoder_step(cd, &slot, &tok[PROMPT + s], 1, ref) == 0);
+                CU_ASSERT(gpu_decoder_step(gd, &slot, &tok[PROMPT + s], 1, got) == 0);
+                if (PROMPT + s + 1 < T)
+                    e_emu = fmax(e_emu,
+                                 test_rel_err(got, emu + (size_t)(PROMPT + s) * V, (size_t)V));
+                e_f32 = fmax(e_f32, test_rel_err(got, ref, (size_t)V));
+            }
+            CU_ASSERT(gpu_decoder_len(gd, 0) == T);
+            printf("[%s, %s prefill attention: %.1e of the largest logit from the bf16-emulating "
+                   "CPU forward, %.1e from the float32 CPU decoder] ", names[f],
+                   flash ? "tensor-core" : "float32", e_emu, e_f32);
+            CU_ASSERT(e_emu <= EMULATED_TOL);
+            CU_ASSERT(e_f32 <= BF16_EFFECT_BOUND);
+            gpu_decoder_free(gd);
+            tfm_decoder_free(cd);
         }
-        CU_ASSERT(gpu_decoder_len(gd, 0) == T);
-        printf("[%s: %.1e of the largest logit from the bf16-emulating CPU forward, %.1e from "
-               "the float32 CPU decoder] ", names[f], e_emu, e_f32);
-        CU_ASSERT(e_emu <= EMULATED_TOL);
-        CU_ASSERT(e_f32 <= BF16_EFFECT_BOUND);
-        gpu_decoder_free(gd);
         gpu_model_free(m);
-        tfm_decoder_free(cd);
         tfm_params_free(&p);
         free(emu);
         free(ref);

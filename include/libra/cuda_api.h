@@ -57,6 +57,9 @@
  *                  row's scaled scores (NULL: not kept)
  *   flash_bwd      attn_bwd's dq +=, dk +=, dv += from flash_fwd's out and lse;
  *                  delta (nq, H) floats of scratch
+ *   prefill_attn   the rows of one sequence (a prefill chunk: q (nq, H*D), positions
+ *                  q_pos) against its keys 0 .. q_pos[i] in a paged KV pool (as
+ *                  decode_attn's, one block table): flash_fwd's out
  * Decode over a paged KV cache (pools of blocks of P tokens, (n_blocks, P, K*D); a
  * sequence's token j in block table[s][j / P], slot j % P; blocks may be shared):
  *   kv_append      writes k_new, v_new (B, K*D) as token len[s] - 1 of each sequence
@@ -85,7 +88,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 7 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 8 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -169,6 +172,9 @@ struct cuda_api {
     int (*flash_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
                      const float *k, const float *v, const float *out, const float *lse,
                      const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
+    int (*prefill_attn)(float *out, const float *q, const float *k_pool, const float *v_pool,
+                        const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D,
+                        int P);
     int (*kv_append)(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
                      const int32_t *table, int max_blocks, const int32_t *len, int B, int K,
                      int D, int P);

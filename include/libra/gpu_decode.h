@@ -74,6 +74,12 @@ void gpu_decoder_blocks(const struct gpu_decoder *d, int *free_blocks, int *tota
  * and replayed (one launch instead of some 20 a layer); 0: the kernels are launched
  * one by one. The results are the same bits either way. */
 void gpu_decoder_set_graphs(struct gpu_decoder *d, int on);
+/* Prefill chunks of GPU_PREFILL_FLASH_ROWS rows or more attend on the tensor cores
+ * (prefill_attn: bf16 probabilities) when on and the head dimension allows
+ * (cuda_flash_supports), else with decode attention (float32); on by default.
+ * Returns the previous setting. */
+#define GPU_PREFILL_FLASH_ROWS 8
+int gpu_decoder_set_flash(struct gpu_decoder *d, int on);
 /* Forwards of up to `rows` rows (decode steps of few slots; at most
  * CUDA_GEMV_MAX_ROWS) run their matrix products through the module's gemv (the bf16
  * rounding, q/k/v and gate/up/SwiGLU fused; each weight read once at full bandwidth

@@ -7,8 +7,9 @@
  *            (the peak the engine's matrix products can reach)
  *   copy     a 2 GiB device-to-device copy: GB/s, bytes read + written (the peak of a
  *            memory-bound step)
- *   prefill  one slot, a prompt of --prompt tokens (default 2048) in chunks of 512:
- *            tokens/s, and the matrix-product FLOP rate as a fraction of gemm
+ *   prefill  one slot, a prompt of --prompt tokens (default 2048) in chunks of 512, with
+ *            the chunks' attention on the tensor cores and in float32: tokens/s, and the
+ *            matrix-product FLOP rate as a fraction of gemm
  *   decode   --batch slots (default 1,8,32,128,256) forked from one prefilled context of
  *            --context tokens (default 512; the blocks are shared, as the samples of a
  *            GRPO group share their prompt), then --steps steps (default 32) each with
@@ -104,18 +105,22 @@ static void bench_prefill(const struct gpu_model *m, int prompt, double tflops)
     if (!d) FATAL("--bench-gpu: %s", err);
     int32_t *tok = xmalloc((size_t)prompt * sizeof *tok);
     tokens_of(tok, prompt, m->c.vocab_size);
-    if (gpu_decoder_prefill(d, 0, tok, prompt, NULL)) FATAL("--bench-gpu: prefill failed");
-    gpu_decoder_truncate(d, 0, 0);
-    double t0 = wall_time();
-    const int reps = 3;
-    for (int r = 0; r < reps; r++) {
+    for (int flash = cuda_flash_supports(m->c.head_dim); flash >= 0; flash--) {
+        gpu_decoder_set_flash(d, flash);
         if (gpu_decoder_prefill(d, 0, tok, prompt, NULL)) FATAL("--bench-gpu: prefill failed");
         gpu_decoder_truncate(d, 0, 0);
+        double t0 = wall_time();
+        const int reps = 3;
+        for (int r = 0; r < reps; r++) {
+            if (gpu_decoder_prefill(d, 0, tok, prompt, NULL)) FATAL("--bench-gpu: prefill failed");
+            gpu_decoder_truncate(d, 0, 0);
+        }
+        double t = (wall_time() - t0) / reps;
+        double rate = prompt / t, mm = 2.0 * layer_matmul_params(&m->c) * rate / 1e12;
+        printf("  prefill %5d tokens, %-11s attention   %9.0f tokens/s   matrix products %6.1f "
+               "TFLOP/s = %5.1f %% of gemm\n", prompt, flash ? "tensor-core" : "float32", rate,
+               mm, 100 * mm / tflops);
     }
-    double t = (wall_time() - t0) / reps;
-    double rate = prompt / t, mm = 2.0 * layer_matmul_params(&m->c) * rate / 1e12;
-    printf("  prefill %5d tokens   %9.0f tokens/s   matrix products %6.1f TFLOP/s = %5.1f %% "
-           "of gemm\n", prompt, rate, mm, 100 * mm / tflops);
     free(tok);
     gpu_decoder_free(d);
 }

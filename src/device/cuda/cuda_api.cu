@@ -189,6 +189,7 @@ static const struct cuda_api api = {
     cu_attn_bwd,
     cu_flash_fwd,
     cu_flash_bwd,
+    cu_prefill_attn,
     cu_kv_append,
     cu_decode_attn,
     cu_decode_qkv,

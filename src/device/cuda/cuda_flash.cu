@@ -21,6 +21,9 @@
  *   flash_dkv_k    per 16 keys of a kv head: the same P^T and dS^T over the query
  *                  rows of every head of the group, in tiles of FL_BROWS,
  *                  dv += P^T dO, dk += scale dS^T Q.
+ * Prefill (prefill_attn): the forward's tiles for the rows of one sequence against its
+ * keys in the decoder's paged float32 KV pool, staged through the block table
+ * (flash_paged_k; nothing allocated, so it can be recorded in a CUDA graph).
  * Blocks of the forward and dq passes are numbered from the last rows (the most keys)
  * down, so the longest ones start first.
  * Rounding: Q, K, V, dO, P and dS enter the products as bf16 (round to nearest even),
@@ -167,6 +170,105 @@ __device__ static int block_max_pos(const int32_t *q_pos, int r0, int n, int nq)
 }
 
 /* ---- forward ---- */
+/* A thread's online-softmax state for its two rows (ra, rb): running maxima (log2
+ * units) and its part of the running sums. */
+struct row_state {
+    float ma, mb, la, lb;
+};
+
+/* One tile of FL_KEYS keys (from j0) for the warp's 16 rows: S = Q K^T from the staged
+ * K rows, masked by the rows' positions (pa, pb), the online softmax, O += P V. */
+template <int DP>
+__device__ static inline void fwd_tile(float (*o)[4], const uint32_t (*qa)[4], const uint16_t *ks,
+                                       const uint16_t *vs, int j0, int pa, int pb, float scale2,
+                                       struct row_state &st)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_KEYS / 8, RS = DP + 8;
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float s[NS][4];
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++)
+            mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
+    }
+    float ta = -INFINITY, tb = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NS; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int key = j0 + 8 * n + 2 * t + (i & 1);
+            float x = key <= (i < 2 ? pa : pb) ? s[n][i] * scale2 : -INFINITY;
+            s[n][i] = x;
+            if (i < 2) ta = fmaxf(ta, x);
+            else tb = fmaxf(tb, x);
+        }
+    for (int off = 1; off < 4; off *= 2) {
+        ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, off));
+        tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, off));
+    }
+    /* key 0 <= pos for every row, and tile 0 comes first: the maxima are finite */
+    float na = fmaxf(st.ma, ta), nb = fmaxf(st.mb, tb);
+    float ka = exp2f(st.ma - na), kb = exp2f(st.mb - nb);
+    st.ma = na;
+    st.mb = nb;
+    st.la *= ka;
+    st.lb *= kb;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        o[n][0] *= ka;
+        o[n][1] *= ka;
+        o[n][2] *= kb;
+        o[n][3] *= kb;
+    }
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+        s[n][0] = exp2f(s[n][0] - na);
+        s[n][1] = exp2f(s[n][1] - na);
+        s[n][2] = exp2f(s[n][2] - nb);
+        s[n][3] = exp2f(s[n][3] - nb);
+        st.la += s[n][0] + s[n][1];
+        st.lb += s[n][2] + s[n][3];
+    }
+#pragma unroll
+    for (int kk = 0; kk < FL_KEYS / 16; kk++) {
+        uint32_t pa4[4];
+        acc_to_a(pa4, s, kk);
+        mma_rows<NO, RS>(o, pa4, vs, 16 * kk);
+    }
+}
+
+/* O / l of the thread's rows into out (nq, H*D) float32, and their log-sum-exps. */
+template <int DP>
+__device__ static inline void fwd_store(float *out, float *lse, float (*o)[4], struct row_state st,
+                                        int ra, int rb, int nq, int h, int H, int D)
+{
+    constexpr int NO = DP / 8;
+    int t = threadIdx.x & 3;
+    for (int off = 1; off < 4; off *= 2) {
+        st.la += __shfl_xor_sync(0xffffffffu, st.la, off);
+        st.lb += __shfl_xor_sync(0xffffffffu, st.lb, off);
+    }
+    size_t ldo = (size_t)H * D;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        int c = 8 * n + 2 * t;
+        if (c >= D) continue;
+        if (ra < nq)
+            *(float2 *)(out + (size_t)ra * ldo + h * D + c) =
+                make_float2(o[n][0] / st.la, o[n][1] / st.la);
+        if (rb < nq)
+            *(float2 *)(out + (size_t)rb * ldo + h * D + c) =
+                make_float2(o[n][2] / st.lb, o[n][3] / st.lb);
+    }
+    if (lse && t == 0) { /* natural log: lse = ln(2^m l) */
+        if (ra < nq) lse[(size_t)ra * H + h] = st.ma / FL_LOG2E + logf(st.la);
+        if (rb < nq) lse[(size_t)rb * H + h] = st.mb / FL_LOG2E + logf(st.lb);
+    }
+}
+
 template <int DP>
 static size_t fwd_smem(void)
 {
@@ -178,10 +280,10 @@ __global__ static void __launch_bounds__(FL_THREADS)
     flash_fwd_k(float *out, float *lse, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D, float scale2)
 {
-    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_KEYS / 8, RS = DP + 8;
+    constexpr int NK = DP / 16, NO = DP / 8, RS = DP + 8;
     extern __shared__ __align__(16) unsigned char fl_smem[];
     uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_KEYS * RS;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     int h = blockIdx.y, kvh = h / (H / K);
     int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     /* rows past nq attend key 0 only (finite, never stored) */
@@ -197,7 +299,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float ma = -INFINITY, mb = -INFINITY, la = 0.0f, lb = 0.0f; /* l: this thread's part */
+    struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
     for (int it = 0; it < tiles; it++) {
         int j0 = it * FL_KEYS;
@@ -211,80 +313,85 @@ __global__ static void __launch_bounds__(FL_THREADS)
             cp_wait<0>();
         }
         __syncthreads();
-        const uint16_t *ks = kbuf + (it & 1) * FL_KEYS * RS, *vs = vbuf + (it & 1) * FL_KEYS * RS;
-        float s[NS][4];
-#pragma unroll
-        for (int n = 0; n < NS; n++) {
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
-#pragma unroll
-            for (int kk = 0; kk < NK; kk++)
-                mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
-        }
-        float ta = -INFINITY, tb = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < NS; n++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int key = j0 + 8 * n + 2 * t + (i & 1);
-                float x = key <= (i < 2 ? pa : pb) ? s[n][i] * scale2 : -INFINITY;
-                s[n][i] = x;
-                if (i < 2) ta = fmaxf(ta, x);
-                else tb = fmaxf(tb, x);
-            }
-        for (int off = 1; off < 4; off *= 2) {
-            ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, off));
-            tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, off));
-        }
-        /* key 0 <= pos for every row, and tile 0 comes first: the maxima are finite */
-        float na = fmaxf(ma, ta), nb = fmaxf(mb, tb);
-        float ka = exp2f(ma - na), kb = exp2f(mb - nb);
-        ma = na;
-        mb = nb;
-        la *= ka;
-        lb *= kb;
-#pragma unroll
-        for (int n = 0; n < NO; n++) {
-            o[n][0] *= ka;
-            o[n][1] *= ka;
-            o[n][2] *= kb;
-            o[n][3] *= kb;
-        }
-#pragma unroll
-        for (int n = 0; n < NS; n++) {
-            s[n][0] = exp2f(s[n][0] - ma);
-            s[n][1] = exp2f(s[n][1] - ma);
-            s[n][2] = exp2f(s[n][2] - mb);
-            s[n][3] = exp2f(s[n][3] - mb);
-            la += s[n][0] + s[n][1];
-            lb += s[n][2] + s[n][3];
-        }
-#pragma unroll
-        for (int kk = 0; kk < FL_KEYS / 16; kk++) {
-            uint32_t pa4[4];
-            acc_to_a(pa4, s, kk);
-            mma_rows<NO, RS>(o, pa4, vs, 16 * kk);
-        }
+        fwd_tile<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS, j0, pa,
+                     pb, scale2, st);
         __syncthreads(); /* this buffer is refilled by the next iteration */
     }
-    for (int off = 1; off < 4; off *= 2) {
-        la += __shfl_xor_sync(0xffffffffu, la, off);
-        lb += __shfl_xor_sync(0xffffffffu, lb, off);
+    fwd_store<DP>(out, lse, o, st, ra, rb, nq, h, H, D);
+}
+
+/* ---- prefill over a paged KV cache ---- */
+/* Stages keys j0 .. j0 + FL_KEYS - 1 (zero past last) of kv head kvh from a float32 pool
+ * of blocks of P tokens -- key j at pool row table[j / P] P + j % P, (row K + kvh) D --
+ * as bf16 rows of DP + 8. */
+template <int DP>
+__device__ static void stage_paged(uint16_t *sm, const float *pool, const int32_t *table, int kvh,
+                                   int K, int D, int P, int j0, int last)
+{
+    for (int e = threadIdx.x; e < FL_KEYS * (DP / 4); e += FL_THREADS) {
+        int r = e / (DP / 4), c = (e % (DP / 4)) * 4, j = j0 + r;
+        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (j <= last && c < D) {
+            size_t row = (size_t)table[j / P] * P + (size_t)(j % P);
+            f = *(const float4 *)(pool + (row * K + kvh) * D + c);
+        }
+        uint32_t *w = (uint32_t *)(sm + r * (DP + 8) + c);
+        w[0] = pack2(f.x, f.y);
+        w[1] = pack2(f.z, f.w);
     }
-    size_t ldo = (size_t)H * D;
+}
+
+/* The A fragments of 16 rows (ra, rb = ra + 8) of a float32 matrix of row stride ld
+ * whose D columns start at x (zero past D and past `rows`), rounded to bf16. */
+template <int DP>
+__device__ static void load_a_f32(uint32_t a[DP / 16][4], const float *x, size_t ld, int ra,
+                                  int rows, int D)
+{
+    int t = threadIdx.x & 3;
 #pragma unroll
-    for (int n = 0; n < NO; n++) {
-        int c = 8 * n + 2 * t;
-        if (c >= D) continue;
-        if (ra < nq)
-            *(float2 *)(out + (size_t)ra * ldo + h * D + c) = make_float2(o[n][0] / la, o[n][1] / la);
-        if (rb < nq)
-            *(float2 *)(out + (size_t)rb * ldo + h * D + c) = make_float2(o[n][2] / lb, o[n][3] / lb);
+    for (int kk = 0; kk < DP / 16; kk++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                int row = ra + 8 * r, c = 16 * kk + 2 * t + 8 * half;
+                float2 f = make_float2(0.0f, 0.0f);
+                if (row < rows && c < D) f = *(const float2 *)(x + (size_t)row * ld + c);
+                a[kk][2 * half + r] = pack2(f.x, f.y);
+            }
+}
+
+/* The rows of one sequence (a prefill chunk) against that sequence's keys 0 .. q_pos[i]
+ * in the pool: flash_fwd_k's tiles, staged from the pool through the block table (the
+ * pool is float32 and paged, so the copy converts as it goes; one buffer). */
+template <int DP>
+__global__ static void __launch_bounds__(FL_THREADS)
+    flash_paged_k(float *out, const float *q, const float *k_pool, const float *v_pool,
+                  const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P,
+                  float scale2)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, RS = DP + 8;
+    __shared__ __align__(16) uint16_t ks[FL_KEYS * RS];
+    __shared__ __align__(16) uint16_t vs[FL_KEYS * RS];
+    int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    int h = blockIdx.y, kvh = h / (H / K);
+    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
+    int last = block_max_pos(q_pos, r0, FL_ROWS, nq);
+    uint32_t qa[NK][4];
+    load_a_f32<DP>(qa, q + (size_t)h * D, (size_t)H * D, ra, nq, D);
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
+    for (int j0 = 0; j0 <= last; j0 += FL_KEYS) {
+        __syncthreads(); /* the previous tile is read */
+        stage_paged<DP>(ks, k_pool, table, kvh, K, D, P, j0, last);
+        stage_paged<DP>(vs, v_pool, table, kvh, K, D, P, j0, last);
+        __syncthreads();
+        fwd_tile<DP>(o, qa, ks, vs, j0, pa, pb, scale2, st);
     }
-    if (lse && t == 0) { /* natural log: lse = ln(2^m l) */
-        if (ra < nq) lse[(size_t)ra * H + h] = ma / FL_LOG2E + logf(la);
-        if (rb < nq) lse[(size_t)rb * H + h] = mb / FL_LOG2E + logf(lb);
-    }
+    fwd_store<DP>(out, NULL, o, st, ra, rb, nq, h, H, D);
 }
 
 /* ---- backward ---- */
@@ -633,6 +740,19 @@ static int bwd_launch(float *dq, float *dk, float *dv, const float *dout, const 
     return 0;
 }
 
+template <int DP>
+static int paged_launch(float *out, const float *q, const float *k_pool, const float *v_pool,
+                        const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D,
+                        int P)
+{
+    dim3 grid((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);
+    flash_paged_k<DP><<<grid, FL_THREADS, 0, cu_stream()>>>(out, q, k_pool, v_pool, table, q_pos,
+                                                           nq, H, K, D, P,
+                                                           FL_LOG2E / sqrtf((float)D));
+    CU_LAUNCHED("prefill_attn");
+    return 0;
+}
+
 /* DP = D rounded up to 16: one instantiation per multiple of 16 up to 128. */
 #define FL_BY_DP(D, fn, ...)                                                                 \
     switch (((D) + 15) / 16) {                                                               \
@@ -667,4 +787,13 @@ extern "C" int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, 
         delta, dout, out, nq, H, D);
     CU_LAUNCHED("flash_bwd delta");
     FL_BY_DP(D, bwd_launch, dq, dk, dv, dout, q, k, v, lse, delta, q_pos, nq, nk, H, K, D)
+}
+
+extern "C" int cu_prefill_attn(float *out, const float *q, const float *k_pool,
+                               const float *v_pool, const int32_t *table, const int32_t *q_pos,
+                               int nq, int H, int K, int D, int P)
+{
+    if (nq <= 0) return 0;
+    if (flash_check("prefill_attn", H, K, D)) return -1;
+    FL_BY_DP(D, paged_launch, out, q, k_pool, v_pool, table, q_pos, nq, H, K, D, P)
 }

@@ -119,6 +119,8 @@ int cu_flash_fwd(float *out, float *lse, const float *q, const float *k, const f
 int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                  const float *k, const float *v, const float *out, const float *lse,
                  const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
+int cu_prefill_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
+                    const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P);
 int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
                       const int32_t *targets, int N, int V, float temperature);
 int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,

@@ -38,7 +38,10 @@ struct gpu_decoder {
     int graphs;              /* 1: the forward of R rows runs as a recorded CUDA graph */
     int small_ok;            /* the model's shapes and weights suit gemv */
     int small;               /* forwards of up to this many rows take the gemv path */
-    void **graph;            /* (max_rows + 1) x 3: per R and logit mode, NULL until made */
+    int flash;               /* prefill chunks' attention on the tensor cores (prefill_attn) */
+    int one_seq;             /* the current forward's rows: one sequence's tokens in order */
+    void **graph;            /* (max_rows + 1) x 3 x 2: per R, logit mode and one_seq,
+                                NULL until made */
     /* device */
     float *kpool, *vpool;    /* (L, n_blocks, P, K*D) */
     float *x, *h, *qlin, *q, *klin, *v, *att, *gate, *up, *act, *logits, *scratch, *rope;
@@ -183,7 +186,8 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
                                   (size_t)slot_capacity * c->head_dim * sizeof *rope));
     free(rope);
     d->graphs = 1;
-    d->graph = xcalloc((size_t)(R + 1) * 3, sizeof *d->graph);
+    d->graph = xcalloc((size_t)(R + 1) * 6, sizeof *d->graph);
+    d->flash = cuda_flash_supports(c->head_dim);
     d->small_ok = gemv_suits(m);
     d->small = d->small_ok ? GPU_GEMV_ROWS : 0;
     return d;
@@ -193,10 +197,18 @@ void gpu_decoder_set_graphs(struct gpu_decoder *d, int on) { d->graphs = on != 0
 
 static void graphs_drop(struct gpu_decoder *d)
 {
-    for (int i = 0; i < (d->max_rows + 1) * 3; i++) {
+    for (int i = 0; i < (d->max_rows + 1) * 6; i++) {
         GPU_CHECK(d->api, d->api->graph_free(d->graph[i]));
         d->graph[i] = NULL;
     }
+}
+
+int gpu_decoder_set_flash(struct gpu_decoder *d, int on)
+{
+    int was = d->flash, now = on && cuda_flash_supports(d->c.head_dim);
+    if (now != was) graphs_drop(d); /* recorded with the other kernel */
+    d->flash = now;
+    return was;
 }
 
 int gpu_decoder_set_gemv(struct gpu_decoder *d, int rows)
@@ -359,7 +371,9 @@ static void small_linear(const struct gpu_decoder *d, const float *x, int R, int
 
 /* Layer l's attention from the projections d->qlin, d->klin and d->v of the R rows:
  * the q/k norms (when the model has them), the rotation and the KV append in one
- * launch, then decode attention into d->att. */
+ * launch, then attention into d->att: a prefill chunk of GPU_PREFILL_FLASH_ROWS rows or
+ * more on the tensor cores (prefill_attn, over the sequence's paged keys), else decode
+ * attention (each row over its own sequence). */
 static void layer_attention(struct gpu_decoder *d, int l, int R, float *kp, float *vp)
 {
     const struct cuda_api *api = d->api;
@@ -372,8 +386,12 @@ static void layer_attention(struct gpu_decoder *d, int l, int R, float *kp, floa
     GPU_CHECK(api, api->decode_qkv(d->q, kp, vp, d->qlin, d->klin, d->v, qn, kn, c->rms_norm_eps,
                                    d->d_pos, d->rope, d->d_table, d->max_blocks, d->d_len, R, H,
                                    K, D, GPU_KV_BLOCK));
-    GPU_CHECK(api, api->decode_attn(d->att, d->q, kp, vp, d->d_table, d->max_blocks, d->d_len, R,
-                                    H, K, D, GPU_KV_BLOCK));
+    if (d->one_seq && d->flash && R >= GPU_PREFILL_FLASH_ROWS)
+        GPU_CHECK(api, api->prefill_attn(d->att, d->q, kp, vp, d->d_table, d->d_pos, R, H, K, D,
+                                         GPU_KV_BLOCK));
+    else
+        GPU_CHECK(api, api->decode_attn(d->att, d->q, kp, vp, d->d_table, d->max_blocks, d->d_len,
+                                        R, H, K, D, GPU_KV_BLOCK));
 }
 
 /* Layer l on the R rows of d->x (in place), the rows' tables / positions / lengths
@@ -459,10 +477,12 @@ static void forward_kernels(struct gpu_decoder *d, int R, int first_logit)
 }
 
 /* The forward of R rows whose tokens are given and whose positions, lengths and
- * tables are staged (h_pos, h_len, h_table): the inputs are copied to the GPU, then
- * the kernels run -- as a CUDA graph recorded the first time this (R, first_logit)
- * comes, when graphs are on: one launch instead of some 20 a layer. */
-static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, int first_logit)
+ * tables are staged (h_pos, h_len, h_table) -- one_seq: the rows are one sequence's
+ * tokens in order (a prefill chunk) --: the inputs are copied to the GPU, then the
+ * kernels run -- as a CUDA graph recorded the first time this (R, first_logit,
+ * one_seq) comes, when graphs are on: one launch instead of some 20 a layer. */
+static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, int first_logit,
+                         int one_seq)
 {
     const struct cuda_api *api = d->api;
     int V = d->c.vocab_size;
@@ -475,12 +495,13 @@ static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, in
     GPU_CHECK(api, api->to_device(d->d_table, d->h_table,
                                   (size_t)R * d->max_blocks * sizeof *d->h_table));
     d->logit_rows = R - first_logit;
+    d->one_seq = one_seq;
     if (!d->graphs) {
         forward_kernels(d, R, first_logit);
         return;
     }
     int mode = first_logit == R ? 0 : first_logit == 0 ? 1 : 2;
-    void **g = &d->graph[(size_t)R * 3 + (size_t)mode];
+    void **g = &d->graph[((size_t)R * 3 + (size_t)mode) * 2 + (size_t)(one_seq != 0)];
     if (mode == 2 && first_logit != R - 1)
         FATAL("gpu decoder: logits from row %d of %d (graphs record none, all or the last)",
               first_logit, R);
@@ -512,7 +533,7 @@ int gpu_decoder_prefill(struct gpu_decoder *d, int slot, const int32_t *tokens, 
     for (int i0 = 0; i0 < n; i0 += d->chunk) {
         int R = n - i0 < d->chunk ? n - i0 : d->chunk;
         for (int r = 0; r < R; r++) stage_row(d, r, slot, len0 + i0 + r);
-        rows_forward(d, tokens + i0, R, i0 + R == n ? R - 1 : R);
+        rows_forward(d, tokens + i0, R, i0 + R == n ? R - 1 : R, 1);
     }
     d->len[slot] = len0 + n;
     if (last_logits)
@@ -540,7 +561,7 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
         blocks_grow(d, slots[i], d->len[slots[i]] + 1);
         stage_row(d, i, slots[i], d->len[slots[i]]);
     }
-    rows_forward(d, tokens, n, 0);
+    rows_forward(d, tokens, n, 0, 0);
     for (int i = 0; i < n; i++) d->len[slots[i]]++;
     if (logits)
         GPU_CHECK(d->api, d->api->to_host(logits, d->logits,
