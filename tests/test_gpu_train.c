@@ -6,19 +6,21 @@
  *   log-probs      within 0.2 nats of the CPU's, token by token;
  *   the objective  J within 1e-2 relative;
  *   gradients      cosine similarity >= 0.999 with the CPU's over the whole block, and
- *                  the largest difference within 5e-2 of the largest gradient.
- * The matrix products take bf16 activations and output gradients; measured on an
- * H200: log-probs 4.1e-2 to 8.2e-2 nats apart (the logits' bf16 differences, as in
- * test_gpu_decode), J 1.4e-4 to 7.7e-4, cosine 0.99977 to 0.99996, largest gradient
- * difference 8.7e-3 to 2.2e-2 (docs/cuda.md). A wrong term of the backward gives a
- * cosine far from 1;
+ *                  the largest difference within 0.1 of the largest gradient.
+ * The matrix products take bf16 activations and output gradients, the tensor-core
+ * attention bf16 probabilities too; measured on an H100: log-probs 3.5e-2 to 8.2e-2
+ * nats apart (the logits' bf16 differences, as in test_gpu_decode), J 1.3e-4 to
+ * 8.1e-4, cosine 0.99942 to 0.99996, largest gradient difference 8.7e-3 to 4.9e-2
+ * (docs/cuda.md; the largest, qwen2 with tensor-core attention, is why that bound is
+ * 0.1). A wrong term of the backward gives a cosine far from 1;
  *   training       20 AdamW steps on one batch (the objective falls from about 6.7 to
  *                  nearly 0 on the CPU): the GPU's falls too, within 5 % of the starting
  *                  objective of the CPU's at every step;
  *   the trainer    a CPU trainer (include/libra/trainer.h) running on the GPU engine:
  *                  a GRPO step, each side's behaviour log-probs its own engine's:
  *                  the same loss, gradients and updates to the bf16 effect (cosine
- *                  >= 0.999).
+ *                  >= 0.999; the largest update difference within 0.1, measured
+ *                  4.7e-2 with tensor-core attention, 1.9e-2 with float32).
  * Exits 77 (SKIPPED) without the CUDA module or a GPU, saying which.
  */
 #include <math.h>
@@ -113,7 +115,7 @@ static void test_gradients(void)
             CU_ASSERT(lp_err <= 0.2);
             CU_ASSERT(J_err <= 1e-2);
             CU_ASSERT(cosine >= 0.999);
-            CU_ASSERT(g_err <= 5e-2);
+            CU_ASSERT(g_err <= 0.1);
             /* zero_grad empties the block */
             gpu_trainer_zero_grad(t);
             gpu_trainer_grads(t, &g_gpu);
@@ -262,7 +264,7 @@ static void test_trainer_engine(void)
     CU_ASSERT(fabs(sc.loss - sg.loss) <= 1e-4 * fabs(sc.loss) + 1e-6);
     CU_ASSERT(g_cos >= 0.999);
     CU_ASSERT(u_cos >= 0.999);
-    CU_ASSERT(u_err <= 5e-2);
+    CU_ASSERT(u_err <= 0.1);
     trainer_free(&cpu);
     trainer_free(&gpu);
     gpu_trainer_free(t);
