@@ -23,7 +23,8 @@
  *   train    --train S,L (default 4,2048): the causal attention of one sequence of L
  *            tokens alone (forward, backward; tensor-core and float32 kernels), then a
  *            training step (forward, backward, AdamW) of S sequences of L tokens with
- *            each: tokens/s and model FLOPs as a fraction of gemm
+ *            each: tokens/s and model FLOPs as a fraction of gemm, and one more step's
+ *            phases apart (forward alone, forward + backward, the optimizer step)
  * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
  * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
  */
@@ -356,6 +357,20 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
     printf("%9.0f tokens/s   %7.1f ms a step   %6.1f TFLOP/s = %4.1f %% of gemm (MFU)   "
            "%.1f GB on the GPU\n", T / dt, 1e3 * dt, rate, 100 * rate / tflops,
            (double)gpu_trainer_bytes(t) / 1e9);
+    /* where a step goes: one more, its phases apart (each ends with a sync) */
+    float *lp = xmalloc((size_t)T * sizeof *lp);
+    double p0 = wall_time();
+    gpu_trainer_forward(t, &b, lp, NULL);
+    double p1 = wall_time();
+    gpu_trainer_zero_grad(t);
+    gpu_trainer_backward(t, &b);
+    double p2 = wall_time();
+    gpu_trainer_step(t);
+    GPU_CHECK(api, api->sync());
+    double p3 = wall_time();
+    printf("          phases: forward alone %.1f ms; forward + backward %.1f ms; clipped AdamW "
+           "%.1f ms\n", 1e3 * (p1 - p0), 1e3 * (p2 - p1), 1e3 * (p3 - p2));
+    free(lp);
     free(seq_len), free(tok), free(tgt), free(w);
     gpu_trainer_free(t);
 }
