@@ -297,8 +297,9 @@ static void bench_attention(const struct cuda_api *api, const struct tfm_config 
         }
         double rf = fwd / t[0] / 1e12, rb = 2.5 * fwd / t[1] / 1e12;
         printf("  attention %-11s %d tokens: forward %7.2f ms = %6.1f TFLOP/s (%4.1f %% of gemm)"
-               "   backward %7.2f ms = %6.1f TFLOP/s (%4.1f %%)\n", flash ? "tensor-core" : "float32",
-               len, 1e3 * t[0], rf, 100 * rf / tflops, 1e3 * t[1], rb, 100 * rb / tflops);
+               "   backward %7.2f ms = %6.1f TFLOP/s (%4.1f %%)\n",
+               flash ? "tensor-core" : "float32", len, 1e3 * t[0], rf, 100 * rf / tflops,
+               1e3 * t[1], rb, 100 * rb / tflops);
     }
     void *b[] = {q, k, v, o, dout, dq, dk, dv, lse, st, pos};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));

@@ -102,7 +102,8 @@ template <int RS>
 __device__ static inline void load_bt(uint32_t b[4], const uint16_t *tile, int k0, int n0)
 {
     int lane = threadIdx.x & 31;
-    const uint16_t *p = tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + n0 + (lane >> 4) * 8;
+    int row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col = n0 + (lane >> 4) * 8;
+    const uint16_t *p = tile + row * RS + col;
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
@@ -679,8 +680,9 @@ static int flash_check(const char *what, int H, int K, int D)
 {
     if (cuda_flash_supports(D) && K > 0 && H % K == 0) return 0;
     char msg[128];
-    snprintf(msg, sizeof msg, "%s: head_dim %d (a multiple of 4, at most 128), heads %d, kv heads %d",
-             what, D, H, K);
+    snprintf(msg, sizeof msg,
+             "%s: head_dim %d (a multiple of 4, at most 128), heads %d, kv heads %d", what, D,
+             H, K);
     return cu_fail(msg, cudaSuccess, __FILE__, __LINE__);
 }
 
