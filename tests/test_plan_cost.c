@@ -3,11 +3,14 @@
  * worked example (planner.md §1.2) recomputed with the corrected per-GPU formulas,
  * training time and memory (§6.4: size-dependent, real optimizer state, the OOM the
  * reference test expects but does not get), the tail-aware, per-instance
- * memory-checked rollout (§6.3), its lower bound against random layouts, and
- * transitions (§6.5). Length profiles are built by hand here.
+ * memory-checked rollout (§6.3), its lower bound against random layouts, its
+ * placement against a direct scan written here from the documented formulas, the
+ * placement's tournament tree, and transitions (§6.5). Length profiles are built by
+ * hand here.
  */
 #include "libra/plan_cost.h"
 #include "libra/profile.h"
+#include "planner/load_tree.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -513,6 +516,181 @@ static void test_rollout_lower_bound(void)
     free(lp.s);
 }
 
+/* ---- the placement against a direct scan ---- */
+
+/* The rollout model of docs/planner.md written out plainly: per-sample costs from the
+ * cost.h primitives, samples longest first (equal totals by content), each scanned
+ * over every instance: per class the least-loaded one (lowest index on equal loads),
+ * across classes the smallest estimate (lowest index on ties). O(n I). Fills the
+ * makespan, binding instance and chain. */
+struct ref_sample {
+    double tokens, prompt, gen, tool, tool_s, mid;
+    int turns;
+};
+
+static int ref_cmp(const void *pa, const void *pb)
+{
+    const struct ref_sample *a = pa, *b = pb;
+    const double ka[] = {a->tokens, a->gen, a->prompt, a->tool, a->turns, a->tool_s};
+    const double kb[] = {b->tokens, b->gen, b->prompt, b->tool, b->turns, b->tool_s};
+    for (int i = 0; i < 6; i++)
+        if (ka[i] != kb[i]) return ka[i] > kb[i] ? -1 : 1;
+    return 0;
+}
+
+static double ref_rollout(const struct cost_model *c, const int counts[PC_N_TP],
+                          const struct len_profile *lp, int *binding, double *chain_s)
+{
+    int n = lp->n, n_inst = 0, base[PC_N_TP];
+    for (int k = PC_N_TP - 1; k >= 0; k--) {
+        base[k] = n_inst;
+        n_inst += counts[k];
+    }
+    struct ref_sample *v = calloc((size_t)n, sizeof *v);
+    double *load = calloc((size_t)n_inst, sizeof *load), *gen = calloc((size_t)n_inst, sizeof *gen);
+    double *tail = calloc((size_t)n_inst, sizeof *tail), *pre = calloc((size_t)n_inst, sizeof *pre);
+    CU_ASSERT_FATAL(v && load && gen && tail && pre);
+    double sum = 0, o = lp->overlap > 1 ? lp->overlap : 1;
+    for (int i = 0; i < n; i++) {
+        const struct traj_sample *s = &lp->s[i];
+        v[i] = (struct ref_sample){.prompt = s->prompt, .gen = s->gen, .tool = s->tool,
+                                   .tool_s = s->tool_s, .turns = s->turns > 1 ? s->turns : 1};
+        v[i].tokens = v[i].prompt + v[i].gen + v[i].tool;
+        v[i].mid = v[i].prompt + (v[i].gen + v[i].tool) / 2.0;
+        sum += v[i].mid;
+    }
+    double mean = sum / n, cap[PC_N_TP], thr[PC_N_TP];
+    for (int k = 0; k < PC_N_TP; k++) {
+        int t = pc_tp_of(k);
+        cap[k] = cost_kv_capacity_tokens(c, t);
+        int B = (int)fmin(256, fmax(1.0, floor(cap[k] / mean)));
+        thr[k] = B / cost_decode_step_s(c, t, B, B * mean);
+    }
+    qsort(v, (size_t)n, sizeof *v, ref_cmp);
+    for (int j = 0; j < n; j++) {
+        int bi = -1, bk = -1;
+        double bkey = INFINITY, bw = 0, bpf = 0, btl = 0;
+        for (int k = PC_N_TP - 1; k >= 0; k--) {
+            if (counts[k] == 0 || v[j].tokens > cap[k]) continue;
+            int t = pc_tp_of(k), i = base[k];
+            for (int x = base[k] + 1; x < base[k] + counts[k]; x++)
+                if (load[x] < load[i]) i = x;
+            double pf = cost_prefill_s(c, t, v[j].prompt, 0);
+            if (v[j].tool > 0) {
+                double calls = v[j].turns > 1 ? v[j].turns - 1.0 : 1.0;
+                pf += calls * cost_prefill_s(c, t, v[j].tool / calls, v[j].mid);
+            }
+            double tl = (v[j].gen * cost_decode_step_s(c, t, 1, v[j].mid) + v[j].tool_s) / o;
+            double w = v[j].gen / thr[k] + pf;
+            double key = fmax(load[i] + w, tl + pf);
+            if (bi < 0 || key < bkey || (key == bkey && i < bi)) {
+                bi = i;
+                bk = k;
+                bkey = key;
+                bw = w;
+                bpf = pf;
+                btl = tl;
+            }
+        }
+        CU_ASSERT_FATAL(bi >= 0);
+        (void)bk;
+        load[bi] += bw;
+        gen[bi] += v[j].gen;
+        pre[bi] += bpf;
+        tail[bi] = fmax(tail[bi], btl);
+    }
+    double worst = -1;
+    *chain_s = 0;
+    for (int k = PC_N_TP - 1; k >= 0; k--)
+        for (int i = base[k]; i < base[k] + counts[k]; i++) {
+            double ms = fmax(gen[i] / thr[k], tail[i]) + pre[i];
+            *chain_s = fmax(*chain_s, tail[i]);
+            if (ms > worst) {
+                worst = ms;
+                *binding = i;
+            }
+        }
+    free(v);
+    free(load);
+    free(gen);
+    free(tail);
+    free(pre);
+    return worst;
+}
+
+static void test_rollout_direct_scan(void)
+{
+    /* Random batches with many repeated samples (so equal loads and equal estimates,
+     * the tie-breaks, are common) on random layouts of every class mix, up to 300
+     * instances of a class (the tree's padding and depth vary). */
+    static const char *models[] = {"qwen3-4b", "qwen3-14b"};
+    uint64_t seed = 2024;
+    int compared = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        struct cost_model c;
+        test_cost_model(&c, trial % 2 ? "h100" : "a100", models[(trial / 2) % 2]);
+        struct len_profile lp;
+        int distinct = rnd_int(&seed, 1, 12), n = rnd_int(&seed, 1, 400);
+        struct len_profile kinds;
+        random_profile(&kinds, &seed, distinct);
+        profile_fill(&lp, n, (struct traj_sample){0});
+        lp.overlap = 1 + trial % 3;
+        for (int i = 0; i < n; i++) lp.s[i] = kinds.s[rnd_int(&seed, 0, distinct - 1)];
+        free(kinds.s);
+        int counts[PC_N_TP];
+        for (int k = 0; k < PC_N_TP; k++)
+            counts[k] = rnd_int(&seed, 0, 3) == 0 ? 0 : rnd_int(&seed, 1, trial % 4 == 0 ? 300 : 9);
+        if (counts[0] + counts[1] + counts[2] + counts[3] == 0) counts[3] = 1;
+        struct rollout_est est;
+        double ms = pc_rollout(&c, counts, &lp, &est);
+        if (!isfinite(ms)) { /* a sample fits no instance: nothing placed */
+            free(lp.s);
+            continue;
+        }
+        int binding = -1;
+        double chain, ref = ref_rollout(&c, counts, &lp, &binding, &chain);
+        if (!(fabs(ms - ref) <= 1e-9 * ref) || est.binding != binding)
+            fprintf(stderr, "\n  trial %d: makespan %.12g (instance %d), direct scan %.12g (%d)\n",
+                    trial, ms, est.binding, ref, binding);
+        CU_ASSERT_DOUBLE_EQUAL(ms, ref, 1e-9 * ref);
+        CU_ASSERT_DOUBLE_EQUAL(est.chain_s, chain, 1e-9 * chain);
+        CU_ASSERT_EQUAL(est.binding, binding);
+        compared++;
+        free(lp.s);
+    }
+    CU_ASSERT(compared > 40);
+}
+
+/* The tournament tree's root is the (load, index) minimum after every raise, equal
+ * loads included, for sizes that are and are not powers of two. */
+static void test_load_tree(void)
+{
+    uint64_t seed = 5;
+    for (int n = 1; n <= 70; n++) {
+        struct load_node *nodes = calloc(load_tree_nodes(n), sizeof *nodes);
+        double *load = calloc((size_t)n, sizeof *load);
+        CU_ASSERT_FATAL(nodes && load);
+        int first = 3 * n; /* trees of later classes start at a later index */
+        struct load_tree t;
+        load_tree_init(&t, nodes, n, first);
+        for (int step = 0; step < 400; step++) {
+            int want = 0;
+            for (int i = 1; i < n; i++)
+                if (load[i] < load[want]) want = i;
+            double got_load;
+            int got = load_tree_min(&t, &got_load);
+            CU_ASSERT_EQUAL(got, first + want);
+            CU_ASSERT_EQUAL(got_load, load[want]);
+            if (got != first + want) break;
+            /* small integer steps: many loads tie */
+            load[want] += rnd_int(&seed, 0, 3);
+            load_tree_raise_min(&t, first, load[want]);
+        }
+        free(nodes);
+        free(load);
+    }
+}
+
 static void test_rollout_large(void)
 {
     /* The search's size: 1000 samples on 1000 instances, all classes. */
@@ -595,6 +773,8 @@ static const struct test_case rollout_cases[] = {
     {"per-instance KV memory check", test_rollout_instance_memory},
     {"longest first, ties, order independence", test_rollout_order_and_ties},
     {"lower bound holds on random layouts", test_rollout_lower_bound},
+    {"placement equals a direct scan, repeats included", test_rollout_direct_scan},
+    {"tournament tree gives the least-loaded instance", test_load_tree},
     {"1000 samples on 1000 instances", test_rollout_large},
     {NULL, NULL},
 };

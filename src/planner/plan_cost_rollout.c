@@ -21,12 +21,14 @@
  * earliest, estimated as max(load_i + w_t(s), tl_t(s) + pf_t(s)) (load_i = sum of w
  * placed so far), among those whose KV capacity holds the sample's whole context.
  * The estimate is increasing in load_i and the same for every instance of a class
- * otherwise, so each class keeps a min-heap on (load, index) and only its root (the
- * least-loaded instance, the lowest index among equal loads) competes; equal
- * estimates across classes go to the lowest index. O(n log n + n log I) per call.
+ * otherwise, so each class keeps a tournament tree on (load, index) (load_tree.h) and
+ * only its root (the least-loaded instance, the lowest index among equal loads)
+ * competes; equal estimates across classes go to the lowest index.
+ * O(n log n + n log I) per call.
  */
 #include "libra/log.h"
 #include "libra/plan_cost.h"
+#include "load_tree.h"
 
 #include <assert.h>
 #include <math.h>
@@ -55,13 +57,16 @@ struct tp_class {
     double thr; /* decode tokens/s of one instance */
 };
 
-/* One instance's running sums. */
+/* One instance's running sums (its load, sum w_t(s), lives in its class's load_tree). */
 struct inst {
-    double load;    /* sum w_t(s), seconds: the placement key */
     double gen;     /* sum g */
     double tail;    /* max tl_t(s) */
     double prefill; /* sum pf_t(s) */
 };
+
+/* fmax for the placement's operands, which are never NaN: inline, where fmax is a
+ * library call (it must handle NaN) in the hottest loop of the planner. */
+static inline double max2(double a, double b) { return a > b ? a : b; }
 
 static double clamp_count(int32_t v) { return v > 0 ? (double)v : 0.0; }
 
@@ -135,28 +140,6 @@ static double sample_tail_s(const struct cost_model *c, int t, const struct samp
     return (v->gen * cost_decode_step_s(c, t, 1, v->ctx_mid) + v->tool_s) / v->overlap;
 }
 
-/* (load, index) order of two instances. */
-static int inst_before(const struct inst *in, int a, int b)
-{
-    return in[a].load < in[b].load || (in[a].load == in[b].load && a < b);
-}
-
-/* Restores the heap after the root's load grew. */
-static void heap_sift_down(int *heap, int n, const struct inst *in)
-{
-    int i = 0;
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && inst_before(in, heap[l], heap[m])) m = l;
-        if (r < n && inst_before(in, heap[r], heap[m])) m = r;
-        if (m == i) return;
-        int tmp = heap[i];
-        heap[i] = heap[m];
-        heap[m] = tmp;
-        i = m;
-    }
-}
-
 /* What a profile costs on each class, computed once (pc_rollout_prepare): the
  * samples longest first and, per sample and class, pf, tl and w. */
 struct pc_rollout_prep {
@@ -164,6 +147,7 @@ struct pc_rollout_prep {
     struct sample_view *v;       /* (n) sorted longest first */
     struct tp_class tc[PC_N_TP];
     double *pf, *tl, *w;         /* (n, PC_N_TP) */
+    double *tlpf;                /* (n, PC_N_TP) tl + pf: the placement key's floor */
     /* the lower bound's terms for the classes 0 .. m-1 (index m - 1) */
     double lb_work[PC_N_TP], lb_tail[PC_N_TP];
     double lb_chain[PC_N_TP]; /* max_s min_t tl_t(s): a floor of rollout_est.chain_s */
@@ -182,12 +166,14 @@ struct pc_rollout_prep *pc_rollout_prepare(const struct cost_model *c, const str
     p->pf = xmalloc(cells * sizeof *p->pf);
     p->tl = xmalloc(cells * sizeof *p->tl);
     p->w = xmalloc(cells * sizeof *p->w);
+    p->tlpf = xmalloc(cells * sizeof *p->tlpf);
     for (int j = 0; j < p->n; j++)
         for (int k = 0; k < PC_N_TP; k++) {
             size_t x = (size_t)j * PC_N_TP + (size_t)k;
             p->pf[x] = sample_prefill_s(c, p->tc[k].t, &p->v[j]);
             p->tl[x] = sample_tail_s(c, p->tc[k].t, &p->v[j]);
             p->w[x] = p->v[j].gen / p->tc[k].thr + p->pf[x];
+            p->tlpf[x] = p->tl[x] + p->pf[x];
         }
     /* Lower bound, see pc_rollout_lower_bound: for each prefix of classes 0 .. m-1 */
     for (int m = 1; m <= PC_N_TP; m++) {
@@ -223,6 +209,7 @@ void pc_rollout_prep_free(struct pc_rollout_prep *p)
     free(p->pf);
     free(p->tl);
     free(p->w);
+    free(p->tlpf);
     free(p);
 }
 
@@ -263,31 +250,39 @@ double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_
     }
 
     struct inst *in = xcalloc((size_t)n_inst, sizeof *in);
-    int *heap = xmalloc((size_t)n_inst * sizeof *heap); /* class k's heap at heap + base[k] */
-    for (int i = 0; i < n_inst; i++) heap[i] = i;      /* equal loads: index order is a heap */
+    struct load_tree tree[PC_N_TP];
+    size_t n_nodes = 0;
+    for (int k = 0; k < PC_N_TP; k++) n_nodes += counts[k] ? load_tree_nodes(counts[k]) : 0;
+    struct load_node *nodes = xmalloc(n_nodes * sizeof *nodes), *next = nodes;
+    for (int k = 0; k < PC_N_TP; k++) {
+        if (counts[k] == 0) continue;
+        load_tree_init(&tree[k], next, counts[k], base[k]);
+        next += load_tree_nodes(counts[k]);
+    }
 
     for (int j = 0; j < n; j++) {
         int best_k = -1, best_i = -1;
-        double best_key = INFINITY;
+        double best_key = INFINITY, best_load = 0;
+        const double *w = p->w + (size_t)j * PC_N_TP, *tlpf = p->tlpf + (size_t)j * PC_N_TP;
         for (int k = PC_N_TP - 1; k >= 0; k--) {
             if (counts[k] == 0 || v[j].tokens > tc[k].cap) continue;
-            int i = heap[base[k]]; /* the class's least-loaded instance */
-            size_t x = (size_t)j * PC_N_TP + (size_t)k;
-            double key = fmax(in[i].load + p->w[x], p->tl[x] + p->pf[x]);
+            double load;
+            int i = load_tree_min(&tree[k], &load); /* the class's least-loaded instance */
+            double key = max2(load + w[k], tlpf[k]);
             if (best_i < 0 || key < best_key || (key == best_key && i < best_i)) {
                 best_k = k;
                 best_i = i;
                 best_key = key;
+                best_load = load;
             }
         }
         assert(best_i >= 0);
         size_t x = (size_t)j * PC_N_TP + (size_t)best_k;
         struct inst *y = &in[best_i];
-        y->load += p->w[x];
         y->gen += v[j].gen;
         y->prefill += p->pf[x];
-        y->tail = fmax(y->tail, p->tl[x]);
-        heap_sift_down(heap + base[best_k], counts[best_k], in);
+        y->tail = max2(y->tail, p->tl[x]);
+        load_tree_raise_min(&tree[best_k], base[best_k], best_load + w[best_k]);
     }
 
     double worst = -1, chain = 0;
@@ -304,7 +299,7 @@ double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_
         }
     }
     out->chain_s = chain;
-    free(heap);
+    free(nodes);
     free(in);
     return out->makespan_s;
 }
