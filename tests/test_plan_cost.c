@@ -4,9 +4,9 @@
  * training time and memory (§6.4: size-dependent, real optimizer state, the OOM the
  * reference test expects but does not get), the tail-aware, per-instance
  * memory-checked rollout (§6.3), its lower bound against random layouts, its
- * placement against a direct scan written here from the documented formulas, the
- * placement's tournament tree, and transitions (§6.5). Length profiles are built by
- * hand here.
+ * placement against a direct scan written here from the documented formulas, its
+ * early cutoff, the placement's tournament tree, and transitions (§6.5). Length
+ * profiles are built by hand here.
  */
 #include "libra/plan_cost.h"
 #include "libra/profile.h"
@@ -661,6 +661,56 @@ static void test_rollout_direct_scan(void)
     CU_ASSERT(compared > 40);
 }
 
+/* The cutoff evaluator on random layouts and cutoffs around the full makespan (below,
+ * equal, just above, far off): either it returns bitwise the full result (which is then
+ * <= the cutoff, or infinite) with cut = 0, or it says cut only when the full result
+ * is above the cutoff, returning a value in (cutoff, full]. If this fails, the
+ * search's local moves may drop a layout that would have won. */
+static void test_rollout_cutoff(void)
+{
+    static const char *models[] = {"qwen3-4b", "qwen3-14b", "qwen3-30b-a3b"};
+    uint64_t seed = 777;
+    int exact = 0, cut = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        struct cost_model c;
+        test_cost_model(&c, trial % 2 ? "h100" : "a100", models[(trial / 2) % 3]);
+        struct len_profile lp;
+        random_profile(&lp, &seed, rnd_int(&seed, 1, 300));
+        lp.overlap = 1 + trial % 3;
+        int counts[PC_N_TP];
+        for (int k = 0; k < PC_N_TP; k++)
+            counts[k] = rnd_int(&seed, 0, 2) == 0 ? 0 : rnd_int(&seed, 1, trial % 5 == 0 ? 120 : 8);
+        struct pc_rollout_prep *prep = pc_rollout_prepare(&c, &lp);
+        struct rollout_est full;
+        double ms = pc_rollout_prepared(prep, counts, &full);
+        double base = isfinite(ms) ? ms : 100.0;
+        const double cutoffs[] = {base, nextafter(base, INFINITY), nextafter(base, 0),
+                                  base * 0.999, base * 0.5, base * 0.01, 0, base * 1.5, INFINITY};
+        for (size_t i = 0; i < sizeof cutoffs / sizeof cutoffs[0]; i++) {
+            struct rollout_est e;
+            double v = pc_rollout_prepared_cutoff(prep, counts, cutoffs[i], &e);
+            if (e.cut) {
+                CU_ASSERT(v > cutoffs[i] && v <= ms);
+                CU_ASSERT(ms > cutoffs[i]);
+                cut++;
+            } else {
+                /* not cut: bitwise the full result, every field */
+                CU_ASSERT(memcmp(&v, &ms, sizeof v) == 0);
+                const double got[] = {e.makespan_s, e.thru_s, e.tail_s, e.prefill_s, e.chain_s};
+                const double want[] = {full.makespan_s, full.thru_s, full.tail_s, full.prefill_s,
+                                       full.chain_s};
+                CU_ASSERT(memcmp(got, want, sizeof got) == 0);
+                CU_ASSERT(e.binding == full.binding && e.oom == full.oom && e.cut == 0);
+                CU_ASSERT(!(ms > cutoffs[i]) || isinf(ms));
+                exact++;
+            }
+        }
+        pc_rollout_prep_free(prep);
+        free(lp.s);
+    }
+    CU_ASSERT(exact > 400 && cut > 400);
+}
+
 /* The tournament tree's root is the (load, index) minimum after every raise, equal
  * loads included, for sizes that are and are not powers of two. */
 static void test_load_tree(void)
@@ -774,6 +824,7 @@ static const struct test_case rollout_cases[] = {
     {"longest first, ties, order independence", test_rollout_order_and_ties},
     {"lower bound holds on random layouts", test_rollout_lower_bound},
     {"placement equals a direct scan, repeats included", test_rollout_direct_scan},
+    {"cutoff: the full value, or above the cutoff", test_rollout_cutoff},
     {"tournament tree gives the least-loaded instance", test_load_tree},
     {"1000 samples on 1000 instances", test_rollout_large},
     {NULL, NULL},

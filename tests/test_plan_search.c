@@ -115,7 +115,8 @@ static struct synth synth_default(int mode, int batch)
 
 static struct plan_eval synth_eval(struct synth *y)
 {
-    return (struct plan_eval){y, synth_train, synth_rollout, y->use_lb ? synth_lb : NULL, NULL, NULL};
+    return (struct plan_eval){y, synth_train, synth_rollout, y->use_lb ? synth_lb : NULL, NULL, NULL,
+                              NULL};
 }
 
 static struct plan_limits limits_default(int n_gpus)
@@ -286,7 +287,7 @@ static double flat_rollout(void *ctx, const int counts[PC_N_TP], char *why, size
 
 static void test_ties(void)
 {
-    struct plan_eval ev = {NULL, flat_train, flat_rollout, NULL, NULL, NULL};
+    struct plan_eval ev = {NULL, flat_train, flat_rollout, NULL, NULL, NULL, NULL};
     struct plan_limits l = limits_default(16);
     struct plan_choice a, b;
     /* Fewest training GPUs: 1 (tp 1, micro 2 since micro 1 takes 1.5 s); 15 rollout
@@ -461,7 +462,7 @@ static void test_tolerance(void)
     CU_ASSERT(n_cases > 100);
     CU_ASSERT(n_fewer > 0);
 
-    struct plan_eval ev = {NULL, fast_train, tail_rollout, tail_lb, NULL, NULL};
+    struct plan_eval ev = {NULL, fast_train, tail_rollout, tail_lb, NULL, NULL, NULL};
     struct plan_limits l = limits_default(256);
     l.granularity = 8;
     l.max_layouts = 300; /* the config's default: grid + local moves per rollout count */

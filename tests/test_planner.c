@@ -366,28 +366,37 @@ static double real_coupled_lb(void *arg, double train_s)
     return chain + train_s / 2;
 }
 
+/* Model m (Qwen3-4B, Qwen3-14B) in a grp configuration and a batch of the given
+ * size drawn with seed, at overlap 2; the caller frees lp. */
+static void real_setup(int m, uint64_t seed, int batch, struct libra_config *cfg,
+                       struct job_inputs *in, struct len_profile *lp, struct real_ctx *ctx)
+{
+    const char *models[] = {"models/qwen3-4b.cfg", "models/qwen3-14b.cfg"};
+    char text[2048];
+    snprintf(text, sizeof text, GRP_CFG_HEAD "model = { profile = \"%s\"; };\n" GRP_CFG_TAIL,
+             models[m]);
+    load_inputs("real", text, cfg, in);
+    lp_init(lp);
+    struct rollout_config ro = {.n_samples = 8, .max_turns = 12, .max_tokens_per_turn = 4096,
+                                .max_tokens = 32768};
+    lp_from_workload(lp, &in->wl, &ro, seed, 0, 0, batch);
+    *ctx = (struct real_ctx){&in->cm, lp, 0, 0, (double)lp_max_tokens(lp), 8};
+    lp_token_sums(lp, &ctx->tok, &ctx->sq);
+    lp->overlap = 2;
+}
+
 static void test_search_real_vs_brute(void)
 {
     struct libra_config cfg;
     struct job_inputs in;
-    const char *models[] = {"models/qwen3-4b.cfg", "models/qwen3-14b.cfg"};
     for (int m = 0; m < 2; m++) {
-        char text[2048];
-        snprintf(text, sizeof text, GRP_CFG_HEAD "model = { profile = \"%s\"; };\n" GRP_CFG_TAIL,
-                 models[m]);
-        load_inputs("real", text, &cfg, &in);
         struct len_profile lp;
-        lp_init(&lp);
-        struct rollout_config ro = {.n_samples = 8, .max_turns = 12, .max_tokens_per_turn = 4096,
-                                    .max_tokens = 32768};
-        lp_from_workload(&lp, &in.wl, &ro, 11, 0, 0, 32);
-        struct real_ctx ctx = {&in.cm, &lp, 0, 0, (double)lp_max_tokens(&lp), 8};
-        lp_token_sums(&lp, &ctx.tok, &ctx.sq);
-        lp.overlap = 2;
-        struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb, NULL, NULL};
-        struct plan_eval evc = {&ctx, real_train, real_rollout, real_lb, real_coupled, NULL};
+        struct real_ctx ctx;
+        real_setup(m, 11, 32, &cfg, &in, &lp, &ctx);
+        struct plan_eval ev = {&ctx, real_train, real_rollout, real_lb, NULL, NULL, NULL};
+        struct plan_eval evc = {&ctx, real_train, real_rollout, real_lb, real_coupled, NULL, NULL};
         struct plan_eval evb = {&ctx, real_train, real_rollout, real_lb, real_coupled,
-                                real_coupled_lb};
+                                real_coupled_lb, NULL};
         for (int n = 6; n <= 16; n += 5) {
             struct plan_limits lim = {.n_gpus = n, .gpus_per_node = 8, .min_rollout_tp = 1,
                                       .max_rollout_tp = 8, .max_train_tp = 2, .max_train_pp = 1,
@@ -422,6 +431,74 @@ static void test_search_real_vs_brute(void)
     }
 }
 
+/* rollout_s with the placement's early cutoff (plan_eval.rollout_cut_s). */
+static double real_rollout_cut(void *arg, const int counts[PC_N_TP], double cutoff, char *why,
+                               size_t n)
+{
+    struct real_ctx *c = arg;
+    struct rollout_est e;
+    struct pc_rollout_prep *p = pc_rollout_prepare(c->cm, c->lp);
+    double t = pc_rollout_prepared_cutoff(p, counts, cutoff, &e);
+    pc_rollout_prep_free(p);
+    if (!isfinite(t)) snprintf(why, n, "oom %d", e.oom);
+    return t;
+}
+
+/* The search with the early cutoff finds bitwise the same plan as without it, exact
+ * enumeration and grid + local moves (small max_layouts), tolerant and exact, with
+ * and without the coupling; with the coupling the evaluator calls are the same too,
+ * without it the final pick may evaluate a cut-off layout again in full. */
+static void test_search_cutoff_unchanged(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    int compared = 0;
+    for (int m = 0; m < 2; m++) {
+        struct len_profile lp;
+        struct real_ctx ctx;
+        real_setup(m, 13 + (uint64_t)m, 48, &cfg, &in, &lp, &ctx);
+        const struct plan_eval evs[] = {
+            {&ctx, real_train, real_rollout, real_lb, NULL, NULL, NULL},
+            {&ctx, real_train, real_rollout, real_lb, real_coupled, real_coupled_lb, NULL}};
+        for (int e = 0; e < 2; e++)
+            for (int n = 6; n <= 66; n += 20)
+                for (int grid = 0; grid < 2; grid++)
+                    for (int tol = 0; tol < 2; tol++) {
+                        struct plan_limits lim = {
+                            .n_gpus = n, .gpus_per_node = 8, .min_rollout_tp = 1,
+                            .max_rollout_tp = 8, .max_train_tp = 2, .max_train_pp = 1,
+                            .max_micro = 4, .min_train = 1, .min_rollout = 1, .granularity = 1,
+                            .batch = 48, .max_layouts = grid ? 6 : 100000,
+                            .tolerance = tol ? 0.005 : 0};
+                        struct plan_eval cut = evs[e];
+                        cut.rollout_cut_s = real_rollout_cut;
+                        struct plan_choice a, b;
+                        int ra = plan_search(&lim, &evs[e], &a), rb = plan_search(&lim, &cut, &b);
+                        CU_ASSERT_EQUAL(ra, rb);
+                        if (ra || rb) continue;
+                        const double va[] = {a.step_s, a.train_s, a.rollout_s, a.coupled_s};
+                        const double vb[] = {b.step_s, b.train_s, b.rollout_s, b.coupled_s};
+                        CU_ASSERT(memcmp(va, vb, sizeof va) == 0);
+                        CU_ASSERT(memcmp(a.counts, b.counts, sizeof a.counts) == 0);
+                        CU_ASSERT(memcmp(&a.train, &b.train, sizeof a.train) == 0);
+                        CU_ASSERT_EQUAL(a.n_train, b.n_train);
+                        CU_ASSERT_EQUAL(a.n_train_evals, b.n_train_evals);
+                        CU_ASSERT_EQUAL(a.approx, b.approx);
+                        if (e == 1) {
+                            CU_ASSERT_EQUAL(a.n_rollout_evals, b.n_rollout_evals);
+                        } else {
+                            CU_ASSERT(b.n_rollout_evals >= a.n_rollout_evals);
+                        }
+                        if (memcmp(va, vb, sizeof va) != 0)
+                            fprintf(stderr, "\n  %d GPUs, grid %d, tol %d, coupled %d: %.17g, %.17g\n",
+                                    n, grid, tol, e, a.step_s, b.step_s);
+                        compared++;
+                    }
+        lp_free(&lp);
+    }
+    CU_ASSERT(compared >= 40);
+}
+
 static const struct test_case profile_cases[] = {
     {"history ring resamples quantiles", test_history_resample},
     {"start-up profile from the workload", test_workload_profile},
@@ -432,6 +509,7 @@ static const struct test_case plan_cases[] = {
 static const struct test_case planner_cases[] = {
     {"preflight plan and the infeasible message", test_preflight},
     {"search with the real cost model = brute force", test_search_real_vs_brute},
+    {"the early cutoff leaves the search's plan unchanged", test_search_cutoff_unchanged},
     {"a long tail gets a heterogeneous plan", test_heterogeneous_plan},
     {"rollout calibration over the pipeline's cycle", test_cycle_calibration},
     {NULL, NULL}};

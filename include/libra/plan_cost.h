@@ -73,6 +73,8 @@ struct rollout_est {
     int binding;          /* index of the slowest instance (0-based over the layout) */
     int oom;              /* some sample fits no instance's KV capacity */
     int64_t oom_tokens;   /* that sample's context */
+    int cut;              /* pc_rollout_prepared_cutoff stopped early: makespan_s is a
+                             partial makespan above the cutoff, the other fields unset */
 };
 
 /* The batch lp rolled out on counts[k] instances of TP pc_tp_of(k). Placement as in
@@ -98,6 +100,13 @@ struct pc_rollout_prep *pc_rollout_prepare(const struct cost_model *c, const str
 void pc_rollout_prep_free(struct pc_rollout_prep *p);
 double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_N_TP],
                            struct rollout_est *out);
+/* pc_rollout_prepared that stops the placement as soon as some instance's partial
+ * makespan exceeds cutoff (it only grows as samples are placed): then out->cut = 1 and
+ * it returns that partial makespan, a value > cutoff and <= the full result. Otherwise
+ * (the full result is <= cutoff, or INFINITY) it returns bitwise what
+ * pc_rollout_prepared returns, with out->cut = 0. */
+double pc_rollout_prepared_cutoff(const struct pc_rollout_prep *p, const int counts[PC_N_TP],
+                                  double cutoff, struct rollout_est *out);
 double pc_rollout_lower_bound_prepared(const struct pc_rollout_prep *p, int n_gpus, int max_tp);
 /* A floor of rollout_est.chain_s over every layout of classes up to max_tp: the longest
  * of the samples' own chains, each on its fastest class (max_s min_t tl_t(s));

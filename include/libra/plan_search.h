@@ -72,6 +72,12 @@ struct plan_eval {
     /* optional with coupled_s (NULL = 0): a lower bound of coupled_s over every layout
      * for a training time; it lets the search prune when the coupling binds */
     double (*coupled_lb)(void *ctx, double train_s);
+    /* optional (NULL = rollout_s is called): rollout_s with a cutoff, for the local
+     * moves, which only need to know that a layout is worse than the best neighbour so
+     * far. Returns rollout_s exactly when that is <= cutoff or infinite, else any
+     * finite value in (cutoff, rollout_s]. */
+    double (*rollout_cut_s)(void *ctx, const int counts[PC_N_TP], double cutoff, char *why,
+                            size_t n);
 };
 
 struct plan_choice {

@@ -216,6 +216,20 @@ void pc_rollout_prep_free(struct pc_rollout_prep *p)
 double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_N_TP],
                            struct rollout_est *out)
 {
+    return pc_rollout_prepared_cutoff(p, counts, INFINITY, out);
+}
+
+/* The cutoff: every instance's makespan, max(gen / thr, tail) + prefill, only grows
+ * as samples are added (sums and maxima of non-negative terms, and rounding is
+ * monotone), so once the instance that just took a sample is above the cutoff, the
+ * final makespan is too, bitwise; the placement stops there. (A second floor, the
+ * GPU-seconds placed plus the cheapest GPU-seconds of the samples left over the GPU
+ * count, never stopped a placement earlier on the benchmark's batches: the greedy
+ * keeps the loads balanced, and the layouts the moves reject lose on their tails
+ * or their slowest instance, not on total work.) */
+double pc_rollout_prepared_cutoff(const struct pc_rollout_prep *p, const int counts[PC_N_TP],
+                                  double cutoff, struct rollout_est *out)
+{
     struct rollout_est local;
     if (!out) out = &local;
     *out = (struct rollout_est){.makespan_s = INFINITY, .binding = -1};
@@ -283,6 +297,13 @@ double pc_rollout_prepared(const struct pc_rollout_prep *p, const int counts[PC_
         y->prefill += p->pf[x];
         y->tail = max2(y->tail, p->tl[x]);
         load_tree_raise_min(&tree[best_k], base[best_k], best_load + w[best_k]);
+        double partial = max2(y->gen / tc[best_k].thr, y->tail) + y->prefill;
+        if (partial > cutoff) {
+            *out = (struct rollout_est){.makespan_s = partial, .binding = best_i, .cut = 1};
+            free(nodes);
+            free(in);
+            return partial;
+        }
     }
 
     double worst = -1, chain = 0;

@@ -20,6 +20,14 @@
  *      local optimum under single-instance moves.
  * Every layout is evaluated at most once per set (a hash of the counts), so the
  * set's best is the minimum over everything the grid and the moves visited.
+ *
+ * Early cutoff (plan_eval.rollout_cut_s): a layout only matters if it can reach the
+ * set's best so far (the enumeration, the grid) or the best neighbour so far (a
+ * move), so it is evaluated with that as the cutoff, and a layout above it is kept as
+ * a bound only (layout_val.cut). Ties are never cut (the cutoff is strict), so every
+ * choice the set makes, the grid's start, each move and best_s, is bitwise the one
+ * the full values give; plan_layouts_settle evaluates in full what a pick above
+ * best_s may need.
  */
 #include "plan_layouts.h"
 
@@ -180,16 +188,45 @@ struct walker {
     int64_t *n_evals;
 };
 
-/* rollout_s of counts, evaluated once per set. */
-static double set_value(struct walker *w, const int counts[PC_N_TP])
+/* ev->rollout_cut_s (rollout_s without it), NaN as infeasible; *cut when the value
+ * is only a bound above cutoff. */
+static double call_cut(const struct plan_eval *ev, const int counts[PC_N_TP], double cutoff,
+                       int *cut, char *why, size_t n)
+{
+    *cut = 0;
+    if (ev->rollout_cut_s == NULL || !(cutoff < INFINITY))
+        return plan_layouts_call(ev, counts, why, n);
+    why[0] = '\0';
+    double s = ev->rollout_cut_s(ev->ctx, counts, cutoff, why, n);
+    why[n - 1] = '\0';
+    if (isnan(s)) {
+        snprintf(why, n, "the rollout evaluator returned NaN");
+        return INFINITY;
+    }
+    *cut = s > cutoff && s < INFINITY;
+    return s;
+}
+
+/* rollout_s of counts, evaluated once per set; with a finite cutoff, a value above it
+ * may be a bound only (layout_val.cut), evaluated again if a later, higher cutoff
+ * needs more. */
+static double set_value(struct walker *w, const int counts[PC_N_TP], double cutoff)
 {
     struct layout_set *ls = w->ls;
     long i = set_find(ls, counts);
-    if (i >= 0) return ls->v[i].s;
+    if (i >= 0 && !(ls->v[i].cut && ls->v[i].s <= cutoff)) return ls->v[i].s;
     char why[PLAN_WHY_LEN];
-    double s = plan_layouts_call(w->ev, counts, why, sizeof why);
+    int cut;
+    double s = call_cut(w->ev, counts, cutoff, &cut, why, sizeof why);
     (*w->n_evals)++;
-    set_append(ls, counts, s);
+    if (i >= 0) {
+        ls->v[i].s = s;
+        ls->v[i].cut = cut;
+    } else {
+        set_append(ls, counts, s);
+        ls->v[ls->n - 1].cut = cut;
+    }
+    if (cut) return s; /* finite and above a cutoff: neither the best nor infeasible */
     if (s < ls->best_s) ls->best_s = s;
     if (isinf(s) && s > 0 && (!ls->has_why || plan_layouts_prefer(counts, ls->why_counts) < 0)) {
         ls->has_why = 1;
@@ -201,7 +238,8 @@ static double set_value(struct walker *w, const int counts[PC_N_TP])
 
 static int exact_visit(void *arg, const int counts[PC_N_TP])
 {
-    set_value(arg, counts);
+    struct walker *w = arg;
+    set_value(w, counts, w->ls->best_s);
     return 0;
 }
 
@@ -230,7 +268,7 @@ static void grid_point(struct grid *g)
         used += counts[k] * pc_tp_of(k);
     }
     counts[ls->klo] += (ls->gpus - used) / pc_tp_of(ls->klo);
-    set_value(g->w, counts);
+    set_value(g->w, counts, ls->best_s);
 }
 
 static void grid_rec(struct grid *g, int j, int left)
@@ -276,7 +314,8 @@ static void climb(struct walker *w, int step0)
                 memcpy(cand, cur, sizeof cand);
                 cand[a] -= g / ta;
                 cand[b] += g / tb;
-                double s = set_value(w, cand);
+                /* only a layout at or below best_s can be taken (ties by preference) */
+                double s = set_value(w, cand, best_s);
                 if (s < best_s || (moved && s == best_s && plan_layouts_prefer(cand, best) < 0)) {
                     memcpy(best, cand, sizeof best);
                     best_s = s;
@@ -318,6 +357,14 @@ void plan_layouts_eval(struct layout_set *ls, int gpus, int klo, int khi, int ma
     int step = 1;
     while (step <= gpus / units / 2) step *= 2;
     climb(&w, step);
+}
+
+void plan_layouts_settle(struct layout_set *ls, double limit, const struct plan_eval *ev,
+                         int64_t *n_evals)
+{
+    struct walker w = {ls, ev, n_evals};
+    for (size_t i = 0; i < ls->n; i++)
+        if (ls->v[i].cut && ls->v[i].s <= limit) set_value(&w, ls->v[i].counts, INFINITY);
 }
 
 const struct layout_val *plan_layouts_pick(const struct layout_set *ls, double limit)

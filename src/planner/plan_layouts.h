@@ -23,6 +23,7 @@
 struct layout_val {
     int counts[PC_N_TP];
     double s;                 /* rollout_s of this layout; INFINITY when infeasible */
+    int cut;                  /* s is only a lower bound (the local moves' cutoff) */
 };
 
 /* The evaluated layouts of one rollout GPU count. */
@@ -61,7 +62,14 @@ double plan_layouts_call(const struct plan_eval *ev, const int counts[PC_N_TP], 
 void plan_layouts_eval(struct layout_set *ls, int gpus, int klo, int khi, int max_layouts,
                        const struct plan_eval *ev, int64_t *n_evals);
 
-/* The most preferred evaluated layout with s <= limit, or NULL. */
+/* Evaluates in full every layout of ls whose value the local moves cut off and whose
+ * bound is <= limit (so that plan_layouts_pick(ls, limit) sees exact values), adding
+ * the calls to *n_evals. Nothing to do for limit <= ls->best_s. */
+void plan_layouts_settle(struct layout_set *ls, double limit, const struct plan_eval *ev,
+                         int64_t *n_evals);
+
+/* The most preferred evaluated layout with s <= limit, or NULL (entries cut off above
+ * limit are left out correctly; plan_layouts_settle first when limit > best_s). */
 const struct layout_val *plan_layouts_pick(const struct layout_set *ls, double limit);
 
 void plan_layouts_free(struct layout_set *ls);

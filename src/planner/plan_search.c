@@ -476,7 +476,8 @@ int plan_search(const struct plan_limits *lim, const struct plan_eval *ev, struc
         goto done;
     }
     const struct tgroup *g = &S.c.g[S.best_g];
-    const struct layout_set *ls = S.sets[g->rollout];
+    struct layout_set *ls = S.sets[g->rollout];
+    if (!ev->coupled_s) plan_layouts_settle(ls, S.best_s, ev, &out->n_rollout_evals);
     /* the coupled term was taken on the best layout: pick that one then */
     const struct layout_val *lv = plan_layouts_pick(ls, ev->coupled_s ? ls->best_s : S.best_s);
     if (lv == NULL) FATAL("plan_search: no layout of %d GPUs at the best step %g", g->rollout, S.best_s);

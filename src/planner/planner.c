@@ -72,17 +72,40 @@ static double eval_train(void *arg, const struct train_shape *s, char *why, size
     return isfinite(t) ? e->scale_train * t : INFINITY;
 }
 
+/* The calibrated rollout time of a raw makespan t, with the reason when infinite. */
+static double rollout_scaled(const struct eval_ctx *e, double t, const struct rollout_est *est,
+                             char *why, size_t n)
+{
+    if (est->oom)
+        snprintf(why, n, "a %lld-token trajectory fits no instance's KV cache",
+                 (long long)est->oom_tokens);
+    else if (!isfinite(t))
+        snprintf(why, n, "no rollout instance");
+    return isfinite(t) ? e->scale_rollout * (t + e->sync_s) : INFINITY;
+}
+
 static double eval_rollout(void *arg, const int counts[PC_N_TP], char *why, size_t n)
 {
     const struct eval_ctx *e = arg;
     struct rollout_est est;
     double t = pc_rollout_prepared(e->prep, counts, &est);
-    if (est.oom)
-        snprintf(why, n, "a %lld-token trajectory fits no instance's KV cache",
-                 (long long)est.oom_tokens);
-    else if (!isfinite(t))
-        snprintf(why, n, "no rollout instance");
-    return isfinite(t) ? e->scale_rollout * (t + e->sync_s) : INFINITY;
+    return rollout_scaled(e, t, &est, why, n);
+}
+
+/* eval_rollout with a cutoff (plan_eval.rollout_cut_s). The cutoff is on the
+ * calibrated time, the placement's on the raw one: the raw cutoff is lifted by a
+ * relative 1e-9 so that a raw partial makespan above it is, after scaling and adding
+ * the sync, above the calibrated cutoff whatever the rounding (which is ~1e-16). */
+static double eval_rollout_cut(void *arg, const int counts[PC_N_TP], double cutoff, char *why,
+                               size_t n)
+{
+    const struct eval_ctx *e = arg;
+    double raw = cutoff / e->scale_rollout - e->sync_s;
+    if (!(e->scale_rollout > 0) || !isfinite(raw)) return eval_rollout(arg, counts, why, n);
+    raw += 1e-9 * (fabs(raw) + e->sync_s);
+    struct rollout_est est;
+    double t = pc_rollout_prepared_cutoff(e->prep, counts, raw, &est);
+    return rollout_scaled(e, t, &est, why, n); /* a cut t is finite, > raw: > cutoff */
 }
 
 /* The pipeline's coupling (plan_search.h): a step's batch was launched when the
@@ -217,7 +240,7 @@ int planner_search(const struct planner *pl, const struct len_profile *prof, int
     struct eval_ctx e;
     eval_setup(pl, prof, calibrated, &e);
     struct plan_eval ev = {&e, eval_train, eval_rollout, eval_rollout_lb, eval_coupled,
-                           eval_coupled_lb};
+                           eval_coupled_lb, eval_rollout_cut};
     int rc = plan_search(&lim, &ev, out);
     eval_done(&e);
     return rc;
