@@ -57,6 +57,18 @@ cudaStream_t cu_stream(void)
     return stream;
 }
 
+int cu_scratch_grow(void **p, size_t *have, size_t bytes)
+{
+    if (bytes <= *have) return 0;
+    CU_CHECK(cudaStreamSynchronize(cu_stream()));
+    CU_CHECK(cudaFree(*p));
+    *p = NULL;
+    *have = 0;
+    CU_CHECK(cudaMalloc(p, bytes));
+    *have = bytes;
+    return 0;
+}
+
 static int cu_set_device(int i)
 {
     CU_CHECK(cudaSetDevice(i));

@@ -45,29 +45,22 @@ __global__ static void colsum_final_k(float *acc, const float *part, int chunks,
     acc[j] += s;
 }
 
-/* The partial sums' scratch, grown when a call needs more (these sums run on the
- * training path, never inside a graph recording). */
-static float *cs_part;
-static size_t cs_floats;
+/* The partial sums' scratch, grown when a call needs more (cu_scratch_grow: these sums
+ * run on the training path, never inside a graph recording). */
+static void *cs_part;
+static size_t cs_bytes;
 
 int cu_column_sums(float *acc, const float *dy, const float *x, const float *rstd, int N,
                    int C)
 {
     if (N <= 0 || C <= 0) return 0;
     int chunks = (N + CS_ROWS - 1) / CS_ROWS;
-    size_t need = (size_t)chunks * C;
-    if (need > cs_floats) {
-        CU_CHECK(cudaStreamSynchronize(cu_stream())); /* the old scratch may be in use */
-        CU_CHECK(cudaFree(cs_part));
-        cs_part = NULL;
-        cs_floats = 0;
-        CU_CHECK(cudaMalloc(&cs_part, need * sizeof(float)));
-        cs_floats = need;
-    }
+    if (cu_scratch_grow(&cs_part, &cs_bytes, (size_t)chunks * C * sizeof(float))) return -1;
+    float *part = (float *)cs_part;
     dim3 grid((unsigned)chunks, (unsigned)((C + CS_COLS - 1) / CS_COLS));
-    colsum_part_k<<<grid, CS_COLS * CS_LANES, 0, cu_stream()>>>(cs_part, dy, x, rstd, N, C);
+    colsum_part_k<<<grid, CS_COLS * CS_LANES, 0, cu_stream()>>>(part, dy, x, rstd, N, C);
     CU_LAUNCHED("column sums");
-    colsum_final_k<<<EW_BLOCKS(C), EW_THREADS, 0, cu_stream()>>>(acc, cs_part, chunks, C);
+    colsum_final_k<<<EW_BLOCKS(C), EW_THREADS, 0, cu_stream()>>>(acc, part, chunks, C);
     CU_LAUNCHED("column sums (chunks)");
     return 0;
 }

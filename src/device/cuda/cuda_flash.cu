@@ -170,6 +170,35 @@ __device__ static int block_max_pos(const int32_t *q_pos, int r0, int n, int nq)
     return m;
 }
 
+/* Double-buffered tiles of KEYS keys: kv_first starts tile 0's copy into buffer 0;
+ * kv_ready, at iteration `it`, starts tile it + 1's copy into the other buffer (when
+ * there is one), waits for tile it and syncs the block. The caller syncs again after
+ * computing, before the next kv_ready refills that buffer. */
+template <int DP, int KEYS>
+__device__ static void kv_first(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *kh,
+                                const uint16_t *vh, size_t ldk, int nk)
+{
+    stage<DP>(kbuf, kh, ldk, 0, KEYS, nk);
+    stage<DP>(vbuf, vh, ldk, 0, KEYS, nk);
+    cp_commit();
+}
+
+template <int DP, int KEYS>
+__device__ static void kv_ready(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *kh,
+                                const uint16_t *vh, size_t ldk, int nk, int it, int tiles)
+{
+    if (it + 1 < tiles) {
+        size_t nb = (size_t)((it + 1) & 1) * KEYS * (DP + 8);
+        stage<DP>(kbuf + nb, kh, ldk, (it + 1) * KEYS, KEYS, nk);
+        stage<DP>(vbuf + nb, vh, ldk, (it + 1) * KEYS, KEYS, nk);
+        cp_commit();
+        cp_wait<1>();
+    } else {
+        cp_wait<0>();
+    }
+    __syncthreads();
+}
+
 /* ---- forward ---- */
 /* A thread's online-softmax state for its two rows (ra, rb): running maxima (log2
  * units) and its part of the running sums. */
@@ -292,9 +321,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
     size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
     const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
-    stage<DP>(kbuf, kh, ldk, 0, FL_KEYS, nk);
-    stage<DP>(vbuf, vh, ldk, 0, FL_KEYS, nk);
-    cp_commit();
+    kv_first<DP, FL_KEYS>(kbuf, vbuf, kh, vh, ldk, nk);
     uint32_t qa[NK][4];
     load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
     float o[NO][4];
@@ -303,19 +330,9 @@ __global__ static void __launch_bounds__(FL_THREADS)
     struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
     for (int it = 0; it < tiles; it++) {
-        int j0 = it * FL_KEYS;
-        if (it + 1 < tiles) { /* the next tile into the other buffer */
-            int nb = (it + 1) & 1;
-            stage<DP>(kbuf + nb * FL_KEYS * RS, kh, ldk, j0 + FL_KEYS, FL_KEYS, nk);
-            stage<DP>(vbuf + nb * FL_KEYS * RS, vh, ldk, j0 + FL_KEYS, FL_KEYS, nk);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        fwd_tile<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS, j0, pa,
-                     pb, scale2, st);
+        kv_ready<DP, FL_KEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
+        fwd_tile<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS,
+                     it * FL_KEYS, pa, pb, scale2, st);
         __syncthreads(); /* this buffer is refilled by the next iteration */
     }
     fwd_store<DP>(out, lse, o, st, ra, rb, nq, h, H, D);
@@ -436,9 +453,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_BKEYS + 1;
     size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
     const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
-    stage<DP>(kbuf, kh, ldk, 0, FL_BKEYS, nk);
-    stage<DP>(vbuf, vh, ldk, 0, FL_BKEYS, nk);
-    cp_commit();
+    kv_first<DP, FL_BKEYS>(kbuf, vbuf, kh, vh, ldk, nk);
     uint32_t qa[NK][4], da[NK][4];
     load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
     load_a<DP>(da, dout + (size_t)h * DP, ldq, ra, nq);
@@ -448,16 +463,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
 
     for (int it = 0; it < tiles; it++) {
         int j0 = it * FL_BKEYS;
-        if (it + 1 < tiles) {
-            int nb = (it + 1) & 1;
-            stage<DP>(kbuf + nb * FL_BKEYS * RS, kh, ldk, j0 + FL_BKEYS, FL_BKEYS, nk);
-            stage<DP>(vbuf + nb * FL_BKEYS * RS, vh, ldk, j0 + FL_BKEYS, FL_BKEYS, nk);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
+        kv_ready<DP, FL_BKEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
         const uint16_t *ks = kbuf + (it & 1) * FL_BKEYS * RS, *vs = vbuf + (it & 1) * FL_BKEYS * RS;
         float s[NS][4], dp[NS][4];
 #pragma unroll
@@ -649,28 +655,24 @@ __global__ static void to_bf16_pad_k(uint16_t *dst, const float *src, long long 
     dst[e] = d < D ? f32_to_bf16_rne(src[r * D + d]) : (uint16_t)0;
 }
 
-/* The module's scratch for the copies, grown when a call needs more (the training path
- * only, never inside a graph recording). */
-static uint16_t *fl_buf;
-static size_t fl_elems;
+/* The module's scratch for the copies, grown when a call needs more (cu_scratch_grow:
+ * the training path only, never inside a graph recording). */
+static void *fl_mem;
+static size_t fl_bytes;
 
-static int flash_scratch(size_t elems)
+/* The scratch as bf16 elements, at least elems of them; NULL (the failure recorded) if
+ * it cannot grow. */
+static uint16_t *flash_scratch(size_t elems)
 {
-    if (elems <= fl_elems) return 0;
-    CU_CHECK(cudaStreamSynchronize(cu_stream())); /* the old scratch may be in use */
-    CU_CHECK(cudaFree(fl_buf));
-    fl_buf = NULL;
-    fl_elems = 0;
-    CU_CHECK(cudaMalloc(&fl_buf, elems * sizeof(uint16_t)));
-    fl_elems = elems;
-    return 0;
+    if (cu_scratch_grow(&fl_mem, &fl_bytes, elems * sizeof(uint16_t))) return NULL;
+    return (uint16_t *)fl_mem;
 }
 
-/* x (rows x heads, D) float32 into the scratch at off, as (rows x heads, DP) bf16. */
-static int to_bf16(size_t off, const float *x, long long rows, int D, int DP)
+/* x (rows x heads, D) float32 into dst, as (rows x heads, DP) bf16. */
+static int to_bf16(uint16_t *dst, const float *x, long long rows, int D, int DP)
 {
     long long n = rows * DP;
-    to_bf16_pad_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(fl_buf + off, x, rows, D, DP);
+    to_bf16_pad_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dst, x, rows, D, DP);
     CU_LAUNCHED("flash bf16 copy");
     return 0;
 }
@@ -703,14 +705,15 @@ static int fwd_launch(float *out, float *lse, const float *q, const float *k, co
     static int attr;
     FL_SMEM(flash_fwd_k<DP>, fwd_smem<DP>(), attr);
     size_t nqe = (size_t)nq * H * DP, nke = (size_t)nk * K * DP;
-    if (flash_scratch(nqe + 2 * nke)) return -1;
-    if (to_bf16(0, q, (long long)nq * H, D, DP) || to_bf16(nqe, k, (long long)nk * K, D, DP) ||
-        to_bf16(nqe + nke, v, (long long)nk * K, D, DP))
+    uint16_t *qb = flash_scratch(nqe + 2 * nke);
+    if (!qb) return -1;
+    uint16_t *kb = qb + nqe, *vb = kb + nke;
+    if (to_bf16(qb, q, (long long)nq * H, D, DP) ||
+        to_bf16(kb, k, (long long)nk * K, D, DP) || to_bf16(vb, v, (long long)nk * K, D, DP))
         return -1;
     dim3 grid((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);
     flash_fwd_k<DP><<<grid, FL_THREADS, fwd_smem<DP>(), cu_stream()>>>(
-        out, lse, fl_buf, fl_buf + nqe, fl_buf + nqe + nke, q_pos, nq, nk, H, K, D,
-        FL_LOG2E / sqrtf((float)D));
+        out, lse, qb, kb, vb, q_pos, nq, nk, H, K, D, FL_LOG2E / sqrtf((float)D));
     CU_LAUNCHED("flash_fwd");
     return 0;
 }
@@ -724,11 +727,12 @@ static int bwd_launch(float *dq, float *dk, float *dv, const float *dout, const 
     FL_SMEM(flash_dq_k<DP>, dq_smem<DP>(), attr_dq);
     FL_SMEM(flash_dkv_k<DP>, dkv_smem<DP>(), attr_dkv);
     size_t nqe = (size_t)nq * H * DP, nke = (size_t)nk * K * DP;
-    if (flash_scratch(2 * nqe + 2 * nke)) return -1;
-    const uint16_t *qb = fl_buf, *db = fl_buf + nqe, *kb = fl_buf + 2 * nqe, *vb = kb + nke;
-    if (to_bf16(0, q, (long long)nq * H, D, DP) || to_bf16(nqe, dout, (long long)nq * H, D, DP) ||
-        to_bf16(2 * nqe, k, (long long)nk * K, D, DP) ||
-        to_bf16(2 * nqe + nke, v, (long long)nk * K, D, DP))
+    uint16_t *qb = flash_scratch(2 * nqe + 2 * nke);
+    if (!qb) return -1;
+    uint16_t *db = qb + nqe, *kb = db + nqe, *vb = kb + nke;
+    if (to_bf16(qb, q, (long long)nq * H, D, DP) ||
+        to_bf16(db, dout, (long long)nq * H, D, DP) || to_bf16(kb, k, (long long)nk * K, D, DP) ||
+        to_bf16(vb, v, (long long)nk * K, D, DP))
         return -1;
     float scale = 1.0f / sqrtf((float)D);
     dim3 gq((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);

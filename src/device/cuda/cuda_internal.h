@@ -62,6 +62,10 @@ cudaStream_t cu_stream(void);
 /* cuBLASLt's handle and workspace, made before a graph is recorded (no allocation
  * may happen inside a recording). */
 int cu_gemm_prepare(void);
+/* A module-owned scratch *p of *have bytes grown to at least `bytes` (the old one freed
+ * after the stream drains, since queued kernels may still use it); for the training
+ * path only: never inside a graph recording. */
+int cu_scratch_grow(void **p, size_t *have, size_t bytes);
 /* The attention kernels' scratch and settings, likewise made before a recording. */
 int cu_attention_prepare(void);
 
