@@ -15,7 +15,9 @@
  * checks it against; the tolerances are in docs/cuda.md). Weights are stored in
  * bf16 (uint16_t, the upper half of a float32), activations in float32 and every
  * reduction accumulates in float32:
- *   embed_gather   x (N, C) = float(embed[tokens])       embed (V, C) bf16
+ *   embed_gather   x (N, C) = float(embed[tokens])       embed (V, C) bf16; a token of
+ *                  -1 gives a zero row (a vocabulary-parallel shard: the token is another
+ *                  rank's), any other token outside [0, V) is reported by the next sync
  *   rmsnorm_fwd    y (N, C) = x / sqrt(mean(x^2) + eps) * float(w)   w (C) bf16;
  *                  qwen3's per-head q/k norm: N = rows * heads, C = D
  *   rope_fwd       rotate-half rotary on x (N, heads * D) in place, table (n_pos, D)
@@ -24,7 +26,7 @@
  *   f32_to_bf16    y (n) = x rounded to bf16, round to nearest even
  * Backward (training: float32 master weights; every output ACCUMULATES, +=):
  *   embed_scatter_add  dembed rows tokens[i] += dx[i] (atomic: repeated tokens add in
- *                      any order)
+ *                      any order); tokens of -1 add nothing (as embed_gather)
  *   rmsnorm_bwd    dx (N, C) +=, dw (C) += (either may be NULL); w float32; rstd (N)
  *                  scratch
  *   rope_bwd       the transpose rotation of rope_fwd, in place
@@ -72,6 +74,15 @@
  * Log-softmax at a temperature (one row per token, any V):
  *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
  *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature
+ * The same, vocabulary-parallel (logits (N, V): a TP rank's columns of each row; targets
+ * in those columns, -1 where another rank holds the row's target or it has none; z =
+ * logit / temperature; the caller all-reduces mx (max) and sums (sum) over the group):
+ *   vocab_max      mx (N) = the row max of z
+ *   vocab_sums     sums (N, 3) doubles from the group's mx: sum expf(z - mx), sum
+ *                  expf(z - mx) (z - mx), and the target's z - mx (0 without one here)
+ *   vocab_logsoftmax_bwd  dlogits += dlogprob (onehot - exp(z - mx - lsum)) / temperature
+ *                  with lsum (N) doubles = log of the group's first sum; rows with
+ *                  dlogprob 0 untouched
  * Sampling (the decisions of sampler_sample: the same keyed draw, include/libra/rng_core.h):
  *   sample         tok (B), logprob (B) or NULL from logits (B, V) of trajectories
  *                  traj (B) at positions pos (B); temperature <= 0 greedy; scratch
@@ -88,7 +99,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 8 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 9 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -109,6 +120,11 @@ struct cuda_gemv {
                              weights and eps, as rmsnorm_fwd does it (the same bits) */
     float eps;
 };
+
+/* NCCL's unique id (ncclUniqueId) fits this many bytes; the reduction ops of
+ * nccl_allreduce. */
+#define CUDA_NCCL_ID_BYTES 128
+enum { CUDA_RED_SUM, CUDA_RED_MAX, CUDA_RED_MIN };
 
 /* Head dimensions flash_fwd and flash_bwd take (float4 loads, tiles of up to 128). */
 static inline int cuda_flash_supports(int D) { return D > 0 && D % 4 == 0 && D <= 128; }
@@ -207,6 +223,23 @@ struct cuda_api {
     int (*graph_free)(void *graph); /* NULL is a no-op */
     /* What the last failed call of this thread reported. */
     const char *(*last_error)(void);
+    /* ---- the vocabulary-parallel log-softmax (kernels; see the list above) ---- */
+    int (*vocab_max)(float *mx, const float *logits, int N, int V, float temperature);
+    int (*vocab_sums)(double *sums, const float *logits, const float *mx, const int32_t *targets,
+                      int N, int V, float temperature);
+    int (*vocab_logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,
+                                const int32_t *targets, const float *mx, const double *lsum,
+                                int N, int V, float temperature);
+    /* ---- NCCL: a TP group's communicator; all-reduces on the kernels' stream (in
+     * order with them, and recordable in a CUDA graph) ---- */
+    /* A new unique id into id (cap >= CUDA_NCCL_ID_BYTES), on one rank of the group. */
+    int (*nccl_id)(void *id, size_t cap);
+    /* Rank `rank` of nranks joins the group of id (every rank calls it). */
+    int (*nccl_init)(void **comm, const void *id, int nranks, int rank);
+    /* x (n float32, or float64 when f64) in place: the group's sum / max / min (op a
+     * CUDA_RED_*). */
+    int (*nccl_allreduce)(void *comm, void *x, size_t n, int f64, int op);
+    int (*nccl_free)(void *comm); /* NULL is a no-op */
 };
 
 /* The one symbol the module exports. */

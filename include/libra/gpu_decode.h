@@ -18,6 +18,15 @@
  * measured differences). Attention reads every row's keys through its slot's block
  * table (kv_append, then decode_attn), a prefill chunk's rows included.
  *
+ * Tensor parallelism (gpu_decoder_create_tp): each rank of a TP-t instance holds its
+ * shard of the model (include/libra/tfm_tp.h: its heads, F/t of the MLP, its rows of
+ * the vocabulary) and the KV cache of its kv heads; the residual stream is replicated
+ * and summed over the group (struct gpu_comm) after the embedding and after each
+ * row-parallel product (o_proj, down_proj): 2 L + 1 all-reduces of (rows, C) floats a
+ * forward. Tokens are global ids; the logits are this rank's vocabulary rows, sampled
+ * with sampler_sample_tp. Every call that runs a forward is collective: every rank of
+ * the group makes it with the same arguments.
+ *
  * Errors: a slot or the pool that cannot take the tokens is a -1 return with nothing
  * added; a failed CUDA call ends the job (FATAL, naming the call and the CUDA error).
  */
@@ -27,7 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "libra/gpu_comm.h"
 #include "libra/gpu_model.h"
+#include "libra/tfm_tp.h"
 
 #define GPU_KV_BLOCK 16 /* tokens per KV block */
 /* Decode steps of up to this many rows take gemv by default (gpu_decoder_set_gemv):
@@ -44,9 +55,18 @@ struct gpu_decoder;
 struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, int slot_capacity,
                                        int prefill_chunk, size_t kv_bytes, char *err,
                                        size_t errlen);
+/* gpu_decoder_create for rank tp->rank of a TP-t instance: m holds that rank's shard
+ * (gpu_model_upload of tp->local with tfm_tp_shard's weights), comm is the group (size
+ * t, the rank tp->rank; unused and may be NULL at t == 1; it must outlive the decoder).
+ * tp NULL: the whole model, as gpu_decoder_create. NULL + message when m is not the
+ * shard or comm not the group. */
+struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struct tfm_tp *tp,
+                                          struct gpu_comm *comm, int n_slots, int slot_capacity,
+                                          int prefill_chunk, size_t kv_bytes, char *err,
+                                          size_t errlen);
 void gpu_decoder_free(struct gpu_decoder *d);
-/* Appends n tokens to the slot's context; copies the logits (V) of the last one to the
- * host if last_logits != NULL (they stay on the GPU for gpu_decoder_sample either way).
+/* Appends n tokens to the slot's context; copies the logits (V; at TP > 1 this rank's
+ * vocabulary rows, here and below) of the last one to the host if last_logits != NULL (they stay on the GPU for gpu_decoder_sample either way).
  * -1 if the slot's capacity or the pool would be exceeded (nothing added). */
 int gpu_decoder_prefill(struct gpu_decoder *d, int slot, const int32_t *tokens, int n,
                         float *last_logits);
@@ -57,7 +77,8 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
 /* Samples one token from each row of the logits the last prefill (1 row) or step
  * (n rows) left on the GPU, with sampler_sample's keyed draw (include/libra/sampler.h:
  * greedy at temperature <= 0): row i for trajectory traj[i] at position pos[i].
- * tok (n) and logprob (n, or NULL) are host arrays. n must equal that call's rows. */
+ * tok (n) and logprob (n, or NULL) are host arrays. n must equal that call's rows.
+ * TP 1 only. */
 void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_t seed,
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob);
 /* The logits (rows x V) the last prefill / step left on the GPU, into the host. */
@@ -72,8 +93,10 @@ void gpu_decoder_truncate(struct gpu_decoder *d, int slot, int len);
 void gpu_decoder_blocks(const struct gpu_decoder *d, int *free_blocks, int *total_blocks);
 /* 1 (the default): each distinct row count's forward is recorded once as a CUDA graph
  * and replayed (one launch instead of some 20 a layer); 0: the kernels are launched
- * one by one. The results are the same bits either way. */
-void gpu_decoder_set_graphs(struct gpu_decoder *d, int on);
+ * one by one. The results are the same bits either way. A TP group whose all-reduce
+ * cannot be recorded (gpu_comm.graph_safe 0) launches one by one whatever is asked.
+ * Returns the setting now in force. */
+int gpu_decoder_set_graphs(struct gpu_decoder *d, int on);
 /* Prefill chunks of GPU_PREFILL_FLASH_ROWS rows or more attend on the tensor cores
  * (prefill_attn: bf16 probabilities) when on and the head dimension allows
  * (cuda_flash_supports), else with decode attention (float32); on by default.

@@ -14,7 +14,14 @@
  * arithmetic (adamw_scalars_of) on the float32 masters, after which the working copy
  * is refreshed. docs/cuda.md gives the measured distance to the CPU's gradients.
  *
- * Not yet: entropy weights (tfm_batch.entropy_weights must be NULL), TP and
+ * Tensor parallelism (gpu_trainer_create_tp): a TP-t replica's rank holds its shard
+ * (include/libra/tfm_tp.h) and computes tfm_forward_tp / tfm_backward_tp's results
+ * with 2 L + 1 all-reduces of (T, C) floats in the forward, 2 L + 1 more in the
+ * backward, and per logit chunk a max and a sum all-reduce of a few values a row
+ * (struct gpu_comm). Every rank of the group makes the same calls with the same batch
+ * (global token ids) and gets the same log-probs and J.
+ *
+ * Not yet: entropy weights (tfm_batch.entropy_weights must be NULL) and
  * recomputation; a batch must fit max_tokens with its activations resident.
  * Errors: a failed CUDA call ends the job (FATAL naming the call).
  */
@@ -26,6 +33,7 @@
 
 #include "libra/adamw.h"
 #include "libra/cuda_api.h"
+#include "libra/gpu_comm.h"
 #include "libra/tfm.h"
 #include "libra/trainer.h"
 
@@ -37,6 +45,17 @@ struct gpu_trainer;
 struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct tfm_config *c,
                                        const struct tfm_params *p, int max_tokens,
                                        const struct adamw_config *ac, char *err, size_t errlen);
+/* gpu_trainer_create for rank tp->rank of a TP-t replica: c is ignored (tp->local is
+ * the shard's config), p holds the shard's weights (tfm_tp_shard), comm the group
+ * (size t, rank tp->rank; may be NULL at t == 1; it must outlive the trainer). tp NULL:
+ * gpu_trainer_create. The gradients it leaves are tfm_backward_tp's: the q/k norms'
+ * and replicated kv heads' are partial sums until tfm_tp_reduce_grads (on the host);
+ * gpu_trainer_step refuses t > 1 (the host trainer steps a TP replica). */
+struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const struct tfm_tp *tp,
+                                          struct gpu_comm *comm, const struct tfm_config *c,
+                                          const struct tfm_params *p, int max_tokens,
+                                          const struct adamw_config *ac, char *err,
+                                          size_t errlen);
 void gpu_trainer_free(struct gpu_trainer *t);
 /* Attention on the tensor cores (flash_fwd / flash_bwd: bf16 probabilities) when on and
  * the head dimension allows (cuda_flash_supports), else the float32 kernels; on by

@@ -36,6 +36,7 @@
 #include "libra/driver.h"
 #include "libra/gpu_decode.h"
 #include "libra/gpu_model.h"
+#include "libra/gpu_peak.h"
 #include "libra/gpu_train.h"
 #include "libra/log.h"
 
@@ -46,44 +47,13 @@ static void *dev_alloc(const struct cuda_api *api, size_t bytes)
     return p;
 }
 
-/* TFLOP/s of an n^3 bf16 matrix product (mean of 10 after 3 untimed). */
-static double gemm_peak(const struct cuda_api *api)
-{
-    const int n = 8192;
-    size_t nn = (size_t)n * n;
-    uint16_t *x = dev_alloc(api, nn * 2), *w = dev_alloc(api, nn * 2);
-    float *y = dev_alloc(api, nn * 4);
-    uint16_t *host = xmalloc(nn * 2);
-    for (size_t i = 0; i < nn; i++) host[i] = (uint16_t)(0x3c00u + (i * 2654435761u >> 24) % 255u);
-    GPU_CHECK(api, api->to_device(x, host, nn * 2));
-    GPU_CHECK(api, api->to_device(w, host, nn * 2));
-    free(host);
-    for (int r = 0; r < 3; r++) GPU_CHECK(api, api->linear_fwd(y, x, w, n, n, n, 0));
-    GPU_CHECK(api, api->sync());
-    double t0 = wall_time();
-    for (int r = 0; r < 10; r++) GPU_CHECK(api, api->linear_fwd(y, x, w, n, n, n, 0));
-    GPU_CHECK(api, api->sync());
-    double t = (wall_time() - t0) / 10;
-    GPU_CHECK(api, api->free(x));
-    GPU_CHECK(api, api->free(w));
-    GPU_CHECK(api, api->free(y));
-    return 2.0 * n * (double)n * n / t / 1e12;
-}
+/* TFLOP/s of an 8192^3 bf16 matrix product (mean of 10 after 3 untimed). */
+static double gemm_peak(const struct cuda_api *api) { return gpu_gemm_flops(api, 8192, 10) / 1e12; }
 
 /* GB/s (read + written) of a 2 GiB device-to-device copy (mean of 10 after 2). */
 static double copy_peak(const struct cuda_api *api)
 {
-    size_t bytes = (size_t)2 << 30;
-    void *a = dev_alloc(api, bytes), *b = dev_alloc(api, bytes);
-    for (int r = 0; r < 2; r++) GPU_CHECK(api, api->copy(b, a, bytes));
-    GPU_CHECK(api, api->sync());
-    double t0 = wall_time();
-    for (int r = 0; r < 10; r++) GPU_CHECK(api, api->copy(b, a, bytes));
-    GPU_CHECK(api, api->sync());
-    double t = (wall_time() - t0) / 10;
-    GPU_CHECK(api, api->free(a));
-    GPU_CHECK(api, api->free(b));
-    return 2.0 * (double)bytes / t / 1e9;
+    return gpu_copy_bytes_per_s(api, (size_t)2 << 30, 10) / 1e9;
 }
 
 /* Weights of the layers' matrix products (what a token multiplies by). */

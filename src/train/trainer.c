@@ -14,7 +14,8 @@
  *
  * With an engine (trainer_set_engine) the forwards and backwards run there (the
  * reference model's forward stays here) and the AdamW step stays on the host
- * parameters, which the engine is then given.
+ * parameters, which the engine is then given. A tensor-parallel trainer's engine
+ * computes its shard's part (tfm_backward_tp's gradients); the step reduces them here.
  *
  * All scratch is allocated by trainer_init; a step allocates nothing.
  */
@@ -145,7 +146,8 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
     double t0 = wall_time();
     if (t->eng) {
         t->eng->forward(t->eng->ctx, &b, t->lp, t->ent);
-        if (t->have_ref) tfm_forward(&t->mc, &t->ref, t->st, &b, t->lp_ref, NULL, NULL);
+        if (t->have_ref && t->tp) tfm_forward_tp(t->tp, &t->ref, t->st, &b, t->lp_ref, NULL);
+        else if (t->have_ref) tfm_forward(&t->mc, &t->ref, t->st, &b, t->lp_ref, NULL, NULL);
     } else if (t->tp) {
         tfm_forward_tp(t->tp, &t->p, t->st, &b, t->lp, t->ent);
         if (t->have_ref) tfm_forward_tp(t->tp, &t->ref, t->st, &b, t->lp_ref, NULL);
@@ -242,7 +244,6 @@ int trainer_nonfinite_grad(const struct trainer *t, char *name, size_t n)
 
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng)
 {
-    if (eng && t->tp) FATAL("trainer_set_engine: a tensor-parallel trainer runs on the CPU");
     if (eng && t->gc.entropy_coef != 0.0)
         FATAL("trainer_set_engine: entropy_coef = %g: the entropy term's gradient is not on "
               "this engine (set train.entropy_coef = 0)", t->gc.entropy_coef);

@@ -50,8 +50,8 @@ static int node_local_rank(void)
     return -1;
 }
 
-/* Device cuda: this rank's GPU, (node-local rank) mod (the node's GPUs). */
-static const struct cuda_api *open_gpu(int rank)
+/* Device cuda: this rank's GPU, (node-local rank) mod (the node's GPUs), into *index. */
+static const struct cuda_api *open_gpu(int rank, int *index)
 {
     char err[2048];
     const struct cuda_api *api = cuda_module_load(err, sizeof err);
@@ -65,7 +65,8 @@ static const struct cuda_api *open_gpu(int rank)
                  rank % n);
         local = rank;
     }
-    api = gpu_open(local % n, err, sizeof err);
+    *index = local % n;
+    api = gpu_open(*index, err, sizeof err);
     if (!api) FATAL("device.type = \"cuda\": rank %d: %s", rank, err);
     return api;
 }
@@ -91,7 +92,7 @@ static struct device *cpu_open(const struct device_args *a)
     d->staged_version = -1;
     cpu_comm_bind(&d->sh.comm, MPI_COMM_NULL);
     cpu_comm_bind(&d->sh.kv, MPI_COMM_NULL);
-    if (strcmp(a->cfg->device.type, "cuda") == 0) d->gpu = open_gpu(a->rank);
+    if (strcmp(a->cfg->device.type, "cuda") == 0) d->gpu = open_gpu(a->rank, &d->gpu_index);
     return d;
 }
 
@@ -109,6 +110,7 @@ static void cpu_close(struct device *d)
     if (!d) return;
     if (d->inst) cpu_inst_close(d->inst);
     cpu_trainer_drop(d);
+    cpu_gpu_comm_free_all(d);
     cpu_shard_free(&d->sh);
     drop_full(d);
     if (d->opt_loaded) adamw_free(&d->opt);
@@ -221,9 +223,9 @@ static double no_extra(struct device *d, int n)
 
 const struct device_ops device_cpu = {.name = "cpu", .describe = cpu_describe, HOST_SIDE_OPS};
 
-/* The CUDA device: the CPU device's description at TP 1 (its rates are still this
- * host's CPU engine's: the GPU's are not measured at start-up yet), after checking on
- * rank 0 that there is a GPU to run on. */
+/* The CUDA device: the CPU device's description, TP degrees included, with rates and
+ * cost model measured on GPU 0 (cuda_rates.c), after checking on rank 0 that there is
+ * a GPU to run on. */
 static int cuda_describe(const struct libra_config *cfg, const struct cost_model *cm,
                          struct device_info *out, char *err, size_t errlen)
 {
@@ -235,11 +237,7 @@ static int cuda_describe(const struct libra_config *cfg, const struct cost_model
                  api ? api->last_error() : why);
         return -1;
     }
-    if (cpu_describe(cfg, cm, out, err, errlen)) return -1;
-    snprintf(out->name, sizeof out->name, "cuda");
-    out->tp_mask = 1u << 1;
-    out->train_tp_mask = 1u << 1;
-    return 0;
+    return cuda_describe_measured(cfg, cm, out, err, errlen);
 }
 
 const struct device_ops device_cuda = {.name = "cuda", .describe = cuda_describe, HOST_SIDE_OPS};

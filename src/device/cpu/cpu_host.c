@@ -96,6 +96,23 @@ static double train_time(const struct tfm_config *mc, const struct tfm_params *p
     return best;
 }
 
+void cpu_model_profile(const struct tfm_config *mc, int dtype_bytes, struct model_profile *m)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "model");
+    snprintf(m->family, sizeof m->family, "%s",
+             mc->family == TFM_QWEN3 ? "qwen3" : mc->family == TFM_QWEN2 ? "qwen2" : "llama");
+    m->n_params = m->n_active_params = (double)tfm_param_count(mc);
+    m->n_layers = mc->n_layers;
+    m->hidden = mc->hidden_size;
+    m->n_heads = mc->n_heads;
+    m->n_kv_heads = mc->n_kv_heads;
+    m->head_dim = mc->head_dim;
+    m->vocab = mc->vocab_size;
+    m->intermediate = mc->intermediate_size;
+    m->dtype_bytes = dtype_bytes;
+}
+
 void cpu_host_cost_model(const struct tfm_config *mc, const struct tfm_params *p,
                          double decode1_s, double prefill128_s, struct cost_model *cm)
 {
@@ -118,18 +135,7 @@ void cpu_host_cost_model(const struct tfm_config *mc, const struct tfm_params *p
     hw->latency_intra_s = hw->latency_inter_s = 5e-6;
 
     struct model_profile *m = &cm->model;
-    snprintf(m->name, sizeof m->name, "model");
-    snprintf(m->family, sizeof m->family, "%s",
-             mc->family == TFM_QWEN3 ? "qwen3" : mc->family == TFM_QWEN2 ? "qwen2" : "llama");
-    m->n_params = m->n_active_params = (double)tfm_param_count(mc);
-    m->n_layers = mc->n_layers;
-    m->hidden = mc->hidden_size;
-    m->n_heads = mc->n_heads;
-    m->n_kv_heads = mc->n_kv_heads;
-    m->head_dim = mc->head_dim;
-    m->vocab = mc->vocab_size;
-    m->intermediate = mc->intermediate_size;
-    m->dtype_bytes = 4;
+    cpu_model_profile(mc, 4, m);
 
     double P = m->n_params;
     double roof = fmax(P * 4 / bw, 2 * P / flops); /* a batch-1 decode step */

@@ -3,6 +3,8 @@
  *   cpu_device.c    lifetime, epochs (which shard the rank holds), weights, checkpoints
  *   cpu_shard.c     a shard of the model: TP degree t, index i, its communicators
  *   cpu_comm.c      the model's collectives over an MPI communicator
+ *   cpu_gpu_comm.c  device cuda: the GPU collectives of the shard's group (NCCL or
+ *                   host-staged), cached by membership
  *   cpu_tp_model.c  the rollout model of an instance (rollout_model.h): the leader's
  *                   decoder calls mirrored on the other ranks as a command stream
  *   cpu_rollout.c   rollout instances (the engine on that model)
@@ -48,6 +50,15 @@ void cpu_comm_bind(struct cpu_comm *c, MPI_Comm comm);
 void cpu_comm_free_owned(struct cpu_comm *c);
 
 /* This rank's shard of the model (cpu_shard.c). */
+/* A GPU TP group's all-reduces (include/libra/gpu_comm.h) and the world ranks it
+ * spans (cpu_gpu_comm.c). */
+#define CPU_GPU_GROUP_MAX 8
+#define CPU_GPU_CACHE 4
+struct cpu_gpu_group {
+    int n, world[CPU_GPU_GROUP_MAX];
+    struct gpu_comm *gc;
+};
+
 struct cpu_shard {
     int t, i;                  /* TP degree and index; t = 0: none */
     struct tfm_tp tp;          /* its geometry; refers to comm and kv */
@@ -74,10 +85,14 @@ struct device {
     struct cpu_shard sh;
     struct trainer *tr;        /* training replica on sh (owns the shard's weights) */
     /* device cuda: this rank's GPU; the trainer's forwards and backwards run there
-     * (gtr, as tr's engine geng) and so does the decoder of a TP-1 instance */
+     * (gtr, as tr's engine geng; gcomm its TP group, NULL at TP 1) and so does the
+     * decoder of an instance */
     const struct cuda_api *gpu;
+    int gpu_index;             /* its index on the node */
     struct gpu_trainer *gtr;
     struct train_engine geng;
+    struct cpu_gpu_group gcache[CPU_GPU_CACHE]; /* cpu_gpu_comm's groups, oldest first */
+    int n_gcache;
     int version;               /* of the weights held; -1 none */
     int staged_version;        /* the stage holds this version, not yet swapped in; -1 none */
     struct dev_inst *inst;     /* the instance this rank belongs to, if any */
@@ -95,6 +110,11 @@ struct device {
 struct tfm_params *cpu_live_params(struct device *d);
 /* Frees the trainer (and its GPU engine), if any. */
 void cpu_trainer_drop(struct device *d);
+/* Device cuda: the GPU all-reduces of the shard's group (sh.comm), NULL at TP 1 or on
+ * device cpu; kept by the device (cpu_gpu_comm_free_all at close). Collective over the
+ * group (cpu_gpu_comm.c). */
+struct gpu_comm *cpu_gpu_comm(struct device *d);
+void cpu_gpu_comm_free_all(struct device *d);
 
 /* cpu_shard.c */
 /* Makes sh the shard (t, i) of the group comm (the instance's or the replica's ranks,
@@ -159,10 +179,27 @@ int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen);
  * prefill. */
 void cpu_host_cost_model(const struct tfm_config *mc, const struct tfm_params *p,
                          double decode1_s, double prefill128_s, struct cost_model *cm);
+/* The cost model's profile of model mc, its weights dtype_bytes each. */
+void cpu_model_profile(const struct tfm_config *mc, int dtype_bytes, struct model_profile *m);
 
 /* cpu_rates.c */
 int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
                  struct device_info *out, char *err, size_t errlen);
+/* cpu_describe without the timing: the model's shapes (into mc), the TP degrees it
+ * offers and the configured plans' degrees checked against the model, the memory
+ * estimate; rates and cost model left zero. 0 or -1 + message. */
+int cpu_describe_model(const struct libra_config *cfg, struct device_info *out,
+                       struct tfm_config *mc, char *err, size_t errlen);
+/* The router's rates from measured decode steps -- batch 1 and 16 with 64 tokens
+ * cached, batch 1 with 256 -- and a 128-token prefill, in seconds (the fit of
+ * cpu_rates.c's header). */
+void cpu_rates_fit(const struct libra_config *cfg, double t1, double t16, double t256,
+                   double prefill128, struct rates *r);
+
+/* cuda_rates.c: device cuda's description -- cpu_describe_model's, with the rates and
+ * the cost model measured on GPU 0 of rank 0's node. */
+int cuda_describe_measured(const struct libra_config *cfg, const struct cost_model *cm,
+                           struct device_info *out, char *err, size_t errlen);
 /* The model the configuration names: its config and weights (model.checkpoint -- an
  * HDF5 model file, a run checkpoint directory or a Hugging Face directory -- or a fresh
  * seeded model), and a resumed optimizer state if the file has one. hf_source (may be

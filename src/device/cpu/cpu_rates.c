@@ -192,10 +192,29 @@ static void memory_estimate(const struct libra_config *cfg, const struct tfm_con
     out->rollout_rank_bytes = 4.0 * (n_params + kv + S * mc->vocab_size);
 }
 
-int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
-                 struct device_info *out, char *err, size_t errlen)
+void cpu_rates_fit(const struct libra_config *cfg, double t1, double t16, double t256,
+                   double prefill128, struct rates *r)
 {
-    (void)cm;
+    double c = (t256 - t1) / 192.0;
+    c = c > 0 ? c : 0;
+    double b = (t16 - t1 - c * 15 * 64) / 15.0;
+    b = b > 0 ? b : 0;
+    double a = t1 - b - 64 * c;
+    a = a > 1e-7 ? a : 1e-7;
+    r->coef[C_A] = a;
+    r->coef[C_B] = b;
+    r->coef[C_C] = c;
+    r->coef[C_PREFILL] = prefill128 / 128.0;
+    r->coef[C_EFF] = CPU_TP_EFFICIENCY;
+    r->coef[C_CAPACITY] = (double)cfg->rollout.slots * cfg->rollout.max_tokens;
+    r->decode_step_s = rate_decode;
+    r->prefill_s = rate_prefill;
+    r->kv_capacity_tokens = rate_capacity;
+}
+
+int cpu_describe_model(const struct libra_config *cfg, struct device_info *out,
+                       struct tfm_config *mc_out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "cpu");
     out->has_model = 1;
@@ -213,11 +232,11 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     int rc = cpu_load_model(cfg, v, 1, &mc, &p, &opt, &opt_loaded, NULL, 0, err, errlen);
     model_vocab_close(v);
     if (rc < 0) return -1;
-    if (rc > 0) tfm_params_alloc(&p, &mc); /* the shapes only: timing ignores the values */
     if (opt_loaded) adamw_free(&opt);
+    tfm_params_free(&p); /* the shapes only (nothing allocated for a lazy load) */
     out->vocab_size = mc.vocab_size;
-    out->n_params = (int64_t)p.n;
-    memory_estimate(cfg, &mc, (double)p.n, out);
+    out->n_params = (int64_t)tfm_param_count(&mc);
+    memory_estimate(cfg, &mc, (double)out->n_params, out);
     /* every TP degree the configured plans use must shard this model */
     const struct plan_config *pc = &cfg->plan;
     int sched = strcmp(pc->mode, "schedule") == 0, n = sched ? pc->n_schedule : 1;
@@ -232,7 +251,6 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
             snprintf(err, errlen, "%s%s: plan.%s: TP %d cannot shard the model%s%s: %s",
                      cfg->source, line, j < ps->n_tp ? "rollout_tp" : "train_tp", t,
                      cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
-            tfm_params_free(&p);
             return -1;
         }
     }
@@ -244,10 +262,20 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
                  "cannot shard the model%s%s: %s (lower plan.max_rollout_tp)",
                  CONFIG_WHERE(cfg, "plan.max_rollout_tp"), t, pc->max_rollout_tp,
                  cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
-        tfm_params_free(&p);
         return -1;
     }
-    memset(p.mem, 0, p.n * sizeof *p.mem); /* timing does not depend on the values */
+    *mc_out = mc;
+    return 0;
+}
+
+int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
+                 struct device_info *out, char *err, size_t errlen)
+{
+    (void)cm;
+    struct tfm_config mc;
+    if (cpu_describe_model(cfg, out, &mc, err, errlen)) return -1;
+    struct tfm_params p;
+    tfm_params_alloc(&p, &mc); /* zeroed: timing does not depend on the values */
     struct tfm_decoder *d = tfm_decoder_create(&mc, &p, 16, 272, 128);
     float *logits = xmalloc((size_t)16 * mc.vocab_size * sizeof *logits);
     double t1 = time_steps(d, 1, 64, logits), t16 = time_steps(d, 16, 64, logits);
@@ -262,22 +290,6 @@ int cpu_describe(const struct libra_config *cfg, const struct cost_model *cm,
     tfm_decoder_free(d);
     cpu_host_cost_model(&mc, &p, t1, tp, &out->cm);
     tfm_params_free(&p);
-
-    double c = (t256 - t1) / 192.0;
-    c = c > 0 ? c : 0;
-    double b = (t16 - t1 - c * 15 * 64) / 15.0;
-    b = b > 0 ? b : 0;
-    double a = t1 - b - 64 * c;
-    a = a > 1e-7 ? a : 1e-7;
-    struct rates *r = &out->rates;
-    r->coef[C_A] = a;
-    r->coef[C_B] = b;
-    r->coef[C_C] = c;
-    r->coef[C_PREFILL] = tp / 128.0;
-    r->coef[C_EFF] = CPU_TP_EFFICIENCY;
-    r->coef[C_CAPACITY] = (double)cfg->rollout.slots * cfg->rollout.max_tokens;
-    r->decode_step_s = rate_decode;
-    r->prefill_s = rate_prefill;
-    r->kv_capacity_tokens = rate_capacity;
+    cpu_rates_fit(cfg, t1, t16, t256, tp, &out->rates);
     return 0;
 }

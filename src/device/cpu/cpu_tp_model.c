@@ -23,10 +23,12 @@
  * member will serve; a member waits on the leader only in serve(block), which a plan
  * or the run's end makes the leader answer with END.
  *
- * On device cuda (TP 1 only) the decoder is the GPU engine (include/libra/gpu_decode.h)
- * over a bf16 copy of the live weights, re-uploaded when new weights are swapped in;
- * rows are sampled on the GPU when they share plain temperature sampling (the rollout
- * case), else their logits come back and sampler_sample draws them here.
+ * On device cuda the decoder is the GPU engine (include/libra/gpu_decode.h) over a bf16
+ * copy of the shard's live weights, re-uploaded when new weights are swapped in; its
+ * all-reduces are the shard group's (cpu_gpu_comm: NCCL, or host-staged over MPI).
+ * At TP 1, rows are sampled on the GPU when they share plain temperature sampling (the
+ * rollout case); else (and always at TP > 1) their logits come back and
+ * sampler_sample_tp draws them here, as on the CPU.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,7 @@ struct cpu_tp_model {
     struct tfm_decoder *dec;     /* the CPU's decoder, or NULL on the GPU: */
     struct gpu_model *gm;        /* device cuda: the weights on the GPU */
     struct gpu_decoder *gd;      /* ... and its decoder */
+    struct gpu_comm *gc;         /* ... and its TP group (cpu_gpu_comm's; NULL at TP 1) */
     int64_t *keys, *positions;   /* (rows) the GPU sampler's per-row keys */
     float *logits;            /* (n_slots, v1 - v0) */
     float *scratch;           /* sampler_sample_tp scratch */
@@ -99,12 +102,12 @@ static void dec_truncate(struct cpu_tp_model *m, int slot, int len)
     else tfm_decoder_truncate(m->dec, slot, len);
 }
 
-/* The GPU's n rows of logits drawn per s: on the GPU when every row samples with the
- * same plain temperature and seed, else on the host. */
+/* The GPU's n rows of logits drawn per s: on the GPU when the instance is one rank and
+ * every row samples with the same plain temperature and seed, else on the host. */
 static void gpu_draw(struct cpu_tp_model *m, int n, const struct rollout_sample *s, int32_t *tok,
                      float *lp)
 {
-    int same = s[0].sc.top_k == 0 && s[0].sc.top_p >= 1.0f;
+    int same = m->d->sh.t == 1 && s[0].sc.top_k == 0 && s[0].sc.top_p >= 1.0f;
     for (int k = 0; k < n; k++) {
         same &= s[k].sc.temperature == s[0].sc.temperature && s[k].sc.seed == s[0].sc.seed &&
                 s[k].sc.top_k == 0 && s[k].sc.top_p >= 1.0f;
@@ -117,10 +120,8 @@ static void gpu_draw(struct cpu_tp_model *m, int n, const struct rollout_sample 
         return;
     }
     gpu_decoder_logits(m->gd, m->logits);
-    size_t V = (size_t)m->d->mc.vocab_size;
-    for (int k = 0; k < n; k++)
-        tok[k] = sampler_sample(&s[k].sc, m->logits + (size_t)k * V, (int)V, s[k].key,
-                                s[k].position, &lp[k], m->scratch);
+    size_t Vl = (size_t)(m->d->sh.tp.v1 - m->d->sh.tp.v0);
+    for (int k = 0; k < n; k++) draw(m, m->logits + (size_t)k * Vl, &s[k], &tok[k], &lp[k]);
 }
 
 static int run_prefill(struct cpu_tp_model *m, int slot, const int32_t *tokens, int n,
@@ -320,11 +321,12 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
     const struct tfm_tp *tp = &d->sh.tp;
     size_t rows = (size_t)(r->max_tokens > r->slots ? r->max_tokens : r->slots);
     if (d->gpu) {
-        if (tp->t != 1) FATAL("device cuda: a TP-%d instance (this build: TP 1)", tp->t);
         char err[1024];
-        m->gm = gpu_model_upload(d->gpu, &d->mc, cpu_live_params(d), err, sizeof err);
+        m->gc = cpu_gpu_comm(d);
+        m->gm = gpu_model_upload(d->gpu, &tp->local, cpu_live_params(d), err, sizeof err);
         if (m->gm)
-            m->gd = gpu_decoder_create(m->gm, r->slots, r->max_tokens, 128, 0, err, sizeof err);
+            m->gd = gpu_decoder_create_tp(m->gm, tp, m->gc, r->slots, r->max_tokens, 128, 0, err,
+                                          sizeof err);
         if (!m->gd) FATAL("rank %d: the GPU rollout engine: %s", d->a.rank, err);
         m->keys = xmalloc(rows * sizeof *m->keys);
         m->positions = xmalloc(rows * sizeof *m->positions);

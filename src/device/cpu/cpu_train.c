@@ -74,10 +74,9 @@ static void make_trainer(struct device *d)
     d->tr->temperature = (float)d->a.cfg->rollout.temperature; /* as the behaviour log-probs */
     d->opt_loaded = 0;
     if (d->gpu) { /* device cuda: the forwards and backwards on this rank's GPU */
-        if (d->sh.t != 1)
-            FATAL("device cuda: a TP-%d training replica (this build: TP 1)", d->sh.t);
         char err[1024];
-        d->gtr = gpu_trainer_create(d->gpu, &d->mc, &d->tr->p, max_tokens, &oc, err, sizeof err);
+        d->gtr = gpu_trainer_create_tp(d->gpu, &d->sh.tp, cpu_gpu_comm(d), &d->mc, &d->tr->p,
+                                       max_tokens, &oc, err, sizeof err);
         if (!d->gtr) FATAL("rank %d: the GPU training path: %s", d->a.rank, err);
         d->geng = gpu_trainer_engine(d->gtr);
         trainer_set_engine(d->tr, &d->geng);

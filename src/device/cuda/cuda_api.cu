@@ -215,6 +215,13 @@ static const struct cuda_api api = {
     cu_graph_launch,
     cu_graph_free,
     cu_last_error,
+    cu_vocab_max,
+    cu_vocab_sums,
+    cu_vocab_logsoftmax_bwd,
+    cu_nccl_id,
+    cu_nccl_init,
+    cu_nccl_allreduce,
+    cu_nccl_free,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

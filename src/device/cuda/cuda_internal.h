@@ -129,6 +129,16 @@ int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
                       const int32_t *targets, int N, int V, float temperature);
 int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
                       const int32_t *targets, int N, int V, float temperature);
+int cu_vocab_max(float *mx, const float *logits, int N, int V, float temperature);
+int cu_vocab_sums(double *sums, const float *logits, const float *mx, const int32_t *targets,
+                  int N, int V, float temperature);
+int cu_vocab_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
+                            const int32_t *targets, const float *mx, const double *lsum, int N,
+                            int V, float temperature);
+int cu_nccl_id(void *id, size_t cap);
+int cu_nccl_init(void **comm, const void *id, int nranks, int rank);
+int cu_nccl_allreduce(void *comm, void *x, size_t n, int f64, int op);
+int cu_nccl_free(void *comm);
 struct cuda_adamw;
 int cu_adamw_update(float *params, float *m, float *v, const float *grads, int64_t n,
                     const struct cuda_adamw *s);

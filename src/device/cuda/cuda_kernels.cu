@@ -20,18 +20,23 @@ __device__ static void cu_raise_bad_token(long long t)
     if (atomicCAS(&cu_dev_error, 0, 1) == 0) cu_dev_value = t;
 }
 
-/* ---- embedding: one block per row ---- */
+/* ---- embedding: one block per row; token -1 is a row another rank's vocabulary shard
+ * holds (zero here, nothing to add); any other token outside [0, V) is an error ---- */
 __global__ static void embed_gather_k(float *x, const uint16_t *embed, const int32_t *tokens,
                                       int C, int V)
 {
     int r = blockIdx.x;
     int32_t t = tokens[r];
+    float *xr = x + (size_t)r * C;
+    if (t == -1) {
+        for (int j = threadIdx.x; j < C; j += blockDim.x) xr[j] = 0.0f;
+        return;
+    }
     if (t < 0 || t >= V) {
         if (threadIdx.x == 0) cu_raise_bad_token(t);
         return;
     }
     const uint16_t *e = embed + (size_t)t * C;
-    float *xr = x + (size_t)r * C;
     for (int j = threadIdx.x; j < C; j += blockDim.x) xr[j] = bf16_to_f32(e[j]);
 }
 
@@ -51,6 +56,7 @@ __global__ static void embed_scatter_add_k(float *dembed, const float *dx,
 {
     int r = blockIdx.x;
     int32_t t = tokens[r];
+    if (t == -1) return;
     if (t < 0 || t >= V) {
         if (threadIdx.x == 0) cu_raise_bad_token(t);
         return;

@@ -4,8 +4,9 @@
  * the GPU forms of logsoftmax_forward / logsoftmax_backward (src/model/cpu/ops.c),
  * with the same arithmetic: z = logit / temperature in float32, the row max in
  * float32, the sums of expf(z - max) and of expf(z - max) (z - max) in double. One
- * block per row; V may be any size (the full 151,936-id vocabulary is one row). Not
- * yet vocabulary-parallel across TP ranks.
+ * block per row; V may be any size (the full 151,936-id vocabulary is one row). The
+ * vocab_* kernels are the vocabulary-parallel pieces (a TP rank's columns of each row),
+ * with the same arithmetic around the group's all-reduces.
  */
 #include "cuda_internal.h"
 
@@ -112,5 +113,99 @@ extern "C" int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const fl
     logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dlogprob, logits, targets, V,
                                                         temperature);
     CU_LAUNCHED("logsoftmax_bwd");
+    return 0;
+}
+
+/* ---- vocabulary-parallel: each TP rank holds the columns [v0, v1) of every row; the
+ * caller all-reduces the row maxima (max) and then the sums (sum) over the group, and
+ * forms the log-probs and entropies from the sums on the host (tfm's formulas). ---- */
+
+/* mx (N): the row max of z = logit / temperature over this rank's columns. */
+__global__ static void vocab_max_k(float *mx, const float *logits, int V, float temperature)
+{
+    __shared__ float part[LS_THREADS];
+    const float *xi = logits + (size_t)blockIdx.x * V;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float z = xi[j] / temperature;
+        m = z > m ? z : m;
+    }
+    m = block_reduce(m, part, max_op());
+    if (threadIdx.x == 0) mx[blockIdx.x] = m;
+}
+
+extern "C" int cu_vocab_max(float *mx, const float *logits, int N, int V, float temperature)
+{
+    if (N <= 0) return 0;
+    vocab_max_k<<<N, LS_THREADS, 0, cu_stream()>>>(mx, logits, V, temperature);
+    CU_LAUNCHED("vocab_max");
+    return 0;
+}
+
+/* sums (N, 3) doubles, from the GLOBAL row max mx: sum expf(z - mx), sum expf(z - mx)
+ * (z - mx), and z - mx of the row's target when this rank holds it (targets local: -1
+ * none), else 0. */
+__global__ static void vocab_sums_k(double *sums, const float *logits, const float *mx,
+                                    const int32_t *targets, int V, float temperature)
+{
+    __shared__ double part[LS_THREADS];
+    int i = blockIdx.x;
+    const float *xi = logits + (size_t)i * V;
+    float m = mx[i];
+    double s = 0.0, e = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float zj = xi[j] / temperature - m;
+        double ex = (double)expf(zj);
+        s += ex;
+        e += ex * zj;
+    }
+    s = block_reduce(s, part, add_op());
+    e = block_reduce(e, part, add_op());
+    if (threadIdx.x != 0) return;
+    int32_t t = targets[i];
+    sums[3 * (size_t)i] = s;
+    sums[3 * (size_t)i + 1] = e;
+    sums[3 * (size_t)i + 2] = t >= 0 && t < V ? (double)(xi[t] / temperature - m) : 0.0;
+}
+
+extern "C" int cu_vocab_sums(double *sums, const float *logits, const float *mx,
+                             const int32_t *targets, int N, int V, float temperature)
+{
+    if (N <= 0) return 0;
+    vocab_sums_k<<<N, LS_THREADS, 0, cu_stream()>>>(sums, logits, mx, targets, V, temperature);
+    CU_LAUNCHED("vocab_sums");
+    return 0;
+}
+
+/* dlogits (N, V) += dlogprob (onehot - p) / temperature over this rank's columns, p =
+ * exp(z - mx - lsum) from the global statistics; rows with dlogprob 0 untouched, the
+ * onehot term only where this rank holds the target. */
+__global__ static void vocab_logsoftmax_bwd_k(float *dlogits, const float *dlogprob,
+                                              const float *logits, const int32_t *targets,
+                                              const float *mx, const double *lsum, int V,
+                                              float temperature)
+{
+    int i = blockIdx.x;
+    if (dlogprob[i] == 0.0f) return; /* the whole block: a uniform branch */
+    const float *xi = logits + (size_t)i * V;
+    float *di = dlogits + (size_t)i * V;
+    float m = mx[i];
+    double ls = lsum[i], c = (double)dlogprob[i] / temperature;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        di[j] -= (float)(c * exp((double)(xi[j] / temperature - m) - ls));
+    __syncthreads();
+    int32_t t = targets[i];
+    if (threadIdx.x == 0 && t >= 0 && t < V) di[t] += (float)c;
+}
+
+extern "C" int cu_vocab_logsoftmax_bwd(float *dlogits, const float *dlogprob,
+                                       const float *logits, const int32_t *targets,
+                                       const float *mx, const double *lsum, int N, int V,
+                                       float temperature)
+{
+    if (N <= 0) return 0;
+    vocab_logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dlogprob, logits, targets,
+                                                              mx, lsum, V, temperature);
+    CU_LAUNCHED("vocab_logsoftmax_bwd");
     return 0;
 }

@@ -23,7 +23,11 @@
 struct gpu_decoder {
     const struct gpu_model *m;
     const struct cuda_api *api;
-    struct tfm_config c;
+    struct tfm_config c;     /* this rank's shard (the whole model at TP 1) */
+    /* tensor parallelism: rank tp_rank of t; vocabulary rows [v0, v0 + c.vocab_size)
+     * of V_full; comm the group (NULL at TP 1) */
+    int t, tp_rank, v0, V_full;
+    struct gpu_comm *comm;
     int n_slots, cap, chunk, max_rows;
     int max_blocks;          /* blocks per slot at full capacity */
     int n_blocks;            /* in the pool */
@@ -34,6 +38,8 @@ struct gpu_decoder {
     int *free_list, n_free;  /* blocks with ref 0 */
     /* host: a call's rows */
     int32_t *h_pos, *h_len, *h_table; /* (R), (R), (R, max_blocks) */
+    int32_t *h_tok;          /* (R) the rows' tokens in this rank's vocabulary rows (-1:
+                                another rank's) */
     int logit_rows;          /* rows of logits the last prefill / step left */
     int graphs;              /* 1: the forward of R rows runs as a recorded CUDA graph */
     int small_ok;            /* the model's shapes and weights suit gemv */
@@ -77,6 +83,9 @@ static size_t scratch_bytes(const struct tfm_config *c, size_t R, size_t cap, si
     return floats * sizeof(float) + ints * sizeof(int32_t) + R * widest * sizeof(uint16_t);
 }
 
+/* A forward can be recorded as a CUDA graph unless its all-reduces cannot be. */
+static int graphs_possible(const struct gpu_decoder *d) { return !d->comm || d->comm->graph_safe; }
+
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* Whether gemv can run the model's products: every input width a multiple of 8 and
@@ -100,15 +109,51 @@ static int gemv_suits(const struct gpu_model *m)
     return 1;
 }
 
+/* Whether m holds tp's shard (the whole model when tp is NULL); else a message. */
+static int shard_matches(const struct gpu_model *m, const struct tfm_tp *tp,
+                         const struct gpu_comm *comm, char *err, size_t errlen)
+{
+    if (!tp) return 0;
+    const struct tfm_config *a = &m->c, *b = &tp->local;
+    if (a->hidden_size != b->hidden_size || a->n_layers != b->n_layers ||
+        a->n_heads != b->n_heads || a->n_kv_heads != b->n_kv_heads ||
+        a->head_dim != b->head_dim || a->intermediate_size != b->intermediate_size ||
+        a->vocab_size != b->vocab_size) {
+        errmsg_set(err, errlen, "gpu decoder: the model on the GPU (%d heads, %d kv heads, "
+                   "intermediate %d, vocabulary %d) is not rank %d's shard of TP %d (%d, %d, "
+                   "%d, %d)", a->n_heads, a->n_kv_heads, a->intermediate_size, a->vocab_size,
+                   tp->rank, tp->t, b->n_heads, b->n_kv_heads, b->intermediate_size,
+                   b->vocab_size);
+        return -1;
+    }
+    if (tp->t > 1 && (!comm || comm->size != tp->t || comm->rank != tp->rank)) {
+        errmsg_set(err, errlen, "gpu decoder: TP %d rank %d needs a group of %d ranks in which "
+                   "it is rank %d (given %d, rank %d)", tp->t, tp->rank, tp->t, tp->rank,
+                   comm ? comm->size : 0, comm ? comm->rank : -1);
+        return -1;
+    }
+    return 0;
+}
+
 struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, int slot_capacity,
                                        int prefill_chunk, size_t kv_bytes, char *err,
                                        size_t errlen)
+{
+    return gpu_decoder_create_tp(m, NULL, NULL, n_slots, slot_capacity, prefill_chunk, kv_bytes,
+                                 err, errlen);
+}
+
+struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struct tfm_tp *tp,
+                                          struct gpu_comm *comm, int n_slots, int slot_capacity,
+                                          int prefill_chunk, size_t kv_bytes, char *err,
+                                          size_t errlen)
 {
     if (n_slots < 1 || slot_capacity < 1 || prefill_chunk < 1) {
         errmsg_set(err, errlen, "gpu decoder: n_slots %d, capacity %d, chunk %d must be positive",
                    n_slots, slot_capacity, prefill_chunk);
         return NULL;
     }
+    if (shard_matches(m, tp, comm, err, errlen)) return NULL;
     const struct tfm_config *c = &m->c;
     const struct cuda_api *api = m->api;
     int max_blocks = (slot_capacity + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK;
@@ -134,6 +179,11 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
     d->m = m;
     d->api = api;
     d->c = *c;
+    d->t = tp ? tp->t : 1;
+    d->tp_rank = tp ? tp->rank : 0;
+    d->v0 = tp ? tp->v0 : 0;
+    d->V_full = tp ? tp->full.vocab_size : c->vocab_size;
+    d->comm = d->t > 1 ? comm : NULL;
     d->n_slots = n_slots;
     d->cap = slot_capacity;
     d->chunk = prefill_chunk;
@@ -150,6 +200,7 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
     d->h_pos = xmalloc((size_t)R * sizeof *d->h_pos);
     d->h_len = xmalloc((size_t)R * sizeof *d->h_len);
     d->h_table = xmalloc((size_t)R * max_blocks * sizeof *d->h_table);
+    d->h_tok = xmalloc((size_t)R * sizeof *d->h_tok);
 
     size_t Rz = (size_t)R, C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
@@ -185,7 +236,7 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
     GPU_CHECK(api, api->to_device(d->rope, rope,
                                   (size_t)slot_capacity * c->head_dim * sizeof *rope));
     free(rope);
-    d->graphs = 1;
+    d->graphs = graphs_possible(d);
     d->graph = xcalloc((size_t)(R + 1) * 6, sizeof *d->graph);
     d->flash = cuda_flash_supports(c->head_dim);
     d->small_ok = gemv_suits(m);
@@ -193,7 +244,11 @@ struct gpu_decoder *gpu_decoder_create(const struct gpu_model *m, int n_slots, i
     return d;
 }
 
-void gpu_decoder_set_graphs(struct gpu_decoder *d, int on) { d->graphs = on != 0; }
+int gpu_decoder_set_graphs(struct gpu_decoder *d, int on)
+{
+    d->graphs = on && graphs_possible(d);
+    return d->graphs;
+}
 
 static void graphs_drop(struct gpu_decoder *d)
 {
@@ -236,6 +291,7 @@ void gpu_decoder_free(struct gpu_decoder *d)
     free(d->h_pos);
     free(d->h_len);
     free(d->h_table);
+    free(d->h_tok);
     free(d);
 }
 
@@ -369,6 +425,17 @@ static void small_linear(const struct gpu_decoder *d, const float *x, int R, int
     GPU_CHECK(d->api, d->api->gemv(&g));
 }
 
+/* TP: the R rows of d->x summed over the group. A row-parallel product (o_proj,
+ * down_proj) leaves each rank a partial sum of its output; rank 0 has added it to the
+ * residual stream, the others wrote it over their copy of the stream (identical on
+ * every rank), so the sum is the stream plus the whole product on every rank. Also
+ * the embedding: each row is non-zero on the one rank whose vocabulary holds it. */
+static void residual_sum(struct gpu_decoder *d, int R)
+{
+    if (d->comm)
+        d->comm->allreduce_f32(d->comm->ctx, d->x, (size_t)R * d->c.hidden_size, TFM_RED_SUM);
+}
+
 /* Layer l's attention from the projections d->qlin, d->klin and d->v of the R rows:
  * the q/k norms (when the model has them), the rotation and the KV append in one
  * launch, then attention into d->att: a prefill chunk of GPU_PREFILL_FLASH_ROWS rows or
@@ -421,17 +488,20 @@ static void layer_forward(struct gpu_decoder *d, int l, int R)
     const float *bq = m->bq ? m->bq + l * HDz : NULL, *bk = m->bk ? m->bk + l * KDz : NULL;
     const float *bv = m->bv ? m->bv + l * KDz : NULL;
 
+    int acc = d->tp_rank == 0; /* the residual, added once (see residual_sum) */
     if (R <= d->small) {
         small_linear(d, d->x, R, C, ln1, (float *const[3]){d->qlin, d->klin, d->v},
                      (const uint16_t *const[3]){wq, wk, wv}, (const float *const[3]){bq, bk, bv},
                      (const int[3]){HD, KD, KD}, 0, 0);
         layer_attention(d, l, R, kp, vp);
         small_linear(d, d->att, R, HD, NULL, (float *const[3]){d->x},
-                     (const uint16_t *const[3]){wo}, NULL, (const int[3]){C}, 1, 0);
+                     (const uint16_t *const[3]){wo}, NULL, (const int[3]){C}, acc, 0);
+        residual_sum(d, R);
         small_linear(d, d->x, R, C, ln2, (float *const[3]){d->act, NULL},
                      (const uint16_t *const[3]){wg, wu}, NULL, (const int[3]){F, F}, 0, 1);
         small_linear(d, d->act, R, F, NULL, (float *const[3]){d->x},
-                     (const uint16_t *const[3]){wd}, NULL, (const int[3]){C}, 1, 0);
+                     (const uint16_t *const[3]){wd}, NULL, (const int[3]){C}, acc, 0);
+        residual_sum(d, R);
         return;
     }
     GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, ln1, R, C, eps));
@@ -441,14 +511,16 @@ static void layer_forward(struct gpu_decoder *d, int l, int R)
     linear(d, d->v, d->hb, wv, bv, R, C, KD, 0);
     layer_attention(d, l, R, kp, vp);
     to_bf16(d, d->att, (int64_t)R * HD);
-    linear(d, d->x, d->hb, wo, NULL, R, HD, C, 1);
+    linear(d, d->x, d->hb, wo, NULL, R, HD, C, acc);
+    residual_sum(d, R);
     GPU_CHECK(api, api->rmsnorm_fwd(d->h, d->x, ln2, R, C, eps));
     to_bf16(d, d->h, (int64_t)R * C);
     linear(d, d->gate, d->hb, wg, NULL, R, C, F, 0);
     linear(d, d->up, d->hb, wu, NULL, R, C, F, 0);
     GPU_CHECK(api, api->swiglu_fwd(d->act, NULL, d->gate, d->up, (int64_t)R * F));
     to_bf16(d, d->act, (int64_t)R * F);
-    linear(d, d->x, d->hb, wd, NULL, R, F, C, 1);
+    linear(d, d->x, d->hb, wd, NULL, R, F, C, acc);
+    residual_sum(d, R);
 }
 
 /* The kernels of the forward of R staged rows: embedding, layers, and the logits (V)
@@ -460,6 +532,7 @@ static void forward_kernels(struct gpu_decoder *d, int R, int first_logit)
     int C = c->hidden_size, V = c->vocab_size, n = R - first_logit;
     GPU_CHECK(api, api->embed_gather(d->x, gpu_model_w(d->m, d->m->at.embed, 0, 0), d->d_tok, R,
                                      C, V));
+    residual_sum(d, R);
     for (int l = 0; l < c->n_layers; l++) layer_forward(d, l, R);
     if (n == 0) return;
     const uint16_t *head = gpu_model_w(d->m, d->m->at.lm_head, 0, 0);
@@ -485,11 +558,14 @@ static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, in
                          int one_seq)
 {
     const struct cuda_api *api = d->api;
-    int V = d->c.vocab_size;
-    for (int r = 0; r < R; r++)
-        if (tokens[r] < 0 || tokens[r] >= V)
-            FATAL("gpu decoder: token %d outside the vocabulary of %d", tokens[r], V);
-    GPU_CHECK(api, api->to_device(d->d_tok, tokens, (size_t)R * sizeof *tokens));
+    int Vl = d->c.vocab_size;
+    for (int r = 0; r < R; r++) {
+        if (tokens[r] < 0 || tokens[r] >= d->V_full)
+            FATAL("gpu decoder: token %d outside the vocabulary of %d", tokens[r], d->V_full);
+        int local = tokens[r] - d->v0;
+        d->h_tok[r] = local >= 0 && local < Vl ? local : -1;
+    }
+    GPU_CHECK(api, api->to_device(d->d_tok, d->h_tok, (size_t)R * sizeof *d->h_tok));
     GPU_CHECK(api, api->to_device(d->d_pos, d->h_pos, (size_t)R * sizeof *d->h_pos));
     GPU_CHECK(api, api->to_device(d->d_len, d->h_len, (size_t)R * sizeof *d->h_len));
     GPU_CHECK(api, api->to_device(d->d_table, d->h_table,
@@ -574,6 +650,9 @@ void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob)
 {
     const struct cuda_api *api = d->api;
+    if (d->t > 1)
+        FATAL("gpu_decoder_sample: a TP-%d decoder's logits are vocabulary-parallel (sample "
+              "them with sampler_sample_tp)", d->t);
     if (n != d->logit_rows)
         FATAL("gpu_decoder_sample: %d rows asked for, the last call left %d", n, d->logit_rows);
     GPU_CHECK(api, api->to_device(d->d_traj, traj, (size_t)n * sizeof *traj));

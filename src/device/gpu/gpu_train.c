@@ -8,6 +8,14 @@
  * `chunk` rows at a time. Attention runs on the tensor cores (flash_fwd / flash_bwd)
  * when the head dimension allows, else on the float32 kernels (attn_fwd / attn_bwd).
  *
+ * Tensor parallelism (gpu_trainer_create_tp): the shard's arithmetic of
+ * src/model/tfm_tp.c -- the residual stream replicated and summed over the group after
+ * the embedding and each row-parallel product; dJ/dh summed before each norm's
+ * backward; the output head vocabulary-parallel (vocab_max / vocab_sums / their
+ * backward around a max and a sum all-reduce, the log-probs formed on the host with
+ * tp_logsoftmax_forward's formulas). The gradients it leaves are tfm_backward_tp's:
+ * q/k norms and replicated kv heads partial until tfm_tp_reduce_grads.
+ *
  * Device memory: the parameters three times in float32 (master, gradient; the AdamW
  * moments twice) and once in bf16; per layer T x (3C + 2HD + 3KD (+ HD + KD) + 3F + H)
  * floats and 2 T C bf16; scratch for one layer's gradients and a logit chunk.
@@ -32,7 +40,17 @@ struct layer_acts {
 
 struct gpu_trainer {
     const struct cuda_api *api;
-    struct tfm_config c;
+    struct tfm_config c;    /* this rank's shard (the whole model at TP 1) */
+    /* tensor parallelism: rank tp_rank of tp_t; vocabulary rows [v0, v0 + c.vocab_size)
+     * of V_full; comm the group (NULL at TP 1) and the head's vocabulary-parallel
+     * statistics of a logit chunk: d_mx (ch), d_sums (ch, 3), d_lsum (ch) on the device,
+     * h_sums, h_lsum, h_lp, h_ent (ch each) on the host */
+    int tp_t, tp_rank, v0, V_full;
+    struct gpu_comm *comm;
+    float *d_mx;
+    double *d_sums, *d_lsum, *h_sums, *h_lsum;
+    float *h_clp, *h_cent;
+    int32_t *h_tok, *h_tgt;   /* host (T): the batch in this rank's vocabulary rows */
     struct tfm_layout at;
     struct adamw_config ac;
     int64_t step;
@@ -89,6 +107,39 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
                                        const struct adamw_config *ac, char *err, size_t errlen)
 {
     if (tfm_config_check(c, err, errlen)) return NULL;
+    return gpu_trainer_create_tp(api, NULL, NULL, c, p, max_tokens, ac, err, errlen);
+}
+
+/* Allocates the TP-only buffers (t->comm set). */
+static void tp_buffers(struct gpu_trainer *t)
+{
+    size_t ch = TRAIN_LOGIT_CHUNK, T = (size_t)t->max_tokens;
+    t->d_mx = dev(t, ch * sizeof(float));
+    t->d_sums = dev(t, 3 * ch * sizeof(double));
+    t->d_lsum = dev(t, ch * sizeof(double));
+    t->h_sums = xmalloc(3 * ch * sizeof *t->h_sums);
+    t->h_lsum = xmalloc(ch * sizeof *t->h_lsum);
+    t->h_clp = xmalloc(ch * sizeof *t->h_clp);
+    t->h_cent = xmalloc(ch * sizeof *t->h_cent);
+    t->h_tok = xmalloc(T * sizeof *t->h_tok);
+    t->h_tgt = xmalloc(T * sizeof *t->h_tgt);
+}
+
+struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const struct tfm_tp *tp,
+                                          struct gpu_comm *comm, const struct tfm_config *c,
+                                          const struct tfm_params *p, int max_tokens,
+                                          const struct adamw_config *ac, char *err,
+                                          size_t errlen)
+{
+    if (tp) {
+        c = &tp->local;
+        if (tp->t > 1 && (!comm || comm->size != tp->t || comm->rank != tp->rank)) {
+            errmsg_set(err, errlen, "gpu trainer: TP %d rank %d needs a group of %d ranks in "
+                       "which it is rank %d (given %d, rank %d)", tp->t, tp->rank, tp->t,
+                       tp->rank, comm ? comm->size : 0, comm ? comm->rank : -1);
+            return NULL;
+        }
+    }
     if (max_tokens < 1) {
         errmsg_set(err, errlen, "gpu trainer: max_tokens %d must be positive", max_tokens);
         return NULL;
@@ -111,6 +162,12 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
     t->ac = *ac;
     t->max_tokens = max_tokens;
     t->flash = cuda_flash_supports(c->head_dim);
+    t->tp_t = tp ? tp->t : 1;
+    t->tp_rank = tp ? tp->rank : 0;
+    t->v0 = tp ? tp->v0 : 0;
+    t->V_full = tp ? tp->full.vocab_size : c->vocab_size;
+    t->comm = t->tp_t > 1 ? comm : NULL;
+    if (t->comm) tp_buffers(t);
     size_t n = at.n, T = (size_t)max_tokens, C = (size_t)c->hidden_size;
     size_t HD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate_size, V = (size_t)c->vocab_size, f = sizeof(float);
@@ -209,8 +266,15 @@ void gpu_trainer_free(struct gpu_trainer *t)
     void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
                  t->dx, t->dh, t->dact, t->dgate, t->dup, t->datt, t->dq, t->dk, t->dv,
                  t->dqlin, t->dklin, t->act, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
-                 t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->ent};
+                 t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->ent, t->d_mx, t->d_sums,
+                 t->d_lsum};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
+    free(t->h_sums);
+    free(t->h_lsum);
+    free(t->h_clp);
+    free(t->h_cent);
+    free(t->h_tok);
+    free(t->h_tgt);
     free(t->acts);
     free(t->pos);
     free(t->h_lp);
@@ -288,16 +352,46 @@ static int stage_batch(struct gpu_trainer *t, const struct tfm_batch *b)
             FATAL("gpu trainer: the batch exceeds max_tokens = %d", t->max_tokens);
         for (int j = 0; j < b->seq_len[i]; j++) t->pos[T++] = j;
     }
-    int V = t->c.vocab_size;
+    int V = t->V_full;
     for (int i = 0; i < T; i++)
         if (b->tokens[i] < 0 || b->tokens[i] >= V || b->targets[i] < -1 || b->targets[i] >= V)
             FATAL("gpu trainer: token %d / target %d at %d outside the vocabulary of %d",
                   b->tokens[i], b->targets[i], i, V);
     if (T == 0) return 0;
-    GPU_CHECK(t->api, t->api->to_device(t->d_tok, b->tokens, (size_t)T * sizeof(int32_t)));
-    GPU_CHECK(t->api, t->api->to_device(t->d_tgt, b->targets, (size_t)T * sizeof(int32_t)));
+    const int32_t *tok = b->tokens, *tgt = b->targets;
+    if (t->comm) { /* this rank's rows of the vocabulary: -1 for another rank's */
+        int Vl = t->c.vocab_size;
+        for (int i = 0; i < T; i++) {
+            int a = b->tokens[i] - t->v0, g = b->targets[i] - t->v0;
+            t->h_tok[i] = a >= 0 && a < Vl ? a : -1;
+            t->h_tgt[i] = b->targets[i] >= 0 && g >= 0 && g < Vl ? g : -1;
+        }
+        tok = t->h_tok;
+        tgt = t->h_tgt;
+    }
+    GPU_CHECK(t->api, t->api->to_device(t->d_tok, tok, (size_t)T * sizeof(int32_t)));
+    GPU_CHECK(t->api, t->api->to_device(t->d_tgt, tgt, (size_t)T * sizeof(int32_t)));
     GPU_CHECK(t->api, t->api->to_device(t->d_pos, t->pos, (size_t)T * sizeof(int32_t)));
     return T;
+}
+
+/* TP: x (n floats) summed over the group; nothing at TP 1. */
+static void group_sum(const struct gpu_trainer *t, float *x, size_t n)
+{
+    if (t->comm) t->comm->allreduce_f32(t->comm->ctx, x, n, TFM_RED_SUM);
+}
+
+/* y (T, C) = x + a W^T for a row-parallel product (a bf16 (T, in)): at TP > 1 rank 0
+ * adds its partial product to the replicated x, the others write theirs alone, and
+ * the group's sum is x plus the whole product on every rank. */
+static void residual_add(const struct gpu_trainer *t, float *y, const float *x,
+                         const uint16_t *a, size_t w_at, int T, int in)
+{
+    size_t TC = (size_t)T * t->c.hidden_size;
+    int acc = t->tp_rank == 0;
+    if (acc) GPU_CHECK(t->api, t->api->copy(y, x, TC * sizeof(float)));
+    linear(t, y, a, w_at, TFM_ABSENT, T, in, t->c.hidden_size, acc);
+    group_sum(t, y, TC);
 }
 
 static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int l, int T,
@@ -337,8 +431,7 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
         t0 += (size_t)n;
     }
     bf16(t, t->ab, a->att, (size_t)T * HD);
-    GPU_CHECK(api, api->copy(a->xmid, a->xin, TC * sizeof(float)));
-    linear(t, a->xmid, t->ab, w.wo, TFM_ABSENT, T, HD, C, 1);
+    residual_add(t, a->xmid, a->xin, t->ab, w.wo, T, HD);
 
     GPU_CHECK(api, api->rmsnorm_fwd(t->hf, a->xmid, W(t, w.ln2), T, C, eps));
     bf16(t, a->h2b, t->hf, TC);
@@ -346,8 +439,7 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     linear(t, a->up, a->h2b, w.wu, TFM_ABSENT, T, C, F, 0);
     GPU_CHECK(api, api->swiglu_fwd(t->act, a->sig, a->gate, a->up, (int64_t)T * F));
     bf16(t, t->ab, t->act, (size_t)T * F);
-    GPU_CHECK(api, api->copy(x_out, a->xmid, TC * sizeof(float)));
-    linear(t, x_out, t->ab, w.wd, TFM_ABSENT, T, F, C, 1);
+    residual_add(t, x_out, a->xmid, t->ab, w.wd, T, F);
 }
 
 /* Embedding and every layer: t->x the stream leaving the last; hfb its final norm. */
@@ -357,6 +449,7 @@ static void trunk_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     int L = c->n_layers, C = c->hidden_size;
     GPU_CHECK(t->api, t->api->embed_gather(t->acts[0].xin, W(t, t->at.embed), t->d_tok, T, C,
                                            c->vocab_size));
+    group_sum(t, t->acts[0].xin, (size_t)T * C);
     for (int l = 0; l < L; l++) layer_forward(t, b, l, T, l + 1 < L ? t->acts[l + 1].xin : t->x);
     GPU_CHECK(t->api, t->api->rmsnorm_fwd(t->hf, t->x, W(t, t->at.ln_f), T, C, c->rms_norm_eps));
     bf16(t, t->hfb, t->hf, (size_t)T * C);
@@ -365,6 +458,32 @@ static void trunk_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
 static void zero(const struct gpu_trainer *t, float *x, size_t n)
 {
     GPU_CHECK(t->api, t->api->zero(x, n * sizeof(float)));
+}
+
+/* TP: the log-probs (and entropies) of the n rows of the logit chunk at row r0 over
+ * the group's vocabulary: the row maxima (max all-reduce), the sums of
+ * tp_logsoftmax_forward (sum all-reduce), the log-probs and entropies formed from them
+ * here and sent to t->lp / t->ent, and the log-sums (t->d_lsum) the backward reads. */
+static void vocab_logsoftmax(struct gpu_trainer *t, const struct tfm_batch *b, int r0, int n,
+                             int entropy)
+{
+    const struct cuda_api *api = t->api;
+    int V = t->c.vocab_size;
+    GPU_CHECK(api, api->vocab_max(t->d_mx, t->logits, n, V, b->temperature));
+    t->comm->allreduce_f32(t->comm->ctx, t->d_mx, (size_t)n, TFM_RED_MAX);
+    GPU_CHECK(api, api->vocab_sums(t->d_sums, t->logits, t->d_mx, t->d_tgt + r0, n, V,
+                                   b->temperature));
+    t->comm->allreduce_f64(t->comm->ctx, t->d_sums, 3 * (size_t)n, TFM_RED_SUM);
+    GPU_CHECK(api, api->to_host(t->h_sums, t->d_sums, 3 * (size_t)n * sizeof(double)));
+    for (int i = 0; i < n; i++) {
+        const double *si = t->h_sums + 3 * (size_t)i;
+        t->h_lsum[i] = log(si[0]);
+        t->h_clp[i] = b->targets[r0 + i] < 0 ? 0.0f : (float)(si[2] - t->h_lsum[i]);
+        t->h_cent[i] = (float)(t->h_lsum[i] - si[1] / si[0]);
+    }
+    GPU_CHECK(api, api->to_device(t->d_lsum, t->h_lsum, (size_t)n * sizeof(double)));
+    GPU_CHECK(api, api->to_device(t->lp + r0, t->h_clp, (size_t)n * sizeof(float)));
+    if (entropy) GPU_CHECK(api, api->to_device(t->ent + r0, t->h_cent, (size_t)n * sizeof(float)));
 }
 
 /* Log-probs of every row into t->lp (0 where no target), entropies into t->ent if
@@ -381,16 +500,25 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
         int n = T - r0 < TRAIN_LOGIT_CHUNK ? T - r0 : TRAIN_LOGIT_CHUNK;
         const uint16_t *hc = t->hfb + (size_t)r0 * C;
         GPU_CHECK(api, api->linear_fwd(t->logits, hc, W(t, t->at.lm_head), n, C, V, 0));
-        GPU_CHECK(api, api->logsoftmax_fwd(t->lp + r0, entropy ? t->ent + r0 : NULL, t->logits,
-                                           t->d_tgt + r0, n, V, b->temperature));
+        if (t->comm)
+            vocab_logsoftmax(t, b, r0, n, entropy);
+        else
+            GPU_CHECK(api, api->logsoftmax_fwd(t->lp + r0, entropy ? t->ent + r0 : NULL,
+                                               t->logits, t->d_tgt + r0, n, V, b->temperature));
         if (!backward) continue;
         zero(t, t->dlogits, (size_t)n * V);
-        GPU_CHECK(api, api->logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits, t->d_tgt + r0, n,
-                                           V, b->temperature));
+        if (t->comm)
+            GPU_CHECK(api, api->vocab_logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits,
+                                                     t->d_tgt + r0, t->d_mx, t->d_lsum, n, V,
+                                                     b->temperature));
+        else
+            GPU_CHECK(api, api->logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits, t->d_tgt + r0,
+                                               n, V, b->temperature));
         bf16(t, t->dyb, t->dlogits, (size_t)n * V);
         GPU_CHECK(api, api->linear_bwd(t->dh + (size_t)r0 * C, G(t, t->at.lm_head), t->dyb, hc,
                                        W(t, t->at.lm_head), n, C, V));
     }
+    if (backward) group_sum(t, t->dh, (size_t)T * C); /* each rank's vocabulary rows' part */
 }
 
 /* sum_t w_t logprob_t from t->lp (copied to the host; logprob too if asked). */
@@ -454,6 +582,7 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     zero(t, t->dh, TC);
     linear_back(t, t->dh, t->dgate, a->h2b, w.wg, TFM_ABSENT, T, C, F);
     linear_back(t, t->dh, t->dup, a->h2b, w.wu, TFM_ABSENT, T, C, F);
+    group_sum(t, t->dh, TC);
     GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln2), t->dh, a->xmid, P(t, w.ln2), t->rstd, T,
                                     C, eps));
 
@@ -496,6 +625,7 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     linear_back(t, t->dh, dqp, a->h1b, w.wq, w.bq, T, C, HD);
     linear_back(t, t->dh, dkp, a->h1b, w.wk, w.bk, T, C, KD);
     linear_back(t, t->dh, t->dv, a->h1b, w.wv, w.bv, T, C, KD);
+    group_sum(t, t->dh, TC);
     GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln1), t->dh, a->xin, P(t, w.ln1), t->rstd, T,
                                     C, eps));
 }
@@ -539,6 +669,9 @@ void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p)
 
 double gpu_trainer_step(struct gpu_trainer *t)
 {
+    if (t->comm)
+        FATAL("gpu_trainer_step: a TP-%d shard's gradients need tfm_tp_reduce_grads and the "
+              "group's norm first (step it through the host trainer)", t->tp_t);
     double sq = 0;
     GPU_CHECK(t->api, t->api->sum_squares(&sq, t->g, (int64_t)t->at.n));
     double norm = sqrt(sq), coef = 1.0;

@@ -1,0 +1,357 @@
+/*
+ * The GPU decode engine at tensor parallelism 2 and 4 (run with mpirun -np 4;
+ * tests/mpi_gpu_tp.sh): every rank holds its shard of a bf16 model on the GPU (all
+ * ranks may share one GPU: the all-reduces are host-staged over MPI), and the TP
+ * decoders are compared with a TP-1 GPU decoder of the whole model on each rank, for
+ * Llama- (K == t at t = 2, K < t at t = 4: replicated kv heads), Qwen2- (q/k/v biases,
+ * untied) and Qwen3-shaped (q/k norm, tied) random models:
+ *  - the logits of a chunked prefill and of 12 decode steps of two slots of different
+ *    lengths (one forked from the other): this rank's vocabulary rows within TOL of
+ *    the largest TP-1 logit (other products' shapes and an all-reduce's order of sums
+ *    round activations to bf16 differently; a wrong head, shard or all-reduce gives
+ *    errors of order 1); the decode steps take the gemv path, the prefill cuBLASLt;
+ *  - every rank of a group samples the same tokens (sampler_sample_tp: the replicated
+ *    state stays identical), and greedy TP picks TP 1's token whenever TP 1's top two
+ *    logits are further apart than twice the error;
+ *  - a host-staged group turns CUDA graphs off (they cannot hold its all-reduces);
+ *  - the GPU training path of a TP shard: log-probs, entropies and J of a packed batch
+ *    of two sequences within LP_TOL of TP 1's (absolute; the same on every rank), and
+ *    the gradient, reduced with tfm_tp_reduce_grads, against TP 1's gradient sharded
+ *    (tfm_tp_shard): cosine >= 0.999 and largest difference <= G_TOL of the largest
+ *    (test_gpu_train's bounds against the CPU);
+ *  - a model that is not the rank's shard, or a group of the wrong size: NULL + message.
+ * Without a GPU it runs on the host stand-in of the CUDA module (test_cuda_or_skip).
+ * Every rank runs the suites (they are collective); rank 0 prints, and the exit code is
+ * the worst of all ranks'.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/cpu/cpu_internal.h"
+#include "libra/gpu_comm.h"
+#include "libra/adamw.h"
+#include "libra/gpu_decode.h"
+#include "libra/gpu_train.h"
+#include "libra/hash.h"
+#include "libra/sampler.h"
+#include "testutil.h"
+
+#define TOL 1e-2
+#define LP_TOL 2e-2
+#define G_TOL 0.1
+
+#define SMALL(fam, H, K, D, F, tie, bias, qkn)                                                \
+    .family = fam, .vocab_size = 301, .hidden_size = 64, .n_layers = 2, .n_heads = H,         \
+    .n_kv_heads = K, .head_dim = D, .intermediate_size = F, .max_position_embeddings = 512,   \
+    .rms_norm_eps = 1e-6f, .rope_theta = 1e4f, .tie_word_embeddings = tie,                    \
+    .attention_bias = bias, .qk_norm = qkn
+static const struct tfm_config cfgs[] = {
+    {SMALL(TFM_LLAMA, 8, 2, 16, 96, 0, 0, 0)},
+    {SMALL(TFM_QWEN2, 8, 4, 16, 80, 0, 1, 0)},
+    {SMALL(TFM_QWEN3, 4, 2, 24, 96, 1, 0, 1)},
+};
+#define N_CFG 3
+
+static int g_rank, g_world;
+static const struct cuda_api *api;
+
+struct group {
+    struct cpu_comm comm, kv;
+    struct tfm_tp tp;
+};
+
+static void group_open(struct group *g, const struct tfm_config *c, int t)
+{
+    memset(g, 0, sizeof *g);
+    int i = g_rank % t;
+    MPI_Comm comm;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, g_rank / t, g_rank, &comm));
+    cpu_comm_bind(&g->comm, comm);
+    g->comm.owned = 1;
+    cpu_comm_bind(&g->kv, MPI_COMM_NULL);
+    if (c->n_kv_heads < t) {
+        MPI_Comm kv;
+        MPI_CHECK(MPI_Comm_split(comm, i / (t / c->n_kv_heads), i, &kv));
+        cpu_comm_bind(&g->kv, kv);
+        g->kv.owned = 1;
+    }
+    tfm_tp_init(&g->tp, c, t, i, &g->comm.tc, g->kv.comm != MPI_COMM_NULL ? &g->kv.tc : NULL);
+}
+
+static void group_close(struct group *g)
+{
+    cpu_comm_free_owned(&g->kv);
+    cpu_comm_free_owned(&g->comm);
+}
+
+static int same_on_group(const struct group *g, const void *x, size_t n)
+{
+    uint64_t h = fnv1a_bytes(x, n), lo, hi;
+    MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, g->comm.comm));
+    MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, g->comm.comm));
+    return lo == hi;
+}
+
+/* max over rows of |tp - full[v0 .. v1)| / max |full|, rows of Vl and V values. */
+static double shard_err(const float *tp_logits, const float *full, int rows, int v0, int Vl,
+                        int V)
+{
+    double worst = 0, scale = 0;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < V; j++) {
+            double a = fabs(full[(size_t)r * V + j]);
+            if (a > scale) scale = a;
+        }
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < Vl; j++) {
+            double e = fabs(tp_logits[(size_t)r * Vl + j] - full[(size_t)r * V + v0 + j]);
+            if (e > worst) worst = e;
+        }
+    return scale > 0 ? worst / scale : worst;
+}
+
+/* The largest error over the group. */
+static double group_max(const struct group *g, double x)
+{
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, g->comm.comm));
+    return x;
+}
+
+/* Whether row's argmax (into *arg) leads its runner-up by more than twice the bound on
+ * the error (TOL of the largest |logit|): then a TP decoder within TOL must pick it. */
+static int clear_argmax(const float *row, int V, int32_t *arg)
+{
+    int best = 0;
+    float second = -INFINITY, scale = 0;
+    for (int j = 1; j < V; j++)
+        if (row[j] > row[best]) best = j;
+    for (int j = 0; j < V; j++) {
+        if (j != best && row[j] > second) second = row[j];
+        scale = fmaxf(scale, fabsf(row[j]));
+    }
+    *arg = best;
+    return row[best] - second > 2 * TOL * scale;
+}
+
+#define PROMPT 21
+#define STEPS 12
+
+static void test_decode(void)
+{
+    struct sampler_config greedy = {0, 1, 0, 5};
+    for (int k = 0; k < N_CFG; k++)
+        for (int t = 2; t <= 4; t *= 2) {
+            const struct tfm_config *c = &cfgs[k];
+            struct group g;
+            group_open(&g, c, t);
+            struct tfm_params full, part;
+            test_bf16_params(&full, c, 31 + (uint64_t)k);
+            tfm_params_alloc(&part, &g.tp.local);
+            tfm_tp_shard(&g.tp, &full, &part);
+            char err[512];
+            struct gpu_model *m1 = gpu_model_upload(api, c, &full, err, sizeof err);
+            struct gpu_model *mt = gpu_model_upload(api, &g.tp.local, &part, err, sizeof err);
+            CU_ASSERT_FATAL(m1 && mt);
+            struct gpu_comm *gc = gpu_comm_host_staged(api, &g.comm.tc);
+            struct gpu_decoder *d1 = gpu_decoder_create(m1, 2, 64, 8, 0, err, sizeof err);
+            struct gpu_decoder *dt = gpu_decoder_create_tp(mt, &g.tp, gc, 2, 64, 8, 0, err,
+                                                           sizeof err);
+            CU_ASSERT_FATAL(d1 && dt);
+            CU_ASSERT_EQUAL(gpu_decoder_set_graphs(dt, 1), 0);
+            int V = c->vocab_size, Vl = g.tp.v1 - g.tp.v0;
+            float *l1 = malloc(2 * (size_t)V * sizeof *l1), *lt = malloc(2 * (size_t)Vl * sizeof *lt);
+            float *scr = malloc(sampler_tp_scratch_floats(&greedy, &g.tp) * sizeof *scr);
+            int32_t prompt[PROMPT];
+            for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 37 + k) % V);
+            double worst = 0;
+            /* slot 0: the prompt in chunks of 8; slot 1: a fork of its first 16 tokens
+             * (two whole blocks), then 3 more of its own */
+            CU_ASSERT_EQUAL(gpu_decoder_prefill(d1, 0, prompt, 16, NULL), 0);
+            CU_ASSERT_EQUAL(gpu_decoder_prefill(dt, 0, prompt, 16, NULL), 0);
+            gpu_decoder_fork(d1, 1, 0);
+            gpu_decoder_fork(dt, 1, 0);
+            for (int s = 0; s < 2; s++) {
+                int from = 16, n = s ? 3 : PROMPT - 16;
+                CU_ASSERT_EQUAL(gpu_decoder_prefill(d1, s, prompt + from, n, l1 + (size_t)s * V), 0);
+                CU_ASSERT_EQUAL(gpu_decoder_prefill(dt, s, prompt + from, n, lt + (size_t)s * Vl), 0);
+            }
+            worst = fmax(worst, shard_err(lt, l1, 2, g.tp.v0, Vl, V));
+            int slots[2] = {0, 1}, agree = 1, checked = 0, same = 1;
+            for (int step = 0; step < STEPS; step++) {
+                int32_t next[2], tok_tp[2];
+                for (int s = 0; s < 2; s++) {
+                    int32_t want;
+                    int clear = clear_argmax(l1 + (size_t)s * V, V, &want);
+                    next[s] = want;
+                    float lp;
+                    tok_tp[s] = sampler_sample_tp(&greedy, &g.tp, lt + (size_t)s * Vl, s,
+                                                  PROMPT + step, &lp, scr);
+                    if (clear) {
+                        checked++;
+                        agree &= tok_tp[s] == want;
+                    }
+                }
+                same &= same_on_group(&g, tok_tp, sizeof tok_tp);
+                /* both decoders take TP 1's tokens, so their contexts stay equal */
+                CU_ASSERT_EQUAL(gpu_decoder_step(d1, slots, next, 2, l1), 0);
+                CU_ASSERT_EQUAL(gpu_decoder_step(dt, slots, next, 2, lt), 0);
+                worst = fmax(worst, shard_err(lt, l1, 2, g.tp.v0, Vl, V));
+            }
+            worst = group_max(&g, worst);
+            if (g_rank == 0)
+                printf("\n    %s TP %d: largest logit error %.2e of the largest logit; greedy "
+                       "tokens agree on %d clear rows", k == 0 ? "llama" : k == 1 ? "qwen2" : "qwen3",
+                       t, worst, checked);
+            CU_ASSERT(worst <= TOL);
+            CU_ASSERT(agree);
+            CU_ASSERT(same);
+            free(l1);
+            free(lt);
+            free(scr);
+            gpu_decoder_free(d1);
+            gpu_decoder_free(dt);
+            gpu_comm_free(gc);
+            gpu_model_free(m1);
+            gpu_model_free(mt);
+            tfm_params_free(&full);
+            tfm_params_free(&part);
+            group_close(&g);
+        }
+}
+
+enum { SEQ0 = 13, SEQ1 = 20, BT = SEQ0 + SEQ1 };
+
+static void test_train(void)
+{
+    static const struct adamw_config adam = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.01f, 1.0f,
+                                             LR_CONSTANT, 0, 100, 0.1f};
+    for (int k = 0; k < N_CFG; k++)
+        for (int t = 2; t <= 4; t *= 2) {
+            const struct tfm_config *c = &cfgs[k];
+            struct group g;
+            group_open(&g, c, t);
+            struct tfm_params full, part, g1, gt, g1_part;
+            test_bf16_params(&full, c, 41 + (uint64_t)k);
+            tfm_params_alloc(&part, &g.tp.local);
+            tfm_tp_shard(&g.tp, &full, &part);
+            tfm_params_alloc(&g1, c);
+            tfm_params_alloc(&gt, &g.tp.local);
+            tfm_params_alloc(&g1_part, &g.tp.local);
+            int seq_len[2] = {SEQ0, SEQ1};
+            int32_t tok[BT], tgt[BT];
+            float w[BT];
+            for (int i = 0; i < BT; i++) tok[i] = (int32_t)((i * 53 + 7 + k) % c->vocab_size);
+            for (int i = 0; i < BT; i++) {
+                tgt[i] = i == SEQ0 - 1 || i == BT - 1 ? -1 : tok[i + 1];
+                w[i] = (i % 3 == 0 ? -0.5f : 1.0f) / (float)BT;
+            }
+            struct tfm_batch b = {2, seq_len, tok, tgt, w, 0.9f, NULL};
+            char err[512];
+            struct gpu_comm *gc = gpu_comm_host_staged(api, &g.comm.tc);
+            struct gpu_trainer *t1 = gpu_trainer_create(api, c, &full, BT, &adam, err, sizeof err);
+            struct gpu_trainer *tt = gpu_trainer_create_tp(api, &g.tp, gc, c, &part, BT, &adam,
+                                                           err, sizeof err);
+            CU_ASSERT_FATAL(t1 && tt);
+            float lp1[BT], lpt[BT], e1[BT], et[BT];
+            double j1 = gpu_trainer_forward(t1, &b, lp1, e1);
+            double jt = gpu_trainer_forward(tt, &b, lpt, et);
+            double lp_err = fabs(jt - j1);
+            for (int i = 0; i < BT; i++) {
+                lp_err = fmax(lp_err, fabs((double)lpt[i] - lp1[i]));
+                lp_err = fmax(lp_err, fabs((double)et[i] - e1[i]));
+            }
+            int same = same_on_group(&g, lpt, sizeof lpt) && same_on_group(&g, et, sizeof et);
+            gpu_trainer_backward(t1, &b);
+            gpu_trainer_backward(tt, &b);
+            gpu_trainer_grads(t1, &g1);
+            gpu_trainer_grads(tt, &gt);
+            tfm_tp_reduce_grads(&g.tp, &gt);
+            tfm_tp_shard(&g.tp, &g1, &g1_part);
+            double cos = test_cosine(gt.mem, g1_part.mem, gt.n);
+            double g_err = test_rel_err(gt.mem, g1_part.mem, gt.n);
+            lp_err = group_max(&g, lp_err);
+            g_err = group_max(&g, g_err);
+            cos = -group_max(&g, -cos);
+            if (g_rank == 0)
+                printf("\n    %s TP %d training: log-probs / entropies %.1e, gradient cosine "
+                       "%.6f, largest difference %.1e", k == 0 ? "llama" : k == 1 ? "qwen2"
+                       : "qwen3", t, lp_err, cos, g_err);
+            CU_ASSERT(lp_err <= LP_TOL);
+            CU_ASSERT(same);
+            CU_ASSERT(cos >= 0.999);
+            CU_ASSERT(g_err <= G_TOL);
+            gpu_trainer_free(t1);
+            gpu_trainer_free(tt);
+            gpu_comm_free(gc);
+            tfm_params_free(&full);
+            tfm_params_free(&part);
+            tfm_params_free(&g1);
+            tfm_params_free(&gt);
+            tfm_params_free(&g1_part);
+            group_close(&g);
+        }
+}
+
+static void test_refusals(void)
+{
+    const struct tfm_config *c = &cfgs[0];
+    struct group g;
+    group_open(&g, c, 2);
+    struct tfm_params full;
+    test_bf16_params(&full, c, 5);
+    char err[512] = "";
+    struct gpu_model *m1 = gpu_model_upload(api, c, &full, err, sizeof err);
+    CU_ASSERT_FATAL(m1 != NULL);
+    struct gpu_comm *gc = gpu_comm_host_staged(api, &g.comm.tc);
+    /* the whole model where the shard belongs */
+    CU_ASSERT_PTR_NULL(gpu_decoder_create_tp(m1, &g.tp, gc, 2, 64, 8, 0, err, sizeof err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is not rank"));
+    /* a group that is not the TP group (world, 4 ranks) */
+    struct tfm_params part;
+    tfm_params_alloc(&part, &g.tp.local);
+    tfm_tp_shard(&g.tp, &full, &part);
+    struct gpu_model *mt = gpu_model_upload(api, &g.tp.local, &part, err, sizeof err);
+    CU_ASSERT_FATAL(mt != NULL);
+    struct cpu_comm world;
+    cpu_comm_bind(&world, MPI_COMM_WORLD);
+    struct gpu_comm *wc = gpu_comm_host_staged(api, &world.tc);
+    err[0] = '\0';
+    CU_ASSERT_PTR_NULL(gpu_decoder_create_tp(mt, &g.tp, wc, 2, 64, 8, 0, err, sizeof err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "needs a group of 2 ranks"));
+    gpu_comm_free(wc);
+    gpu_comm_free(gc);
+    gpu_model_free(mt);
+    gpu_model_free(m1);
+    tfm_params_free(&part);
+    tfm_params_free(&full);
+    group_close(&g);
+}
+
+static const struct test_case cases[] = {
+    {"GPU decoder TP 2, 4 = TP 1: prefill, fork, steps; tokens alike on a group", test_decode},
+    {"GPU training TP 2, 4 = TP 1: log-probs, entropies, reduced gradients", test_train},
+    {"GPU decoder TP: the wrong shard or group is refused", test_refusals},
+    {NULL, NULL},
+};
+
+static const struct test_suite suites[] = {{"GPU tensor parallel over MPI", cases}, {NULL, NULL}};
+
+int main(int argc, char **argv)
+{
+    MPI_CHECK(MPI_Init(&argc, &argv));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world));
+    if (g_world != 4) {
+        if (g_rank == 0)
+            fprintf(stderr, "test_gpu_tp_mpi: run with mpirun -np 4 (got %d)\n", g_world);
+        MPI_Finalize();
+        return 2;
+    }
+    api = test_cuda_or_skip("test_gpu_tp_mpi");
+    int worst = test_main_all_ranks(suites);
+    MPI_CHECK(MPI_Finalize());
+    return worst;
+}
