@@ -1,7 +1,7 @@
 /*
  * The CUDA device module's kernels against their CPU references (src/model/cpu/ops.c,
  * the safetensors bf16 conversion), with the tolerances of docs/cuda.md:
- *   embed_gather   exact (a bf16 widening)
+ *   embed_gather   exact (a bf16 widening; zero rows for tokens of -1)
  *   f32_to_bf16    exact (round to nearest even, NaN kept)
  *   rope_fwd       1e-6 of the row's largest value (fused multiply-adds)
  *   swiglu_fwd     1e-6 relative (expf of the device vs the host's)
@@ -18,19 +18,25 @@
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sample         the same tokens as sampler_sample; log-probs 1e-5 of the largest
  *   sum_squares    1e-12 relative (double accumulation in another order)
+ *   vocab_max, vocab_sums, vocab_logsoftmax_bwd   rows split over 3 ranks' columns,
+ *                  combined as the group's all-reduces would: 1e-4 (log-probs and
+ *                  entropies, absolute) and 1e-5 of the largest (backward) against the
+ *                  whole rows' logsoftmax_forward / _backward
  * and a device-side error (a token outside the vocabulary) reported by sync.
  *
  * Without the module (a build without --with-cuda) or without a usable GPU the test
- * says why and exits 77: automake reports it SKIPPED, never silently absent.
+ * says why and runs on the host module (include/libra/cuda_host.h): the CPU references
+ * against themselves, and the module's refusals, device errors and graphs.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/model/cpu/ops.h"
 #include "../src/model/rope.h"
 #include "libra/adamw.h"
+#include "libra/cpu_ops.h"
+#include "libra/cuda_host.h"
 #include "libra/cuda_module.h"
 #include "libra/rng.h"
 #include "libra/safetensors.h"
@@ -83,13 +89,30 @@ static void test_embed_gather(void)
     CU_OK(api->sync());
     CU_OK(api->to_host(got, d_x, sizeof(float) * N * C));
     CU_ASSERT_EQUAL(memcmp(got, ref, sizeof(float) * N * C), 0);
-    /* a token outside the vocabulary: reported by the next sync, not written */
+    /* tokens of -1 get zero rows (another rank's part of a vocabulary-parallel
+     * embedding), and no error */
+    tok[5] = -1, tok[6] = -1;
+    memset(ref + 5 * C, 0, sizeof(float) * 2 * C);
+    CU_OK(api->to_device(d_t, tok, sizeof tok));
+    CU_OK(api->embed_gather(d_x, d_e, d_t, N, C, V));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got, d_x, sizeof(float) * N * C));
+    CU_ASSERT_EQUAL(memcmp(got, ref, sizeof(float) * N * C), 0);
+    /* any other token outside the vocabulary: reported by the next sync, once */
     tok[5] = V;
     CU_OK(api->to_device(d_t, tok, sizeof tok));
     CU_OK(api->embed_gather(d_x, d_e, d_t, N, C, V));
     CU_ASSERT_EQUAL(api->sync(), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "token 1000 outside the vocabulary"));
+    CU_OK(api->sync());
+    /* and in the backward, where -1 adds nothing */
+    void *d_de = dev_copy(NULL, sizeof(float) * V * C);
+    CU_OK(api->zero(d_de, sizeof(float) * V * C));
+    CU_OK(api->embed_scatter_add(d_de, d_x, d_t, N, C, V));
+    CU_ASSERT_EQUAL(api->sync(), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "token 1000 outside the vocabulary"));
     CU_OK(api->sync()); /* reported once */
+    api->free(d_de);
     api->free(d_e);
     api->free(d_t);
     api->free(d_x);
@@ -999,6 +1022,90 @@ static void test_logsoftmax(void)
 
 /* The GPU sampler makes sampler_sample's decisions: the same tokens for the same
  * (seed, trajectory, position, logits), greedy and at a temperature. */
+/* The vocabulary-parallel log-softmax: rows split over 3 "ranks" (column ranges), each
+ * shard's vocab_max / vocab_sums on the GPU, combined here as the group's all-reduces
+ * would, against logsoftmax_forward / logsoftmax_backward on the whole rows. */
+static void test_vocab_parallel(void)
+{
+    enum { N = 9, V = 1001, S = 3 };
+    const float temp = 0.7f;
+    float *x = malloc(sizeof(float) * N * V), *dref = calloc((size_t)N * V, sizeof(float));
+    float *dgot = malloc(sizeof(float) * N * V), lp_ref[N], ent_ref[N], dlp[N];
+    int32_t tgt[N];
+    fill_normal(x, (size_t)N * V, 77, 3.0f);
+    for (int i = 0; i < N; i++) {
+        tgt[i] = i == 4 ? -1 : (int32_t)((i * 389) % V);
+        dlp[i] = i == 2 || tgt[i] < 0 ? 0.0f : 0.25f * (float)(i + 1); /* the trainer's rule */
+    }
+    logsoftmax_forward(lp_ref, ent_ref, x, tgt, N, V, temp);
+    logsoftmax_backward(dref, dlp, x, tgt, N, V, temp);
+    float mx[N];
+    double sums[3 * N] = {0}, lsum[N];
+    for (int i = 0; i < N; i++) mx[i] = -INFINITY;
+    int v0[S + 1];
+    for (int r = 0; r <= S; r++) v0[r] = r * V / S;
+    void *d_mx = dev_copy(NULL, sizeof mx), *d_sums = dev_copy(NULL, sizeof sums);
+    void *d_lsum = dev_copy(NULL, sizeof lsum), *d_dlp = dev_copy(dlp, sizeof dlp);
+    for (int pass = 0; pass < 3; pass++)
+        for (int r = 0; r < S; r++) {
+            int Vl = v0[r + 1] - v0[r];
+            float *xs = malloc(sizeof(float) * N * Vl);
+            int32_t ts[N];
+            for (int i = 0; i < N; i++) {
+                memcpy(xs + (size_t)i * Vl, x + (size_t)i * V + v0[r], sizeof(float) * Vl);
+                int g = tgt[i] - v0[r];
+                ts[i] = tgt[i] >= 0 && g >= 0 && g < Vl ? g : -1;
+            }
+            void *d_x = dev_copy(xs, sizeof(float) * N * Vl), *d_t = dev_copy(ts, sizeof ts);
+            if (pass == 0) { /* the max all-reduce */
+                float m[N];
+                CU_OK(api->vocab_max(d_mx, d_x, N, Vl, temp));
+                CU_OK(api->to_host(m, d_mx, sizeof m));
+                for (int i = 0; i < N; i++) mx[i] = fmaxf(mx[i], m[i]);
+            } else if (pass == 1) { /* the sum all-reduce */
+                double s[3 * N];
+                CU_OK(api->to_device(d_mx, mx, sizeof mx));
+                CU_OK(api->vocab_sums(d_sums, d_x, d_mx, d_t, N, Vl, temp));
+                CU_OK(api->to_host(s, d_sums, sizeof s));
+                for (int k = 0; k < 3 * N; k++) sums[k] += s[k];
+            } else { /* each shard's columns of the backward */
+                float *ds = calloc((size_t)N * Vl, sizeof(float));
+                void *d_d = dev_copy(ds, sizeof(float) * N * Vl);
+                CU_OK(api->vocab_logsoftmax_bwd(d_d, d_dlp, d_x, d_t, d_mx, d_lsum, N, Vl, temp));
+                CU_OK(api->to_host(ds, d_d, sizeof(float) * N * Vl));
+                for (int i = 0; i < N; i++)
+                    memcpy(dgot + (size_t)i * V + v0[r], ds + (size_t)i * Vl, sizeof(float) * Vl);
+                api->free(d_d);
+                free(ds);
+            }
+            api->free(d_x);
+            api->free(d_t);
+            free(xs);
+            if (pass == 1 && r == S - 1) { /* the host's part: tp_logsoftmax_forward's */
+                double worst = 0;
+                for (int i = 0; i < N; i++) {
+                    lsum[i] = log(sums[3 * i]);
+                    float lp = tgt[i] < 0 ? 0.0f : (float)(sums[3 * i + 2] - lsum[i]);
+                    float ent = (float)(lsum[i] - sums[3 * i + 1] / sums[3 * i]);
+                    worst = fmax(worst, fabs(lp - lp_ref[i]) + fabs(ent - ent_ref[i]));
+                }
+                printf("[log-probs and entropies %.1e] ", worst);
+                CU_ASSERT(worst <= 1e-4);
+                CU_OK(api->to_device(d_lsum, lsum, sizeof lsum));
+            }
+        }
+    double err = test_rel_err(dgot, dref, (size_t)N * V);
+    printf("[backward %.1e of the largest] ", err);
+    CU_ASSERT(err <= 1e-5);
+    api->free(d_mx);
+    api->free(d_sums);
+    api->free(d_lsum);
+    api->free(d_dlp);
+    free(x);
+    free(dref);
+    free(dgot);
+}
+
 static void test_sampler(void)
 {
     enum { B = 64, V = 151936 };
@@ -1073,11 +1180,68 @@ static void test_optimizer(void)
     api->free(d_g), api->free(d_p), api->free(d_m), api->free(d_v);
 }
 
+/* The host module itself (include/libra/cuda_host.h), whichever module the rest of
+ * this suite runs on: its memory budget and alignment, a graph recorded (its kernels
+ * not run until launched, and then on what the memory holds at launch) and replayed, a
+ * memory call while recording refused and the recording invalidated, a refused kernel
+ * that leaves the recording usable, and a free of a pointer alloc did not return. */
+static void test_host_module(void)
+{
+    enum { N = 256 };
+    const struct cuda_api *h = cuda_host_api();
+    size_t free0 = 0, free1 = 0, total = 0;
+    CU_ASSERT_FATAL(h->mem_info(&free0, &total) == 0 && free0 <= total);
+    void *p = NULL, *big = (void *)1;
+    CU_ASSERT(h->alloc(&big, free0 + 1) == -1 && big == NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h->last_error(), "out of memory"));
+    CU_ASSERT_FATAL(h->alloc(&p, 2 * N * sizeof(float)) == 0);
+    CU_ASSERT(((uintptr_t)p & 255) == 0); /* cudaMalloc's alignment */
+    CU_ASSERT(h->mem_info(&free1, &total) == 0 && free1 == free0 - 2 * N * sizeof(float));
+    float *x = p, *y = x + N, hx[N], got[N], want[N];
+    for (int i = 0; i < N; i++) hx[i] = 0.01f * (float)(i - N / 2);
+    CU_ASSERT(h->to_device(x, hx, sizeof hx) == 0 && h->zero(y, N * sizeof(float)) == 0);
+    /* y = swiglu(x, x) + x, recorded: nothing runs yet */
+    void *g = NULL, *bad = (void *)1;
+    CU_ASSERT_FATAL(h->graph_begin() == 0);
+    CU_ASSERT(h->graph_begin() == -1); /* one recording per thread */
+    CU_ASSERT(h->swiglu_fwd(y, NULL, x, x, N) == 0 && h->add_bias(y, x, 1, N) == 0);
+    CU_ASSERT(h->graph_end(&g) == 0 && g != NULL);
+    CU_ASSERT(h->to_host(got, y, sizeof got) == 0);
+    int zero = 1;
+    for (int i = 0; i < N; i++) zero &= got[i] == 0.0f;
+    CU_ASSERT(zero);
+    /* launched twice on new inputs: the kernels read the memory as it is then */
+    for (int i = 0; i < N; i++) hx[i] *= -2.0f;
+    CU_ASSERT(h->to_device(x, hx, sizeof hx) == 0);
+    swiglu_forward(want, NULL, hx, hx, N);
+    for (int i = 0; i < N; i++) want[i] += hx[i];
+    CU_ASSERT(h->graph_launch(g) == 0 && h->graph_launch(g) == 0);
+    CU_ASSERT(h->to_host(got, y, sizeof got) == 0 && memcmp(got, want, sizeof got) == 0);
+    /* a memory call while recording: refused, and the recording with it */
+    CU_ASSERT_FATAL(h->graph_begin() == 0);
+    CU_ASSERT(h->zero(y, N * sizeof(float)) == -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h->last_error(), "zero: not allowed while a CUDA graph"));
+    CU_ASSERT(h->graph_end(&bad) == -1 && bad == NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h->last_error(), "invalidated by a call of zero"));
+    /* a refused kernel (gemv's in of 12) while recording: -1 at the call, nothing kept */
+    struct cuda_gemv gv = {.x = x, .N = 1, .in = 12, .n_mats = 1};
+    gv.m[0].w = p, gv.m[0].y = y, gv.m[0].out = 4;
+    CU_ASSERT_FATAL(h->graph_begin() == 0);
+    CU_ASSERT(h->gemv(&gv) == -1);
+    CU_ASSERT(h->graph_end(&bad) == 0 && bad != NULL && h->graph_launch(bad) == 0);
+    CU_ASSERT(h->graph_free(bad) == 0 && h->graph_free(g) == 0 && h->graph_free(NULL) == 0);
+    CU_ASSERT(h->graph_launch(NULL) == -1);
+    CU_ASSERT(h->free(x + 1) == -1); /* not what alloc returned */
+    CU_ASSERT(h->free(p) == 0 && h->free(NULL) == 0);
+    CU_ASSERT(h->mem_info(&free1, &total) == 0 && free1 == free0);
+}
+
 int main(void)
 {
     api = test_cuda_or_skip("test_cuda");
     static const struct test_case cases[] = {
-        {"embed_gather: bf16 rows widened exactly; a bad token reported", test_embed_gather},
+        {"embed_gather: bf16 rows widened exactly, zero rows outside the vocabulary; "
+         "embed_scatter_add's bad token reported", test_embed_gather},
         {"f32_to_bf16: round to nearest even, specials", test_f32_to_bf16},
         {"rmsnorm_fwd vs rmsnorm_forward (2e-6)", test_rmsnorm},
         {"rope_fwd vs rope_forward (1e-6)", test_rope},
@@ -1097,8 +1261,12 @@ int main(void)
          test_prefill_attention},
         {"paged-KV decode attention, shared prefix blocks (1e-5)", test_decode_attention},
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
+        {"the vocabulary-parallel log-softmax over 3 ranks' columns, and its backward",
+         test_vocab_parallel},
         {"sampler: sampler_sample's tokens, greedy and at T = 0.7 and 1", test_sampler},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
+        {"the host module: memory budget, graphs recorded and replayed, refusals",
+         test_host_module},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

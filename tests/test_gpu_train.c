@@ -21,7 +21,8 @@
  *                  the same loss, gradients and updates to the bf16 effect (cosine
  *                  >= 0.999; the largest update difference within 0.1, measured
  *                  4.7e-2 with tensor-core attention, 1.9e-2 with float32).
- * Exits 77 (SKIPPED) without the CUDA module or a GPU, saying which.
+ * Without the CUDA module or a GPU it says which and runs on the host module
+ * (include/libra/cuda_host.h): the engine's training chain, tested.
  */
 #include <math.h>
 #include <stdio.h>

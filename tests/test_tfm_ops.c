@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/model/cpu/ops.h"
 #include "../src/model/rope.h"
+#include "libra/cpu_ops.h"
 #include "libra/rng.h"
 #include "testutil.h"
 

@@ -40,8 +40,8 @@ void test_tiny_cpu_config(struct libra_config *cfg);
 
 struct tfm_config;
 struct tfm_params;
-/* Random parameters of model c with norms and biases moved off 1 and 0, so every
- * tensor matters (keyed by seed). */
+/* Random parameters of model c (allocated here) with norms and biases moved off 1 and
+ * 0, so every tensor matters (keyed by seed). */
 void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed);
 /* max |a - b| / max |b| over n values (the kernels' tolerance measure). */
 double test_rel_err(const float *a, const float *b, size_t n);
@@ -49,7 +49,10 @@ double test_rel_err(const float *a, const float *b, size_t n);
 double test_cosine(const float *a, const float *b, size_t n);
 struct cuda_api;
 /* The CUDA module with GPU 0 current, for the GPU suites; without the module or a
- * usable GPU, prints "<name>: SKIPPED: <why>" and exits 77 (automake's SKIP). */
+ * usable GPU (or with LIBRA_CUDA_MODULE=host), the host module (include/libra/
+ * cuda_host.h), saying so: "<name>: no GPU (<why>): on the host stand-in ...". It no
+ * longer skips (the name stays): with LIBRA_TEST_NEED_GPU=1 (tools/test --cuda) the
+ * host module is a failure instead, exit 1. */
 const struct cuda_api *test_cuda_or_skip(const char *name);
 /* test_random_params (allocated here) rounded to bf16: the weights a GPU model holds
  * exactly, for comparisons of the two devices. */

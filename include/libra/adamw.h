@@ -51,5 +51,9 @@ struct adamw_scalars {
     float decay, step_size, bc2_sqrt, beta2, w1, w2, eps;
 };
 void adamw_scalars_of(const struct adamw_config *c, int64_t step, struct adamw_scalars *s);
+/* That update on n elements: params, m, v (n) updated in place from grads (n), each
+ * gradient first multiplied by clip unless clip is 1 (as adamw_step's clipping does). */
+void adamw_update_elems(float *params, float *m, float *v, const float *grads, size_t n,
+                        const struct adamw_scalars *s, float clip);
 
 #endif

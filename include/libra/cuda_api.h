@@ -6,6 +6,9 @@
  * The module's kernels and matrix products run in order on one stream of the current
  * device; the copies (to_device, to_host, copy) are synchronous.
  *
+ * The host module (include/libra/cuda_host.h) offers the same table computed on the
+ * CPU, for the engine's tests without a GPU.
+ *
  * The module exports one symbol, libra_cuda_api(), returning a constant table. Every
  * function returns 0 or -1; after -1, last_error() says what failed (the CUDA error
  * string, the call, file:line). Kernels take device pointers; sync() waits for them
@@ -125,6 +128,28 @@ struct cuda_gemv {
  * nccl_allreduce. */
 #define CUDA_NCCL_ID_BYTES 128
 enum { CUDA_RED_SUM, CUDA_RED_MAX, CUDA_RED_MIN };
+
+/* Why gemv refuses g, or NULL when it takes it: its preconditions above (the CUDA module
+ * and the host module, include/libra/cuda_host.h, check the same). */
+static inline const char *cuda_gemv_refusal(const struct cuda_gemv *g)
+{
+    if (g->N < 1 || g->N > CUDA_GEMV_MAX_ROWS) return "N outside 1..CUDA_GEMV_MAX_ROWS";
+    if (g->n_mats < 1 || g->n_mats > CUDA_GEMV_MAX_MATS) return "n_mats outside 1..3";
+    if (g->in <= 0 || g->in % 8) return "in is not a positive multiple of 8";
+    if ((uintptr_t)g->x & 15u) return "x is not 16-byte aligned";
+    if (g->swiglu && (g->n_mats != 2 || g->m[0].out != g->m[1].out || g->accumulate))
+        return "swiglu needs 2 matrices of the same out and no accumulate";
+    long long rows = 0;
+    for (int i = 0; i < g->n_mats; i++) {
+        if (g->m[i].out <= 0) return "a matrix with no rows";
+        if ((uintptr_t)g->m[i].w & 15u) return "a matrix that is not 16-byte aligned";
+        if (g->accumulate && g->m[i].b) return "a bias with accumulate";
+        if (g->swiglu && g->m[i].b) return "a bias with swiglu";
+        rows += g->m[i].out;
+    }
+    if (rows > (1LL << 30)) return "too many rows";
+    return NULL;
+}
 
 /* Head dimensions flash_fwd and flash_bwd take (float4 loads, tiles of up to 128). */
 static inline int cuda_flash_supports(int D) { return D > 0 && D % 4 == 0 && D <= 128; }

@@ -3,6 +3,9 @@
  * time. Looked for, in order: $LIBRA_CUDA_MODULE (a path); libra-cuda.so beside the
  * running program; ../src/libra-cuda.so from it (the tests of a build tree); the
  * installed $(pkglibdir)/libra-cuda.so. Loaded once per process; thread-safe.
+ * LIBRA_CUDA_MODULE=host (exactly) selects the host module instead: the same interface
+ * computed on the CPU by the CPU references (include/libra/cuda_host.h), for running
+ * device cuda's engine and its tests without a GPU (docs/cuda.md); nothing is loaded.
  */
 #ifndef LIBRA_CUDA_MODULE_H
 #define LIBRA_CUDA_MODULE_H

@@ -71,7 +71,7 @@ int tfm_rope_type_from_name(const char *name);
 /* rope (P, D), P = n_pos: row p = a cos(p w_0) .. a cos(p w_{D/2-1}), then
  * a sin(p w_0) .. a sin(p w_{D/2-1}), with w = rope_inv_freq and a its return value;
  * the angle p w_i in float32 (as HF), cos / sin in double rounded to float, times a in
- * float32. The table rope_forward / rope_backward (cpu/ops.h) and the
+ * float32. The table rope_forward / rope_backward (cpu_ops.h) and the
  * CUDA kernels rope_fwd / rope_bwd read. */
 void rope_table(float *rope, int n_pos, const struct tfm_config *c);
 

@@ -1,6 +1,8 @@
 /*
  * Loading the CUDA device module (include/libra/cuda_module.h) with dlopen: the only
- * place libra touches it, so src/libra links no CUDA library.
+ * place libra touches it, so src/libra links no CUDA library. LIBRA_CUDA_MODULE=host
+ * selects the host module instead (include/libra/cuda_host.h: linked in, nothing
+ * loaded).
  */
 #define _GNU_SOURCE /* dladdr-free: readlink of /proc/self/exe */
 #include "libra/cuda_module.h"
@@ -12,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "libra/cuda_host.h"
 
 #ifndef LIBRA_PKGLIBDIR
 #define LIBRA_PKGLIBDIR "/usr/local/lib/libra"
@@ -40,6 +44,10 @@ static void load_once(void)
     char dir[PATH_MAX], cand[4][PATH_MAX + 32];
     int n = 0;
     const char *env = getenv("LIBRA_CUDA_MODULE");
+    if (env && strcmp(env, "host") == 0) { /* the CPU stand-in, for tests without a GPU */
+        loaded = cuda_host_api();
+        return;
+    }
     if (env && *env) snprintf(cand[n++], sizeof cand[0], "%s", env);
     exe_dir(dir, sizeof dir);
     if (dir[0]) {

@@ -82,19 +82,25 @@ void adamw_scalars_of(const struct adamw_config *c, int64_t step, struct adamw_s
     s->eps = c->eps;
 }
 
+void adamw_update_elems(float *params, float *m, float *v, const float *grads, size_t n,
+                        const struct adamw_scalars *s, float clip)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = clip != 1.0f ? grads[i] * clip : grads[i];
+        params[i] *= s->decay;
+        m[i] += s->w1 * (g - m[i]);
+        v[i] = v[i] * s->beta2 + s->w2 * g * g;
+        float denom = sqrtf(v[i]) / s->bc2_sqrt + s->eps;
+        params[i] -= s->step_size * m[i] / denom;
+    }
+}
+
 /* The AdamW update of one step, on (already clipped) grads. */
 static void update(struct adamw *o, float *params, const float *grads)
 {
     struct adamw_scalars s;
     adamw_scalars_of(&o->c, ++o->step, &s);
-    for (size_t i = 0; i < o->n; i++) {
-        float g = grads[i];
-        params[i] *= s.decay;
-        o->m[i] += s.w1 * (g - o->m[i]);
-        o->v[i] = o->v[i] * s.beta2 + s.w2 * g * g;
-        float denom = sqrtf(o->v[i]) / s.bc2_sqrt + s.eps;
-        params[i] -= s.step_size * o->m[i] / denom;
-    }
+    adamw_update_elems(params, o->m, o->v, grads, o->n, &s, 1.0f);
 }
 
 double adamw_step(struct adamw *o, float *params, float *grads)

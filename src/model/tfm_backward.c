@@ -17,7 +17,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/ops.h"
+#include "libra/cpu_ops.h"
 #include "libra/log.h"
 #include "tfm_state.h"
 #include "tp_ops.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/ops.h"
+#include "libra/cpu_ops.h"
 #include "libra/log.h"
 #include "tfm_state.h"
 #include "tp_ops.h"

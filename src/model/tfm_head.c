@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/ops.h"
+#include "libra/cpu_ops.h"
 #include "tfm_state.h"
 #include "tp_ops.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/ops.h"
+#include "libra/cpu_ops.h"
 #include "libra/log.h"
 #include "rope.h"
 #include "tfm_state.h"

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu/ops.h"
+#include "libra/cpu_ops.h"
 
 void tp_allreduce_sum(const struct tfm_tp *tp, float *x, size_t n)
 {

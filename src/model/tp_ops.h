@@ -8,7 +8,7 @@
  * tp == NULL or tp->t == 1 is the single-rank model: tp_allreduce_sum does nothing and
  * the embedding functions are embed_forward / embed_backward, so the shared layer code
  * gives bitwise the single-rank results. The log-softmax functions are only for t > 1
- * (the callers use cpu/ops.h's for the single-rank model).
+ * (the callers use cpu_ops.h's for the single-rank model).
  */
 #ifndef LIBRA_MODEL_TP_OPS_H
 #define LIBRA_MODEL_TP_OPS_H

@@ -220,7 +220,7 @@ int cuda_describe_measured(const struct libra_config *cfg, const struct cost_mod
         LOG_W("device cuda: no memory on GPU 0 to time a training step of the model's shapes "
               "(%s): the planner keeps the configured train_mfu %.2f", why, c->p.train_mfu);
     c->p.optimizer_bytes_per_param = 16;
-    LOG_I("device cuda: GPU 0 measured in %.1f s: bf16 GEMM %.1f TFLOP/s, copy %.0f GB/s, "
+    LOG_I("device cuda: GPU 0 measured in %.1f s: bf16 GEMM %.3g TFLOP/s, copy %.0f GB/s, "
           "%.1f GB; decode step %.2f ms (batch 1, 64 cached), prefill %.0f tokens/s; "
           "decode %.0f %% of the bandwidth roofline, prefill MFU %.1f %%, training MFU %.1f %%",
           wall_time() - t0, flops / 1e12, bw / 1e9, total_b / 1e9, t1 * 1e3, 128 / pre,

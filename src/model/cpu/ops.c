@@ -1,11 +1,11 @@
 /*
  * CPU kernels of the transformer, forward and backward (contracts and shapes in
- * ops.h). Matrix products go to OpenBLAS -- linear layers as one sgemm (or one sgemv
- * per row for a few rows), attention as two sgemm per tile of query rows (two sgemv
- * per head for a lone decode row) -- and everything else is plain loops. No threads
- * of our own and no state of our own; OpenBLAS's thread count is narrowed to 1 around
- * small sgemv calls (see "BLAS thread policy"). For a fixed OpenBLAS thread count the
- * results are bitwise reproducible.
+ * include/libra/cpu_ops.h). Matrix products go to OpenBLAS -- linear layers as one
+ * sgemm (or one sgemv per row for a few rows), attention as two sgemm per tile of query
+ * rows (two sgemv per head for a lone decode row) -- and everything else is plain loops.
+ * No threads of our own and no state of our own; OpenBLAS's thread count is narrowed to
+ * 1 around small sgemv calls (see "BLAS thread policy"). For a fixed OpenBLAS thread
+ * count the results are bitwise reproducible.
  *
  * Limits: the elementwise loops (norms, rotary, softmax, SwiGLU) run on one core,
  * scalar at -O2, while the products use all cores; they are ~20-25% of a training
@@ -13,7 +13,7 @@
  * up to the tile's last row (~12% extra attention FLOPs at 256-token sequences, not
  * counted as useful by the benchmark).
  */
-#include "ops.h"
+#include "libra/cpu_ops.h"
 
 #include <cblas.h>
 #include <math.h>

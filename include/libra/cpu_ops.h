@@ -1,7 +1,8 @@
 /*
  * Plain-C (+ OpenBLAS) kernels of the CPU transformer, forward and backward. The
  * training path (tfm_forward.c, tfm_backward.c) and the decode engine (tfm_decode.c)
- * call the SAME forward functions, so a token's arithmetic is the same in both.
+ * call the SAME forward functions, so a token's arithmetic is the same in both; the
+ * CUDA module's host stand-in (include/libra/cuda_host.h) computes its kernels with them.
  *
  * Glossary: N rows (tokens, or tokens x heads for per-head ops), C width of a row,
  * H query heads, K kv heads (K | H), D head dim (even), nk key rows, V vocab.
@@ -22,8 +23,8 @@
  *     last bits. Small sgemv products run on 1 thread (ops.c, "BLAS thread policy"),
  *     a choice made from the shape alone.
  */
-#ifndef LIBRA_MODEL_CPU_OPS_H
-#define LIBRA_MODEL_CPU_OPS_H
+#ifndef LIBRA_CPU_OPS_H
+#define LIBRA_CPU_OPS_H
 
 #include <stddef.h>
 #include <stdint.h>

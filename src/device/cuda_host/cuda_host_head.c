@@ -1,0 +1,124 @@
+/*
+ * The host module's kernels of the output head and the optimizer
+ * (include/libra/cuda_api.h): logsoftmax_fwd / logsoftmax_bwd (the CPU references),
+ * the vocabulary-parallel vocab_max / vocab_sums / vocab_logsoftmax_bwd (the
+ * arithmetic of tp_logsoftmax_forward / _backward: float z and expf, double sums),
+ * sample (sampler_sample per row: the same keyed draw, so the same tokens as the CUDA
+ * sampler up to its documented rounding coincidences), sum_squares (double, in index
+ * order) and adamw_update (adamw.h's element update). sum_squares writes a host value,
+ * so it is refused inside a graph recording, as the CUDA module's (which allocates and
+ * copies) would be. Limits: one thread; sample takes its own 2V floats of scratch.
+ */
+#include "cuda_host_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "libra/adamw.h"
+#include "libra/cpu_ops.h"
+#include "libra/log.h"
+#include "libra/sampler.h"
+
+int ch_logsoftmax_fwd(const void *args)
+{
+    const struct logsoftmax_args *a = args;
+    logsoftmax_forward(a->logprob, a->entropy, a->logits, a->targets, a->N, a->V,
+                       a->temperature);
+    return 0;
+}
+
+int ch_logsoftmax_bwd(const void *args)
+{
+    const struct logsoftmax_args *a = args;
+    logsoftmax_backward(a->dlogits, a->dlogprob, a->logits, a->targets, a->N, a->V,
+                        a->temperature);
+    return 0;
+}
+
+int ch_vocab_max(const void *args)
+{
+    const struct logsoftmax_args *a = args;
+    for (int i = 0; i < a->N; i++) {
+        const float *xi = a->logits + (size_t)i * a->V;
+        float m = -INFINITY;
+        for (int j = 0; j < a->V; j++) {
+            float z = xi[j] / a->temperature;
+            m = z > m ? z : m;
+        }
+        a->mx[i] = m;
+    }
+    return 0;
+}
+
+int ch_vocab_sums(const void *args)
+{
+    const struct logsoftmax_args *a = args;
+    for (int i = 0; i < a->N; i++) {
+        const float *xi = a->logits + (size_t)i * a->V;
+        float m = a->mx_in[i];
+        double s = 0, e = 0;
+        for (int j = 0; j < a->V; j++) {
+            float zj = xi[j] / a->temperature - m;
+            double ex = (double)expf(zj);
+            s += ex;
+            e += ex * zj;
+        }
+        int32_t t = a->targets[i];
+        a->sums[3 * (size_t)i] = s;
+        a->sums[3 * (size_t)i + 1] = e;
+        a->sums[3 * (size_t)i + 2] = t >= 0 && t < a->V ? (double)(xi[t] / a->temperature - m)
+                                                        : 0.0;
+    }
+    return 0;
+}
+
+int ch_vocab_logsoftmax_bwd(const void *args)
+{
+    const struct logsoftmax_args *a = args;
+    for (int i = 0; i < a->N; i++) {
+        if (a->dlogprob[i] == 0.0f) continue;
+        const float *xi = a->logits + (size_t)i * a->V;
+        float *di = a->dlogits + (size_t)i * a->V;
+        double c = (double)a->dlogprob[i] / a->temperature;
+        for (int j = 0; j < a->V; j++)
+            di[j] -= (float)(c * exp((double)(xi[j] / a->temperature - a->mx_in[i]) - a->lsum[i]));
+        int32_t t = a->targets[i];
+        if (t >= 0 && t < a->V) di[t] += (float)c;
+    }
+    return 0;
+}
+
+int ch_sample(const void *args)
+{
+    const struct sample_args *a = args;
+    if (a->B <= 0) return 0;
+    struct sampler_config sc = {a->temperature, 1.0f, 0, a->seed}; /* no top-k / top-p */
+    float *scratch = xmalloc(2 * (size_t)a->V * sizeof *scratch);
+    for (int r = 0; r < a->B; r++) {
+        float lp = 0.0f;
+        a->tok[r] = sampler_sample(&sc, a->logits + (size_t)r * a->V, a->V, a->traj[r],
+                                   a->pos[r], &lp, scratch);
+        if (a->logprob) a->logprob[r] = lp;
+    }
+    free(scratch);
+    return 0;
+}
+
+int ch_sum_squares(double *out, const float *x, int64_t n)
+{
+    if (ch_forbid_in_graph("sum_squares")) return -1;
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    *out = s;
+    return 0;
+}
+
+int ch_adamw_update(const void *args)
+{
+    const struct adamw_args *a = args;
+    if (a->n <= 0) return 0;
+    struct adamw_scalars s = {a->s.decay, a->s.step_size, a->s.bc2_sqrt, a->s.beta2, a->s.w1,
+                              a->s.w2, a->s.eps};
+    adamw_update_elems(a->params, a->m, a->v, a->grads, (size_t)a->n, &s, a->s.clip);
+    return 0;
+}
