@@ -30,14 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cpu/cpu_internal.h"
 #include "libra/gpu_comm.h"
 #include "libra/adamw.h"
 #include "libra/gpu_decode.h"
 #include "libra/gpu_train.h"
-#include "libra/hash.h"
 #include "libra/sampler.h"
-#include "testutil.h"
+#include "testtp.h"
 
 #define TOL 1e-2
 #define LP_TOL 2e-2
@@ -55,45 +53,7 @@ static const struct tfm_config cfgs[] = {
 };
 #define N_CFG 3
 
-static int g_rank, g_world;
 static const struct cuda_api *api;
-
-struct group {
-    struct cpu_comm comm, kv;
-    struct tfm_tp tp;
-};
-
-static void group_open(struct group *g, const struct tfm_config *c, int t)
-{
-    memset(g, 0, sizeof *g);
-    int i = g_rank % t;
-    MPI_Comm comm;
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, g_rank / t, g_rank, &comm));
-    cpu_comm_bind(&g->comm, comm);
-    g->comm.owned = 1;
-    cpu_comm_bind(&g->kv, MPI_COMM_NULL);
-    if (c->n_kv_heads < t) {
-        MPI_Comm kv;
-        MPI_CHECK(MPI_Comm_split(comm, i / (t / c->n_kv_heads), i, &kv));
-        cpu_comm_bind(&g->kv, kv);
-        g->kv.owned = 1;
-    }
-    tfm_tp_init(&g->tp, c, t, i, &g->comm.tc, g->kv.comm != MPI_COMM_NULL ? &g->kv.tc : NULL);
-}
-
-static void group_close(struct group *g)
-{
-    cpu_comm_free_owned(&g->kv);
-    cpu_comm_free_owned(&g->comm);
-}
-
-static int same_on_group(const struct group *g, const void *x, size_t n)
-{
-    uint64_t h = fnv1a_bytes(x, n), lo, hi;
-    MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, g->comm.comm));
-    MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, g->comm.comm));
-    return lo == hi;
-}
 
 /* max over rows of |tp - full[v0 .. v1)| / max |full|, rows of Vl and V values. */
 static double shard_err(const float *tp_logits, const float *full, int rows, int v0, int Vl,
@@ -114,7 +74,7 @@ static double shard_err(const float *tp_logits, const float *full, int rows, int
 }
 
 /* The largest error over the group. */
-static double group_max(const struct group *g, double x)
+static double group_max(const struct test_tp_group *g, double x)
 {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, g->comm.comm));
     return x;
@@ -145,12 +105,9 @@ static void test_decode(void)
     for (int k = 0; k < N_CFG; k++)
         for (int t = 2; t <= 4; t *= 2) {
             const struct tfm_config *c = &cfgs[k];
-            struct group g;
-            group_open(&g, c, t);
+            struct test_tp_group g;
             struct tfm_params full, part;
-            test_bf16_params(&full, c, 31 + (uint64_t)k);
-            tfm_params_alloc(&part, &g.tp.local);
-            tfm_tp_shard(&g.tp, &full, &part);
+            test_tp_model_open(&g, c, t, 31 + (uint64_t)k, 1, &full, &part);
             char err[512];
             struct gpu_model *m1 = gpu_model_upload(api, c, &full, err, sizeof err);
             struct gpu_model *mt = gpu_model_upload(api, &g.tp.local, &part, err, sizeof err);
@@ -194,14 +151,14 @@ static void test_decode(void)
                         agree &= tok_tp[s] == want;
                     }
                 }
-                same &= same_on_group(&g, tok_tp, sizeof tok_tp);
+                same &= test_tp_same_on_group(&g, tok_tp, sizeof tok_tp);
                 /* both decoders take TP 1's tokens, so their contexts stay equal */
                 CU_ASSERT_EQUAL(gpu_decoder_step(d1, slots, next, 2, l1), 0);
                 CU_ASSERT_EQUAL(gpu_decoder_step(dt, slots, next, 2, lt), 0);
                 worst = fmax(worst, shard_err(lt, l1, 2, g.tp.v0, Vl, V));
             }
             worst = group_max(&g, worst);
-            if (g_rank == 0)
+            if (test_tp_rank == 0)
                 printf("\n    %s TP %d: largest logit error %.2e of the largest logit; greedy "
                        "tokens agree on %d clear rows", k == 0 ? "llama" : k == 1 ? "qwen2" : "qwen3",
                        t, worst, checked);
@@ -218,7 +175,7 @@ static void test_decode(void)
             gpu_model_free(mt);
             tfm_params_free(&full);
             tfm_params_free(&part);
-            group_close(&g);
+            test_tp_group_close(&g);
         }
 }
 
@@ -231,12 +188,9 @@ static void test_train(void)
     for (int k = 0; k < N_CFG; k++)
         for (int t = 2; t <= 4; t *= 2) {
             const struct tfm_config *c = &cfgs[k];
-            struct group g;
-            group_open(&g, c, t);
+            struct test_tp_group g;
             struct tfm_params full, part, g1, gt, g1_part;
-            test_bf16_params(&full, c, 41 + (uint64_t)k);
-            tfm_params_alloc(&part, &g.tp.local);
-            tfm_tp_shard(&g.tp, &full, &part);
+            test_tp_model_open(&g, c, t, 41 + (uint64_t)k, 1, &full, &part);
             tfm_params_alloc(&g1, c);
             tfm_params_alloc(&gt, &g.tp.local);
             tfm_params_alloc(&g1_part, &g.tp.local);
@@ -263,7 +217,7 @@ static void test_train(void)
                 lp_err = fmax(lp_err, fabs((double)lpt[i] - lp1[i]));
                 lp_err = fmax(lp_err, fabs((double)et[i] - e1[i]));
             }
-            int same = same_on_group(&g, lpt, sizeof lpt) && same_on_group(&g, et, sizeof et);
+            int same = test_tp_same_on_group(&g, lpt, sizeof lpt) && test_tp_same_on_group(&g, et, sizeof et);
             gpu_trainer_backward(t1, &b);
             gpu_trainer_backward(tt, &b);
             gpu_trainer_grads(t1, &g1);
@@ -275,7 +229,7 @@ static void test_train(void)
             lp_err = group_max(&g, lp_err);
             g_err = group_max(&g, g_err);
             cos = -group_max(&g, -cos);
-            if (g_rank == 0)
+            if (test_tp_rank == 0)
                 printf("\n    %s TP %d training: log-probs / entropies %.1e, gradient cosine "
                        "%.6f, largest difference %.1e", k == 0 ? "llama" : k == 1 ? "qwen2"
                        : "qwen3", t, lp_err, cos, g_err);
@@ -291,15 +245,15 @@ static void test_train(void)
             tfm_params_free(&g1);
             tfm_params_free(&gt);
             tfm_params_free(&g1_part);
-            group_close(&g);
+            test_tp_group_close(&g);
         }
 }
 
 static void test_refusals(void)
 {
     const struct tfm_config *c = &cfgs[0];
-    struct group g;
-    group_open(&g, c, 2);
+    struct test_tp_group g;
+    test_tp_group_open(&g, c, 2, test_tp_rank);
     struct tfm_params full;
     test_bf16_params(&full, c, 5);
     char err[512] = "";
@@ -327,7 +281,7 @@ static void test_refusals(void)
     gpu_model_free(m1);
     tfm_params_free(&part);
     tfm_params_free(&full);
-    group_close(&g);
+    test_tp_group_close(&g);
 }
 
 static const struct test_case cases[] = {
@@ -339,19 +293,9 @@ static const struct test_case cases[] = {
 
 static const struct test_suite suites[] = {{"GPU tensor parallel over MPI", cases}, {NULL, NULL}};
 
+static void open_gpu(void) { api = test_cuda_or_skip("test_gpu_tp_mpi"); }
+
 int main(int argc, char **argv)
 {
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world));
-    if (g_world != 4) {
-        if (g_rank == 0)
-            fprintf(stderr, "test_gpu_tp_mpi: run with mpirun -np 4 (got %d)\n", g_world);
-        MPI_Finalize();
-        return 2;
-    }
-    api = test_cuda_or_skip("test_gpu_tp_mpi");
-    int worst = test_main_all_ranks(suites);
-    MPI_CHECK(MPI_Finalize());
-    return worst;
+    return test_tp_main(&argc, &argv, "test_gpu_tp_mpi", open_gpu, suites);
 }

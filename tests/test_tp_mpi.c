@@ -19,14 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cpu/cpu_internal.h"
 #include "libra/adamw.h"
 #include "libra/hash.h"
 #include "libra/log.h"
 #include "libra/rng.h"
 #include "libra/sampler.h"
 #include "libra/tfm_decode.h"
-#include "testutil.h"
+#include "testtp.h"
 
 #define TINY(fam, H, K, D, F, theta, tie, bias, qkn)                                          \
     .family = fam, .vocab_size = 301, .hidden_size = 32, .n_layers = 2, .n_heads = H,         \
@@ -39,50 +38,6 @@ static const struct tfm_config cfgs[] = {
     {TINY(TFM_QWEN3, 4, 2, 12, 48, 1e4f, 1, 0, 1)},
 };
 #define N_CFG 3
-
-static int g_rank, g_world;
-
-/* The TP group of degree t this rank belongs to, as the CPU device builds it. */
-struct group {
-    struct cpu_comm comm, kv;
-    struct tfm_tp tp;
-    int t, i;
-};
-
-static void group_open(struct group *g, const struct tfm_config *c, int t)
-{
-    memset(g, 0, sizeof *g);
-    g->t = t;
-    g->i = g_rank % t;
-    MPI_Comm comm;
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, g_rank / t, g_rank, &comm));
-    cpu_comm_bind(&g->comm, comm);
-    g->comm.owned = 1;
-    cpu_comm_bind(&g->kv, MPI_COMM_NULL);
-    if (c->n_kv_heads < t) {
-        int share = t / c->n_kv_heads;
-        MPI_Comm kv;
-        MPI_CHECK(MPI_Comm_split(comm, g->i / share, g->i, &kv));
-        cpu_comm_bind(&g->kv, kv);
-        g->kv.owned = 1;
-    }
-    tfm_tp_init(&g->tp, c, t, g->i, &g->comm.tc, g->kv.comm != MPI_COMM_NULL ? &g->kv.tc : NULL);
-}
-
-static void group_close(struct group *g)
-{
-    cpu_comm_free_owned(&g->kv);
-    cpu_comm_free_owned(&g->comm);
-}
-
-/* Every rank of the group holds the same bytes. */
-static int same_on_group(const struct group *g, const void *x, size_t n)
-{
-    uint64_t h = fnv1a_bytes(x, n), lo, hi;
-    MPI_CHECK(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, g->comm.comm));
-    MPI_CHECK(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, g->comm.comm));
-    return lo == hi;
-}
 
 #define BT 14
 static void make_batch(struct tfm_batch *b, int *seq_len, int32_t *tok, int32_t *tgt, float *w,
@@ -105,12 +60,9 @@ static void test_forward(void)
     for (int k = 0; k < N_CFG; k++)
         for (int t = 2; t <= 4; t *= 2) {
             const struct tfm_config *c = &cfgs[k];
-            struct group g;
-            group_open(&g, c, t);
+            struct test_tp_group g;
             struct tfm_params full, part;
-            test_random_params(&full, c, 11 + (uint64_t)k);
-            tfm_params_alloc(&part, &g.tp.local);
-            tfm_tp_shard(&g.tp, &full, &part);
+            test_tp_model_open(&g, c, t, 11 + (uint64_t)k, 0, &full, &part);
             int seq_len[3];
             int32_t tok[BT], tgt[BT];
             float w[BT], lp1[BT], ent1[BT], lpt[BT], entt[BT];
@@ -124,13 +76,13 @@ static void test_forward(void)
                 CU_ASSERT_CLOSE(lpt[i], lp1[i], 1e-5);
                 CU_ASSERT_CLOSE(entt[i], ent1[i], 1e-5);
             }
-            CU_ASSERT(same_on_group(&g, lpt, sizeof lpt));
-            CU_ASSERT(same_on_group(&g, entt, sizeof entt));
+            CU_ASSERT(test_tp_same_on_group(&g, lpt, sizeof lpt));
+            CU_ASSERT(test_tp_same_on_group(&g, entt, sizeof entt));
             tfm_state_free(s1);
             tfm_state_free(st);
             tfm_params_free(&full);
             tfm_params_free(&part);
-            group_close(&g);
+            test_tp_group_close(&g);
         }
 }
 
@@ -141,12 +93,9 @@ static void test_decode(void)
         for (int t = 2; t <= 4; t *= 2)
             for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
                 const struct tfm_config *c = &cfgs[k];
-                struct group g;
-                group_open(&g, c, t);
+                struct test_tp_group g;
                 struct tfm_params full, part;
-                test_random_params(&full, c, 21 + (uint64_t)k);
-                tfm_params_alloc(&part, &g.tp.local);
-                tfm_tp_shard(&g.tp, &full, &part);
+                test_tp_model_open(&g, c, t, 21 + (uint64_t)k, 0, &full, &part);
                 struct tfm_decoder *d1 = tfm_decoder_create(c, &full, 2, 64, 4);
                 struct tfm_decoder *dt = tfm_decoder_create_tp(&g.tp, &part, 2, 64, 4);
                 int V = c->vocab_size, Vl = g.tp.v1 - g.tp.v0;
@@ -182,7 +131,7 @@ static void test_decode(void)
                 }
                 CU_ASSERT(same_tokens);
                 CU_ASSERT(close_lp);
-                CU_ASSERT(same_on_group(&g, nextt, sizeof nextt));
+                CU_ASSERT(test_tp_same_on_group(&g, nextt, sizeof nextt));
                 free(l1);
                 free(lt);
                 free(sc1);
@@ -191,7 +140,7 @@ static void test_decode(void)
                 tfm_decoder_free(dt);
                 tfm_params_free(&full);
                 tfm_params_free(&part);
-                group_close(&g);
+                test_tp_group_close(&g);
             }
 }
 
@@ -201,8 +150,8 @@ static void test_train_step(void)
     for (int k = 0; k < N_CFG; k++)
         for (int t = 2; t <= 4; t *= 2) {
             const struct tfm_config *c = &cfgs[k];
-            struct group g;
-            group_open(&g, c, t);
+            struct test_tp_group g;
+            test_tp_group_open(&g, c, t, test_tp_rank);
             struct tfm_params full, part, g1, gt, want;
             test_random_params(&full, c, 31 + (uint64_t)k);
             tfm_params_alloc(&part, &g.tp.local);
@@ -239,7 +188,7 @@ static void test_train_step(void)
             tfm_params_free(&want);
             tfm_params_free(&g1);
             tfm_params_free(&gt);
-            group_close(&g);
+            test_tp_group_close(&g);
         }
 }
 
@@ -258,10 +207,10 @@ static void test_quiesce_race(void)
     cfg.rollout.max_tokens = 64;
     struct device *d = xcalloc(1, sizeof *d);
     d->a.cfg = &cfg;
-    d->a.rank = g_rank;
+    d->a.rank = test_tp_rank;
     d->mc = *c;
-    struct group g;
-    group_open(&g, c, 2);
+    struct test_tp_group g;
+    test_tp_group_open(&g, c, 2, test_tp_rank);
     d->sh.t = 2;
     d->sh.i = g.i;
     d->sh.comm = g.comm;
@@ -297,7 +246,7 @@ static void test_quiesce_race(void)
     tfm_params_free(&d->sh.p);
     tfm_params_free(&full);
     free(d);
-    group_close(&g);
+    test_tp_group_close(&g);
 }
 
 static const struct test_case tp_cases[] = {
@@ -310,18 +259,9 @@ static const struct test_case tp_cases[] = {
 
 static const struct test_suite suites[] = {{"tensor parallel over MPI", tp_cases}, {NULL, NULL}};
 
+static void one_blas_thread(void) { openblas_set_num_threads(1); }
+
 int main(int argc, char **argv)
 {
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world));
-    if (g_world != 4) {
-        if (g_rank == 0) fprintf(stderr, "test_tp_mpi: run with mpirun -np 4 (got %d)\n", g_world);
-        MPI_Finalize();
-        return 2;
-    }
-    openblas_set_num_threads(1);
-    int worst = test_main_all_ranks(suites);
-    MPI_CHECK(MPI_Finalize());
-    return worst;
+    return test_tp_main(&argc, &argv, "test_tp_mpi", one_blas_thread, suites);
 }

@@ -36,19 +36,24 @@ struct add_op {
     __device__ double operator()(double a, double b) const { return a + b; }
 };
 
-/* The row's max of z and sum of expf(z - max) (and of expf(z - max) (z - max) when
- * ez != NULL). */
-__device__ static void row_stats(const float *x, int V, float temperature, float *mx_out,
-                                 double *sum_out, double *ez_out)
+/* The row's max of z (every thread gets it). */
+__device__ static float row_max(const float *x, int V, float temperature)
 {
     __shared__ float fpart[LS_THREADS];
-    __shared__ double dpart[LS_THREADS];
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
         float z = x[j] / temperature;
         mx = z > mx ? z : mx;
     }
-    mx = block_reduce(mx, fpart, max_op());
+    return block_reduce(mx, fpart, max_op());
+}
+
+/* The row's sum of expf(z - mx) (and of expf(z - mx) (z - mx) when ez_out != NULL)
+ * for a given mx. */
+__device__ static void row_sums(const float *x, int V, float temperature, float mx,
+                                double *sum_out, double *ez_out)
+{
+    __shared__ double dpart[LS_THREADS];
     double s = 0.0, e = 0.0;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
         float zj = x[j] / temperature - mx;
@@ -56,9 +61,18 @@ __device__ static void row_stats(const float *x, int V, float temperature, float
         s += ex;
         e += ex * zj;
     }
-    *mx_out = mx;
     *sum_out = block_reduce(s, dpart, add_op());
     if (ez_out) *ez_out = block_reduce(e, dpart, add_op());
+}
+
+/* The row's max of z and sum of expf(z - max) (and of expf(z - max) (z - max) when
+ * ez != NULL). */
+__device__ static void row_stats(const float *x, int V, float temperature, float *mx_out,
+                                 double *sum_out, double *ez_out)
+{
+    float mx = row_max(x, V, temperature);
+    *mx_out = mx;
+    row_sums(x, V, temperature, mx, sum_out, ez_out);
 }
 
 __global__ static void logsoftmax_fwd_k(float *logprob, float *entropy, const float *logits,
@@ -123,14 +137,7 @@ extern "C" int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const fl
 /* mx (N): the row max of z = logit / temperature over this rank's columns. */
 __global__ static void vocab_max_k(float *mx, const float *logits, int V, float temperature)
 {
-    __shared__ float part[LS_THREADS];
-    const float *xi = logits + (size_t)blockIdx.x * V;
-    float m = -INFINITY;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float z = xi[j] / temperature;
-        m = z > m ? z : m;
-    }
-    m = block_reduce(m, part, max_op());
+    float m = row_max(logits + (size_t)blockIdx.x * V, V, temperature);
     if (threadIdx.x == 0) mx[blockIdx.x] = m;
 }
 
@@ -148,19 +155,11 @@ extern "C" int cu_vocab_max(float *mx, const float *logits, int N, int V, float 
 __global__ static void vocab_sums_k(double *sums, const float *logits, const float *mx,
                                     const int32_t *targets, int V, float temperature)
 {
-    __shared__ double part[LS_THREADS];
     int i = blockIdx.x;
     const float *xi = logits + (size_t)i * V;
     float m = mx[i];
-    double s = 0.0, e = 0.0;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float zj = xi[j] / temperature - m;
-        double ex = (double)expf(zj);
-        s += ex;
-        e += ex * zj;
-    }
-    s = block_reduce(s, part, add_op());
-    e = block_reduce(e, part, add_op());
+    double s, e;
+    row_sums(xi, V, temperature, m, &s, &e);
     if (threadIdx.x != 0) return;
     int32_t t = targets[i];
     sums[3 * (size_t)i] = s;
