@@ -1,8 +1,10 @@
 #!/bin/sh
-# RL on the CUDA device, the calc environment and the shipped model, twice: 4 ranks
-# (controller, 2 training replicas, 1 rollout instance, all TP 1), then 5 ranks
+# RL on the CUDA device, the calc environment and the shipped model, three times: 4
+# ranks (controller, 2 training replicas, 1 rollout instance, all TP 1); 5 ranks
 # (controller, one TP-2 training replica, one TP-2 rollout instance: the GPU engine's
-# shards and their all-reduces), on the node's GPUs (one GPU serves every worker if
+# shards and their all-reduces); 5 ranks re-planned every 3 steps (1 replica + TP
+# [1, 1, 1], 2 replicas + TP [2], 1 replica + TP [2, 1]: instances dissolve and form
+# again, their GPU groups from the cache or new), on the node's GPUs (one GPU serves every worker if
 # there is only one). The rollout instances decode on the GPU engine, the replicas run
 # their forwards and backwards on the GPU training path; after every step the
 # replicas' parameter hashes must agree, the staleness bound must hold, the run must
@@ -44,4 +46,21 @@ rl_job 5 "$out/tp.cfg" "$out/tp"
 tail -n 3 "$out/tp.stdout"
 "$CHECK_RUN" "$out/tp.h5" --min-steps 4 || fail "check_run (TP 2)"
 "$CHECK_RL" "$out/tp.h5" --max-staleness 2 --accuracy-rises || fail "check_rl (TP 2)"
+# re-planned: roles and TP layouts change between epochs
+cat > "$out/replan.cfg" <<CFG
+run = { name = "rl-replan"; steps = 9; seed = 7; log_level = "warn"; progress_interval_s = 5.0; };
+device = { type = "cuda"; };
+model = { checkpoint = "$RL_MODEL"; };
+rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
+train = { batch_size = 16; max_staleness = 0; sync_interval = 1; lr = 5e-5; };
+plan = { mode = "schedule"; interval = 3; schedule = ( { n_train = 1; rollout_tp = [1, 1, 1]; },
+         { n_train = 2; rollout_tp = [2]; }, { n_train = 1; rollout_tp = [2, 1]; } ); };
+env = { name = "calc"; };
+eval = { size = 16; interval = 0; };
+output = { file = "$out/replan.h5"; };
+CFG
+rl_job 5 "$out/replan.cfg" "$out/replan"
+tail -n 3 "$out/replan.stdout"
+"$CHECK_RUN" "$out/replan.h5" --min-steps 9 || fail "check_run (re-planned)"
+"$CHECK_RL" "$out/replan.h5" --max-staleness 0 || fail "check_rl (re-planned)"
 [ -n "${KEEP:-}" ] || rm -rf "$out"
