@@ -62,4 +62,12 @@ void gpu_model_free(struct gpu_model *m);
  * of the layout; NULL for TFM_ABSENT. */
 const uint16_t *gpu_model_w(const struct gpu_model *m, size_t at, size_t per_layer, int l);
 
+/* A global token id as a row of a vocabulary shard [v0, v0 + Vl) (embed_gather's and
+ * the vocab_* kernels' convention): id - v0 when the shard holds it, else -1. */
+static inline int32_t gpu_vocab_row(int32_t id, int v0, int Vl)
+{
+    int32_t r = id - v0;
+    return id >= 0 && r >= 0 && r < Vl ? r : -1;
+}
+
 #endif

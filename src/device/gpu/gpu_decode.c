@@ -562,8 +562,7 @@ static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, in
     for (int r = 0; r < R; r++) {
         if (tokens[r] < 0 || tokens[r] >= d->V_full)
             FATAL("gpu decoder: token %d outside the vocabulary of %d", tokens[r], d->V_full);
-        int local = tokens[r] - d->v0;
-        d->h_tok[r] = local >= 0 && local < Vl ? local : -1;
+        d->h_tok[r] = gpu_vocab_row(tokens[r], d->v0, Vl);
     }
     GPU_CHECK(api, api->to_device(d->d_tok, d->h_tok, (size_t)R * sizeof *d->h_tok));
     GPU_CHECK(api, api->to_device(d->d_pos, d->h_pos, (size_t)R * sizeof *d->h_pos));

@@ -44,7 +44,8 @@ struct gpu_trainer {
     /* tensor parallelism: rank tp_rank of tp_t; vocabulary rows [v0, v0 + c.vocab_size)
      * of V_full; comm the group (NULL at TP 1) and the head's vocabulary-parallel
      * statistics of a logit chunk: d_mx (ch), d_sums (ch, 3), d_lsum (ch) on the device,
-     * h_sums, h_lsum, h_lp, h_ent (ch each) on the host */
+     * h_sums (ch, 3), h_lsum, h_clp, h_cent (ch each: log-sums, log-probs, entropies) on
+     * the host */
     int tp_t, tp_rank, v0, V_full;
     struct gpu_comm *comm;
     float *d_mx;
@@ -362,9 +363,8 @@ static int stage_batch(struct gpu_trainer *t, const struct tfm_batch *b)
     if (t->comm) { /* this rank's rows of the vocabulary: -1 for another rank's */
         int Vl = t->c.vocab_size;
         for (int i = 0; i < T; i++) {
-            int a = b->tokens[i] - t->v0, g = b->targets[i] - t->v0;
-            t->h_tok[i] = a >= 0 && a < Vl ? a : -1;
-            t->h_tgt[i] = b->targets[i] >= 0 && g >= 0 && g < Vl ? g : -1;
+            t->h_tok[i] = gpu_vocab_row(b->tokens[i], t->v0, Vl);
+            t->h_tgt[i] = gpu_vocab_row(b->targets[i], t->v0, Vl);
         }
         tok = t->h_tok;
         tgt = t->h_tgt;
