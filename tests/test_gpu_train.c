@@ -20,7 +20,9 @@
  *                  a GRPO step, each side's behaviour log-probs its own engine's:
  *                  the same loss, gradients and updates to the bf16 effect (cosine
  *                  >= 0.999; the largest update difference within 0.1, measured
- *                  4.7e-2 with tensor-core attention, 1.9e-2 with float32).
+ *                  4.7e-2 with tensor-core attention, 1.9e-2 with float32);
+ *   AdamW          on the GPU engine against the host's, and a join of its state
+ *                  (test_engine_step).
  * Without the CUDA module or a GPU it says which and runs on the host module
  * (include/libra/cuda_host.h): the engine's training chain, tested.
  */
@@ -272,6 +274,94 @@ static void test_trainer_engine(void)
     tfm_params_free(&start);
 }
 
+/* Two trainers on GPU engines of the same weights, GRPO steps on the same sequences:
+ * one takes AdamW on the host (the engine's step cleared), the other on the GPU
+ * (gpu_trainer_apply, the moments kept there). The same gradient each step gives the
+ * same update to float32 rounding: parameters and fetched moments agree (relative
+ * 1e-3 of the largest, cosine of the updates >= 0.9999 -- a host-vs-GPU difference in
+ * one element's arithmetic, not a wrong update, which would move the cosine far from
+ * 1). Then a third trainer takes the GPU trainer's state as a joining rank does
+ * (weights, fetched moments, step count; trainer_params_changed) and both step once
+ * more: the same bits (a moment left behind on the GPU would change them). */
+static void test_engine_step(void)
+{
+    enum { N0 = 15, N1 = 22, STEPS = 3 };
+    struct tfm_config c = model_of(TFM_QWEN3);
+    struct tfm_params p[3], start;
+    test_bf16_params(&p[0], &c, 41);
+    tfm_params_alloc(&start, &c);
+    memcpy(start.mem, p[0].mem, p[0].n * sizeof(float));
+    for (int k = 1; k < 3; k++) {
+        tfm_params_alloc(&p[k], &c);
+        memcpy(p[k].mem, p[0].mem, p[0].n * sizeof(float));
+    }
+    int32_t ids[N0 + N1];
+    uint8_t mask[N0 + N1];
+    float behav[N0 + N1];
+    for (int i = 0; i < N0 + N1; i++) {
+        ids[i] = (int32_t)((i * 37 + 5) % c.vocab_size);
+        mask[i] = (i % N0) > 3;
+    }
+    struct gpu_trainer *g[3];
+    struct train_engine eng[3];
+    struct trainer tr[3];
+    struct grpo_config gc = {0.2, 0.28, 2.0, 0.0, 0.0, 1e-6, 0.9};
+    for (int k = 0; k < 3; k++) {
+        g[k] = trainer(&c, &p[k], 64);
+        eng[k] = gpu_trainer_engine(g[k]);
+        trainer_init(&tr[k], &c, &p[k], &adam, NULL, 0, &gc, 64);
+    }
+    eng[0].step = NULL; /* trainer 0: AdamW on the host */
+    eng[0].get_moments = NULL;
+    eng[0].set_moments = NULL;
+    for (int k = 0; k < 2; k++) trainer_set_engine(&tr[k], &eng[k]);
+    const int len[2] = {N0, N1};
+    behaviour_of(&c, &start, g[0], ids, len, 2, behav);
+    struct train_seq seqs[2] = {{N0, ids, mask, behav, 1.0}, {N1, ids + N0, mask + N0, behav + N0, -0.6}};
+    for (int s = 0; s < STEPS; s++)
+        for (int k = 0; k < 2; k++) {
+            struct grpo_stats st = {0};
+            trainer_grads(&tr[k], seqs, 2, N0 + N1, &st);
+            trainer_apply(&tr[k]);
+        }
+    CU_ASSERT(tr[0].opt.step == STEPS && tr[1].opt.step == STEPS);
+    double p_err = test_rel_err(tr[1].p.mem, tr[0].p.mem, start.n);
+    trainer_fetch_moments(&tr[1]);
+    double m_err = test_rel_err(tr[1].opt.m, tr[0].opt.m, start.n);
+    double v_err = test_rel_err(tr[1].opt.v, tr[0].opt.v, start.n);
+    float *u[2];
+    for (int k = 0; k < 2; k++) {
+        u[k] = malloc(start.n * sizeof *u[k]);
+        for (size_t i = 0; i < start.n; i++) u[k][i] = tr[k].p.mem[i] - start.mem[i];
+    }
+    double u_cos = test_cosine(u[0], u[1], start.n);
+    free(u[0]), free(u[1]);
+    printf("[%d steps, AdamW on the GPU vs the host: parameters %.1e, moments %.1e / %.1e, "
+           "update cosine %.7f] ", STEPS, p_err, m_err, v_err, u_cos);
+    CU_ASSERT(p_err <= 1e-3 && m_err <= 1e-3 && v_err <= 1e-3);
+    CU_ASSERT(u_cos >= 0.9999);
+    /* the join: trainer 2 takes trainer 1's state */
+    memcpy(tr[2].p.mem, tr[1].p.mem, start.n * sizeof(float));
+    memcpy(tr[2].opt.m, tr[1].opt.m, start.n * sizeof(float));
+    memcpy(tr[2].opt.v, tr[1].opt.v, start.n * sizeof(float));
+    tr[2].opt.step = tr[1].opt.step;
+    trainer_set_engine(&tr[2], &eng[2]);
+    for (int k = 1; k < 3; k++) {
+        struct grpo_stats st = {0};
+        trainer_grads(&tr[k], seqs, 2, N0 + N1, &st);
+        trainer_apply(&tr[k]);
+        trainer_fetch_moments(&tr[k]);
+    }
+    CU_ASSERT(memcmp(tr[1].p.mem, tr[2].p.mem, start.n * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(tr[1].opt.m, tr[2].opt.m, start.n * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(tr[1].opt.v, tr[2].opt.v, start.n * sizeof(float)) == 0);
+    for (int k = 0; k < 3; k++) {
+        trainer_free(&tr[k]);
+        gpu_trainer_free(g[k]);
+    }
+    tfm_params_free(&start); /* p[]: the trainers' */
+}
+
 int main(void)
 {
     api = test_cuda_or_skip("test_gpu_train");
@@ -279,6 +369,7 @@ int main(void)
         {"log-probs, objective and gradients vs the CPU, llama / qwen2 / qwen3", test_gradients},
         {"20 AdamW steps: the objective falls with the CPU's", test_training},
         {"a CPU trainer on the GPU engine: a GRPO step", test_trainer_engine},
+        {"AdamW on the GPU engine: as on the host, and a join takes its state", test_engine_step},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

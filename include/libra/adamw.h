@@ -34,6 +34,10 @@ float adamw_lr(const struct adamw_config *c, int64_t step);
 /* The L2 norm of grads (n floats), summed in double in order (what adamw_step clips
  * by). */
 double adamw_grad_norm(const float *grads, size_t n);
+/* The factor a gradient of global norm `norm` is scaled by before the update:
+ * min(1, clip_norm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_ (1 when
+ * clip_norm <= 0; a NaN norm gives 1). */
+float adamw_clip_factor(const struct adamw_config *c, double norm);
 /* One step on params given grads (both n floats); grads are clipped in place.
  * Returns the global gradient norm before clipping. */
 double adamw_step(struct adamw *o, float *params, float *grads);

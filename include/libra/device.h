@@ -11,8 +11,9 @@
  *   cpu   src/device/cpu/   the real transformer on OpenBLAS, tensor parallel over
  *                           MPI inside an instance or a training replica
  *   cuda  src/device/cpu/ + src/device/gpu/   the cpu device's host side with the
- *                           decoder and the trainer's forwards and backwards on the
- *                           rank's GPU (the CUDA module, loaded at run time); TP 1
+ *                           decoder and the trainer's forwards, backwards and AdamW
+ *                           updates on the rank's GPU (the CUDA module, loaded at
+ *                           run time); TP as on the cpu device
  *
  * What the operations cover, by role (every rank calls device_epoch first with the
  * communicators of the plan in force):

@@ -74,11 +74,20 @@ void gpu_trainer_grads(struct gpu_trainer *t, struct tfm_params *g);
 /* One AdamW step on the master weights: clip by the global gradient norm (computed on
  * the GPU, in double), update, refresh the bf16 copy. Returns the norm before clipping. */
 double gpu_trainer_step(struct gpu_trainer *t);
+/* One AdamW update from the host's figures (any TP degree: the host trainer reduced
+ * the shard's gradient and took the group's norm): g (host) becomes the gradient
+ * block, clip its factor, s the step's scalars (adamw_scalars_of); the new master
+ * weights are copied to p (host) unless p is NULL. The moments stay on the GPU. */
+void gpu_trainer_apply(struct gpu_trainer *t, const float *g, float clip,
+                       const struct adamw_scalars *s, float *p);
+/* The AdamW moments to (host) m and v, or from them. */
+void gpu_trainer_moments(struct gpu_trainer *t, float *m, float *v);
+void gpu_trainer_set_moments(struct gpu_trainer *t, const float *m, const float *v);
 /* New master weights from the host p (the bf16 copy refreshed). */
 void gpu_trainer_set_params(struct gpu_trainer *t, const float *p);
 /* The trainer as a train_engine (include/libra/trainer.h): a CPU trainer then runs its
- * forwards and backwards here (the AdamW step stays on its host parameters, which it
- * hands back with set_params). */
+ * forwards, backwards and AdamW updates here (gpu_trainer_apply; the engine holds the
+ * moments). To step on the host instead, clear the engine's step. */
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t);
 /* The master weights into p (host). */
 void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p);

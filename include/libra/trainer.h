@@ -32,10 +32,12 @@ struct train_seq {
 };
 
 /* Where a trainer's forward and backward run when not on this rank's CPU (the GPU's
- * training path, src/device/gpu/). The host parameters t->p stay the truth: the
- * optimizer steps them on the host and the engine is told (set_params); the engine's
- * gradients land in t->g. TP 1 only; the reference model (kl_coef > 0) is scored on
- * the CPU. */
+ * training path, src/device/gpu/). The host parameters t->p stay the truth after
+ * every step; the engine's gradients land in t->g, which the caller reduces over the
+ * replicas. The optimizer step runs on the engine when it has one (step: the engine
+ * then keeps the AdamW moments, and t->opt's are current only after
+ * trainer_fetch_moments), else on the host, which hands the engine the new parameters
+ * (set_params). The reference model (kl_coef > 0) is scored on the CPU. */
 struct train_engine {
     void *ctx;
     /* logprob (T) and entropy (T) of batch b under the current parameters */
@@ -46,6 +48,15 @@ struct train_engine {
     void (*grads_end)(void *ctx, float *g);
     /* the host parameters p changed (an optimizer step, restored weights) */
     void (*set_params)(void *ctx, const float *p);
+    /* Optional (NULL: the host steps). One AdamW update with the host's figures: g
+     * (host) the reduced gradient, clip its factor (adamw_clip_factor of the global
+     * norm), s the step's scalars; the engine updates its weights and moments and
+     * writes the new weights to p (host). */
+    void (*step)(void *ctx, const float *g, float clip, const struct adamw_scalars *s,
+                 float *p);
+    /* With step: the engine's AdamW moments to (get) or from (set) the host's m, v. */
+    void (*get_moments)(void *ctx, float *m, float *v);
+    void (*set_moments)(void *ctx, const float *m, const float *v);
 };
 
 struct trainer {
@@ -98,8 +109,12 @@ int trainer_nonfinite_grad(const struct trainer *t, char *name, size_t n);
 /* Runs the forwards and backwards on eng from now on (TP 1, entropy_coef 0); it is
  * given the current parameters. */
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng);
-/* The caller changed t->p (restored weights): the engine, if any, is told. */
+/* The caller changed t->p or t->opt (restored weights, a join's state): the engine, if
+ * any, is told. */
 void trainer_params_changed(struct trainer *t);
+/* t->opt.m and t->opt.v become the current moments (an engine that steps holds them;
+ * call before reading them: a checkpoint, a join's snapshot). */
+void trainer_fetch_moments(struct trainer *t);
 /* A trainer of this rank's shard of a TP group (p: tp->local's layout, taken over like
  * trainer_init's). trainer_grads and trainer_apply are then collective over the group
  * (every rank passes the same sequences); the gradient norm is the whole model's. */

@@ -56,16 +56,19 @@ double adamw_grad_norm(const float *grads, size_t n)
     return sqrt(ss);
 }
 
-/* clip_grad_norm_ given the norm: scale by min(1, clip / (norm + 1e-6)). */
-static void clip_grads(float *grads, size_t n, float clip, double norm)
+float adamw_clip_factor(const struct adamw_config *c, double norm)
 {
-    if (clip > 0) {
-        double coef = (double)clip / (norm + 1e-6);
-        if (coef < 1.0) {
-            float s = (float)coef;
-            for (size_t i = 0; i < n; i++) grads[i] *= s;
-        }
-    }
+    if (c->clip_norm <= 0) return 1.0f;
+    double coef = (double)c->clip_norm / (norm + 1e-6);
+    return coef < 1.0 ? (float)coef : 1.0f;
+}
+
+/* clip_grad_norm_ given the norm: scale by adamw_clip_factor. */
+static void clip_grads(float *grads, size_t n, const struct adamw_config *c, double norm)
+{
+    float s = adamw_clip_factor(c, norm);
+    if (s != 1.0f)
+        for (size_t i = 0; i < n; i++) grads[i] *= s;
 }
 
 void adamw_scalars_of(const struct adamw_config *c, int64_t step, struct adamw_scalars *s)
@@ -106,7 +109,7 @@ static void update(struct adamw *o, float *params, const float *grads)
 double adamw_step(struct adamw *o, float *params, float *grads)
 {
     double norm = adamw_grad_norm(grads, o->n);
-    clip_grads(grads, o->n, o->c.clip_norm, norm);
+    clip_grads(grads, o->n, &o->c, norm);
     update(o, params, grads);
     return norm;
 }
@@ -117,7 +120,7 @@ double adamw_step_norm(struct adamw *o, float *params, float *grads, double grad
     if (grad_norm < 0)
         FATAL("adamw_step_norm: gradient norm %g is negative (pass sqrt of the global sum of "
               "squares)", grad_norm);
-    clip_grads(grads, o->n, o->c.clip_norm, grad_norm);
+    clip_grads(grads, o->n, &o->c, grad_norm);
     update(o, params, grads);
     return grad_norm;
 }

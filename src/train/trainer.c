@@ -13,9 +13,11 @@
  * without KL or entropy terms) skips the backward.
  *
  * With an engine (trainer_set_engine) the forwards and backwards run there (the
- * reference model's forward stays here) and the AdamW step stays on the host
- * parameters, which the engine is then given. A tensor-parallel trainer's engine
- * computes its shard's part (tfm_backward_tp's gradients); the step reduces them here.
+ * reference model's forward stays here). The gradient norm (and a tensor-parallel
+ * shard's reduction of tfm_backward_tp's partial gradients) is always computed here;
+ * the AdamW update runs on the engine when it offers one (which then holds the
+ * moments and hands back the new parameters), else on the host parameters, which the
+ * engine is then given.
  *
  * All scratch is allocated by trainer_init; a step allocates nothing.
  */
@@ -213,6 +215,12 @@ double trainer_apply_guarded(struct trainer *t, int skip, int *applied)
     }
     *applied = !skip && isfinite(norm);
     if (!*applied) return norm; /* nothing changes: parameters, moments, step count */
+    if (t->eng && t->eng->step) {
+        struct adamw_scalars s;
+        adamw_scalars_of(&t->opt.c, ++t->opt.step, &s);
+        t->eng->step(t->eng->ctx, t->g.mem, adamw_clip_factor(&t->opt.c, norm), &s, t->p.mem);
+        return norm;
+    }
     adamw_step_norm(&t->opt, t->p.mem, t->g.mem, norm);
     if (t->eng) t->eng->set_params(t->eng->ctx, t->p.mem);
     return norm;
@@ -247,11 +255,19 @@ void trainer_set_engine(struct trainer *t, const struct train_engine *eng)
     if (eng && t->gc.entropy_coef != 0.0)
         FATAL("trainer_set_engine: entropy_coef = %g: the entropy term's gradient is not on "
               "this engine (set train.entropy_coef = 0)", t->gc.entropy_coef);
+    trainer_fetch_moments(t); /* from an engine that held them */
     t->eng = eng;
     trainer_params_changed(t);
 }
 
 void trainer_params_changed(struct trainer *t)
 {
-    if (t->eng) t->eng->set_params(t->eng->ctx, t->p.mem);
+    if (!t->eng) return;
+    t->eng->set_params(t->eng->ctx, t->p.mem);
+    if (t->eng->step) t->eng->set_moments(t->eng->ctx, t->opt.m, t->opt.v);
+}
+
+void trainer_fetch_moments(struct trainer *t)
+{
+    if (t->eng && t->eng->step) t->eng->get_moments(t->eng->ctx, t->opt.m, t->opt.v);
 }

@@ -73,7 +73,7 @@ static void make_trainer(struct device *d)
     if (d->opt_loaded) d->tr->opt.c = oc; /* the run's hyper-parameters, the file's moments */
     d->tr->temperature = (float)d->a.cfg->rollout.temperature; /* as the behaviour log-probs */
     d->opt_loaded = 0;
-    if (d->gpu) { /* device cuda: the forwards and backwards on this rank's GPU */
+    if (d->gpu) { /* device cuda: forwards, backwards and AdamW on this rank's GPU */
         char err[1024];
         d->gtr = gpu_trainer_create_tp(d->gpu, &d->sh.tp, cpu_gpu_comm(d), &d->mc, &d->tr->p,
                                        max_tokens, &oc, err, sizeof err);
@@ -210,6 +210,7 @@ float *cpu_join_buffer(struct device *d, int sending, size_t *n)
         d->join = xmalloc(d->n_join * sizeof *d->join);
     }
     if (sending) {
+        trainer_fetch_moments(d->tr);
         memcpy(d->join, d->tr->p.mem, np * sizeof(float));
         memcpy(d->join + np, d->tr->opt.m, np * sizeof(float));
         memcpy(d->join + 2 * np, d->tr->opt.v, np * sizeof(float));
@@ -274,6 +275,7 @@ int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "rank %d holds no trained model", d->a.rank);
         return -1;
     }
+    trainer_fetch_moments(d->tr);
     char path[1100];
     snprintf(path, sizeof path, "%s/model.h5", dir);
     /* provenance for `libra export`: the HF directory the run started from, the run */

@@ -667,6 +667,16 @@ void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p)
     GPU_CHECK(t->api, t->api->to_host(p->mem, t->p, t->at.n * sizeof(float)));
 }
 
+/* The AdamW update of the masters from the gradient block (scaled by clip), then the
+ * bf16 copy refreshed (queued on the stream). */
+static void update(struct gpu_trainer *t, float clip, const struct adamw_scalars *s)
+{
+    struct cuda_adamw cs = {s->decay, s->step_size, s->bc2_sqrt, s->beta2, s->w1, s->w2, s->eps,
+                            clip};
+    GPU_CHECK(t->api, t->api->adamw_update(t->p, t->m, t->v, t->g, (int64_t)t->at.n, &cs));
+    GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
+}
+
 double gpu_trainer_step(struct gpu_trainer *t)
 {
     if (t->comm)
@@ -674,16 +684,36 @@ double gpu_trainer_step(struct gpu_trainer *t)
               "group's norm first (step it through the host trainer)", t->tp_t);
     double sq = 0;
     GPU_CHECK(t->api, t->api->sum_squares(&sq, t->g, (int64_t)t->at.n));
-    double norm = sqrt(sq), coef = 1.0;
-    if (t->ac.clip_norm > 0) coef = (double)t->ac.clip_norm / (norm + 1e-6);
+    double norm = sqrt(sq);
     struct adamw_scalars s;
     adamw_scalars_of(&t->ac, ++t->step, &s);
-    struct cuda_adamw cs = {s.decay, s.step_size, s.bc2_sqrt, s.beta2, s.w1, s.w2, s.eps,
-                            coef < 1.0 ? (float)coef : 1.0f};
-    GPU_CHECK(t->api, t->api->adamw_update(t->p, t->m, t->v, t->g, (int64_t)t->at.n, &cs));
-    GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
+    update(t, adamw_clip_factor(&t->ac, norm), &s);
     GPU_CHECK(t->api, t->api->sync());
     return norm;
+}
+
+void gpu_trainer_apply(struct gpu_trainer *t, const float *g, float clip,
+                       const struct adamw_scalars *s, float *p)
+{
+    size_t bytes = t->at.n * sizeof(float);
+    GPU_CHECK(t->api, t->api->to_device(t->g, g, bytes));
+    update(t, clip, s);
+    if (p) GPU_CHECK(t->api, t->api->to_host(p, t->p, bytes));
+    GPU_CHECK(t->api, t->api->sync());
+}
+
+void gpu_trainer_moments(struct gpu_trainer *t, float *m, float *v)
+{
+    GPU_CHECK(t->api, t->api->to_host(m, t->m, t->at.n * sizeof(float)));
+    GPU_CHECK(t->api, t->api->to_host(v, t->v, t->at.n * sizeof(float)));
+    GPU_CHECK(t->api, t->api->sync());
+}
+
+void gpu_trainer_set_moments(struct gpu_trainer *t, const float *m, const float *v)
+{
+    GPU_CHECK(t->api, t->api->to_device(t->m, m, t->at.n * sizeof(float)));
+    GPU_CHECK(t->api, t->api->to_device(t->v, v, t->at.n * sizeof(float)));
+    GPU_CHECK(t->api, t->api->sync());
 }
 
 void gpu_trainer_set_params(struct gpu_trainer *t, const float *p)
@@ -707,9 +737,20 @@ static void eng_grads_end(void *ctx, float *g)
     GPU_CHECK(t->api, t->api->to_host(g, t->g, t->at.n * sizeof(float)));
 }
 static void eng_set_params(void *ctx, const float *p) { gpu_trainer_set_params(ctx, p); }
+static void eng_step(void *ctx, const float *g, float clip, const struct adamw_scalars *s,
+                     float *p)
+{
+    gpu_trainer_apply(ctx, g, clip, s, p);
+}
+static void eng_get_moments(void *ctx, float *m, float *v) { gpu_trainer_moments(ctx, m, v); }
+static void eng_set_moments(void *ctx, const float *m, const float *v)
+{
+    gpu_trainer_set_moments(ctx, m, v);
+}
 
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t)
 {
-    return (struct train_engine){t, eng_forward, eng_grads_begin, eng_backward, eng_grads_end,
-                                 eng_set_params};
+    return (struct train_engine){t,        eng_forward,    eng_grads_begin, eng_backward,
+                                 eng_grads_end, eng_set_params, eng_step, eng_get_moments,
+                                 eng_set_moments};
 }
