@@ -19,6 +19,8 @@
  *    the gradient, reduced with tfm_tp_reduce_grads, against TP 1's gradient sharded
  *    (tfm_tp_shard): cosine >= 0.999 and largest difference <= G_TOL of the largest
  *    (test_gpu_train's bounds against the CPU);
+ *  - four data-parallel replicas (test_dp): the gradient summed on the GPUs equals the
+ *    MPI sum, its norm the host's, and a step on it leaves the replicas identical;
  *  - a model that is not the rank's shard, or a group of the wrong size: NULL + message.
  * Without a GPU it runs on the host stand-in of the CUDA module (test_cuda_or_skip).
  * Every rank runs the suites (they are collective); rank 0 prints, and the exit code is
@@ -181,6 +183,22 @@ static void test_decode(void)
 
 enum { SEQ0 = 13, SEQ1 = 20, BT = SEQ0 + SEQ1 };
 
+/* A packed training batch of two sequences (SEQ0, SEQ1 tokens: seq_len): token i is
+ * (i a + b) mod V, its target the next token (none for each sequence's last), weights
+ * 1 / BT and every third -0.5 / BT (GRPO advantages of both signs). */
+static struct tfm_batch train_batch(const struct tfm_config *c, int a, int b, int *seq_len,
+                                    int32_t *tok, int32_t *tgt, float *w, float temperature)
+{
+    seq_len[0] = SEQ0;
+    seq_len[1] = SEQ1;
+    for (int i = 0; i < BT; i++) tok[i] = (int32_t)((i * a + b) % c->vocab_size);
+    for (int i = 0; i < BT; i++) {
+        tgt[i] = i == SEQ0 - 1 || i == BT - 1 ? -1 : tok[i + 1];
+        w[i] = (i % 3 == 0 ? -0.5f : 1.0f) / (float)BT;
+    }
+    return (struct tfm_batch){2, seq_len, tok, tgt, w, temperature, NULL};
+}
+
 static void test_train(void)
 {
     static const struct adamw_config adam = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.01f, 1.0f,
@@ -194,15 +212,10 @@ static void test_train(void)
             tfm_params_alloc(&g1, c);
             tfm_params_alloc(&gt, &g.tp.local);
             tfm_params_alloc(&g1_part, &g.tp.local);
-            int seq_len[2] = {SEQ0, SEQ1};
+            int seq_len[2];
             int32_t tok[BT], tgt[BT];
             float w[BT];
-            for (int i = 0; i < BT; i++) tok[i] = (int32_t)((i * 53 + 7 + k) % c->vocab_size);
-            for (int i = 0; i < BT; i++) {
-                tgt[i] = i == SEQ0 - 1 || i == BT - 1 ? -1 : tok[i + 1];
-                w[i] = (i % 3 == 0 ? -0.5f : 1.0f) / (float)BT;
-            }
-            struct tfm_batch b = {2, seq_len, tok, tgt, w, 0.9f, NULL};
+            struct tfm_batch b = train_batch(c, 53, 7 + k, seq_len, tok, tgt, w, 0.9f);
             char err[512];
             struct gpu_comm *gc = gpu_comm_host_staged(api, &g.comm.tc);
             struct gpu_trainer *t1 = gpu_trainer_create(api, c, &full, BT, &adam, err, sizeof err);
@@ -249,6 +262,65 @@ static void test_train(void)
         }
 }
 
+/* The four ranks as four data-parallel replicas of one TP-1 model, each with a batch of
+ * its own: gpu_trainer_allreduce_grads over a host-staged group gives every rank the
+ * MPI sum of the four gradients (the same bits: the same MPI_Allreduce of the same
+ * data), gpu_trainer_grad_sq its sum of squares (within 1e-12 of the host's ordered
+ * double sum), and a step on the summed gradient in place (gpu_trainer_apply with no
+ * host gradient) leaves the four replicas' weights identical. */
+static void test_dp(void)
+{
+    static const struct adamw_config adam = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.01f, 1.0f,
+                                             LR_CONSTANT, 0, 100, 0.1f};
+    const struct tfm_config *c = &cfgs[2];
+    struct test_tp_group g; /* the 4 ranks: only its communicator is used */
+    test_tp_group_open(&g, c, 4, test_tp_rank);
+    struct tfm_params full, mine, sum, p_after;
+    test_bf16_params(&full, c, 77);
+    tfm_params_alloc(&mine, c);
+    tfm_params_alloc(&sum, c);
+    tfm_params_alloc(&p_after, c);
+    int seq_len[2];
+    int32_t tok[BT], tgt[BT];
+    float w[BT];
+    struct tfm_batch b = train_batch(c, 29, 11 * test_tp_rank + 3, seq_len, tok, tgt, w, 1.0f);
+    char err[512];
+    struct gpu_comm *gc = gpu_comm_host_staged(api, &g.comm.tc);
+    struct gpu_trainer *t = gpu_trainer_create(api, c, &full, BT, &adam, err, sizeof err);
+    CU_ASSERT_FATAL(t != NULL);
+    gpu_trainer_zero_grad(t);
+    gpu_trainer_backward(t, &b);
+    gpu_trainer_grads(t, &mine);
+    MPI_CHECK(MPI_Allreduce(mine.mem, sum.mem, (int)sum.n, MPI_FLOAT, MPI_SUM, g.comm.comm));
+    gpu_trainer_allreduce_grads(t, gc);
+    gpu_trainer_grads(t, &mine);
+    int equal = memcmp(mine.mem, sum.mem, sum.n * sizeof(float)) == 0;
+    double sq = gpu_trainer_grad_sq(t), host = adamw_grad_norm(sum.mem, sum.n);
+    double sq_err = fabs(sq - host * host) / (host * host);
+    struct adamw_scalars sc;
+    adamw_scalars_of(&adam, 1, &sc);
+    gpu_trainer_apply(t, NULL, adamw_clip_factor(&adam, sqrt(sq)), &sc, p_after.mem);
+    int same = test_tp_same_on_group(&g, p_after.mem, p_after.n * sizeof(float));
+    double moved = test_rel_err(p_after.mem, full.mem, full.n);
+    equal = (int)-group_max(&g, -(double)equal);
+    sq_err = group_max(&g, sq_err);
+    if (test_tp_rank == 0)
+        printf("[4 replicas: the GPU sum %s the MPI sum, sum of squares %.1e from the host's, "
+               "weights after the step %s, moved %.1e] ", equal ? "is" : "is NOT",
+               sq_err, same ? "identical" : "DIFFER", moved);
+    CU_ASSERT(equal);
+    CU_ASSERT(sq_err <= 1e-12);
+    CU_ASSERT(same);
+    CU_ASSERT(moved > 0); /* a step was taken */
+    gpu_trainer_free(t);
+    gpu_comm_free(gc);
+    tfm_params_free(&full);
+    tfm_params_free(&mine);
+    tfm_params_free(&sum);
+    tfm_params_free(&p_after);
+    test_tp_group_close(&g);
+}
+
 static void test_refusals(void)
 {
     const struct tfm_config *c = &cfgs[0];
@@ -287,6 +359,7 @@ static void test_refusals(void)
 static const struct test_case cases[] = {
     {"GPU decoder TP 2, 4 = TP 1: prefill, fork, steps; tokens alike on a group", test_decode},
     {"GPU training TP 2, 4 = TP 1: log-probs, entropies, reduced gradients", test_train},
+    {"GPU training DP 4: gradients summed on the GPUs, replicas step alike", test_dp},
     {"GPU decoder TP: the wrong shard or group is refused", test_refusals},
     {NULL, NULL},
 };

@@ -91,7 +91,8 @@
  *                  traj (B) at positions pos (B); temperature <= 0 greedy; scratch
  *                  (B, V) floats; no top-k / top-p yet
  * Optimizer:
- *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm)
+ *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm; the same
+ *                  bits every call: replicas clip by it)
  *   adamw_update   the element update of include/libra/adamw.h with its per-step
  *                  scalars, on grads scaled by clip (1 = unclipped)
  * Shapes: N rows, C channels, D head dimension (even), V vocabulary.

@@ -151,14 +151,21 @@ struct device_ops {
     double (*inst_next_wake)(const struct dev_inst *in);
 
     /* ---- training replica ---- */
-    /* The rank's gradient shard, reduced by the worker (floats), and the step's
-     * figures (doubles, summed over replicas). */
+    /* The rank's gradient shard, reduced by the worker (floats; a device that keeps it
+     * elsewhere copies it here when asked), and the step's figures (doubles, summed
+     * over replicas). */
     float *(*grad_buffer)(struct device *d, size_t *n);
     double *(*stats_buffer)(struct device *d, size_t *n);
     /* This rank's share of a step (msg: its TAG_TRAIN_BATCH message) into the
      * buffers. Returns the wall seconds until the result counts as ready (emulated
      * compute; 0 for a real device, whose work is done on return). */
     double (*train_compute)(struct device *d, const void *msg, size_t len);
+    /* Optional (NULL: the worker sums grad_buffer over dp). The rank's gradient summed
+     * over dp -- the core replicas' data-parallel communicator; every member calls it
+     * at the same point of the step -- where the device keeps it (on its GPU): 1 when
+     * done (grad_buffer then reads the sum if asked), 0 when the worker must sum
+     * grad_buffer (the same answer on every member). */
+    int (*grad_reduce)(struct device *d, MPI_Comm dp);
     /* Emulated wall seconds the data-parallel reduction takes on top of the real one
      * (0 for a real device). */
     double (*train_reduce_extra_s)(struct device *d, int n_replicas);

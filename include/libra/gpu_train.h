@@ -76,10 +76,16 @@ void gpu_trainer_grads(struct gpu_trainer *t, struct tfm_params *g);
 double gpu_trainer_step(struct gpu_trainer *t);
 /* One AdamW update from the host's figures (any TP degree: the host trainer reduced
  * the shard's gradient and took the group's norm): g (host) becomes the gradient
- * block, clip its factor, s the step's scalars (adamw_scalars_of); the new master
- * weights are copied to p (host) unless p is NULL. The moments stay on the GPU. */
+ * block unless NULL (the block as it is), clip its factor, s the step's scalars
+ * (adamw_scalars_of); the new master weights are copied to p (host) unless p is NULL.
+ * The moments stay on the GPU. */
 void gpu_trainer_apply(struct gpu_trainer *t, const float *g, float clip,
                        const struct adamw_scalars *s, float *p);
+/* The gradient block's sum of squares (double; the same bits every call). */
+double gpu_trainer_grad_sq(struct gpu_trainer *t);
+/* The gradient block becomes its sum over c's ranks (the training replicas: every
+ * rank of c calls it; c's contract gives every rank the same bits). */
+void gpu_trainer_allreduce_grads(struct gpu_trainer *t, struct gpu_comm *c);
 /* The AdamW moments to (host) m and v, or from them. */
 void gpu_trainer_moments(struct gpu_trainer *t, float *m, float *v);
 void gpu_trainer_set_moments(struct gpu_trainer *t, const float *m, const float *v);
@@ -87,7 +93,8 @@ void gpu_trainer_set_moments(struct gpu_trainer *t, const float *m, const float 
 void gpu_trainer_set_params(struct gpu_trainer *t, const float *p);
 /* The trainer as a train_engine (include/libra/trainer.h): a CPU trainer then runs its
  * forwards, backwards and AdamW updates here (gpu_trainer_apply; the engine holds the
- * moments). To step on the host instead, clear the engine's step. */
+ * moments, and at TP 1 the gradient until it is asked for). To step on the host
+ * instead, clear the engine's step, get_moments, set_moments and grad_sq. */
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t);
 /* The master weights into p (host). */
 void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p);

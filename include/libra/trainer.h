@@ -49,14 +49,18 @@ struct train_engine {
     /* the host parameters p changed (an optimizer step, restored weights) */
     void (*set_params)(void *ctx, const float *p);
     /* Optional (NULL: the host steps). One AdamW update with the host's figures: g
-     * (host) the reduced gradient, clip its factor (adamw_clip_factor of the global
-     * norm), s the step's scalars; the engine updates its weights and moments and
-     * writes the new weights to p (host). */
+     * (host) the reduced gradient, or NULL for the engine's own gradient block, clip
+     * its factor (adamw_clip_factor of the global norm), s the step's scalars; the
+     * engine updates its weights and moments and writes the new weights to p (host). */
     void (*step)(void *ctx, const float *g, float clip, const struct adamw_scalars *s,
                  float *p);
     /* With step: the engine's AdamW moments to (get) or from (set) the host's m, v. */
     void (*get_moments)(void *ctx, float *m, float *v);
     void (*set_moments)(void *ctx, const float *m, const float *v);
+    /* Optional, with step: the sum of squares of the engine's gradient block (the same
+     * bits on every call). An engine with it keeps a TP-1 trainer's gradient at home
+     * (trainer_grads does not call grads_end): see trainer_host_grads. */
+    double (*grad_sq)(void *ctx);
 };
 
 struct trainer {
@@ -82,6 +86,8 @@ struct trainer {
     size_t cap;
     double fwd_s, bwd_s;  /* wall seconds of the last trainer_grads' forwards (scoring,
                              reference, token weights) and backwards */
+    int grads_on_engine;  /* the gradient is the engine's block; g is stale until
+                             trainer_host_grads */
 };
 
 /* Takes ownership of p (the parameters) and of opt if opt_loaded (a resumed
@@ -93,9 +99,14 @@ void trainer_free(struct trainer *t);
 /* Zeroes t->g, then accumulates this replica's gradient of the GRPO loss over its
  * sequences (norm_tokens = model-generated tokens of the whole batch). Stats added
  * into st. Sequences longer than max_tokens are a FATAL error (the config check
- * keeps rollout.max_tokens <= the trainer's max_tokens). */
+ * keeps rollout.max_tokens <= the trainer's max_tokens). On an engine with grad_sq
+ * (TP 1) the gradient stays on the engine (t->grads_on_engine): the caller may sum it
+ * over the replicas there and step it there, or ask for it with trainer_host_grads. */
 void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
                    double norm_tokens, struct grpo_stats *st);
+/* t->g.mem, holding the gradient (copied from the engine if it was there; the host's
+ * copy is the gradient from then on, until the next trainer_grads). */
+float *trainer_host_grads(struct trainer *t);
 /* Applies AdamW with the (already reduced) gradient in t->g; returns the grad norm. A
  * step whose gradient norm is not finite is not applied (parameters, moments and the
  * step count stay as they were); neither is one with skip set (the caller found the
@@ -105,7 +116,7 @@ double trainer_apply_guarded(struct trainer *t, int skip, int *applied);
 double trainer_apply(struct trainer *t);
 /* The name of the first tensor (Hugging Face order; this rank's shard) whose gradient
  * holds a NaN or an infinity, in name (n bytes): 1, or 0 if every gradient is finite. */
-int trainer_nonfinite_grad(const struct trainer *t, char *name, size_t n);
+int trainer_nonfinite_grad(struct trainer *t, char *name, size_t n);
 /* Runs the forwards and backwards on eng from now on (TP 1, entropy_coef 0); it is
  * given the current parameters. */
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng);

@@ -13,11 +13,12 @@
  * without KL or entropy terms) skips the backward.
  *
  * With an engine (trainer_set_engine) the forwards and backwards run there (the
- * reference model's forward stays here). The gradient norm (and a tensor-parallel
- * shard's reduction of tfm_backward_tp's partial gradients) is always computed here;
- * the AdamW update runs on the engine when it offers one (which then holds the
- * moments and hands back the new parameters), else on the host parameters, which the
- * engine is then given.
+ * reference model's forward stays here). The AdamW update runs on the engine when it
+ * offers one (which then holds the moments and hands back the new parameters), else
+ * on the host parameters, which the engine is then given. An engine that can also
+ * take a gradient's norm keeps a TP-1 trainer's gradient until it is asked for
+ * (trainer_host_grads), so that the replicas' sum and the step may run there; a
+ * tensor-parallel shard's partial gradients are reduced and normed here.
  *
  * All scratch is allocated by trainer_init; a step allocates nothing.
  */
@@ -188,7 +189,9 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
 void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
                    double norm_tokens, struct grpo_stats *st)
 {
-    memset(t->g.mem, 0, t->g.n * sizeof(float));
+    int on_engine = t->eng && t->eng->step && t->eng->grad_sq && !t->tp;
+    if (!on_engine) memset(t->g.mem, 0, t->g.n * sizeof(float));
+    t->grads_on_engine = 0;
     t->fwd_s = t->bwd_s = 0;
     for (int i = 0; i < n_seq; i++) check_seq(t, &seqs[i], i);
     if (t->eng) t->eng->grads_begin(t->eng->ctx);
@@ -201,7 +204,19 @@ void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
         if (T > 0) run_batch(t, seqs + i, j - i, norm_tokens, st);
         i = j;
     }
-    if (t->eng) t->eng->grads_end(t->eng->ctx, t->g.mem);
+    if (on_engine)
+        t->grads_on_engine = 1;
+    else if (t->eng)
+        t->eng->grads_end(t->eng->ctx, t->g.mem);
+}
+
+float *trainer_host_grads(struct trainer *t)
+{
+    if (t->grads_on_engine) {
+        t->eng->grads_end(t->eng->ctx, t->g.mem);
+        t->grads_on_engine = 0;
+    }
+    return t->g.mem;
 }
 
 double trainer_apply_guarded(struct trainer *t, int skip, int *applied)
@@ -210,6 +225,8 @@ double trainer_apply_guarded(struct trainer *t, int skip, int *applied)
     if (t->tp) {
         tfm_tp_reduce_grads(t->tp, &t->g);
         norm = sqrt(tfm_tp_grad_sq(t->tp, &t->g));
+    } else if (t->grads_on_engine) {
+        norm = sqrt(t->eng->grad_sq(t->eng->ctx));
     } else {
         norm = adamw_grad_norm(t->g.mem, t->g.n);
     }
@@ -218,7 +235,8 @@ double trainer_apply_guarded(struct trainer *t, int skip, int *applied)
     if (t->eng && t->eng->step) {
         struct adamw_scalars s;
         adamw_scalars_of(&t->opt.c, ++t->opt.step, &s);
-        t->eng->step(t->eng->ctx, t->g.mem, adamw_clip_factor(&t->opt.c, norm), &s, t->p.mem);
+        t->eng->step(t->eng->ctx, t->grads_on_engine ? NULL : t->g.mem,
+                     adamw_clip_factor(&t->opt.c, norm), &s, t->p.mem);
         return norm;
     }
     adamw_step_norm(&t->opt, t->p.mem, t->g.mem, norm);
@@ -232,8 +250,9 @@ double trainer_apply(struct trainer *t)
     return trainer_apply_guarded(t, 0, &applied);
 }
 
-int trainer_nonfinite_grad(const struct trainer *t, char *name, size_t n)
+int trainer_nonfinite_grad(struct trainer *t, char *name, size_t n)
 {
+    trainer_host_grads(t);
     int nt = tfm_tensors(&t->mc, &t->g, NULL, 0), found = 0;
     struct tfm_tensor *ts = xmalloc((size_t)nt * sizeof *ts);
     tfm_tensors(&t->mc, &t->g, ts, nt);
@@ -255,7 +274,8 @@ void trainer_set_engine(struct trainer *t, const struct train_engine *eng)
     if (eng && t->gc.entropy_coef != 0.0)
         FATAL("trainer_set_engine: entropy_coef = %g: the entropy term's gradient is not on "
               "this engine (set train.entropy_coef = 0)", t->gc.entropy_coef);
-    trainer_fetch_moments(t); /* from an engine that held them */
+    trainer_host_grads(t); /* from an engine that held them */
+    trainer_fetch_moments(t);
     t->eng = eng;
     trainer_params_changed(t);
 }

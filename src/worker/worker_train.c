@@ -167,14 +167,20 @@ void wt_on_batch(struct worker *w, const void *msg, size_t len)
     t->phase = WK_COMPUTE;
 }
 
+/* The core replicas' sum: the device's own (its GPUs; not when lent replicas add to
+ * the total on the host), else MPI on the host buffer; the figures always by MPI. */
 static void start_reduce(struct worker *w)
 {
     struct wk_train *t = &w->tr;
     size_t n, ns;
-    float *g = w->ops->grad_buffer(w->dev, &n);
     double *s = w->ops->stats_buffer(w->dev, &ns);
-    if (n > 0x7fffffff) FATAL("gradient of %zu floats exceeds one MPI count", n);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, w->comms.dp, &t->req[0]));
+    t->req[0] = MPI_REQUEST_NULL;
+    if (t->any_hybrids || !w->ops->grad_reduce || !w->ops->grad_reduce(w->dev, w->comms.dp)) {
+        float *g = w->ops->grad_buffer(w->dev, &n);
+        if (n > 0x7fffffff) FATAL("gradient of %zu floats exceeds one MPI count", n);
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, w->comms.dp,
+                                 &t->req[0]));
+    }
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s, (int)ns, MPI_DOUBLE, MPI_SUM, w->comms.dp, &t->req[1]));
     t->phase = WK_REDUCE;
 }
@@ -183,7 +189,6 @@ static void after_compute(struct worker *w)
 {
     struct wk_train *t = &w->tr;
     size_t n, ns;
-    float *g = w->ops->grad_buffer(w->dev, &n);
     double *s = w->ops->stats_buffer(w->dev, &ns);
     s[DEV_STAT_BUSY_S] = t->compute_s;
     /* this rank's own phases, before the reduction sums them over replicas */
@@ -191,6 +196,7 @@ static void after_compute(struct worker *w)
     t->bwd_s = fmax(0.0, fmin(s[DEV_STAT_BWD_S], t->compute_s - t->fwd_s));
     if (my_role(w) == ROLE_HYBRID) {
         /* the partner: the root replica's rank of the same index (lane rank = index) */
+        float *g = w->ops->grad_buffer(w->dev, &n);
         struct lane_hdr h = {.step = t->step, .n = (int32_t)n, .compute_s = t->compute_s,
                              .identical = t->lent_identical};
         lane_pack(w, &h, g, n, s);
@@ -227,7 +233,6 @@ static void apply_step(struct worker *w)
     struct wire_train_done d;
     memset(&d, 0, sizeof d);
     size_t n, ns;
-    float *g = w->ops->grad_buffer(w->dev, &n);
     double *s = w->ops->stats_buffer(w->dev, &ns);
     /* The root replica's lent replicas take the step from what this one takes it from:
      * the total is packed now, before train_apply changes the buffer in place. */
@@ -235,8 +240,11 @@ static void apply_step(struct worker *w)
     if (my_role(w) == ROLE_TRAIN && plan_in_root_replica(&w->plan, w->rank)) {
         hy = xmalloc((size_t)w->world * sizeof *hy);
         nh = my_hybrids(w, hy);
-        struct lane_hdr lh = {.step = t->step, .n = (int32_t)n};
-        if (nh > 0) lane_pack(w, &lh, g, n, s);
+        if (nh > 0) {
+            float *g = w->ops->grad_buffer(w->dev, &n);
+            struct lane_hdr lh = {.step = t->step, .n = (int32_t)n};
+            lane_pack(w, &lh, g, n, s);
+        }
     }
     double t_apply = wall_time();
     w->ops->train_apply(w->dev, t->step, &d);

@@ -240,4 +240,6 @@ static int cuda_describe(const struct libra_config *cfg, const struct cost_model
     return cuda_describe_measured(cfg, cm, out, err, errlen);
 }
 
-const struct device_ops device_cuda = {.name = "cuda", .describe = cuda_describe, HOST_SIDE_OPS};
+/* ... and the replicas' gradient summed where it lies, on the GPUs (cpu_grad_reduce). */
+const struct device_ops device_cuda = {.name = "cuda", .describe = cuda_describe,
+                                       .grad_reduce = cpu_grad_reduce, HOST_SIDE_OPS};

@@ -1,11 +1,14 @@
 /*
- * The GPU group of this rank's shard on device cuda (cpu_internal.h, cpu_gpu_comm):
+ * The GPU groups of a rank on device cuda (cpu_internal.h): its shard's TP group
+ * (cpu_gpu_comm) and the training replicas' data-parallel group (cpu_gpu_comm_dp).
  * NCCL when every rank of the group drives a GPU of its own, else host-staged over the
- * shard's MPI communicator (several ranks sharing a GPU, where NCCL refuses to run, or
- * LIBRA_NCCL=0 in the environment). Cached by membership -- the group's world ranks --
- * so a re-split that keeps a group hands back the same communicator and pays no NCCL
- * init; the ranks of a group agree on a hit (a MIN all-reduce) before trusting it,
- * since each rank's cache has seen other groups.
+ * group's MPI communicator (several ranks sharing a GPU, where NCCL refuses to run, or
+ * LIBRA_NCCL=0 in the environment). Cached by kind and membership -- the group's world
+ * ranks -- so a re-split that keeps a group hands back the same communicator and pays
+ * no NCCL init; the ranks of a group agree on a hit (a MIN all-reduce) before trusting
+ * it, since each rank's cache has seen other groups. A host-staged group refers to the
+ * device's struct cpu_comm of its kind (sh.comm, dp), which is bound to the epoch's
+ * communicator of the same members before the group is used.
  */
 #define _DEFAULT_SOURCE /* gethostname */
 #include <stdlib.h>
@@ -25,7 +28,7 @@ static int world_ranks(MPI_Comm comm, int *out)
     MPI_CHECK(MPI_Comm_group(comm, &g));
     MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &w));
     MPI_CHECK(MPI_Group_size(g, &n));
-    if (n > CPU_GPU_GROUP_MAX) FATAL("a TP group of %d ranks (at most %d)", n, CPU_GPU_GROUP_MAX);
+    if (n > CPU_GPU_GROUP_MAX) FATAL("a GPU group of %d ranks (at most %d)", n, CPU_GPU_GROUP_MAX);
     int in[CPU_GPU_GROUP_MAX];
     for (int i = 0; i < n; i++) in[i] = i;
     MPI_CHECK(MPI_Group_translate_ranks(g, n, in, w, out));
@@ -49,7 +52,7 @@ static int distinct_gpus(const struct device *d, const struct tfm_comm *tc)
     return 1;
 }
 
-static struct gpu_comm *make(struct device *d, const struct tfm_comm *tc)
+static struct gpu_comm *make(struct device *d, const struct tfm_comm *tc, int kind)
 {
     const char *env = getenv("LIBRA_NCCL");
     int want = !(env && strcmp(env, "0") == 0);
@@ -57,18 +60,21 @@ static struct gpu_comm *make(struct device *d, const struct tfm_comm *tc)
         char err[512];
         struct gpu_comm *gc = gpu_comm_nccl(d->gpu, tc, err, sizeof err);
         if (gc) return gc;
-        if (tc->rank == 0) LOG_W("device cuda: TP group all-reduces host-staged: %s", err);
+        if (tc->rank == 0)
+            LOG_W("device cuda: %s all-reduces host-staged: %s",
+                  kind == CPU_GPU_TP ? "TP group" : "data-parallel gradient", err);
     }
-    return gpu_comm_host_staged(d->gpu, &d->sh.comm.tc);
+    return gpu_comm_host_staged(d->gpu, tc);
 }
 
-struct gpu_comm *cpu_gpu_comm(struct device *d)
+/* The group of kind over c (bound to comm), from the cache or made (collective). */
+static struct gpu_comm *group_of(struct device *d, int kind, struct cpu_comm *c)
 {
-    if (d->sh.t <= 1 || !d->gpu) return NULL;
-    const struct tfm_comm *tc = &d->sh.comm.tc;
-    int world[CPU_GPU_GROUP_MAX], n = world_ranks(d->sh.comm.comm, world), hit = -1;
+    const struct tfm_comm *tc = &c->tc;
+    int world[CPU_GPU_GROUP_MAX], n = world_ranks(c->comm, world), hit = -1;
     for (int k = 0; k < d->n_gcache && hit < 0; k++)
-        if (d->gcache[k].n == n && memcmp(d->gcache[k].world, world, (size_t)n * sizeof *world) == 0)
+        if (d->gcache[k].kind == kind && d->gcache[k].n == n &&
+            memcmp(d->gcache[k].world, world, (size_t)n * sizeof *world) == 0)
             hit = k;
     int32_t all = hit >= 0;
     tc->allreduce_i32(tc->ctx, &all, 1, TFM_RED_MIN);
@@ -83,10 +89,26 @@ struct gpu_comm *cpu_gpu_comm(struct device *d)
         d->n_gcache--;
     }
     struct cpu_gpu_group *s = &d->gcache[d->n_gcache++];
+    s->kind = kind;
     s->n = n;
     memcpy(s->world, world, (size_t)n * sizeof *world);
-    s->gc = make(d, tc);
+    s->gc = make(d, tc, kind);
     return s->gc;
+}
+
+struct gpu_comm *cpu_gpu_comm(struct device *d)
+{
+    if (d->sh.t <= 1 || !d->gpu) return NULL;
+    return group_of(d, CPU_GPU_TP, &d->sh.comm);
+}
+
+struct gpu_comm *cpu_gpu_comm_dp(struct device *d, MPI_Comm dp)
+{
+    int size;
+    MPI_CHECK(MPI_Comm_size(dp, &size));
+    if (!d->gpu || size > CPU_GPU_GROUP_MAX) return NULL;
+    cpu_comm_bind(&d->dp, dp);
+    return group_of(d, CPU_GPU_DP, &d->dp);
 }
 
 void cpu_gpu_comm_free_all(struct device *d)

@@ -50,12 +50,13 @@ void cpu_comm_bind(struct cpu_comm *c, MPI_Comm comm);
 void cpu_comm_free_owned(struct cpu_comm *c);
 
 /* This rank's shard of the model (cpu_shard.c). */
-/* A GPU TP group's all-reduces (include/libra/gpu_comm.h) and the world ranks it
- * spans (cpu_gpu_comm.c). */
-#define CPU_GPU_GROUP_MAX 8
+/* A GPU group's all-reduces (include/libra/gpu_comm.h), what it serves and the world
+ * ranks it spans (cpu_gpu_comm.c). */
+#define CPU_GPU_GROUP_MAX 512
 #define CPU_GPU_CACHE 4
+enum cpu_gpu_kind { CPU_GPU_TP, CPU_GPU_DP };
 struct cpu_gpu_group {
-    int n, world[CPU_GPU_GROUP_MAX];
+    int kind, n, world[CPU_GPU_GROUP_MAX];
     struct gpu_comm *gc;
 };
 
@@ -93,6 +94,7 @@ struct device {
     struct train_engine geng;
     struct cpu_gpu_group gcache[CPU_GPU_CACHE]; /* cpu_gpu_comm's groups, oldest first */
     int n_gcache;
+    struct cpu_comm dp;        /* the data-parallel communicator of the last grad_reduce */
     int version;               /* of the weights held; -1 none */
     int staged_version;        /* the stage holds this version, not yet swapped in; -1 none */
     struct dev_inst *inst;     /* the instance this rank belongs to, if any */
@@ -114,6 +116,10 @@ void cpu_trainer_drop(struct device *d);
  * device cpu; kept by the device (cpu_gpu_comm_free_all at close). Collective over the
  * group (cpu_gpu_comm.c). */
 struct gpu_comm *cpu_gpu_comm(struct device *d);
+/* The same for the training replicas' data-parallel communicator dp (bound to d->dp),
+ * NULL on device cpu or when dp has more than CPU_GPU_GROUP_MAX ranks (the same on
+ * every rank). Collective over dp. */
+struct gpu_comm *cpu_gpu_comm_dp(struct device *d, MPI_Comm dp);
 void cpu_gpu_comm_free_all(struct device *d);
 
 /* cpu_shard.c */
@@ -165,6 +171,8 @@ double cpu_inst_next_wake(const struct dev_inst *in);
  * colocated rank's, before its instance's decoder refers to those weights. */
 void cpu_train_prepare(struct device *d);
 float *cpu_grad_buffer(struct device *d, size_t *n);
+/* device.h's grad_reduce: on the GPU at TP 1 (device cuda), else 0. */
+int cpu_grad_reduce(struct device *d, MPI_Comm dp);
 double *cpu_stats_buffer(struct device *d, size_t *n);
 double cpu_train_compute(struct device *d, const void *msg, size_t len);
 void cpu_train_apply(struct device *d, int step, struct wire_train_done *done);

@@ -92,7 +92,24 @@ float *cpu_grad_buffer(struct device *d, size_t *n)
 {
     if (!d->tr) make_trainer(d);
     *n = d->tr->g.n;
-    return d->tr->g.mem;
+    return trainer_host_grads(d->tr);
+}
+
+/* Device cuda at TP 1: the gradient is still on the GPU (trainer_grads left it there),
+ * so the replicas sum it there -- NCCL when each drives a GPU of its own, else staged
+ * through the host -- and the step runs on the sum in place. */
+int cpu_grad_reduce(struct device *d, MPI_Comm dp)
+{
+    int32_t here = d->gtr && d->tr && d->tr->grads_on_engine, all;
+    MPI_CHECK(MPI_Allreduce(&here, &all, 1, MPI_INT32_T, MPI_MIN, dp));
+    if (!all) return 0;
+    int size;
+    MPI_CHECK(MPI_Comm_size(dp, &size));
+    if (size == 1) return 1;
+    struct gpu_comm *gc = cpu_gpu_comm_dp(d, dp);
+    if (!gc) return 0;
+    gpu_trainer_allreduce_grads(d->gtr, gc);
+    return 1;
 }
 
 double *cpu_stats_buffer(struct device *d, size_t *n)
@@ -136,6 +153,7 @@ static void poison_for_test(struct device *d, int step)
 {
     const char *e = getenv("LIBRA_TEST_NONFINITE_STEP");
     if (!e || atoi(e) != step) return;
+    trainer_host_grads(d->tr); /* the gradient poisoned on the host from here on */
     int nt = tfm_tensors(&d->tr->mc, &d->tr->g, NULL, 0);
     struct tfm_tensor *ts = xmalloc((size_t)nt * sizeof *ts);
     tfm_tensors(&d->tr->mc, &d->tr->g, ts, nt);

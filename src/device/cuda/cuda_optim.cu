@@ -9,40 +9,60 @@
 
 #define SS_THREADS 256
 
-/* Per block: the sum of squares in double, added to *acc. */
-__global__ static void sum_squares_k(double *acc, const float *x, int64_t n)
+/* Per block: the sum of squares in double, into part[blockIdx.x]. */
+__global__ static void sum_squares_k(double *part, const float *x, int64_t n)
 {
-    __shared__ double part[SS_THREADS];
+    __shared__ double sh[SS_THREADS];
     double s = 0.0;
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
          k += (int64_t)gridDim.x * blockDim.x)
         s += (double)x[k] * x[k];
-    part[threadIdx.x] = s;
+    sh[threadIdx.x] = s;
     __syncthreads();
     for (int h = SS_THREADS / 2; h > 0; h /= 2) {
-        if ((int)threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+        if ((int)threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
         __syncthreads();
     }
-    if (threadIdx.x == 0) atomicAdd(acc, part[0]);
+    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
 }
 
+/* One block: the nb partial sums, in a fixed order, into *out. */
+__global__ static void sum_parts_k(double *out, const double *part, int nb)
+{
+    __shared__ double sh[SS_THREADS];
+    double s = 0.0;
+    for (int k = (int)threadIdx.x; k < nb; k += SS_THREADS) s += part[k];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = SS_THREADS / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = sh[0];
+}
+
+/* Deterministic: no atomics, the same grid for the same n, so the same bits every call
+ * (training replicas clip by this norm and must stay identical). */
 extern "C" int cu_sum_squares(double *out, const float *x, int64_t n)
 {
-    double *acc = NULL, zero = 0.0;
-    CU_CHECK(cudaMalloc((void **)&acc, sizeof *acc));
-    int rc = -1;
-    if (cudaMemcpy(acc, &zero, sizeof zero, cudaMemcpyHostToDevice) != cudaSuccess) goto out;
-    if (n > 0) {
-        int64_t blocks = (n + SS_THREADS - 1) / SS_THREADS;
-        sum_squares_k<<<(unsigned)(blocks < 1024 ? blocks : 1024), SS_THREADS, 0, cu_stream()>>>(
-            acc, x, n);
+    const int64_t MAX_BLOCKS = 1024;
+    if (n <= 0) {
+        *out = 0.0;
+        return 0;
     }
+    double *part = NULL;
+    CU_CHECK(cudaMalloc((void **)&part, (MAX_BLOCKS + 1) * sizeof *part));
+    int64_t blocks = (n + SS_THREADS - 1) / SS_THREADS;
+    int nb = (int)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS);
+    int rc = -1;
+    sum_squares_k<<<(unsigned)nb, SS_THREADS, 0, cu_stream()>>>(part + 1, x, n);
+    sum_parts_k<<<1, SS_THREADS, 0, cu_stream()>>>(part, part + 1, nb);
     if (cudaGetLastError() != cudaSuccess) goto out;
-    if (cudaMemcpy(out, acc, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess) goto out;
+    if (cudaMemcpy(out, part, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess) goto out;
     rc = 0;
 out:
     if (rc) cu_fail("sum_squares", cudaGetLastError(), __FILE__, __LINE__);
-    cudaFree(acc);
+    cudaFree(part);
     return rc;
 }
 

@@ -696,9 +696,22 @@ void gpu_trainer_apply(struct gpu_trainer *t, const float *g, float clip,
                        const struct adamw_scalars *s, float *p)
 {
     size_t bytes = t->at.n * sizeof(float);
-    GPU_CHECK(t->api, t->api->to_device(t->g, g, bytes));
+    if (g) GPU_CHECK(t->api, t->api->to_device(t->g, g, bytes));
     update(t, clip, s);
     if (p) GPU_CHECK(t->api, t->api->to_host(p, t->p, bytes));
+    GPU_CHECK(t->api, t->api->sync());
+}
+
+double gpu_trainer_grad_sq(struct gpu_trainer *t)
+{
+    double sq = 0;
+    GPU_CHECK(t->api, t->api->sum_squares(&sq, t->g, (int64_t)t->at.n));
+    return sq;
+}
+
+void gpu_trainer_allreduce_grads(struct gpu_trainer *t, struct gpu_comm *c)
+{
+    c->allreduce_f32(c->ctx, t->g, t->at.n, TFM_RED_SUM);
     GPU_CHECK(t->api, t->api->sync());
 }
 
@@ -743,6 +756,7 @@ static void eng_step(void *ctx, const float *g, float clip, const struct adamw_s
     gpu_trainer_apply(ctx, g, clip, s, p);
 }
 static void eng_get_moments(void *ctx, float *m, float *v) { gpu_trainer_moments(ctx, m, v); }
+static double eng_grad_sq(void *ctx) { return gpu_trainer_grad_sq(ctx); }
 static void eng_set_moments(void *ctx, const float *m, const float *v)
 {
     gpu_trainer_set_moments(ctx, m, v);
@@ -752,5 +766,5 @@ struct train_engine gpu_trainer_engine(struct gpu_trainer *t)
 {
     return (struct train_engine){t,        eng_forward,    eng_grads_begin, eng_backward,
                                  eng_grads_end, eng_set_params, eng_step, eng_get_moments,
-                                 eng_set_moments};
+                                 eng_set_moments, eng_grad_sq};
 }
