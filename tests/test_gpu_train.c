@@ -22,10 +22,13 @@
  *                  >= 0.999; the largest update difference within 0.1, measured
  *                  4.7e-2 with tensor-core attention, 1.9e-2 with float32);
  *   AdamW          on the GPU engine against the host's, and a join of its state
- *                  (test_engine_step).
+ *                  (test_engine_step);
+ *   recomputation  the backward recomputing each layer's internals gives what keeping
+ *                  them gives (test_recompute).
  * Without the CUDA module or a GPU it says which and runs on the host module
  * (include/libra/cuda_host.h): the engine's training chain, tested.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +277,56 @@ static void test_trainer_engine(void)
     tfm_params_free(&start);
 }
 
+/* Recomputation (LIBRA_GPU_RECOMPUTE=1): the same kernels on the same inputs, so the
+ * same log-probs, J and gradients as keeping every layer's internals (bounds 1e-6,
+ * measured: the same bits on the host module), for each family and attention, with
+ * less memory held. */
+static void test_recompute(void)
+{
+    for (int f = TFM_LLAMA; f <= TFM_QWEN3; f++) {
+        struct tfm_config c = model_of(f);
+        c.n_layers = 3;
+        struct tfm_params p, g0, g1;
+        test_bf16_params(&p, &c, 90 + (uint64_t)f);
+        tfm_params_alloc(&g0, &c);
+        tfm_params_alloc(&g1, &c);
+        struct batch_data d;
+        batch_of(&d, c.vocab_size);
+        for (int flash = 1; flash >= 0; flash--) {
+            setenv("LIBRA_GPU_RECOMPUTE", "0", 1);
+            struct gpu_trainer *keep = trainer(&c, &p, T);
+            setenv("LIBRA_GPU_RECOMPUTE", "1", 1);
+            struct gpu_trainer *rec = trainer(&c, &p, T);
+            unsetenv("LIBRA_GPU_RECOMPUTE");
+            CU_ASSERT(!gpu_trainer_recomputes(keep) && gpu_trainer_recomputes(rec));
+            CU_ASSERT(gpu_trainer_bytes(rec) < gpu_trainer_bytes(keep));
+            gpu_trainer_set_flash(keep, flash);
+            gpu_trainer_set_flash(rec, flash);
+            float lp0[T], lp1[T];
+            gpu_trainer_forward(keep, &d.b, lp0, NULL);
+            gpu_trainer_forward(rec, &d.b, lp1, NULL);
+            double J0 = gpu_trainer_backward(keep, &d.b), J1 = gpu_trainer_backward(rec, &d.b);
+            gpu_trainer_grads(keep, &g0);
+            gpu_trainer_grads(rec, &g1);
+            double lp_err = 0;
+            for (int i = 0; i < T; i++) lp_err = fmax(lp_err, fabs((double)lp1[i] - lp0[i]));
+            double g_err = test_rel_err(g1.mem, g0.mem, p.n);
+            int same = memcmp(g0.mem, g1.mem, p.n * sizeof(float)) == 0 && J0 == J1;
+            printf("[family %d, %s: log-probs %.1e, J %.1e, gradients %.1e%s] ", f,
+                   flash ? "tensor-core" : "float32", lp_err, fabs(J1 - J0), g_err,
+                   same ? ", the same bits" : "");
+            CU_ASSERT(lp_err <= 1e-6);
+            CU_ASSERT(fabs(J1 - J0) <= 1e-6 * fabs(J0));
+            CU_ASSERT(g_err <= 1e-6);
+            gpu_trainer_free(keep);
+            gpu_trainer_free(rec);
+        }
+        tfm_params_free(&p);
+        tfm_params_free(&g0);
+        tfm_params_free(&g1);
+    }
+}
+
 /* Two trainers on GPU engines of the same weights, GRPO steps on the same sequences:
  * one takes AdamW on the host (the engine's step cleared), the other on the GPU
  * (gpu_trainer_apply, the moments kept there). The same gradient each step gives the
@@ -369,6 +422,7 @@ int main(void)
     static const struct test_case cases[] = {
         {"log-probs, objective and gradients vs the CPU, llama / qwen2 / qwen3", test_gradients},
         {"20 AdamW steps: the objective falls with the CPU's", test_training},
+        {"recomputed activations: the same log-probs and gradients", test_recompute},
         {"a CPU trainer on the GPU engine: a GRPO step", test_trainer_engine},
         {"AdamW on the GPU engine: as on the host, and a join takes its state", test_engine_step},
         {NULL, NULL},

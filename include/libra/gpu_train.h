@@ -21,8 +21,14 @@
  * (struct gpu_comm). Every rank of the group makes the same calls with the same batch
  * (global token ids) and gets the same log-probs and J.
  *
- * Not yet: entropy weights (tfm_batch.entropy_weights must be NULL) and
- * recomputation; a batch must fit max_tokens with its activations resident.
+ * Activations: every layer's internals are kept from the forward for the backward
+ * when they fit in the GPU's free memory; when they do not, each layer keeps only its
+ * input and the backward runs the layer's forward again first (recomputation: one
+ * more forward per step, about a third more arithmetic, for 1 / L of the activation
+ * memory and one layer's internals). LIBRA_GPU_RECOMPUTE=1 or 0 in the environment
+ * forces either.
+ *
+ * Not yet: entropy weights (tfm_batch.entropy_weights must be NULL).
  * Errors: a failed CUDA call ends the job (FATAL naming the call).
  */
 #ifndef LIBRA_GPU_TRAIN_H
@@ -57,6 +63,8 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
                                           const struct adamw_config *ac, char *err,
                                           size_t errlen);
 void gpu_trainer_free(struct gpu_trainer *t);
+/* Whether t recomputes each layer's internals in the backward (see above). */
+int gpu_trainer_recomputes(const struct gpu_trainer *t);
 /* Attention on the tensor cores (flash_fwd / flash_bwd: bf16 probabilities) when on and
  * the head dimension allows (cuda_flash_supports), else the float32 kernels; on by
  * default. Returns the previous setting. */

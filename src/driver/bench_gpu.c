@@ -326,8 +326,10 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
                  c->n_layers * 2.0 * 2.0 * HD * (len + 1) / 2.0;
     double rate = 3.0 * fwd * T / dt / 1e12;
     printf("%9.0f tokens/s   %7.1f ms a step   %6.1f TFLOP/s = %4.1f %% of gemm (MFU)   "
-           "%.1f GB on the GPU\n", T / dt, 1e3 * dt, rate, 100 * rate / tflops,
-           (double)gpu_trainer_bytes(t) / 1e9);
+           "%.1f GB on the GPU%s\n", T / dt, 1e3 * dt, rate, 100 * rate / tflops,
+           (double)gpu_trainer_bytes(t) / 1e9,
+           gpu_trainer_recomputes(t) ? " (activations recomputed: MFU counts the model's FLOPs)"
+                                     : "");
     /* where a step goes: one more, its phases apart (each ends with a sync) */
     float *lp = xmalloc((size_t)T * sizeof *lp);
     double p0 = wall_time();

@@ -18,7 +18,8 @@
  *
  * Device memory: the parameters three times in float32 (master, gradient; the AdamW
  * moments twice) and once in bf16; per layer T x (3C + 2HD + 3KD (+ HD + KD) + 3F + H)
- * floats and 2 T C bf16; scratch for one layer's gradients and a logit chunk.
+ * floats and 2 T C bf16 (recomputing: T C floats per layer and that once); scratch
+ * for one layer's gradients and a logit chunk.
  */
 #include "libra/gpu_train.h"
 
@@ -60,6 +61,11 @@ struct gpu_trainer {
     float *p, *g, *m, *v;   /* device (n): master weights, gradients, AdamW moments */
     uint16_t *w;            /* device (n): the bf16 working copy */
     struct layer_acts *acts; /* (L) */
+    /* Recomputation (too little memory to keep every layer's internals): each layer
+     * keeps only its input xin; acts[l]'s other buffers are one shared set (work),
+     * which the backward refills by running layer l's forward again. */
+    int recompute;
+    struct layer_acts work;
     float *x, *hf, *rope, *rstd, *stats;
     float *dx, *dh, *dact, *dgate, *dup, *datt, *dq, *dk, *dv, *dqlin, *dklin, *act;
     float *logits, *dlogits, *lp, *dlp, *ent;
@@ -87,8 +93,9 @@ static size_t widest(const struct tfm_config *c, int with_vocab)
     return with_vocab && V > w ? V : w;
 }
 
-/* Bytes gpu_trainer_create allocates (checked against the free memory first). */
-static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T)
+/* Bytes gpu_trainer_create allocates (checked against the free memory first); with
+ * recompute one layer's internals and every layer's input. */
+static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T, int recompute)
 {
     size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
@@ -100,7 +107,58 @@ static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T)
     size_t scratch = T * (4 * C + 3 * HD + 2 * KD + qk + 4 * F + 2 * (size_t)c->n_heads + 4) * 4 +
                      2 * ch * V * 4 + T * widest(c, 0) * 2 + T * C * 2 +
                      rows * widest(c, 1) * 2 + T * (size_t)c->head_dim * 4;
-    return 4 * n * 4 + n * 2 + L * layer + scratch;
+    size_t acts = recompute ? layer + (L - 1) * T * C * 4 : L * layer;
+    return 4 * n * 4 + n * 2 + acts + scratch;
+}
+
+/* One layer's internals (xin too unless shared is given: then every buffer but xin is
+ * shared's). */
+static void alloc_acts(struct gpu_trainer *t, struct layer_acts *a, const struct layer_acts *shared,
+                       size_t T)
+{
+    const struct tfm_config *c = &t->c;
+    size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
+    size_t f = sizeof(float);
+    a->xin = dev(t, T * C * f);
+    if (shared) {
+        float *xin = a->xin;
+        *a = *shared;
+        a->xin = xin;
+        return;
+    }
+    a->xmid = dev(t, T * C * f);
+    a->q = dev(t, T * HD * f);
+    a->k = dev(t, T * KD * f);
+    a->v = dev(t, T * KD * f);
+    a->att = dev(t, T * HD * f);
+    a->lse = dev(t, T * (size_t)c->n_heads * f);
+    a->gate = dev(t, T * F * f);
+    a->up = dev(t, T * F * f);
+    a->sig = dev(t, T * F * f);
+    a->h1b = dev(t, T * C * 2);
+    a->h2b = dev(t, T * C * 2);
+    if (c->qk_norm) {
+        a->qlin = dev(t, T * HD * f);
+        a->klin = dev(t, T * KD * f);
+    }
+}
+
+static void free_acts(const struct gpu_trainer *t, struct layer_acts *a, int xin_only)
+{
+    void *b[] = {a->xin, a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->lse,
+                 a->gate, a->up, a->sig, a->h1b, a->h2b};
+    size_t n = xin_only ? 1 : sizeof b / sizeof b[0];
+    for (size_t i = 0; i < n; i++) GPU_CHECK(t->api, t->api->free(b[i]));
+}
+
+/* Whether to recompute: LIBRA_GPU_RECOMPUTE=1 or 0 decides; else only when keeping
+ * every layer's internals would not fit in free bytes. */
+static int want_recompute(const struct tfm_config *c, size_t n, size_t T, size_t free_b)
+{
+    const char *e = getenv("LIBRA_GPU_RECOMPUTE");
+    if (e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0)) return e[0] == '1';
+    return trainer_bytes(c, n, T, 0) > free_b;
 }
 
 struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct tfm_config *c,
@@ -148,12 +206,14 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     struct tfm_layout at;
     tfm_layout_of(c, &at);
     if (p->n != at.n) FATAL("gpu_trainer_create: %zu parameters for a model of %zu", p->n, at.n);
-    size_t need = trainer_bytes(c, at.n, (size_t)max_tokens), free_b = 0, total_b = 0;
+    size_t free_b = 0, total_b = 0;
     GPU_CHECK(api, api->mem_info(&free_b, &total_b));
+    int recompute = want_recompute(c, at.n, (size_t)max_tokens, free_b);
+    size_t need = trainer_bytes(c, at.n, (size_t)max_tokens, recompute);
     if (need > free_b) {
         errmsg_set(err, errlen, "gpu trainer: %.2f GB of GPU memory needed for the model, its "
-                   "optimizer and %d tokens of activations; %.2f GB free", need / 1e9,
-                   max_tokens, free_b / 1e9);
+                   "optimizer and %d tokens of activations%s; %.2f GB free", need / 1e9,
+                   max_tokens, recompute ? " (recomputed layer by layer)" : "", free_b / 1e9);
         return NULL;
     }
     struct gpu_trainer *t = xcalloc(1, sizeof *t);
@@ -188,26 +248,11 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     }
     free(zero);
     GPU_CHECK(api, api->f32_to_bf16(t->w, t->p, (int64_t)n));
+    t->recompute = recompute;
     t->acts = xcalloc((size_t)c->n_layers, sizeof *t->acts);
-    for (int l = 0; l < c->n_layers; l++) {
-        struct layer_acts *a = &t->acts[l];
-        a->xin = dev(t, T * C * f);
-        a->xmid = dev(t, T * C * f);
-        a->q = dev(t, T * HD * f);
-        a->k = dev(t, T * KD * f);
-        a->v = dev(t, T * KD * f);
-        a->att = dev(t, T * HD * f);
-        a->lse = dev(t, T * (size_t)c->n_heads * f);
-        a->gate = dev(t, T * F * f);
-        a->up = dev(t, T * F * f);
-        a->sig = dev(t, T * F * f);
-        a->h1b = dev(t, T * C * 2);
-        a->h2b = dev(t, T * C * 2);
-        if (c->qk_norm) {
-            a->qlin = dev(t, T * HD * f);
-            a->klin = dev(t, T * KD * f);
-        }
-    }
+    if (recompute) alloc_acts(t, &t->work, NULL, T);
+    for (int l = 0; l < c->n_layers; l++)
+        alloc_acts(t, &t->acts[l], recompute ? &t->work : NULL, T);
     t->x = dev(t, T * C * f);
     t->hf = dev(t, T * C * f);
     t->dx = dev(t, T * C * f);
@@ -247,6 +292,8 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     return t;
 }
 
+int gpu_trainer_recomputes(const struct gpu_trainer *t) { return t->recompute; }
+
 int gpu_trainer_set_flash(struct gpu_trainer *t, int on)
 {
     int was = t->flash;
@@ -258,12 +305,8 @@ void gpu_trainer_free(struct gpu_trainer *t)
 {
     if (!t) return;
     const struct cuda_api *api = t->api;
-    for (int l = 0; l < t->c.n_layers; l++) {
-        struct layer_acts *a = &t->acts[l];
-        void *b[] = {a->xin, a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->lse,
-                     a->gate, a->up, a->sig, a->h1b, a->h2b};
-        for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
-    }
+    for (int l = 0; l < t->c.n_layers; l++) free_acts(t, &t->acts[l], t->recompute);
+    if (t->recompute) free_acts(t, &t->work, 0);
     void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
                  t->dx, t->dh, t->dact, t->dgate, t->dup, t->datt, t->dq, t->dk, t->dv,
                  t->dqlin, t->dklin, t->act, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
@@ -646,7 +689,12 @@ double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b)
     zero(t, t->dx, (size_t)T * C);
     GPU_CHECK(t->api, t->api->rmsnorm_bwd(t->dx, G(t, t->at.ln_f), t->dh, t->x, P(t, t->at.ln_f),
                                           t->rstd, T, C, c->rms_norm_eps));
-    for (int l = c->n_layers - 1; l >= 0; l--) layer_backward(t, b, l, T);
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        /* the layer's internals again, from its kept input (its output to scratch: dh
+         * is free until layer_backward zeroes it) */
+        if (t->recompute) layer_forward(t, b, l, T, t->dh);
+        layer_backward(t, b, l, T);
+    }
     GPU_CHECK(t->api, t->api->embed_scatter_add(G(t, t->at.embed), t->dx, t->d_tok, T, C,
                                                 c->vocab_size));
     GPU_CHECK(t->api, t->api->sync());
