@@ -25,6 +25,7 @@ static void profile_fill(struct len_profile *p, int n, struct traj_sample s)
 {
     p->n = n;
     p->overlap = 1;
+    p->contention_free = 0;
     p->s = calloc((size_t)n, sizeof *p->s);
     CU_ASSERT_FATAL(p->s != NULL);
     for (int i = 0; i < n; i++) p->s[i] = s;
@@ -269,7 +270,7 @@ static void test_rollout_hand_value(void)
     /* Empty layout: infinite; empty batch: free. */
     int none[PC_N_TP] = {0, 0, 0, 0};
     CU_ASSERT(isinf(pc_rollout(&c, none, &lp, &r)) && r.binding == -1 && r.oom == 0);
-    struct len_profile empty = {0, NULL, 1};
+    struct len_profile empty = {0, NULL, 1, 0};
     CU_ASSERT_DOUBLE_EQUAL(pc_rollout(&c, counts, &empty, &r), 0, 0);
     CU_ASSERT_EQUAL(r.binding, 0);
     CU_ASSERT_DOUBLE_EQUAL(pc_rollout(&c, counts, &lp, NULL), ms, 0);
@@ -287,6 +288,8 @@ static void test_rollout_tail(void)
     lp.s[77] = (struct traj_sample){.prompt = 500, .gen = 30000, .tool = 2000, .turns = 10, .tool_s = 300};
     double ctx = 500 + 32000 / 2.0;
     double tail = 30000 * cost_decode_step_s(&c, 2, 1, ctx) + 300;
+    /* a short sample's KV reads, which the long one waits for when they share a batch */
+    double kv_short = 1500 * (cost_decode_step_s(&c, 2, 1, 500 + 750) - cost_decode_step_s(&c, 2, 1, 0));
     double prev = INFINITY;
     for (int n = 4; n <= 64; n *= 4) {
         int counts[PC_N_TP] = {0, n, 0, 0};
@@ -294,10 +297,18 @@ static void test_rollout_tail(void)
         double ms = pc_rollout(&c, counts, &lp, &r);
         CU_ASSERT(ms >= tail);
         CU_ASSERT(ms <= prev);
-        CU_ASSERT_CLOSE(r.tail_s, tail, 1e-12);
+        /* the long one's chain, loaded by the short ones placed beside it */
+        double k = (r.tail_s - tail) / kv_short;
+        CU_ASSERT(r.tail_s >= tail && fabs(k - round(k)) < 1e-6 && k <= 128);
         CU_ASSERT_EQUAL(r.binding, 0); /* longest first: the long one on instance 0 */
+        if (n == 64) CU_ASSERT_CLOSE(r.tail_s, tail, 1e-12); /* alone on its instance */
         prev = ms;
     }
+    /* One instance holds all: the chain waits for all 128 short ones' KV reads. */
+    int one[PC_N_TP] = {0, 1, 0, 0};
+    struct rollout_est r1;
+    pc_rollout(&c, one, &lp, &r1);
+    CU_ASSERT_CLOSE(r1.tail_s, tail + 128 * kv_short, 1e-12);
     /* With 64 instances the long trajectory's own chain is (almost) all of it. */
     CU_ASSERT(prev < 1.05 * tail);
     /* Faster small-batch decode shortens the tail: one TP8 instance takes it. */
@@ -312,7 +323,9 @@ static void test_rollout_tail(void)
     int many[PC_N_TP] = {0, 64, 0, 0};
     struct rollout_est r2;
     pc_rollout(&c, many, &lp, &r2);
-    CU_ASSERT_CLOSE(r2.tail_s, tail / 2, 1e-12);
+    /* alone on its instance, which serves two batches: their long ones share it */
+    double kv_long = 30000 * (cost_decode_step_s(&c, 2, 1, ctx) - cost_decode_step_s(&c, 2, 1, 0));
+    CU_ASSERT_CLOSE(r2.tail_s, tail / 2 + kv_long / 2, 1e-12);
     CU_ASSERT(pc_rollout_lower_bound(&c, 128, 2, &lp) <= r2.makespan_s);
     free(lp.s);
 
@@ -328,7 +341,39 @@ static void test_rollout_tail(void)
     double short_tail1 = 4000 * cost_decode_step_s(&c, 1, 1, 500 + 2000);
     CU_ASSERT_EQUAL(r.binding, 0);
     CU_ASSERT(ms < short_tail1);
-    CU_ASSERT_CLOSE(r.tail_s, 20000 * cost_decode_step_s(&c, 8, 1, 500 + 10000), 1e-12);
+    double kv4000 = 4000 * (cost_decode_step_s(&c, 8, 1, 500 + 2000) - cost_decode_step_s(&c, 8, 1, 0));
+    CU_ASSERT_CLOSE(r.tail_s, 20000 * cost_decode_step_s(&c, 8, 1, 500 + 10000) + 20 * kv4000,
+                    1e-12);
+    free(lp.s);
+}
+
+/* The worked example of docs/planner.md ("Rollout"): 256 samples (prompt 1,024, gen
+ * 2,000 .. 10,000 evenly, 500 tool tokens over 3 turns, 5 s of tools) and one of 30,000
+ * generated tokens on 32 A100s, Qwen3-14B, as 4 x TP8, 8 x TP4, 16 x TP2 and 32 x TP1:
+ * contention-free (len_profile.contention_free, the oracle's cost) and as the planner
+ * counts it (the KV reads of a batch's other samples in the long one's chain). */
+static void test_rollout_worked_example(void)
+{
+    struct cost_model c;
+    test_cost_model(&c, "a100", "qwen3-14b");
+    struct len_profile lp;
+    profile_fill(&lp, 257, (struct traj_sample){.prompt = 1024, .tool = 500, .turns = 3, .tool_s = 5});
+    for (int i = 0; i < 256; i++) lp.s[i].gen = 2000 + 8000 * i / 255;
+    lp.s[256].gen = 30000;
+    static const double want_free[4] = {89.5, 158.8, 297.8, 564.1};
+    double prev = 0;
+    for (int k = 3; k >= 0; k--) {
+        int counts[PC_N_TP] = {0};
+        counts[k] = 32 / pc_tp_of(k);
+        lp.contention_free = 1;
+        double free_s = pc_rollout(&c, counts, &lp, NULL);
+        lp.contention_free = 0;
+        double ms = pc_rollout(&c, counts, &lp, NULL);
+        printf("[%d x TP%d: %.1f s contention-free, %.1f s] ", counts[k], pc_tp_of(k), free_s, ms);
+        CU_ASSERT(fabs(free_s - want_free[3 - k]) < 0.05);
+        CU_ASSERT(ms >= free_s && ms > prev); /* smaller instances: slower still */
+        prev = ms;
+    }
     free(lp.s);
 }
 
@@ -425,7 +470,7 @@ static void test_rollout_order_and_ties(void)
     profile_fill(&lp, 4, (struct traj_sample){.prompt = 100, .gen = 500, .turns = 1});
     lp.s[3] = (struct traj_sample){.prompt = 100, .gen = 20000, .turns = 1};
     int two[PC_N_TP] = {2, 0, 0, 0};
-    struct len_profile alone = {1, &lp.s[3], 1};
+    struct len_profile alone = {1, &lp.s[3], 1, 0};
     int one[PC_N_TP] = {1, 0, 0, 0};
     pc_rollout(&c, two, &lp, &r);
     CU_ASSERT_EQUAL(r.binding, 0);
@@ -497,11 +542,15 @@ static void test_rollout_lower_bound(void)
     int tp8[PC_N_TP] = {0, 0, 0, 1};
     double ms = pc_rollout(&c, tp8, &lp, NULL), lb = pc_rollout_lower_bound(&c, 8, 8, &lp);
     CU_ASSERT(lb <= ms && lb > 0.75 * ms); /* 24.4 s against 29.4 s */
-    /* equal samples on one class: the chain floor is the chain */
+    /* equal samples on one class: the chain floor is one sample's own chain, and the
+     * chain adds the KV reads of the 511 that share its batch */
     struct rollout_est e8;
     pc_rollout(&c, tp8, &lp, &e8);
     struct pc_rollout_prep *p8 = pc_rollout_prepare(&c, &lp);
-    CU_ASSERT_DOUBLE_EQUAL(pc_chain_lower_bound_prepared(p8, 8), e8.chain_s, 1e-9 * e8.chain_s);
+    double own = 2000 * cost_decode_step_s(&c, 8, 1, 2000);
+    double kv1 = 2000 * (cost_decode_step_s(&c, 8, 1, 2000) - cost_decode_step_s(&c, 8, 1, 0));
+    CU_ASSERT_DOUBLE_EQUAL(pc_chain_lower_bound_prepared(p8, 8), own, 1e-9 * own);
+    CU_ASSERT_DOUBLE_EQUAL(e8.chain_s, own + 511 * kv1, 1e-9 * e8.chain_s);
     pc_rollout_prep_free(p8);
     /* Infeasible for every layout: a sample larger than any allowed instance holds
      * (N_4 = 1.49M, N_8 = 3.16M tokens). */
@@ -511,7 +560,7 @@ static void test_rollout_lower_bound(void)
     /* A TP8 instance needs 8 GPUs. */
     CU_ASSERT(isinf(pc_rollout_lower_bound(&c, 4, 8, &lp)));
     CU_ASSERT(isinf(pc_rollout_lower_bound(&c, 0, 8, &lp)));
-    struct len_profile empty = {0, NULL, 1};
+    struct len_profile empty = {0, NULL, 1, 0};
     CU_ASSERT_DOUBLE_EQUAL(pc_rollout_lower_bound(&c, 8, 8, &empty), 0, 0);
     free(lp.s);
 }
@@ -549,7 +598,8 @@ static double ref_rollout(const struct cost_model *c, const int counts[PC_N_TP],
     struct ref_sample *v = calloc((size_t)n, sizeof *v);
     double *load = calloc((size_t)n_inst, sizeof *load), *gen = calloc((size_t)n_inst, sizeof *gen);
     double *tail = calloc((size_t)n_inst, sizeof *tail), *pre = calloc((size_t)n_inst, sizeof *pre);
-    CU_ASSERT_FATAL(v && load && gen && tail && pre);
+    double *kv = calloc((size_t)n_inst, sizeof *kv), *tkv = calloc((size_t)n_inst, sizeof *tkv);
+    CU_ASSERT_FATAL(v && load && gen && tail && pre && kv && tkv);
     double sum = 0, o = lp->overlap > 1 ? lp->overlap : 1;
     for (int i = 0; i < n; i++) {
         const struct traj_sample *s = &lp->s[i];
@@ -569,7 +619,7 @@ static double ref_rollout(const struct cost_model *c, const int counts[PC_N_TP],
     qsort(v, (size_t)n, sizeof *v, ref_cmp);
     for (int j = 0; j < n; j++) {
         int bi = -1, bk = -1;
-        double bkey = INFINITY, bw = 0, bpf = 0, btl = 0;
+        double bkey = INFINITY, bw = 0, bpf = 0, btl = 0, bkv = 0;
         for (int k = PC_N_TP - 1; k >= 0; k--) {
             if (counts[k] == 0 || v[j].tokens > cap[k]) continue;
             int t = pc_tp_of(k), i = base[k];
@@ -582,6 +632,8 @@ static double ref_rollout(const struct cost_model *c, const int counts[PC_N_TP],
             }
             double tl = (v[j].gen * cost_decode_step_s(c, t, 1, v[j].mid) + v[j].tool_s) / o;
             double w = v[j].gen / thr[k] + pf;
+            double kvs = v[j].gen * (cost_decode_step_s(c, t, 1, v[j].mid) -
+                                     cost_decode_step_s(c, t, 1, 0));
             double key = fmax(load[i] + w, tl + pf);
             if (bi < 0 || key < bkey || (key == bkey && i < bi)) {
                 bi = i;
@@ -590,6 +642,7 @@ static double ref_rollout(const struct cost_model *c, const int counts[PC_N_TP],
                 bw = w;
                 bpf = pf;
                 btl = tl;
+                bkv = kvs > 0 ? kvs : 0;
             }
         }
         CU_ASSERT_FATAL(bi >= 0);
@@ -597,14 +650,16 @@ static double ref_rollout(const struct cost_model *c, const int counts[PC_N_TP],
         load[bi] += bw;
         gen[bi] += v[j].gen;
         pre[bi] += bpf;
-        tail[bi] = fmax(tail[bi], btl);
+        kv[bi] += bkv;
+        if (btl > tail[bi]) tail[bi] = btl, tkv[bi] = bkv;
     }
     double worst = -1;
     *chain_s = 0;
     for (int k = PC_N_TP - 1; k >= 0; k--)
         for (int i = base[k]; i < base[k] + counts[k]; i++) {
-            double ms = fmax(gen[i] / thr[k], tail[i]) + pre[i];
-            *chain_s = fmax(*chain_s, tail[i]);
+            double loaded = tail[i] + kv[i] - tkv[i] / o; /* the batch's KV reads */
+            double ms = fmax(gen[i] / thr[k], loaded) + pre[i];
+            *chain_s = fmax(*chain_s, loaded);
             if (ms > worst) {
                 worst = ms;
                 *binding = i;
@@ -615,6 +670,8 @@ static double ref_rollout(const struct cost_model *c, const int counts[PC_N_TP],
     free(gen);
     free(tail);
     free(pre);
+    free(kv);
+    free(tkv);
     return worst;
 }
 
@@ -820,6 +877,7 @@ static const struct test_case train_cases[] = {
 static const struct test_case rollout_cases[] = {
     {"hand value: one sample, one instance", test_rollout_hand_value},
     {"tail-aware makespan (§6.3)", test_rollout_tail},
+    {"the worked example: TP classes, with and without the batch's KV reads", test_rollout_worked_example},
     {"per-instance KV memory check", test_rollout_instance_memory},
     {"longest first, ties, order independence", test_rollout_order_and_ties},
     {"lower bound holds on random layouts", test_rollout_lower_bound},

@@ -216,9 +216,11 @@ static void test_preflight(void)
 }
 
 /* The length mix decides the rollout layout: a batch with a long tail gets one large
- * instance for the tail and smaller ones for the bulk (a heterogeneous plan); the
- * same bulk without the tail gets no TP-8 instance at all. 48 A800s, Qwen3-14B,
- * 512 trajectories, the real cost model. */
+ * instance for the tail and smaller ones for the bulk (a heterogeneous plan); several
+ * long ones, which would slow each other down sharing one batch (each step reads the
+ * others' KV caches), get a TP-8 instance each; the same bulk without the tail gets
+ * no TP-8 instance at all. 48 A800s, Qwen3-14B, 512 trajectories, the real cost
+ * model. */
 static int plan_for(const struct planner *pl, int n_long, struct plan_choice *ch)
 {
     struct len_profile p;
@@ -240,8 +242,9 @@ static void test_heterogeneous_plan(void)
     load_inputs("het", grp_cfg, &cfg, &in);
     struct planner pl;
     planner_init(&pl, &cfg, &in.cm, &in.wl, 49);
-    struct plan_choice tail, flat;
-    CU_ASSERT_FATAL(plan_for(&pl, 4, &tail) == 0);
+    struct plan_choice tail, tails, flat;
+    CU_ASSERT_FATAL(plan_for(&pl, 1, &tail) == 0);
+    CU_ASSERT_FATAL(plan_for(&pl, 3, &tails) == 0);
     CU_ASSERT_FATAL(plan_for(&pl, 0, &flat) == 0);
     int small_tail = 0, small_flat = 0;
     for (int k = 0; k < PC_N_TP; k++) {
@@ -251,10 +254,12 @@ static void test_heterogeneous_plan(void)
     int k8 = 0;
     while (pc_tp_of(k8) != 8) k8++;
     /* the tail: one TP-8 instance (batch-1 decode of 30,000 tokens is what binds),
-     * and smaller instances for the 508 short ones (300 tokens each) */
+     * and smaller instances for the 511 short ones (300 tokens each) */
     CU_ASSERT_EQUAL(tail.counts[k8], 1);
     CU_ASSERT(small_tail >= 2);
     CU_ASSERT(tail.step_s >= 30000 * cost_decode_step_s(&in.cm, 8, 1, 500) / 2);
+    /* three long ones: a TP-8 instance each */
+    CU_ASSERT_EQUAL(tails.counts[k8], 3);
     /* no tail: throughput binds, and no TP-8 instance is worth its all-reduces */
     CU_ASSERT_EQUAL(flat.counts[k8], 0);
     CU_ASSERT(small_flat >= 2);

@@ -41,6 +41,10 @@ struct len_profile {
      * max_staleness + 1): a trajectory may take that many step intervals, so the
      * rollout model spreads each trajectory's own decode and tool time over it. */
     double overlap;
+    /* 1: the rollout model leaves out what a trajectory waits for while other samples
+     * share its instance's batch (their KV reads in every decode step): an optimistic
+     * cost, for a bound (libra-sim --oracle). 0 (the planner's): counted. */
+    int contention_free;
 };
 
 /* The ring of finished trajectories. */

@@ -66,10 +66,11 @@ double pc_logits_bytes(const struct model_profile *m, int batch, int S, int tp);
 struct rollout_est {
     double makespan_s;    /* T_rollout of the batch: the slowest instance */
     double thru_s;        /* that instance's throughput-bound time */
-    double tail_s;        /* that instance's tail bound */
+    double tail_s;        /* that instance's loaded tail (its longest chain plus the KV
+                             reads of the samples sharing its batch) */
     double prefill_s;     /* that instance's prefill (prompts, tool returns, re-prefill) */
-    double chain_s;       /* the largest tail bound of any instance: the longest
-                             trajectory's own chain over the overlap */
+    double chain_s;       /* the largest loaded tail of any instance: the longest
+                             trajectory's chain over the overlap */
     int binding;          /* index of the slowest instance (0-based over the layout) */
     int oom;              /* some sample fits no instance's KV capacity */
     int64_t oom_tokens;   /* that sample's context */

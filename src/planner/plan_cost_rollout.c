@@ -12,8 +12,11 @@
  *                        w_t(s)  = g / thr_t + pf_t(s)         (its share of the work)
  *                        tl_t(s) = (g step_t(B=1, c_s) + tau) / o   (alone: decode +
  *                                  tools, spread over the profile's overlap o >= 1)
- * Per instance i of TP t holding S_i:
- *     makespan_i = max(sum g / thr_t, max tl_t(s)) + sum pf_t(s).
+ *                        kv_t(s) = g (step_t(1, c_s) - step_t(1, 0))  (its KV reads)
+ * Per instance i of TP t holding S_i, s* its sample of the largest tl:
+ *     loaded_i   = max tl_t(s) + sum kv_t(s) - kv_t(s*) / o   (the longest chain waits
+ *                  for the KV reads of the samples sharing its batch)
+ *     makespan_i = max(sum g / thr_t, loaded_i) + sum pf_t(s).
  *
  * Instances are numbered TP8 first, then TP4, TP2, TP1 (as plans place them). The
  * samples go longest first (by total tokens; equal ones by content, so the result does
@@ -61,6 +64,8 @@ struct tp_class {
 struct inst {
     double gen;     /* sum g */
     double tail;    /* max tl_t(s) */
+    double kv;      /* sum kv_t(s) */
+    double tail_kv; /* kv_t of the sample whose tl_t is tail */
     double prefill; /* sum pf_t(s) */
 };
 
@@ -140,13 +145,32 @@ static double sample_tail_s(const struct cost_model *c, int t, const struct samp
     return (v->gen * cost_decode_step_s(c, t, 1, v->ctx_mid) + v->tool_s) / v->overlap;
 }
 
+/* kv_t(s): what the sample's KV cache adds to the decode steps of the instance it
+ * shares, g (step_t(1, c_s) - step_t(1, 0)): each of its g steps reads its context
+ * once more, and every other sequence in the batch waits for that read. */
+static double sample_kv_s(const struct cost_model *c, int t, const struct sample_view *v)
+{
+    double d = cost_decode_step_s(c, t, 1, v->ctx_mid) - cost_decode_step_s(c, t, 1, 0);
+    return d > 0 ? v->gen * d : 0;
+}
+
+/* An instance's loaded tail: its longest chain plus the KV reads of the samples that
+ * share its batch, kv_i - kv* / o (kv* the chain's own sample's, already in its tl; over
+ * the o step intervals the chain spans, the instance serves o batches' samples, the
+ * chain's own once). Never below the tail; grows as samples are added. */
+static inline double loaded_tail(const struct inst *y, double overlap)
+{
+    return y->tail + (y->kv - y->tail_kv / overlap);
+}
+
 /* What a profile costs on each class, computed once (pc_rollout_prepare): the
- * samples longest first and, per sample and class, pf, tl and w. */
+ * samples longest first and, per sample and class, pf, tl, kv and w. */
 struct pc_rollout_prep {
     int n;
+    double overlap;              /* the profile's (>= 1) */
     struct sample_view *v;       /* (n) sorted longest first */
     struct tp_class tc[PC_N_TP];
-    double *pf, *tl, *w;         /* (n, PC_N_TP) */
+    double *pf, *tl, *kv, *w;    /* (n, PC_N_TP) */
     double *tlpf;                /* (n, PC_N_TP) tl + pf: the placement key's floor */
     /* the lower bound's terms for the classes 0 .. m-1 (index m - 1) */
     double lb_work[PC_N_TP], lb_tail[PC_N_TP];
@@ -165,13 +189,16 @@ struct pc_rollout_prep *pc_rollout_prepare(const struct cost_model *c, const str
     size_t cells = (size_t)(p->n > 0 ? p->n : 1) * PC_N_TP;
     p->pf = xmalloc(cells * sizeof *p->pf);
     p->tl = xmalloc(cells * sizeof *p->tl);
+    p->kv = xmalloc(cells * sizeof *p->kv);
     p->w = xmalloc(cells * sizeof *p->w);
+    p->overlap = p->n > 0 ? p->v[0].overlap : 1;
     p->tlpf = xmalloc(cells * sizeof *p->tlpf);
     for (int j = 0; j < p->n; j++)
         for (int k = 0; k < PC_N_TP; k++) {
             size_t x = (size_t)j * PC_N_TP + (size_t)k;
             p->pf[x] = sample_prefill_s(c, p->tc[k].t, &p->v[j]);
             p->tl[x] = sample_tail_s(c, p->tc[k].t, &p->v[j]);
+            p->kv[x] = lp->contention_free ? 0 : sample_kv_s(c, p->tc[k].t, &p->v[j]);
             p->w[x] = p->v[j].gen / p->tc[k].thr + p->pf[x];
             p->tlpf[x] = p->tl[x] + p->pf[x];
         }
@@ -208,6 +235,7 @@ void pc_rollout_prep_free(struct pc_rollout_prep *p)
     free(p->v);
     free(p->pf);
     free(p->tl);
+    free(p->kv);
     free(p->w);
     free(p->tlpf);
     free(p);
@@ -295,9 +323,13 @@ double pc_rollout_prepared_cutoff(const struct pc_rollout_prep *p, const int cou
         struct inst *y = &in[best_i];
         y->gen += v[j].gen;
         y->prefill += p->pf[x];
-        y->tail = max2(y->tail, p->tl[x]);
+        y->kv += p->kv[x];
+        if (p->tl[x] > y->tail) {
+            y->tail = p->tl[x];
+            y->tail_kv = p->kv[x];
+        }
         load_tree_raise_min(&tree[best_k], base[best_k], best_load + w[best_k]);
-        double partial = max2(y->gen / tc[best_k].thr, y->tail) + y->prefill;
+        double partial = max2(y->gen / tc[best_k].thr, loaded_tail(y, p->overlap)) + y->prefill;
         if (partial > cutoff) {
             *out = (struct rollout_est){.makespan_s = partial, .binding = best_i, .cut = 1};
             free(nodes);
@@ -309,12 +341,12 @@ double pc_rollout_prepared_cutoff(const struct pc_rollout_prep *p, const int cou
     double worst = -1, chain = 0;
     for (int k = PC_N_TP - 1; k >= 0; k--) {
         for (int i = base[k]; i < base[k] + counts[k]; i++) {
-            double thru = in[i].gen / tc[k].thr;
-            double ms = fmax(thru, in[i].tail) + in[i].prefill;
-            chain = fmax(chain, in[i].tail);
+            double thru = in[i].gen / tc[k].thr, tail = loaded_tail(&in[i], p->overlap);
+            double ms = fmax(thru, tail) + in[i].prefill;
+            chain = fmax(chain, tail);
             if (ms > worst) {
                 worst = ms;
-                *out = (struct rollout_est){.makespan_s = ms, .thru_s = thru, .tail_s = in[i].tail,
+                *out = (struct rollout_est){.makespan_s = ms, .thru_s = thru, .tail_s = tail,
                                             .prefill_s = in[i].prefill, .binding = i};
             }
         }

@@ -25,6 +25,7 @@ int job_sim_oracle(const struct job_sim_config *jc, struct metrics *m, char *err
         lp_from_workload(&prof, jc->wl, ro, cfg->run.seed, k,
                          (int64_t)k * cfg->train.batch_size, cfg->train.batch_size);
         prof.overlap = cfg->train.max_staleness + 1;
+        prof.contention_free = 1; /* an optimistic cost: a bound on throughput */
         struct plan_choice ch;
         if (planner_search(&pl, &prof, jc->world - 1, 0, &ch)) {
             snprintf(err, errlen, "oracle: step %d: no split of %d GPUs fits: %s", k + 1,
