@@ -174,7 +174,8 @@ struct pc_rollout_prep {
     double *tlpf;                /* (n, PC_N_TP) tl + pf: the placement key's floor */
     /* the lower bound's terms for the classes 0 .. m-1 (index m - 1) */
     double lb_work[PC_N_TP], lb_tail[PC_N_TP];
-    double lb_chain[PC_N_TP]; /* max_s min_t tl_t(s): a floor of rollout_est.chain_s */
+    double lb_chain[PC_N_TP]; /* max_s min_t (tl_t(s) + (1 - 1/o) kv_t(s)): a floor of
+                                 rollout_est.chain_s */
     int lb_oom[PC_N_TP];
 };
 
@@ -212,9 +213,12 @@ struct pc_rollout_prep *pc_rollout_prepare(const struct cost_model *c, const str
                 const struct tp_class *tc = &p->tc[k];
                 if (tc->cap <= 0 || p->v[j].tokens > tc->cap) continue;
                 size_t x = (size_t)j * PC_N_TP + (size_t)k;
+                /* the instance holding the sample: its loaded tail is at least this
+                 * sample's tl plus (1 - 1 / o) of its own KV reads (loaded_tail) */
+                double own = p->tl[x] + p->kv[x] * (1.0 - 1.0 / p->overlap);
                 w_min = fmin(w_min, tc->t * p->w[x]);
-                tl_min = fmin(tl_min, p->tl[x] + p->pf[x]);
-                ch_min = fmin(ch_min, p->tl[x]);
+                tl_min = fmin(tl_min, own + p->pf[x]);
+                ch_min = fmin(ch_min, own);
             }
             if (isinf(w_min)) oom = 1;
             work += w_min;
