@@ -35,7 +35,9 @@ const char *plot_text_fit(cairo_t *cr, char buf[PLOT_TEXT_MAX], const char *s, d
     plot_text_clean(buf, s);
     size_t n = strlen(buf);
     if (plot_text_width(cr, buf) <= maxw) return buf;
-    /* One glyph at a time: labels are short. */
+    /* One glyph at a time: labels are short. The "..." and its terminator must fit
+     * the buffer, so the cut starts at most 4 bytes before its end. */
+    if (n > PLOT_TEXT_MAX - 3) n = PLOT_TEXT_MAX - 3;
     while (n > 0) {
         n--;
         memcpy(buf + n, "...", 4);
