@@ -111,22 +111,13 @@ static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T, int 
     return 4 * n * 4 + n * 2 + acts + scratch;
 }
 
-/* One layer's internals (xin too unless shared is given: then every buffer but xin is
- * shared's). */
-static void alloc_acts(struct gpu_trainer *t, struct layer_acts *a, const struct layer_acts *shared,
-                       size_t T)
+/* One layer's internals, every buffer but its input xin. */
+static void alloc_internals(struct gpu_trainer *t, struct layer_acts *a, size_t T)
 {
     const struct tfm_config *c = &t->c;
     size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
     size_t f = sizeof(float);
-    a->xin = dev(t, T * C * f);
-    if (shared) {
-        float *xin = a->xin;
-        *a = *shared;
-        a->xin = xin;
-        return;
-    }
     a->xmid = dev(t, T * C * f);
     a->q = dev(t, T * HD * f);
     a->k = dev(t, T * KD * f);
@@ -144,12 +135,11 @@ static void alloc_acts(struct gpu_trainer *t, struct layer_acts *a, const struct
     }
 }
 
-static void free_acts(const struct gpu_trainer *t, struct layer_acts *a, int xin_only)
+static void free_internals(const struct gpu_trainer *t, struct layer_acts *a)
 {
-    void *b[] = {a->xin, a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->lse,
+    void *b[] = {a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->lse,
                  a->gate, a->up, a->sig, a->h1b, a->h2b};
-    size_t n = xin_only ? 1 : sizeof b / sizeof b[0];
-    for (size_t i = 0; i < n; i++) GPU_CHECK(t->api, t->api->free(b[i]));
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(t->api, t->api->free(b[i]));
 }
 
 /* Whether to recompute: LIBRA_GPU_RECOMPUTE=1 or 0 decides; else only when keeping
@@ -250,9 +240,15 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     GPU_CHECK(api, api->f32_to_bf16(t->w, t->p, (int64_t)n));
     t->recompute = recompute;
     t->acts = xcalloc((size_t)c->n_layers, sizeof *t->acts);
-    if (recompute) alloc_acts(t, &t->work, NULL, T);
-    for (int l = 0; l < c->n_layers; l++)
-        alloc_acts(t, &t->acts[l], recompute ? &t->work : NULL, T);
+    if (recompute) alloc_internals(t, &t->work, T);
+    for (int l = 0; l < c->n_layers; l++) {
+        struct layer_acts *a = &t->acts[l];
+        if (recompute)
+            *a = t->work; /* the shared internals */
+        else
+            alloc_internals(t, a, T);
+        a->xin = dev(t, T * C * f);
+    }
     t->x = dev(t, T * C * f);
     t->hf = dev(t, T * C * f);
     t->dx = dev(t, T * C * f);
@@ -305,8 +301,11 @@ void gpu_trainer_free(struct gpu_trainer *t)
 {
     if (!t) return;
     const struct cuda_api *api = t->api;
-    for (int l = 0; l < t->c.n_layers; l++) free_acts(t, &t->acts[l], t->recompute);
-    if (t->recompute) free_acts(t, &t->work, 0);
+    for (int l = 0; l < t->c.n_layers; l++) {
+        GPU_CHECK(api, api->free(t->acts[l].xin));
+        if (!t->recompute) free_internals(t, &t->acts[l]);
+    }
+    if (t->recompute) free_internals(t, &t->work);
     void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
                  t->dx, t->dh, t->dact, t->dgate, t->dup, t->datt, t->dq, t->dk, t->dv,
                  t->dqlin, t->dklin, t->act, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
