@@ -174,6 +174,11 @@ echo "ok: job $limit stopped at its time limit after step $step, checkpoint $(ba
 # prompt trained once across the stop
 cp "$last/state.h5" "$out/limit-state.h5" || fail "cannot copy $last/state.h5"
 calc_config "$out/limit.cfg" $((step + 2))
+# slurmd refuses to launch a job whose credential is not newer than the revocation
+# of its previous run, and both are stamped in whole seconds ("Job N already killed,
+# do not launch batch job", exit 1:0 at once): a requeue within the second the first
+# run ended fails so, hence the pause
+sleep 2
 scontrol requeue "$limit" || fail "scontrol requeue $limit"
 # a requeued job waits for its old credential to expire (2 minutes) unless told; and
 # it is given a longer limit: run again under the first one's, slurmctld has sent it
