@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "libra/plan_search.h"
+#include "planner/plan_layouts.h"
 #include "testutil.h"
 
 /* Grid mode (max_layouts 5) stays within this factor of the exact step time of the
@@ -508,6 +509,60 @@ static void test_grid(void)
     }
 }
 
+/* synth_rollout with a cutoff, as the real one: above the cutoff it may return any
+ * bound in (cutoff, value]. */
+static double synth_rollout_cut(void *ctx, const int counts[PC_N_TP], double cutoff, char *why,
+                                size_t n)
+{
+    double s = synth_rollout(ctx, counts, why, n);
+    return s > cutoff && s < INFINITY ? cutoff + 0.5 * (s - cutoff) : s;
+}
+
+/* A set's values and choices do not depend on the grid hint (which only orders the
+ * evaluation, and so what the cutoffs cut), whether it is absent, empty, left by
+ * another GPU count or a poor point. */
+static void test_grid_order(void)
+{
+    for (int mode = SM_SMOOTH; mode <= SM_NOISY; mode++) {
+        struct synth y = synth_default(mode, 64);
+        y.min_kv_tp = 1;
+        struct plan_eval ev = synth_eval(&y);
+        ev.rollout_cut_s = synth_rollout_cut;
+        for (int gpus = 40; gpus <= 200; gpus += 32) {
+            struct layout_set ref, got;
+            int64_t n_ref = 0, n_got = 0;
+            plan_layouts_eval(&ref, gpus, 0, PC_N_TP - 1, 5, &ev, NULL, &n_ref);
+            CU_ASSERT_FATAL(ref.approx && ref.best_s < INFINITY);
+            const struct layout_val *ref_pick = plan_layouts_pick(&ref, ref.best_s);
+            struct grid_hint other = {0}, poor = {0};
+            plan_layouts_eval(&got, gpus + 8, 0, PC_N_TP - 1, 5, &ev, &other, &n_got);
+            plan_layouts_free(&got);
+            CU_ASSERT(other.units > 0);
+            poor = other;
+            memset(poor.u, 0, sizeof poor.u);
+            poor.u[0] = poor.units; /* every unit on TP 1 */
+            struct grid_hint empty = {0};
+            struct grid_hint *hints[] = {&empty, &other, &poor};
+            for (int h = 0; h < 3; h++) {
+                plan_layouts_eval(&got, gpus, 0, PC_N_TP - 1, 5, &ev, hints[h], &n_got);
+                CU_ASSERT_EQUAL(got.best_s, ref.best_s);
+                const struct layout_val *pick = plan_layouts_pick(&got, got.best_s);
+                CU_ASSERT_FATAL(pick != NULL);
+                CU_ASSERT_EQUAL(memcmp(pick->counts, ref_pick->counts, sizeof pick->counts), 0);
+                CU_ASSERT_EQUAL(pick->s, ref_pick->s);
+                /* what both evaluated in full agrees */
+                for (size_t i = 0; i < got.n; i++)
+                    for (size_t j = 0; j < ref.n; j++)
+                        if (!got.v[i].cut && !ref.v[j].cut &&
+                            memcmp(got.v[i].counts, ref.v[j].counts, sizeof got.v[i].counts) == 0)
+                            CU_ASSERT_EQUAL(got.v[i].s, ref.v[j].s);
+                plan_layouts_free(&got);
+            }
+            plan_layouts_free(&ref);
+        }
+    }
+}
+
 int main(void)
 {
     static const struct test_case cases[] = {
@@ -517,6 +572,7 @@ int main(void)
         {"alignment", test_alignment},
         {"infeasible", test_infeasible},
         {"grid", test_grid},
+        {"grid_order", test_grid_order},
         {"tolerance", test_tolerance},
         {NULL, NULL},
     };

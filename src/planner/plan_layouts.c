@@ -21,6 +21,13 @@
  * Every layout is evaluated at most once per set (a hash of the counts), so the
  * set's best is the minimum over everything the grid and the moves visited.
  *
+ * Order: the set's values and choices do not depend on the order of evaluation (the
+ * grid's start and each move are minima with preference tie-breaks), only what the
+ * cutoffs below cut does. So the grid is walked most preferred point first, after
+ * the point that was best in the previous set the caller evaluated (struct
+ * grid_hint), and each round of moves tries the last improving move first: good
+ * values early make the cutoffs cut the rest early.
+ *
  * Early cutoff (plan_eval.rollout_cut_s): a layout only matters if it can reach the
  * set's best so far (the enumeration, the grid) or the best neighbour so far (a
  * move), so it is evaluated with that as the cutoff, and a layout above it is kept as
@@ -256,6 +263,8 @@ struct grid {
     struct walker *w;
     int units;          /* U */
     int u[PC_N_TP];     /* the composition being built, per class index - klo */
+    int best_u[PC_N_TP]; /* the composition of the best grid point so far */
+    double best_s;
 };
 
 static void grid_point(struct grid *g)
@@ -268,23 +277,47 @@ static void grid_point(struct grid *g)
         used += counts[k] * pc_tp_of(k);
     }
     counts[ls->klo] += (ls->gpus - used) / pc_tp_of(ls->klo);
-    set_value(g->w, counts, ls->best_s);
+    double s = set_value(g->w, counts, ls->best_s);
+    if (s < g->best_s && s == ls->best_s) {
+        g->best_s = s;
+        memcpy(g->best_u, g->u, sizeof g->u);
+    }
 }
 
+/* Every composition, the largest class's share first and largest first (the most
+ * preferred points first: on the planner's workloads they are near the best, so
+ * their values cut the others early). */
 static void grid_rec(struct grid *g, int j, int left)
 {
-    int m = g->w->ls->khi - g->w->ls->klo + 1;
-    if (j == m - 1) {
-        g->u[j] = left;
+    if (j == 0) {
+        g->u[0] = left;
         grid_point(g);
         return;
     }
     for (int x = left; x >= 0; x--) {
         g->u[j] = x;
-        grid_rec(g, j + 1, left - x);
+        grid_rec(g, j - 1, left - x);
     }
 }
 
+/* One local move: g GPUs from class a to class b (g = max(G, tp_a, tp_b)); 0 when
+ * class a has too few instances. */
+static int move_of(const int cur[PC_N_TP], int a, int b, int G, int cand[PC_N_TP])
+{
+    int ta = pc_tp_of(a), tb = pc_tp_of(b);
+    int g = G > ta ? G : ta;
+    if (tb > g) g = tb;
+    if (cur[a] < g / ta) return 0;
+    memcpy(cand, cur, sizeof(int) * PC_N_TP);
+    cand[a] -= g / ta;
+    cand[b] += g / tb;
+    return 1;
+}
+
+/* The local moves from the best layout evaluated so far. Each round takes the best
+ * strictly improving move (ties by preference), which does not depend on the order
+ * the moves are tried in; the last improving move is tried first, as its value is
+ * the likeliest cutoff for the others. */
 static void climb(struct walker *w, int step0)
 {
     struct layout_set *ls = w->ls;
@@ -300,32 +333,36 @@ static void climb(struct walker *w, int step0)
     int cur[PC_N_TP];
     memcpy(cur, ls->v[start].counts, sizeof cur);
     double cur_s = ls->v[start].s;
+    int moves[PC_N_TP * PC_N_TP][2], n_moves = 0; /* (a, b), the last improving first */
+    for (int a = ls->klo; a <= ls->khi; a++)
+        for (int b = ls->klo; b <= ls->khi; b++)
+            if (a != b) {
+                moves[n_moves][0] = a;
+                moves[n_moves][1] = b;
+                n_moves++;
+            }
     for (int G = step0;;) {
-        int best[PC_N_TP], moved = 0;
+        int best[PC_N_TP], best_m = -1, moved = 0;
         double best_s = cur_s;
-        for (int a = ls->klo; a <= ls->khi; a++) {
-            for (int b = ls->klo; b <= ls->khi; b++) {
-                if (a == b) continue;
-                int ta = pc_tp_of(a), tb = pc_tp_of(b);
-                int g = G > ta ? G : ta;
-                if (tb > g) g = tb;
-                if (cur[a] < g / ta) continue;
-                int cand[PC_N_TP];
-                memcpy(cand, cur, sizeof cand);
-                cand[a] -= g / ta;
-                cand[b] += g / tb;
-                /* only a layout at or below best_s can be taken (ties by preference) */
-                double s = set_value(w, cand, best_s);
-                if (s < best_s || (moved && s == best_s && plan_layouts_prefer(cand, best) < 0)) {
-                    memcpy(best, cand, sizeof best);
-                    best_s = s;
-                    moved = 1;
-                }
+        for (int m = 0; m < n_moves; m++) {
+            int cand[PC_N_TP];
+            if (!move_of(cur, moves[m][0], moves[m][1], G, cand)) continue;
+            /* only a layout at or below best_s can be taken (ties by preference) */
+            double s = set_value(w, cand, best_s);
+            if (s < best_s || (moved && s == best_s && plan_layouts_prefer(cand, best) < 0)) {
+                memcpy(best, cand, sizeof best);
+                best_s = s;
+                best_m = m;
+                moved = 1;
             }
         }
         if (moved) {
             memcpy(cur, best, sizeof cur);
             cur_s = best_s;
+            int a = moves[best_m][0], b = moves[best_m][1]; /* to the front */
+            memmove(moves[1], moves[0], (size_t)best_m * sizeof moves[0]);
+            moves[0][0] = a;
+            moves[0][1] = b;
         } else if (G > 1) {
             G /= 2;
         } else {
@@ -335,7 +372,7 @@ static void climb(struct walker *w, int step0)
 }
 
 void plan_layouts_eval(struct layout_set *ls, int gpus, int klo, int khi, int max_layouts,
-                       const struct plan_eval *ev, int64_t *n_evals)
+                       const struct plan_eval *ev, struct grid_hint *hint, int64_t *n_evals)
 {
     memset(ls, 0, sizeof *ls);
     ls->gpus = gpus;
@@ -352,8 +389,17 @@ void plan_layouts_eval(struct layout_set *ls, int gpus, int klo, int khi, int ma
     int m = khi - klo + 1, units = 1, unit_gpus = pc_tp_of(klo);
     int points = max_layouts < PLAN_GRID_POINTS ? max_layouts : PLAN_GRID_POINTS;
     while (units < gpus / unit_gpus && binom_small(units + m, m - 1) <= points) units++;
-    struct grid g = {&w, units, {0}};
-    grid_rec(&g, 0, units);
+    struct grid g = {.w = &w, .units = units, .best_s = INFINITY};
+    if (hint && hint->units == units && hint->m == m) { /* last set's best point first */
+        memcpy(g.u, hint->u, sizeof g.u);
+        grid_point(&g);
+    }
+    grid_rec(&g, m - 1, units);
+    if (hint && g.best_s < INFINITY) {
+        hint->units = units;
+        hint->m = m;
+        memcpy(hint->u, g.best_u, sizeof hint->u);
+    }
     int step = 1;
     while (step <= gpus / units / 2) step *= 2;
     climb(&w, step);

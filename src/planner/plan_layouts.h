@@ -56,11 +56,21 @@ void plan_layouts_each(int gpus, int klo, int khi, plan_layout_fn fn, void *arg)
 double plan_layouts_call(const struct plan_eval *ev, const int counts[PC_N_TP], char *why,
                          size_t n);
 
+/* Where grid mode starts: the grid point (U units over m classes, u per class index
+ * - klo) that was best in the last set evaluated with this hint. Only the order of
+ * evaluation depends on it (its value cuts the other points' placements early),
+ * never a set's values or choices. Zero-initialised means none. */
+struct grid_hint {
+    int units, m;
+    int u[PC_N_TP];
+};
+
 /* Evaluates the layouts of gpus GPUs into ls (initialised here; free with
  * plan_layouts_free), adding the evaluator calls to *n_evals. Exact when at most
- * max_layouts layouts exist, else grid + local moves. */
+ * max_layouts layouts exist, else grid + local moves; hint (may be NULL) orders the
+ * grid and is updated. */
 void plan_layouts_eval(struct layout_set *ls, int gpus, int klo, int khi, int max_layouts,
-                       const struct plan_eval *ev, int64_t *n_evals);
+                       const struct plan_eval *ev, struct grid_hint *hint, int64_t *n_evals);
 
 /* Evaluates in full every layout of ls whose value the local moves cut off and whose
  * bound is <= limit (so that plan_layouts_pick(ls, limit) sees exact values), adding

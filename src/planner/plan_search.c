@@ -315,6 +315,7 @@ struct search {
     struct fail_notes notes;
     double best_s;
     long best_g;               /* -1 until a feasible group */
+    struct grid_hint hint;     /* where the next rollout set's grid starts */
 };
 
 static int hless(const struct hnode *a, const struct hnode *b)
@@ -365,6 +366,7 @@ static const struct layout_set *rollout_set(struct search *S, int gpus)
     if (S->sets[gpus] == NULL) {
         S->sets[gpus] = xmalloc(sizeof *S->sets[gpus]);
         plan_layouts_eval(S->sets[gpus], gpus, S->c.klo, S->c.khi, S->lim->max_layouts, S->ev,
+                          &S->hint,
                           &S->out->n_rollout_evals);
         if (S->sets[gpus]->approx) S->out->approx = 1;
     }
