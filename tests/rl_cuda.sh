@@ -4,7 +4,8 @@
 # (controller, one TP-2 training replica, one TP-2 rollout instance: the GPU engine's
 # shards and their all-reduces); 5 ranks re-planned every 3 steps (1 replica + TP
 # [1, 1, 1], 2 replicas + TP [2], 1 replica + TP [2, 1]: instances dissolve and form
-# again, their GPU groups from the cache or new), on the node's GPUs (one GPU serves every worker if
+# again, their GPU groups from the cache or new; with an entropy bonus, whose gradient
+# the GPU forms at TP 1 and 2), on the node's GPUs (one GPU serves every worker if
 # there is only one). The rollout instances decode on the GPU engine, the replicas run
 # their forwards and backwards on the GPU training path; after every step the
 # replicas' parameter hashes must agree, the staleness bound must hold, the run must
@@ -52,7 +53,7 @@ run = { name = "rl-replan"; steps = 9; seed = 7; log_level = "warn"; progress_in
 device = { type = "cuda"; };
 model = { checkpoint = "$RL_MODEL"; };
 rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
-train = { batch_size = 16; max_staleness = 0; sync_interval = 1; lr = 5e-5; };
+train = { batch_size = 16; max_staleness = 0; sync_interval = 1; lr = 5e-5; entropy_coef = 0.01; };
 plan = { mode = "schedule"; interval = 3; schedule = ( { n_train = 1; rollout_tp = [1, 1, 1]; },
          { n_train = 2; rollout_tp = [2]; }, { n_train = 1; rollout_tp = [2, 1]; } ); };
 env = { name = "calc"; };

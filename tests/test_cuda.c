@@ -22,6 +22,9 @@
  *                  combined as the group's all-reduces would: 1e-4 (log-probs and
  *                  entropies, absolute) and 1e-5 of the largest (backward) against the
  *                  whole rows' logsoftmax_forward / _backward
+ *   entropy_bwd, vocab_entropy_bwd   1e-6 of the largest against entropy_backward
+ *                  (whole rows of 151,936 ids; 3 ranks' columns from the whole rows'
+ *                  statistics); H 1e-9 absolute (double sums in another order)
  * and a device-side error (a token outside the vocabulary) reported by sync.
  *
  * Without the module (a build without --with-cuda) or without a usable GPU the test
@@ -1020,6 +1023,74 @@ static void test_logsoftmax(void)
     free(logits), free(dl), free(ref_dl), free(got_dl);
 }
 
+/* The entropy term's backward over a full-size vocabulary (whole rows), and over 3
+ * ranks' columns from the whole rows' statistics, against entropy_backward. */
+static void test_entropy(void)
+{
+    enum { N = 5, V = 151936, S = 3 };
+    const float temp = 0.8f;
+    size_t n = (size_t)N * V;
+    float *x = malloc(n * sizeof *x), *d0 = malloc(n * sizeof *x);
+    float *ref = malloc(n * sizeof *x), *got = malloc(n * sizeof *x), *vgot = malloc(n * sizeof *x);
+    float ew[N] = {0.5f, 0.0f, -0.25f, 1.0f, 0.125f}, lp[N], ent[N];
+    int32_t tg[N] = {3, 4, 5, 6, 7};
+    double H_ref[N], H[N];
+    fill_normal(x, n, 21, 3.0f);
+    fill_normal(d0, n, 22, 1e-3f);
+    memcpy(ref, d0, n * sizeof *x);
+    entropy_backward(ref, H_ref, ew, x, N, V, temp);
+    logsoftmax_forward(lp, ent, x, tg, N, V, temp);
+    void *d_x = dev_copy(x, n * sizeof *x), *d_d = dev_copy(d0, n * sizeof *x);
+    void *d_ew = dev_copy(ew, sizeof ew), *d_H = dev_copy(NULL, sizeof H);
+    CU_OK(api->entropy_bwd(d_d, d_H, d_ew, d_x, N, V, temp));
+    CU_OK(api->to_host(got, d_d, n * sizeof *x));
+    CU_OK(api->to_host(H, d_H, sizeof H));
+    double h_err = 0, h_fwd = 0;
+    for (int i = 0; i < N; i++) {
+        h_err = fmax(h_err, fabs(H[i] - H_ref[i]));
+        if (ew[i] != 0.0f) h_fwd = fmax(h_fwd, fabs(H[i] - ent[i]));
+    }
+    printf("[H %.1e, vs the forward's entropies %.1e] ", h_err, h_fwd);
+    CU_ASSERT(h_err <= 1e-9);
+    CU_ASSERT(h_fwd <= 1e-4);
+    CU_ASSERT_EQUAL(H[1], 0.0); /* no weight: no term */
+    expect_close("entropy_bwd", got, ref, n, 1e-6);
+    /* the whole rows' statistics, then each rank's columns */
+    float mx[N];
+    double lsum[N];
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * V;
+        mx[i] = -INFINITY;
+        for (int j = 0; j < V; j++) mx[i] = fmaxf(mx[i], xi[j] / temp);
+        double sum = 0;
+        for (int j = 0; j < V; j++) sum += exp((double)(xi[j] / temp - mx[i]));
+        lsum[i] = log(sum);
+    }
+    void *d_mx = dev_copy(mx, sizeof mx), *d_lsum = dev_copy(lsum, sizeof lsum);
+    CU_OK(api->to_device(d_H, H_ref, sizeof H_ref));
+    for (int r = 0; r < S; r++) {
+        int c0 = r * V / S, Vl = (r + 1) * V / S - c0;
+        float *xs = malloc(sizeof(float) * N * Vl), *ds = malloc(sizeof(float) * N * Vl);
+        for (int i = 0; i < N; i++) {
+            memcpy(xs + (size_t)i * Vl, x + (size_t)i * V + c0, sizeof(float) * Vl);
+            memcpy(ds + (size_t)i * Vl, d0 + (size_t)i * V + c0, sizeof(float) * Vl);
+        }
+        void *d_xs = dev_copy(xs, sizeof(float) * N * Vl), *d_ds = dev_copy(ds, sizeof(float) * N * Vl);
+        CU_OK(api->vocab_entropy_bwd(d_ds, d_ew, d_xs, d_mx, d_lsum, d_H, N, Vl, temp));
+        CU_OK(api->to_host(ds, d_ds, sizeof(float) * N * Vl));
+        for (int i = 0; i < N; i++)
+            memcpy(vgot + (size_t)i * V + c0, ds + (size_t)i * Vl, sizeof(float) * Vl);
+        api->free(d_xs);
+        api->free(d_ds);
+        free(xs);
+        free(ds);
+    }
+    expect_close("vocab_entropy_bwd", vgot, ref, n, 1e-6);
+    void *bufs[] = {d_x, d_d, d_ew, d_H, d_mx, d_lsum};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(x), free(d0), free(ref), free(got), free(vgot);
+}
+
 /* The GPU sampler makes sampler_sample's decisions: the same tokens for the same
  * (seed, trajectory, position, logits), greedy and at a temperature. */
 /* The vocabulary-parallel log-softmax: rows split over 3 "ranks" (column ranges), each
@@ -1263,6 +1334,7 @@ int main(void)
         {"log-softmax over 151936 ids at T = 0.8, and its backward", test_logsoftmax},
         {"the vocabulary-parallel log-softmax over 3 ranks' columns, and its backward",
          test_vocab_parallel},
+        {"the entropy term's backward, whole rows and 3 ranks' columns (1e-6)", test_entropy},
         {"sampler: sampler_sample's tokens, greedy and at T = 0.7 and 1", test_sampler},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {"the host module: memory budget, graphs recorded and replayed, refusals",

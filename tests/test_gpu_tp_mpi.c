@@ -231,8 +231,13 @@ static void test_train(void)
                 lp_err = fmax(lp_err, fabs((double)et[i] - e1[i]));
             }
             int same = test_tp_same_on_group(&g, lpt, sizeof lpt) && test_tp_same_on_group(&g, et, sizeof et);
-            gpu_trainer_backward(t1, &b);
-            gpu_trainer_backward(tt, &b);
+            /* the backward with the entropy term (rows with and without a weight) */
+            float ew[BT];
+            for (int i = 0; i < BT; i++) ew[i] = i % 4 == 1 ? 0.0f : 0.5f / (float)BT;
+            b.entropy_weights = ew;
+            double jb1 = gpu_trainer_backward(t1, &b);
+            double jbt = gpu_trainer_backward(tt, &b);
+            lp_err = fmax(lp_err, fabs(jbt - jb1));
             gpu_trainer_grads(t1, &g1);
             gpu_trainer_grads(tt, &gt);
             tfm_tp_reduce_grads(&g.tp, &gt);
@@ -243,7 +248,7 @@ static void test_train(void)
             g_err = group_max(&g, g_err);
             cos = -group_max(&g, -cos);
             if (test_tp_rank == 0)
-                printf("\n    %s TP %d training: log-probs / entropies %.1e, gradient cosine "
+                printf("\n    %s TP %d training: log-probs / entropies / J %.1e, gradient cosine "
                        "%.6f, largest difference %.1e", k == 0 ? "llama" : k == 1 ? "qwen2"
                        : "qwen3", t, lp_err, cos, g_err);
             CU_ASSERT(lp_err <= LP_TOL);
@@ -358,7 +363,8 @@ static void test_refusals(void)
 
 static const struct test_case cases[] = {
     {"GPU decoder TP 2, 4 = TP 1: prefill, fork, steps; tokens alike on a group", test_decode},
-    {"GPU training TP 2, 4 = TP 1: log-probs, entropies, reduced gradients", test_train},
+    {"GPU training TP 2, 4 = TP 1: log-probs, entropies, J and reduced gradients with the "
+     "entropy term", test_train},
     {"GPU training DP 4: gradients summed on the GPUs, replicas step alike", test_dp},
     {"GPU decoder TP: the wrong shard or group is refused", test_refusals},
     {NULL, NULL},

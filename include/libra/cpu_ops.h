@@ -109,5 +109,16 @@ void logsoftmax_forward(float *logprob, float *entropy, const float *logits,
  * temperature (rows with targets[i] < 0 get nothing). logits (N, V). */
 void logsoftmax_backward(float *dlogits, const float *dlogprob, const float *logits,
                          const int32_t *targets, int N, int V, float temperature);
+/* The entropy term of J = ... - sum_i ew_i H_i, H_i = -sum_j p_j lp_j: for every row
+ * with ew[i] != 0, dlogits (N, V) += (ew[i] / temperature) p_j (lp_j + H_i) (= -ew_i
+ * dH_i/dlogits) and H[i] = H_i; H[i] = 0 on the other rows. The row's statistics in
+ * double: max of z in float, sum of exp((double)(z - max)). */
+void entropy_backward(float *dlogits, double *H, const float *ew, const float *logits, int N,
+                      int V, float temperature);
+/* The same over one TP rank's columns of each row (V of them), from the whole rows'
+ * statistics (the group's max of z, log of the sum of exp(z - max), and H). */
+void vocab_entropy_backward(float *dlogits, const float *ew, const float *logits,
+                            const float *mx, const double *lsum, const double *H, int N, int V,
+                            float temperature);
 
 #endif

@@ -86,6 +86,13 @@
  *   vocab_logsoftmax_bwd  dlogits += dlogprob (onehot - exp(z - mx - lsum)) / temperature
  *                  with lsum (N) doubles = log of the group's first sum; rows with
  *                  dlogprob 0 untouched
+ * The entropy term of the loss (J = ... - sum ew_i H_i; entropy_backward and
+ * vocab_entropy_backward of include/libra/cpu_ops.h):
+ *   entropy_bwd    for rows with ew[i] != 0: H[i] (N doubles) = the row's entropy and
+ *                  dlogits (N, V) += (ew[i] / temperature) p_j (lp_j + H[i]); H[i] = 0
+ *                  on the other rows
+ *   vocab_entropy_bwd  the same over a TP rank's columns from the whole rows' mx (N),
+ *                  lsum (N doubles) and H (N doubles, in)
  * Sampling (the decisions of sampler_sample: the same keyed draw, include/libra/rng_core.h):
  *   sample         tok (B), logprob (B) or NULL from logits (B, V) of trajectories
  *                  traj (B) at positions pos (B); temperature <= 0 greedy; scratch
@@ -103,7 +110,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 9 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 10 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -266,6 +273,12 @@ struct cuda_api {
      * CUDA_RED_*). */
     int (*nccl_allreduce)(void *comm, void *x, size_t n, int f64, int op);
     int (*nccl_free)(void *comm); /* NULL is a no-op */
+    /* ---- the entropy term (kernels; see the list above) ---- */
+    int (*entropy_bwd)(float *dlogits, double *H, const float *ew, const float *logits, int N,
+                       int V, float temperature);
+    int (*vocab_entropy_bwd)(float *dlogits, const float *ew, const float *logits,
+                             const float *mx, const double *lsum, const double *H, int N, int V,
+                             float temperature);
 };
 
 /* The one symbol the module exports. */

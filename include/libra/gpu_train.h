@@ -28,7 +28,9 @@
  * memory and one layer's internals). LIBRA_GPU_RECOMPUTE=1 or 0 in the environment
  * forces either.
  *
- * Not yet: entropy weights (tfm_batch.entropy_weights must be NULL).
+ * The entropy term (tfm_batch.entropy_weights, train.entropy_coef): its gradient is
+ * formed in the head's logit chunks on the GPU (entropy_bwd, or vocab_entropy_bwd from
+ * the group's statistics under TP); J counts - sum e_t H_t.
  * Errors: a failed CUDA call ends the job (FATAL naming the call).
  */
 #ifndef LIBRA_GPU_TRAIN_H

@@ -117,8 +117,9 @@ double trainer_apply(struct trainer *t);
 /* The name of the first tensor (Hugging Face order; this rank's shard) whose gradient
  * holds a NaN or an infinity, in name (n bytes): 1, or 0 if every gradient is finite. */
 int trainer_nonfinite_grad(struct trainer *t, char *name, size_t n);
-/* Runs the forwards and backwards on eng from now on (TP 1, entropy_coef 0); it is
- * given the current parameters. */
+/* Runs the forwards and backwards on eng from now on (a TP shard's engine takes the
+ * shard's batch as tfm_backward would, entropy weights included); it is given the
+ * current parameters. */
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng);
 /* The caller changed t->p or t->opt (restored weights, a join's state): the engine, if
  * any, is told. */

@@ -1230,10 +1230,6 @@ static int check_colocate(const struct load_ctx *c, const config_setting_t *root
 static int check_device(const struct load_ctx *c, const config_setting_t *root,
                         const struct libra_config *cfg)
 {
-    if (strcmp(cfg->device.type, "cuda") == 0 && cfg->train.entropy_coef != 0.0)
-        return fail(c, lookup(root, "train", "entropy_coef"), "train.entropy_coef",
-                    "%g: the entropy term's gradient is not on the GPU yet (set 0 with "
-                    "device.type = \"cuda\")", cfg->train.entropy_coef);
     int emu = strcmp(cfg->device.type, "emu") == 0;
     int env_emu = strcmp(cfg->env.name, "emu") == 0;
     const config_setting_t *s = lookup(root, "env", "name");

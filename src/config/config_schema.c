@@ -95,7 +95,7 @@ const struct cfg_key cfg_schema[] = {
 
     ENUM_KEY("device", "type", device.type, "emu", "emu, cpu, cuda",
              "emu: emulated GPUs; cpu: the transformer on OpenBLAS; cuda: the cpu device's "
-             "host side, decoding and training on GPUs (entropy_coef 0)"),
+             "host side, decoding and training on GPUs"),
     STR_KEY("device", "hardware", CFG_PATH, device.hardware, "hardware/a800.cfg", 1,
             CFG_PATH_MAX - 1, "hardware profile of one device (cost model, planner)"),
     FLOAT_KEY("device", "time_scale", device.time_scale, 1.0, 1e-3, 1e9, "emulated s / wall s",

@@ -69,29 +69,6 @@ static float entropy_weight(const struct tfm_batch *b, int t)
     return b->entropy_weights && b->targets[t] >= 0 ? b->entropy_weights[t] : 0.0f;
 }
 
-/* The entropy term of one row of logits x (V): with p = softmax(x / temp) and
- * H = -sum p log p, dH/dx_j = -(1/temp) p_j (log p_j + H); J carries -e H, so
- * d (V) += (e / temp) p_j (log p_j + H). Returns H. Sums in double; z_j = x_j / temp
- * rounded to float as logsoftmax_forward forms it. */
-static double entropy_row_backward(float *d, const float *x, int V, float temp, float e)
-{
-    float mx = -INFINITY;
-    for (int j = 0; j < V; j++) mx = fmaxf(mx, x[j] / temp);
-    double sum = 0;
-    for (int j = 0; j < V; j++) sum += exp((double)(x[j] / temp - mx));
-    double lsum = log(sum), H = 0;
-    for (int j = 0; j < V; j++) {
-        double lp = (double)(x[j] / temp - mx) - lsum;
-        H -= exp(lp) * lp;
-    }
-    double c = (double)e / temp;
-    for (int j = 0; j < V; j++) {
-        double lp = (double)(x[j] / temp - mx) - lsum;
-        d[j] += (float)(c * exp(lp) * (lp + H));
-    }
-    return H;
-}
-
 /* dJ/dlogits of a chunk (n rows, dlogits zeroed by the caller; s->dlp_c holds
  * -w_t): log-prob and entropy terms, whose J terms are added to *J one by one (the
  * single-rank order of the sum). */
@@ -104,9 +81,11 @@ static void chunk_dlogits(const struct tfm_tp *tp, int V, struct tfm_state *s,
         logsoftmax_backward(s->dlogits, s->dlp_c, s->logits, s->tgt_c, n, V, b->temperature);
         for (int i = 0; i < n; i++) {
             float e = entropy_weight(b, rows[i]);
-            if (e != 0.0f)
-                *J -= e * entropy_row_backward(s->dlogits + (size_t)i * V,
-                                               s->logits + (size_t)i * V, V, b->temperature, e);
+            double H;
+            if (e == 0.0f) continue;
+            entropy_backward(s->dlogits + (size_t)i * V, &H, &e, s->logits + (size_t)i * V, 1, V,
+                             b->temperature);
+            *J -= e * H;
         }
         return;
     }
@@ -123,8 +102,9 @@ static void chunk_dlogits(const struct tfm_tp *tp, int V, struct tfm_state *s,
         float e = entropy_weight(b, rows[i]);
         if (e == 0.0f) continue;
         *J -= e * s->tp_ent[i];
-        tp_entropy_row_backward(s->dlogits + (size_t)i * V, s->logits + (size_t)i * V, V,
-                                b->temperature, e, s->tp_mx[i], s->tp_lsum[i], s->tp_ent[i]);
+        vocab_entropy_backward(s->dlogits + (size_t)i * V, &e, s->logits + (size_t)i * V,
+                               &s->tp_mx[i], &s->tp_lsum[i], &s->tp_ent[i], 1, V,
+                               b->temperature);
     }
 }
 

@@ -113,14 +113,3 @@ void tp_logsoftmax_backward(const struct tfm_tp *tp, float *dx, const float *dlo
         if (targets[i] >= v0 && targets[i] < v0 + Vl) di[targets[i] - v0] += (float)c;
     }
 }
-
-void tp_entropy_row_backward(float *d, const float *x, int Vl, float temperature, float e,
-                             float mx, double lsum, double H)
-{
-    /* dH/dx_j = -(1/temp) p_j (log p_j + H); J carries -e H */
-    double c = (double)e / temperature;
-    for (int j = 0; j < Vl; j++) {
-        double lp = (double)(x[j] / temperature - mx) - lsum;
-        d[j] += (float)(c * exp(lp) * (lp + H));
-    }
-}

@@ -50,9 +50,5 @@ void tp_logsoftmax_forward(const struct tfm_tp *tp, float *logprob, float *mx, d
 void tp_logsoftmax_backward(const struct tfm_tp *tp, float *dx, const float *dlogprob,
                             const float *x, const int32_t *targets, const float *mx,
                             const double *lsum, int N, float temperature);
-/* The entropy term of one row (J carries -e H): d (Vl) += (e / temp) p_j (log p_j + H),
- * given the row's mx, lsum and H from tp_logsoftmax_forward. Local. */
-void tp_entropy_row_backward(float *d, const float *x, int Vl, float temperature, float e,
-                             float mx, double lsum, double H);
 
 #endif

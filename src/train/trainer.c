@@ -271,9 +271,6 @@ int trainer_nonfinite_grad(struct trainer *t, char *name, size_t n)
 
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng)
 {
-    if (eng && t->gc.entropy_coef != 0.0)
-        FATAL("trainer_set_engine: entropy_coef = %g: the entropy term's gradient is not on "
-              "this engine (set train.entropy_coef = 0)", t->gc.entropy_coef);
     trainer_host_grads(t); /* from an engine that held them */
     trainer_fetch_moments(t);
     t->eng = eng;

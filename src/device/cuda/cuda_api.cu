@@ -222,6 +222,8 @@ static const struct cuda_api api = {
     cu_nccl_init,
     cu_nccl_allreduce,
     cu_nccl_free,
+    cu_entropy_bwd,
+    cu_vocab_entropy_bwd,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

@@ -135,6 +135,10 @@ int cu_vocab_sums(double *sums, const float *logits, const float *mx, const int3
 int cu_vocab_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
                             const int32_t *targets, const float *mx, const double *lsum, int N,
                             int V, float temperature);
+int cu_entropy_bwd(float *dlogits, double *H, const float *ew, const float *logits, int N, int V,
+                   float temperature);
+int cu_vocab_entropy_bwd(float *dlogits, const float *ew, const float *logits, const float *mx,
+                         const double *lsum, const double *H, int N, int V, float temperature);
 int cu_nccl_id(void *id, size_t cap);
 int cu_nccl_init(void **comm, const void *id, int nranks, int rank);
 int cu_nccl_allreduce(void *comm, void *x, size_t n, int f64, int op);

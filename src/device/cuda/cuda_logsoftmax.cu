@@ -6,7 +6,8 @@
  * float32, the sums of expf(z - max) and of expf(z - max) (z - max) in double. One
  * block per row; V may be any size (the full 151,936-id vocabulary is one row). The
  * vocab_* kernels are the vocabulary-parallel pieces (a TP rank's columns of each row),
- * with the same arithmetic around the group's all-reduces.
+ * with the same arithmetic around the group's all-reduces. The entropy kernels are
+ * entropy_backward / vocab_entropy_backward's (cpu_ops.h).
  */
 #include "cuda_internal.h"
 
@@ -206,5 +207,74 @@ extern "C" int cu_vocab_logsoftmax_bwd(float *dlogits, const float *dlogprob,
     vocab_logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dlogprob, logits, targets,
                                                               mx, lsum, V, temperature);
     CU_LAUNCHED("vocab_logsoftmax_bwd");
+    return 0;
+}
+
+/* ---- the entropy term: J carries -ew H, dH/dx_j = -(1/temp) p_j (lp_j + H) ---- */
+
+/* dlogits (V) += (e / temp) p_j (lp_j + H), lp_j = (double)(z_j - mx) - lsum. */
+__device__ static void entropy_row_add(float *di, const float *xi, int V, float temperature,
+                                       float e, float mx, double lsum, double H)
+{
+    double c = (double)e / temperature;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        double lp = (double)(xi[j] / temperature - mx) - lsum;
+        di[j] += (float)(c * exp(lp) * (lp + H));
+    }
+}
+
+/* Whole rows: the row's max, sum of exp((double)(z - max)) and H, as entropy_backward. */
+__global__ static void entropy_bwd_k(float *dlogits, double *H, const float *ew,
+                                     const float *logits, int V, float temperature)
+{
+    __shared__ double dpart[LS_THREADS];
+    int i = blockIdx.x;
+    float e = ew[i];
+    if (e == 0.0f) { /* the whole block: a uniform branch */
+        if (threadIdx.x == 0) H[i] = 0.0;
+        return;
+    }
+    const float *xi = logits + (size_t)i * V;
+    float mx = row_max(xi, V, temperature);
+    double s = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) s += exp((double)(xi[j] / temperature - mx));
+    double lsum = log(block_reduce(s, dpart, add_op())), h = 0.0;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        double lp = (double)(xi[j] / temperature - mx) - lsum;
+        h -= exp(lp) * lp;
+    }
+    h = block_reduce(h, dpart, add_op());
+    if (threadIdx.x == 0) H[i] = h;
+    entropy_row_add(dlogits + (size_t)i * V, xi, V, temperature, e, mx, lsum, h);
+}
+
+extern "C" int cu_entropy_bwd(float *dlogits, double *H, const float *ew, const float *logits,
+                              int N, int V, float temperature)
+{
+    if (N <= 0) return 0;
+    entropy_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, H, ew, logits, V, temperature);
+    CU_LAUNCHED("entropy_bwd");
+    return 0;
+}
+
+/* A TP rank's columns, from the whole rows' statistics. */
+__global__ static void vocab_entropy_bwd_k(float *dlogits, const float *ew, const float *logits,
+                                           const float *mx, const double *lsum, const double *H,
+                                           int V, float temperature)
+{
+    int i = blockIdx.x;
+    if (ew[i] == 0.0f) return; /* the whole block */
+    entropy_row_add(dlogits + (size_t)i * V, logits + (size_t)i * V, V, temperature, ew[i],
+                    mx[i], lsum[i], H[i]);
+}
+
+extern "C" int cu_vocab_entropy_bwd(float *dlogits, const float *ew, const float *logits,
+                                    const float *mx, const double *lsum, const double *H, int N,
+                                    int V, float temperature)
+{
+    if (N <= 0) return 0;
+    vocab_entropy_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, ew, logits, mx, lsum, H, V,
+                                                            temperature);
+    CU_LAUNCHED("vocab_entropy_bwd");
     return 0;
 }

@@ -240,6 +240,24 @@ static int vocab_logsoftmax_bwd(float *dlogits, const float *dlogprob, const flo
     return LAUNCH(ch_vocab_logsoftmax_bwd, a);
 }
 
+static int entropy_bwd(float *dlogits, double *H, const float *ew, const float *logits, int N,
+                       int V, float temperature)
+{
+    struct logsoftmax_args a = {.dlogits = dlogits, .H = H, .ew = ew, .logits = logits, .N = N,
+                                .V = V, .temperature = temperature};
+    return LAUNCH(ch_entropy_bwd, a);
+}
+
+static int vocab_entropy_bwd(float *dlogits, const float *ew, const float *logits,
+                             const float *mx, const double *lsum, const double *H, int N, int V,
+                             float temperature)
+{
+    struct logsoftmax_args a = {.dlogits = dlogits, .ew = ew, .logits = logits, .mx_in = mx,
+                                .lsum = lsum, .H_in = H, .N = N, .V = V,
+                                .temperature = temperature};
+    return LAUNCH(ch_vocab_entropy_bwd, a);
+}
+
 /* scratch (B, V) is the CUDA kernel's; sampler_sample takes its own (cuda_host_head.c). */
 static int sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
                   const int64_t *traj, const int64_t *pos, float temperature, uint64_t seed,
@@ -276,6 +294,7 @@ static const struct cuda_api api = {
     .vocab_max = vocab_max, .vocab_sums = vocab_sums,
     .vocab_logsoftmax_bwd = vocab_logsoftmax_bwd,
     /* no NCCL: a TP group's all-reduces are host-staged (gpu_comm.h) */
+    .entropy_bwd = entropy_bwd, .vocab_entropy_bwd = vocab_entropy_bwd,
 };
 
 const struct cuda_api *cuda_host_api(void) { return &api; }

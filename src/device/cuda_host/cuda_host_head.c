@@ -3,6 +3,7 @@
  * (include/libra/cuda_api.h): logsoftmax_fwd / logsoftmax_bwd (the CPU references),
  * the vocabulary-parallel vocab_max / vocab_sums / vocab_logsoftmax_bwd (the
  * arithmetic of tp_logsoftmax_forward / _backward: float z and expf, double sums),
+ * entropy_bwd / vocab_entropy_bwd (the CPU references),
  * sample (sampler_sample per row: the same keyed draw, so the same tokens as the CUDA
  * sampler up to its documented rounding coincidences), sum_squares (double, in index
  * order) and adamw_update (adamw.h's element update). sum_squares writes a host value,
@@ -85,6 +86,21 @@ int ch_vocab_logsoftmax_bwd(const void *args)
         int32_t t = a->targets[i];
         if (t >= 0 && t < a->V) di[t] += (float)c;
     }
+    return 0;
+}
+
+int ch_entropy_bwd(const void *args)
+{
+    const struct logsoftmax_args *a = args;
+    entropy_backward(a->dlogits, a->H, a->ew, a->logits, a->N, a->V, a->temperature);
+    return 0;
+}
+
+int ch_vocab_entropy_bwd(const void *args)
+{
+    const struct logsoftmax_args *a = args;
+    vocab_entropy_backward(a->dlogits, a->ew, a->logits, a->mx_in, a->lsum, a->H_in, a->N, a->V,
+                           a->temperature);
     return 0;
 }
 

@@ -119,6 +119,9 @@ struct logsoftmax_args { /* also the vocab_* kernels (mx, sums, lsum) */
     const float *mx_in;
     double *sums;
     const double *lsum;
+    const float *ew;     /* the entropy kernels: per-row weights, */
+    double *H;           /* entropies out (entropy_bwd) */
+    const double *H_in;  /* and in (vocab_entropy_bwd) */
 };
 struct sample_args {
     int32_t *tok;
@@ -172,6 +175,8 @@ int ch_logsoftmax_bwd(const void *args);
 int ch_vocab_max(const void *args);
 int ch_vocab_sums(const void *args);
 int ch_vocab_logsoftmax_bwd(const void *args);
+int ch_entropy_bwd(const void *args);
+int ch_vocab_entropy_bwd(const void *args);
 int ch_sample(const void *args);
 int ch_sum_squares(double *out, const float *x, int64_t n); /* not recordable */
 int ch_adamw_update(const void *args);

@@ -69,6 +69,11 @@ struct gpu_trainer {
     float *x, *hf, *rope, *rstd, *stats;
     float *dx, *dh, *dact, *dgate, *dup, *datt, *dq, *dk, *dv, *dqlin, *dklin, *act;
     float *logits, *dlogits, *lp, *dlp, *ent;
+    /* the entropy term: per-token weights e_t (0 without a target) and the entropies
+     * H_t in double, on the device and the host; has_ew: the batch has some e_t != 0 */
+    float *d_ew, *h_ew;
+    double *d_H, *h_H;
+    int has_ew;
     uint16_t *ab, *hfb;     /* bf16 operands: (T, max(C, HD, F)) and (T, C) */
     uint16_t *dyb;          /* bf16 output gradients: (max(T, chunk), max(C, HD, KD, F, V)) */
     int32_t *d_tok, *d_tgt, *d_pos;
@@ -272,6 +277,10 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     t->lp = dev(t, T * f);
     t->dlp = dev(t, T * f);
     t->ent = dev(t, T * f);
+    t->d_ew = dev(t, T * f);
+    t->d_H = dev(t, T * sizeof(double));
+    t->h_ew = xmalloc(T * sizeof *t->h_ew);
+    t->h_H = xmalloc(T * sizeof *t->h_H);
     t->ab = dev(t, T * widest(c, 0) * 2);
     t->hfb = dev(t, T * C * 2);
     t->dyb = dev(t, rows * widest(c, 1) * 2);
@@ -310,12 +319,14 @@ void gpu_trainer_free(struct gpu_trainer *t)
                  t->dx, t->dh, t->dact, t->dgate, t->dup, t->datt, t->dq, t->dk, t->dv,
                  t->dqlin, t->dklin, t->act, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
                  t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->ent, t->d_mx, t->d_sums,
-                 t->d_lsum};
+                 t->d_lsum, t->d_ew, t->d_H};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
     free(t->h_sums);
     free(t->h_lsum);
     free(t->h_clp);
     free(t->h_cent);
+    free(t->h_ew);
+    free(t->h_H);
     free(t->h_tok);
     free(t->h_tgt);
     free(t->acts);
@@ -384,8 +395,6 @@ static void linear(const struct gpu_trainer *t, float *y, const uint16_t *x, siz
 /* Checks the batch (tfm_batch_prepare's rules) and sends tokens, targets, positions. */
 static int stage_batch(struct gpu_trainer *t, const struct tfm_batch *b)
 {
-    if (b->entropy_weights)
-        FATAL("gpu trainer: entropy weights are not on the GPU yet (train.entropy_coef = 0)");
     if (!(b->temperature > 0.0f) || !isfinite(b->temperature))
         FATAL("gpu trainer: temperature %g must be positive and finite", (double)b->temperature);
     int T = 0;
@@ -414,6 +423,12 @@ static int stage_batch(struct gpu_trainer *t, const struct tfm_batch *b)
     GPU_CHECK(t->api, t->api->to_device(t->d_tok, tok, (size_t)T * sizeof(int32_t)));
     GPU_CHECK(t->api, t->api->to_device(t->d_tgt, tgt, (size_t)T * sizeof(int32_t)));
     GPU_CHECK(t->api, t->api->to_device(t->d_pos, t->pos, (size_t)T * sizeof(int32_t)));
+    t->has_ew = 0;
+    for (int i = 0; i < T && b->entropy_weights; i++) {
+        t->h_ew[i] = b->targets[i] < 0 ? 0.0f : b->entropy_weights[i];
+        t->has_ew |= t->h_ew[i] != 0.0f;
+    }
+    if (t->has_ew) GPU_CHECK(t->api, t->api->to_device(t->d_ew, t->h_ew, (size_t)T * sizeof(float)));
     return T;
 }
 
@@ -521,17 +536,21 @@ static void vocab_logsoftmax(struct gpu_trainer *t, const struct tfm_batch *b, i
         const double *si = t->h_sums + 3 * (size_t)i;
         t->h_lsum[i] = log(si[0]);
         t->h_clp[i] = b->targets[r0 + i] < 0 ? 0.0f : (float)(si[2] - t->h_lsum[i]);
-        t->h_cent[i] = (float)(t->h_lsum[i] - si[1] / si[0]);
+        t->h_H[r0 + i] = t->h_lsum[i] - si[1] / si[0];
+        t->h_cent[i] = (float)t->h_H[r0 + i];
     }
     GPU_CHECK(api, api->to_device(t->d_lsum, t->h_lsum, (size_t)n * sizeof(double)));
     GPU_CHECK(api, api->to_device(t->lp + r0, t->h_clp, (size_t)n * sizeof(float)));
     if (entropy) GPU_CHECK(api, api->to_device(t->ent + r0, t->h_cent, (size_t)n * sizeof(float)));
+    if (t->has_ew)
+        GPU_CHECK(api, api->to_device(t->d_H + r0, t->h_H + r0, (size_t)n * sizeof(double)));
 }
 
 /* Log-probs of every row into t->lp (0 where no target), entropies into t->ent if
  * asked; with backward (t->dlp holding
  * dJ/dlogprob), dJ/dh of the final norm's output into t->dh and the output head's
- * weight gradient into the block. */
+ * weight gradient into the block, with the entropy term's when the batch has entropy
+ * weights (t->has_ew; the entropies in double into t->h_H). */
 static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int backward,
                  int entropy)
 {
@@ -556,6 +575,12 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
         else
             GPU_CHECK(api, api->logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits, t->d_tgt + r0,
                                                n, V, b->temperature));
+        if (t->has_ew && t->comm)
+            GPU_CHECK(api, api->vocab_entropy_bwd(t->dlogits, t->d_ew + r0, t->logits, t->d_mx,
+                                                  t->d_lsum, t->d_H + r0, n, V, b->temperature));
+        else if (t->has_ew)
+            GPU_CHECK(api, api->entropy_bwd(t->dlogits, t->d_H + r0, t->d_ew + r0, t->logits, n, V,
+                                            b->temperature));
         bf16(t, t->dyb, t->dlogits, (size_t)n * V);
         GPU_CHECK(api, api->linear_bwd(t->dh + (size_t)r0 * C, G(t, t->at.lm_head), t->dyb, hc,
                                        W(t, t->at.lm_head), n, C, V));
@@ -685,6 +710,12 @@ double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b)
     trunk_forward(t, b, T);
     head(t, b, T, 1, 0);
     double J = -weighted_sum(t, b, T, NULL);
+    if (t->has_ew) { /* J also carries - sum e_t H_t */
+        if (!t->comm)
+            GPU_CHECK(t->api, t->api->to_host(t->h_H, t->d_H, (size_t)T * sizeof(double)));
+        for (int i = 0; i < T; i++)
+            if (t->h_ew[i] != 0.0f) J -= t->h_ew[i] * t->h_H[i];
+    }
     zero(t, t->dx, (size_t)T * C);
     GPU_CHECK(t->api, t->api->rmsnorm_bwd(t->dx, G(t, t->at.ln_f), t->dh, t->x, P(t, t->at.ln_f),
                                           t->rstd, T, C, c->rms_norm_eps));

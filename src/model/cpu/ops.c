@@ -472,3 +472,42 @@ void logsoftmax_backward(float *dlogits, const float *dlogprob, const float *log
         di[targets[i]] += (float)c;
     }
 }
+
+void vocab_entropy_backward(float *dlogits, const float *ew, const float *logits,
+                            const float *mx, const double *lsum, const double *H, int N, int V,
+                            float temperature)
+{
+    for (int i = 0; i < N; i++) {
+        if (ew[i] == 0.0f) continue;
+        const float *xi = logits + (size_t)i * V;
+        float *di = dlogits + (size_t)i * V;
+        /* dH/dx_j = -(1/temp) p_j (lp_j + H); J carries -ew H */
+        double c = (double)ew[i] / temperature;
+        for (int j = 0; j < V; j++) {
+            double lp = (double)(xi[j] / temperature - mx[i]) - lsum[i];
+            di[j] += (float)(c * exp(lp) * (lp + H[i]));
+        }
+    }
+}
+
+void entropy_backward(float *dlogits, double *H, const float *ew, const float *logits, int N,
+                      int V, float temperature)
+{
+    for (int i = 0; i < N; i++) {
+        H[i] = 0;
+        if (ew[i] == 0.0f) continue;
+        const float *xi = logits + (size_t)i * V;
+        float mx = -INFINITY;
+        for (int j = 0; j < V; j++) mx = fmaxf(mx, xi[j] / temperature);
+        double sum = 0;
+        for (int j = 0; j < V; j++) sum += exp((double)(xi[j] / temperature - mx));
+        double lsum = log(sum), h = 0;
+        for (int j = 0; j < V; j++) {
+            double lp = (double)(xi[j] / temperature - mx) - lsum;
+            h -= exp(lp) * lp;
+        }
+        H[i] = h;
+        vocab_entropy_backward(dlogits + (size_t)i * V, ew + i, xi, &mx, &lsum, &h, 1, V,
+                               temperature);
+    }
+}
