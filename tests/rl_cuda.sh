@@ -1,11 +1,13 @@
 #!/bin/sh
-# RL on the CUDA device, the calc environment and the shipped model, three times: 4
+# RL on the CUDA device, the calc environment and the shipped model, five times: 4
 # ranks (controller, 2 training replicas, 1 rollout instance, all TP 1); 5 ranks
 # (controller, one TP-2 training replica, one TP-2 rollout instance: the GPU engine's
 # shards and their all-reduces); 5 ranks re-planned every 3 steps (1 replica + TP
 # [1, 1, 1], 2 replicas + TP [2], 1 replica + TP [2, 1]: instances dissolve and form
 # again, their GPU groups from the cache or new; with an entropy bonus, whose gradient
-# the GPU forms at TP 1 and 2), on the node's GPUs (one GPU serves every worker if
+# the GPU forms at TP 1 and 2); a rollout rank lent to training for two epochs, which
+# must give its GPU trainer's memory back when it serves rollouts again; and the
+# global resource planner with the pool, plan.mode = "grp"), on the node's GPUs (one GPU serves every worker if
 # there is only one). The rollout instances decode on the GPU engine, the replicas run
 # their forwards and backwards on the GPU training path; after every step the
 # replicas' parameter hashes must agree, the staleness bound must hold, the run must
@@ -64,4 +66,54 @@ rl_job 5 "$out/replan.cfg" "$out/replan"
 tail -n 3 "$out/replan.stdout"
 "$CHECK_RUN" "$out/replan.h5" --min-steps 9 || fail "check_run (re-planned)"
 "$CHECK_RL" "$out/replan.h5" --max-staleness 0 || fail "check_rl (re-planned)"
+# lent and back: one rollout rank trains for two epochs, then serves rollouts again.
+# On the host stand-in the workers' GPU is too small for a GPU trainer (125 MB) and a
+# rollout engine (69 MB; at least one slot's KV cache) at once (LIBRA_CUDA_HOST_MEM
+# 135 MB; rank 0 keeps the default for its start-up measurement), so the rank must
+# hand its trainer's GPU memory back when it returns to rollout, else its rollout
+# engine does not fit and the job ends. On a GPU the budget does not apply.
+cat > "$out/budget" <<SH
+#!/bin/sh
+[ "\${OMPI_COMM_WORLD_RANK:-0}" = 0 ] || export LIBRA_CUDA_HOST_MEM=135000000
+exec "$LIBRA" "\$@"
+SH
+chmod +x "$out/budget"
+lent='{ n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }'
+cat > "$out/lent.cfg" <<CFG
+run = { name = "rl-lent"; steps = 12; seed = 7; log_level = "info"; progress_interval_s = 5.0; };
+device = { type = "cuda"; };
+model = { checkpoint = "$RL_MODEL"; };
+rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
+train = { batch_size = 16; max_staleness = 0; sync_interval = 1; lr = 5e-5; };
+plan = { mode = "schedule"; interval = 3; schedule = ( { n_train = 1; rollout_tp = [1, 1, 1]; },
+         $lent, $lent, { n_train = 1; rollout_tp = [1, 1, 1]; } ); };
+env = { name = "calc"; };
+eval = { size = 16; interval = 0; };
+output = { file = "$out/lent.h5"; };
+CFG
+LIBRA="$out/budget" rl_job 5 "$out/lent.cfg" "$out/lent"
+tail -n 3 "$out/lent.stdout"
+"$CHECK_RUN" "$out/lent.h5" --min-steps 12 || fail "check_run (lent)"
+"$CHECK_RL" "$out/lent.h5" --max-staleness 0 || fail "check_rl (lent)"
+grep -q "joined training" "$out/lent.stdout" || fail "rl_cuda: the lent rank never joined training"
+# the global resource planner on the GPU engine: it plans with the cost model the
+# device measured at start-up, calibrates on the measured steps, and moves ranks
+# between roles and rollout TP layouts (1 or 2), with the elastic pool on
+cat > "$out/grp.cfg" <<CFG
+run = { name = "rl-grp"; steps = 16; seed = 7; log_level = "info"; progress_interval_s = 5.0; };
+device = { type = "cuda"; };
+model = { checkpoint = "$RL_MODEL"; };
+rollout = { n_samples = 8; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
+train = { batch_size = 96; max_staleness = 1; sync_interval = 1; lr = 5e-5; };
+plan = { mode = "grp"; max_train_tp = 1; max_train_pp = 1; pool = 1; max_rollout_tp = 2; };
+workload = { preset = "workloads/calc.cfg"; };
+env = { name = "calc"; };
+eval = { size = 16; interval = 0; };
+output = { file = "$out/grp.h5"; };
+CFG
+rl_job 6 "$out/grp.cfg" "$out/grp"
+grep '^\[rank 0\] \(epoch\|pool\)' "$out/grp.stdout" | head -n 8
+"$CHECK_RL" "$out/grp.h5" || fail "check_rl (grp)"
+"$CHECK_RUN" "$out/grp.h5" --min-steps 16 --planner --min-replans 1 --expect-event planner \
+    || fail "check_run (grp)"
 [ -n "${KEEP:-}" ] || rm -rf "$out"

@@ -141,8 +141,12 @@ static void cpu_epoch(struct device *d, const struct device_epoch *e)
     if (e->role == ROLE_ROLLOUT) {
         cpu_shard_place(d, e->tp, e->index, e->instance);
         /* the instance opened next decodes with the trainer's weights (they move into
-         * the trainer when it is made: it must exist first) */
-        if (e->plan->colocated) cpu_train_prepare(d);
+         * the trainer when it is made: it must exist first); a rank that only serves
+         * rollouts gives its GPU trainer's memory to the rollout engine */
+        if (e->plan->colocated)
+            cpu_train_prepare(d);
+        else
+            cpu_train_release_gpu(d);
     } else if (e->role == ROLE_TRAIN || e->role == ROLE_HYBRID) {
         if (e->plan->train_pp > 1)
             FATAL("training replicas with pipeline stages (train_pp = %d) on device cpu: "

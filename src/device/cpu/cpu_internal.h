@@ -167,9 +167,15 @@ void cpu_inst_close(struct dev_inst *in);
 double cpu_inst_next_wake(const struct dev_inst *in);
 
 /* cpu_train.c */
-/* Makes the trainer now if there is none (it takes over the shard's weights): a
- * colocated rank's, before its instance's decoder refers to those weights. */
+/* Makes the trainer now if there is none (it takes over the shard's weights), and on
+ * device cuda its GPU trainer if it has none: a colocated rank's, before its
+ * instance's decoder refers to those weights. */
 void cpu_train_prepare(struct device *d);
+/* Device cuda: a rank that leaves training (a rollout place in a plan that does not
+ * colocate) frees its GPU trainer -- the GPU memory goes to the rollout engine; the
+ * host trainer keeps the state, and cpu_train_prepare attaches a new one if the rank
+ * trains again. Nothing to do without one. */
+void cpu_train_release_gpu(struct device *d);
 float *cpu_grad_buffer(struct device *d, size_t *n);
 /* device.h's grad_reduce: on the GPU at TP 1 (device cuda), else 0. */
 int cpu_grad_reduce(struct device *d, MPI_Comm dp);

@@ -328,6 +328,8 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
             m->gd = gpu_decoder_create_tp(m->gm, tp, m->gc, r->slots, r->max_tokens, 128, 0, err,
                                           sizeof err);
         if (!m->gd) FATAL("rank %d: the GPU rollout engine: %s", d->a.rank, err);
+        LOG_D("rank %d: GPU rollout engine of shard (TP %d, %d): %.1f MB of GPU memory",
+              d->a.rank, tp->t, tp->rank, (double)gpu_decoder_bytes(m->gd) / 1e6);
         m->keys = xmalloc(rows * sizeof *m->keys);
         m->positions = xmalloc(rows * sizeof *m->positions);
     } else {

@@ -73,24 +73,45 @@ static void make_trainer(struct device *d)
     if (d->opt_loaded) d->tr->opt.c = oc; /* the run's hyper-parameters, the file's moments */
     d->tr->temperature = (float)d->a.cfg->rollout.temperature; /* as the behaviour log-probs */
     d->opt_loaded = 0;
-    if (d->gpu) { /* device cuda: forwards, backwards and AdamW on this rank's GPU */
-        char err[1024];
-        d->gtr = gpu_trainer_create_tp(d->gpu, &d->sh.tp, cpu_gpu_comm(d), &d->mc, &d->tr->p,
-                                       max_tokens, &oc, err, sizeof err);
-        if (!d->gtr) FATAL("rank %d: the GPU training path: %s", d->a.rank, err);
-        d->geng = gpu_trainer_engine(d->gtr);
-        trainer_set_engine(d->tr, &d->geng);
-    }
+}
+
+/* Device cuda: the trainer's forwards, backwards and AdamW on this rank's GPU, given
+ * the trainer's current parameters and moments. */
+static void attach_gpu(struct device *d)
+{
+    const struct train_config *t = &d->a.cfg->train;
+    char err[1024];
+    int max_tokens = d->a.cfg->rollout.max_tokens + ENV_PAYLOAD_MAX + 2;
+    d->gtr = gpu_trainer_create_tp(d->gpu, &d->sh.tp, cpu_gpu_comm(d), &d->mc, &d->tr->p,
+                                   max_tokens, &d->tr->opt.c, err, sizeof err);
+    if (!d->gtr)
+        FATAL("rank %d: the GPU training path (train.batch_size %d): %s", d->a.rank,
+              t->batch_size, err);
+    d->geng = gpu_trainer_engine(d->gtr);
+    trainer_set_engine(d->tr, &d->geng);
+    LOG_D("rank %d: GPU trainer of shard (TP %d, %d): %.1f MB of GPU memory%s", d->a.rank,
+          d->sh.t, d->sh.i, gpu_trainer_bytes(d->gtr) / 1e6,
+          gpu_trainer_recomputes(d->gtr) ? " (recomputing activations)" : "");
 }
 
 void cpu_train_prepare(struct device *d)
 {
     if (!d->tr) make_trainer(d);
+    if (d->gpu && !d->gtr) attach_gpu(d);
+}
+
+void cpu_train_release_gpu(struct device *d)
+{
+    if (!d->gtr) return;
+    LOG_D("rank %d: GPU trainer released (%.1f MB)", d->a.rank, gpu_trainer_bytes(d->gtr) / 1e6);
+    trainer_set_engine(d->tr, NULL); /* the gradient and moments come home first */
+    gpu_trainer_free(d->gtr);
+    d->gtr = NULL;
 }
 
 float *cpu_grad_buffer(struct device *d, size_t *n)
 {
-    if (!d->tr) make_trainer(d);
+    cpu_train_prepare(d);
     *n = d->tr->g.n;
     return trainer_host_grads(d->tr);
 }
@@ -167,7 +188,7 @@ static void poison_for_test(struct device *d, int step)
 
 double cpu_train_compute(struct device *d, const void *msg, size_t len)
 {
-    if (!d->tr) make_trainer(d);
+    cpu_train_prepare(d);
     struct wire_train_batch h;
     struct share s;
     read_share(msg, len, &h, &s, d->mc.vocab_size);
@@ -219,8 +240,8 @@ float *cpu_join_buffer(struct device *d, int sending, size_t *n)
     if (!d->tr) {
         if (sending) FATAL("rank %d serves a join without a trainer (a bug)", d->a.rank);
         if (d->version < 0) d->version = 0; /* the snapshot overwrites everything */
-        make_trainer(d);
     }
+    cpu_train_prepare(d);
     size_t np = d->tr->p.n;
     if (!d->join || d->n_join != 3 * np + 1) {
         free(d->join);
