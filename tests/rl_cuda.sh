@@ -1,5 +1,5 @@
 #!/bin/sh
-# RL on the CUDA device, the calc environment and the shipped model, five times: 4
+# RL on the CUDA device, the calc environment and the shipped model, eight times: 4
 # ranks (controller, 2 training replicas, 1 rollout instance, all TP 1); 5 ranks
 # (controller, one TP-2 training replica, one TP-2 rollout instance: the GPU engine's
 # shards and their all-reduces); 5 ranks re-planned every 3 steps (1 replica + TP
@@ -7,7 +7,8 @@
 # again, their GPU groups from the cache or new; with an entropy bonus, whose gradient
 # the GPU forms at TP 1 and 2); a rollout rank lent to training for two epochs, which
 # must give its GPU trainer's memory back when it serves rollouts again; and the
-# global resource planner with the pool, plan.mode = "grp"), on the node's GPUs (one GPU serves every worker if
+# global resource planner with the pool, plan.mode = "grp"; train.colocate against the
+# split layout on the same data), on the node's GPUs (one GPU serves every worker if
 # there is only one). The rollout instances decode on the GPU engine, the replicas run
 # their forwards and backwards on the GPU training path; after every step the
 # replicas' parameter hashes must agree, the staleness bound must hold, the run must
@@ -96,6 +97,34 @@ tail -n 3 "$out/lent.stdout"
 "$CHECK_RUN" "$out/lent.h5" --min-steps 12 || fail "check_run (lent)"
 "$CHECK_RL" "$out/lent.h5" --max-staleness 0 || fail "check_rl (lent)"
 grep -q "joined training" "$out/lent.stdout" || fail "rl_cuda: the lent rank never joined training"
+# train.colocate (verl's sync-colocated baseline): 3 ranks each a TP-1 rollout instance
+# and a training replica, on-policy, against the same data on 1 training rank and 2
+# rollout instances. Colocated ranks train, refresh their rollout engine from their own
+# weights and learn. On the host stand-in the rollouts agree exactly and the training
+# figures within 1e-2 (the final models within 1e-3): the replicas' bf16 matrix
+# products round their shares of the batch differently from one trainer's whole batch
+# (on device cpu, float32 throughout, both agree within 1e-4: rl_cpu_colocate.sh). On a
+# GPU the decode batches differ in size between the two layouts, and cuBLASLt may pick
+# another algorithm for another shape, so a sampled token may differ: compared on the
+# stand-in only.
+for run in colo split; do
+    if [ $run = colo ]; then RL_TRAIN_EXTRA="colocate = 1;" n=3 tp="1, 1, 1"
+    else RL_TRAIN_EXTRA="" n=1 tp="1, 1"; fi
+    rl_config "$out/$run.cfg" "$out/$run.h5" 6 $n "$tp" 0 1 \
+        "checkpoint_interval = 6; checkpoint_dir = \"$out/ckpt-$run\";"
+    sed -i 's/type = "cpu";/type = "cuda";/' "$out/$run.cfg"
+    rl_job 4 "$out/$run.cfg" "$out/$run"
+done
+RL_TRAIN_EXTRA=""
+"$CHECK_RUN" "$out/colo.h5" --min-steps 6 || fail "check_run (colocated)"
+"$CHECK_RL" "$out/colo.h5" --max-staleness 0 --colocated --accuracy-rises || fail "check_rl (colocated)"
+if [ "${LIBRA_CUDA_MODULE:-}" = host ]; then
+    "$CHECK_RL" --compare "$out/split.h5" "$out/colo.h5" --rel-tol 1e-2 ||
+        fail "check_rl --compare split colocated"
+    "$CHECK_RL" --compare-models "$out/ckpt-split/step-00000006/model.h5" \
+        "$out/ckpt-colo/step-00000006/model.h5" --rel-tol 1e-3 ||
+        fail "check_rl --compare-models split colocated"
+fi
 # the global resource planner on the GPU engine: it plans with the cost model the
 # device measured at start-up, calibrates on the measured steps, and moves ranks
 # between roles and rollout TP layouts (1 or 2), with the elastic pool on

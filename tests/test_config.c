@@ -1081,8 +1081,8 @@ static void test_bad_buckets(void)
                  "'-')");
 }
 
-/* train.colocate: the CPU and the emulated device, static on-policy plans whose
- * n_train is their rollout GPUs; on the CPU device every instance a replica. */
+/* train.colocate: the CPU, CUDA and emulated devices, static on-policy plans whose
+ * n_train is their rollout GPUs; on the CPU and CUDA devices every instance a replica. */
 #define COLOCATE(device, train, plan)                                                      \
     "device = { type = \"" device "\"; };\nenv = { name = \"calc\"; };\n"                 \
     "train = { " train " };\nplan = { " plan " };\n"
@@ -1092,6 +1092,7 @@ static void test_colocate(void)
         COLOCATE("cpu", "max_staleness = 0; colocate = 1;", "n_train = 3; rollout_tp = [1, 1, 1];"),
         COLOCATE("cpu", "max_staleness = 0; colocate = 1;",
                  "n_train = 4; train_tp = 2; rollout_tp = [2, 2];"),
+        COLOCATE("cuda", "max_staleness = 0; colocate = 1;", "n_train = 2; rollout_tp = [1, 1];"),
         "device = { type = \"emu\"; };\ntrain = { max_staleness = 0; colocate = 1; };\n"
         "plan = { n_train = 4; rollout_tp = [2, 1, 1]; };\n"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
@@ -1108,11 +1109,9 @@ static void test_colocate(void)
                  "train.colocate: on device \"cpu\" a rank trains on the shard it serves with: "
                  "every plan.rollout_tp entry must equal plan.train_tp = 1 (rollout_tp has 2)");
     expect_error(COLOCATE("cuda", "max_staleness = 0; colocate = 1;",
-                          "n_train = 2; rollout_tp = [1, 1];"), 3,
-                 "train.colocate: runs on device.type = \"cpu\" or \"emu\", not \"cuda\" (on the "
-                 "GPU the trainer and the rollout engine keep separate copies of the weights, "
-                 "and the local refresh between them is not written yet): set train.colocate "
-                 "= 0, or simulate it with device \"emu\" and libra-sim");
+                          "n_train = 3; rollout_tp = [1, 2];"), 3,
+                 "train.colocate: on device \"cuda\" a rank trains on the shard it serves with: "
+                 "every plan.rollout_tp entry must equal plan.train_tp = 1 (rollout_tp has 2)");
     expect_error(COLOCATE("cpu", "colocate = 1;", "n_train = 2; rollout_tp = [1, 1];"), 3,
                  "train.colocate: is on-policy: set train.max_staleness = 0 (it is 1)");
     expect_error(COLOCATE("cpu", "max_staleness = 0; colocate = 1;",

@@ -121,9 +121,12 @@ int trainer_nonfinite_grad(struct trainer *t, char *name, size_t n);
  * shard's batch as tfm_backward would, entropy weights included); it is given the
  * current parameters. */
 void trainer_set_engine(struct trainer *t, const struct train_engine *eng);
-/* The caller changed t->p or t->opt (restored weights, a join's state): the engine, if
- * any, is told. */
+/* The caller changed t->p and t->opt (restored weights, a join's state): the engine, if
+ * any, is given both. */
 void trainer_params_changed(struct trainer *t);
+/* The caller changed t->p only (a weight sync swapped in): the engine, if any, is given
+ * the weights and keeps its moments (which may be newer than t->opt's). */
+void trainer_weights_changed(struct trainer *t);
 /* t->opt.m and t->opt.v become the current moments (an engine that steps holds them;
  * call before reading them: a checkpoint, a join's snapshot). */
 void trainer_fetch_moments(struct trainer *t);

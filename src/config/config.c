@@ -1186,22 +1186,17 @@ static int check_grp(const struct load_ctx *c, const config_setting_t *root,
 }
 
 /* train.colocate: the static plan's training GPUs are its rollout GPUs. The emulated
- * device (libra-sim, or libra) runs any such plan; the CPU device trains on the shard a
- * rank serves with, so its instances must be training replicas. */
+ * device (libra-sim, or libra) runs any such plan; the CPU and CUDA devices train on the
+ * shard a rank serves with, so their instances must be training replicas. */
 static int check_colocate(const struct load_ctx *c, const config_setting_t *root,
                           struct libra_config *cfg)
 {
     if (!cfg->train.colocate) return 0;
     const config_setting_t *s = lookup(root, "train", "colocate");
     struct plan_spec *p = &cfg->plan.fixed;
-    int gpus = 0, cpu = strcmp(cfg->device.type, "cpu") == 0;
+    /* a real engine (cpu, cuda) trains on the shard it serves with */
+    int gpus = 0, real = strcmp(cfg->device.type, "emu") != 0;
     for (int i = 0; i < p->n_tp; i++) gpus += p->rollout_tp[i];
-    if (!cpu && strcmp(cfg->device.type, "emu") != 0)
-        return fail(c, s, "train.colocate", "runs on device.type = \"cpu\" or \"emu\", not "
-                    "\"%s\" (on the GPU the trainer and the rollout engine keep separate "
-                    "copies of the weights, and the local refresh between them is not written "
-                    "yet): set train.colocate = 0, or simulate it with device \"emu\" and "
-                    "libra-sim", cfg->device.type);
     if (strcmp(cfg->plan.mode, "static") != 0)
         return fail(c, s, "train.colocate", "needs plan.mode = \"static\" (it is \"%s\": the "
                     "planner and the pool move GPUs between roles, colocation keeps every GPU "
@@ -1214,11 +1209,11 @@ static int check_colocate(const struct load_ctx *c, const config_setting_t *root
                     "= %d (the GPUs of plan.rollout_tp) and no plan.n_hybrid (n_train is %d)",
                     gpus, p->n_train);
     int t = p->train_tp > 0 ? p->train_tp : 1;
-    for (int i = 0; cpu && i < p->n_tp; i++)
+    for (int i = 0; real && i < p->n_tp; i++)
         if (p->rollout_tp[i] != t)
-            return fail(c, s, "train.colocate", "on device \"cpu\" a rank trains on the shard "
+            return fail(c, s, "train.colocate", "on device \"%s\" a rank trains on the shard "
                         "it serves with: every plan.rollout_tp entry must equal plan.train_tp "
-                        "= %d (rollout_tp has %d)", t, p->rollout_tp[i]);
+                        "= %d (rollout_tp has %d)", cfg->device.type, t, p->rollout_tp[i]);
     p->colocate = 1;
     return 0;
 }

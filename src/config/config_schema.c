@@ -175,8 +175,8 @@ const struct cfg_key cfg_schema[] = {
     INT_KEY("train", "colocate", train.colocate, 0, 0, 1, "",
             "1: every GPU alternates rollout and training, on-policy, no overlap (verl's "
             "default); needs max_staleness = 0 and a static plan whose n_train equals its "
-            "rollout GPUs; device cpu (every rollout_tp entry equal to train_tp) or emu "
-            "(libra-sim or libra), not cuda"),
+            "rollout GPUs; device cpu or cuda (every rollout_tp entry equal to train_tp) or "
+            "emu (libra-sim or libra)"),
     FLOAT_KEY("train", "lr", train.lr, 5e-5, 0, 10, "", "cpu: AdamW learning rate"),
     FLOAT_KEY("train", "beta1", train.beta1, 0.9, 0, 0.9999, "", "cpu: AdamW beta1"),
     FLOAT_KEY("train", "beta2", train.beta2, 0.95, 0, 0.999999, "", "cpu: AdamW beta2"),

@@ -58,10 +58,11 @@ int driver_check_start(struct libra_config *cfg, struct job_inputs *in,
     }
     /* the configuration refused the other devices (config.c); this guards a device
      * added later, whose workers would not know how to serve and train on one rank */
-    if (cfg->train.colocate && strcmp(ops->name, "cpu") != 0 && strcmp(ops->name, "emu") != 0) {
+    if (cfg->train.colocate && strcmp(ops->name, "cpu") != 0 && strcmp(ops->name, "cuda") != 0 &&
+        strcmp(ops->name, "emu") != 0) {
         snprintf(err, errlen, "%s: train.colocate: 1 (every GPU alternates rollout and "
-                 "training) runs on device.type = \"cpu\" or \"emu\", not \"%s\": set "
-                 "train.colocate = 0", CONFIG_WHERE(cfg, "train.colocate"), ops->name);
+                 "training) runs on device.type = \"cpu\", \"cuda\" or \"emu\", not \"%s\": "
+                 "set train.colocate = 0", CONFIG_WHERE(cfg, "train.colocate"), ops->name);
         return -1;
     }
     if (ops->describe(cfg, &in->cm, dev, err, errlen) ||

@@ -284,6 +284,11 @@ void trainer_params_changed(struct trainer *t)
     if (t->eng->step) t->eng->set_moments(t->eng->ctx, t->opt.m, t->opt.v);
 }
 
+void trainer_weights_changed(struct trainer *t)
+{
+    if (t->eng) t->eng->set_params(t->eng->ctx, t->p.mem);
+}
+
 void trainer_fetch_moments(struct trainer *t)
 {
     if (t->eng && t->eng->step) t->eng->get_moments(t->eng->ctx, t->opt.m, t->opt.v);

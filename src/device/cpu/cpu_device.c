@@ -183,7 +183,7 @@ static void cpu_weights_staged(struct device *d, int version)
     if (!d->inst) { /* no instance to agree with: take them now */
         struct tfm_params *p = cpu_live_params(d);
         memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
-        if (d->tr) trainer_params_changed(d->tr); /* its engine's copy, if any */
+        if (d->tr) trainer_weights_changed(d->tr); /* its engine's copy, if any */
         d->version = version;
         d->staged_version = -1;
     }

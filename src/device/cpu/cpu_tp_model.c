@@ -164,7 +164,9 @@ static int run_weights(struct cpu_tp_model *m)
     m->version = v;
     d->staged_version = -1;
     if (m->gm) gpu_model_set_weights(m->gm, p);
-    if (d->tr) trainer_params_changed(d->tr); /* a hybrid rank: its engine's copy, if any */
+    /* a colocated rank's stage is its trainer's own weights (nothing changed there);
+     * any other rank's trainer engine, if it has one, takes the new weights */
+    if (d->tr && !d->ep.plan->colocated) trainer_weights_changed(d->tr);
     for (int s = 0; s < m->n_slots; s++) dec_truncate(m, s, 0);
     return 1;
 }
