@@ -13,7 +13,10 @@
 #      its token share on the hybrid lane, and goes back to rollout;
 #   C  epochs of 1 training rank + TP [1, 1, 1], then 2 training ranks + TP [2] (the
 #      new training rank takes over the root's state at the re-split), then 1 + TP
-#      [2, 1]: instances dissolve and hand their turns back, shards change.
+#      [2, 1]: instances dissolve and hand their turns back, shards change;
+#   D  the training replicas change their TP degree: 2 replicas of TP 1, then one of
+#      TP 2, then one of TP 1 (the old root replica gathers the whole training state --
+#      weights and AdamW moments -- and hands each new training rank its new shard).
 # B must have trained some steps with the lent replica; after 12 steps every final
 # model must hold A's parameters within 1e-4 relative (the gradient is normalised by
 # the whole batch's tokens, so more replicas only reorder sums), and the step
@@ -21,17 +24,19 @@
 . "$(dirname "$0")/mpi_common.sh"
 . "$(dirname "$0")/rl_common.sh"
 out=$(scratch rl-hybrid)
-for run in a b c; do
-    interval=4
+for run in a b c d; do
+    interval=4 level=warn
     case $run in
     a) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }' ;;
     b) lent='{ n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }'
        sched="{ n_train = 1; rollout_tp = [1, 1, 1]; }, $lent, $lent, { n_train = 1; rollout_tp = [1, 1, 1]; }"
        interval=3 ;;
     c) sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }, { n_train = 2; rollout_tp = [2]; }, { n_train = 1; rollout_tp = [2, 1]; }' ;;
+    d) sched='{ n_train = 2; rollout_tp = [1, 1]; }, { n_train = 2; train_tp = 2; rollout_tp = [1, 1]; }, { n_train = 1; rollout_tp = [1, 1, 1]; }'
+       level=info ;;
     esac
     cat > "$out/$run.cfg" <<CFG
-run = { name = "rl-hybrid"; steps = 12; seed = 7; log_level = "warn"; progress_interval_s = 5.0;
+run = { name = "rl-hybrid"; steps = 12; seed = 7; log_level = "$level"; progress_interval_s = 5.0;
         checkpoint_interval = 12; checkpoint_dir = "$out/ckpt-$run"; };
 device = { type = "cpu"; };
 model = { checkpoint = "$RL_MODEL"; };
@@ -45,7 +50,9 @@ CFG
     rl_job 5 "$out/$run.cfg" "$out/$run"
 done
 "$CHECK_RL" "$out/b.h5" --min-hybrid-steps 1 || fail "check_rl: the lent replica"
-for run in b c; do
+grep -q "epoch 1: train 2 (replicas of TP 2 x PP 1)" "$out/d.stdout" ||
+    fail "run d: the plan with replicas of TP 2 was not applied"
+for run in b c d; do
     "$CHECK_RUN" "$out/$run.h5" --min-steps 12 || fail "check_run $run"
     "$CHECK_RL" --compare "$out/a.h5" "$out/$run.h5" || fail "check_rl --compare a $run"
     "$CHECK_RL" --compare-models "$out/ckpt-a/step-00000012/model.h5" \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# RL on the CUDA device, the calc environment and the shipped model, eight times: 4
+# RL on the CUDA device, the calc environment and the shipped model, ten times: 4
 # ranks (controller, 2 training replicas, 1 rollout instance, all TP 1); 5 ranks
 # (controller, one TP-2 training replica, one TP-2 rollout instance: the GPU engine's
 # shards and their all-reduces); 5 ranks re-planned every 3 steps (1 replica + TP
@@ -8,7 +8,8 @@
 # the GPU forms at TP 1 and 2); a rollout rank lent to training for two epochs, which
 # must give its GPU trainer's memory back when it serves rollouts again; and the
 # global resource planner with the pool, plan.mode = "grp"; train.colocate against the
-# split layout on the same data), on the node's GPUs (one GPU serves every worker if
+# split layout on the same data; training replicas whose TP changes against a fixed
+# plan), on the node's GPUs (one GPU serves every worker if
 # there is only one). The rollout instances decode on the GPU engine, the replicas run
 # their forwards and backwards on the GPU training path; after every step the
 # replicas' parameter hashes must agree, the staleness bound must hold, the run must
@@ -124,6 +125,38 @@ if [ "${LIBRA_CUDA_MODULE:-}" = host ]; then
     "$CHECK_RL" --compare-models "$out/ckpt-split/step-00000006/model.h5" \
         "$out/ckpt-colo/step-00000006/model.h5" --rel-tol 1e-3 ||
         fail "check_rl --compare-models split colocated"
+fi
+# the training replicas change their TP degree (2 of TP 1, then one of TP 2, then one
+# of TP 1: the whole training state gathered and re-cut, the GPU trainers' moments
+# with it) against a fixed plan on the same data; on the stand-in the rollouts agree
+# exactly, the training figures within 2e-2 (bf16 products over TP 2 shards, measured
+# 1.1e-2) and the final models within 1e-3 (measured 1.3e-4)
+for run in fixed tpchange; do
+    if [ $run = fixed ]; then sched='{ n_train = 1; rollout_tp = [1, 1, 1]; }'
+    else sched='{ n_train = 2; rollout_tp = [1, 1]; }, { n_train = 2; train_tp = 2; rollout_tp = [1, 1]; }, { n_train = 1; rollout_tp = [1, 1, 1]; }'; fi
+    cat > "$out/$run.cfg" <<CFG
+run = { name = "rl-tp"; steps = 12; seed = 7; log_level = "info"; progress_interval_s = 5.0;
+        checkpoint_interval = 12; checkpoint_dir = "$out/ckpt-$run"; };
+device = { type = "cuda"; };
+model = { checkpoint = "$RL_MODEL"; };
+rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
+train = { batch_size = 16; max_staleness = 0; sync_interval = 1; lr = 5e-5; };
+plan = { mode = "schedule"; interval = 4; schedule = ( $sched ); };
+env = { name = "calc"; };
+eval = { size = 16; interval = 0; };
+output = { file = "$out/$run.h5"; };
+CFG
+    rl_job 5 "$out/$run.cfg" "$out/$run"
+done
+grep -q "epoch 1: train 2 (replicas of TP 2 x PP 1)" "$out/tpchange.stdout" ||
+    fail "rl_cuda: the plan with replicas of TP 2 was not applied"
+"$CHECK_RL" "$out/tpchange.h5" --max-staleness 0 || fail "check_rl (TP change)"
+if [ "${LIBRA_CUDA_MODULE:-}" = host ]; then
+    "$CHECK_RL" --compare "$out/fixed.h5" "$out/tpchange.h5" --rel-tol 2e-2 ||
+        fail "check_rl --compare fixed tpchange"
+    "$CHECK_RL" --compare-models "$out/ckpt-fixed/step-00000012/model.h5" \
+        "$out/ckpt-tpchange/step-00000012/model.h5" --rel-tol 1e-3 ||
+        fail "check_rl --compare-models fixed tpchange"
 fi
 # the global resource planner on the GPU engine: it plans with the cost model the
 # device measured at start-up, calibrates on the measured steps, and moves ranks

@@ -1112,6 +1112,29 @@ static void test_colocate(void)
                           "n_train = 3; rollout_tp = [1, 2];"), 3,
                  "train.colocate: on device \"cuda\" a rank trains on the shard it serves with: "
                  "every plan.rollout_tp entry must equal plan.train_tp = 1 (rollout_tp has 2)");
+    /* a schedule that changes the training replicas' TP re-cuts the state on a real
+     * device, and lends no rank there */
+    expect_error("device = { type = \"cpu\"; };\nenv = { name = \"calc\"; };\n"
+                 "plan = { mode = \"schedule\"; schedule = ( { n_train = 2; rollout_tp = [1, 1]; },\n"
+                 "  { n_train = 2; train_tp = 2; n_hybrid = 0; rollout_tp = [1, 1]; },\n"
+                 "  { n_train = 2; n_hybrid = 1; rollout_tp = [1]; } ); };\n", 3,
+                 "plan.schedule: entry 2 lends 1 ranks (n_hybrid) in a schedule whose training "
+                 "replicas change their TP degree (entries 0 and 1): on device \"cpu\" a lent "
+                 "rank takes its partner's shard as it is; keep train_tp or drop n_hybrid");
+    {
+        static const char *const ok[] = {
+            "device = { type = \"cpu\"; };\nenv = { name = \"calc\"; };\n"
+            "plan = { mode = \"schedule\"; schedule = ( { n_train = 2; rollout_tp = [1]; }, "
+            "{ n_train = 2; train_tp = 2; rollout_tp = [1]; } ); };\n",
+            "plan = { mode = \"schedule\"; schedule = ( { n_train = 2; rollout_tp = [1]; }, "
+            "{ n_train = 2; train_tp = 2; n_hybrid = 2; rollout_tp = [1]; } ); };\n"};
+        for (int k = 0; k < 2; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "sched-tp-%d", k);
+            struct libra_config c;
+            CU_ASSERT_EQUAL(load_ok(test_write_file("config", name, ok[k]), &c), 0);
+        }
+    }
     expect_error(COLOCATE("cpu", "colocate = 1;", "n_train = 2; rollout_tp = [1, 1];"), 3,
                  "train.colocate: is on-policy: set train.max_staleness = 0 (it is 1)");
     expect_error(COLOCATE("cpu", "max_staleness = 0; colocate = 1;",

@@ -195,6 +195,18 @@ static void test_pack_roundtrip_and_survival(void)
     CU_ASSERT_EQUAL(plan_instance_survives(&a, &b, 3), 0);
     CU_ASSERT_EQUAL(plan_instance_survives(&a, &b, 4), 0);
     CU_ASSERT_EQUAL(plan_instance_survives(&a, &b, 5), 0); /* training rank */
+    /* the same roles with another training shape is another plan (a schedule that
+     * changes only train_tp was kept as it was) */
+    plan_copy(&c, &a);
+    CU_ASSERT_EQUAL(plan_same_roles(&a, &c), 1);
+    c.train_tp = 2;
+    CU_ASSERT_EQUAL(plan_same_roles(&a, &c), 0);
+    c.train_tp = a.train_tp;
+    c.train_pp = 2;
+    CU_ASSERT_EQUAL(plan_same_roles(&a, &c), 0);
+    c.train_pp = a.train_pp;
+    c.colocated = !a.colocated;
+    CU_ASSERT_EQUAL(plan_same_roles(&a, &c), 0);
     plan_free(&a);
     plan_free(&b);
     plan_free(&c);

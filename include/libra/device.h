@@ -179,6 +179,14 @@ struct device_ops {
     void (*join_restore)(struct device *d, int version);
     /* Emulated wall seconds a join's fetch takes on top of the real transfer. */
     double (*join_extra_s)(struct device *d, int dp);
+    /* Optional (NULL: a training state does not depend on the shard, and is handed over
+     * as it is). A plan that changes the training replicas' TP degree: every rank of
+     * the old root replica calls state_whole(d, 1) together before the re-split
+     * (collective over that replica); its rank 0 then holds the whole model's training
+     * state (1 returned; 0 elsewhere), state_cut gives it cut to the shard (t, i) in
+     * join_buffer's layout (valid until the next call), and state_whole(d, 0) drops it. */
+    int (*state_whole)(struct device *d, int keep);
+    float *(*state_cut)(struct device *d, int t, int i, size_t *n);
 
     /* ---- weights ---- */
     /* Slices of a rank of TP degree t, index i (see enum dev_slice_use); the count

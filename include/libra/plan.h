@@ -84,7 +84,8 @@ int plan_replica_size(const struct plan *p);
 /* 1 if both plans have the same training ranks, indices and shape: the core training
  * communicator is then kept across the re-split (a hybrid join or release). */
 int plan_train_same(const struct plan *a, const struct plan *b);
-/* 1 if both plans give every rank the same role, instance and index. */
+/* 1 if both plans give every rank the same role, instance and index, and train with the
+ * same replica shape (TP, PP) and colocation. */
 int plan_same_roles(const struct plan *a, const struct plan *b);
 /* World rank of the training root (DP index 0), -1 if none. */
 int plan_train_root(const struct plan *p);

@@ -1261,6 +1261,24 @@ static int check_train_tp(const struct load_ctx *c, const config_setting_t *root
             return fail(c, at, "plan.train_tp", "%d does not divide n_train = %d and n_hybrid = "
                         "%d (a training replica is train_tp ranks)", t, p->n_train, p->n_hybrid);
     }
+    /* A real model's training state is re-cut when the replicas' TP changes between
+     * entries (the old root replica hands every new training rank its shard); a lent
+     * rank's join takes its partner's shard as it is, so such a schedule lends none. */
+    for (int i = 1; sched && strcmp(cfg->device.type, "emu") != 0 && i < n; i++) {
+        int ta = pc->schedule[i - 1].train_tp > 0 ? pc->schedule[i - 1].train_tp : 1;
+        int tb = pc->schedule[i].train_tp > 0 ? pc->schedule[i].train_tp : 1;
+        if (ta == tb) continue;
+        for (int k = 0; k < n; k++)
+            if (pc->schedule[k].n_hybrid > 0) {
+                const config_setting_t *sc = lookup(root, "plan", "schedule");
+                return fail(c, sc, "plan.schedule",
+                            "entry %d lends %d ranks (n_hybrid) in a schedule whose training "
+                            "replicas change their TP degree (entries %d and %d): on device "
+                            "\"%s\" a lent rank takes its partner's shard as it is; keep "
+                            "train_tp or drop n_hybrid", k, pc->schedule[k].n_hybrid, i - 1, i,
+                            cfg->device.type);
+            }
+    }
     return 0;
 }
 

@@ -167,12 +167,17 @@ void ctl_apply_plan(struct controller *c, const struct plan *next, const char *w
     struct metrics_plan_row row = plan_row(c, now, dt);
     snprintf(row.reason, sizeof row.reason, "%s", why);
     row.handed_back = (int32_t)(c->stats.handed_back - handed);
-    char detail[256];
+    char detail[256], shape[48] = "";
+    if (c->plan.train_tp > 1 || c->plan.train_pp > 1)
+        snprintf(shape, sizeof shape, " (replicas of TP %d x PP %d)",
+                 c->plan.train_tp > 0 ? c->plan.train_tp : 1,
+                 c->plan.train_pp > 0 ? c->plan.train_pp : 1);
     snprintf(detail, sizeof detail,
-             "epoch %d: train %d, hybrid %d, rollout tp [%s], idle %d (%s); %.2f ms, %d turns "
+             "epoch %d: train %d%s, hybrid %d, rollout tp [%s], idle %d (%s); %.2f ms, %d turns "
              "handed back%s",
-             c->plan.epoch, c->plan.n_train, c->plan.n_hybrid, row.rollout_tp, c->plan.n_idle, why,
-             1e3 * dt, row.handed_back, core_kept ? "; core training communicator kept" : "");
+             c->plan.epoch, c->plan.n_train, shape, c->plan.n_hybrid, row.rollout_tp,
+             c->plan.n_idle, why, 1e3 * dt, row.handed_back,
+             core_kept ? "; core training communicator kept" : "");
     if (metrics_plan(c->m, &row) ||
         metrics_event(c->m, now, c->step, first ? EV_PLAN : EV_RESPLIT, detail))
         FATAL("metrics: cannot record plan of epoch %d", c->plan.epoch);

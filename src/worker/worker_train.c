@@ -562,31 +562,81 @@ static int state_source(const struct plan *old, const struct plan *next, int r)
  * on the world communicator, while both apply the plan -- so the core's optimizer
  * state carries over exactly when the planner grows the training group. The receiver
  * installs it after the re-split (its shard may change with its place). */
+/* The state (version, then buf) for rank r, which posts handover_recv while applying
+ * the same plan (blocking). */
+static void handover_send(int r, int32_t version, const float *buf, size_t n)
+{
+    if (n > 0x7fffffff) FATAL("training state of %zu floats exceeds one MPI count", n);
+    MPI_CHECK(MPI_Send(&version, 1, MPI_INT32_T, r, TAG_TRAIN_STATE, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Send(buf, (int)n, MPI_FLOAT, r, TAG_TRAIN_STATE, MPI_COMM_WORLD));
+}
+
+/* This rank's state from src, kept for handover_after. */
+static void handover_recv(struct worker *w, int src)
+{
+    MPI_Status st;
+    int count = 0;
+    MPI_CHECK(MPI_Recv(&w->tr.handover_version, 1, MPI_INT32_T, src, TAG_TRAIN_STATE,
+                       MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    mpi_probe_backoff(src, TAG_TRAIN_STATE, MPI_COMM_WORLD, &st);
+    MPI_CHECK(MPI_Get_count(&st, MPI_FLOAT, &count));
+    w->tr.handover = xmalloc((size_t)(count > 0 ? count : 1) * sizeof *w->tr.handover);
+    w->tr.n_handover = (size_t)count;
+    MPI_CHECK(MPI_Recv(w->tr.handover, count, MPI_FLOAT, src, TAG_TRAIN_STATE, MPI_COMM_WORLD,
+                       MPI_STATUS_IGNORE));
+}
+
+/* Training ranks of another TP degree (a device whose state is the shard's: state_whole):
+ * the old root replica gathers the whole training state at its rank 0, which sends each
+ * rank of the next plan's training group the state cut to its new shard; every one of
+ * them installs it after the re-split (handover_after), its old shard's state
+ * included. */
+static void handover_reshaped(struct worker *w, const struct plan *next)
+{
+    const struct plan *old = &w->plan;
+    int root = plan_train_root(old), size = plan_replica_size(next);
+    int t = next->train_tp > 0 ? next->train_tp : 1;
+    if (plan_in_root_replica(old, w->rank)) w->ops->state_whole(w->dev, 1);
+    int32_t version = w->ops->version(w->dev);
+    for (int r = 1; r < w->world; r++) {
+        if (next->ranks[r].role != ROLE_TRAIN) continue;
+        if (w->rank == root) {
+            size_t n;
+            float *buf = w->ops->state_cut(w->dev, t, next->ranks[r].index % size, &n);
+            if (r != root) {
+                handover_send(r, version, buf, n);
+                continue;
+            }
+            w->tr.handover = xmalloc(n * sizeof *w->tr.handover); /* its own new shard */
+            memcpy(w->tr.handover, buf, n * sizeof *buf);
+            w->tr.n_handover = n;
+            w->tr.handover_version = version;
+        } else if (w->rank == r) {
+            handover_recv(w, root);
+        }
+    }
+    if (w->rank == root) w->ops->state_whole(w->dev, 0);
+}
+
 static void handover_before(struct worker *w, const struct plan *next)
 {
     const struct plan *old = &w->plan;
     if (plan_train_root(old) < 0) return;
+    int t_old = old->train_tp > 0 ? old->train_tp : 1, t_new = next->train_tp > 0 ? next->train_tp : 1;
+    if (w->ops->state_whole && plan_train_root(next) >= 0 && t_old != t_new && !old->colocated &&
+        !next->colocated) {
+        handover_reshaped(w, next);
+        return;
+    }
     for (int r = 1; r < w->world; r++) {
         if (next->ranks[r].role != ROLE_TRAIN || holds_state(old, r)) continue;
         int src = state_source(old, next, r);
-        if (w->rank == src) { /* blocking: r is applying the same plan */
+        if (w->rank == src) {
             size_t n;
             float *buf = w->ops->join_buffer(w->dev, 1, &n);
-            int32_t version = w->ops->version(w->dev);
-            if (n > 0x7fffffff) FATAL("training state of %zu floats exceeds one MPI count", n);
-            MPI_CHECK(MPI_Send(&version, 1, MPI_INT32_T, r, TAG_TRAIN_STATE, MPI_COMM_WORLD));
-            MPI_CHECK(MPI_Send(buf, (int)n, MPI_FLOAT, r, TAG_TRAIN_STATE, MPI_COMM_WORLD));
+            handover_send(r, w->ops->version(w->dev), buf, n);
         } else if (w->rank == r) {
-            MPI_Status st;
-            int count = 0;
-            MPI_CHECK(MPI_Recv(&w->tr.handover_version, 1, MPI_INT32_T, src, TAG_TRAIN_STATE,
-                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-            mpi_probe_backoff(src, TAG_TRAIN_STATE, MPI_COMM_WORLD, &st);
-            MPI_CHECK(MPI_Get_count(&st, MPI_FLOAT, &count));
-            w->tr.handover = xmalloc((size_t)(count > 0 ? count : 1) * sizeof *w->tr.handover);
-            w->tr.n_handover = (size_t)count;
-            MPI_CHECK(MPI_Recv(w->tr.handover, count, MPI_FLOAT, src, TAG_TRAIN_STATE,
-                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            handover_recv(w, src);
         }
     }
 }

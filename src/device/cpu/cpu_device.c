@@ -115,6 +115,7 @@ static void cpu_close(struct device *d)
     drop_full(d);
     if (d->opt_loaded) adamw_free(&d->opt);
     free(d->join);
+    cpu_state_whole(d, 0);
     cpu_shard_forget_geometry(d);
     env_free(&d->env);
     model_vocab_close(d->vocab);
@@ -221,7 +222,8 @@ static double no_extra(struct device *d, int n)
     .grad_buffer = grad_buffer, .stats_buffer = cpu_stats_buffer,                         \
     .train_compute = cpu_train_compute, .train_reduce_extra_s = no_extra,                 \
     .train_apply = train_apply, .join_buffer = cpu_join_buffer,                           \
-    .join_restore = cpu_join_restore, .join_extra_s = no_extra, .slices = cpu_slices,     \
+    .join_restore = cpu_join_restore, .join_extra_s = no_extra, .state_whole = cpu_state_whole, \
+    .state_cut = cpu_state_cut, .slices = cpu_slices,                                     \
     .weights_staged = cpu_weights_staged, .version = cpu_version,                         \
     .weights_hash = cpu_weights_hash, .save = cpu_train_save
 

@@ -101,6 +101,13 @@ struct device {
     double stats[DEV_STAT_COUNT];
     float *join;               /* a join's weights and optimizer state */
     size_t n_join;
+    /* cpu_state_whole: the replica's whole training state (weights, m, v) on its rank 0,
+     * and cpu_state_cut's buffer of one shard of it */
+    struct tfm_params whole[3];
+    int64_t whole_step;
+    int has_whole;
+    float *cut;
+    size_t n_cut;
     struct cpu_geometry {      /* slice geometry of (t, i) shards, computed once */
         int t, i, n;
         struct dev_slice *s;   /* (n) */
@@ -184,6 +191,9 @@ double cpu_train_compute(struct device *d, const void *msg, size_t len);
 void cpu_train_apply(struct device *d, int step, struct wire_train_done *done);
 float *cpu_join_buffer(struct device *d, int sending, size_t *n);
 void cpu_join_restore(struct device *d, int version);
+/* device.h's state_whole and state_cut: the training state re-cut for another TP. */
+int cpu_state_whole(struct device *d, int keep);
+float *cpu_state_cut(struct device *d, int t, int i, size_t *n);
 /* The checkpoint's model file: the root gathers the replica's shards (collective over
  * the root replica). */
 int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen);

@@ -308,6 +308,57 @@ static void gather_whole(struct device *d, int k, struct tfm_params *whole)
     free(displs);
 }
 
+/* ---- the training state cut for another TP degree (a plan that changes it) ---- */
+
+int cpu_state_whole(struct device *d, int keep)
+{
+    if (d->has_whole)
+        for (int k = 0; k < 3; k++) tfm_params_free(&d->whole[k]);
+    d->has_whole = 0;
+    free(d->cut);
+    d->cut = NULL;
+    d->n_cut = 0;
+    if (!keep) return 0;
+    if (!d->tr) FATAL("rank %d: a root replica rank without a trainer (a bug)", d->a.rank);
+    trainer_fetch_moments(d->tr);
+    int root = d->sh.t == 1 || d->sh.comm.tc.rank == 0;
+    const float *mine[3] = {d->tr->p.mem, d->tr->opt.m, d->tr->opt.v};
+    for (int k = 0; k < 3; k++) {
+        if (root) tfm_params_alloc(&d->whole[k], &d->mc);
+        if (d->sh.t == 1)
+            memcpy(d->whole[k].mem, mine[k], d->whole[k].n * sizeof *mine[k]);
+        else
+            gather_whole(d, k, root ? &d->whole[k] : NULL);
+    }
+    d->whole_step = d->tr->opt.step;
+    d->has_whole = root;
+    return root;
+}
+
+float *cpu_state_cut(struct device *d, int t, int i, size_t *n)
+{
+    if (!d->has_whole) FATAL("rank %d: state_cut without the whole state (a bug)", d->a.rank);
+    struct tfm_tp geo;
+    struct tfm_comm c1, c2;
+    cpu_shard_geometry(&d->mc, t, i, &geo, &c1, &c2);
+    struct tfm_params part;
+    tfm_params_alloc(&part, &geo.local);
+    size_t np = part.n;
+    if (d->n_cut != 3 * np + 1) {
+        free(d->cut);
+        d->n_cut = 3 * np + 1;
+        d->cut = xmalloc(d->n_cut * sizeof *d->cut);
+    }
+    for (int k = 0; k < 3; k++) { /* join_buffer's layout: weights, m, v, step */
+        tfm_tp_shard(&geo, &d->whole[k], &part);
+        memcpy(d->cut + (size_t)k * np, part.mem, np * sizeof *part.mem);
+    }
+    d->cut[3 * np] = (float)d->whole_step;
+    tfm_params_free(&part);
+    *n = d->n_cut;
+    return d->cut;
+}
+
 int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen)
 {
     if (!d->tr) {
