@@ -274,12 +274,10 @@ void cpu_join_restore(struct device *d, int version)
 
 /* Gathers k (0: weights, 1: m, 2: v) of every TP rank of the replica into whole at
  * the replica's rank 0 (collective over the replica). */
-static void gather_whole(struct device *d, int k, struct tfm_params *whole)
+static void gather_whole(struct device *d, const float *mine, size_t n, struct tfm_params *whole)
 {
     const struct cpu_shard *sh = &d->sh;
-    const struct trainer *tr = d->tr;
-    const float *mine = k == 0 ? tr->p.mem : k == 1 ? tr->opt.m : tr->opt.v;
-    int t = sh->t, root = sh->comm.tc.rank == 0, n_mine = (int)tr->p.n;
+    int t = sh->t, root = sh->comm.tc.rank == 0, n_mine = (int)n;
     int *counts = xmalloc((size_t)t * sizeof *counts), *displs = xmalloc((size_t)t * sizeof *displs);
     /* the ranks' blocks differ in size (vocabulary rows) */
     MPI_CHECK(MPI_Allgather(&n_mine, 1, MPI_INT, counts, 1, MPI_INT, sh->comm.comm));
@@ -319,18 +317,21 @@ int cpu_state_whole(struct device *d, int keep)
     d->cut = NULL;
     d->n_cut = 0;
     if (!keep) return 0;
-    if (!d->tr) FATAL("rank %d: a root replica rank without a trainer (a bug)", d->a.rank);
-    trainer_fetch_moments(d->tr);
+    /* a replica that has not trained yet has its weights and zero moments */
+    const struct tfm_params *live = cpu_live_params(d);
+    float *zeros = d->tr ? NULL : xcalloc(live->n ? live->n : 1, sizeof *zeros);
+    if (d->tr) trainer_fetch_moments(d->tr);
+    const float *mine[3] = {live->mem, d->tr ? d->tr->opt.m : zeros, d->tr ? d->tr->opt.v : zeros};
     int root = d->sh.t == 1 || d->sh.comm.tc.rank == 0;
-    const float *mine[3] = {d->tr->p.mem, d->tr->opt.m, d->tr->opt.v};
     for (int k = 0; k < 3; k++) {
         if (root) tfm_params_alloc(&d->whole[k], &d->mc);
         if (d->sh.t == 1)
             memcpy(d->whole[k].mem, mine[k], d->whole[k].n * sizeof *mine[k]);
         else
-            gather_whole(d, k, root ? &d->whole[k] : NULL);
+            gather_whole(d, mine[k], live->n, root ? &d->whole[k] : NULL);
     }
-    d->whole_step = d->tr->opt.step;
+    free(zeros);
+    d->whole_step = d->tr ? d->tr->opt.step : 0;
     d->has_whole = root;
     return root;
 }
@@ -376,9 +377,10 @@ int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen)
     /* the whole model and its moments, gathered at the replica's rank 0 */
     int root = d->sh.comm.tc.rank == 0;
     struct tfm_params whole[3];
+    const float *mine[3] = {d->tr->p.mem, d->tr->opt.m, d->tr->opt.v};
     for (int k = 0; k < 3; k++) {
         if (root) tfm_params_alloc(&whole[k], &d->mc);
-        gather_whole(d, k, root ? &whole[k] : NULL);
+        gather_whole(d, mine[k], d->tr->p.n, root ? &whole[k] : NULL);
     }
     int rc = 0;
     if (root) {
