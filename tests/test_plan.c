@@ -205,6 +205,9 @@ static void test_pack_roundtrip_and_survival(void)
     c.train_pp = 2;
     CU_ASSERT_EQUAL(plan_same_roles(&a, &c), 0);
     c.train_pp = a.train_pp;
+    c.micro = a.micro + 1;
+    CU_ASSERT_EQUAL(plan_same_roles(&a, &c), 0);
+    c.micro = a.micro;
     c.colocated = !a.colocated;
     CU_ASSERT_EQUAL(plan_same_roles(&a, &c), 0);
     plan_free(&a);

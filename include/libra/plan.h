@@ -85,7 +85,10 @@ int plan_replica_size(const struct plan *p);
  * communicator is then kept across the re-split (a hybrid join or release). */
 int plan_train_same(const struct plan *a, const struct plan *b);
 /* 1 if both plans give every rank the same role, instance and index, and train with the
- * same replica shape (TP, PP) and colocation. */
+ * same replica shape (TP, PP, micro-batch) and colocation. A plan that differs only in
+ * the shape is re-split (every instance survives it) so that the workers take the new
+ * shape: kept as the same plan, the planner believed it applied while the workers
+ * trained with the old one. */
 int plan_same_roles(const struct plan *a, const struct plan *b);
 /* World rank of the training root (DP index 0), -1 if none. */
 int plan_train_root(const struct plan *p);

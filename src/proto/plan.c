@@ -142,7 +142,7 @@ int plan_train_same(const struct plan *a, const struct plan *b)
 int plan_same_roles(const struct plan *a, const struct plan *b)
 {
     return a->world == b->world && a->n_instances == b->n_instances &&
-           a->train_tp == b->train_tp && a->train_pp == b->train_pp &&
+           a->train_tp == b->train_tp && a->train_pp == b->train_pp && a->micro == b->micro &&
            a->colocated == b->colocated &&
            memcmp(a->ranks, b->ranks, (size_t)a->world * sizeof *a->ranks) == 0 &&
            memcmp(a->inst, b->inst, (size_t)a->n_instances * sizeof *a->inst) == 0;
