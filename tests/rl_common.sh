@@ -8,24 +8,39 @@
 CHECK_RL="$top_builddir/tests/check_rl"
 RL_MODEL="models/calc-base.h5" # resolved against $LIBRA_INPUTS
 
+# rl_write FILE OUTFILE STEPS STALENESS SYNC_INTERVAL RUN_KEYS PLAN_KEYS: the config of
+# every RL test; RL_DEVICE (default cpu), RL_LOG_LEVEL (default warn), RL_TRAIN_EXTRA
+# and RL_MODEL_EXTRA (environment) add to it.
+rl_write() {
+    cat > "$1" <<CFG
+run = { name = "rl-test"; steps = $3; seed = 7; log_level = "${RL_LOG_LEVEL:-warn}"; progress_interval_s = 5.0;
+        $6 };
+device = { type = "${RL_DEVICE:-cpu}"; };
+model = { checkpoint = "$RL_MODEL"; ${RL_MODEL_EXTRA:-} };
+rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
+train = { batch_size = 16; max_staleness = $4; sync_interval = $5; lr = 5e-5; ${RL_TRAIN_EXTRA:-} };
+plan = { $7 };
+env = { name = "calc"; };
+eval = { size = 16; interval = 0; };
+output = { file = "$2"; };
+CFG
+}
+
 # rl_config FILE OUTFILE STEPS N_TRAIN ROLLOUT_TP STALENESS SYNC_INTERVAL [RUN_KEYS]
 #   ROLLOUT_TP: the plan's rollout_tp list, e.g. "1" or "1, 1";
 #   RUN_KEYS: more keys of the run section, e.g. 'checkpoint_interval = 2;'.
 #   RL_TRAIN_EXTRA, RL_PLAN_EXTRA (environment): more keys of the train and plan
 #   sections, e.g. 'colocate = 1;' and 'train_tp = 2;'.
 rl_config() {
-    cat > "$1" <<CFG
-run = { name = "rl-test"; steps = $3; seed = 7; log_level = "warn"; progress_interval_s = 5.0;
-        ${8:-} };
-device = { type = "cpu"; };
-model = { checkpoint = "$RL_MODEL"; ${RL_MODEL_EXTRA:-} };
-rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
-train = { batch_size = 16; max_staleness = $6; sync_interval = $7; lr = 5e-5; ${RL_TRAIN_EXTRA:-} };
-plan = { n_train = $4; rollout_tp = [$5]; ${RL_PLAN_EXTRA:-} };
-env = { name = "calc"; };
-eval = { size = 16; interval = 0; };
-output = { file = "$2"; };
-CFG
+    rl_write "$1" "$2" "$3" "$6" "$7" "${8:-}" "n_train = $4; rollout_tp = [$5]; ${RL_PLAN_EXTRA:-}"
+}
+
+# rl_sched_config FILE OUTFILE STEPS INTERVAL SCHEDULE [RUN_KEYS]: a scripted plan
+# (plan.mode = "schedule", a new entry every INTERVAL steps, SCHEDULE its entries),
+# on-policy, weights synced after every step.
+rl_sched_config() {
+    rl_write "$1" "$2" "$3" 0 1 "${6:-}" \
+        "mode = \"schedule\"; interval = $4; schedule = ( $5 );"
 }
 
 # rl_job NP CONFIG LOGPREFIX [--resume]: runs the job to completion; on failure

@@ -35,18 +35,8 @@ for run in a b c d; do
     d) sched='{ n_train = 2; rollout_tp = [1, 1]; }, { n_train = 2; train_tp = 2; rollout_tp = [1, 1]; }, { n_train = 1; rollout_tp = [1, 1, 1]; }'
        level=info ;;
     esac
-    cat > "$out/$run.cfg" <<CFG
-run = { name = "rl-hybrid"; steps = 12; seed = 7; log_level = "$level"; progress_interval_s = 5.0;
-        checkpoint_interval = 12; checkpoint_dir = "$out/ckpt-$run"; };
-device = { type = "cpu"; };
-model = { checkpoint = "$RL_MODEL"; };
-rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
-train = { batch_size = 16; max_staleness = 0; sync_interval = 1; lr = 5e-5; };
-plan = { mode = "schedule"; interval = $interval; schedule = ( $sched ); };
-env = { name = "calc"; };
-eval = { size = 16; interval = 0; };
-output = { file = "$out/$run.h5"; };
-CFG
+    RL_LOG_LEVEL=$level rl_sched_config "$out/$run.cfg" "$out/$run.h5" 12 $interval "$sched" \
+        "checkpoint_interval = 12; checkpoint_dir = \"$out/ckpt-$run\";"
     rl_job 5 "$out/$run.cfg" "$out/$run"
 done
 "$CHECK_RL" "$out/b.h5" --min-hybrid-steps 1 || fail "check_rl: the lent replica"
