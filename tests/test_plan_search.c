@@ -6,15 +6,17 @@
  * ties, with training OOM regions and rollout KV limits, with and without a rollout
  * lower bound), field by field and with exact doubles; pruning; alignment and idle
  * GPUs; the reason given when nothing is feasible; grid mode against the exact
- * optimum of a smooth evaluator (within GRID_FACTOR).
+ * optimum of a smooth evaluator (within GRID_FACTOR); the same search with threads.
  */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "libra/plan_search.h"
+#include "planner/plan_ahead.h"
 #include "planner/plan_layouts.h"
 #include "testutil.h"
 
@@ -563,6 +565,139 @@ static void test_grid_order(void)
     }
 }
 
+/* ---- threads ---- */
+
+/* Two sets of one count agree in everything a search reads. */
+static void same_set(const struct layout_set *a, const struct layout_set *b)
+{
+    CU_ASSERT_EQUAL(a->best_s, b->best_s);
+    CU_ASSERT_EQUAL(a->approx, b->approx);
+    const struct layout_val *pa = plan_layouts_pick(a, a->best_s), *pb = plan_layouts_pick(b, b->best_s);
+    CU_ASSERT_FATAL(pa != NULL && pb != NULL);
+    CU_ASSERT_EQUAL(memcmp(pa->counts, pb->counts, sizeof pa->counts), 0);
+    CU_ASSERT_EQUAL(pa->s, pb->s);
+}
+
+/* The workers (plan_ahead.h): sets they make equal the ones made here, whatever the
+ * hint; a count never wanted is left to the caller; what nobody took is freed at the
+ * stop with its evaluator calls counted. Drained, so nothing depends on scheduling. */
+static void test_ahead(void)
+{
+    for (int grid = 0; grid <= 1; grid++) {
+        int ml = grid ? 5 : 1000000;
+        struct synth y = synth_default(SM_NOISY, 64);
+        y.min_kv_tp = 1;
+        struct plan_eval ev = synth_eval(&y);
+        ev.rollout_cut_s = synth_rollout_cut;
+        struct grid_hint hint = {0};
+        struct layout_set scratch;
+        int64_t calls = 0;
+        plan_layouts_eval(&scratch, 56, 0, PC_N_TP - 1, ml, &ev, &hint, &calls); /* a hint */
+        plan_layouts_free(&scratch);
+        struct plan_ahead *a = plan_ahead_start(3, 200, 0, PC_N_TP - 1, ml, &ev);
+        CU_ASSERT_FATAL(a != NULL);
+        const int want[] = {40, 72, 104};
+        plan_ahead_want(a, want, 3, &hint);
+        plan_ahead_drain(a);
+        for (int i = 0; i < 3; i++) {
+            int64_t n = 0, n_ref = 0;
+            struct layout_set *got = plan_ahead_take(a, want[i], &n);
+            CU_ASSERT_FATAL(got != NULL);
+            struct layout_set ref;
+            plan_layouts_eval(&ref, want[i], 0, PC_N_TP - 1, ml, &ev, NULL, &n_ref);
+            same_set(got, &ref);
+            CU_ASSERT(n > 0);
+            plan_layouts_free(&ref);
+            plan_layouts_free(got);
+            free(got);
+        }
+        int64_t n = 0;
+        CU_ASSERT_PTR_NULL(plan_ahead_take(a, 136, &n)); /* never wanted */
+        CU_ASSERT_EQUAL(n, 0);
+        /* made, never taken: the stop counts their calls (the workers walk the grids
+         * from the hint they were given, so the calls are those of that hint) */
+        const int left[] = {168, 200};
+        plan_ahead_want(a, left, 2, &hint);
+        plan_ahead_drain(a);
+        int64_t expect = 0;
+        for (int i = 0; i < 2; i++) {
+            struct grid_hint h = hint;
+            plan_layouts_eval(&scratch, left[i], 0, PC_N_TP - 1, ml, &ev, &h, &expect);
+            plan_layouts_free(&scratch);
+        }
+        n = 0;
+        plan_ahead_stop(a, &n);
+        CU_ASSERT_EQUAL(n, expect);
+        CU_ASSERT(expect > 0);
+    }
+    CU_ASSERT_PTR_NULL(plan_ahead_start(1, 64, 0, PC_N_TP - 1, 5, NULL)); /* no workers */
+}
+
+/* Every field a thread count may not change: all of the choice, and the search's
+ * training-side work and pruning (the other threads only make rollout sets). */
+static int same_search(const struct plan_choice *a, const struct plan_choice *b)
+{
+    return same_choice(a, b) && a->approx == b->approx && a->coupled_s == b->coupled_s &&
+           a->n_train_evals == b->n_train_evals && a->pruned_oom == b->pruned_oom &&
+           a->pruned_bound == b->pruned_bound;
+}
+
+/* Threads evaluate the rollout GPU counts the search is about to need ahead of it;
+ * the plan and the search's path are those of one thread, exact or with a
+ * tolerance, in exact and in grid mode (the batch is above the size at which the
+ * search starts threads). The rollout evaluator calls may differ: sets made ahead
+ * and never needed, and grids walked from another hint, so cut at other points.
+ * Which sets the workers make depends on how the threads are scheduled; test_ahead
+ * makes them make some. */
+static void test_threads(void)
+{
+    int mismatches = 0;
+    for (int mode = 0; mode < SM_N_MODES; mode++)
+        for (int v = 0; v < 6; v++)
+            for (int n = 2; n <= 64; n += n < 24 ? 2 : 20)
+                for (int grid = 0; grid <= 1; grid++)
+                    for (int tol = 0; tol <= 1; tol++) {
+                        struct plan_limits l = limits_variant(v, n);
+                        l.batch = 512;
+                        l.max_layouts = grid ? 5 : 1000000;
+                        l.tolerance = tol ? 0.05 : 0;
+                        struct synth y = synth_default(mode, l.batch);
+                        if (v == 5) y.min_kv_tp = 1;
+                        struct plan_eval ev = synth_eval(&y);
+                        ev.rollout_cut_s = synth_rollout_cut;
+                        struct plan_choice one, many;
+                        int r1 = plan_search(&l, &ev, &one);
+                        for (int t = 2; t <= 5; t += 3) {
+                            l.threads = t;
+                            int rt = plan_search(&l, &ev, &many);
+                            int ok = rt == r1 && same_search(&one, &many);
+                            if (!ok && mismatches++ < 5)
+                                fprintf(stderr, "threads %d mode %d variant %d n %d grid %d tol %d: "
+                                        "%d vs %d, step %.17g vs %.17g\n", t, mode, v, n, grid,
+                                        tol, rt, r1, many.step_s, one.step_s);
+                            CU_ASSERT(ok);
+                        }
+                        l.threads = 0;
+                    }
+
+    /* Flat, tail-bound rollout at 256 GPUs: every count is evaluated (exact), or a
+     * handful (tolerance); the same plan with threads. */
+    struct plan_eval ev = {NULL, fast_train, tail_rollout, tail_lb, NULL, NULL, NULL};
+    struct plan_limits l = limits_default(256);
+    l.granularity = 8;
+    l.max_layouts = 300;
+    l.batch = 512;
+    for (int tol = 0; tol <= 1; tol++) {
+        l.tolerance = tol ? 0.002 : 0;
+        struct plan_choice one, many;
+        l.threads = 1;
+        CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &one), 0);
+        l.threads = 3;
+        CU_ASSERT_EQUAL_FATAL(plan_search(&l, &ev, &many), 0);
+        CU_ASSERT(same_search(&one, &many));
+    }
+}
+
 int main(void)
 {
     static const struct test_case cases[] = {
@@ -574,6 +709,8 @@ int main(void)
         {"grid", test_grid},
         {"grid_order", test_grid_order},
         {"tolerance", test_tolerance},
+        {"ahead", test_ahead},
+        {"threads", test_threads},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {{"plan_search", cases}, {NULL, NULL}};

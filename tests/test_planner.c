@@ -18,6 +18,8 @@
 #include "libra/plan_search.h"
 #include "libra/log.h"
 #include "libra/planner.h"
+#include "planner/plan_ahead.h"
+#include "planner/plan_layouts.h"
 #include "testutil.h"
 
 /* ---- length profiles ---- */
@@ -436,6 +438,16 @@ static void test_search_real_vs_brute(void)
     }
 }
 
+/* Two searches found bitwise the same plan, times and training evaluations. */
+static int same_plan(const struct plan_choice *a, const struct plan_choice *b)
+{
+    const double va[] = {a->step_s, a->train_s, a->rollout_s, a->coupled_s};
+    const double vb[] = {b->step_s, b->train_s, b->rollout_s, b->coupled_s};
+    return memcmp(va, vb, sizeof va) == 0 && memcmp(a->counts, b->counts, sizeof a->counts) == 0 &&
+           memcmp(&a->train, &b->train, sizeof a->train) == 0 && a->n_train == b->n_train &&
+           a->n_train_evals == b->n_train_evals;
+}
+
 /* rollout_s with the placement's early cutoff (plan_eval.rollout_cut_s). */
 static double real_rollout_cut(void *arg, const int counts[PC_N_TP], double cutoff, char *why,
                                size_t n)
@@ -481,20 +493,14 @@ static void test_search_cutoff_unchanged(void)
                         int ra = plan_search(&lim, &evs[e], &a), rb = plan_search(&lim, &cut, &b);
                         CU_ASSERT_EQUAL(ra, rb);
                         if (ra || rb) continue;
-                        const double va[] = {a.step_s, a.train_s, a.rollout_s, a.coupled_s};
-                        const double vb[] = {b.step_s, b.train_s, b.rollout_s, b.coupled_s};
-                        CU_ASSERT(memcmp(va, vb, sizeof va) == 0);
-                        CU_ASSERT(memcmp(a.counts, b.counts, sizeof a.counts) == 0);
-                        CU_ASSERT(memcmp(&a.train, &b.train, sizeof a.train) == 0);
-                        CU_ASSERT_EQUAL(a.n_train, b.n_train);
-                        CU_ASSERT_EQUAL(a.n_train_evals, b.n_train_evals);
+                        CU_ASSERT(same_plan(&a, &b));
                         CU_ASSERT_EQUAL(a.approx, b.approx);
                         if (e == 1) {
                             CU_ASSERT_EQUAL(a.n_rollout_evals, b.n_rollout_evals);
                         } else {
                             CU_ASSERT(b.n_rollout_evals >= a.n_rollout_evals);
                         }
-                        if (memcmp(va, vb, sizeof va) != 0)
+                        if (a.step_s != b.step_s)
                             fprintf(stderr, "\n  %d GPUs, grid %d, tol %d, coupled %d: %.17g, %.17g\n",
                                     n, grid, tol, e, a.step_s, b.step_s);
                         compared++;
@@ -502,6 +508,92 @@ static void test_search_cutoff_unchanged(void)
         lp_free(&lp);
     }
     CU_ASSERT(compared >= 40);
+}
+
+/* The planner's way of calling the cost model: one prepared profile, shared (const)
+ * by every call, from any thread. */
+static double prep_rollout(void *arg, const int counts[PC_N_TP], char *why, size_t n)
+{
+    (void)why; (void)n;
+    return pc_rollout_prepared(arg, counts, NULL);
+}
+
+static double prep_rollout_cut(void *arg, const int counts[PC_N_TP], double cutoff, char *why,
+                               size_t n)
+{
+    (void)why; (void)n;
+    return pc_rollout_prepared_cutoff(arg, counts, cutoff, NULL);
+}
+
+/* Worker threads (src/planner/plan_ahead.h) making layout sets from one shared
+ * prepared profile at once make the sets made here (drained: every wanted set is
+ * made by a worker, whatever the scheduling; run under helgrind for the races). */
+static void test_ahead_shared_prep(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    struct len_profile lp;
+    struct real_ctx ctx;
+    real_setup(1, 17, 256, &cfg, &in, &lp, &ctx);
+    struct pc_rollout_prep *prep = pc_rollout_prepare(&in.cm, &lp);
+    struct plan_eval ev = {prep, NULL, prep_rollout, NULL, NULL, NULL, prep_rollout_cut};
+    struct plan_ahead *a = plan_ahead_start(3, 256, 0, PC_N_TP - 1, 6, &ev);
+    CU_ASSERT_FATAL(a != NULL);
+    const int want[] = {64, 128, 192, 256};
+    plan_ahead_want(a, want, 3, NULL);
+    plan_ahead_drain(a);
+    plan_ahead_want(a, want + 3, 1, NULL);
+    plan_ahead_drain(a);
+    for (int i = 0; i < 4; i++) {
+        int64_t n = 0, n_ref = 0;
+        struct layout_set *got = plan_ahead_take(a, want[i], &n), ref;
+        CU_ASSERT_FATAL(got != NULL);
+        plan_layouts_eval(&ref, want[i], 0, PC_N_TP - 1, 6, &ev, NULL, &n_ref);
+        CU_ASSERT_EQUAL(got->best_s, ref.best_s);
+        const struct layout_val *pg = plan_layouts_pick(got, got->best_s);
+        const struct layout_val *pr = plan_layouts_pick(&ref, ref.best_s);
+        CU_ASSERT_FATAL(pg != NULL && pr != NULL);
+        CU_ASSERT(memcmp(pg->counts, pr->counts, sizeof pg->counts) == 0);
+        CU_ASSERT_EQUAL(pg->s, pr->s);
+        plan_layouts_free(&ref);
+        plan_layouts_free(got);
+        free(got);
+    }
+    int64_t n = 0;
+    plan_ahead_stop(a, &n);
+    CU_ASSERT_EQUAL(n, 0);
+    pc_rollout_prep_free(prep);
+    lp_free(&lp);
+}
+
+/* plan.solve_threads: the real cost model is safe to call from several threads, and
+ * the planner's plan is the same for any number of them (test_plan_search checks the
+ * search's path on synthetic evaluators). A drawn R2E-like batch of 512 (above the
+ * size at which the search starts threads) on 48, 160 and 512 GPUs. */
+static void test_search_threads(void)
+{
+    struct libra_config cfg;
+    struct job_inputs in;
+    load_inputs("thr", grp_cfg, &cfg, &in);
+    cfg.train.batch_size = 512;
+    struct planner pl;
+    planner_init(&pl, &cfg, &in.cm, &in.wl, 513);
+    struct len_profile lp;
+    lp_init(&lp);
+    lp_from_workload(&lp, &in.wl, &cfg.rollout, 11, 0, 0, cfg.train.batch_size);
+    lp.overlap = 2;
+    const int gpus[] = {48, 160, 512};
+    for (int g = 0; g < 3; g++) {
+        struct plan_choice one, many;
+        cfg.plan.solve_threads = 1;
+        CU_ASSERT_EQUAL_FATAL(planner_search(&pl, &lp, gpus[g], 0, &one), 0);
+        cfg.plan.solve_threads = 3;
+        CU_ASSERT_EQUAL_FATAL(planner_search(&pl, &lp, gpus[g], 0, &many), 0);
+        CU_ASSERT(same_plan(&one, &many));
+        CU_ASSERT_EQUAL(one.pruned_bound, many.pruned_bound);
+    }
+    lp_free(&lp);
+    planner_free(&pl);
 }
 
 static const struct test_case profile_cases[] = {
@@ -515,6 +607,8 @@ static const struct test_case planner_cases[] = {
     {"preflight plan and the infeasible message", test_preflight},
     {"search with the real cost model = brute force", test_search_real_vs_brute},
     {"the early cutoff leaves the search's plan unchanged", test_search_cutoff_unchanged},
+    {"the same plan with solve threads", test_search_threads},
+    {"worker threads share the prepared profile", test_ahead_shared_prep},
     {"a long tail gets a heterogeneous plan", test_heterogeneous_plan},
     {"rollout calibration over the pipeline's cycle", test_cycle_calibration},
     {NULL, NULL}};

@@ -122,6 +122,7 @@ struct plan_config {
     int min_rollout_tp, max_rollout_tp, max_train_tp, max_train_pp, max_micro;
     int min_train, min_rollout, granularity, max_layouts;
     double solve_tolerance; /* relative: the plan may be this much slower than the best */
+    int solve_threads;      /* threads of one search; 0: the CPUs this process may use, <= 8 */
     double calib_alpha, calib_alpha_fast, calib_sigma;
     int calib_window;
     int pool;              /* elastic hybrid pool on */

@@ -51,7 +51,13 @@ struct plan_limits {
     int max_layouts;     /* rollout layouts enumerated exactly per GPU count */
     double tolerance;    /* >= 0: stop when nothing left can beat the plan by more than
                           * this fraction of it (0: exact) */
+    int threads;         /* <= 1: one thread; else up to this many (at most
+                          * PLAN_MAX_THREADS) evaluate rollout GPU counts at once, which
+                          * needs evaluators safe to call concurrently; the plan is the
+                          * same, only the evaluator calls may be more */
 };
+
+#define PLAN_MAX_THREADS 16
 
 /* The evaluators the search calls (the planner wires them to plan_cost.h; tests pass
  * synthetic ones). Each returns seconds, or INFINITY when the candidate is

@@ -248,6 +248,10 @@ const struct cfg_key cfg_schema[] = {
               "the search stops when no candidate left can beat its plan by more than this "
               "fraction (0: the exact optimum)",
               GRP_ONLY),
+    INT_KEY("plan", "solve_threads", plan.solve_threads, 0, 0, 16, "threads",
+            "threads of one search, evaluating several rollout GPU counts at once (the plan "
+            "is the same for any number); 0: the CPUs this process may run on, at most 8",
+            GRP_ONLY),
     FLOAT_KEY("plan", "calib_alpha", plan.calib_alpha, 0.1, 0.001, 1, "",
               "calibration: weight of a new measured / predicted ratio", GRP_ONLY),
     FLOAT_KEY("plan", "calib_alpha_fast", plan.calib_alpha_fast, 0.8, 0.001, 1, "",

@@ -5,7 +5,8 @@
  * it builds the batch's length profile from CONFIG's workload (the training batch
  * scaled with the GPU count, batch x G / 48, so every size plans the same load per
  * GPU), then times planner_search -- the whole search with the real cost model --
- * `repeat` times on one core with CLOCK_MONOTONIC, and prints the median, the
+ * `repeat` times with CLOCK_MONOTONIC (one thread unless --threads says otherwise:
+ * plan.solve_threads), and prints the median, the
  * cost-model calls, the plan it found and its modelled step time; with --exact, the
  * same search at plan.solve_tolerance = 0 once more, so the step times show what the
  * tolerance gave up. CONFIG must have plan.mode = "grp".
@@ -95,25 +96,29 @@ static const struct option solve_opts[] = {
     {"gpus", required_argument, NULL, 'g'},
     {"repeat", required_argument, NULL, 'r'},
     {"exact", no_argument, NULL, 'e'},
+    {"threads", required_argument, NULL, 't'},
     {0}};
 static const struct cli_cmd solve_cmd = {
     "libra bench-planner-solve",
-    "libra bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R] [--exact]",
-    "The planner's solve time at several GPU counts, on one core. CONFIG: a plan.mode =\n"
+    "libra bench-planner-solve CONFIG [--gpus N[,N...]] [--repeat R] [--exact] [--threads T]",
+    "The planner's solve time at several GPU counts. CONFIG: a plan.mode =\n"
     "\"grp\" configuration (e.g. inputs/bench/planner-48gpu.cfg).\n"
     "  --gpus N[,N...]  GPU counts, 2 .. 1048576, at most 8 (default 48,512,4096)\n"
     "  --repeat R       searches timed per count, 1 .. 1000 (default 5)\n"
-    "  --exact          after each row, the same search at plan.solve_tolerance = 0 (once)\n",
+    "  --exact          after each row, the same search at plan.solve_tolerance = 0 (once)\n"
+    "  --threads T      plan.solve_threads for the searches, 0 .. 16 (0: the CPUs this\n"
+    "                   process may run on, at most 8; default 1, one core)\n",
     solve_opts, "CONFIG", 1, 1, 0};
 
 int cmd_bench_planner_solve(int argc, char **argv)
 {
-    int gpus[8] = {48, 512, 4096}, n_gpus = 3, repeat = 5, exact = 0, ch;
+    int gpus[8] = {48, 512, 4096}, n_gpus = 3, repeat = 5, exact = 0, threads = 1, ch;
     struct cli cli;
     cli_begin(&cli, &solve_cmd, argc, argv);
     while ((ch = cli_next(&cli)) > 0) {
         if (ch == 'e') exact = 1;
-        else if (ch == 'r' ? cli_int(&cli, 1, 1000, &repeat)
+        else if (ch == 't' ? cli_int(&cli, 0, 16, &threads)
+                 : ch == 'r' ? cli_int(&cli, 1, 1000, &repeat)
                            : (n_gpus = cli_int_list(&cli, 2, 1 << 20, gpus, 8)) < 0)
             return cli.rc;
     }
@@ -132,8 +137,12 @@ int cmd_bench_planner_solve(int argc, char **argv)
         free(cfg);
         return 1;
     }
-    printf("planner solve time: %s, %s on %s, workload %s, %d repeats, one core\n\n", path,
-           in.cm.model.name, in.cm.hw.name, in.wl.name, repeat);
+    cfg->plan.solve_threads = threads;
+    char thr[64] = "one thread";
+    if (threads == 0) snprintf(thr, sizeof thr, "threads: the CPUs it may use, <= 8");
+    else if (threads > 1) snprintf(thr, sizeof thr, "%d threads", threads);
+    printf("planner solve time: %s, %s on %s, workload %s, %d repeats, %s\n\n", path,
+           in.cm.model.name, in.cm.hw.name, in.wl.name, repeat, thr);
     printf("| GPUs | batch | granularity | tolerance | median solve (ms) | min (ms) | cost-model calls "
            "| approx | step (s) | plan |\n");
     printf("|---:|---:|---:|---:|---:|---:|---:|:-:|---:|---|\n");

@@ -44,6 +44,11 @@
  * Where the rollout time is flat in R (tail-bound), every such R is evaluated. No
  * monotonicity of rho in R is assumed: the search stays equal to the brute force.
  *
+ * Threads (plan_limits.threads > 1, batches of PLAN_PAR_MIN_BATCH or more): workers
+ * make the layout sets of the rollout GPU counts the search expects to need next
+ * (plan_ahead.h); the search takes them when it reaches them and never sees them
+ * before, so its bounds, order and result are those of one thread.
+ *
  * Limits: n_gpus <= PLAN_MAX_GPUS; the powers-of-two limits must be powers of two.
  */
 #include "libra/plan_search.h"
@@ -54,6 +59,7 @@
 #include <string.h>
 
 #include "libra/log.h"
+#include "plan_ahead.h"
 #include "plan_layouts.h"
 
 #define PLAN_MAX_GPUS (1 << 17)
@@ -309,6 +315,9 @@ struct search {
     double *tmin;              /* (c.n) per group */
     unsigned char *state;      /* (c.n) G_* */
     struct layout_set **sets;  /* (n_gpus + 1) by rollout GPU count; NULL until needed */
+    struct plan_ahead *ahead;  /* workers making sets ahead (NULL: none); their sets are
+                                * invisible to the search until rollout_set takes them, so
+                                * its bounds and order are those of one thread */
     double *lb;                /* (n_gpus + 1) rollout_lb; NAN until asked */
     struct hnode *heap;        /* (n_heap) min-heap on (bound, gi) */
     size_t n_heap;
@@ -361,15 +370,65 @@ static double rollout_bound(struct search *S, int gpus)
     return S->lb[gpus];
 }
 
+/* ---- rollout sets ---- */
+
+/* The rollout GPU counts of the nodes the search would pop next (the smallest in heap
+ * order) whose sets it has not got, one per count, at most k, most wanted first:
+ * the counts the workers make ahead (plan_ahead.h). Returns how many. */
+static int next_counts(const struct search *S, int gpus, int k, int *want)
+{
+    struct hnode pick[2 * PLAN_MAX_THREADS];
+    int n = 0;
+    for (size_t i = 0; i < S->n_heap; i++) {
+        const struct hnode *x = &S->heap[i];
+        int r = S->c.g[x->gi].rollout;
+        if (r == gpus || S->sets[r] || S->state[x->gi] == G_DONE) continue;
+        int at = -1;
+        for (int q = 0; q < n; q++)
+            if (S->c.g[pick[q].gi].rollout == r) at = q;
+        if (at >= 0) { /* the count is picked: keep its earliest node */
+            if (!hless(x, &pick[at])) continue;
+            memmove(pick + at, pick + at + 1, (size_t)(n - at - 1) * sizeof *pick);
+            n--;
+        } else if (n == k && !hless(x, &pick[n - 1])) {
+            continue;
+        }
+        if (n == k) n--; /* drop the last */
+        int q = n++;
+        while (q > 0 && hless(x, &pick[q - 1])) {
+            pick[q] = pick[q - 1];
+            q--;
+        }
+        pick[q] = *x;
+    }
+    for (int q = 0; q < n; q++) want[q] = S->c.g[pick[q].gi].rollout;
+    return n;
+}
+
+/* Below this batch a rollout set is too quick to be worth handing to a thread: a set
+ * costs some hundred placements of the batch at a few ns per sample, about a
+ * microsecond per sample, and waking a thread and taking its result some. */
+#define PLAN_PAR_MIN_BATCH 256
+
+/* The set of gpus rollout GPUs: made here, or by a worker that saw it coming. With
+ * workers, the counts the search expects next are named to them first (a set made
+ * and never needed costs only its calls; which thread made a set and from which hint
+ * changes none of its values or choices: plan_layouts.h). */
 static const struct layout_set *rollout_set(struct search *S, int gpus)
 {
+    if (S->sets[gpus] == NULL && S->ahead) {
+        int want[2 * PLAN_MAX_THREADS];
+        int k = 2 * (S->lim->threads < PLAN_MAX_THREADS ? S->lim->threads : PLAN_MAX_THREADS);
+        int n = next_counts(S, gpus, k, want);
+        plan_ahead_want(S->ahead, want, n, &S->hint);
+        S->sets[gpus] = plan_ahead_take(S->ahead, gpus, &S->out->n_rollout_evals);
+    }
     if (S->sets[gpus] == NULL) {
         S->sets[gpus] = xmalloc(sizeof *S->sets[gpus]);
         plan_layouts_eval(S->sets[gpus], gpus, S->c.klo, S->c.khi, S->lim->max_layouts, S->ev,
-                          &S->hint,
-                          &S->out->n_rollout_evals);
-        if (S->sets[gpus]->approx) S->out->approx = 1;
+                          &S->hint, &S->out->n_rollout_evals);
     }
+    if (S->sets[gpus]->approx) S->out->approx = 1;
     return S->sets[gpus];
 }
 
@@ -432,6 +491,8 @@ static void search_step(struct search *S, size_t gi)
 
 static void search_free(struct search *S)
 {
+    plan_ahead_stop(S->ahead, &S->out->n_rollout_evals);
+    S->ahead = NULL;
     if (S->sets)
         for (int i = 0; i <= S->lim->n_gpus; i++) {
             plan_layouts_free(S->sets[i]);
@@ -462,6 +523,8 @@ int plan_search(const struct plan_limits *lim, const struct plan_eval *ev, struc
     S.lb = xmalloc(ng * sizeof *S.lb);
     for (size_t i = 0; i < ng; i++) S.lb[i] = NAN;
     S.heap = xmalloc(S.c.n * sizeof *S.heap);
+    if (lim->threads > 1 && lim->batch >= PLAN_PAR_MIN_BATCH)
+        S.ahead = plan_ahead_start(lim->threads, lim->n_gpus, S.c.klo, S.c.khi, lim->max_layouts, ev);
     for (size_t gi = 0; gi < S.c.n; gi++)
         heap_push(&S, fmax(rollout_bound(&S, S.c.g[gi].rollout), coupled_bound(ev, 0)), gi);
     while (S.n_heap > 0) {
@@ -473,6 +536,8 @@ int plan_search(const struct plan_limits *lim, const struct plan_eval *ev, struc
         }
         search_step(&S, x.gi);
     }
+    plan_ahead_stop(S.ahead, &out->n_rollout_evals); /* the sets needed are taken */
+    S.ahead = NULL;
     if (S.best_g < 0) {
         fail_why(&S.notes, out->why, sizeof out->why);
         goto done;

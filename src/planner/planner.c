@@ -9,9 +9,11 @@
  * scale_rollout x (pc_rollout + the weight-sync stall the rollout ranks take per
  * step), both for one batch drawn from the length profile.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "libra/planner.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -164,6 +166,17 @@ static void eval_done(struct eval_ctx *e)
     e->prep = NULL;
 }
 
+/* plan.solve_threads, or for 0 the CPUs this process may run on (its affinity mask:
+ * an MPI launcher that binds rank 0 to one core gets one thread), at most 8. */
+static int solve_threads(int configured)
+{
+    if (configured > 0) return configured;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int n = CPU_COUNT(&set);
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
 static void limits_from_config(const struct planner *pl, struct plan_limits *lim)
 {
     const struct plan_config *p = &pl->cfg->plan;
@@ -180,7 +193,8 @@ static void limits_from_config(const struct planner *pl, struct plan_limits *lim
                                 .granularity = p->granularity,
                                 .batch = pl->cfg->train.batch_size,
                                 .max_layouts = p->max_layouts,
-                                .tolerance = p->solve_tolerance};
+                                .tolerance = p->solve_tolerance,
+                                .threads = solve_threads(p->solve_threads)};
 }
 
 /* The plan of a search result, placed by plan_build (rollout instances largest
