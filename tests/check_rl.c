@@ -19,17 +19,20 @@
  *       (world_size - 1 of them), and the ranks with training spans in /spans are
  *       exactly the ranks with decode spans.
  *
- *   check_rl --compare-models A.h5 B.h5 [--rel-tol R]
+ *   check_rl --compare-models A.h5 B.h5 [--rel-tol R] [--moments M]
  *       Two model files (libra's HDF5 model format: checkpoints' model.h5) hold the
- *       same parameters within R relative (default 1e-4).
+ *       same parameters within R relative (default 1e-4); with --moments, the same
+ *       AdamW step count and moments m and v, each within M of its largest value.
  *
- *   check_rl --compare A.h5 B.h5 [--rel-tol R]
+ *   check_rl --compare A.h5 B.h5 [--rel-tol R] [--rows N]
  *       Two finished runs ("complete") of one configuration agree: per step, the
  *       batch figures that come from sampled tokens (n_traj, reward_mean, reward_std,
  *       success_rate, tokens_gen, tokens_tool, calc_calls, calc_failures,
  *       zero_var_groups) are identical; the
  *       training figures (loss, pg_loss, entropy, grad_norm) agree within R
- *       relative (default 1e-4); /eval accuracy is identical row by row.
+ *       relative (default 1e-4); /eval accuracy is identical row by row. --rows N:
+ *       the first N steps only, and not /eval (runs whose weights agree to the last
+ *       bits only, where a token sampled near a tie may later flip).
  *
  *   check_rl --resume-check STATE.h5 RESUMED.h5 [--expect-carry] [--killed FIRST.h5]
  *       A resumed run continued the checkpoint whose state.h5 is STATE: the resumed
@@ -584,6 +587,15 @@ static const char *const near_f64[] = {"loss", "pg_loss", "entropy", "grad_norm"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
+/* --rows: the /steps rows compared (0: all), and so whether /eval is. */
+static size_t g_rows;
+
+static size_t rows_of(size_t nx, size_t ny)
+{
+    size_t n = nx < ny ? nx : ny;
+    return g_rows && g_rows < n ? g_rows : n;
+}
+
 static void compare_exact(hid_t fa, const char *a, hid_t fb, const char *b)
 {
     char what[1400];
@@ -591,7 +603,7 @@ static void compare_exact(hid_t fa, const char *a, hid_t fb, const char *b)
         struct prop p = {exact_i64[k], 0};
         struct col x = col_i64(fa, a, "steps", exact_i64[k]);
         struct col y = col_i64(fb, b, "steps", exact_i64[k]);
-        for (size_t r = 0; x.i && y.i && r < x.n && r < y.n; r++) {
+        for (size_t r = 0; x.i && y.i && r < rows_of(x.n, y.n); r++) {
             if (x.i[r] == y.i[r]) continue;
             snprintf(what, sizeof what, "/steps row %zu: %s identical in both runs", r,
                      exact_i64[k]);
@@ -605,7 +617,7 @@ static void compare_exact(hid_t fa, const char *a, hid_t fb, const char *b)
         struct prop p = {exact_f64[k], 0};
         struct col x = col_f64(fa, a, "steps", exact_f64[k]);
         struct col y = col_f64(fb, b, "steps", exact_f64[k]);
-        for (size_t r = 0; x.f && y.f && r < x.n && r < y.n; r++) {
+        for (size_t r = 0; x.f && y.f && r < rows_of(x.n, y.n); r++) {
             if (x.f[r] == y.f[r]) continue;
             snprintf(what, sizeof what, "/steps row %zu: %s identical in both runs", r,
                      exact_f64[k]);
@@ -630,7 +642,7 @@ static void compare_near(hid_t fa, const char *a, hid_t fb, const char *b, doubl
         struct prop p = {near_f64[k], 0};
         struct col x = col_f64(fa, a, "steps", near_f64[k]);
         struct col y = col_f64(fb, b, "steps", near_f64[k]);
-        for (size_t r = 0; x.f && y.f && r < x.n && r < y.n; r++) {
+        for (size_t r = 0; x.f && y.f && r < rows_of(x.n, y.n); r++) {
             double scale = fmax(fabs(x.f[r]), fabs(y.f[r]));
             if (fabs(x.f[r] - y.f[r]) <= rel_tol * scale) continue;
             snprintf(what, sizeof what, "/steps row %zu: %s equal within %g relative", r,
@@ -673,8 +685,12 @@ static void compare_runs(const char *a, const char *b, double rel_tol)
         check_status(fb, b);
         compare_exact(fa, a, fb, b);
         compare_near(fa, a, fb, b, rel_tol);
-        compare_eval(fa, a, fb, b);
-        if (g_failed == 0)
+        if (!g_rows) compare_eval(fa, a, fb, b);
+        if (g_failed == 0 && g_rows)
+            printf("check_rl: OK: %s and %s agree on the first %zu of %" PRId64 " steps "
+                   "(rollout figures exactly, training figures within %g)\n", a, b,
+                   rows_of((size_t)na, (size_t)nb), na, rel_tol);
+        else if (g_failed == 0)
             printf("check_rl: OK: %s and %s agree on %" PRId64 " steps (rollout figures and "
                    "eval exactly, training figures within %g)\n", a, b, na, rel_tol);
     }
@@ -889,8 +905,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: check_rl FILE.h5 [--max-staleness S] [--reward-mean V TOL] "
                "[--min-migrations N] [--accuracy-rises] [--min-hybrid-steps N] "
                "[--colocated]\n"
-               "       check_rl --compare-models A.h5 B.h5 [--rel-tol R]\n"
-               "       check_rl --compare A.h5 B.h5 [--rel-tol R]\n"
+               "       check_rl --compare-models A.h5 B.h5 [--rel-tol R] [--moments M]\n"
+               "       check_rl --compare A.h5 B.h5 [--rel-tol R] [--rows N]\n"
                "       check_rl --resume-check STATE.h5 RESUMED.h5 [--expect-carry] "
                "[--killed FIRST.h5]\n");
 }
@@ -914,7 +930,46 @@ static int parse_double(const char *flag, const char *s, double *out)
 
 /* ---- mode 4: two model files hold the same parameters ---- */
 
-static void compare_models(const char *a, const char *b, double rel_tol)
+/* The largest |x - y| over the largest |x| (0 when both are all zero). */
+static double rel_to_largest(const float *x, const float *y, size_t n)
+{
+    double d = 0, big = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)x[i] - y[i]));
+        big = fmax(big, fabs((double)x[i]));
+    }
+    return big > 0 ? d / big : d;
+}
+
+/* AdamW's state of two models: the same step count, m and v within tol of their
+ * largest values (moments near zero make an element-wise relative test meaningless). */
+static void compare_moments(struct prop *p, const char *a, const char *b, const struct adamw *oa,
+                            const struct adamw *ob, double tol)
+{
+    char what[1200], e[48], f[48];
+    if (oa->n != ob->n || oa->step != ob->step || oa->n == 0) {
+        snprintf(what, sizeof what, "%s vs %s: optimizer state (moments, steps)", a, b);
+        snprintf(e, sizeof e, "%zu, %lld", oa->n, (long long)oa->step);
+        snprintf(f, sizeof f, "%zu, %lld", ob->n, (long long)ob->step);
+        prop_fail(p, what, e, f);
+        return;
+    }
+    const float *x[2] = {oa->m, oa->v}, *y[2] = {ob->m, ob->v};
+    const char *name[2] = {"m", "v"};
+    for (int k = 0; k < 2; k++) {
+        double r = rel_to_largest(x[k], y[k], oa->n);
+        printf("check_rl: %s vs %s: AdamW %s (step %lld) within %.3g of its largest value\n", a,
+               b, name[k], (long long)oa->step, r);
+        if (r <= tol) continue;
+        snprintf(what, sizeof what, "%s vs %s: AdamW %s, difference over its largest value", a,
+                 b, name[k]);
+        snprintf(e, sizeof e, "<= %g", tol);
+        snprintf(f, sizeof f, "%.3g", r);
+        prop_fail(p, what, e, f);
+    }
+}
+
+static void compare_models(const char *a, const char *b, double rel_tol, double moments_tol)
 {
     struct prop p = {"models", 0};
     struct tfm_config ca, cb;
@@ -954,12 +1009,15 @@ static void compare_models(const char *a, const char *b, double rel_tol)
             prop_fail(&p, what, e, f);
         }
     }
+    if (moments_tol >= 0) compare_moments(&p, a, b, &oa, &ob, moments_tol);
     tfm_params_free(&pa);
     tfm_params_free(&pb);
     adamw_free(&oa);
     adamw_free(&ob);
     prop_end(&p);
-    if (g_failed == 0) printf("check_rl: OK: %s and %s hold the same parameters\n", a, b);
+    if (g_failed == 0)
+        printf("check_rl: OK: %s and %s hold the same parameters%s\n", a, b,
+               moments_tol >= 0 ? " and optimizer state" : "");
 }
 
 enum mode { MODE_RUN, MODE_COMPARE, MODE_RESUME, MODE_MODELS };
@@ -970,6 +1028,8 @@ struct args {
     int n_files;
     struct run_opts run;
     double rel_tol;
+    double moments_tol; /* --moments; < 0: not compared */
+    long rows;          /* --rows; 0: all */
     const char *killed;
     bool expect_carry;
 };
@@ -981,6 +1041,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     a->run.min_migrations = -1;
     a->run.min_hybrid_steps = -1;
     a->rel_tol = 1e-4;
+    a->moments_tol = -1;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1019,6 +1080,13 @@ static int parse_args(int argc, char **argv, struct args *a)
         } else if (strcmp(s, "--rel-tol") == 0) {
             if (parse_double(s, next, &a->rel_tol) || a->rel_tol < 0) return -1;
             i++;
+        } else if (strcmp(s, "--moments") == 0) {
+            if (parse_double(s, next, &a->moments_tol) || a->moments_tol < 0) return -1;
+            i++;
+        } else if (strcmp(s, "--rows") == 0) {
+            if (parse_double(s, next, &v) || v < 1 || v != floor(v)) return -1;
+            a->rows = (long)v;
+            i++;
         } else if (strcmp(s, "--expect-carry") == 0) {
             a->expect_carry = true;
         } else if (strcmp(s, "--killed") == 0) {
@@ -1047,6 +1115,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                      a->run.min_hybrid_steps >= 0 || a->run.colocated;
     if ((a->mode != MODE_RUN && run_flags) ||
         (a->mode != MODE_COMPARE && a->mode != MODE_MODELS && a->rel_tol != 1e-4) ||
+        (a->mode != MODE_MODELS && a->moments_tol >= 0) || (a->mode != MODE_COMPARE && a->rows) ||
         (a->mode != MODE_RESUME && (a->killed || a->expect_carry))) {
         fprintf(stderr, "check_rl: an option does not belong to this mode\n");
         return -1;
@@ -1065,8 +1134,11 @@ int main(int argc, char **argv)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported as FAIL lines */
     switch (a.mode) {
     case MODE_RUN: run_check(&a.run); break;
-    case MODE_COMPARE: compare_runs(a.files[0], a.files[1], a.rel_tol); break;
-    case MODE_MODELS: compare_models(a.files[0], a.files[1], a.rel_tol); break;
+    case MODE_COMPARE:
+        g_rows = (size_t)a.rows;
+        compare_runs(a.files[0], a.files[1], a.rel_tol);
+        break;
+    case MODE_MODELS: compare_models(a.files[0], a.files[1], a.rel_tol, a.moments_tol); break;
     case MODE_RESUME: resume_check(a.files[0], a.files[1], a.expect_carry, a.killed); break;
     }
     if (g_failed) printf("check_rl: %d failed checks\n", g_failed);

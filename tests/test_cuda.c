@@ -11,7 +11,11 @@
  *   linear_fwd, linear_bwd, bias_bwd   1e-5 of the largest (bf16 operands, float32
  *                  accumulation)
  *   attn_fwd, attn_bwd, decode_attn   1e-5 of the largest (online softmax in float32;
- *                  the backward recomputes the probabilities)
+ *                  the backward recomputes the probabilities; decode_attn on a bf16 pool,
+ *                  against attn_forward on its widened values)
+ *   kv_append, decode_qkv   k and v rounded to bf16 in the pool: exact against
+ *                  st_f32_to_bf16; the fused decode_qkv within one bf16 ulp of the
+ *                  separate kernels (at most 1 % of the values not bitwise equal)
  *   flash_fwd, flash_bwd   1e-2 and 2e-2 of the largest on bf16 inputs (the tensor
  *                  cores take the probabilities and dS as bf16); lse 1e-4
  *   prefill_attn   1e-2 of the largest on bf16 inputs, paged keys
@@ -511,8 +515,28 @@ static void test_gemv_norm(void)
     }
 }
 
+/* The bf16 values of two pools agree: at most one unit in the last place apart (a
+ * float32 input 1e-6 apart may round either way at a midpoint), and at most 1 % not
+ * bitwise equal. */
+static void expect_bf16_pools(const char *what, const uint16_t *got, const uint16_t *ref, size_t n)
+{
+    size_t differ = 0, far = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (got[i] == ref[i]) continue;
+        differ++;
+        int d = (int)got[i] - (int)ref[i];
+        far += (got[i] ^ ref[i]) >> 15 || d > 1 || d < -1; /* sign, or beyond one ulp */
+    }
+    CU_ASSERT_EQUAL(far, 0);
+    CU_ASSERT(differ <= n / 100);
+    if (far || differ > n / 100)
+        fprintf(stderr, "\n%s: %zu of %zu values differ, %zu by more than one ulp\n", what,
+                differ, n, far);
+}
+
 /* decode_qkv against the kernels it fuses (rmsnorm_fwd per head, rope_fwd, kv_append),
- * with and without the q/k norms: q and the pools' rows within 1e-6 of the largest. */
+ * with and without the q/k norms: q within 1e-6 of the largest, the bf16 pools'
+ * rows as expect_bf16_pools. */
 static void test_decode_qkv(void)
 {
     enum { B = 3, H = 8, K = 2, D = 128, P = 16, NBLK = 6, MAXB = 3, NPOS = 64 };
@@ -541,14 +565,15 @@ static void test_decode_qkv(void)
     void *d_tab = dev_copy(table, sizeof table);
     void *d_q[2], *d_kp[2], *d_vp[2], *d_qt = dev_copy(NULL, nq * sizeof(float));
     void *d_kt = dev_copy(NULL, nk * sizeof(float));
-    float *got = malloc(pool * sizeof *got), *ref = malloc(pool * sizeof *ref);
+    float *got = malloc(nq * sizeof *got), *ref = malloc(nq * sizeof *ref);
+    uint16_t *got16 = malloc(pool * sizeof *got16), *ref16 = malloc(pool * sizeof *ref16);
     for (int norm = 0; norm < 2; norm++) {
         for (int k = 0; k < 2; k++) {
             d_q[k] = dev_copy(NULL, nq * sizeof(float));
-            d_kp[k] = dev_copy(NULL, pool * sizeof(float));
-            d_vp[k] = dev_copy(NULL, pool * sizeof(float));
-            CU_OK(api->zero(d_kp[k], pool * sizeof(float)));
-            CU_OK(api->zero(d_vp[k], pool * sizeof(float)));
+            d_kp[k] = dev_copy(NULL, pool * sizeof(uint16_t));
+            d_vp[k] = dev_copy(NULL, pool * sizeof(uint16_t));
+            CU_OK(api->zero(d_kp[k], pool * sizeof(uint16_t)));
+            CU_OK(api->zero(d_vp[k], pool * sizeof(uint16_t)));
         }
         CU_OK(api->decode_qkv(d_q[0], d_kp[0], d_vp[0], d_ql, d_kl, d_v, norm ? d_qn : NULL,
                               norm ? d_kn : NULL, 1e-6f, d_pos, d_rope, d_tab,
@@ -564,19 +589,26 @@ static void test_decode_qkv(void)
         CU_OK(api->rope_fwd(d_kt, d_pos, B, K, D, d_rope));
         CU_OK(api->kv_append(d_kp[1], d_vp[1], d_kt, d_v, d_tab, MAXB, d_len, B, K, D, P));
         CU_OK(api->sync());
-        const char *what[3] = {"decode_qkv q", "decode_qkv k pool", "decode_qkv v pool"};
-        void **bufs[3] = {d_q, d_kp, d_vp};
-        size_t n[3] = {nq, pool, pool};
-        for (int b = 0; b < 3; b++) {
-            CU_OK(api->to_host(got, bufs[b][0], n[b] * sizeof *got));
-            CU_OK(api->to_host(ref, bufs[b][1], n[b] * sizeof *ref));
-            expect_close(what[b], got, ref, n[b], 1e-6);
+        CU_OK(api->to_host(got, d_q[0], nq * sizeof *got));
+        CU_OK(api->to_host(ref, d_q[1], nq * sizeof *ref));
+        expect_close("decode_qkv q", got, ref, nq, 1e-6);
+        const char *what[2] = {"decode_qkv k pool", "decode_qkv v pool"};
+        void **pools[2] = {d_kp, d_vp};
+        for (int b = 0; b < 2; b++) {
+            CU_OK(api->to_host(got16, pools[b][0], pool * sizeof *got16));
+            CU_OK(api->to_host(ref16, pools[b][1], pool * sizeof *ref16));
+            expect_bf16_pools(what[b], got16, ref16, pool);
         }
+        /* the new rows hold k and v rounded to bf16: row 16 of block 2 is sequence 1's */
+        CU_OK(api->to_host(ref16, d_vp[0], pool * sizeof *ref16));
+        size_t at = ((size_t)2 * P + 0) * K * D;
+        for (int j = 0; j < K * D; j++)
+            CU_ASSERT_EQUAL(ref16[at + (size_t)j], st_f32_to_bf16(v[(size_t)1 * K * D + (size_t)j]));
         for (int k = 0; k < 2; k++) api->free(d_q[k]), api->free(d_kp[k]), api->free(d_vp[k]);
     }
     void *rest[] = {d_ql, d_kl, d_v, d_qn, d_kn, d_rope, d_pos, d_len, d_tab, d_qt, d_kt};
     for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++) api->free(rest[k]);
-    free(rope), free(ql), free(kl), free(v), free(got), free(ref);
+    free(rope), free(ql), free(kl), free(v), free(got), free(ref), free(got16), free(ref16);
 }
 
 /* The backward GEMMs and the bias gradient against linear_backward, accumulating. */
@@ -830,7 +862,7 @@ static void test_prefill_attention(void)
         int KD = K * D, nblk = (nk + P - 1) / P;
         size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * KD, pool_n = (size_t)NB * P * KD;
         float *q = malloc(nqe * sizeof *q), *k = malloc(nke * sizeof *k), *v = malloc(nke * sizeof *v);
-        float *kp = calloc(pool_n, sizeof *kp), *vp = calloc(pool_n, sizeof *vp);
+        uint16_t *kp = calloc(pool_n, sizeof *kp), *vp = calloc(pool_n, sizeof *vp);
         float *ref = malloc(nqe * sizeof *ref), *got = malloc(nqe * sizeof *got);
         float *scratch = malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
         int32_t table[NB], *pos = malloc((size_t)nq * sizeof *pos);
@@ -841,8 +873,10 @@ static void test_prefill_attention(void)
         for (int b = 0; b < nblk; b++) table[b] = (b * 7 + 3) % NB; /* 7 is prime to 40 */
         for (int j = 0; j < nk; j++) {
             size_t row = (size_t)table[j / P] * P + (size_t)(j % P);
-            memcpy(kp + row * KD, k + (size_t)j * KD, (size_t)KD * sizeof *k);
-            memcpy(vp + row * KD, v + (size_t)j * KD, (size_t)KD * sizeof *v);
+            for (int e = 0; e < KD; e++) { /* bf16 values: exact in the pool */
+                kp[row * KD + (size_t)e] = st_f32_to_bf16(k[(size_t)j * KD + (size_t)e]);
+                vp[row * KD + (size_t)e] = st_f32_to_bf16(v[(size_t)j * KD + (size_t)e]);
+            }
         }
         for (int i = 0; i < nq; i++) pos[i] = ipos[i] = nk - nq + i;
         attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
@@ -857,9 +891,9 @@ static void test_prefill_attention(void)
         report_close(what, got, ref, nqe, 1e-2);
         void *bufs[] = {d_q, d_kp, d_vp, d_o, d_t, d_p};
         for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
-        float *hb[] = {q, k, v, kp, vp, ref, got, scratch};
+        float *hb[] = {q, k, v, ref, got, scratch};
         for (size_t b = 0; b < sizeof hb / sizeof hb[0]; b++) free(hb[b]);
-        free(pos), free(ipos);
+        free(kp), free(vp), free(pos), free(ipos);
     }
     CU_ASSERT_EQUAL(api->prefill_attn(NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 136, 16), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 136"));
@@ -929,13 +963,15 @@ static void test_decode_attention(void)
     const int32_t table[B][MAXB] = {{0, 1, 5, 7}, {0, 1, 2, 7}, {6, 7, 7, 7}};
     size_t pool_n = (size_t)NBLK * P * KD;
     float *kp = malloc(pool_n * sizeof *kp), *vp = malloc(pool_n * sizeof *vp);
+    uint16_t *kp16 = malloc(pool_n * sizeof *kp16), *vp16 = malloc(pool_n * sizeof *vp16);
     float q[B * H * D], kn[B * KD], vn[B * KD], ref[B * H * D], got[B * H * D];
-    fill_normal(kp, pool_n, 140, 1.0f);
-    fill_normal(vp, pool_n, 141, 1.0f);
+    fill_bf16(kp, pool_n, 140); /* the pool's bf16 values */
+    fill_bf16(vp, pool_n, 141);
+    for (size_t i = 0; i < pool_n; i++) kp16[i] = st_f32_to_bf16(kp[i]), vp16[i] = st_f32_to_bf16(vp[i]);
     fill_normal(q, B * H * D, 142, 1.0f);
     fill_normal(kn, B * KD, 143, 1.0f);
     fill_normal(vn, B * KD, 144, 1.0f);
-    void *d_k = dev_copy(kp, pool_n * sizeof *kp), *d_v = dev_copy(vp, pool_n * sizeof *vp);
+    void *d_k = dev_copy(kp16, pool_n * sizeof *kp16), *d_v = dev_copy(vp16, pool_n * sizeof *vp16);
     void *d_q = dev_copy(q, sizeof q), *d_kn = dev_copy(kn, sizeof kn), *d_vn = dev_copy(vn, sizeof vn);
     void *d_tab = dev_copy(table, sizeof table), *d_len = dev_copy(len, sizeof len);
     void *d_o = dev_copy(NULL, sizeof got);
@@ -943,12 +979,15 @@ static void test_decode_attention(void)
     CU_OK(api->decode_attn(d_o, d_q, d_k, d_v, d_tab, MAXB, d_len, B, H, K, D, P));
     CU_OK(api->sync());
     CU_OK(api->to_host(got, d_o, sizeof got));
-    /* the host's view: the new rows written the same way, then each sequence gathered */
+    /* the host's view: the new rows written the same way (rounded to bf16), then each
+     * sequence gathered */
     for (int s = 0; s < B; s++) {
         int j = len[s] - 1;
         size_t row = (size_t)table[s][j / P] * P + (size_t)(j % P);
-        memcpy(kp + row * KD, kn + s * KD, KD * sizeof *kp);
-        memcpy(vp + row * KD, vn + s * KD, KD * sizeof *vp);
+        for (int e = 0; e < KD; e++) {
+            kp[row * KD + (size_t)e] = bf16r(kn[s * KD + e]);
+            vp[row * KD + (size_t)e] = bf16r(vn[s * KD + e]);
+        }
     }
     for (int s = 0; s < B; s++) {
         float *kc = malloc((size_t)len[s] * KD * sizeof *kc), *vc = malloc((size_t)len[s] * KD * sizeof *vc);
@@ -988,7 +1027,7 @@ static void test_decode_attention(void)
     free(q_rep), free(got_rep), free(tab_rep), free(len_rep);
     void *bufs[] = {d_k, d_v, d_q, d_kn, d_vn, d_tab, d_len, d_o};
     for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
-    free(kp), free(vp);
+    free(kp), free(vp), free(kp16), free(vp16);
 }
 
 /* The log-softmax over a full-size vocabulary at a temperature, and its backward. */

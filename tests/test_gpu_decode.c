@@ -134,7 +134,8 @@ static void flash_emulated(float *out, const float *q, const float *k, const flo
     free(qb);
 }
 
-/* logits (T, V) of every position of tok, with the GPU engine's bf16 roundings; the
+/* logits (T, V) of every position of tok, with the GPU engine's bf16 roundings (the
+ * matrix products' operands, the KV cache's keys and values); the
  * attention of rows 0 .. flash_rows - 1 (a prefill whose chunks take prefill_attn) as
  * flash_emulated computes it. */
 static void emulated_forward(const struct tfm_config *c, const struct tfm_params *p,
@@ -169,6 +170,8 @@ static void emulated_forward(const struct tfm_config *c, const struct tfm_params
         }
         rope_forward(q, pos, T, H, D, rope);
         rope_forward(k, pos, T, K, D, rope);
+        round_bf16(k, Tz * KD); /* the KV cache holds bf16 */
+        round_bf16(v, Tz * KD);
         attn_forward(att, q, k, v, pos, T, T, H, K, D, scratch);
         flash_emulated(att, q, k, v, flash_rows, H, K, D);
         round_bf16(att, Tz * HD);
@@ -511,8 +514,8 @@ static void test_pool_full(void)
     struct tfm_params p;
     test_bf16_params(&p, &c, 11);
     struct gpu_model *m = upload(&c, &p);
-    size_t block =
-        2 * (size_t)c.n_layers * GPU_KV_BLOCK * c.n_kv_heads * c.head_dim * sizeof(float);
+    size_t block = /* keys and values of every layer, bf16 */
+        2 * (size_t)c.n_layers * GPU_KV_BLOCK * c.n_kv_heads * c.head_dim * sizeof(uint16_t);
     struct gpu_decoder *d = decoder(m, 2, CAP, 16, 4 * block); /* one slot's 3 blocks + 1 */
     int32_t tok[CAP];
     tokens_of(tok, CAP, c.vocab_size, 1);

@@ -65,8 +65,10 @@
  *   prefill_attn   the rows of one sequence (a prefill chunk: q (nq, H*D), positions
  *                  q_pos) against its keys 0 .. q_pos[i] in a paged KV pool (as
  *                  decode_attn's, one block table): flash_fwd's out
- * Decode over a paged KV cache (pools of blocks of P tokens, (n_blocks, P, K*D); a
- * sequence's token j in block table[s][j / P], slot j % P; blocks may be shared):
+ * Decode over a paged KV cache (pools of blocks of P tokens, (n_blocks, P, K*D), bf16:
+ * a key or value is rounded to nearest even where it is written and read back
+ * exactly; a sequence's token j in block table[s][j / P], slot j % P; blocks may be
+ * shared):
  *   kv_append      writes k_new, v_new (B, K*D) as token len[s] - 1 of each sequence
  *   decode_attn    out (B, H*D): each sequence's query q (B, H*D) over its len[s]
  *                  tokens (causal: the last is the new one)
@@ -110,7 +112,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 10 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 11 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -221,16 +223,16 @@ struct cuda_api {
     int (*flash_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
                      const float *k, const float *v, const float *out, const float *lse,
                      const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
-    int (*prefill_attn)(float *out, const float *q, const float *k_pool, const float *v_pool,
+    int (*prefill_attn)(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                         const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D,
                         int P);
-    int (*kv_append)(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
+    int (*kv_append)(uint16_t *k_pool, uint16_t *v_pool, const float *k_new, const float *v_new,
                      const int32_t *table, int max_blocks, const int32_t *len, int B, int K,
                      int D, int P);
-    int (*decode_attn)(float *out, const float *q, const float *k_pool, const float *v_pool,
+    int (*decode_attn)(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                        const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                        int K, int D, int P);
-    int (*decode_qkv)(float *q, float *k_pool, float *v_pool, const float *qlin,
+    int (*decode_qkv)(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin,
                       const float *klin, const float *v, const uint16_t *q_norm,
                       const uint16_t *k_norm, float eps, const int32_t *pos, const float *rope,
                       const int32_t *table, int max_blocks, const int32_t *len, int B, int H,

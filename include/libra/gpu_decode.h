@@ -4,7 +4,9 @@
  * with the KV cache in a paged pool (vLLM's PagedAttention layout).
  *
  * The KV pool: blocks of GPU_KV_BLOCK tokens, each holding every layer's keys and
- * values of those tokens (float32). A slot's cache is a table of block ids; blocks
+ * values of those tokens in bf16 (as vLLM keeps them in the model's dtype): half the
+ * memory and half the bytes a decode step reads of float32 keys, for a rounding of
+ * each key and value to 8 significant bits (docs/cuda.md). A slot's cache is a table of block ids; blocks
  * are taken from a free list as a slot grows and given back when it is truncated or
  * reset. gpu_decoder_fork makes a slot share another's blocks (the trajectories of one
  * prompt share its prefill); a shared block is copied before it is written (copy on

@@ -148,11 +148,11 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
     t_sample /= steps;
     double t = t_step + t_sample;
     /* bytes a step reads at least: every weight but the embedding rows not gathered, and
-     * each slot's keys and values (float32) */
+     * each slot's keys and values (bf16) */
     double embed_rows = c->tie_word_embeddings ? 0 : (double)c->vocab_size * c->hidden_size;
     double w = ((double)m->at.n - embed_rows) * 2;
     double kv = (double)B * (context + steps / 2.0) * c->n_layers * 2.0 * c->n_kv_heads *
-                c->head_dim * 4;
+                c->head_dim * 2;
     double bw = (w + kv) / t_step / 1e9;
     char lt[40] = "";
     if (gemv) snprintf(lt, sizeof lt, ", %6.2f with cuBLASLt", 1e3 * t_lt);

@@ -211,7 +211,7 @@ __device__ static size_t paged_row(const int32_t *tab, int j, int P)
     return (size_t)tab[j / P] * P + (size_t)(j % P);
 }
 
-__global__ static void kv_append_k(float *k_pool, float *v_pool, const float *k_new,
+__global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const float *k_new,
                                    const float *v_new, const int32_t *table, int max_blocks,
                                    const int32_t *len, int B, int KD, int P)
 {
@@ -219,11 +219,11 @@ __global__ static void kv_append_k(float *k_pool, float *v_pool, const float *k_
     if (e >= (long long)B * KD) return;
     int s = (int)(e / KD), c = (int)(e % KD);
     size_t row = paged_row(table + (size_t)s * max_blocks, len[s] - 1, P);
-    k_pool[row * KD + c] = k_new[(size_t)s * KD + c];
-    v_pool[row * KD + c] = v_new[(size_t)s * KD + c];
+    k_pool[row * KD + c] = f32_to_bf16_rne(k_new[(size_t)s * KD + c]);
+    v_pool[row * KD + c] = f32_to_bf16_rne(v_new[(size_t)s * KD + c]);
 }
 
-extern "C" int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
+extern "C" int cu_kv_append(uint16_t *k_pool, uint16_t *v_pool, const float *k_new, const float *v_new,
                             const int32_t *table, int max_blocks, const int32_t *len, int B,
                             int K, int D, int P)
 {
@@ -249,8 +249,8 @@ extern "C" int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, co
 #define DEC_WARPS 8
 #define DEC_GMAX 4
 
-__global__ static void decode_attn_k(float *out, const float *q, const float *k_pool,
-                                     const float *v_pool, const int32_t *table, int max_blocks,
+__global__ static void decode_attn_k(float *out, const float *q, const uint16_t *k_pool,
+                                     const uint16_t *v_pool, const int32_t *table, int max_blocks,
                                      const int32_t *len, int H, int K, int D, int P, int chunks,
                                      float scale, float *part)
 {
@@ -281,8 +281,8 @@ __global__ static void decode_attn_k(float *out, const float *q, const float *k_
         float kr[ATT_MAX_PER_LANE], vr[ATT_MAX_PER_LANE];
         for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
             int d = lane + 32 * e;
-            kr[e] = d < D ? k_pool[off + d] : 0.0f;
-            vr[e] = d < D ? v_pool[off + d] : 0.0f;
+            kr[e] = d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
+            vr[e] = d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
         }
 #pragma unroll
         for (int hh = 0; hh < DEC_GMAX; hh++) {
@@ -381,8 +381,8 @@ int cu_attention_prepare(void)
     return 0;
 }
 
-extern "C" int cu_decode_attn(float *out, const float *q, const float *k_pool,
-                              const float *v_pool, const int32_t *table, int max_blocks,
+extern "C" int cu_decode_attn(float *out, const float *q, const uint16_t *k_pool,
+                              const uint16_t *v_pool, const int32_t *table, int max_blocks,
                               const int32_t *len, int B, int H, int K, int D, int P)
 {
     if (B <= 0) return 0;

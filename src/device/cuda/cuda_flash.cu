@@ -22,7 +22,7 @@
  *                  rows of every head of the group, in tiles of FL_BROWS,
  *                  dv += P^T dO, dk += scale dS^T Q.
  * Prefill (prefill_attn): the forward's tiles for the rows of one sequence against its
- * keys in the decoder's paged float32 KV pool, staged through the block table
+ * keys in the decoder's paged bf16 KV pool, staged through the block table
  * (flash_paged_k; nothing allocated, so it can be recorded in a CUDA graph).
  * Blocks of the forward and dq passes are numbered from the last rows (the most keys)
  * down, so the longest ones start first.
@@ -339,23 +339,21 @@ __global__ static void __launch_bounds__(FL_THREADS)
 }
 
 /* ---- prefill over a paged KV cache ---- */
-/* Stages keys j0 .. j0 + FL_KEYS - 1 (zero past last) of kv head kvh from a float32 pool
+/* Stages keys j0 .. j0 + FL_KEYS - 1 (zero past last) of kv head kvh from a bf16 pool
  * of blocks of P tokens -- key j at pool row table[j / P] P + j % P, (row K + kvh) D --
- * as bf16 rows of DP + 8. */
+ * as bf16 rows of DP + 8: four values (8 bytes; D is a multiple of 4) a copy. */
 template <int DP>
-__device__ static void stage_paged(uint16_t *sm, const float *pool, const int32_t *table, int kvh,
-                                   int K, int D, int P, int j0, int last)
+__device__ static void stage_paged(uint16_t *sm, const uint16_t *pool, const int32_t *table,
+                                   int kvh, int K, int D, int P, int j0, int last)
 {
     for (int e = threadIdx.x; e < FL_KEYS * (DP / 4); e += FL_THREADS) {
         int r = e / (DP / 4), c = (e % (DP / 4)) * 4, j = j0 + r;
-        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        uint2 f = make_uint2(0u, 0u);
         if (j <= last && c < D) {
             size_t row = (size_t)table[j / P] * P + (size_t)(j % P);
-            f = *(const float4 *)(pool + (row * K + kvh) * D + c);
+            f = *(const uint2 *)(pool + (row * K + kvh) * D + c);
         }
-        uint32_t *w = (uint32_t *)(sm + r * (DP + 8) + c);
-        w[0] = pack2(f.x, f.y);
-        w[1] = pack2(f.z, f.w);
+        *(uint2 *)(sm + r * (DP + 8) + c) = f;
     }
 }
 
@@ -380,11 +378,11 @@ __device__ static void load_a_f32(uint32_t a[DP / 16][4], const float *x, size_t
 }
 
 /* The rows of one sequence (a prefill chunk) against that sequence's keys 0 .. q_pos[i]
- * in the pool: flash_fwd_k's tiles, staged from the pool through the block table (the
- * pool is float32 and paged, so the copy converts as it goes; one buffer). */
+ * in the pool: flash_fwd_k's tiles, staged from the bf16 pool through the block table
+ * (one buffer). */
 template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
-    flash_paged_k(float *out, const float *q, const float *k_pool, const float *v_pool,
+    flash_paged_k(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                   const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P,
                   float scale2)
 {
@@ -747,7 +745,7 @@ static int bwd_launch(float *dq, float *dk, float *dv, const float *dout, const 
 }
 
 template <int DP>
-static int paged_launch(float *out, const float *q, const float *k_pool, const float *v_pool,
+static int paged_launch(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                         const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D,
                         int P)
 {
@@ -795,8 +793,8 @@ extern "C" int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, 
     FL_BY_DP(D, bwd_launch, dq, dk, dv, dout, q, k, v, lse, delta, q_pos, nq, nk, H, K, D)
 }
 
-extern "C" int cu_prefill_attn(float *out, const float *q, const float *k_pool,
-                               const float *v_pool, const int32_t *table, const int32_t *q_pos,
+extern "C" int cu_prefill_attn(float *out, const float *q, const uint16_t *k_pool,
+                               const uint16_t *v_pool, const int32_t *table, const int32_t *q_pos,
                                int nq, int H, int K, int D, int P)
 {
     if (nq <= 0) return 0;

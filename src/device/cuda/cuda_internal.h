@@ -100,16 +100,16 @@ int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x, c
 int cu_bias_bwd(float *db, const float *dy, int N, int out);
 struct cuda_gemv;
 int cu_gemv(const struct cuda_gemv *g);
-int cu_kv_append(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
+int cu_kv_append(uint16_t *k_pool, uint16_t *v_pool, const float *k_new, const float *v_new,
                  const int32_t *table, int max_blocks, const int32_t *len, int B, int K, int D,
                  int P);
 int cu_attn_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                 const float *k, const float *v, const int32_t *q_pos, int nq, int nk, int H,
                 int K, int D, float *stats);
-int cu_decode_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
+int cu_decode_attn(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                    const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                    int K, int D, int P);
-int cu_decode_qkv(float *q, float *k_pool, float *v_pool, const float *qlin, const float *klin,
+int cu_decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin, const float *klin,
                   const float *v, const uint16_t *q_norm, const uint16_t *k_norm, float eps,
                   const int32_t *pos, const float *rope, const int32_t *table, int max_blocks,
                   const int32_t *len, int B, int H, int K, int D, int P);
@@ -123,7 +123,7 @@ int cu_flash_fwd(float *out, float *lse, const float *q, const float *k, const f
 int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                  const float *k, const float *v, const float *out, const float *lse,
                  const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
-int cu_prefill_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
+int cu_prefill_attn(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                     const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P);
 int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
                       const int32_t *targets, int N, int V, float temperature);

@@ -175,7 +175,7 @@ extern "C" int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, in
  * (rope_fwd's), and for the kv heads the append of k and v to the paged pools
  * (kv_append's row). A block of ROW_THREADS per (row, head of q or kv head), a thread
  * per dimension (D <= ROW_THREADS). ---- */
-__global__ static void decode_qkv_k(float *q, float *k_pool, float *v_pool, const float *qlin,
+__global__ static void decode_qkv_k(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin,
                                     const float *klin, const float *v, const uint16_t *q_norm,
                                     const uint16_t *k_norm, float eps, const int32_t *pos,
                                     const float *rope, const int32_t *table, int max_blocks,
@@ -205,11 +205,11 @@ __global__ static void decode_qkv_k(float *q, float *k_pool, float *v_pool, cons
     int t = len[r] - 1;
     size_t row = (size_t)table[(size_t)r * max_blocks + t / P] * P + (size_t)(t % P);
     size_t at = row * (size_t)K * D + (size_t)h * D + j;
-    k_pool[at] = y;
-    v_pool[at] = v[((size_t)r * K + h) * D + j];
+    k_pool[at] = f32_to_bf16_rne(y);
+    v_pool[at] = f32_to_bf16_rne(v[((size_t)r * K + h) * D + j]);
 }
 
-extern "C" int cu_decode_qkv(float *q, float *k_pool, float *v_pool, const float *qlin,
+extern "C" int cu_decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin,
                              const float *klin, const float *v, const uint16_t *q_norm,
                              const uint16_t *k_norm, float eps, const int32_t *pos,
                              const float *rope, const int32_t *table, int max_blocks,

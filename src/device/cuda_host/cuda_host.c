@@ -149,19 +149,19 @@ static int flash_bwd(float *dq, float *dk, float *dv, const float *dout, const f
     return LAUNCH(ch_flash_bwd, a);
 }
 
-static int prefill_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
+static int prefill_attn(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                         const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D,
                         int P)
 {
     if (nq <= 0) return 0;
     if (ch_flash_check("prefill_attn", H, K, D)) return -1;
-    struct paged_args a = {.out = out, .q_in = q, .k_in = k_pool, .v_in = v_pool,
+    struct paged_args a = {.out = out, .q_in = q, .k_pin = k_pool, .v_pin = v_pool,
                            .table = table, .pos = q_pos, .B = nq, .H = H, .K = K, .D = D,
                            .P = P};
     return LAUNCH(ch_prefill_attn, a);
 }
 
-static int kv_append(float *k_pool, float *v_pool, const float *k_new, const float *v_new,
+static int kv_append(uint16_t *k_pool, uint16_t *v_pool, const float *k_new, const float *v_new,
                      const int32_t *table, int max_blocks, const int32_t *len, int B, int K,
                      int D, int P)
 {
@@ -171,19 +171,19 @@ static int kv_append(float *k_pool, float *v_pool, const float *k_new, const flo
     return LAUNCH(ch_kv_append, a);
 }
 
-static int decode_attn(float *out, const float *q, const float *k_pool, const float *v_pool,
+static int decode_attn(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                        const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                        int K, int D, int P)
 {
     if (B <= 0) return 0;
     if (ch_heads_check("decode_attn", H, K, D)) return -1;
-    struct paged_args a = {.out = out, .q_in = q, .k_in = k_pool, .v_in = v_pool,
+    struct paged_args a = {.out = out, .q_in = q, .k_pin = k_pool, .v_pin = v_pool,
                            .table = table, .max_blocks = max_blocks, .len = len, .B = B,
                            .H = H, .K = K, .D = D, .P = P};
     return LAUNCH(ch_decode_attn, a);
 }
 
-static int decode_qkv(float *q, float *k_pool, float *v_pool, const float *qlin,
+static int decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin,
                       const float *klin, const float *v, const uint16_t *q_norm,
                       const uint16_t *k_norm, float eps, const int32_t *pos, const float *rope,
                       const int32_t *table, int max_blocks, const int32_t *len, int B, int H,

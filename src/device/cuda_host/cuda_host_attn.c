@@ -9,7 +9,8 @@
  *                  bf16 where they enter a product; the forward's keys in tiles of 64
  *                  with the running maximum per tile, as fwd_tile; prefill_attn that
  *                  forward over keys gathered from the pool;
- *   kv_append, decode_qkv   the appends, and rmsnorm_forward / rope_forward per head.
+ *   kv_append, decode_qkv   the appends (rounded to the pool's bf16), and
+ *                  rmsnorm_forward / rope_forward per head.
  * The refusals (head dimensions) are the CUDA launchers'. Limits: plain loops, one
  * thread; scratch is malloc'd per call (no allocation from the memory budget).
  */
@@ -21,6 +22,7 @@
 
 #include "libra/cpu_ops.h"
 #include "libra/log.h"
+#include "libra/safetensors.h"
 
 #define FLASH_KEYS 64 /* keys per tile of the tensor-core forward (FL_KEYS) */
 #define FLASH_LOG2E 1.4426950408889634f
@@ -191,25 +193,27 @@ static size_t paged_row(const int32_t *tab, int j, int P)
     return (size_t)tab[j / P] * P + (size_t)(j % P);
 }
 
-/* Tokens 0 .. n - 1 of the sequence of block table tab, from pool (rows of KD) into
- * out (n, KD), rounded to bf16 when round. */
-static void gather(float *out, const float *pool, const int32_t *tab, int n, int KD, int P,
-                   int round)
+/* Tokens 0 .. n - 1 of the sequence of block table tab, from the bf16 pool (rows of
+ * KD) into out (n, KD), widened to float32. */
+static void gather(float *out, const uint16_t *pool, const int32_t *tab, int n, int KD, int P)
 {
     for (int j = 0; j < n; j++) {
-        const float *src = pool + paged_row(tab, j, P) * KD;
+        const uint16_t *src = pool + paged_row(tab, j, P) * KD;
         float *dst = out + (size_t)j * KD;
-        for (int c = 0; c < KD; c++) dst[c] = round ? ch_bf16r(src[c]) : src[c];
+        for (int c = 0; c < KD; c++) dst[c] = st_bf16_to_f32(src[c]);
     }
 }
 
-/* Writes k and v (KD each) as token len - 1 of the sequence of block table tab. */
-static void append_row(float *k_pool, float *v_pool, const float *k, const float *v,
+/* Writes k and v (KD each) as token len - 1 of the sequence of block table tab,
+ * rounded to bf16 (nearest even). */
+static void append_row(uint16_t *k_pool, uint16_t *v_pool, const float *k, const float *v,
                        const int32_t *tab, int len, int KD, int P)
 {
     size_t row = paged_row(tab, len - 1, P);
-    memcpy(k_pool + row * KD, k, (size_t)KD * sizeof *k);
-    memcpy(v_pool + row * KD, v, (size_t)KD * sizeof *v);
+    for (int c = 0; c < KD; c++) {
+        k_pool[row * KD + c] = st_f32_to_bf16(k[c]);
+        v_pool[row * KD + c] = st_f32_to_bf16(v[c]);
+    }
 }
 
 int ch_prefill_attn(const void *args)
@@ -218,8 +222,8 @@ int ch_prefill_attn(const void *args)
     int n = 0, KD = a->K * a->D; /* keys: 0 .. the highest position */
     for (int i = 0; i < a->B; i++) n = a->pos[i] + 1 > n ? a->pos[i] + 1 : n;
     float *kb = xmalloc((size_t)n * KD * sizeof *kb), *vb = xmalloc((size_t)n * KD * sizeof *vb);
-    gather(kb, a->k_in, a->table, n, KD, a->P, 1);
-    gather(vb, a->v_in, a->table, n, KD, a->P, 1);
+    gather(kb, a->k_pin, a->table, n, KD, a->P);
+    gather(vb, a->v_pin, a->table, n, KD, a->P);
     flash_rows(a->out, NULL, a->q_in, kb, vb, a->pos, a->B, a->H, a->K, a->D);
     free(kb);
     free(vb);
@@ -246,8 +250,8 @@ int ch_decode_attn(const void *args)
         size_t nkd = (size_t)n * KD;
         float *kc = xmalloc(nkd * sizeof *kc), *vc = xmalloc(nkd * sizeof *vc);
         float *scratch = xmalloc(attn_scratch_floats(1, n, H, K, D) * sizeof *scratch);
-        gather(kc, a->k_in, tab, n, KD, a->P, 0);
-        gather(vc, a->v_in, tab, n, KD, a->P, 0);
+        gather(kc, a->k_pin, tab, n, KD, a->P);
+        gather(vc, a->v_pin, tab, n, KD, a->P);
         attn_forward(a->out + (size_t)s * H * D, a->q_in + (size_t)s * H * D, kc, vc, &pos, 1, n,
                      H, K, D, scratch);
         free(kc), free(vc), free(scratch);

@@ -102,7 +102,9 @@ struct attn_args { /* attn_fwd / attn_bwd / flash_fwd / flash_bwd of one sequenc
     int nq, nk, H, K, D;
 };
 struct paged_args { /* kv_append, decode_attn, decode_qkv, prefill_attn */
-    float *out, *q, *k_pool, *v_pool;
+    float *out, *q;
+    uint16_t *k_pool, *v_pool;       /* bf16 pools written (kv_append, decode_qkv) */
+    const uint16_t *k_pin, *v_pin;   /* and read (decode_attn, prefill_attn) */
     const float *q_in, *k_in, *v_in, *rope;
     const uint16_t *q_norm, *k_norm;
     float eps;

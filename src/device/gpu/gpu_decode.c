@@ -8,7 +8,7 @@
  * and value there and decode_attn reads keys 0 .. pos[r] -- exactly the causal
  * attention of the training path, for prefill chunks and decode steps alike.
  *
- * Device memory: the pool (2 x L x blocks x GPU_KV_BLOCK x K*D floats) and scratch for
+ * Device memory: the pool (2 x L x blocks x GPU_KV_BLOCK x K*D bf16) and scratch for
  * R = max(prefill_chunk, n_slots) rows: float32 (R, C) x 2, (R, H*D) x 3, (R, K*D) x 2,
  * (R, F) x 3, (R, V) logits and as much sampler scratch, and bf16 (R, max(C, H*D, F)).
  */
@@ -49,7 +49,7 @@ struct gpu_decoder {
     void **graph;            /* (max_rows + 1) x 3 x 2: per R, logit mode and one_seq,
                                 NULL until made */
     /* device */
-    float *kpool, *vpool;    /* (L, n_blocks, P, K*D) */
+    uint16_t *kpool, *vpool; /* (L, n_blocks, P, K*D) bf16 */
     float *x, *h, *qlin, *q, *klin, *v, *att, *gate, *up, *act, *logits, *scratch, *rope;
     uint16_t *hb;            /* bf16 operand of the matrix products */
     int32_t *d_tok, *d_pos, *d_len, *d_table, *d_out_tok;
@@ -66,7 +66,7 @@ static void *dev_alloc(struct gpu_decoder *d, size_t bytes)
     return p;
 }
 
-static size_t pool_floats_per_block(const struct tfm_config *c)
+static size_t pool_values_per_block(const struct tfm_config *c)
 {
     return (size_t)GPU_KV_BLOCK * c->n_kv_heads * c->head_dim;
 }
@@ -158,7 +158,7 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     const struct cuda_api *api = m->api;
     int max_blocks = (slot_capacity + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK;
     int R = prefill_chunk > n_slots ? prefill_chunk : n_slots;
-    size_t block_bytes = 2 * (size_t)c->n_layers * pool_floats_per_block(c) * sizeof(float);
+    size_t block_bytes = 2 * (size_t)c->n_layers * pool_values_per_block(c) * sizeof(uint16_t);
     size_t scratch = scratch_bytes(c, (size_t)R, (size_t)slot_capacity, (size_t)max_blocks);
     size_t free_b = 0, total_b = 0;
     GPU_CHECK(api, api->mem_info(&free_b, &total_b));
@@ -206,7 +206,7 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
     size_t V = (size_t)c->vocab_size, widest = C > HD ? C : HD;
     widest = widest > F ? widest : F;
-    size_t pool = (size_t)c->n_layers * blocks * pool_floats_per_block(c) * sizeof(float);
+    size_t pool = (size_t)c->n_layers * blocks * pool_values_per_block(c) * sizeof(uint16_t);
     d->kpool = dev_alloc(d, pool);
     d->vpool = dev_alloc(d, pool);
     d->x = dev_alloc(d, Rz * C * sizeof(float));
@@ -329,13 +329,13 @@ static int blocks_needed(const struct gpu_decoder *d, int slot, int new_len)
 /* Copies block src's keys and values (every layer) into block dst. */
 static void block_copy(struct gpu_decoder *d, int32_t dst, int32_t src)
 {
-    size_t per = pool_floats_per_block(&d->c), layer = (size_t)d->n_blocks * per;
+    size_t per = pool_values_per_block(&d->c), layer = (size_t)d->n_blocks * per;
     for (int l = 0; l < d->c.n_layers; l++) {
         size_t off = (size_t)l * layer;
         GPU_CHECK(d->api, d->api->copy(d->kpool + off + (size_t)dst * per,
-                                       d->kpool + off + (size_t)src * per, per * sizeof(float)));
+                                       d->kpool + off + (size_t)src * per, per * sizeof(uint16_t)));
         GPU_CHECK(d->api, d->api->copy(d->vpool + off + (size_t)dst * per,
-                                       d->vpool + off + (size_t)src * per, per * sizeof(float)));
+                                       d->vpool + off + (size_t)src * per, per * sizeof(uint16_t)));
     }
 }
 
@@ -441,7 +441,7 @@ static void residual_sum(struct gpu_decoder *d, int R)
  * launch, then attention into d->att: a prefill chunk of GPU_PREFILL_FLASH_ROWS rows or
  * more on the tensor cores (prefill_attn, over the sequence's paged keys), else decode
  * attention (each row over its own sequence). */
-static void layer_attention(struct gpu_decoder *d, int l, int R, float *kp, float *vp)
+static void layer_attention(struct gpu_decoder *d, int l, int R, uint16_t *kp, uint16_t *vp)
 {
     const struct cuda_api *api = d->api;
     const struct gpu_model *m = d->m;
@@ -476,8 +476,8 @@ static void layer_forward(struct gpu_decoder *d, int l, int R)
     int C = c->hidden_size, HD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
     int F = c->intermediate_size;
     float eps = c->rms_norm_eps;
-    size_t layer = (size_t)d->n_blocks * pool_floats_per_block(c) * (size_t)l;
-    float *kp = d->kpool + layer, *vp = d->vpool + layer;
+    size_t layer = (size_t)d->n_blocks * pool_values_per_block(c) * (size_t)l;
+    uint16_t *kp = d->kpool + layer, *vp = d->vpool + layer;
     size_t Cz = (size_t)C, HDz = (size_t)HD, KDz = (size_t)KD, Fz = (size_t)F;
     const uint16_t *wq = gpu_model_w(m, a->wq, HDz * Cz, l), *wk = gpu_model_w(m, a->wk, KDz * Cz, l);
     const uint16_t *wv = gpu_model_w(m, a->wv, KDz * Cz, l), *wo = gpu_model_w(m, a->wo, Cz * HDz, l);
