@@ -1,5 +1,5 @@
 #!/bin/sh
-# RL on the CUDA device, the calc environment and the shipped model, eleven times: 4
+# RL on the CUDA device, the calc environment and the shipped model, twelve times: 4
 # ranks (controller, 2 training replicas, 1 rollout instance, all TP 1); 5 ranks
 # (controller, one TP-2 training replica, one TP-2 rollout instance: the GPU engine's
 # shards and their all-reduces); 5 ranks re-planned every 3 steps (1 replica + TP
@@ -8,8 +8,9 @@
 # the GPU forms at TP 1 and 2); a rollout rank lent to training for two epochs, which
 # must give its GPU trainer's memory back when it serves rollouts again; and the
 # global resource planner with the pool, plan.mode = "grp"; train.colocate against the
-# split layout on the same data; training replicas whose TP changes, up and down,
-# each against the same plan without the change), on the node's GPUs (one GPU serves every worker if
+# split layout on the same data, and the split one with float32 weight syncs against
+# its bf16 ones; training replicas whose TP changes, up and down, each against the
+# same plan without the change), on the node's GPUs (one GPU serves every worker if
 # there is only one). The rollout instances decode on the GPU engine, the replicas run
 # their forwards and backwards on the GPU training path; after every step the
 # replicas' parameter hashes must agree, the staleness bound must hold, the run must
@@ -113,6 +114,28 @@ if [ "${LIBRA_CUDA_MODULE:-}" = host ]; then
         "$out/ckpt-colo/step-00000006/model.h5" --rel-tol 1e-3 ||
         fail "check_rl --compare-models split colo (step 6)"
 fi
+# the weight syncs carry bf16 to the rollout ranks (the weights their engines decode,
+# bit for bit): the split run again with float32 syncs (LIBRA_TEST_SYNC_F32) gives the
+# same run exactly -- every step's figures, the eval, the final weights -- and its
+# syncs moved twice the bytes.
+rl_config "$out/split32.cfg" "$out/split32.h5" 6 1 "1, 1" 0 1 \
+    "checkpoint_interval = 2; checkpoint_keep = 3; checkpoint_dir = \"$out/ckpt-split32\";"
+export LIBRA_TEST_SYNC_F32=1
+rl_job 4 "$out/split32.cfg" "$out/split32"
+unset LIBRA_TEST_SYNC_F32
+"$CHECK_RL" --compare "$out/split.h5" "$out/split32.h5" --rel-tol 0 ||
+    fail "check_rl --compare split split32 (bf16 and float32 syncs)"
+"$CHECK_RL" --compare-models "$out/ckpt-split/step-00000006/model.h5" \
+    "$out/ckpt-split32/step-00000006/model.h5" --rel-tol 0 --moments 0 ||
+    fail "check_rl --compare-models split split32"
+/usr/bin/python3 - "$out/split.h5" "$out/split32.h5" <<'PY' || fail "bf16 syncs: not half the bytes"
+import sys
+import h5py
+b16, b32 = (h5py.File(f, "r")["steps"]["sync_bytes"][:] for f in sys.argv[1:])
+assert len(b16) == len(b32) and b32.sum() > 0, (b16, b32)
+assert (2 * b16 == b32).all(), (b16, b32)
+print("ok: bf16 syncs moved %d bytes, float32 %d" % (b16.sum(), b32.sum()))
+PY
 # the training replicas change their TP degree, from 2 of TP 1 to one of TP 2 (up) and
 # back (down): the whole training state gathered and re-cut, the GPU trainers' moments
 # with it. Each against the same run without the change (the same plan throughout),

@@ -195,6 +195,12 @@ struct device_ops {
     /* The staging buffer holds the complete weights of version v for this rank's
      * shard: they are swapped in at the next safe point (never mid-iteration). */
     void (*weights_staged)(struct device *d, int version);
+    /* 1: a rank that only serves rollouts decodes bf16 weights (rounded to nearest
+     * even from the float32 ones), so the weight syncs to it carry bf16 -- half the
+     * bytes, the same weights decoded. Its float32 copy then holds those rounded
+     * values, which is all its engine reads; a rank that trains again takes the
+     * training state from the replicas, never from that copy. */
+    int sync_bf16;
     /* The policy version of the weights this rank holds (-1: none yet). */
     int (*version)(const struct device *d);
     /* A fingerprint of the weights (replicas compare theirs after every step). */

@@ -17,6 +17,15 @@
  * The senders copy their slices first: the next optimizer step may start before the
  * sends complete. Bytes moved are counted per rank and reported with SYNC_DONE.
  *
+ * bf16 on the wire (device_ops.sync_bf16): a rank that only serves rollouts on such a
+ * device decodes bf16 weights, so its blocks travel rounded to bf16 (nearest even, as
+ * the engine rounds them: the weights it decodes are bit for bit the same) -- half the
+ * bytes. The sender rounds its copy once; the receiver lands them in a bf16 buffer of
+ * its staging buffer's layout and widens them into it when the last has arrived.
+ * Every other receiver (a lent or colocated rank, whose copy is a training replica's)
+ * takes float32. LIBRA_TEST_SYNC_F32 in every rank's environment (tests) keeps
+ * float32 for all.
+ *
  * A colocated plan's sync moves nothing between ranks: every rollout rank is a training
  * replica holding the step's weights (the replicas compare hashes after every step), so
  * each copies its own live slices into its staging buffer, and the swap at the next
@@ -26,6 +35,7 @@
 #include <string.h>
 
 #include "libra/log.h"
+#include "libra/safetensors.h"
 #include "worker_internal.h"
 
 #define TAG_SYNC_DATA 301 /* on the sync communicator */
@@ -59,8 +69,16 @@ static int same_block(const struct dev_slice *a, const struct dev_slice *b)
            a->nc == b->nc;
 }
 
-/* The type that picks overlap o out of slice s's contiguous block. */
-static MPI_Datatype block_type(const struct dev_slice *s, const struct overlap *o)
+/* Whether the syncs to rank r carry bf16 (see the top). */
+static int wire_bf16(const struct worker *w, int r)
+{
+    if (!w->ops->sync_bf16 || w->plan.colocated || getenv("LIBRA_TEST_SYNC_F32")) return 0;
+    return w->plan.ranks[r].role == ROLE_ROLLOUT;
+}
+
+/* The type that picks overlap o out of slice s's contiguous block of elem values. */
+static MPI_Datatype block_type(const struct dev_slice *s, const struct overlap *o,
+                               MPI_Datatype elem)
 {
     if (s->nr > 0x7fffffff || s->nc > 0x7fffffff)
         FATAL("weight sync: a slice of %lld x %lld exceeds one MPI count", (long long)s->nr,
@@ -68,7 +86,7 @@ static MPI_Datatype block_type(const struct dev_slice *s, const struct overlap *
     int sizes[2] = {(int)s->nr, (int)s->nc}, sub[2] = {(int)o->nr, (int)o->nc};
     int starts[2] = {(int)(o->r0 - s->r0), (int)(o->c0 - s->c0)};
     MPI_Datatype t;
-    MPI_CHECK(MPI_Type_create_subarray(2, sizes, sub, starts, MPI_ORDER_C, MPI_FLOAT, &t));
+    MPI_CHECK(MPI_Type_create_subarray(2, sizes, sub, starts, MPI_ORDER_C, elem, &t));
     MPI_CHECK(MPI_Type_commit(&t));
     return t;
 }
@@ -102,8 +120,9 @@ static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
     y->types[y->n_req++] = t;
 }
 
-/* A copy of this sender's slices (the weights may change before the sends end). */
-static void snapshot(struct side *me, float **copy)
+/* A copy of this sender's slices (the weights may change before the sends end), and
+ * with bf16 set the same rounded to bf16 (*copy16, the same offsets). */
+static void snapshot(struct side *me, float **copy, uint16_t **copy16, int bf16)
 {
     size_t total = 0;
     for (int m = 0; m < me->n; m++) total += (size_t)(me->s[m].nr * me->s[m].nc);
@@ -115,6 +134,43 @@ static void snapshot(struct side *me, float **copy)
         me->s[m].data = *copy + off;
         off += len;
     }
+    *copy16 = NULL;
+    if (!bf16) return;
+    *copy16 = xmalloc((total ? total : 1) * sizeof **copy16);
+    for (size_t i = 0; i < total; i++) (*copy16)[i] = st_f32_to_bf16((*copy)[i]);
+}
+
+/* A bf16 receiver's landing buffer for its staging slices rcv (kept for the widening). */
+static void recv16_prepare(struct wk_sync *y, const struct side *rcv)
+{
+    float *lo = NULL, *hi = NULL;
+    for (int m = 0; m < rcv->n; m++) {
+        float *a = rcv->s[m].data, *b = a + rcv->s[m].nr * rcv->s[m].nc;
+        if (!lo || a < lo) lo = a;
+        if (!hi || b > hi) hi = b;
+    }
+    size_t n = lo ? (size_t)(hi - lo) : 0;
+    if (n > y->cap_recv16) {
+        free(y->recv16);
+        y->recv16 = xmalloc(n * sizeof *y->recv16);
+        y->cap_recv16 = n;
+    }
+    y->stage_lo = lo;
+    y->rslices = xrealloc(y->rslices, (size_t)(rcv->n ? rcv->n : 1) * sizeof *y->rslices);
+    memcpy(y->rslices, rcv->s, (size_t)rcv->n * sizeof *rcv->s);
+    y->n_rslices = rcv->n;
+}
+
+/* The bf16 blocks received, widened into the staging slices. */
+static void recv16_widen(struct wk_sync *y)
+{
+    for (int m = 0; m < y->n_rslices; m++) {
+        const struct dev_slice *s = &y->rslices[m];
+        const uint16_t *src = y->recv16 + (s->data - y->stage_lo);
+        size_t len = (size_t)(s->nr * s->nc);
+        for (size_t i = 0; i < len; i++) s->data[i] = st_bf16_to_f32(src[i]);
+    }
+    y->n_rslices = 0;
 }
 
 /* Colocated: this rank's live weights become its staged rollout weights (the shard of
@@ -173,14 +229,22 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         if (mine) me_send = k;
     }
     float *copy = NULL;
-    if (me_send >= 0) snapshot(&senders[me_send], &copy);
+    uint16_t *copy16 = NULL;
+    int any16 = 0;
+    for (int q = n_send; q < n_mem; q++) any16 |= wire_bf16(w, members[q]);
+    if (me_send >= 0) snapshot(&senders[me_send], &copy, &copy16, any16);
     y->receiving = me_send < 0;
+    y->n_rslices = 0;
     for (int q = n_send; q < n_mem; q++) {
         const struct rank_assign *a = &p->ranks[members[q]];
         int mine = members[q] == w->rank;
         if (!mine && me_send < 0) continue; /* a receiver deals with its own blocks only */
         struct side rcv;
         side_get(w, &rcv, a->tp, a->index, mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
+        int b16 = wire_bf16(w, members[q]);
+        MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
+        long long esize = b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float);
+        if (mine && b16) recv16_prepare(y, &rcv);
         for (int m = 0; m < rcv.n; m++)
             for (int k = 0; k < n_send; k++) {
                 if (!mine && k != me_send) continue;
@@ -189,15 +253,19 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                     const struct dev_slice *sb = &senders[k].s[b];
                     if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
                     MPI_Request r;
-                    long long bytes = (long long)(o.nr * o.nc) * (long long)sizeof(float);
+                    long long bytes = (long long)(o.nr * o.nc) * esize;
                     if (mine) {
-                        MPI_Datatype t = block_type(&rcv.s[m], &o);
-                        MPI_CHECK(MPI_Irecv(rcv.s[m].data, 1, t, k, TAG_SYNC_DATA, w->comms.sync, &r));
+                        MPI_Datatype t = block_type(&rcv.s[m], &o, elem);
+                        void *at = b16 ? (void *)(y->recv16 + (rcv.s[m].data - y->stage_lo))
+                                       : (void *)rcv.s[m].data;
+                        MPI_CHECK(MPI_Irecv(at, 1, t, k, TAG_SYNC_DATA, w->comms.sync, &r));
                         add_req(y, r, t);
                         y->bytes_in += bytes;
                     } else {
-                        MPI_Datatype t = block_type(sb, &o);
-                        MPI_CHECK(MPI_Isend(sb->data, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
+                        MPI_Datatype t = block_type(sb, &o, elem);
+                        const void *from = b16 ? (const void *)(copy16 + (sb->data - copy))
+                                               : (const void *)sb->data;
+                        MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
                         add_req(y, r, t);
                         y->bytes_out += bytes;
                     }
@@ -209,7 +277,9 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     free(senders);
     free(members);
     free(y->send_copy);
+    free(y->send16);
     y->send_copy = copy;
+    y->send16 = copy16;
 }
 
 int ws_progress(struct worker *w)
@@ -222,9 +292,12 @@ int ws_progress(struct worker *w)
     for (int i = 0; i < y->n_req; i++) MPI_CHECK(MPI_Type_free(&y->types[i]));
     y->n_req = 0;
     y->active = 0;
+    if (y->n_rslices) recv16_widen(y);
     if (y->receiving) w->ops->weights_staged(w->dev, y->version);
     free(y->send_copy);
+    free(y->send16);
     y->send_copy = NULL;
+    y->send16 = NULL;
     struct wire_sync_done d = {y->version, y->sync_id, y->bytes_in + y->bytes_out};
     outbox_send(&w->ob, &d, sizeof d, 0, TAG_SYNC_DONE, MPI_COMM_WORLD);
     return 1;
@@ -235,4 +308,7 @@ void ws_free(struct worker *w)
     free(w->sync.req);
     free(w->sync.types);
     free(w->sync.send_copy);
+    free(w->sync.send16);
+    free(w->sync.recv16);
+    free(w->sync.rslices);
 }

@@ -75,6 +75,13 @@ struct wk_sync {
     int n_req, cap_req;
     int receiving;           /* this rank is a receiver (a rollout rank) */
     float *send_copy;        /* a sender's copy of its slices while the sends run */
+    uint16_t *send16;        /* ... rounded to bf16, for the receivers that take bf16 */
+    uint16_t *recv16;        /* a bf16 receiver's landing buffer: the staging buffer's
+                              * layout from stage_lo on, widened into it at the end */
+    size_t cap_recv16;
+    float *stage_lo;         /* the lowest address of the staging slices */
+    struct dev_slice *rslices; /* (n_rslices) a bf16 receiver's staging slices */
+    int n_rslices;
     long long bytes_in, bytes_out;
 };
 

@@ -248,4 +248,5 @@ static int cuda_describe(const struct libra_config *cfg, const struct cost_model
 
 /* ... and the replicas' gradient summed where it lies, on the GPUs (cpu_grad_reduce). */
 const struct device_ops device_cuda = {.name = "cuda", .describe = cuda_describe,
-                                       .grad_reduce = cpu_grad_reduce, HOST_SIDE_OPS};
+                                       .grad_reduce = cpu_grad_reduce, .sync_bf16 = 1,
+                                       HOST_SIDE_OPS};
