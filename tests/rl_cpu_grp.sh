@@ -6,7 +6,9 @@
 # heavier side.
 #   planner  the start-up profile of calc trajectories (workloads/calc.cfg); the
 #            planner must apply at least one plan of its own ("planner" event, a
-#            grp: /plans row) -- it moves ranks between roles and TP layouts.
+#            grp: /plans row) -- it moves ranks between roles and TP layouts. It may
+#            choose training replicas of TP 1 or 2 (on this host's rates it keeps
+#            one-rank ones: two of them train faster than one TP-2 replica).
 #   pool     the start-up profile over-states the rollouts (the default R2E-like
 #            preset), so the preflight plan is rollout-heavy, and the planner keeps it
 #            (min_gain_ratio 1: a new plan would have to halve the step): the pool
@@ -26,10 +28,10 @@
 out=$(scratch rl-grp)
 for run in planner pool; do
     if [ $run = planner ]; then
-        plan='max_rollout_tp = 2;'
+        plan='max_train_tp = 2; max_rollout_tp = 2;'
         workload='workload = { preset = "workloads/calc.cfg"; };'
     else
-        plan='max_rollout_tp = 1; min_gain_ratio = 1.0;'
+        plan='max_train_tp = 1; max_rollout_tp = 1; min_gain_ratio = 1.0;'
         workload=''
     fi
     cat > "$out/$run.cfg" <<CFG
@@ -38,7 +40,7 @@ device = { type = "cpu"; };
 model = { checkpoint = "$RL_MODEL"; };
 rollout = { n_samples = 8; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
 train = { batch_size = 96; max_staleness = 1; sync_interval = 1; lr = 5e-5; };
-plan = { mode = "grp"; max_train_tp = 1; max_train_pp = 1; pool = 1; $plan };
+plan = { mode = "grp"; max_train_pp = 1; pool = 1; $plan };
 $workload
 env = { name = "calc"; };
 eval = { size = 16; interval = 0; };

@@ -1153,16 +1153,14 @@ static int check_grp(const struct load_ctx *c, const config_setting_t *root,
 {
     const struct plan_config *p = &cfg->plan;
     if (strcmp(p->mode, "grp") != 0) return 0;
-    /* A real model's training state moves with re-plans rank for rank (a new training
-     * rank takes the root's): training replicas stay one rank. */
-    if (strcmp(cfg->device.type, "emu") != 0 && (p->max_train_tp != 1 || p->max_train_pp != 1)) {
-        const config_setting_t *at =
-            lookup(root, "plan", p->max_train_tp != 1 ? "max_train_tp" : "max_train_pp");
-        return fail(c, at ? at : lookup(root, "plan", "mode"),
-                    p->max_train_tp != 1 ? "plan.max_train_tp" : "plan.max_train_pp",
-                    "%d: with device.type = \"%s\" the planner keeps training replicas of one "
-                    "rank (set plan.max_train_tp = 1 and plan.max_train_pp = 1)",
-                    p->max_train_tp != 1 ? p->max_train_tp : p->max_train_pp, cfg->device.type);
+    /* A real model's training replicas shard by TP only (no pipeline stages); their
+     * TP may change between plans (the state is re-cut: docs/rl.md, "Layouts"), and
+     * which TP degrees the device trains is its own (driver_check_plans). */
+    if (strcmp(cfg->device.type, "emu") != 0 && p->max_train_pp != 1) {
+        const config_setting_t *at = lookup(root, "plan", "max_train_pp");
+        return fail(c, at ? at : lookup(root, "plan", "mode"), "plan.max_train_pp",
+                    "%d: with device.type = \"%s\" training replicas have no pipeline "
+                    "stages (set plan.max_train_pp = 1)", p->max_train_pp, cfg->device.type);
     }
     const struct { const char *key; int v; } pow2[] = {
         {"min_rollout_tp", p->min_rollout_tp}, {"max_rollout_tp", p->max_rollout_tp},

@@ -36,6 +36,14 @@ int driver_check_plans(const struct libra_config *cfg, const struct device_info 
             return -1;
         }
     }
+    /* the planner chooses training replicas of TP 1 .. max_train_tp */
+    for (int t = 1; strcmp(pc->mode, "grp") == 0 && t <= pc->max_train_tp; t *= 2)
+        if (t > 31 || !(dev->train_tp_mask >> t & 1)) {
+            snprintf(err, errlen, "%s: plan.max_train_tp: %d, but device.type = \"%s\" runs "
+                     "no training replica of TP %d (lower plan.max_train_tp)",
+                     CONFIG_WHERE(cfg, "plan.max_train_tp"), pc->max_train_tp, dev->name, t);
+            return -1;
+        }
     /* a real device's rank without a role holds a model copy and only waits */
     if (n > 0 && dev->has_model && world - 1 > most) {
         snprintf(err, errlen, "%s: plan: the layout uses %d workers but the job has %d (world "

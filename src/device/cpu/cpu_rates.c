@@ -254,6 +254,16 @@ int cpu_describe_model(const struct libra_config *cfg, struct device_info *out,
             return -1;
         }
     }
+    /* the planner chooses training replicas of TP 1 .. max_train_tp */
+    for (int t = 2; strcmp(pc->mode, "grp") == 0 && t <= pc->max_train_tp; t *= 2) {
+        char e[256];
+        if (tfm_tp_check(&mc, t, e, sizeof e) == 0) continue;
+        snprintf(err, errlen, "%s: plan.max_train_tp: the planner's training TP %d (of up to "
+                 "%d) cannot shard the model%s%s: %s (lower plan.max_train_tp)",
+                 CONFIG_WHERE(cfg, "plan.max_train_tp"), t, pc->max_train_tp,
+                 cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
+        return -1;
+    }
     /* the planner chooses instances of TP min_rollout_tp .. max_rollout_tp */
     for (int t = pc->min_rollout_tp; strcmp(pc->mode, "grp") == 0 && t <= pc->max_rollout_tp; t *= 2) {
         char e[256];
