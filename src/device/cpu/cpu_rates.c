@@ -212,6 +212,24 @@ void cpu_rates_fit(const struct libra_config *cfg, double t1, double t16, double
     r->kv_capacity_tokens = rate_capacity;
 }
 
+/* Every TP degree lo, 2 lo, ... hi that the planner may choose (plan.KEY) shards the
+ * model mc; else -1 and the message naming the first that does not. */
+static int planner_tps_shard(const struct libra_config *cfg, const struct tfm_config *mc,
+                             const char *key, const char *what, int lo, int hi, char *err,
+                             size_t errlen)
+{
+    for (int t = lo; t <= hi; t *= 2) {
+        char e[256], path[64];
+        if (tfm_tp_check(mc, t, e, sizeof e) == 0) continue;
+        snprintf(path, sizeof path, "plan.%s", key);
+        snprintf(err, errlen, "%s: %s: the planner's %s %d (of up to %d) cannot shard the "
+                 "model%s%s: %s (lower %s)", CONFIG_WHERE(cfg, path), path, what, t, hi,
+                 cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e, path);
+        return -1;
+    }
+    return 0;
+}
+
 int cpu_describe_model(const struct libra_config *cfg, struct device_info *out,
                        struct tfm_config *mc_out, char *err, size_t errlen)
 {
@@ -254,26 +272,14 @@ int cpu_describe_model(const struct libra_config *cfg, struct device_info *out,
             return -1;
         }
     }
-    /* the planner chooses training replicas of TP 1 .. max_train_tp */
-    for (int t = 2; strcmp(pc->mode, "grp") == 0 && t <= pc->max_train_tp; t *= 2) {
-        char e[256];
-        if (tfm_tp_check(&mc, t, e, sizeof e) == 0) continue;
-        snprintf(err, errlen, "%s: plan.max_train_tp: the planner's training TP %d (of up to "
-                 "%d) cannot shard the model%s%s: %s (lower plan.max_train_tp)",
-                 CONFIG_WHERE(cfg, "plan.max_train_tp"), t, pc->max_train_tp,
-                 cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
+    /* the planner chooses training replicas of TP 1 .. max_train_tp and instances of
+     * TP min_rollout_tp .. max_rollout_tp */
+    if (strcmp(pc->mode, "grp") == 0 &&
+        (planner_tps_shard(cfg, &mc, "max_train_tp", "training TP", 1, pc->max_train_tp, err,
+                           errlen) ||
+         planner_tps_shard(cfg, &mc, "max_rollout_tp", "TP", pc->min_rollout_tp,
+                           pc->max_rollout_tp, err, errlen)))
         return -1;
-    }
-    /* the planner chooses instances of TP min_rollout_tp .. max_rollout_tp */
-    for (int t = pc->min_rollout_tp; strcmp(pc->mode, "grp") == 0 && t <= pc->max_rollout_tp; t *= 2) {
-        char e[256];
-        if (tfm_tp_check(&mc, t, e, sizeof e) == 0) continue;
-        snprintf(err, errlen, "%s: plan.max_rollout_tp: the planner's TP %d (of up to %d) "
-                 "cannot shard the model%s%s: %s (lower plan.max_rollout_tp)",
-                 CONFIG_WHERE(cfg, "plan.max_rollout_tp"), t, pc->max_rollout_tp,
-                 cfg->model.checkpoint[0] ? " of " : "", cfg->model.checkpoint, e);
-        return -1;
-    }
     *mc_out = mc;
     return 0;
 }
