@@ -21,6 +21,8 @@
  *    (test_gpu_train's bounds against the CPU);
  *  - four data-parallel replicas (test_dp): the gradient summed on the GPUs equals the
  *    MPI sum, its norm the host's, and a step on it leaves the replicas identical;
+ *  - a TP shard's step through the host trainer with its gradient reduced and normed on
+ *    the GPU equals the step with the gradient brought to the host (test_tp_engine);
  *  - a model that is not the rank's shard, or a group of the wrong size: NULL + message.
  * Without a GPU it runs on the host stand-in of the CUDA module (test_cuda_or_skip).
  * Every rank runs the suites (they are collective); rank 0 prints, and the exit code is
@@ -37,6 +39,7 @@
 #include "libra/gpu_decode.h"
 #include "libra/gpu_train.h"
 #include "libra/sampler.h"
+#include "libra/trainer.h"
 #include "testtp.h"
 
 #define TOL 1e-2
@@ -326,6 +329,108 @@ static void test_dp(void)
     test_tp_group_close(&g);
 }
 
+/* A TP shard's GRPO step through the host trainer (trainer.h) with the gradient kept on
+ * the GPU -- the group's q/k norm sums (gpu_trainer_tp_reduce) and the norm of the
+ * primary slices (gpu_trainer_grad_sq_at) there -- against the same step with the
+ * gradient brought to the host (the engine's tp_reduce and grad_sq_at cleared:
+ * tfm_tp_reduce_grads and tfm_tp_grad_sq): the same norm within 1e-12, the same
+ * weights and moments within 1e-6 of their largest values (the clip factor's last
+ * bits). Shards with replicated kv heads keep the host path (their engine has no
+ * tp_reduce). */
+static void test_tp_engine(void)
+{
+    static const struct adamw_config adam = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.01f, 1.0f,
+                                             LR_CONSTANT, 0, 100, 0.1f};
+    static const struct grpo_config grpo = {0.2, 0.28, 2.0, 0.0, 0.0, 1e-6, 0.9};
+    enum { N0 = 29, N1 = 23 };
+    int n_gpu = 0;
+    for (int k = 0; k < N_CFG; k++)
+        for (int t = 2; t <= 4; t *= 2) {
+            const struct tfm_config *c = &cfgs[k];
+            struct test_tp_group g;
+            struct tfm_params full, part, pa, pb;
+            test_tp_model_open(&g, c, t, 61 + (uint64_t)k, 1, &full, &part);
+            tfm_params_alloc(&pa, &g.tp.local);
+            tfm_params_alloc(&pb, &g.tp.local);
+            memcpy(pa.mem, part.mem, part.n * sizeof *part.mem);
+            memcpy(pb.mem, part.mem, part.n * sizeof *part.mem);
+            char err[512];
+            struct gpu_comm *gc = gpu_comm_host_staged(api, &g.comm.tc);
+            struct gpu_trainer *ga = gpu_trainer_create_tp(api, &g.tp, gc, c, &pa, 64, &adam,
+                                                           err, sizeof err);
+            struct gpu_trainer *gb = gpu_trainer_create_tp(api, &g.tp, gc, c, &pb, 64, &adam,
+                                                           err, sizeof err);
+            CU_ASSERT_FATAL(ga && gb);
+            /* two sequences, prompts masked; behaviour log-probs from the model itself */
+            int32_t ids[N0 + N1];
+            uint8_t mask[N0 + N1];
+            float behav[N0 + N1];
+            for (int i = 0; i < N0 + N1; i++) {
+                ids[i] = (int32_t)((i * 37 + 11 * k + t) % c->vocab_size);
+                mask[i] = (i < N0 ? i : i - N0) >= 4;
+            }
+            int n_in[2] = {N0 - 1, N1 - 1};
+            int32_t in[N0 + N1], tgt[N0 + N1];
+            float lp[N0 + N1];
+            for (int q = 0, at = 0, o = 0; q < 2; at += q ? 0 : N0, q++)
+                for (int j = 0; j < n_in[q]; j++, o++)
+                    in[o] = ids[at + j], tgt[o] = ids[at + j + 1];
+            struct tfm_batch b = {2, n_in, in, tgt, NULL, 1.0f, NULL};
+            gpu_trainer_forward(ga, &b, lp, NULL);
+            for (int q = 0, at = 0, o = 0; q < 2; at += q ? 0 : N0, q++) {
+                behav[at] = 0.0f;
+                for (int j = 0; j < n_in[q]; j++, o++) behav[at + j + 1] = lp[o] + 0.05f;
+            }
+            struct train_seq seqs[2] = {{N0, ids, mask, behav, 1.0},
+                                        {N1, ids + N0, mask + N0, behav + N0, -0.8}};
+            struct trainer ta, tb;
+            trainer_init_tp(&ta, &g.tp, &pa, &adam, NULL, 0, &grpo, 64);
+            trainer_init_tp(&tb, &g.tp, &pb, &adam, NULL, 0, &grpo, 64);
+            struct train_engine ea = gpu_trainer_engine(ga), eb = gpu_trainer_engine(gb);
+            int replicated = c->n_kv_heads < t;
+            CU_ASSERT_EQUAL(eb.tp_reduce == NULL, replicated);
+            ea.tp_reduce = NULL; /* the host's reduction and norm */
+            ea.grad_sq_at = NULL;
+            trainer_set_engine(&ta, &ea);
+            trainer_set_engine(&tb, &eb);
+            struct grpo_stats sa = {0}, sb = {0};
+            trainer_grads(&ta, seqs, 2, N0 + N1, &sa);
+            trainer_grads(&tb, seqs, 2, N0 + N1, &sb);
+            CU_ASSERT_EQUAL(ta.grads_on_engine, 0);
+            CU_ASSERT_EQUAL(tb.grads_on_engine, !replicated);
+            n_gpu += tb.grads_on_engine;
+            double na = trainer_apply(&ta), nb = trainer_apply(&tb);
+            trainer_fetch_moments(&ta);
+            trainer_fetch_moments(&tb);
+            double n_err = fabs(na - nb) / na;
+            double p_err = test_rel_err(tb.p.mem, ta.p.mem, ta.p.n);
+            double m_err = fmax(test_rel_err(tb.opt.m, ta.opt.m, ta.opt.n),
+                                test_rel_err(tb.opt.v, ta.opt.v, ta.opt.n));
+            double moved = test_rel_err(ta.p.mem, part.mem, part.n);
+            n_err = group_max(&g, n_err);
+            p_err = group_max(&g, p_err);
+            m_err = group_max(&g, m_err);
+            if (test_tp_rank == 0)
+                printf("\n    %s TP %d step, gradient %s: norm %.1e, weights %.1e, moments "
+                       "%.1e from the host's", k == 0 ? "llama" : k == 1 ? "qwen2" : "qwen3",
+                       t, replicated ? "on the host (replicated kv heads)" : "on the GPU",
+                       n_err, p_err, m_err);
+            CU_ASSERT(na > 0 && n_err <= 1e-12);
+            CU_ASSERT(p_err <= 1e-6);
+            CU_ASSERT(m_err <= 1e-6);
+            CU_ASSERT(moved > 0); /* a step was taken */
+            trainer_free(&ta);
+            trainer_free(&tb);
+            gpu_trainer_free(ga);
+            gpu_trainer_free(gb);
+            gpu_comm_free(gc);
+            tfm_params_free(&full);
+            tfm_params_free(&part);
+            test_tp_group_close(&g);
+        }
+    CU_ASSERT(n_gpu >= 3); /* llama and qwen3 at TP 2, qwen2 at 2 and 4 */
+}
+
 static void test_refusals(void)
 {
     const struct tfm_config *c = &cfgs[0];
@@ -366,6 +471,8 @@ static const struct test_case cases[] = {
     {"GPU training TP 2, 4 = TP 1: log-probs, entropies, J and reduced gradients with the "
      "entropy term", test_train},
     {"GPU training DP 4: gradients summed on the GPUs, replicas step alike", test_dp},
+    {"GPU training TP 2, 4: a step with the shard's gradient on the GPU = on the host",
+     test_tp_engine},
     {"GPU decoder TP: the wrong shard or group is refused", test_refusals},
     {NULL, NULL},
 };

@@ -57,7 +57,8 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
  * the shard's config), p holds the shard's weights (tfm_tp_shard), comm the group
  * (size t, rank tp->rank; may be NULL at t == 1; it must outlive the trainer). tp NULL:
  * gpu_trainer_create. The gradients it leaves are tfm_backward_tp's: the q/k norms'
- * and replicated kv heads' are partial sums until tfm_tp_reduce_grads (on the host);
+ * and replicated kv heads' are partial sums until tfm_tp_reduce_grads (on the host) or
+ * gpu_trainer_tp_reduce (on the GPU, without replicated kv heads);
  * gpu_trainer_step refuses t > 1 (the host trainer steps a TP replica). */
 struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const struct tfm_tp *tp,
                                           struct gpu_comm *comm, const struct tfm_config *c,
@@ -93,6 +94,13 @@ void gpu_trainer_apply(struct gpu_trainer *t, const float *g, float clip,
                        const struct adamw_scalars *s, float *p);
 /* The gradient block's sum of squares (double; the same bits every call). */
 double gpu_trainer_grad_sq(struct gpu_trainer *t);
+/* A TP > 1 shard's gradient reduced as tfm_tp_reduce_grads does, in place on the GPU:
+ * the q/k norms' partial sums over the group (collective; nothing else to do when the
+ * kv heads are not replicated -- with replicated ones it refuses: those are summed on
+ * the host). */
+void gpu_trainer_tp_reduce(struct gpu_trainer *t);
+/* The sum of squares of the gradient's elements [off[i], off[i] + len[i]), i < n. */
+double gpu_trainer_grad_sq_at(struct gpu_trainer *t, const size_t *off, const size_t *len, int n);
 /* The gradient block becomes its sum over c's ranks (the training replicas: every
  * rank of c calls it; c's contract gives every rank the same bits). */
 void gpu_trainer_allreduce_grads(struct gpu_trainer *t, struct gpu_comm *c);
@@ -103,8 +111,11 @@ void gpu_trainer_set_moments(struct gpu_trainer *t, const float *m, const float 
 void gpu_trainer_set_params(struct gpu_trainer *t, const float *p);
 /* The trainer as a train_engine (include/libra/trainer.h): a CPU trainer then runs its
  * forwards, backwards and AdamW updates here (gpu_trainer_apply; the engine holds the
- * moments, and at TP 1 the gradient until it is asked for). To step on the host
- * instead, clear the engine's step, get_moments, set_moments and grad_sq. */
+ * moments, and the gradient until it is asked for -- at TP > 1 too, the group's
+ * reduction and norm on the GPU, unless the shard's kv heads are replicated, whose
+ * gradients the host sums). To step on the host instead, clear the engine's step,
+ * get_moments, set_moments and grad_sq; to reduce a TP shard's gradient on the host,
+ * clear tp_reduce and grad_sq_at. */
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t);
 /* The master weights into p (host). */
 void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p);

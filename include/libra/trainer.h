@@ -61,6 +61,12 @@ struct train_engine {
      * bits on every call). An engine with it keeps a TP-1 trainer's gradient at home
      * (trainer_grads does not call grads_end): see trainer_host_grads. */
     double (*grad_sq)(void *ctx);
+    /* Optional, with step and grad_sq: a TP > 1 shard's gradient stays at home too.
+     * tp_reduce does tfm_tp_reduce_grads' work on the engine's block (collective over
+     * the shard's group); grad_sq_at is the sum of squares of the block's elements
+     * [off[i], off[i] + len[i]), i < n (the primary slices: tfm_tp_grad_sq's terms). */
+    void (*tp_reduce)(void *ctx);
+    double (*grad_sq_at)(void *ctx, const size_t *off, const size_t *len, int n);
 };
 
 struct trainer {

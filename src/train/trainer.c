@@ -189,7 +189,8 @@ static void run_batch(struct trainer *t, const struct train_seq *seqs, int n_seq
 void trainer_grads(struct trainer *t, const struct train_seq *seqs, int n_seq,
                    double norm_tokens, struct grpo_stats *st)
 {
-    int on_engine = t->eng && t->eng->step && t->eng->grad_sq && !t->tp;
+    int on_engine = t->eng && t->eng->step && t->eng->grad_sq &&
+                    (!t->tp || (t->eng->tp_reduce && t->eng->grad_sq_at));
     if (!on_engine) memset(t->g.mem, 0, t->g.n * sizeof(float));
     t->grads_on_engine = 0;
     t->fwd_s = t->bwd_s = 0;
@@ -219,10 +220,38 @@ float *trainer_host_grads(struct trainer *t)
     return t->g.mem;
 }
 
+/* A TP shard's gradient on the engine: reduced there, its norm the group's sum of the
+ * primary slices' squares (tfm_tp_grad_sq's terms, summed on the engine). */
+static double tp_norm_on_engine(struct trainer *t)
+{
+    t->eng->tp_reduce(t->eng->ctx);
+    int n = tfm_tp_slices(t->tp, &t->g, NULL, 0), k = 0;
+    struct tfm_slice *sl = xmalloc((size_t)(n ? n : 1) * sizeof *sl);
+    size_t *off = xmalloc((size_t)(n ? n : 1) * sizeof *off);
+    size_t *len = xmalloc((size_t)(n ? n : 1) * sizeof *len);
+    tfm_tp_slices(t->tp, &t->g, sl, n);
+    for (int i = 0; i < n; i++) {
+        if (!sl[i].primary) continue; /* a replica counted on its primary rank */
+        size_t o = (size_t)(sl[i].local - t->g.mem), m = (size_t)(sl[i].nr * sl[i].nc);
+        if (k > 0 && off[k - 1] + len[k - 1] == o) { /* adjacent: one range */
+            len[k - 1] += m;
+            continue;
+        }
+        off[k] = o;
+        len[k++] = m;
+    }
+    double ss = t->eng->grad_sq_at(t->eng->ctx, off, len, k);
+    free(sl), free(off), free(len);
+    if (t->tp->t > 1) t->tp->comm->allreduce_f64(t->tp->comm->ctx, &ss, 1, TFM_RED_SUM);
+    return sqrt(ss);
+}
+
 double trainer_apply_guarded(struct trainer *t, int skip, int *applied)
 {
     double norm;
-    if (t->tp) {
+    if (t->tp && t->grads_on_engine) {
+        norm = tp_norm_on_engine(t);
+    } else if (t->tp) {
         tfm_tp_reduce_grads(t->tp, &t->g);
         norm = sqrt(tfm_tp_grad_sq(t->tp, &t->g));
     } else if (t->grads_on_engine) {

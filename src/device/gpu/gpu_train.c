@@ -48,6 +48,7 @@ struct gpu_trainer {
      * h_sums (ch, 3), h_lsum, h_clp, h_cent (ch each: log-sums, log-probs, entropies) on
      * the host */
     int tp_t, tp_rank, v0, V_full;
+    int kv_replicated;      /* the full model has fewer kv heads than tp_t */
     struct gpu_comm *comm;
     float *d_mx;
     double *d_sums, *d_lsum, *h_sums, *h_lsum;
@@ -222,6 +223,7 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     t->tp_rank = tp ? tp->rank : 0;
     t->v0 = tp ? tp->v0 : 0;
     t->V_full = tp ? tp->full.vocab_size : c->vocab_size;
+    t->kv_replicated = tp && tp->full.n_kv_heads < tp->t;
     t->comm = t->tp_t > 1 ? comm : NULL;
     if (t->comm) tp_buffers(t);
     size_t n = at.n, T = (size_t)max_tokens, C = (size_t)c->hidden_size;
@@ -787,6 +789,34 @@ double gpu_trainer_grad_sq(struct gpu_trainer *t)
     return sq;
 }
 
+void gpu_trainer_tp_reduce(struct gpu_trainer *t)
+{
+    if (!t->comm) return;
+    if (t->kv_replicated)
+        FATAL("gpu_trainer_tp_reduce: the replicated kv heads' gradients of a TP-%d shard "
+              "are summed on the host (tfm_tp_reduce_grads)", t->tp_t);
+    if (!t->c.qk_norm) return;
+    size_t L = (size_t)t->c.n_layers, D = (size_t)t->c.head_dim;
+    if (t->at.k_norm != t->at.q_norm + L * D)
+        FATAL("gpu_trainer_tp_reduce: q_norm and k_norm are not adjacent in the block");
+    t->comm->allreduce_f32(t->comm->ctx, t->g + t->at.q_norm, 2 * L * D, TFM_RED_SUM);
+    GPU_CHECK(t->api, t->api->sync());
+}
+
+double gpu_trainer_grad_sq_at(struct gpu_trainer *t, const size_t *off, const size_t *len, int n)
+{
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        if (off[i] + len[i] > t->at.n)
+            FATAL("gpu_trainer_grad_sq_at: elements %zu .. %zu of a block of %zu", off[i],
+                  off[i] + len[i], t->at.n);
+        double sq = 0;
+        GPU_CHECK(t->api, t->api->sum_squares(&sq, t->g + off[i], (int64_t)len[i]));
+        total += sq;
+    }
+    return total;
+}
+
 void gpu_trainer_allreduce_grads(struct gpu_trainer *t, struct gpu_comm *c)
 {
     c->allreduce_f32(c->ctx, t->g, t->at.n, TFM_RED_SUM);
@@ -835,6 +865,11 @@ static void eng_step(void *ctx, const float *g, float clip, const struct adamw_s
 }
 static void eng_get_moments(void *ctx, float *m, float *v) { gpu_trainer_moments(ctx, m, v); }
 static double eng_grad_sq(void *ctx) { return gpu_trainer_grad_sq(ctx); }
+static void eng_tp_reduce(void *ctx) { gpu_trainer_tp_reduce(ctx); }
+static double eng_grad_sq_at(void *ctx, const size_t *off, const size_t *len, int n)
+{
+    return gpu_trainer_grad_sq_at(ctx, off, len, n);
+}
 static void eng_set_moments(void *ctx, const float *m, const float *v)
 {
     gpu_trainer_set_moments(ctx, m, v);
@@ -842,7 +877,18 @@ static void eng_set_moments(void *ctx, const float *m, const float *v)
 
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t)
 {
-    return (struct train_engine){t,        eng_forward,    eng_grads_begin, eng_backward,
-                                 eng_grads_end, eng_set_params, eng_step, eng_get_moments,
-                                 eng_set_moments, eng_grad_sq};
+    /* a shard with replicated kv heads sums their gradients on the host */
+    int on_gpu = !t->kv_replicated;
+    return (struct train_engine){t,
+                                 eng_forward,
+                                 eng_grads_begin,
+                                 eng_backward,
+                                 eng_grads_end,
+                                 eng_set_params,
+                                 eng_step,
+                                 eng_get_moments,
+                                 eng_set_moments,
+                                 eng_grad_sq,
+                                 on_gpu ? eng_tp_reduce : NULL,
+                                 on_gpu ? eng_grad_sq_at : NULL};
 }
