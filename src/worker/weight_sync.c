@@ -20,7 +20,8 @@
  * bf16 on the wire (device_ops.sync_bf16): a rank that only serves rollouts on such a
  * device decodes bf16 weights, so its blocks travel rounded to bf16 (nearest even, as
  * the engine rounds them: the weights it decodes are bit for bit the same) -- half the
- * bytes. The sender rounds its copy once; the receiver lands them in a bf16 buffer of
+ * bytes. The sender's copy is bf16 too (a float32 one only when some receiver takes
+ * float32); the receiver lands them in a bf16 buffer of
  * its staging buffer's layout and widens them into it when the last has arrived.
  * Every other receiver (a lent or colocated rank, whose copy is a training replica's)
  * takes float32. LIBRA_TEST_SYNC_F32 in every rank's environment (tests) keeps
@@ -120,24 +121,28 @@ static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
     y->types[y->n_req++] = t;
 }
 
-/* A copy of this sender's slices (the weights may change before the sends end), and
- * with bf16 set the same rounded to bf16 (*copy16, the same offsets). */
-static void snapshot(struct side *me, float **copy, uint16_t **copy16, int bf16)
+/* The copies of this sender's slices its sends read (the weights may change before the
+ * sends end), each made only if some receiver takes it: float32 in *copy (the slices
+ * then point into it), rounded to bf16 in *copy16 at the offsets off[m] (me->n). */
+static void snapshot(struct side *me, int want32, int want16, float **copy, uint16_t **copy16,
+                     size_t **off)
 {
     size_t total = 0;
-    for (int m = 0; m < me->n; m++) total += (size_t)(me->s[m].nr * me->s[m].nc);
-    *copy = xmalloc((total ? total : 1) * sizeof **copy);
-    size_t off = 0;
+    *off = xmalloc((size_t)(me->n ? me->n : 1) * sizeof **off);
+    for (int m = 0; m < me->n; m++) {
+        (*off)[m] = total;
+        total += (size_t)(me->s[m].nr * me->s[m].nc);
+    }
+    *copy = want32 ? xmalloc((total ? total : 1) * sizeof **copy) : NULL;
+    *copy16 = want16 ? xmalloc((total ? total : 1) * sizeof **copy16) : NULL;
     for (int m = 0; m < me->n; m++) {
         size_t len = (size_t)(me->s[m].nr * me->s[m].nc);
-        memcpy(*copy + off, me->s[m].data, len * sizeof **copy);
-        me->s[m].data = *copy + off;
-        off += len;
+        uint16_t *h = *copy16 ? *copy16 + (*off)[m] : NULL;
+        for (size_t i = 0; h && i < len; i++) h[i] = st_f32_to_bf16(me->s[m].data[i]);
+        if (!*copy) continue;
+        memcpy(*copy + (*off)[m], me->s[m].data, len * sizeof **copy);
+        me->s[m].data = *copy + (*off)[m];
     }
-    *copy16 = NULL;
-    if (!bf16) return;
-    *copy16 = xmalloc((total ? total : 1) * sizeof **copy16);
-    for (size_t i = 0; i < total; i++) (*copy16)[i] = st_f32_to_bf16((*copy)[i]);
 }
 
 /* A bf16 receiver's landing buffer for its staging slices rcv (kept for the widening). */
@@ -230,9 +235,14 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     }
     float *copy = NULL;
     uint16_t *copy16 = NULL;
-    int any16 = 0;
-    for (int q = n_send; q < n_mem; q++) any16 |= wire_bf16(w, members[q]);
-    if (me_send >= 0) snapshot(&senders[me_send], &copy, &copy16, any16);
+    size_t *off16 = NULL;
+    int any16 = 0, any32 = 0;
+    for (int q = n_send; q < n_mem; q++) {
+        int b16 = wire_bf16(w, members[q]);
+        any16 |= b16;
+        any32 |= !b16;
+    }
+    if (me_send >= 0) snapshot(&senders[me_send], any32, any16, &copy, &copy16, &off16);
     y->receiving = me_send < 0;
     y->n_rslices = 0;
     for (int q = n_send; q < n_mem; q++) {
@@ -263,7 +273,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                         y->bytes_in += bytes;
                     } else {
                         MPI_Datatype t = block_type(sb, &o, elem);
-                        const void *from = b16 ? (const void *)(copy16 + (sb->data - copy))
+                        const void *from = b16 ? (const void *)(copy16 + off16[b])
                                                : (const void *)sb->data;
                         MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
                         add_req(y, r, t);
@@ -276,6 +286,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     for (int k = 0; k < n_send; k++) free(senders[k].s);
     free(senders);
     free(members);
+    free(off16);
     free(y->send_copy);
     free(y->send16);
     y->send_copy = copy;

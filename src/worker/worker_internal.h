@@ -74,8 +74,9 @@ struct wk_sync {
     MPI_Datatype *types;     /* (n_req) */
     int n_req, cap_req;
     int receiving;           /* this rank is a receiver (a rollout rank) */
-    float *send_copy;        /* a sender's copy of its slices while the sends run */
-    uint16_t *send16;        /* ... rounded to bf16, for the receivers that take bf16 */
+    float *send_copy;        /* a sender's copy of its slices while the sends run, when
+                              * some receiver takes float32 */
+    uint16_t *send16;        /* ... rounded to bf16, when some receiver takes bf16 */
     uint16_t *recv16;        /* a bf16 receiver's landing buffer: the staging buffer's
                               * layout from stage_lo on, widened into it at the end */
     size_t cap_recv16;
