@@ -9,15 +9,15 @@ CHECK_RL="$top_builddir/tests/check_rl"
 RL_MODEL="models/calc-base.h5" # resolved against $LIBRA_INPUTS
 
 # rl_write FILE OUTFILE STEPS STALENESS SYNC_INTERVAL RUN_KEYS PLAN_KEYS: the config of
-# every RL test; RL_DEVICE (default cpu), RL_LOG_LEVEL (default warn), RL_TRAIN_EXTRA
-# and RL_MODEL_EXTRA (environment) add to it.
+# every RL test; RL_DEVICE (default cpu), RL_LOG_LEVEL (default warn), RL_TRAIN_EXTRA,
+# RL_ROLLOUT_EXTRA and RL_MODEL_EXTRA (environment) add to it.
 rl_write() {
     cat > "$1" <<CFG
 run = { name = "rl-test"; steps = $3; seed = 7; log_level = "${RL_LOG_LEVEL:-warn}"; progress_interval_s = 5.0;
         $6 };
 device = { type = "${RL_DEVICE:-cpu}"; };
 model = { checkpoint = "$RL_MODEL"; ${RL_MODEL_EXTRA:-} };
-rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; };
+rollout = { n_samples = 4; max_turns = 4; max_tokens_per_turn = 48; max_tokens = 512; ${RL_ROLLOUT_EXTRA:-} };
 train = { batch_size = 16; max_staleness = $4; sync_interval = $5; lr = 5e-5; ${RL_TRAIN_EXTRA:-} };
 plan = { $7 };
 env = { name = "calc"; };

@@ -1,6 +1,7 @@
 #!/bin/sh
 # RL on the CUDA device, the calc environment and the shipped model, twelve times: 4
-# ranks (controller, 2 training replicas, 1 rollout instance, all TP 1); 5 ranks
+# ranks (controller, 2 training replicas, 1 rollout instance, all TP 1; top-k and top-p
+# sampling); 5 ranks
 # (controller, one TP-2 training replica, one TP-2 rollout instance: the GPU engine's
 # shards and their all-reduces); 5 ranks re-planned every 3 steps (1 replica + TP
 # [1, 1, 1], 2 replicas + TP [2], 1 replica + TP [2, 1]: instances dissolve and form
@@ -40,7 +41,8 @@ case "$devices" in
 esac
 out=$(scratch rl-cuda)
 export RL_DEVICE=cuda
-rl_config "$out/run.cfg" "$out/run.h5" 4 2 1 2 2
+# (nucleus sampling over the top 40: the instance samples on the GPU with top-k and top-p)
+RL_ROLLOUT_EXTRA="top_k = 40; top_p = 0.95;" rl_config "$out/run.cfg" "$out/run.h5" 4 2 1 2 2
 rl_job 4 "$out/run.cfg" "$out/run"
 tail -n 3 "$out/run.stdout"
 "$CHECK_RUN" "$out/run.h5" --min-steps 4 || fail "check_run"

@@ -20,7 +20,8 @@
  *                  cores take the probabilities and dS as bf16); lse 1e-4
  *   prefill_attn   1e-2 of the largest on bf16 inputs, paged keys
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
- *   sample         the same tokens as sampler_sample; log-probs 1e-5 of the largest
+ *   sample         the same tokens as sampler_sample (greedy, T, top-k, top-p);
+ *                  log-probs 1e-5 of the largest
  *   sum_squares    1e-12 relative (double accumulation in another order)
  *   vocab_max, vocab_sums, vocab_logsoftmax_bwd   rows split over 3 ranks' columns,
  *                  combined as the group's all-reduces would: 1e-4 (log-probs and
@@ -1130,8 +1131,6 @@ static void test_entropy(void)
     free(x), free(d0), free(ref), free(got), free(vgot);
 }
 
-/* The GPU sampler makes sampler_sample's decisions: the same tokens for the same
- * (seed, trajectory, position, logits), greedy and at a temperature. */
 /* The vocabulary-parallel log-softmax: rows split over 3 "ranks" (column ranges), each
  * shard's vocab_max / vocab_sums on the GPU, combined here as the group's all-reduces
  * would, against logsoftmax_forward / logsoftmax_backward on the whole rows. */
@@ -1216,6 +1215,14 @@ static void test_vocab_parallel(void)
     free(dgot);
 }
 
+/* The GPU sampler makes sampler_sample's decisions: the same tokens for the same
+ * (seed, trajectory, position, logits) under every setting -- greedy, temperature,
+ * top-k, top-p, both -- on 64 rows of 151,936 ids of which four are made to reach the
+ * selection's corners (the cases of test_cuda_sampler_emu, which runs the kernel's code
+ * on CPU threads): a flat row (every id survives top-p's cutoff: the sort over all
+ * V, ties ordered by id), logits in steps of 0.5 (ties across the k-th place), 20
+ * finite ids among -inf ones (top-k takes 30 ids of p = 0, by id), ten ids tied on
+ * top. */
 static void test_sampler(void)
 {
     enum { B = 64, V = 151936 };
@@ -1223,26 +1230,41 @@ static void test_sampler(void)
     float *logits = malloc(n * sizeof *logits), *scratch = malloc(2 * (size_t)V * sizeof *scratch);
     int64_t traj[B], pos[B];
     fill_normal(logits, n, 150, 2.0f);
+    for (int i = 0; i < V; i++) {
+        logits[i] = 0.25f;                                                  /* flat */
+        logits[V + i] = 0.5f * roundf(2.0f * logits[V + i]);                /* ties */
+        logits[2 * (size_t)V + i] = i % 7597 == 3 ? logits[2 * (size_t)V + i] : -INFINITY;
+        if (i % 15000 == 11) logits[3 * (size_t)V + i] = 9.0f;             /* ten on top */
+    }
     for (int b = 0; b < B; b++) traj[b] = 1000 + 7 * b, pos[b] = 3 * b + 11;
-    void *d_x = dev_copy(logits, n * sizeof *logits), *d_s = dev_copy(NULL, n * sizeof(float));
+    void *d_x = dev_copy(logits, n * sizeof *logits), *d_s = dev_copy(NULL, 2 * n * sizeof(float));
     void *d_tr = dev_copy(traj, sizeof traj), *d_po = dev_copy(pos, sizeof pos);
     void *d_tok = dev_copy(NULL, B * sizeof(int32_t)), *d_lp = dev_copy(NULL, B * sizeof(float));
-    static const float temps[] = {0.0f, 0.7f, 1.0f};
-    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
-        struct sampler_config sc = {temps[t], 1.0f, 0, 42};
+    static const struct sampler_config cases[] = {
+        {0.0f, 1.0f, 0, 42},  {0.7f, 1.0f, 0, 42},  {1.0f, 1.0f, 0, 42},   {1.0f, 1.0f, 1, 42},
+        {0.7f, 1.0f, 50, 42}, {1.0f, 1.0f, 1000, 9}, {1.0f, 0.9f, 0, 42},   {0.7f, 0.5f, 0, 9},
+        {1.0f, 0.999f, 0, 42}, {1.0f, 0.8f, 50, 42}, {2.0f, 0.95f, 200, 9}, {1.0f, 0.01f, 0, 5},
+        {1.0f, 0.3f, 3, 6},    {1.0f, 1.0f, V - 1, 4},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const struct sampler_config *sc = &cases[c];
         int32_t tok[B];
         float lp[B], ref_lp[B];
-        int same = 1;
-        CU_OK(api->sample(d_tok, d_lp, d_x, B, V, d_tr, d_po, temps[t], 42, d_s));
+        int same = 0;
+        CU_OK(api->sample(d_tok, d_lp, d_x, B, V, d_tr, d_po, sc->temperature, sc->top_k,
+                          sc->top_p, sc->seed, d_s));
         CU_OK(api->sync());
         CU_OK(api->to_host(tok, d_tok, sizeof tok));
         CU_OK(api->to_host(lp, d_lp, sizeof lp));
         for (int b = 0; b < B; b++) {
-            int32_t want = sampler_sample(&sc, logits + (size_t)b * V, V, traj[b], pos[b],
+            int32_t want = sampler_sample(sc, logits + (size_t)b * V, V, traj[b], pos[b],
                                           &ref_lp[b], scratch);
-            same &= tok[b] == want;
+            same += tok[b] == want;
+            if (tok[b] != want)
+                fprintf(stderr, "\nT %g top-k %d top-p %g row %d: token %d, sampler_sample %d\n",
+                        (double)sc->temperature, sc->top_k, (double)sc->top_p, b, tok[b], want);
         }
-        CU_ASSERT(same);
+        CU_ASSERT(same == B);
         expect_close("sample log-probs", lp, ref_lp, B, 1e-5);
     }
     void *bufs[] = {d_x, d_s, d_tr, d_po, d_tok, d_lp};
@@ -1374,7 +1396,7 @@ int main(void)
         {"the vocabulary-parallel log-softmax over 3 ranks' columns, and its backward",
          test_vocab_parallel},
         {"the entropy term's backward, whole rows and 3 ranks' columns (1e-6)", test_entropy},
-        {"sampler: sampler_sample's tokens, greedy and at T = 0.7 and 1", test_sampler},
+        {"sampler: sampler_sample's tokens, greedy, T, top-k, top-p, both", test_sampler},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {"the host module: memory budget, graphs recorded and replayed, refusals",
          test_host_module},

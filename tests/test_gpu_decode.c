@@ -24,7 +24,8 @@
  *   greedy decoding of the shipped calc model follows the CPU decoder's tokens until
  *          a choice the CPU's own logits hold as a near tie;
  *   a full pool: -1 and nothing added;
- *   sampling on the GPU picks sampler_sample's tokens from the same logits.
+ *   sampling on the GPU picks sampler_sample's tokens from the same logits (greedy,
+ *   temperature, top-k, top-p, both).
  * Without the CUDA module or a GPU it says which and runs on the host module
  * (include/libra/cuda_host.h): the engine's bookkeeping, forks and graphs, tested.
  */
@@ -557,15 +558,17 @@ static void test_sample(void)
         pos[s] = 9;
     }
     CU_ASSERT(gpu_decoder_step(d, slots, next, S, logits) == 0);
-    const float temps[] = {0.0f, 1.0f};
-    for (int k = 0; k < 2; k++) {
-        struct sampler_config sc = {temps[k], 1.0f, 0, 77};
-        gpu_decoder_sample(d, S, sc.temperature, sc.seed, traj, pos, got, lp);
+    static const struct sampler_config cases[] = {
+        {0.0f, 1.0f, 0, 77}, {1.0f, 1.0f, 0, 77}, {1.0f, 1.0f, 5, 77}, {1.0f, 0.7f, 0, 77},
+        {0.8f, 0.6f, 40, 78}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        gpu_decoder_sample(d, S, &cases[k], traj, pos, got, lp);
         for (int s = 0; s < S; s++) {
             float want_lp;
-            int32_t want = sampler_sample(&sc, logits + (size_t)s * V, V, (uint64_t)traj[s],
-                                          (uint64_t)pos[s], &want_lp, scratch);
+            int32_t want = sampler_sample(&cases[k], logits + (size_t)s * V, V,
+                                          (uint64_t)traj[s], (uint64_t)pos[s], &want_lp, scratch);
             CU_ASSERT(got[s] == want);
+            CU_ASSERT(fabsf(lp[s] - want_lp) <= 1e-5f * fmaxf(1.0f, fabsf(want_lp)));
         }
     }
     gpu_decoder_free(d);
@@ -588,7 +591,7 @@ int main(void)
          test_greedy_calc},
         {"a weight install rounds as st_f32_to_bf16, bit for bit", test_upload},
         {"a full pool or slot: -1, nothing added", test_pool_full},
-        {"GPU sampling picks sampler_sample's tokens", test_sample},
+        {"GPU sampling picks sampler_sample's tokens (greedy, T, top-k, top-p)", test_sample},
         {NULL, NULL},
     };
     static const struct test_suite suites[] = {

@@ -97,8 +97,9 @@
  *                  lsum (N doubles) and H (N doubles, in)
  * Sampling (the decisions of sampler_sample: the same keyed draw, include/libra/rng_core.h):
  *   sample         tok (B), logprob (B) or NULL from logits (B, V) of trajectories
- *                  traj (B) at positions pos (B); temperature <= 0 greedy; scratch
- *                  (B, V) floats; no top-k / top-p yet
+ *                  traj (B) at positions pos (B); temperature <= 0 greedy; top_k
+ *                  (0 off) and top_p (1 off) as struct sampler_config's; scratch
+ *                  (B, 2V) floats
  * Optimizer:
  *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm; the same
  *                  bits every call: replicas clip by it)
@@ -112,7 +113,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 11 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 12 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -242,8 +243,8 @@ struct cuda_api {
     int (*logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,
                           const int32_t *targets, int N, int V, float temperature);
     int (*sample)(int32_t *tok, float *logprob, const float *logits, int B, int V,
-                  const int64_t *traj, const int64_t *pos, float temperature, uint64_t seed,
-                  float *scratch);
+                  const int64_t *traj, const int64_t *pos, float temperature, int top_k,
+                  float top_p, uint64_t seed, float *scratch);
     int (*sum_squares)(double *out, const float *x, int64_t n);
     int (*adamw_update)(float *params, float *m, float *v, const float *grads, int64_t n,
                         const struct cuda_adamw *s);

@@ -40,6 +40,7 @@
 
 #include "libra/gpu_comm.h"
 #include "libra/gpu_model.h"
+#include "libra/sampler.h"
 #include "libra/tfm_tp.h"
 
 #define GPU_KV_BLOCK 16 /* tokens per KV block */
@@ -77,11 +78,11 @@ int gpu_decoder_prefill(struct gpu_decoder *d, int slot, const int32_t *tokens, 
 int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tokens, int n,
                      float *logits);
 /* Samples one token from each row of the logits the last prefill (1 row) or step
- * (n rows) left on the GPU, with sampler_sample's keyed draw (include/libra/sampler.h:
- * greedy at temperature <= 0): row i for trajectory traj[i] at position pos[i].
- * tok (n) and logprob (n, or NULL) are host arrays. n must equal that call's rows.
- * TP 1 only. */
-void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_t seed,
+ * (n rows) left on the GPU, with sampler_sample's decisions under *sc
+ * (include/libra/sampler.h: greedy at temperature <= 0, top-k, top-p): row i for
+ * trajectory traj[i] at position pos[i]. tok (n) and logprob (n, or NULL) are host
+ * arrays. n must equal that call's rows. TP 1 only. */
+void gpu_decoder_sample(struct gpu_decoder *d, int n, const struct sampler_config *sc,
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob);
 /* The logits (rows x V) the last prefill / step left on the GPU, into the host. */
 void gpu_decoder_logits(struct gpu_decoder *d, float *logits);

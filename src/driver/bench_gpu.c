@@ -17,7 +17,9 @@
  *            graphs, and launched kernel by kernel -- and the sampling apart), and the
  *            bytes the forward must read (weights + KV) over its time as a fraction of
  *            copy; batches that take gemv (up to --gemv-rows slots, default
- *            GPU_GEMV_ROWS) also with cuBLASLt for the matrix products instead
+ *            GPU_GEMV_ROWS) also with cuBLASLt for the matrix products instead; then
+ *            the last step's rows sampled with top-k 50 and with top-p 0.95 (T = 1):
+ *            ms a call, against the plain sampling's
  *   weights  the install of new weights on a rollout instance (float32 host parameters
  *            to the GPU's bf16 copy): GB/s against a 1 GiB host-to-device copy
  *   train    --train S,L (default 4,2048): the causal attention of one sequence of L
@@ -122,6 +124,8 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
      * launched kernel by kernel; as CUDA graphs with cuBLASLt for every product (only
      * where gemv would take the step); as CUDA graphs with the default path */
     int gemv = B <= gpu_decoder_set_gemv(d, gemv_rows);
+    const struct sampler_config plain = {1.0f, 1.0f, 0, 1}, top_k = {1.0f, 1.0f, 50, 1},
+                                top_p = {1.0f, 0.95f, 0, 1};
     double t_plain = 0, t_lt = 0, t_step = 0, t_sample = 0;
     for (int pass = 0; pass < 3; pass++) {
         if (pass == 1 && !gemv) continue;
@@ -132,7 +136,7 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
             if (gpu_decoder_step(d, slots, tok, B, NULL)) FATAL("--bench-gpu: step failed");
             double t1 = wall_time();
             for (int s = 0; s < B; s++) pos[s] = context + pass * (steps + 1) + i;
-            gpu_decoder_sample(d, B, 1.0f, 1, traj, pos, tok, NULL);
+            gpu_decoder_sample(d, B, &plain, traj, pos, tok, NULL);
             if (i == 0) continue;
             if (pass == 0) t_plain += t1 - t0;
             if (pass == 1) t_lt += t1 - t0;
@@ -141,6 +145,14 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
                 t_sample += wall_time() - t1;
             }
         }
+    }
+    double t_top[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        gpu_decoder_sample(d, B, k ? &top_p : &top_k, traj, pos, tok, NULL); /* untimed */
+        double t0 = wall_time();
+        for (int i = 0; i < steps; i++)
+            gpu_decoder_sample(d, B, k ? &top_p : &top_k, traj, pos, tok, NULL);
+        t_top[k] = (wall_time() - t0) / steps;
     }
     t_lt /= steps;
     t_plain /= steps;
@@ -159,6 +171,8 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
     printf("  decode  batch %4d   %8.0f tokens/s   %6.2f ms a step (forward %6.2f [%6.2f without "
            "graphs%s], sampling %5.2f)   forward reads %6.0f GB/s = %4.1f %% of copy\n", B, B / t,
            1e3 * t, 1e3 * t_step, 1e3 * t_plain, lt, 1e3 * t_sample, bw, 100 * bw / gbs);
+    printf("  sample  batch %4d   %6.2f ms plain, %6.2f top-k 50, %6.2f top-p 0.95\n", B,
+           1e3 * t_sample, 1e3 * t_top[0], 1e3 * t_top[1]);
     free(tok);
     free(slots);
     free(traj);

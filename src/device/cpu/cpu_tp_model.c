@@ -103,20 +103,20 @@ static void dec_truncate(struct cpu_tp_model *m, int slot, int len)
 }
 
 /* The GPU's n rows of logits drawn per s: on the GPU when the instance is one rank and
- * every row samples with the same plain temperature and seed, else on the host. */
+ * every row samples with the same settings (temperature, top-k, top-p, seed), else on
+ * the host (a batch mixing greedy evaluation rows with sampled ones). */
 static void gpu_draw(struct cpu_tp_model *m, int n, const struct rollout_sample *s, int32_t *tok,
                      float *lp)
 {
-    int same = m->d->sh.t == 1 && s[0].sc.top_k == 0 && s[0].sc.top_p >= 1.0f;
+    int same = m->d->sh.t == 1;
     for (int k = 0; k < n; k++) {
         same &= s[k].sc.temperature == s[0].sc.temperature && s[k].sc.seed == s[0].sc.seed &&
-                s[k].sc.top_k == 0 && s[k].sc.top_p >= 1.0f;
+                s[k].sc.top_k == s[0].sc.top_k && s[k].sc.top_p == s[0].sc.top_p;
         m->keys[k] = s[k].key;
         m->positions[k] = s[k].position;
     }
     if (same) {
-        gpu_decoder_sample(m->gd, n, s[0].sc.temperature, s[0].sc.seed, m->keys, m->positions,
-                           tok, lp);
+        gpu_decoder_sample(m->gd, n, &s[0].sc, m->keys, m->positions, tok, lp);
         return;
     }
     gpu_decoder_logits(m->gd, m->logits);

@@ -114,8 +114,8 @@ int cu_decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qli
                   const int32_t *pos, const float *rope, const int32_t *table, int max_blocks,
                   const int32_t *len, int B, int H, int K, int D, int P);
 int cu_sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
-              const int64_t *traj, const int64_t *pos, float temperature, uint64_t seed,
-              float *scratch);
+              const int64_t *traj, const int64_t *pos, float temperature, int top_k,
+              float top_p, uint64_t seed, float *scratch);
 int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
 int cu_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,

@@ -258,13 +258,13 @@ static int vocab_entropy_bwd(float *dlogits, const float *ew, const float *logit
     return LAUNCH(ch_vocab_entropy_bwd, a);
 }
 
-/* scratch (B, V) is the CUDA kernel's; sampler_sample takes its own (cuda_host_head.c). */
 static int sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
-                  const int64_t *traj, const int64_t *pos, float temperature, uint64_t seed,
-                  float *scratch)
+                  const int64_t *traj, const int64_t *pos, float temperature, int top_k,
+                  float top_p, uint64_t seed, float *scratch)
 {
-    (void)scratch;
-    struct sample_args a = {tok, logprob, logits, B, V, traj, pos, temperature, seed};
+    struct sample_args a = {.tok = tok, .logprob = logprob, .logits = logits, .B = B, .V = V,
+                            .traj = traj, .pos = pos, .temperature = temperature,
+                            .top_k = top_k, .top_p = top_p, .seed = seed, .scratch = scratch};
     return LAUNCH(ch_sample, a);
 }
 

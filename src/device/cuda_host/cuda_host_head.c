@@ -8,7 +8,9 @@
  * sampler up to its documented rounding coincidences), sum_squares (double, in index
  * order) and adamw_update (adamw.h's element update). sum_squares writes a host value,
  * so it is refused inside a graph recording, as the CUDA module's (which allocates and
- * copies) would be. Limits: one thread; sample takes its own 2V floats of scratch.
+ * copies) would be. Limits: one thread. sample works in row r's 2V floats of the
+ * caller's scratch, as the CUDA kernel does, so a scratch too small for it shows in the
+ * sanitizers and valgrind here.
  */
 #include "cuda_host_internal.h"
 
@@ -108,15 +110,13 @@ int ch_sample(const void *args)
 {
     const struct sample_args *a = args;
     if (a->B <= 0) return 0;
-    struct sampler_config sc = {a->temperature, 1.0f, 0, a->seed}; /* no top-k / top-p */
-    float *scratch = xmalloc(2 * (size_t)a->V * sizeof *scratch);
+    struct sampler_config sc = {a->temperature, a->top_p, a->top_k, a->seed};
     for (int r = 0; r < a->B; r++) {
         float lp = 0.0f;
         a->tok[r] = sampler_sample(&sc, a->logits + (size_t)r * a->V, a->V, a->traj[r],
-                                   a->pos[r], &lp, scratch);
+                                   a->pos[r], &lp, a->scratch + (size_t)r * 2 * a->V);
         if (a->logprob) a->logprob[r] = lp;
     }
-    free(scratch);
     return 0;
 }
 

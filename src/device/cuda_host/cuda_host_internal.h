@@ -132,7 +132,10 @@ struct sample_args {
     int B, V;
     const int64_t *traj, *pos;
     float temperature;
+    int top_k;
+    float top_p;
     uint64_t seed;
+    float *scratch; /* (B, 2V): row r's 2V floats are sampler_sample's scratch */
 };
 struct adamw_args {
     float *params, *m, *v;

@@ -10,7 +10,8 @@
  *
  * Device memory: the pool (2 x L x blocks x GPU_KV_BLOCK x K*D bf16) and scratch for
  * R = max(prefill_chunk, n_slots) rows: float32 (R, C) x 2, (R, H*D) x 3, (R, K*D) x 2,
- * (R, F) x 3, (R, V) logits and as much sampler scratch, and bf16 (R, max(C, H*D, F)).
+ * (R, F) x 3, (R, V) logits and twice as much sampler scratch (the probabilities and
+ * the top-k / top-p candidates), and bf16 (R, max(C, H*D, F)).
  */
 #include "libra/gpu_decode.h"
 
@@ -78,7 +79,7 @@ static size_t scratch_bytes(const struct tfm_config *c, size_t R, size_t cap, si
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
     size_t V = (size_t)c->vocab_size, widest = C > HD ? C : HD;
     widest = widest > F ? widest : F;
-    size_t floats = R * (2 * C + 3 * HD + 2 * KD + 3 * F + 2 * V + 1) + cap * c->head_dim;
+    size_t floats = R * (2 * C + 3 * HD + 2 * KD + 3 * F + 3 * V + 1) + cap * c->head_dim;
     size_t ints = R * (4 + max_blocks) + 2 * R * 2; /* int32 + the int64 pairs */
     return floats * sizeof(float) + ints * sizeof(int32_t) + R * widest * sizeof(uint16_t);
 }
@@ -220,7 +221,7 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     d->up = dev_alloc(d, Rz * F * sizeof(float));
     d->act = dev_alloc(d, Rz * F * sizeof(float));
     d->logits = dev_alloc(d, Rz * V * sizeof(float));
-    d->scratch = dev_alloc(d, Rz * V * sizeof(float));
+    d->scratch = dev_alloc(d, 2 * Rz * V * sizeof(float));
     d->hb = dev_alloc(d, Rz * widest * sizeof(uint16_t));
     d->d_tok = dev_alloc(d, Rz * sizeof(int32_t));
     d->d_pos = dev_alloc(d, Rz * sizeof(int32_t));
@@ -645,7 +646,7 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
     return 0;
 }
 
-void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_t seed,
+void gpu_decoder_sample(struct gpu_decoder *d, int n, const struct sampler_config *sc,
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob)
 {
     const struct cuda_api *api = d->api;
@@ -657,8 +658,8 @@ void gpu_decoder_sample(struct gpu_decoder *d, int n, float temperature, uint64_
     GPU_CHECK(api, api->to_device(d->d_traj, traj, (size_t)n * sizeof *traj));
     GPU_CHECK(api, api->to_device(d->d_spos, pos, (size_t)n * sizeof *pos));
     GPU_CHECK(api, api->sample(d->d_out_tok, logprob ? d->d_out_lp : NULL, d->logits, n,
-                               d->c.vocab_size, d->d_traj, d->d_spos, temperature, seed,
-                               d->scratch));
+                               d->c.vocab_size, d->d_traj, d->d_spos, sc->temperature,
+                               sc->top_k, sc->top_p, sc->seed, d->scratch));
     GPU_CHECK(api, api->to_host(tok, d->d_out_tok, (size_t)n * sizeof *tok));
     if (logprob) GPU_CHECK(api, api->to_host(logprob, d->d_out_lp, (size_t)n * sizeof *logprob));
     GPU_CHECK(api, api->sync());
