@@ -22,6 +22,9 @@
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sample         the same tokens as sampler_sample (greedy, T, top-k, top-p);
  *                  log-probs 1e-5 of the largest
+ *   vocab_greedy_stats, vocab_sample_max / _sums / _pick   rows split over 3 ranks'
+ *                  columns, combined as the group's all-reduces would: sampler_sample's
+ *                  tokens on the whole rows; log-probs 1e-5
  *   sum_squares    1e-12 relative (double accumulation in another order)
  *   vocab_max, vocab_sums, vocab_logsoftmax_bwd   rows split over 3 ranks' columns,
  *                  combined as the group's all-reduces would: 1e-4 (log-probs and
@@ -1272,6 +1275,90 @@ static void test_sampler(void)
     free(logits), free(scratch);
 }
 
+/* The vocabulary-parallel sampler's kernels: rows split over 3 "ranks" (column
+ * ranges), each rank's vocab_greedy_stats, or vocab_sample_max / _sums / _pick, the
+ * slots summed (and the max taken) here as the group's all-reduces would, the plans
+ * made with sampler_tp_owner: the tokens of sampler_sample on the whole rows, the
+ * log-probs within 1e-5, greedy and at T = 1 and 0.7. */
+static void test_vocab_sampler(void)
+{
+    enum { B = 6, V = 151936, S = 3 };
+    float *x = malloc((size_t)B * V * sizeof *x), *ref_s = malloc(2 * (size_t)V * sizeof *ref_s);
+    fill_normal(x, (size_t)B * V, 151, 2.0f);
+    for (int i = 0; i < V; i++) {
+        x[i] = 0.25f;                                           /* flat */
+        if (i % 7597 != 3 || i > V / 2) x[(size_t)V + i] = -INFINITY; /* a rank of -inf */
+    }
+    static const struct sampler_config cases[] = {{0, 1, 0, 42}, {1, 1, 0, 42}, {0.7f, 1, 0, 9}};
+    int v0[S + 1];
+    for (int r = 0; r <= S; r++) v0[r] = r * V / S;
+    void *d_x[S], *d_p[S];
+    for (int r = 0; r < S; r++) {
+        int Vl = v0[r + 1] - v0[r];
+        float *xs = malloc((size_t)B * Vl * sizeof *xs);
+        for (int b = 0; b < B; b++)
+            memcpy(xs + (size_t)b * Vl, x + (size_t)b * V + v0[r], Vl * sizeof *xs);
+        d_x[r] = dev_copy(xs, (size_t)B * Vl * sizeof *xs);
+        d_p[r] = dev_copy(NULL, (size_t)B * Vl * sizeof(float));
+        free(xs);
+    }
+    void *d_xb = dev_copy(NULL, B * 3 * S * sizeof(double)), *d_mx = dev_copy(NULL, B * sizeof(double));
+    void *d_plan = dev_copy(NULL, B * 4 * sizeof(double)), *d_res = dev_copy(NULL, B * 2 * sizeof(double));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const struct sampler_config *sc = &cases[c];
+        const float T = sc->temperature;
+        double slots[B * 3 * S] = {0}, got[B * 3 * S], mx[B], m[B], plan[B * 4], res[B * 2] = {0};
+        int w = T > 0 ? 2 : 3, same = 1;
+        float lp[B];
+        int32_t tok[B];
+        for (int b = 0; b < B; b++) mx[b] = -INFINITY;
+        for (int r = 0; T > 0 && r < S; r++) { /* the max all-reduce */
+            CU_OK(api->vocab_sample_max(d_mx, d_x[r], B, v0[r + 1] - v0[r], T));
+            CU_OK(api->to_host(m, d_mx, sizeof m));
+            for (int b = 0; b < B; b++) mx[b] = fmax(mx[b], m[b]);
+        }
+        CU_OK(api->to_device(d_mx, mx, sizeof mx));
+        for (int r = 0; r < S; r++) { /* the slots' sum all-reduce */
+            int Vl = v0[r + 1] - v0[r];
+            if (T > 0) CU_OK(api->vocab_sample_sums(d_xb, d_p[r], d_x[r], d_mx, B, Vl, T, r, S));
+            else CU_OK(api->vocab_greedy_stats(d_xb, d_x[r], B, Vl, v0[r], r, S));
+            CU_OK(api->to_host(got, d_xb, (size_t)B * w * S * sizeof *got));
+            for (int q = 0; q < B * w * S; q++) slots[q] += got[q];
+        }
+        for (int b = 0; T > 0 && b < B; b++) {
+            struct rng g;
+            struct sampler_tp_draw d;
+            rng_init(&g, sc->seed, 1000 + 7 * b, 3 * b + 11, SAMPLER_PURPOSE);
+            double *pl = plan + 4 * b; /* the owner here; 1 or 0 for each rank below */
+            pl[0] = sampler_tp_owner(slots + b * 2 * S, S, rng_uniform(&g), &d);
+            pl[1] = d.u, pl[2] = d.own_start, pl[3] = d.total_exact;
+        }
+        for (int r = 0; T > 0 && r < S; r++) { /* the owners' (id, log-prob): a sum */
+            double pr[B * 4], rr[B * 2];
+            memcpy(pr, plan, sizeof pr);
+            for (int b = 0; b < B; b++) pr[4 * b] = plan[4 * b] == r;
+            CU_OK(api->to_device(d_plan, pr, sizeof pr));
+            CU_OK(api->vocab_sample_pick(d_res, d_x[r], d_p[r], d_plan, d_mx, B,
+                                         v0[r + 1] - v0[r], v0[r], T));
+            CU_OK(api->to_host(rr, d_res, sizeof rr));
+            for (int q = 0; q < B * 2; q++) res[q] += rr[q];
+        }
+        for (int b = 0; b < B; b++) {
+            float ref_lp;
+            tok[b] = T > 0 ? (int32_t)res[2 * b] : sampler_tp_greedy_pick(slots + b * 3 * S, S, &lp[b]);
+            if (T > 0) lp[b] = (float)res[2 * b + 1];
+            int32_t want = sampler_sample(sc, x + (size_t)b * V, V, 1000 + 7 * b, 3 * b + 11,
+                                          &ref_lp, ref_s);
+            same &= tok[b] == want && fabsf(lp[b] - ref_lp) <= 1e-5f * fmaxf(1.0f, fabsf(ref_lp));
+        }
+        CU_ASSERT(same);
+    }
+    for (int r = 0; r < S; r++) api->free(d_x[r]), api->free(d_p[r]);
+    void *bufs[] = {d_xb, d_mx, d_plan, d_res};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(x), free(ref_s);
+}
+
 /* The global norm's sum of squares, and AdamW steps against adamw_step. */
 static void test_optimizer(void)
 {
@@ -1397,6 +1484,8 @@ int main(void)
          test_vocab_parallel},
         {"the entropy term's backward, whole rows and 3 ranks' columns (1e-6)", test_entropy},
         {"sampler: sampler_sample's tokens, greedy, T, top-k, top-p, both", test_sampler},
+        {"vocabulary-parallel sampler over 3 ranks' columns: sampler_sample's tokens",
+         test_vocab_sampler},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {"the host module: memory budget, graphs recorded and replayed, refusals",
          test_host_module},

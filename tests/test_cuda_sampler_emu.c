@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "cuda_block_emu.h"
+#include "libra/rng.h"
 #include "libra/rng_core.h"
 #include "libra/sampler.h"
 #include "testutil.h"
@@ -105,6 +106,116 @@ static void test_vocabulary(void)
     free(x);
 }
 
+/* ---- the vocabulary-parallel kernels: t ranks' columns of the same rows, each rank's
+ * kernels run on its columns, the slots summed as the group's all-reduce would ---- */
+
+struct vocab_call {
+    int kind; /* 0 greedy stats, 1 max, 2 sums, 3 pick */
+    double *out, *xb_in;
+    float *p;
+    const float *logits;
+    const double *mx, *plan;
+    int Vl, v0, slot, slots;
+    float temperature;
+};
+
+static void run_vocab(void *a_)
+{
+    const struct vocab_call *a = a_;
+    if (a->kind == 0) vocab_greedy_k(a->out, a->logits, a->Vl, a->v0, a->slot, a->slots);
+    else if (a->kind == 1) vocab_max_k(a->out, a->logits, a->Vl, a->temperature);
+    else if (a->kind == 2)
+        vocab_sums_k(a->out, a->p, a->logits, a->mx, a->Vl, a->temperature, a->slot, a->slots);
+    else vocab_pick_k(a->out, a->logits, a->p, a->plan, a->mx, a->Vl, a->v0, a->temperature);
+}
+
+/* Rows sampled over t ranks' columns (greedy or plain temperature), against
+ * sampler_sample on the whole rows: the number of rows that differ. */
+static int compare_vocab(const float *logits, int B, int V, int t, const struct sampler_config *sc)
+{
+    enum { TMAX = 4, BMAX = 8 };
+    float *loc[TMAX], *p[TMAX];
+    double xb[TMAX][BMAX * 3 * TMAX], mx[TMAX][BMAX], res[TMAX][BMAX * 2], plan[TMAX][BMAX * 4];
+    double slots[BMAX * 3 * TMAX] = {0}, gmx[BMAX], sum_res[BMAX * 2] = {0};
+    int v0[TMAX + 1], width = sc->temperature > 0 ? 2 : 3;
+    for (int r = 0; r <= t; r++) v0[r] = (int)((int64_t)r * V / t);
+    for (int r = 0; r < t; r++) {
+        int Vl = v0[r + 1] - v0[r];
+        loc[r] = malloc((size_t)B * Vl * sizeof **loc);
+        p[r] = malloc((size_t)B * Vl * sizeof **p);
+        for (int b = 0; b < B; b++)
+            memcpy(loc[r] + (size_t)b * Vl, logits + (size_t)b * V + v0[r], Vl * sizeof **loc);
+    }
+    for (int b = 0; b < B; b++) gmx[b] = -INFINITY;
+    for (int pass = sc->temperature > 0 ? 1 : 0; pass < (sc->temperature > 0 ? 4 : 1); pass++)
+        for (int r = 0; r < t; r++) {
+            int Vl = v0[r + 1] - v0[r];
+            double *out = pass == 1 ? mx[r] : pass == 3 ? res[r] : xb[r];
+            struct vocab_call call = {pass, out, NULL, p[r], loc[r], gmx, plan[r], Vl, v0[r], r, t,
+                                      sc->temperature};
+            emu_launch((unsigned)B, SAMP_THREADS, run_vocab, &call);
+            for (int b = 0; b < B; b++) {
+                if (pass == 1) gmx[b] = fmax(gmx[b], mx[r][b]); /* the max all-reduce */
+                for (int q = 0; pass != 1 && pass != 3 && q < width * t; q++)
+                    slots[b * width * t + q] += xb[r][b * width * t + q];
+                for (int q = 0; pass == 3 && q < 2; q++) sum_res[2 * b + q] += res[r][2 * b + q];
+            }
+            if (pass == 2 && r == t - 1) /* every rank's plan from the summed slots */
+                for (int b = 0; b < B; b++) {
+                    struct rng g;
+                    struct sampler_tp_draw d;
+                    rng_init(&g, sc->seed, 1000 + 7 * b, 3 * b + 11, SAMPLER_PURPOSE);
+                    int owner = sampler_tp_owner(slots + b * 2 * t, t, rng_uniform(&g), &d);
+                    for (int q = 0; q < t; q++) {
+                        double *pl = plan[q] + 4 * b;
+                        pl[0] = q == owner, pl[1] = d.u, pl[2] = d.own_start, pl[3] = d.total_exact;
+                    }
+                }
+        }
+    int bad = 0;
+    float *ref_scratch = malloc(2 * (size_t)V * sizeof *ref_scratch);
+    for (int b = 0; b < B; b++) {
+        float lp, ref_lp;
+        int32_t tok = sc->temperature > 0 ? (int32_t)sum_res[2 * b]
+                                          : sampler_tp_greedy_pick(slots + b * 3 * t, t, &lp);
+        if (sc->temperature > 0) lp = (float)sum_res[2 * b + 1];
+        int32_t want = sampler_sample(sc, logits + (size_t)b * V, V, 1000 + 7 * b, 3 * b + 11,
+                                      &ref_lp, ref_scratch);
+        if (tok == want && fabsf(lp - ref_lp) <= 1e-5f * fmaxf(1.0f, fabsf(ref_lp))) continue;
+        bad++;
+        fprintf(stderr, "\nV %d over %d ranks, T %g, row %d: token %d (%g), sampler_sample %d (%g)\n",
+                V, t, (double)sc->temperature, b, tok, (double)lp, want, (double)ref_lp);
+    }
+    for (int r = 0; r < t; r++) free(loc[r]), free(p[r]);
+    free(ref_scratch);
+    return bad;
+}
+
+static void test_vocab_parallel(void)
+{
+    enum { B = 6, V = 151936 };
+    float *x = malloc((size_t)B * V * sizeof *x);
+    uint64_t h = 4242;
+    for (size_t i = 0; i < (size_t)B * V; i++) x[i] = 2.0f * normal(&h);
+    for (int i = 0; i < V; i++) {
+        x[i] = 0.25f;
+        x[V + i] = 0.5f * roundf(2.0f * x[V + i]);
+        if (i % 7597 != 3 || i > V / 2) x[2 * (size_t)V + i] = -INFINITY; /* ranks of -inf */
+        if (i % 15000 == 11) x[3 * (size_t)V + i] = 9.0f;
+    }
+    static const struct sampler_config sc[] = {{0.0f, 1.0f, 0, 42}, {1.0f, 1.0f, 0, 42},
+                                               {0.7f, 1.0f, 0, 9}};
+    for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
+        CU_ASSERT(compare_vocab(x, B, V, 3, &sc[k]) == 0);
+    uint64_t h2 = 99;
+    float y[3 * 50];
+    for (int i = 0; i < 3 * 50; i++) y[i] = normal(&h2);
+    for (int t = 2; t <= 4; t += 2)
+        for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
+            CU_ASSERT(compare_vocab(y, 3, 50, t, &sc[k]) == 0);
+    free(x);
+}
+
 static void test_small(void)
 {
     static const int vocab[] = {1001, 50, 2};
@@ -124,6 +235,7 @@ int main(void)
     static const struct test_case tc[] = {
         {"151,936 ids: flat, tied, mostly -inf, tied on top, normal rows", test_vocabulary},
         {"1,001, 50 and 2 ids", test_small},
+        {"vocabulary-parallel: greedy and T over 3 ranks' columns (2 and 4 of 50 ids)", test_vocab_parallel},
         {NULL, NULL}};
     static const struct test_suite suites[] = {{"the CUDA sampler kernel on CPU threads", tc},
                                                {NULL, NULL}};

@@ -13,6 +13,9 @@
  *  - every rank of a group samples the same tokens (sampler_sample_tp: the replicated
  *    state stays identical), and greedy TP picks TP 1's token whenever TP 1's top two
  *    logits are further apart than twice the error;
+ *  - sampling on the GPU (gpu_decoder_sample, vocabulary-parallel: greedy, T = 1 and
+ *    0.7) after every step gives sampler_sample_tp's tokens from the same logits, and
+ *    its log-probs within 1e-5, the same on every rank;
  *  - a host-staged group turns CUDA graphs off (they cannot hold its all-reduces);
  *  - the GPU training path of a TP shard: log-probs, entropies and J of a packed batch
  *    of two sequences within LP_TOL of TP 1's (absolute; the same on every rank), and
@@ -107,6 +110,7 @@ static int clear_argmax(const float *row, int V, int32_t *arg)
 static void test_decode(void)
 {
     struct sampler_config greedy = {0, 1, 0, 5};
+    static const struct sampler_config on_gpu[] = {{0, 1, 0, 5}, {1, 1, 0, 5}, {0.7f, 1, 0, 6}};
     for (int k = 0; k < N_CFG; k++)
         for (int t = 2; t <= 4; t *= 2) {
             const struct tfm_config *c = &cfgs[k];
@@ -141,7 +145,7 @@ static void test_decode(void)
                 CU_ASSERT_EQUAL(gpu_decoder_prefill(dt, s, prompt + from, n, lt + (size_t)s * Vl), 0);
             }
             worst = fmax(worst, shard_err(lt, l1, 2, g.tp.v0, Vl, V));
-            int slots[2] = {0, 1}, agree = 1, checked = 0, same = 1;
+            int slots[2] = {0, 1}, agree = 1, checked = 0, same = 1, gpu_same = 1;
             for (int step = 0; step < STEPS; step++) {
                 int32_t next[2], tok_tp[2];
                 for (int s = 0; s < 2; s++) {
@@ -161,6 +165,20 @@ static void test_decode(void)
                 CU_ASSERT_EQUAL(gpu_decoder_step(d1, slots, next, 2, l1), 0);
                 CU_ASSERT_EQUAL(gpu_decoder_step(dt, slots, next, 2, lt), 0);
                 worst = fmax(worst, shard_err(lt, l1, 2, g.tp.v0, Vl, V));
+                for (size_t q = 0; q < sizeof on_gpu / sizeof on_gpu[0]; q++) {
+                    int64_t traj[2] = {100, 101}, pos[2] = {PROMPT + step, PROMPT + step + 7};
+                    int32_t got[2];
+                    float glp[2];
+                    gpu_decoder_sample(dt, 2, &on_gpu[q], traj, pos, got, glp);
+                    for (int s = 0; s < 2; s++) {
+                        float lp;
+                        int32_t want = sampler_sample_tp(&on_gpu[q], &g.tp, lt + (size_t)s * Vl,
+                                                         traj[s], pos[s], &lp, scr);
+                        gpu_same &= got[s] == want &&
+                                    fabsf(glp[s] - lp) <= 1e-5f * fmaxf(1.0f, fabsf(lp));
+                    }
+                    same &= test_tp_same_on_group(&g, got, sizeof got);
+                }
             }
             worst = group_max(&g, worst);
             if (test_tp_rank == 0)
@@ -170,6 +188,7 @@ static void test_decode(void)
             CU_ASSERT(worst <= TOL);
             CU_ASSERT(agree);
             CU_ASSERT(same);
+            CU_ASSERT(gpu_same);
             free(l1);
             free(lt);
             free(scr);

@@ -100,6 +100,18 @@
  *                  traj (B) at positions pos (B); temperature <= 0 greedy; top_k
  *                  (0 off) and top_p (1 off) as struct sampler_config's; scratch
  *                  (B, 2V) floats
+ * Sampling vocabulary-parallel rows (B rows of a TP rank's Vl columns from v0): the
+ * steps of sampler_sample_tp's greedy and plain-temperature modes (sampler_tp_* of
+ * include/libra/sampler.h), batched over the rows. Each row's slots hold `slots`
+ * ranks' entries, this rank's at `slot` and zeros elsewhere, for a sum all-reduce:
+ *   vocab_greedy_stats  xb (B, 3 slots): sampler_tp_greedy_stats
+ *   vocab_sample_max    mx (B doubles): sampler_tp_local_max (temperature > 0)
+ *   vocab_sample_sums   xb (B, 2 slots) and p (B, Vl) floats: sampler_tp_sums with the
+ *                       group's max mx (B)
+ *   vocab_sample_pick   res (B, 2): for each row whose plan (B, 4: 1 if this rank owns
+ *                       the draw, then struct sampler_tp_draw's u, own_start,
+ *                       total_exact) gives it the draw, (v0 + sampler_tp_scan's id, its
+ *                       log-prob); zeros on the others. p: vocab_sample_sums'.
  * Optimizer:
  *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm; the same
  *                  bits every call: replicas clip by it)
@@ -113,7 +125,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 12 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 13 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -281,6 +293,15 @@ struct cuda_api {
                        int V, float temperature);
     int (*vocab_entropy_bwd)(float *dlogits, const float *ew, const float *logits,
                              const float *mx, const double *lsum, const double *H, int N, int V,
+                             float temperature);
+    /* ---- sampling vocabulary-parallel rows (kernels; see the list above) ---- */
+    int (*vocab_greedy_stats)(double *xb, const float *logits, int B, int Vl, int v0, int slot,
+                              int slots);
+    int (*vocab_sample_max)(double *mx, const float *logits, int B, int Vl, float temperature);
+    int (*vocab_sample_sums)(double *xb, float *p, const float *logits, const double *mx, int B,
+                             int Vl, float temperature, int slot, int slots);
+    int (*vocab_sample_pick)(double *res, const float *logits, const float *p,
+                             const double *plan, const double *mx, int B, int Vl, int v0,
                              float temperature);
 };
 

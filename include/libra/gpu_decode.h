@@ -81,9 +81,18 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
  * (n rows) left on the GPU, with sampler_sample's decisions under *sc
  * (include/libra/sampler.h: greedy at temperature <= 0, top-k, top-p): row i for
  * trajectory traj[i] at position pos[i]. tok (n) and logprob (n, or NULL) are host
- * arrays. n must equal that call's rows. TP 1 only. */
+ * arrays. n must equal that call's rows. At TP > 1 (collective: every rank of the
+ * group, the same arguments, the same tokens back) greedy and plain temperature only,
+ * sampler_sample_tp's decisions with its steps batched over the rows: one all-reduce
+ * of 3t doubles a row for greedy; at a temperature a max of 1, a sum of 2t and a sum
+ * of 2 a row -- three all-reduces a step, where sampler_sample_tp makes three a row --
+ * and the sums of each rank's share in chunks, so the token can differ from
+ * sampler_sample_tp's where that rounding moves a boundary (measure zero). */
 void gpu_decoder_sample(struct gpu_decoder *d, int n, const struct sampler_config *sc,
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob);
+/* Whether gpu_decoder_sample takes rows sampled under *sc on this decoder (TP 1: all;
+ * TP > 1: greedy and plain temperature). */
+int gpu_decoder_samples_on_gpu(const struct gpu_decoder *d, const struct sampler_config *sc);
 /* The logits (rows x V) the last prefill / step left on the GPU, into the host. */
 void gpu_decoder_logits(struct gpu_decoder *d, float *logits);
 /* dst's cache becomes src's context (dst is reset first): the blocks are shared. */

@@ -60,4 +60,30 @@ int32_t sampler_sample_tp(const struct sampler_config *c, const struct tfm_tp *t
                           float *logprob, float *scratch);
 size_t sampler_tp_scratch_floats(const struct sampler_config *c, const struct tfm_tp *tp);
 
+/* The steps of sampler_sample_tp's greedy and plain-temperature modes, for a device
+ * that runs a rank's part itself and exchanges the slots (the GPU decoder batches them
+ * over its rows: include/libra/gpu_decode.h). A rank holds Vl logits x, the columns
+ * from v0; slots are every rank's entries in rank order, exchanged by a sum
+ * all-reduce of a vector where each rank filled its own slot and left zeros elsewhere.
+ *   greedy       sampler_tp_greedy_stats into slot r (3 doubles: max, the global id of
+ *                its first maximum, sum exp(x - max)); exchange; sampler_tp_greedy_pick
+ *   temperature  m = the max all-reduce of sampler_tp_local_max (of x / T);
+ *                sampler_tp_sums: p_i = (float)exp(x_i / T - m) into p and (their sum,
+ *                the sum of exp in double) into slot r (2 doubles); exchange;
+ *                sampler_tp_owner: the rank whose share of the cumulative sum holds the
+ *                draw (u uniform in (0, 1), drawn as sampler_sample draws it); that
+ *                rank's sampler_tp_scan gives its local id, the log-prob
+ *                x_id / T - m - log(total_exact); it announces both (a sum of 2). */
+void sampler_tp_greedy_stats(const float *x, int Vl, int v0, double *slot);
+int32_t sampler_tp_greedy_pick(const double *slots, int t, float *logprob);
+double sampler_tp_local_max(const float *x, int Vl, double T);
+void sampler_tp_sums(const float *x, int Vl, double T, double m, float *p, double *slot);
+struct sampler_tp_draw {
+    double u;           /* the draw times the total */
+    double own_start;   /* where the owner's share of the cumulative sum starts */
+    double total_exact; /* the sum of exp over the vocabulary (the log-prob's) */
+};
+int sampler_tp_owner(const double *slots, int t, double u, struct sampler_tp_draw *d);
+int sampler_tp_scan(const float *p, int Vl, const struct sampler_tp_draw *d);
+
 #endif

@@ -103,29 +103,99 @@ static struct tp_scratch carve(const struct sampler_config *c, const struct tfm_
     return s;
 }
 
-/* Greedy: each rank's (max, argmax, sum exp(x - max)) in its slot of 3; the first rank
- * holding the global max has the lowest id among the maxima. */
-static int32_t greedy_tp(const struct tfm_tp *tp, const float *x, float *logprob, double *xb)
+/* ---- the per-rank steps (include/libra/sampler.h), also a GPU decoder's ---- */
+
+void sampler_tp_greedy_stats(const float *x, int Vl, int v0, double *slot)
 {
-    int Vl = tp->v1 - tp->v0, t = tp->t, best = 0;
+    int best = 0;
     for (int i = 1; i < Vl; i++)
         if (x[i] > x[best]) best = i;
-    double m_r = x[best], s_r = 0;
-    if (m_r > -INFINITY)
-        for (int i = 0; i < Vl; i++) s_r += exp((double)x[i] - m_r);
-    memset(xb, 0, 3 * (size_t)t * sizeof *xb);
-    xb[3 * tp->rank] = m_r;
-    xb[3 * tp->rank + 1] = tp->v0 + best;
-    xb[3 * tp->rank + 2] = s_r;
-    sum_f64(tp, xb, 3 * (size_t)t);
-    int win = 0;
+    double m = x[best], s = 0;
+    if (m > -INFINITY)
+        for (int i = 0; i < Vl; i++) s += exp((double)x[i] - m);
+    slot[0] = m;
+    slot[1] = v0 + best;
+    slot[2] = s;
+}
+
+int32_t sampler_tp_greedy_pick(const double *slots, int t, float *logprob)
+{
+    int win = 0; /* the first rank holding the global max has the lowest id among them */
     for (int r = 1; r < t; r++)
-        if (xb[3 * r] > xb[3 * win]) win = r;
-    double m = xb[3 * win], s = 0;
+        if (slots[3 * r] > slots[3 * win]) win = r;
+    double m = slots[3 * win], s = 0;
     for (int r = 0; r < t; r++)
-        if (xb[3 * r + 2] > 0) s += xb[3 * r + 2] * exp(xb[3 * r] - m);
+        if (slots[3 * r + 2] > 0) s += slots[3 * r + 2] * exp(slots[3 * r] - m);
     if (logprob) *logprob = (float)-log(s);
-    return (int32_t)xb[3 * win + 1];
+    return (int32_t)slots[3 * win + 1];
+}
+
+double sampler_tp_local_max(const float *x, int Vl, double T)
+{
+    double m = -INFINITY;
+    for (int i = 0; i < Vl; i++) {
+        double z = (double)x[i] / T;
+        if (z > m) m = z;
+    }
+    return m;
+}
+
+void sampler_tp_sums(const float *x, int Vl, double T, double m, float *p, double *slot)
+{
+    double sum = 0, sum_exact = 0;
+    for (int i = 0; i < Vl; i++) {
+        double e = exp((double)x[i] / T - m);
+        p[i] = (float)e;
+        sum_exact += e;
+        sum += p[i];
+    }
+    slot[0] = sum;
+    slot[1] = sum_exact;
+}
+
+int sampler_tp_owner(const double *slots, int t, double u, struct sampler_tp_draw *d)
+{
+    double total = 0, start = 0;
+    d->total_exact = 0;
+    for (int q = 0; q < t; q++) {
+        total += slots[2 * q];
+        d->total_exact += slots[2 * q + 1];
+    }
+    d->u = u * total;
+    /* the last rank with mass whose range starts at or below u (the first rank with
+     * mass if rounding puts u below everything) */
+    int owner = -1;
+    d->own_start = 0;
+    for (int q = 0; q < t; q++) {
+        if (slots[2 * q] > 0 && (start <= d->u || owner < 0)) {
+            owner = q;
+            d->own_start = start;
+        }
+        start += slots[2 * q];
+    }
+    return owner;
+}
+
+int sampler_tp_scan(const float *p, int Vl, const struct sampler_tp_draw *d)
+{
+    int tok = -1;
+    double cum = d->own_start;
+    for (int i = 0; i < Vl && tok < 0; i++) {
+        cum += p[i];
+        if (d->u < cum) tok = i;
+    }
+    for (int i = Vl - 1; tok < 0; i--) /* rounding: the last id that has mass */
+        if (p[i] > 0 || i == 0) tok = i;
+    return tok;
+}
+
+/* Greedy: each rank's (max, argmax, sum exp(x - max)) in its slot of 3. */
+static int32_t greedy_tp(const struct tfm_tp *tp, const float *x, float *logprob, double *xb)
+{
+    memset(xb, 0, 3 * (size_t)tp->t * sizeof *xb);
+    sampler_tp_greedy_stats(x, tp->v1 - tp->v0, tp->v0, xb + 3 * tp->rank);
+    sum_f64(tp, xb, 3 * (size_t)tp->t);
+    return sampler_tp_greedy_pick(xb, tp->t, logprob);
 }
 
 /* This rank's p_i = exp(z_i - m) into s->p; every rank's sums of them (of the float
@@ -134,17 +204,10 @@ static int32_t greedy_tp(const struct tfm_tp *tp, const float *x, float *logprob
 static void rank_sums(const struct tfm_tp *tp, const float *x, double T, double m,
                       struct tp_scratch *s, double *total, double *total_exact)
 {
-    int Vl = tp->v1 - tp->v0, t = tp->t;
-    double *xb = s->xb, sum = 0, sum_exact = 0;
-    for (int i = 0; i < Vl; i++) {
-        double e = exp((double)x[i] / T - m);
-        s->p[i] = (float)e;
-        sum_exact += e;
-        sum += s->p[i];
-    }
+    int t = tp->t;
+    double *xb = s->xb;
     memset(xb, 0, 2 * (size_t)t * sizeof *xb);
-    xb[2 * tp->rank] = sum;
-    xb[2 * tp->rank + 1] = sum_exact;
+    sampler_tp_sums(x, tp->v1 - tp->v0, T, m, s->p, xb + 2 * tp->rank);
     sum_f64(tp, xb, 2 * (size_t)t);
     *total = *total_exact = 0;
     for (int q = 0; q < t; q++) {
@@ -159,32 +222,16 @@ static int32_t temperature_tp(const struct tfm_tp *tp, const float *x, double T,
                               struct rng *r, float *logprob, struct tp_scratch *s)
 {
     int Vl = tp->v1 - tp->v0, t = tp->t;
-    double *xb = s->xb, total, total_exact;
-    rank_sums(tp, x, T, m, s, &total, &total_exact);
-    double u = rng_uniform(r) * total;
-    /* the owner: the last rank with mass whose range starts at or below u (the first
-     * rank with mass if rounding puts u below everything) */
-    int owner = -1;
-    double start = 0, own_start = 0;
-    for (int q = 0; q < t; q++) {
-        if (xb[2 * q] > 0 && (start <= u || owner < 0)) {
-            owner = q;
-            own_start = start;
-        }
-        start += xb[2 * q];
-    }
+    memset(s->xb, 0, 2 * (size_t)t * sizeof *s->xb);
+    sampler_tp_sums(x, Vl, T, m, s->p, s->xb + 2 * tp->rank);
+    sum_f64(tp, s->xb, 2 * (size_t)t);
+    struct sampler_tp_draw d;
+    int owner = sampler_tp_owner(s->xb, t, rng_uniform(r), &d);
     double res[2] = {0, 0};
     if (tp->rank == owner) {
-        int tok = -1;
-        double cum = own_start;
-        for (int i = 0; i < Vl && tok < 0; i++) {
-            cum += s->p[i];
-            if (u < cum) tok = i;
-        }
-        for (int i = Vl - 1; tok < 0; i--) /* rounding: the last id that has mass */
-            if (s->p[i] > 0 || i == 0) tok = i;
+        int tok = sampler_tp_scan(s->p, Vl, &d);
         res[0] = tp->v0 + tok;
-        res[1] = (double)x[tok] / T - m - log(total_exact);
+        res[1] = (double)x[tok] / T - m - log(d.total_exact);
     }
     sum_f64(tp, res, 2);
     if (logprob) *logprob = (float)res[1];
@@ -326,11 +373,7 @@ int32_t sampler_sample_tp(const struct sampler_config *c, const struct tfm_tp *t
     if (!(c->temperature > 0)) return greedy_tp(tp, local_logits, logprob, s.xb);
 
     const double T = c->temperature;
-    double m = -INFINITY;
-    for (int i = 0; i < Vl; i++) {
-        double z = (double)local_logits[i] / T;
-        if (z > m) m = z;
-    }
+    double m = sampler_tp_local_max(local_logits, Vl, T);
     tp->comm->allreduce_f64(tp->comm->ctx, &m, 1, TFM_RED_MAX);
     struct rng r;
     rng_init(&r, c->seed, (uint64_t)traj_id, (uint64_t)position, SAMPLER_PURPOSE);

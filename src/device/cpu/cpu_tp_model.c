@@ -102,13 +102,15 @@ static void dec_truncate(struct cpu_tp_model *m, int slot, int len)
     else tfm_decoder_truncate(m->dec, slot, len);
 }
 
-/* The GPU's n rows of logits drawn per s: on the GPU when the instance is one rank and
- * every row samples with the same settings (temperature, top-k, top-p, seed), else on
- * the host (a batch mixing greedy evaluation rows with sampled ones). */
+/* The GPU's n rows of logits drawn per s: on the GPU when every row samples with the
+ * same settings (temperature, top-k, top-p, seed) and the decoder samples those there
+ * (TP 1: any; TP > 1: greedy or plain temperature, vocabulary-parallel), else on the
+ * host (a batch mixing greedy evaluation rows with sampled ones; top-k / top-p at
+ * TP > 1). Collective at TP > 1: every rank of the group has the same rows. */
 static void gpu_draw(struct cpu_tp_model *m, int n, const struct rollout_sample *s, int32_t *tok,
                      float *lp)
 {
-    int same = m->d->sh.t == 1;
+    int same = gpu_decoder_samples_on_gpu(m->gd, &s[0].sc);
     for (int k = 0; k < n; k++) {
         same &= s[k].sc.temperature == s[0].sc.temperature && s[k].sc.seed == s[0].sc.seed &&
                 s[k].sc.top_k == s[0].sc.top_k && s[k].sc.top_p == s[0].sc.top_p;

@@ -224,6 +224,10 @@ static const struct cuda_api api = {
     cu_nccl_free,
     cu_entropy_bwd,
     cu_vocab_entropy_bwd,
+    cu_vocab_greedy_stats,
+    cu_vocab_sample_max,
+    cu_vocab_sample_sums,
+    cu_vocab_sample_pick,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

@@ -116,6 +116,13 @@ int cu_decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qli
 int cu_sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
               const int64_t *traj, const int64_t *pos, float temperature, int top_k,
               float top_p, uint64_t seed, float *scratch);
+int cu_vocab_greedy_stats(double *xb, const float *logits, int B, int Vl, int v0, int slot,
+                          int slots);
+int cu_vocab_sample_max(double *mx, const float *logits, int B, int Vl, float temperature);
+int cu_vocab_sample_sums(double *xb, float *p, const float *logits, const double *mx, int B, int Vl,
+                         float temperature, int slot, int slots);
+int cu_vocab_sample_pick(double *res, const float *logits, const float *p, const double *plan,
+                         const double *mx, int B, int Vl, int v0, float temperature);
 int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
 int cu_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,

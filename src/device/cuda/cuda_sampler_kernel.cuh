@@ -29,6 +29,11 @@
  *    O(n log^2 n / 256) for n candidates -- k, or the survivors of the cutoff, which
  *    for a peaked distribution are a few hundred and for a flat one all V.
  *
+ * At the end, the vocabulary-parallel kernels: the per-rank steps of sampler_sample_tp
+ * (greedy and plain temperature) on a TP rank's columns, one block a row, the sums in
+ * chunks as above; the group's all-reduces and the slots' combination are the
+ * caller's (src/device/gpu/gpu_decode.c).
+ *
  * Written in the C subset of CUDA (no templates, no warp intrinsics, shared memory and
  * __syncthreads only), so that tests/test_cuda_sampler_emu.c compiles this very file
  * as C11 and runs it on CPU threads, one thread per CUDA thread of a block, against
@@ -184,43 +189,116 @@ __device__ static int draw(const float *p, const int *c, int n, double mass, uin
     return c[0];
 }
 
-__device__ static void sample_greedy(int32_t *tok, float *logprob, const float *x, int V, int r)
+/* The block's max / sum of every thread's v, by a tree in sh (SAMP_THREADS doubles of
+ * shared memory; the same order every call); every thread gets it. */
+__device__ static double block_max_f64(double v, double *sh)
 {
-    __shared__ double dpart[SAMP_THREADS];
-    __shared__ int ipart[SAMP_THREADS];
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k && sh[threadIdx.x + k] > sh[threadIdx.x])
+            sh[threadIdx.x] = sh[threadIdx.x + k];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ static double block_sum_f64(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* The largest x_i / T of x[0, V), in double; every thread gets it. */
+__device__ static double block_scaled_max(const float *x, int V, double T, double *sh)
+{
+    double m = -INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        double z = (double)x[i] / T;
+        if (z > m) m = z;
+    }
+    return block_max_f64(m, sh);
+}
+
+/* The first id of the largest of x[0, V) (the lowest id among equals); every thread
+ * gets it. sh: SAMP_THREADS ints of shared memory. */
+__device__ static int block_argmax(const float *x, int V, int *sh)
+{
     int best = -1;
     for (int i = threadIdx.x; i < V; i += blockDim.x)
         if (best < 0 || x[i] > x[best]) best = i;
-    ipart[threadIdx.x] = best;
+    sh[threadIdx.x] = best;
     __syncthreads();
     for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
         if ((int)threadIdx.x < k) {
-            int a = ipart[threadIdx.x], b = ipart[threadIdx.x + k];
+            int a = sh[threadIdx.x], b = sh[threadIdx.x + k];
             if (a < 0 || (b >= 0 && (x[b] > x[a] || (x[b] == x[a] && b < a))))
-                ipart[threadIdx.x] = b;
+                sh[threadIdx.x] = b;
         }
         __syncthreads();
     }
-    int t = ipart[0];
-    double m = x[t], s = 0.0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) s += exp((double)x[i] - m);
-    dpart[threadIdx.x] = s;
+    int r = sh[0];
     __syncthreads();
-    for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) dpart[threadIdx.x] += dpart[threadIdx.x + k];
-        __syncthreads();
+    return r;
+}
+
+/* The ids [*lo, *hi) this thread owns among V: runs of c = ceil(V / SAMP_THREADS). */
+__device__ static int chunk_of(int V, int *lo, int *hi)
+{
+    int c = (V + SAMP_THREADS - 1) / SAMP_THREADS;
+    *lo = (int)threadIdx.x * c;
+    *hi = *lo + c < V ? *lo + c : V;
+    return c;
+}
+
+/* This thread's p_i = (float)exp(x_i / T - m) over [lo, hi), with the sums in id order
+ * of the exp (*se) and of the float p_i (*cs). */
+__device__ static void form_chunk(const float *x, double T, double m, float *p, int lo, int hi,
+                                  double *se, double *cs)
+{
+    *se = 0.0;
+    *cs = 0.0;
+    for (int i = lo; i < hi; i++) {
+        double e = exp((double)x[i] / T - m);
+        float pi = (float)e;
+        p[i] = pi;
+        *se += e;
+        *cs += pi;
     }
-    if (threadIdx.x == 0) {
-        tok[r] = t;
-        if (logprob) logprob[r] = (float)-log(dpart[0]);
+}
+
+/* One thread: the inverse CDF of the draw u over p[0, V) from the cumulative sum cum,
+ * walking the chunk sums csum (SAMP_THREADS of them, chunks of c ids), then the ids of
+ * the chunk where the draw lands (on past it if rounding says so; then the last id
+ * with mass). */
+__device__ static int walk_chunks(const float *p, const double *csum, int c, int V, double u,
+                                  double cum)
+{
+    int j = 0, t = -1;
+    while (j < SAMP_THREADS - 1 && !(u < cum + csum[j])) cum += csum[j++];
+    for (int i = j * c; i < V && t < 0; i++) {
+        cum += p[i];
+        if (u < cum) t = i;
     }
+    for (int i = V - 1; t < 0; i--)
+        if (p[i] > 0 || i == 0) t = i;
+    return t;
 }
 
 __global__ static void sample_k(int32_t *tok, float *logprob, const float *logits, int V,
                                 const int64_t *traj, const int64_t *pos, float temperature,
                                 int top_k, float top_p, uint64_t seed, float *scratch)
 {
-    __shared__ double dpart[SAMP_THREADS];
+    __shared__ double dsh[SAMP_THREADS];
     __shared__ double csum[SAMP_THREADS];
     __shared__ int sh[SAMP_THREADS + 1];
     __shared__ int s_n;
@@ -230,65 +308,38 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
     float *p = scratch + (size_t)r * 2 * V;
     int *cand = (int *)(p + V);
     if (!(temperature > 0.0f)) { /* greedy: argmax, ties to the lowest id */
-        sample_greedy(tok, logprob, x, V, r);
+        int t = block_argmax(x, V, sh);
+        double m = x[t], s = 0.0;
+        for (int i = threadIdx.x; i < V; i += blockDim.x) s += exp((double)x[i] - m);
+        s = block_sum_f64(s, dsh);
+        if (threadIdx.x == 0) {
+            tok[r] = t;
+            if (logprob) logprob[r] = (float)-log(s);
+        }
         return;
     }
     const double T = temperature;
-    double m = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        double z = (double)x[i] / T;
-        if (z > m) m = z;
-    }
-    dpart[threadIdx.x] = m;
-    __syncthreads();
-    for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k && dpart[threadIdx.x + k] > dpart[threadIdx.x])
-            dpart[threadIdx.x] = dpart[threadIdx.x + k];
-        __syncthreads();
-    }
-    m = dpart[0];
-    __syncthreads();
+    double m = block_scaled_max(x, V, T, dsh);
     /* Thread j forms the p_i of its ids and sums them in id order; the normaliser is the
      * chunk sums added in chunk order. */
-    int c = (V + SAMP_THREADS - 1) / SAMP_THREADS;
-    int lo = (int)threadIdx.x * c, hi = lo + c < V ? lo + c : V;
-    double se = 0.0, cs = 0.0;
-    for (int i = lo; i < hi; i++) {
-        double e = exp((double)x[i] / T - m);
-        float pi = (float)e;
-        p[i] = pi;
-        se += e;
-        cs += pi;
-    }
-    dpart[threadIdx.x] = se;
+    int lo, hi, c = chunk_of(V, &lo, &hi);
+    double se, cs;
+    form_chunk(x, T, m, p, lo, hi, &se, &cs);
     csum[threadIdx.x] = cs;
-    __syncthreads();
-    for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) dpart[threadIdx.x] += dpart[threadIdx.x + k];
-        __syncthreads();
-    }
+    const double sum_exact = block_sum_f64(se, dsh);
     if (threadIdx.x == 0) {
         double sum = 0.0;
         for (int j = 0; j < SAMP_THREADS; j++) sum += csum[j];
         s_sum = sum;
     }
     __syncthreads();
-    const double sum_exact = dpart[0], sum = s_sum;
+    const double sum = s_sum;
     const uint64_t key = rng_core_key(seed, (uint64_t)traj[r], (uint64_t)pos[r], SAMPLER_PURPOSE);
     const int use_k = top_k > 0 && top_k < V, use_p = top_p < 1.0f;
     int t = -1;
     if (!use_k && !use_p) {
         if (threadIdx.x != 0) return;
-        /* the chunk sums, then the ids of the chunk where the draw lands */
-        double u = rng_core_uniform(key, 0) * sum, cum = 0.0;
-        int j = 0;
-        while (j < SAMP_THREADS - 1 && !(u < cum + csum[j])) cum += csum[j++];
-        for (int i = j * c; i < V && t < 0; i++) { /* on past the chunk if rounding says so */
-            cum += p[i];
-            if (u < cum) t = i;
-        }
-        for (int i = V - 1; t < 0; i--) /* rounding: the last id that has mass */
-            if (p[i] > 0 || i == 0) t = i;
+        t = walk_chunks(p, csum, c, V, rng_core_uniform(key, 0) * sum, 0.0);
     } else {
         int n;
         if (use_k) {
@@ -335,6 +386,85 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
     }
     tok[r] = t;
     if (logprob) logprob[r] = (float)((double)x[t] / T - m - log(sum_exact));
+}
+
+/* ---- vocabulary-parallel rows: a TP rank's Vl columns from v0, one block a row;
+ * the steps of sampler_sample_tp (include/libra/sampler.h's sampler_tp_*), the sums in
+ * chunks as above. Each row's slots (3 or 2 doubles per rank, `slots` ranks) get this
+ * rank's entry at `slot` and zeros elsewhere, for the group's sum all-reduce. ---- */
+
+__global__ static void vocab_greedy_k(double *xb, const float *logits, int Vl, int v0, int slot,
+                                      int slots)
+{
+    __shared__ int sh[SAMP_THREADS];
+    __shared__ double dsh[SAMP_THREADS];
+    int r = blockIdx.x;
+    const float *x = logits + (size_t)r * Vl;
+    int best = block_argmax(x, Vl, sh);
+    double m = x[best], s = 0.0;
+    if (m > -INFINITY)
+        for (int i = threadIdx.x; i < Vl; i += blockDim.x) s += exp((double)x[i] - m);
+    s = block_sum_f64(s, dsh);
+    if (threadIdx.x == 0) {
+        double *o = xb + (size_t)r * 3 * slots;
+        for (int q = 0; q < 3 * slots; q++) o[q] = 0.0;
+        o[3 * slot] = m;
+        o[3 * slot + 1] = v0 + best;
+        o[3 * slot + 2] = s;
+    }
+}
+
+__global__ static void vocab_max_k(double *mx, const float *logits, int Vl, float temperature)
+{
+    __shared__ double dsh[SAMP_THREADS];
+    double m = block_scaled_max(logits + (size_t)blockIdx.x * Vl, Vl, temperature, dsh);
+    if (threadIdx.x == 0) mx[blockIdx.x] = m;
+}
+
+__global__ static void vocab_sums_k(double *xb, float *p_all, const float *logits, const double *mx,
+                                    int Vl, float temperature, int slot, int slots)
+{
+    __shared__ double dsh[SAMP_THREADS];
+    __shared__ double csum[SAMP_THREADS];
+    int r = blockIdx.x, lo, hi;
+    chunk_of(Vl, &lo, &hi);
+    double se, cs;
+    form_chunk(logits + (size_t)r * Vl, temperature, mx[r], p_all + (size_t)r * Vl, lo, hi, &se,
+               &cs);
+    csum[threadIdx.x] = cs;
+    double sum_exact = block_sum_f64(se, dsh);
+    if (threadIdx.x == 0) {
+        double sum = 0.0, *o = xb + (size_t)r * 2 * slots;
+        for (int j = 0; j < SAMP_THREADS; j++) sum += csum[j];
+        for (int q = 0; q < 2 * slots; q++) o[q] = 0.0;
+        o[2 * slot] = sum;
+        o[2 * slot + 1] = sum_exact;
+    }
+}
+
+/* plan (B, 4): whether this rank owns the row's draw, then struct sampler_tp_draw's u,
+ * own_start and total_exact. res (B, 2): (v0 + the id, its log-prob) or zeros. */
+__global__ static void vocab_pick_k(double *res, const float *logits, const float *p_all,
+                                    const double *plan, const double *mx, int Vl, int v0,
+                                    float temperature)
+{
+    __shared__ double csum[SAMP_THREADS];
+    int r = blockIdx.x, lo, hi;
+    const double *pl = plan + (size_t)r * 4;
+    if (pl[0] == 0.0) { /* not this rank's draw */
+        if (threadIdx.x == 0) res[2 * r] = res[2 * r + 1] = 0.0;
+        return;
+    }
+    const float *p = p_all + (size_t)r * Vl;
+    int c = chunk_of(Vl, &lo, &hi);
+    double cs = 0.0; /* form_chunk's sum of the float p_i, again */
+    for (int i = lo; i < hi; i++) cs += p[i];
+    csum[threadIdx.x] = cs;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    int t = walk_chunks(p, csum, c, Vl, pl[1], pl[2]);
+    res[2 * r] = v0 + t;
+    res[2 * r + 1] = (double)logits[(size_t)r * Vl + t] / temperature - mx[r] - log(pl[3]);
 }
 
 #endif

@@ -258,6 +258,39 @@ static int vocab_entropy_bwd(float *dlogits, const float *ew, const float *logit
     return LAUNCH(ch_vocab_entropy_bwd, a);
 }
 
+static int vocab_greedy_stats(double *xb, const float *logits, int B, int Vl, int v0, int slot,
+                              int slots)
+{
+    struct vocab_sample_args a = {.out = xb, .logits = logits, .B = B, .Vl = Vl, .v0 = v0,
+                                  .slot = slot, .slots = slots};
+    return LAUNCH(ch_vocab_greedy_stats, a);
+}
+
+static int vocab_sample_max(double *mx, const float *logits, int B, int Vl, float temperature)
+{
+    struct vocab_sample_args a = {.out = mx, .logits = logits, .B = B, .Vl = Vl,
+                                  .temperature = temperature};
+    return LAUNCH(ch_vocab_sample_max, a);
+}
+
+static int vocab_sample_sums(double *xb, float *p, const float *logits, const double *mx, int B,
+                             int Vl, float temperature, int slot, int slots)
+{
+    struct vocab_sample_args a = {.out = xb, .p = p, .logits = logits, .mx = mx, .B = B,
+                                  .Vl = Vl, .temperature = temperature, .slot = slot,
+                                  .slots = slots};
+    return LAUNCH(ch_vocab_sample_sums, a);
+}
+
+static int vocab_sample_pick(double *res, const float *logits, const float *p, const double *plan,
+                             const double *mx, int B, int Vl, int v0, float temperature)
+{
+    struct vocab_sample_args a = {.out = res, .p_in = p, .logits = logits, .plan = plan,
+                                  .mx = mx, .B = B, .Vl = Vl, .v0 = v0,
+                                  .temperature = temperature};
+    return LAUNCH(ch_vocab_sample_pick, a);
+}
+
 static int sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
                   const int64_t *traj, const int64_t *pos, float temperature, int top_k,
                   float top_p, uint64_t seed, float *scratch)
@@ -295,6 +328,8 @@ static const struct cuda_api api = {
     .vocab_logsoftmax_bwd = vocab_logsoftmax_bwd,
     /* no NCCL: a TP group's all-reduces are host-staged (gpu_comm.h) */
     .entropy_bwd = entropy_bwd, .vocab_entropy_bwd = vocab_entropy_bwd,
+    .vocab_greedy_stats = vocab_greedy_stats, .vocab_sample_max = vocab_sample_max,
+    .vocab_sample_sums = vocab_sample_sums, .vocab_sample_pick = vocab_sample_pick,
 };
 
 const struct cuda_api *cuda_host_api(void) { return &api; }

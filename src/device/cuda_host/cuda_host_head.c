@@ -5,7 +5,8 @@
  * arithmetic of tp_logsoftmax_forward / _backward: float z and expf, double sums),
  * entropy_bwd / vocab_entropy_bwd (the CPU references),
  * sample (sampler_sample per row: the same keyed draw, so the same tokens as the CUDA
- * sampler up to its documented rounding coincidences), sum_squares (double, in index
+ * sampler up to its documented rounding coincidences), vocab_greedy_stats /
+ * vocab_sample_max / _sums / _pick (sampler_tp_*'s steps per row), sum_squares (double, in index
  * order) and adamw_update (adamw.h's element update). sum_squares writes a host value,
  * so it is refused inside a graph recording, as the CUDA module's (which allocates and
  * copies) would be. Limits: one thread. sample works in row r's 2V floats of the
@@ -16,6 +17,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "libra/adamw.h"
 #include "libra/cpu_ops.h"
@@ -116,6 +118,55 @@ int ch_sample(const void *args)
         a->tok[r] = sampler_sample(&sc, a->logits + (size_t)r * a->V, a->V, a->traj[r],
                                    a->pos[r], &lp, a->scratch + (size_t)r * 2 * a->V);
         if (a->logprob) a->logprob[r] = lp;
+    }
+    return 0;
+}
+
+/* The vocabulary-parallel steps: sampler_tp_*'s per row (the sums in one run over the
+ * columns, where the CUDA kernels add chunk sums). */
+int ch_vocab_greedy_stats(const void *args)
+{
+    const struct vocab_sample_args *a = args;
+    for (int r = 0; r < a->B; r++) {
+        double *o = a->out + (size_t)r * 3 * a->slots;
+        memset(o, 0, 3 * (size_t)a->slots * sizeof *o);
+        sampler_tp_greedy_stats(a->logits + (size_t)r * a->Vl, a->Vl, a->v0, o + 3 * a->slot);
+    }
+    return 0;
+}
+
+int ch_vocab_sample_max(const void *args)
+{
+    const struct vocab_sample_args *a = args;
+    for (int r = 0; r < a->B; r++)
+        a->out[r] = sampler_tp_local_max(a->logits + (size_t)r * a->Vl, a->Vl, a->temperature);
+    return 0;
+}
+
+int ch_vocab_sample_sums(const void *args)
+{
+    const struct vocab_sample_args *a = args;
+    for (int r = 0; r < a->B; r++) {
+        double *o = a->out + (size_t)r * 2 * a->slots;
+        memset(o, 0, 2 * (size_t)a->slots * sizeof *o);
+        sampler_tp_sums(a->logits + (size_t)r * a->Vl, a->Vl, a->temperature, a->mx[r],
+                        a->p + (size_t)r * a->Vl, o + 2 * a->slot);
+    }
+    return 0;
+}
+
+int ch_vocab_sample_pick(const void *args)
+{
+    const struct vocab_sample_args *a = args;
+    for (int r = 0; r < a->B; r++) {
+        const double *pl = a->plan + (size_t)r * 4;
+        double *o = a->out + 2 * (size_t)r;
+        o[0] = o[1] = 0;
+        if (pl[0] == 0) continue;
+        struct sampler_tp_draw d = {pl[1], pl[2], pl[3]};
+        int t = sampler_tp_scan(a->p_in + (size_t)r * a->Vl, a->Vl, &d);
+        o[0] = a->v0 + t;
+        o[1] = (double)a->logits[(size_t)r * a->Vl + t] / a->temperature - a->mx[r] - log(pl[3]);
     }
     return 0;
 }

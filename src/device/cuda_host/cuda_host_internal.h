@@ -137,6 +137,15 @@ struct sample_args {
     uint64_t seed;
     float *scratch; /* (B, 2V): row r's 2V floats are sampler_sample's scratch */
 };
+struct vocab_sample_args { /* vocab_greedy_stats, vocab_sample_max / _sums / _pick */
+    double *out;
+    float *p;
+    const float *p_in;
+    const float *logits;
+    const double *mx, *plan;
+    int B, Vl, v0, slot, slots;
+    float temperature;
+};
 struct adamw_args {
     float *params, *m, *v;
     const float *grads;
@@ -182,6 +191,10 @@ int ch_vocab_sums(const void *args);
 int ch_vocab_logsoftmax_bwd(const void *args);
 int ch_entropy_bwd(const void *args);
 int ch_vocab_entropy_bwd(const void *args);
+int ch_vocab_greedy_stats(const void *args);
+int ch_vocab_sample_max(const void *args);
+int ch_vocab_sample_sums(const void *args);
+int ch_vocab_sample_pick(const void *args);
 int ch_sample(const void *args);
 int ch_sum_squares(double *out, const float *x, int64_t n); /* not recordable */
 int ch_adamw_update(const void *args);

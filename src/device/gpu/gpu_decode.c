@@ -20,6 +20,7 @@
 
 #include "libra/errmsg.h"
 #include "libra/log.h"
+#include "libra/rng.h"
 
 struct gpu_decoder {
     const struct gpu_model *m;
@@ -56,6 +57,7 @@ struct gpu_decoder {
     int32_t *d_tok, *d_pos, *d_len, *d_table, *d_out_tok;
     int64_t *d_traj, *d_spos;
     float *d_out_lp;
+    double *d_samp, *h_samp; /* (R, samp_doubles(t)): the vocabulary-parallel sampler's */
     size_t bytes;
 };
 
@@ -73,7 +75,12 @@ static size_t pool_values_per_block(const struct tfm_config *c)
 }
 
 /* Scratch bytes for R rows of model c with slots of cap tokens. */
-static size_t scratch_bytes(const struct tfm_config *c, size_t R, size_t cap, size_t max_blocks)
+/* Doubles a row of the vocabulary-parallel sampler exchanges at TP t: the max, 3t slots
+ * (2t at a temperature), a plan of 4 and a result of 2. */
+static size_t samp_doubles(int t) { return 1 + 3 * (size_t)t + 4 + 2; }
+
+static size_t scratch_bytes(const struct tfm_config *c, int t, size_t R, size_t cap,
+                            size_t max_blocks)
 {
     size_t C = (size_t)c->hidden_size, HD = (size_t)c->n_heads * c->head_dim;
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
@@ -81,7 +88,8 @@ static size_t scratch_bytes(const struct tfm_config *c, size_t R, size_t cap, si
     widest = widest > F ? widest : F;
     size_t floats = R * (2 * C + 3 * HD + 2 * KD + 3 * F + 3 * V + 1) + cap * c->head_dim;
     size_t ints = R * (4 + max_blocks) + 2 * R * 2; /* int32 + the int64 pairs */
-    return floats * sizeof(float) + ints * sizeof(int32_t) + R * widest * sizeof(uint16_t);
+    return floats * sizeof(float) + ints * sizeof(int32_t) + R * widest * sizeof(uint16_t) +
+           R * samp_doubles(t) * sizeof(double);
 }
 
 /* A forward can be recorded as a CUDA graph unless its all-reduces cannot be. */
@@ -160,7 +168,8 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     int max_blocks = (slot_capacity + GPU_KV_BLOCK - 1) / GPU_KV_BLOCK;
     int R = prefill_chunk > n_slots ? prefill_chunk : n_slots;
     size_t block_bytes = 2 * (size_t)c->n_layers * pool_values_per_block(c) * sizeof(uint16_t);
-    size_t scratch = scratch_bytes(c, (size_t)R, (size_t)slot_capacity, (size_t)max_blocks);
+    size_t scratch = scratch_bytes(c, tp ? tp->t : 1, (size_t)R, (size_t)slot_capacity,
+                                   (size_t)max_blocks);
     size_t free_b = 0, total_b = 0;
     GPU_CHECK(api, api->mem_info(&free_b, &total_b));
     size_t usable = free_b > scratch ? (size_t)((double)(free_b - scratch) * 0.9) : 0;
@@ -231,6 +240,8 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     d->d_table = dev_alloc(d, Rz * max_blocks * sizeof(int32_t));
     d->d_traj = dev_alloc(d, Rz * sizeof(int64_t));
     d->d_spos = dev_alloc(d, Rz * sizeof(int64_t));
+    d->d_samp = dev_alloc(d, Rz * samp_doubles(d->t) * sizeof(double));
+    d->h_samp = xmalloc(Rz * samp_doubles(d->t) * sizeof *d->h_samp);
     float *rope = xmalloc((size_t)slot_capacity * c->head_dim * sizeof *rope);
     rope_table(rope, slot_capacity, c);
     d->rope = dev_alloc(d, (size_t)slot_capacity * c->head_dim * sizeof(float));
@@ -281,7 +292,7 @@ void gpu_decoder_free(struct gpu_decoder *d)
     void *dev[] = {d->kpool, d->vpool, d->x, d->h, d->qlin, d->q, d->att, d->klin, d->v,
                    d->gate, d->up, d->act, d->logits, d->scratch, d->hb, d->d_tok, d->d_pos,
                    d->d_len, d->d_out_tok, d->d_out_lp, d->d_table, d->d_traj, d->d_spos,
-                   d->rope};
+                   d->rope, d->d_samp};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) GPU_CHECK(d->api, d->api->free(dev[i]));
     graphs_drop(d);
     free(d->graph);
@@ -293,6 +304,7 @@ void gpu_decoder_free(struct gpu_decoder *d)
     free(d->h_len);
     free(d->h_table);
     free(d->h_tok);
+    free(d->h_samp);
     free(d);
 }
 
@@ -646,15 +658,76 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
     return 0;
 }
 
+/* A TP > 1 decoder's rows, greedy or at a plain temperature: sampler_sample_tp's steps
+ * (include/libra/sampler.h) with the per-row work on the GPU, every row at once -- one
+ * exchange of the slots for greedy; at a temperature a max, the slots and the
+ * owners' (id, log-prob) -- the slots' small combination on the host. */
+static void sample_vocab_parallel(struct gpu_decoder *d, int n, const struct sampler_config *sc,
+                                  const int64_t *traj, const int64_t *pos, int32_t *tok,
+                                  float *logprob)
+{
+    const struct cuda_api *api = d->api;
+    const int t = d->t, Vl = d->c.vocab_size;
+    const size_t R = (size_t)d->max_rows;
+    double *mx = d->d_samp, *xb = mx + R, *plan = xb + 3 * (size_t)t * R, *res = plan + 4 * R;
+    double *h_xb = d->h_samp, *h_plan = h_xb + 3 * (size_t)t * R, *h_res = h_plan + 4 * R;
+    if (!(sc->temperature > 0)) {
+        size_t nx = (size_t)n * 3 * t;
+        GPU_CHECK(api, api->vocab_greedy_stats(xb, d->logits, n, Vl, d->v0, d->tp_rank, t));
+        d->comm->allreduce_f64(d->comm->ctx, xb, nx, TFM_RED_SUM);
+        GPU_CHECK(api, api->to_host(h_xb, xb, nx * sizeof *h_xb));
+        for (int r = 0; r < n; r++)
+            tok[r] = sampler_tp_greedy_pick(h_xb + (size_t)r * 3 * t, t,
+                                            logprob ? &logprob[r] : NULL);
+        return;
+    }
+    const float T = sc->temperature;
+    size_t nx = (size_t)n * 2 * t;
+    GPU_CHECK(api, api->vocab_sample_max(mx, d->logits, n, Vl, T));
+    d->comm->allreduce_f64(d->comm->ctx, mx, (size_t)n, TFM_RED_MAX);
+    GPU_CHECK(api, api->vocab_sample_sums(xb, d->scratch, d->logits, mx, n, Vl, T, d->tp_rank, t));
+    d->comm->allreduce_f64(d->comm->ctx, xb, nx, TFM_RED_SUM);
+    GPU_CHECK(api, api->to_host(h_xb, xb, nx * sizeof *h_xb));
+    for (int r = 0; r < n; r++) {
+        struct rng g;
+        struct sampler_tp_draw dr;
+        rng_init(&g, sc->seed, (uint64_t)traj[r], (uint64_t)pos[r], SAMPLER_PURPOSE);
+        int owner = sampler_tp_owner(h_xb + (size_t)r * 2 * t, t, rng_uniform(&g), &dr);
+        double *pl = h_plan + 4 * (size_t)r;
+        pl[0] = owner == d->tp_rank;
+        pl[1] = dr.u;
+        pl[2] = dr.own_start;
+        pl[3] = dr.total_exact;
+    }
+    GPU_CHECK(api, api->to_device(plan, h_plan, 4 * (size_t)n * sizeof *h_plan));
+    GPU_CHECK(api, api->vocab_sample_pick(res, d->logits, d->scratch, plan, mx, n, Vl, d->v0, T));
+    d->comm->allreduce_f64(d->comm->ctx, res, 2 * (size_t)n, TFM_RED_SUM);
+    GPU_CHECK(api, api->to_host(h_res, res, 2 * (size_t)n * sizeof *h_res));
+    for (int r = 0; r < n; r++) {
+        tok[r] = (int32_t)h_res[2 * r];
+        if (logprob) logprob[r] = (float)h_res[2 * r + 1];
+    }
+}
+
+int gpu_decoder_samples_on_gpu(const struct gpu_decoder *d, const struct sampler_config *sc)
+{
+    return d->t == 1 || !(sc->temperature > 0) ||
+           ((sc->top_k <= 0 || sc->top_k >= d->V_full) && sc->top_p >= 1.0f);
+}
+
 void gpu_decoder_sample(struct gpu_decoder *d, int n, const struct sampler_config *sc,
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob)
 {
     const struct cuda_api *api = d->api;
-    if (d->t > 1)
-        FATAL("gpu_decoder_sample: a TP-%d decoder's logits are vocabulary-parallel (sample "
-              "them with sampler_sample_tp)", d->t);
+    if (!gpu_decoder_samples_on_gpu(d, sc))
+        FATAL("gpu_decoder_sample: a TP-%d decoder samples top-k / top-p on the host (sample "
+              "its logits with sampler_sample_tp)", d->t);
     if (n != d->logit_rows)
         FATAL("gpu_decoder_sample: %d rows asked for, the last call left %d", n, d->logit_rows);
+    if (d->t > 1) {
+        sample_vocab_parallel(d, n, sc, traj, pos, tok, logprob);
+        return;
+    }
     GPU_CHECK(api, api->to_device(d->d_traj, traj, (size_t)n * sizeof *traj));
     GPU_CHECK(api, api->to_device(d->d_spos, pos, (size_t)n * sizeof *pos));
     GPU_CHECK(api, api->sample(d->d_out_tok, logprob ? d->d_out_lp : NULL, d->logits, n,
