@@ -1,13 +1,14 @@
 /*
  * CUDA thread blocks on CPU threads, for kernels written in the C subset of CUDA
- * (shared memory, __syncthreads, atomicAdd; no warp intrinsics): a test defines the
- * kernel's arguments, includes the kernel's file after this header and runs it with
- * emu_launch. Each block runs on `threads` POSIX threads, one per CUDA thread, that
- * meet at a barrier wherever the kernel calls __syncthreads; blocks run one after
- * another, so a kernel's __shared__ variables (static here) belong to the running
- * block. A kernel whose threads reach different numbers of barriers hangs here as it
- * would be undefined on the GPU. Header only, for one test file, which defines
- * _POSIX_C_SOURCE >= 200112L (barriers) before its first include.
+ * (shared memory, __syncthreads, atomicAdd, __shfl_xor_sync of floats): a test
+ * includes the kernel's file after this header and runs it with emu_launch. Each
+ * block runs on `threads` POSIX threads, one per CUDA thread, that meet at a barrier
+ * wherever the kernel calls __syncthreads; a warp's 32 threads meet at the warp's own
+ * barrier for a shuffle. Blocks run one after another (the grid's x, then y), so a
+ * kernel's __shared__ variables (static here) belong to the running block. A kernel
+ * whose threads reach different numbers of barriers hangs here, as it would be
+ * undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test file,
+ * which defines _POSIX_C_SOURCE >= 200112L (barriers) before its first include.
  */
 #ifndef LIBRA_TESTS_CUDA_BLOCK_EMU_H
 #define LIBRA_TESTS_CUDA_BLOCK_EMU_H
@@ -23,14 +24,31 @@
 #define __device__
 #define __shared__ static
 
+#pragma GCC diagnostic ignored "-Wunknown-pragmas" /* the kernels' #pragma unroll */
+
+#define EMU_MAX_THREADS 1024
+
 struct emu_dim {
-    unsigned x;
+    unsigned x, y;
 };
 static _Thread_local struct emu_dim threadIdx, blockIdx;
-static struct emu_dim blockDim;
-static pthread_barrier_t emu_barrier;
+static struct emu_dim blockDim, gridDim;
+static pthread_barrier_t emu_barrier, emu_warp_barrier[EMU_MAX_THREADS / 32];
+static float emu_shfl[EMU_MAX_THREADS];
 
 static inline void __syncthreads(void) { pthread_barrier_wait(&emu_barrier); }
+/* The value of lane (this lane ^ o) of the warp (every lane of it calls). */
+static inline float __shfl_xor_sync(unsigned mask, float v, int o)
+{
+    (void)mask;
+    unsigned t = threadIdx.x;
+    pthread_barrier_t *w = &emu_warp_barrier[t / 32];
+    emu_shfl[t] = v;
+    pthread_barrier_wait(w);
+    float r = emu_shfl[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
+    pthread_barrier_wait(w);
+    return r;
+}
 static inline unsigned atomicAdd(unsigned *p, unsigned v)
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
@@ -49,7 +67,8 @@ static inline float __uint_as_float(unsigned u)
 }
 
 struct emu_thread {
-    unsigned block, thread;
+    struct emu_dim block;
+    unsigned thread;
     void (*body)(void *);
     void *arg;
 };
@@ -57,36 +76,50 @@ struct emu_thread {
 static void *emu_thread_main(void *p)
 {
     const struct emu_thread *t = p;
-    blockIdx.x = t->block;
+    blockIdx = t->block;
     threadIdx.x = t->thread;
+    threadIdx.y = 0;
     t->body(t->arg);
     return NULL;
 }
 
-/* body(arg) as `grid` blocks of `threads` threads (body calls the kernel). */
-static void emu_launch(unsigned grid, unsigned threads, void (*body)(void *), void *arg)
+/* body(arg) as a grid of gx x gy blocks of `threads` threads (body calls the kernel). */
+static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*body)(void *),
+                          void *arg)
 {
     pthread_t *th = malloc(threads * sizeof *th);
     struct emu_thread *t = malloc(threads * sizeof *t);
-    if (!th || !t) {
-        fprintf(stderr, "emu_launch: out of memory\n");
+    if (!th || !t || threads > EMU_MAX_THREADS) {
+        fprintf(stderr, "emu_launch: out of memory, or %u threads a block\n", threads);
         abort();
     }
-    blockDim.x = threads;
-    for (unsigned b = 0; b < grid; b++) {
-        if (pthread_barrier_init(&emu_barrier, NULL, threads)) abort();
-        for (unsigned i = 0; i < threads; i++) {
-            t[i] = (struct emu_thread){b, i, body, arg};
-            if (pthread_create(&th[i], NULL, emu_thread_main, &t[i])) {
-                fprintf(stderr, "emu_launch: pthread_create failed\n");
-                abort();
+    blockDim = (struct emu_dim){threads, 1};
+    gridDim = (struct emu_dim){gx, gy};
+    for (unsigned by = 0; by < gy; by++)
+        for (unsigned bx = 0; bx < gx; bx++) {
+            if (pthread_barrier_init(&emu_barrier, NULL, threads)) abort();
+            for (unsigned w = 0; w * 32 < threads; w++) {
+                unsigned n = threads - w * 32 < 32 ? threads - w * 32 : 32;
+                if (pthread_barrier_init(&emu_warp_barrier[w], NULL, n)) abort();
             }
+            for (unsigned i = 0; i < threads; i++) {
+                t[i] = (struct emu_thread){{bx, by}, i, body, arg};
+                if (pthread_create(&th[i], NULL, emu_thread_main, &t[i])) {
+                    fprintf(stderr, "emu_launch: pthread_create failed\n");
+                    abort();
+                }
+            }
+            for (unsigned i = 0; i < threads; i++) pthread_join(th[i], NULL);
+            pthread_barrier_destroy(&emu_barrier);
+            for (unsigned w = 0; w * 32 < threads; w++) pthread_barrier_destroy(&emu_warp_barrier[w]);
         }
-        for (unsigned i = 0; i < threads; i++) pthread_join(th[i], NULL);
-        pthread_barrier_destroy(&emu_barrier);
-    }
     free(th);
     free(t);
+}
+
+static void emu_launch(unsigned grid, unsigned threads, void (*body)(void *), void *arg)
+{
+    emu_launch_2d(grid, 1, threads, body, arg);
 }
 
 #endif

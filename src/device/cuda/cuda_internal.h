@@ -25,35 +25,7 @@ int cu_fail(const char *what, cudaError_t e, const char *file, int line);
 #define EW_THREADS 256
 #define EW_BLOCKS(n) ((unsigned)(((n) + EW_THREADS - 1) / EW_THREADS))
 
-/* bf16 (the upper half of a float32) to float32, exactly. */
-__device__ static inline float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-/* float32 to bf16, round to nearest even; NaN stays a (quiet) NaN. */
-__device__ static inline uint16_t f32_to_bf16_rne(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* Threads of a row-reduction block (a power of two), and the sum of a row's values
- * over such a block in a fixed tree (every thread gets it; part: ROW_THREADS floats of
- * shared memory). rmsnorm_fwd and the kernels that fuse it sum this way, so their
- * normalisations are the same bits. */
-#define ROW_THREADS 256
-__device__ static inline float block_sum(float v, float *part)
-{
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (int k = ROW_THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
-        __syncthreads();
-    }
-    float s = part[0];
-    __syncthreads(); /* part is reused by the next call */
-    return s;
-}
+#include "cuda_device.cuh"
 
 /* The stream every kernel and matrix product of the module runs on (created with
  * the current device by set_device, or at first use): a blocking stream, so the

@@ -170,63 +170,6 @@ extern "C" int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, in
     return rope_launch(dx, pos, N, n_heads, D, rope, -1.0f);
 }
 
-/* ---- a decode step's q, k and v after their projections, in one launch: per (row,
- * head) the q/k norm over D (rmsnorm_fwd's sum and expression), the rotation
- * (rope_fwd's), and for the kv heads the append of k and v to the paged pools
- * (kv_append's row). A block of ROW_THREADS per (row, head of q or kv head), a thread
- * per dimension (D <= ROW_THREADS). ---- */
-__global__ static void decode_qkv_k(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin,
-                                    const float *klin, const float *v, const uint16_t *q_norm,
-                                    const uint16_t *k_norm, float eps, const int32_t *pos,
-                                    const float *rope, const int32_t *table, int max_blocks,
-                                    const int32_t *len, int H, int K, int D, int P)
-{
-    __shared__ float part[ROW_THREADS], xs[ROW_THREADS];
-    int r = blockIdx.x, is_q = (int)blockIdx.y < H, h = is_q ? blockIdx.y : blockIdx.y - H;
-    int j = threadIdx.x, half = D / 2;
-    const float *src = is_q ? qlin + ((size_t)r * H + h) * D : klin + ((size_t)r * K + h) * D;
-    const uint16_t *w = is_q ? q_norm : k_norm;
-    float x = j < D ? src[j] : 0.0f;
-    if (w) { /* the same for the whole block */
-        float rr = 1.0f / sqrtf(block_sum(x * x, part) / (float)D + eps);
-        if (j < D) x = (x * rr) * bf16_to_f32(w[j]);
-    }
-    xs[j] = x;
-    __syncthreads();
-    if (j >= D) return;
-    const float *cs = rope + (size_t)pos[r] * D;
-    int i = j < half ? j : j - half;
-    float c = cs[i], s = 1.0f * cs[half + i], a = xs[i], b = xs[half + i];
-    float y = j < half ? a * c - b * s : b * c + a * s;
-    if (is_q) {
-        q[((size_t)r * H + h) * D + j] = y;
-        return;
-    }
-    int t = len[r] - 1;
-    size_t row = (size_t)table[(size_t)r * max_blocks + t / P] * P + (size_t)(t % P);
-    size_t at = row * (size_t)K * D + (size_t)h * D + j;
-    k_pool[at] = f32_to_bf16_rne(y);
-    v_pool[at] = f32_to_bf16_rne(v[((size_t)r * K + h) * D + j]);
-}
-
-extern "C" int cu_decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin,
-                             const float *klin, const float *v, const uint16_t *q_norm,
-                             const uint16_t *k_norm, float eps, const int32_t *pos,
-                             const float *rope, const int32_t *table, int max_blocks,
-                             const int32_t *len, int B, int H, int K, int D, int P)
-{
-    if (B <= 0) return 0;
-    if (D > ROW_THREADS || D % 2 || H < 1 || K < 1)
-        return cu_fail("decode_qkv: head_dim above 256 or odd, or no heads", cudaSuccess,
-                       __FILE__, __LINE__);
-    dim3 grid((unsigned)B, (unsigned)(H + K));
-    decode_qkv_k<<<grid, ROW_THREADS, 0, cu_stream()>>>(q, k_pool, v_pool, qlin, klin, v, q_norm,
-                                                         k_norm, eps, pos, rope, table,
-                                                         max_blocks, len, H, K, D, P);
-    CU_LAUNCHED("decode_qkv");
-    return 0;
-}
-
 /* ---- SwiGLU and bf16 conversion: one thread per element ---- */
 __global__ static void swiglu_fwd_k(float *y, float *sig_out, const float *g, const float *u,
                                     int64_t n)

@@ -1,0 +1,384 @@
+/*
+ * Causal grouped-query attention of one sequence for prefill and training
+ * (include/libra/cuda_api.h): the GPU form of attn_forward (src/model/cpu/ops.c).
+ * One warp per (query row, head): the lanes split the head dimension, each key's
+ * score is a warp-shuffle sum, and the softmax is online (running max, running sum,
+ * rescaled accumulator), so no score matrix is ever formed, whatever the length.
+ * Keys are visited in order, one at a time: simple and exact first; tiling keys
+ * through shared memory comes with the performance work.
+ * Shapes: q (nq, H*D), k and v (nk, K*D), q_pos (nq) in [0, nk); head h reads kv head
+ * h / (H / K); D <= 32 * ATT_MAX_PER_LANE.
+ *
+ * Decode over a paged KV cache: the pools hold blocks of P tokens, block b's token t
+ * of kv head g at ((b P + t) K + g) D; sequence s's token j lives in block
+ * table[s][j / P] at slot j % P, so trajectories of one prompt can share their prefix
+ * blocks. kv_append writes each sequence's new token, decode_attn attends it over the
+ * sequence's len[s] tokens (the new one included) -- the same online softmax, the keys
+ * split between the warps of a block and the group's query heads sharing each load.
+ *
+ * decode_qkv (a decode step's q, k and v after their projections: the q/k norms, the
+ * rotation and the append, in one launch) is here too, beside the pool it writes.
+ *
+ * The kernels, in the C subset of CUDA (warp shuffles, shared memory, __syncthreads);
+ * their launchers are in cuda_attention.cu. tests/test_cuda_decode_emu.c compiles this
+ * file as C11 and runs the decode kernels on CPU threads against the CPU references.
+ */
+#ifndef LIBRA_CUDA_ATTENTION_KERNELS_CUH
+#define LIBRA_CUDA_ATTENTION_KERNELS_CUH
+
+#define ATT_MAX_PER_LANE 8 /* head dimension up to 256 */
+#define ATT_WARPS 4        /* warps (query rows x heads) per block */
+
+__global__ static void attn_fwd_k(float *out, const float *q, const float *k, const float *v,
+                                  const int32_t *q_pos, int nq, int H, int K, int D,
+                                  float scale)
+{
+    int lane = threadIdx.x & 31;
+    long long task = (long long)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (task >= (long long)nq * H) return; /* the whole warp */
+    int i = (int)(task / H), h = (int)(task % H), g = h / (H / K);
+    const float *qi = q + (size_t)i * H * D + (size_t)h * D;
+    float qr[ATT_MAX_PER_LANE], acc[ATT_MAX_PER_LANE];
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        qr[e] = d < D ? qi[d] : 0.0f;
+        acc[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j = 0; j <= q_pos[i]; j++) {
+        const float *kj = k + (size_t)j * K * D + (size_t)g * D;
+        float s = 0.0f;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) s += qr[e] * kj[d];
+        }
+        for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+        s *= scale;
+        float m_new = s > m ? s : m;
+        float keep = expf(m - m_new), p = expf(s - m_new);
+        l = l * keep + p;
+        const float *vj = v + (size_t)j * K * D + (size_t)g * D;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) acc[e] = acc[e] * keep + p * vj[d];
+        }
+        m = m_new;
+    }
+    float *oi = out + (size_t)i * H * D + (size_t)h * D;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < D) oi[d] = acc[e] / l;
+    }
+}
+
+/* ---- attention backward (training): two passes that recompute the probabilities,
+ * no atomics, deterministic.
+ * Row pass, one warp per (query row i, head h): the softmax statistics of the row
+ * (online max and sum: lse_i = m + log l) and its output O_i, then
+ * delta_i = dO_i . O_i (= sum_j p_ij dp_ij), then dq_i += scale sum_j ds_ij k_j with
+ * p_ij = exp(s_ij - lse_i), dp_ij = dO_i . v_j, ds_ij = p_ij (dp_ij - delta_i).
+ * Key pass, one warp per (key j, kv head g): dk_j += scale sum_{h in g, i: j <= pos_i}
+ * ds_ij q_i and dv_j += sum p_ij dO_i, from the row pass's lse and delta. */
+__device__ static float warp_sum(float x)
+{
+    for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+__global__ static void attn_bwd_rows_k(float *dq, float *stats, const float *dout,
+                                       const float *q, const float *k, const float *v,
+                                       const int32_t *q_pos, int nq, int H, int K, int D,
+                                       float scale)
+{
+    int lane = threadIdx.x & 31;
+    long long task = (long long)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (task >= (long long)nq * H) return;
+    int i = (int)(task / H), h = (int)(task % H), g = h / (H / K);
+    const float *qi = q + (size_t)i * H * D + (size_t)h * D;
+    const float *doi = dout + (size_t)i * H * D + (size_t)h * D;
+    float qr[ATT_MAX_PER_LANE], dor[ATT_MAX_PER_LANE], acc[ATT_MAX_PER_LANE];
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        qr[e] = d < D ? qi[d] : 0.0f;
+        dor[e] = d < D ? doi[d] : 0.0f;
+        acc[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j = 0; j <= q_pos[i]; j++) {
+        const float *kj = k + (size_t)j * K * D + (size_t)g * D;
+        const float *vj = v + (size_t)j * K * D + (size_t)g * D;
+        float sc = 0.0f;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) sc += qr[e] * kj[d];
+        }
+        sc = warp_sum(sc) * scale;
+        float m_new = sc > m ? sc : m, keep = expf(m - m_new), p = expf(sc - m_new);
+        l = l * keep + p;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) acc[e] = acc[e] * keep + p * vj[d];
+        }
+        m = m_new;
+    }
+    float lse = m + logf(l), delta = 0.0f;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) delta += dor[e] * (acc[e] / l);
+    delta = warp_sum(delta);
+    if (lane == 0) {
+        stats[2 * task] = lse;
+        stats[2 * task + 1] = delta;
+    }
+    float dqr[ATT_MAX_PER_LANE] = {0};
+    for (int j = 0; j <= q_pos[i]; j++) {
+        const float *kj = k + (size_t)j * K * D + (size_t)g * D;
+        const float *vj = v + (size_t)j * K * D + (size_t)g * D;
+        float sc = 0.0f, dp = 0.0f;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) {
+                sc += qr[e] * kj[d];
+                dp += dor[e] * vj[d];
+            }
+        }
+        sc = warp_sum(sc) * scale;
+        dp = warp_sum(dp);
+        float p = expf(sc - lse), ds = p * (dp - delta);
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            if (d < D) dqr[e] += scale * ds * kj[d];
+        }
+    }
+    float *dqi = dq + (size_t)i * H * D + (size_t)h * D;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < D) dqi[d] += dqr[e];
+    }
+}
+
+__global__ static void attn_bwd_keys_k(float *dk, float *dv, const float *stats,
+                                       const float *dout, const float *q, const float *k,
+                                       const float *v, const int32_t *q_pos, int nq, int nk,
+                                       int H, int K, int D, float scale)
+{
+    int lane = threadIdx.x & 31;
+    long long task = (long long)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (task >= (long long)nk * K) return;
+    int j = (int)(task / K), g = (int)(task % K), rep = H / K;
+    const float *kj = k + (size_t)j * K * D + (size_t)g * D;
+    const float *vj = v + (size_t)j * K * D + (size_t)g * D;
+    float kr[ATT_MAX_PER_LANE], vr[ATT_MAX_PER_LANE];
+    float dkr[ATT_MAX_PER_LANE] = {0}, dvr[ATT_MAX_PER_LANE] = {0};
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        kr[e] = d < D ? kj[d] : 0.0f;
+        vr[e] = d < D ? vj[d] : 0.0f;
+    }
+    for (int i = 0; i < nq; i++) {
+        if (q_pos[i] < j) continue; /* the same for the whole warp */
+        for (int r = 0; r < rep; r++) {
+            int h = g * rep + r;
+            const float *qi = q + (size_t)i * H * D + (size_t)h * D;
+            const float *doi = dout + (size_t)i * H * D + (size_t)h * D;
+            float sc = 0.0f, dp = 0.0f;
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < D) {
+                    sc += qi[d] * kr[e];
+                    dp += doi[d] * vr[e];
+                }
+            }
+            sc = warp_sum(sc) * scale;
+            dp = warp_sum(dp);
+            size_t st = 2 * ((size_t)i * H + (size_t)h);
+            float p = expf(sc - stats[st]), ds = p * (dp - stats[st + 1]);
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+                int d = lane + 32 * e;
+                if (d < D) {
+                    dkr[e] += scale * ds * qi[d];
+                    dvr[e] += p * doi[d];
+                }
+            }
+        }
+    }
+    float *dkj = dk + (size_t)j * K * D + (size_t)g * D;
+    float *dvj = dv + (size_t)j * K * D + (size_t)g * D;
+    for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+        int d = lane + 32 * e;
+        if (d < D) {
+            dkj[d] += dkr[e];
+            dvj[d] += dvr[e];
+        }
+    }
+}
+
+/* The pool row of token j of a sequence whose block table is tab. */
+__device__ static size_t paged_row(const int32_t *tab, int j, int P)
+{
+    return (size_t)tab[j / P] * P + (size_t)(j % P);
+}
+
+__global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const float *k_new,
+                                   const float *v_new, const int32_t *table, int max_blocks,
+                                   const int32_t *len, int B, int KD, int P)
+{
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)B * KD) return;
+    int s = (int)(e / KD), c = (int)(e % KD);
+    size_t row = paged_row(table + (size_t)s * max_blocks, len[s] - 1, P);
+    k_pool[row * KD + c] = f32_to_bf16_rne(k_new[(size_t)s * KD + c]);
+    v_pool[row * KD + c] = f32_to_bf16_rne(v_new[(size_t)s * KD + c]);
+}
+
+/* decode_attn: one block per (sequence, kv head, chunk of DEC_GMAX of its query heads,
+ * split of the keys). The block's DEC_WARPS warps split its keys (warp w takes keys w,
+ * w + DEC_WARPS, ...), each keeping an online softmax per query head; every key and
+ * value row is read once for all the group's heads (grouped-query attention). The
+ * warps' partial states (m, l, acc) are then merged in shared memory: the same
+ * arithmetic as attn_forward up to the order of the float32 sums.
+ * With few sequences there are too few such blocks to fill the GPU (batch 1 of a model
+ * with 8 kv heads: 8 blocks): then the keys of a sequence are split S ways between
+ * blocks (gridDim.y), each writing its partial state (m, l, unnormalised acc) to the
+ * module's scratch, and decode_merge_k combines the S states in split order. */
+#define DEC_WARPS 8
+#define DEC_GMAX 4
+
+__global__ static void decode_attn_k(float *out, const float *q, const uint16_t *k_pool,
+                                     const uint16_t *v_pool, const int32_t *table, int max_blocks,
+                                     const int32_t *len, int H, int K, int D, int P, int chunks,
+                                     float scale, float *part)
+{
+    __shared__ float s_acc[DEC_WARPS][32 * ATT_MAX_PER_LANE];
+    __shared__ float s_m[DEC_WARPS], s_l[DEC_WARPS];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, S = gridDim.y, split = blockIdx.y;
+    int G = H / K, b = blockIdx.x;
+    int s = b / (K * chunks), g = (b / chunks) % K, h0 = g * G + (b % chunks) * DEC_GMAX;
+    int nh = g * G + G - h0 < DEC_GMAX ? g * G + G - h0 : DEC_GMAX;
+    const int32_t *tab = table + (size_t)s * max_blocks;
+    float qr[DEC_GMAX][ATT_MAX_PER_LANE], acc[DEC_GMAX][ATT_MAX_PER_LANE];
+    float m[DEC_GMAX], l[DEC_GMAX];
+#pragma unroll
+    for (int hh = 0; hh < DEC_GMAX; hh++) {
+        const float *qs = q + (size_t)s * H * D + (size_t)(h0 + hh) * D;
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            qr[hh][e] = hh < nh && d < D ? qs[d] : 0.0f;
+            acc[hh][e] = 0.0f;
+        }
+        m[hh] = -INFINITY;
+        l[hh] = 0.0f;
+    }
+    int n = len[s], span = (n + S - 1) / S, j0 = split * span;
+    int j1 = j0 + span < n ? j0 + span : n;
+    for (int j = j0 + warp; j < j1; j += DEC_WARPS) {
+        size_t off = (paged_row(tab, j, P) * K + g) * D;
+        float kr[ATT_MAX_PER_LANE], vr[ATT_MAX_PER_LANE];
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
+            int d = lane + 32 * e;
+            kr[e] = d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
+            vr[e] = d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
+        }
+#pragma unroll
+        for (int hh = 0; hh < DEC_GMAX; hh++) {
+            if (hh >= nh) continue;
+            float sc = 0.0f;
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) sc += qr[hh][e] * kr[e];
+            for (int o = 16; o > 0; o /= 2) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+            sc *= scale;
+            float m_new = sc > m[hh] ? sc : m[hh];
+            float keep = expf(m[hh] - m_new), p = expf(sc - m_new);
+            l[hh] = l[hh] * keep + p;
+            for (int e = 0; e < ATT_MAX_PER_LANE; e++) acc[hh][e] = acc[hh][e] * keep + p * vr[e];
+            m[hh] = m_new;
+        }
+    }
+#pragma unroll
+    for (int hh = 0; hh < DEC_GMAX; hh++) {
+        if (hh >= nh) continue; /* uniform in the block: the barriers below are safe */
+        if (lane == 0) {
+            s_m[warp] = m[hh];
+            s_l[warp] = l[hh];
+        }
+        for (int e = 0; e < ATT_MAX_PER_LANE; e++) s_acc[warp][lane + 32 * e] = acc[hh][e];
+        __syncthreads();
+        int d = threadIdx.x;
+        if (d < D) {
+            float M = -INFINITY;
+            for (int w = 0; w < DEC_WARPS; w++) M = s_m[w] > M ? s_m[w] : M;
+            float sum = 0.0f, o = 0.0f;
+            for (int w = 0; w < DEC_WARPS; w++) {
+                if (s_m[w] == -INFINITY) continue; /* a warp that saw no key */
+                float f = expf(s_m[w] - M);
+                sum += s_l[w] * f;
+                o += s_acc[w][d] * f;
+            }
+            if (S == 1) {
+                out[(size_t)s * H * D + (size_t)(h0 + hh) * D + d] = o / sum;
+            } else { /* (m, l, acc[D]) of this split; m = -inf, l = 0: no key */
+                float *ps = part + (((size_t)s * H + h0 + hh) * S + split) * (D + 2);
+                if (d == 0) ps[0] = M, ps[1] = sum;
+                ps[2 + d] = o;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/* out of row (s, h) from its S partial states, in split order: one block per row, a
+ * thread per dimension. */
+__global__ static void decode_merge_k(float *out, const float *part, int D, int S)
+{
+    int row = blockIdx.x, d = threadIdx.x;
+    if (d >= D) return;
+    const float *pr = part + (size_t)row * S * (D + 2);
+    float M = -INFINITY;
+    for (int i = 0; i < S; i++) M = pr[(size_t)i * (D + 2)] > M ? pr[(size_t)i * (D + 2)] : M;
+    float sum = 0.0f, o = 0.0f;
+    for (int i = 0; i < S; i++) {
+        const float *ps = pr + (size_t)i * (D + 2);
+        if (ps[0] == -INFINITY) continue; /* a split that saw no key */
+        float f = expf(ps[0] - M);
+        sum += ps[1] * f;
+        o += ps[2 + d] * f;
+    }
+    out[(size_t)row * D + d] = o / sum;
+}
+
+/* ---- a decode step's q, k and v after their projections, in one launch: per (row,
+ * head) the q/k norm over D (rmsnorm_fwd's sum and expression), the rotation
+ * (rope_fwd's), and for the kv heads the append of k and v to the paged pools
+ * (kv_append's row). A block of ROW_THREADS per (row, head of q or kv head), a thread
+ * per dimension (D <= ROW_THREADS). ---- */
+__global__ static void decode_qkv_k(float *q, uint16_t *k_pool, uint16_t *v_pool, const float *qlin,
+                                    const float *klin, const float *v, const uint16_t *q_norm,
+                                    const uint16_t *k_norm, float eps, const int32_t *pos,
+                                    const float *rope, const int32_t *table, int max_blocks,
+                                    const int32_t *len, int H, int K, int D, int P)
+{
+    __shared__ float part[ROW_THREADS], xs[ROW_THREADS];
+    int r = blockIdx.x, is_q = (int)blockIdx.y < H, h = is_q ? blockIdx.y : blockIdx.y - H;
+    int j = threadIdx.x, half = D / 2;
+    const float *src = is_q ? qlin + ((size_t)r * H + h) * D : klin + ((size_t)r * K + h) * D;
+    const uint16_t *w = is_q ? q_norm : k_norm;
+    float x = j < D ? src[j] : 0.0f;
+    if (w) { /* the same for the whole block */
+        float rr = 1.0f / sqrtf(block_sum(x * x, part) / (float)D + eps);
+        if (j < D) x = (x * rr) * bf16_to_f32(w[j]);
+    }
+    xs[j] = x;
+    __syncthreads();
+    if (j >= D) return;
+    const float *cs = rope + (size_t)pos[r] * D;
+    int i = j < half ? j : j - half;
+    float c = cs[i], s = 1.0f * cs[half + i], a = xs[i], b = xs[half + i];
+    float y = j < half ? a * c - b * s : b * c + a * s;
+    if (is_q) {
+        q[((size_t)r * H + h) * D + j] = y;
+        return;
+    }
+    size_t row = paged_row(table + (size_t)r * max_blocks, len[r] - 1, P);
+    size_t at = row * (size_t)K * D + (size_t)h * D + j;
+    k_pool[at] = f32_to_bf16_rne(y);
+    v_pool[at] = f32_to_bf16_rne(v[((size_t)r * K + h) * D + j]);
+}
+
+#endif

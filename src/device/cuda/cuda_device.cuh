@@ -1,0 +1,40 @@
+/*
+ * Device helpers shared by the CUDA module's kernels (src/device/cuda/): bf16
+ * conversions and the row-reduction block's tree sum. Written in the C subset of CUDA,
+ * like the kernel files (*_kernels.cuh, cuda_sampler_kernel.cuh) that use them, so the
+ * tests can compile them as C11 and run them on CPU threads (tests/cuda_block_emu.h).
+ */
+#ifndef LIBRA_CUDA_DEVICE_CUH
+#define LIBRA_CUDA_DEVICE_CUH
+
+/* bf16 (the upper half of a float32) to float32, exactly. */
+__device__ static inline float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* float32 to bf16, round to nearest even; NaN stays a (quiet) NaN. */
+__device__ static inline uint16_t f32_to_bf16_rne(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Threads of a row-reduction block (a power of two), and the sum of a row's values
+ * over such a block in a fixed tree (every thread gets it; part: ROW_THREADS floats of
+ * shared memory). rmsnorm_fwd and the kernels that fuse it sum this way, so their
+ * normalisations are the same bits. */
+#define ROW_THREADS 256
+__device__ static inline float block_sum(float v, float *part)
+{
+    part[threadIdx.x] = v;
+    __syncthreads();
+    for (int k = ROW_THREADS / 2; k > 0; k /= 2) {
+        if ((int)threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+        __syncthreads();
+    }
+    float s = part[0];
+    __syncthreads(); /* part is reused by the next call */
+    return s;
+}
+
+#endif
