@@ -30,20 +30,6 @@
 #include "../src/device/cuda/cuda_device.cuh"
 #include "../src/device/cuda/cuda_attention_kernels.cuh"
 
-static void fill(float *x, size_t n, uint64_t seed, float scale)
-{
-    struct rng r;
-    rng_init(&r, seed, 0, 0, 0);
-    for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * rng_uniform(&r) - 1.0);
-}
-
-static void expect_close(const char *what, const float *got, const float *ref, size_t n, double tol)
-{
-    double e = test_rel_err(got, ref, n);
-    printf("[%s %.1e] ", what, e);
-    CU_ASSERT(e <= tol);
-}
-
 /* ---- the pool: B sequences of lengths len over blocks of P tokens ---- */
 enum { B = 3, P = 4, NBLK = 9, MAXB = 4 };
 static const int32_t seq_len[B] = {13, 1, 6};
@@ -67,8 +53,8 @@ static void test_kv_append(void)
     size_t pool = (size_t)NBLK * P * KD;
     uint16_t *kp = calloc(pool, 2), *vp = calloc(pool, 2);
     float kn[B * KD], vn[B * KD];
-    fill(kn, B * KD, 1, 3.0f);
-    fill(vn, B * KD, 2, 3.0f);
+    test_fill_uniform(kn, B * KD, 1, 3.0f);
+    test_fill_uniform(vn, B * KD, 2, 3.0f);
     struct kv_call call = {kp, vp, kn, vn, KD};
     emu_launch((B * KD + 255) / 256, 256, run_kv_append, &call);
     size_t written = 0, right = 0;
@@ -112,9 +98,9 @@ static void decode_case(int H, int K, int D, int S)
     float *q = malloc((size_t)B * H * D * sizeof *q), *out = malloc((size_t)B * H * D * sizeof *out);
     float *ref = malloc((size_t)B * H * D * sizeof *ref);
     float *part = malloc((size_t)B * H * S * (D + 2) * sizeof *part);
-    fill(kf, pool, 3 + (uint64_t)D, 2.0f);
-    fill(vf, pool, 4 + (uint64_t)D, 1.0f);
-    fill(q, (size_t)B * H * D, 5 + (uint64_t)D, 2.0f);
+    test_fill_uniform(kf, pool, 3 + (uint64_t)D, 2.0f);
+    test_fill_uniform(vf, pool, 4 + (uint64_t)D, 1.0f);
+    test_fill_uniform(q, (size_t)B * H * D, 5 + (uint64_t)D, 2.0f);
     for (size_t i = 0; i < pool; i++) {
         kf[i] = st_bf16_to_f32(kp[i] = st_f32_to_bf16(kf[i]));
         vf[i] = st_bf16_to_f32(vp[i] = st_f32_to_bf16(vf[i]));
@@ -136,7 +122,7 @@ static void decode_case(int H, int K, int D, int S)
     if (S > 1) emu_launch((unsigned)(B * H), (unsigned)D, run_decode_merge, &call);
     char what[64];
     snprintf(what, sizeof what, "H %d K %d D %d, %d split%s", H, K, D, S, S > 1 ? "s" : "");
-    expect_close(what, out, ref, (size_t)B * H * D, 1e-5);
+    test_expect_close(what, out, ref, (size_t)B * H * D, 1e-5);
     free(kf), free(vf), free(kp), free(vp), free(q), free(out), free(ref), free(part);
 }
 
@@ -176,11 +162,11 @@ static void test_decode_qkv(void)
     size_t pool = (size_t)NBLK * P * KD;
     uint16_t *kp = calloc(pool, 2), *vp = calloc(pool, 2);
     rope_table(rope, NPOS, &c);
-    fill(ql, B * H * D, 6, 2.0f);
-    fill(kl, B * KD, 7, 2.0f);
-    fill(v, B * KD, 8, 1.0f);
-    fill(qn, D, 9, 1.5f);
-    fill(kn, D, 10, 1.5f);
+    test_fill_uniform(ql, B * H * D, 6, 2.0f);
+    test_fill_uniform(kl, B * KD, 7, 2.0f);
+    test_fill_uniform(v, B * KD, 8, 1.0f);
+    test_fill_uniform(qn, D, 9, 1.5f);
+    test_fill_uniform(kn, D, 10, 1.5f);
     for (int i = 0; i < D; i++) {
         qn[i] = st_bf16_to_f32(qn16[i] = st_f32_to_bf16(qn[i]));
         kn[i] = st_bf16_to_f32(kn16[i] = st_f32_to_bf16(kn[i]));
@@ -201,7 +187,7 @@ static void test_decode_qkv(void)
         struct qkv_call call = {q, kp, vp, ql, kl, v, rope, norm ? qn16 : NULL,
                                 norm ? kn16 : NULL, pos, H, K, D};
         emu_launch_2d(B, H + K, ROW_THREADS, run_decode_qkv, &call);
-        expect_close(norm ? "q, normed" : "q", q, ref_q, B * H * D, 1e-6);
+        test_expect_close(norm ? "q, normed" : "q", q, ref_q, B * H * D, 1e-6);
         int far = 0, v_exact = 1;
         for (int s = 0; s < B; s++) {
             size_t row = paged_row(table[s], seq_len[s] - 1, P);
@@ -241,13 +227,13 @@ static void test_attn_fwd(void)
         float *out = malloc(nq * sizeof *out), *ref = malloc(nq * sizeof *ref);
         float *scr = malloc(attn_scratch_floats(N, N, H, K, D) * sizeof *scr);
         for (int i = 0; i < N; i++) qpos[i] = (i * 3) % N; /* causal, rows in any order */
-        fill(q, nq, 11, 2.0f);
-        fill(k, nk, 12, 2.0f);
-        fill(v, nk, 13, 1.0f);
+        test_fill_uniform(q, nq, 11, 2.0f);
+        test_fill_uniform(k, nk, 12, 2.0f);
+        test_fill_uniform(v, nk, 13, 1.0f);
         attn_forward(ref, q, k, v, qpos, N, N, H, K, D, scr);
         struct fwd_call call = {out, q, k, v, qpos, N, H, K, D};
         emu_launch((N * H + ATT_WARPS - 1) / ATT_WARPS, 32 * ATT_WARPS, run_attn_fwd, &call);
-        expect_close(D == 40 ? "D 40" : "D 130", out, ref, nq, 1e-5);
+        test_expect_close(D == 40 ? "D 40" : "D 130", out, ref, nq, 1e-5);
         free(q), free(k), free(v), free(out), free(ref), free(scr);
     }
 }

@@ -23,6 +23,7 @@
 #include "libra/sampler.h"
 #include "testutil.h"
 
+#include "../src/device/cuda/cuda_device.cuh"
 #include "../src/device/cuda/cuda_sampler_kernel.cuh"
 
 struct sample_call {
@@ -123,10 +124,10 @@ static void run_vocab(void *a_)
 {
     const struct vocab_call *a = a_;
     if (a->kind == 0) vocab_greedy_k(a->out, a->logits, a->Vl, a->v0, a->slot, a->slots);
-    else if (a->kind == 1) vocab_max_k(a->out, a->logits, a->Vl, a->temperature);
+    else if (a->kind == 1) vocab_sample_max_k(a->out, a->logits, a->Vl, a->temperature);
     else if (a->kind == 2)
-        vocab_sums_k(a->out, a->p, a->logits, a->mx, a->Vl, a->temperature, a->slot, a->slots);
-    else vocab_pick_k(a->out, a->logits, a->p, a->plan, a->mx, a->Vl, a->v0, a->temperature);
+        vocab_sample_sums_k(a->out, a->p, a->logits, a->mx, a->Vl, a->temperature, a->slot, a->slots);
+    else vocab_sample_pick_k(a->out, a->logits, a->p, a->plan, a->mx, a->Vl, a->v0, a->temperature);
 }
 
 /* Rows sampled over t ranks' columns (greedy or plain temperature), against

@@ -80,6 +80,20 @@ double test_rel_err(const float *a, const float *b, size_t n)
     return d / m;
 }
 
+void test_expect_close(const char *what, const float *got, const float *ref, size_t n, double tol)
+{
+    double e = test_rel_err(got, ref, n);
+    printf("[%s %.1e] ", what, e);
+    CU_ASSERT(e <= tol);
+}
+
+void test_fill_uniform(float *x, size_t n, uint64_t seed, float scale)
+{
+    struct rng r;
+    rng_init(&r, seed, 0, 0, 0);
+    for (size_t i = 0; i < n; i++) x[i] = scale * (float)(2.0 * rng_uniform(&r) - 1.0);
+}
+
 double test_cosine(const float *a, const float *b, size_t n)
 {
     double dot = 0, na = 0, nb = 0;

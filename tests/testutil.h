@@ -45,6 +45,10 @@ struct tfm_params;
 void test_random_params(struct tfm_params *p, const struct tfm_config *c, uint64_t seed);
 /* max |a - b| / max |b| over n values (the kernels' tolerance measure). */
 double test_rel_err(const float *a, const float *b, size_t n);
+/* Asserts test_rel_err(got, ref, n) <= tol, printing "[what err]". */
+void test_expect_close(const char *what, const float *got, const float *ref, size_t n, double tol);
+/* n values uniform in [-scale, scale), keyed by seed. */
+void test_fill_uniform(float *x, size_t n, uint64_t seed, float scale);
 /* a . b / (|a| |b|) in double (0 when either is all zeros). */
 double test_cosine(const float *a, const float *b, size_t n);
 struct cuda_api;

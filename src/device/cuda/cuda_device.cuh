@@ -1,6 +1,6 @@
 /*
  * Device helpers shared by the CUDA module's kernels (src/device/cuda/): bf16
- * conversions and the row-reduction block's tree sum. Written in the C subset of CUDA,
+ * conversions and the row-reduction block's tree reductions. Written in the C subset of CUDA,
  * like the kernel files (*_kernels.cuh, cuda_sampler_kernel.cuh) that use them, so the
  * tests can compile them as C11 and run them on CPU threads (tests/cuda_block_emu.h).
  */
@@ -19,22 +19,33 @@ __device__ static inline uint16_t f32_to_bf16_rne(float f)
     return (uint16_t)(u >> 16);
 }
 
-/* Threads of a row-reduction block (a power of two), and the sum of a row's values
- * over such a block in a fixed tree (every thread gets it; part: ROW_THREADS floats of
- * shared memory). rmsnorm_fwd and the kernels that fuse it sum this way, so their
- * normalisations are the same bits. */
+/* Threads of a row-reduction block (a power of two), and the block's reductions of
+ * every thread's v in a fixed tree (every thread gets the result; part: ROW_THREADS
+ * values of shared memory, reused by the next call): block_sum of floats, block_max_f32,
+ * block_sum_f64, block_max_f64. rmsnorm_fwd and the kernels that fuse it sum this
+ * way, so their normalisations are the same bits. */
 #define ROW_THREADS 256
-__device__ static inline float block_sum(float v, float *part)
-{
-    part[threadIdx.x] = v;
-    __syncthreads();
-    for (int k = ROW_THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
-        __syncthreads();
+#define BLOCK_ADD(a, b) (a) += (b)
+#define BLOCK_MAX(a, b)                                                                      \
+    do {                                                                                     \
+        if ((b) > (a)) (a) = (b);                                                            \
+    } while (0)
+#define BLOCK_REDUCTION(name, T, STEP)                                                       \
+    __device__ static inline T name(T v, T *part)                                            \
+    {                                                                                        \
+        part[threadIdx.x] = v;                                                               \
+        __syncthreads();                                                                     \
+        for (int k = ROW_THREADS / 2; k > 0; k /= 2) {                                       \
+            if ((int)threadIdx.x < k) STEP(part[threadIdx.x], part[threadIdx.x + k]);        \
+            __syncthreads();                                                                 \
+        }                                                                                    \
+        T r = part[0];                                                                       \
+        __syncthreads();                                                                     \
+        return r;                                                                            \
     }
-    float s = part[0];
-    __syncthreads(); /* part is reused by the next call */
-    return s;
-}
+BLOCK_REDUCTION(block_sum, float, BLOCK_ADD)
+BLOCK_REDUCTION(block_max_f32, float, BLOCK_MAX)
+BLOCK_REDUCTION(block_sum_f64, double, BLOCK_ADD)
+BLOCK_REDUCTION(block_max_f64, double, BLOCK_MAX)
 
 #endif

@@ -37,7 +37,7 @@ extern "C" int cu_vocab_sample_max(double *mx, const float *logits, int B, int V
                                    float temperature)
 {
     if (B <= 0) return 0;
-    vocab_max_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(mx, logits, Vl, temperature);
+    vocab_sample_max_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(mx, logits, Vl, temperature);
     CU_LAUNCHED("vocab_sample_max");
     return 0;
 }
@@ -46,8 +46,8 @@ extern "C" int cu_vocab_sample_sums(double *xb, float *p, const float *logits, c
                                     int B, int Vl, float temperature, int slot, int slots)
 {
     if (B <= 0) return 0;
-    vocab_sums_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(xb, p, logits, mx, Vl, temperature, slot,
-                                                      slots);
+    vocab_sample_sums_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(xb, p, logits, mx, Vl, temperature,
+                                                             slot, slots);
     CU_LAUNCHED("vocab_sample_sums");
     return 0;
 }
@@ -57,8 +57,8 @@ extern "C" int cu_vocab_sample_pick(double *res, const float *logits, const floa
                                     float temperature)
 {
     if (B <= 0) return 0;
-    vocab_pick_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(res, logits, p, plan, mx, Vl, v0,
-                                                      temperature);
+    vocab_sample_pick_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(res, logits, p, plan, mx, Vl, v0,
+                                                             temperature);
     CU_LAUNCHED("vocab_sample_pick");
     return 0;
 }

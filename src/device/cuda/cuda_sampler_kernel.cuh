@@ -38,14 +38,14 @@
  * __syncthreads only), so that tests/test_cuda_sampler_emu.c compiles this very file
  * as C11 and runs it on CPU threads, one thread per CUDA thread of a block, against
  * sampler_sample: the kernel's logic is tested on a machine without a GPU. Needs
- * before it: math.h, rng_core.h, sampler.h and the CUDA built-ins it uses
- * (threadIdx, blockIdx, blockDim, __syncthreads, atomicAdd, __float_as_uint,
+ * before it: math.h, rng_core.h, sampler.h, cuda_device.cuh and the CUDA built-ins it
+ * uses (threadIdx, blockIdx, blockDim, __syncthreads, atomicAdd, __float_as_uint,
  * __uint_as_float).
  */
 #ifndef LIBRA_CUDA_SAMPLER_KERNEL_CUH
 #define LIBRA_CUDA_SAMPLER_KERNEL_CUH
 
-#define SAMP_THREADS 256
+#define SAMP_THREADS ROW_THREADS /* 256; the block reductions of cuda_device.cuh */
 
 /* a ranks strictly before b: more probable, or as probable with a lower id. */
 __device__ static bool ranks_before(const float *p, int a, int b)
@@ -187,35 +187,6 @@ __device__ static int draw(const float *p, const int *c, int n, double mass, uin
     for (int j = n - 1; j > 0; j--) /* rounding: the last candidate that has mass */
         if (p[c[j]] > 0) return c[j];
     return c[0];
-}
-
-/* The block's max / sum of every thread's v, by a tree in sh (SAMP_THREADS doubles of
- * shared memory; the same order every call); every thread gets it. */
-__device__ static double block_max_f64(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k && sh[threadIdx.x + k] > sh[threadIdx.x])
-            sh[threadIdx.x] = sh[threadIdx.x + k];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-__device__ static double block_sum_f64(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int k = SAMP_THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k) sh[threadIdx.x] += sh[threadIdx.x + k];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
 }
 
 /* The largest x_i / T of x[0, V), in double; every thread gets it. */
@@ -414,15 +385,17 @@ __global__ static void vocab_greedy_k(double *xb, const float *logits, int Vl, i
     }
 }
 
-__global__ static void vocab_max_k(double *mx, const float *logits, int Vl, float temperature)
+__global__ static void vocab_sample_max_k(double *mx, const float *logits, int Vl,
+                                          float temperature)
 {
     __shared__ double dsh[SAMP_THREADS];
     double m = block_scaled_max(logits + (size_t)blockIdx.x * Vl, Vl, temperature, dsh);
     if (threadIdx.x == 0) mx[blockIdx.x] = m;
 }
 
-__global__ static void vocab_sums_k(double *xb, float *p_all, const float *logits, const double *mx,
-                                    int Vl, float temperature, int slot, int slots)
+__global__ static void vocab_sample_sums_k(double *xb, float *p_all, const float *logits,
+                                           const double *mx, int Vl, float temperature, int slot,
+                                           int slots)
 {
     __shared__ double dsh[SAMP_THREADS];
     __shared__ double csum[SAMP_THREADS];
@@ -444,9 +417,9 @@ __global__ static void vocab_sums_k(double *xb, float *p_all, const float *logit
 
 /* plan (B, 4): whether this rank owns the row's draw, then struct sampler_tp_draw's u,
  * own_start and total_exact. res (B, 2): (v0 + the id, its log-prob) or zeros. */
-__global__ static void vocab_pick_k(double *res, const float *logits, const float *p_all,
-                                    const double *plan, const double *mx, int Vl, int v0,
-                                    float temperature)
+__global__ static void vocab_sample_pick_k(double *res, const float *logits, const float *p_all,
+                                           const double *plan, const double *mx, int Vl, int v0,
+                                           float temperature)
 {
     __shared__ double csum[SAMP_THREADS];
     int r = blockIdx.x, lo, hi;
