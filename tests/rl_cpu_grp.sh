@@ -7,8 +7,9 @@
 #   planner  the start-up profile of calc trajectories (workloads/calc.cfg); the
 #            planner must apply at least one plan of its own ("planner" event, a
 #            grp: /plans row) -- it moves ranks between roles and TP layouts. It may
-#            choose training replicas of TP 1 or 2 (on this host's rates it keeps
-#            one-rank ones: two of them train faster than one TP-2 replica).
+#            choose training replicas of TP 1 or 2 (plan.max_train_tp = 2; on this
+#            host's rates it keeps one-rank ones: two of them train faster than one
+#            TP-2 replica).
 #   pool     the start-up profile over-states the rollouts (the default R2E-like
 #            preset), so the preflight plan is rollout-heavy, and the planner keeps it
 #            (min_gain_ratio 1: a new plan would have to halve the step): the pool

@@ -25,7 +25,8 @@
  *  - four data-parallel replicas (test_dp): the gradient summed on the GPUs equals the
  *    MPI sum, its norm the host's, and a step on it leaves the replicas identical;
  *  - a TP shard's step through the host trainer with its gradient reduced and normed on
- *    the GPU equals the step with the gradient brought to the host (test_tp_engine);
+ *    the GPU -- replicated kv heads' summed over their kv group there too -- equals the
+ *    step with the gradient brought to the host (test_tp_engine);
  *  - a model that is not the rank's shard, or a group of the wrong size: NULL + message.
  * Without a GPU it runs on the host stand-in of the CUDA module (test_cuda_or_skip).
  * Every rank runs the suites (they are collective); rank 0 prints, and the exit code is
@@ -405,9 +406,12 @@ static void test_tp_engine(void)
             struct trainer ta, tb;
             trainer_init_tp(&ta, &g.tp, &pa, &adam, NULL, 0, &grpo, 64);
             trainer_init_tp(&tb, &g.tp, &pb, &adam, NULL, 0, &grpo, 64);
-            struct train_engine ea = gpu_trainer_engine(ga), eb = gpu_trainer_engine(gb);
             int replicated = c->n_kv_heads < t;
-            CU_ASSERT_EQUAL(eb.tp_reduce == NULL, replicated);
+            struct gpu_comm *kc = replicated ? gpu_comm_host_staged(api, g.tp.kv_comm) : NULL;
+            CU_ASSERT_EQUAL(gpu_trainer_engine(gb).tp_reduce == NULL, replicated); /* no kv group */
+            gpu_trainer_set_kv_comm(gb, kc);
+            struct train_engine ea = gpu_trainer_engine(ga), eb = gpu_trainer_engine(gb);
+            CU_ASSERT(eb.tp_reduce != NULL);
             ea.tp_reduce = NULL; /* the host's reduction and norm */
             ea.grad_sq_at = NULL;
             trainer_set_engine(&ta, &ea);
@@ -416,7 +420,7 @@ static void test_tp_engine(void)
             trainer_grads(&ta, seqs, 2, N0 + N1, &sa);
             trainer_grads(&tb, seqs, 2, N0 + N1, &sb);
             CU_ASSERT_EQUAL(ta.grads_on_engine, 0);
-            CU_ASSERT_EQUAL(tb.grads_on_engine, !replicated);
+            CU_ASSERT_EQUAL(tb.grads_on_engine, 1);
             n_gpu += tb.grads_on_engine;
             double na = trainer_apply(&ta), nb = trainer_apply(&tb);
             trainer_fetch_moments(&ta);
@@ -432,7 +436,7 @@ static void test_tp_engine(void)
             if (test_tp_rank == 0)
                 printf("\n    %s TP %d step, gradient %s: norm %.1e, weights %.1e, moments "
                        "%.1e from the host's", k == 0 ? "llama" : k == 1 ? "qwen2" : "qwen3",
-                       t, replicated ? "on the host (replicated kv heads)" : "on the GPU",
+                       t, replicated ? "on the GPU, kv heads replicated" : "on the GPU",
                        n_err, p_err, m_err);
             CU_ASSERT(na > 0 && n_err <= 1e-12);
             CU_ASSERT(p_err <= 1e-6);
@@ -443,11 +447,12 @@ static void test_tp_engine(void)
             gpu_trainer_free(ga);
             gpu_trainer_free(gb);
             gpu_comm_free(gc);
+            gpu_comm_free(kc);
             tfm_params_free(&full);
             tfm_params_free(&part);
             test_tp_group_close(&g);
         }
-    CU_ASSERT(n_gpu >= 3); /* llama and qwen3 at TP 2, qwen2 at 2 and 4 */
+    CU_ASSERT(n_gpu == 2 * N_CFG); /* every shard, the replicated kv heads' included */
 }
 
 static void test_refusals(void)

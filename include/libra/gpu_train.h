@@ -58,8 +58,9 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
  * (size t, rank tp->rank; may be NULL at t == 1; it must outlive the trainer). tp NULL:
  * gpu_trainer_create. The gradients it leaves are tfm_backward_tp's: the q/k norms'
  * and replicated kv heads' are partial sums until tfm_tp_reduce_grads (on the host) or
- * gpu_trainer_tp_reduce (on the GPU, without replicated kv heads);
- * gpu_trainer_step refuses t > 1 (the host trainer steps a TP replica). */
+ * gpu_trainer_tp_reduce (on the GPU; with replicated kv heads once the kv group is set:
+ * gpu_trainer_set_kv_comm); gpu_trainer_step refuses t > 1 (the host trainer steps a
+ * TP replica). */
 struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const struct tfm_tp *tp,
                                           struct gpu_comm *comm, const struct tfm_config *c,
                                           const struct tfm_params *p, int max_tokens,
@@ -94,10 +95,15 @@ void gpu_trainer_apply(struct gpu_trainer *t, const float *g, float clip,
                        const struct adamw_scalars *s, float *p);
 /* The gradient block's sum of squares (double; the same bits every call). */
 double gpu_trainer_grad_sq(struct gpu_trainer *t);
+/* The kv group of a shard whose kv heads are replicated (K < t: the t/K ranks holding
+ * the same kv head, tfm_tp's kv_comm; it must outlive the trainer), so that
+ * gpu_trainer_tp_reduce sums their gradients on the GPU; NULL: on the host. Set it
+ * before gpu_trainer_engine. */
+void gpu_trainer_set_kv_comm(struct gpu_trainer *t, struct gpu_comm *kv);
 /* A TP > 1 shard's gradient reduced as tfm_tp_reduce_grads does, in place on the GPU:
- * the q/k norms' partial sums over the group (collective; nothing else to do when the
- * kv heads are not replicated -- with replicated ones it refuses: those are summed on
- * the host). */
+ * the q/k norms' partial sums over the group, and with replicated kv heads the span
+ * wk | bk | wv | bv over the kv group (collective over both; it refuses replicated kv
+ * heads without a kv group). */
 void gpu_trainer_tp_reduce(struct gpu_trainer *t);
 /* The sum of squares of the gradient's elements [off[i], off[i] + len[i]), i < n. */
 double gpu_trainer_grad_sq_at(struct gpu_trainer *t, const size_t *off, const size_t *len, int n);

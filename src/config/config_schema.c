@@ -279,7 +279,7 @@ const struct cfg_key cfg_schema[] = {
                  "rollout ranks lent to training as extra replicas (mode = static)"),
     SPEC_INT_KEY("train_tp", 0, train_tp, 1, 1, 8,
                  "TP degree of a training replica: n_train and n_hybrid are multiples of it "
-                 "(mode = static; device cpu: 1 or 2)"),
+                 "(mode = static; device cpu and cuda: 1, 2, 4 or 8, one that shards the model)"),
     {.section = "plan", .key = "rollout_tp", .type = CFG_TP_LIST, .flags = CFG_SPEC | CFG_GROUP_REQUIRED,
      .offset = SOFF(rollout_tp), .size = SSZ(rollout_tp), .def_s = "[1, 1, 1, 1]", .min = 1,
      .max = CFG_MAX_TP, .allowed = "1, 2, 4, 8", .units = "ranks",

@@ -1,6 +1,7 @@
 /*
  * The GPU groups of a rank on device cuda (cpu_internal.h): its shard's TP group
- * (cpu_gpu_comm) and the training replicas' data-parallel group (cpu_gpu_comm_dp).
+ * (cpu_gpu_comm), the ranks of it that hold the same replicated kv head
+ * (cpu_gpu_comm_kv) and the training replicas' data-parallel group (cpu_gpu_comm_dp).
  * NCCL when every rank of the group drives a GPU of its own, else host-staged over the
  * group's MPI communicator (several ranks sharing a GPU, where NCCL refuses to run, or
  * LIBRA_NCCL=0 in the environment). Cached by kind and membership -- the group's world
@@ -62,7 +63,10 @@ static struct gpu_comm *make(struct device *d, const struct tfm_comm *tc, int ki
         if (gc) return gc;
         if (tc->rank == 0)
             LOG_W("device cuda: %s all-reduces host-staged: %s",
-                  kind == CPU_GPU_TP ? "TP group" : "data-parallel gradient", err);
+                  kind == CPU_GPU_TP   ? "TP group"
+                  : kind == CPU_GPU_KV ? "kv group"
+                                       : "data-parallel gradient",
+                  err);
     }
     return gpu_comm_host_staged(d->gpu, tc);
 }
@@ -100,6 +104,12 @@ struct gpu_comm *cpu_gpu_comm(struct device *d)
 {
     if (d->sh.t <= 1 || !d->gpu) return NULL;
     return group_of(d, CPU_GPU_TP, &d->sh.comm);
+}
+
+struct gpu_comm *cpu_gpu_comm_kv(struct device *d)
+{
+    if (d->sh.t <= 1 || !d->gpu || d->sh.kv.comm == MPI_COMM_NULL) return NULL;
+    return group_of(d, CPU_GPU_KV, &d->sh.kv);
 }
 
 struct gpu_comm *cpu_gpu_comm_dp(struct device *d, MPI_Comm dp)

@@ -54,7 +54,7 @@ void cpu_comm_free_owned(struct cpu_comm *c);
  * ranks it spans (cpu_gpu_comm.c). */
 #define CPU_GPU_GROUP_MAX 512
 #define CPU_GPU_CACHE 4
-enum cpu_gpu_kind { CPU_GPU_TP, CPU_GPU_DP };
+enum cpu_gpu_kind { CPU_GPU_TP, CPU_GPU_KV, CPU_GPU_DP };
 struct cpu_gpu_group {
     int kind, n, world[CPU_GPU_GROUP_MAX];
     struct gpu_comm *gc;
@@ -123,6 +123,9 @@ void cpu_trainer_drop(struct device *d);
  * device cpu; kept by the device (cpu_gpu_comm_free_all at close). Collective over the
  * group (cpu_gpu_comm.c). */
 struct gpu_comm *cpu_gpu_comm(struct device *d);
+/* The same for the shard's kv sub-group (sh.kv: K < t), NULL without one. Collective
+ * over the kv group. */
+struct gpu_comm *cpu_gpu_comm_kv(struct device *d);
 /* The same for the training replicas' data-parallel communicator dp (bound to d->dp),
  * NULL on device cpu or when dp has more than CPU_GPU_GROUP_MAX ranks (the same on
  * every rank). Collective over dp. */

@@ -1,9 +1,8 @@
 /*
  * What the CPU device reports about itself (device_info): it runs the real model
- * (token ids, log-probs, checkpoints), rollout instances of TP 1, 2, 4 and 8 and
- * training replicas of TP 1 and 2 (any degree that shards the configured model:
- * checked here against the configured plans), and rates measured on this host for
- * the model's shapes.
+ * (token ids, log-probs, checkpoints), rollout instances and training replicas of TP
+ * 1, 2, 4 and 8 (any degree that shards the configured model: checked here against
+ * the configured plans), and rates measured on this host for the model's shapes.
  *
  * Measurement (about a second for the shipped models): a decoder with zeroed weights
  * of the model's shapes -- decode time does not depend on the values -- times decode
@@ -237,7 +236,7 @@ int cpu_describe_model(const struct libra_config *cfg, struct device_info *out,
     snprintf(out->name, sizeof out->name, "cpu");
     out->has_model = 1;
     out->tp_mask = 1u << 1 | 1u << 2 | 1u << 4 | 1u << 8;
-    out->train_tp_mask = 1u << 1 | 1u << 2;
+    out->train_tp_mask = 1u << 1 | 1u << 2 | 1u << 4 | 1u << 8;
     struct tfm_config mc;
     struct tfm_params p;
     struct adamw opt;

@@ -87,6 +87,7 @@ static void attach_gpu(struct device *d)
     if (!d->gtr)
         FATAL("rank %d: the GPU training path (train.batch_size %d): %s", d->a.rank,
               t->batch_size, err);
+    gpu_trainer_set_kv_comm(d->gtr, cpu_gpu_comm_kv(d)); /* replicated kv heads */
     d->geng = gpu_trainer_engine(d->gtr);
     trainer_set_engine(d->tr, &d->geng);
     LOG_D("rank %d: GPU trainer of shard (TP %d, %d): %.1f MB of GPU memory%s", d->a.rank,
@@ -237,10 +238,9 @@ void cpu_train_apply(struct device *d, int step, struct wire_train_done *done)
  * float: exact below 2^24 steps). */
 float *cpu_join_buffer(struct device *d, int sending, size_t *n)
 {
-    if (!d->tr) {
-        if (sending) FATAL("rank %d serves a join without a trainer (a bug)", d->a.rank);
-        if (d->version < 0) d->version = 0; /* the snapshot overwrites everything */
-    }
+    /* a joining rank's snapshot overwrites everything; a partner that has not trained
+     * yet (a plan that lends ranks from its first step) serves its starting state */
+    if (!d->tr && d->version < 0) d->version = 0;
     cpu_train_prepare(d);
     size_t np = d->tr->p.n;
     if (!d->join || d->n_join != 3 * np + 1) {

@@ -49,7 +49,7 @@ struct gpu_trainer {
      * the host */
     int tp_t, tp_rank, v0, V_full;
     int kv_replicated;      /* the full model has fewer kv heads than tp_t */
-    struct gpu_comm *comm;
+    struct gpu_comm *comm, *kv_comm; /* the group; the kv group (replicated kv heads) */
     float *d_mx;
     double *d_sums, *d_lsum, *h_sums, *h_lsum;
     float *h_clp, *h_cent;
@@ -789,17 +789,30 @@ double gpu_trainer_grad_sq(struct gpu_trainer *t)
     return sq;
 }
 
+void gpu_trainer_set_kv_comm(struct gpu_trainer *t, struct gpu_comm *kv)
+{
+    t->kv_comm = t->kv_replicated ? kv : NULL;
+}
+
 void gpu_trainer_tp_reduce(struct gpu_trainer *t)
 {
     if (!t->comm) return;
-    if (t->kv_replicated)
+    if (t->kv_replicated && !t->kv_comm)
         FATAL("gpu_trainer_tp_reduce: the replicated kv heads' gradients of a TP-%d shard "
-              "are summed on the host (tfm_tp_reduce_grads)", t->tp_t);
-    if (!t->c.qk_norm) return;
-    size_t L = (size_t)t->c.n_layers, D = (size_t)t->c.head_dim;
-    if (t->at.k_norm != t->at.q_norm + L * D)
-        FATAL("gpu_trainer_tp_reduce: q_norm and k_norm are not adjacent in the block");
-    t->comm->allreduce_f32(t->comm->ctx, t->g + t->at.q_norm, 2 * L * D, TFM_RED_SUM);
+              "need its kv group (gpu_trainer_set_kv_comm), or the host's "
+              "tfm_tp_reduce_grads", t->tp_t);
+    size_t L = (size_t)t->c.n_layers, D = (size_t)t->c.head_dim, C = (size_t)t->c.hidden_size;
+    if (t->c.qk_norm) {
+        if (t->at.k_norm != t->at.q_norm + L * D)
+            FATAL("gpu_trainer_tp_reduce: q_norm and k_norm are not adjacent in the block");
+        t->comm->allreduce_f32(t->comm->ctx, t->g + t->at.q_norm, 2 * L * D, TFM_RED_SUM);
+    }
+    if (t->kv_replicated) { /* wk | bk | wv | bv, adjacent as in tfm_tp_reduce_grads */
+        size_t KD = (size_t)t->c.n_kv_heads * D;
+        size_t end = t->at.bv != TFM_ABSENT ? t->at.bv + L * KD : t->at.wv + L * KD * C;
+        t->kv_comm->allreduce_f32(t->kv_comm->ctx, t->g + t->at.wk, end - t->at.wk,
+                                  TFM_RED_SUM);
+    }
     GPU_CHECK(t->api, t->api->sync());
 }
 
@@ -877,8 +890,8 @@ static void eng_set_moments(void *ctx, const float *m, const float *v)
 
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t)
 {
-    /* a shard with replicated kv heads sums their gradients on the host */
-    int on_gpu = !t->kv_replicated;
+    /* a shard with replicated kv heads and no kv group sums the gradient on the host */
+    int on_gpu = !t->kv_replicated || t->kv_comm;
     return (struct train_engine){t,
                                  eng_forward,
                                  eng_grads_begin,
