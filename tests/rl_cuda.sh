@@ -1,11 +1,12 @@
 #!/bin/sh
-# RL on the CUDA device, the calc environment and the shipped model, thirteen times: 4
+# RL on the CUDA device, the calc environment and the shipped model, fourteen times: 4
 # ranks (controller, 2 training replicas, 1 rollout instance, all TP 1; top-k and top-p
 # sampling); 5 ranks (controller, one TP-2 training replica, one TP-2 rollout
 # instance: the GPU engine's shards and their all-reduces); 6 ranks with a TP-4
 # replica (the kv heads replicated, their gradients summed over kv groups on the
-# GPUs); 5 ranks re-planned every 3 steps (1 replica + TP
-# [1, 1, 1], 2 replicas + TP [2], 1 replica + TP [2, 1]: instances dissolve and form
+# GPUs); 6 ranks with a lent TP-2 replica from the first step; 5 ranks re-planned
+# every 3 steps (1 replica + TP [1, 1, 1], 2 replicas + TP [2], 1 replica + TP
+# [2, 1]: instances dissolve and form
 # again, their GPU groups from the cache or new; with an entropy bonus, whose gradient
 # the GPU forms at TP 1 and 2); a rollout rank lent to training for two epochs, which
 # must give its GPU trainer's memory back when it serves rollouts again; and the
@@ -61,6 +62,13 @@ rl_job 6 "$out/tp4.cfg" "$out/tp4"
 tail -n 3 "$out/tp4.stdout"
 "$CHECK_RUN" "$out/tp4.h5" --min-steps 6 || fail "check_run (TP 4)"
 "$CHECK_RL" "$out/tp4.h5" --max-staleness 2 --accuracy-rises || fail "check_rl (TP 4)"
+# a lent TP-2 replica from the first step: its partners make their GPU trainers to
+# serve the join (they have not trained yet) and every step trains on both replicas
+rl_sched_config "$out/lent2.cfg" "$out/lent2.h5" 6 3 \
+    '{ n_train = 2; train_tp = 2; n_hybrid = 2; rollout_tp = [1]; }'
+rl_job 6 "$out/lent2.cfg" "$out/lent2"
+"$CHECK_RUN" "$out/lent2.h5" --min-steps 6 || fail "check_run (lent from the start)"
+"$CHECK_RL" "$out/lent2.h5" --min-hybrid-steps 3 || fail "check_rl (lent from the start)"
 # re-planned: roles and TP layouts change between epochs
 RL_TRAIN_EXTRA="entropy_coef = 0.01;" rl_sched_config "$out/replan.cfg" \
     "$out/replan.h5" 9 3 '{ n_train = 1; rollout_tp = [1, 1, 1]; },
