@@ -7,7 +7,7 @@
 #   planner  the start-up profile of calc trajectories (workloads/calc.cfg); the
 #            planner must apply at least one plan of its own ("planner" event, a
 #            grp: /plans row) -- it moves ranks between roles and TP layouts. It may
-#            choose training replicas of TP 1 or 2 (plan.max_train_tp = 2; on this
+#            choose training replicas of TP 1, 2 or 4 (plan.max_train_tp = 4; on this
 #            host's rates it keeps one-rank ones: two of them train faster than one
 #            TP-2 replica).
 #   pool     the start-up profile over-states the rollouts (the default R2E-like
@@ -29,7 +29,7 @@
 out=$(scratch rl-grp)
 for run in planner pool; do
     if [ $run = planner ]; then
-        plan='max_train_tp = 2; max_rollout_tp = 2;'
+        plan='max_train_tp = 4; max_rollout_tp = 2;'
         workload='workload = { preset = "workloads/calc.cfg"; };'
     else
         plan='max_train_tp = 1; max_rollout_tp = 1; min_gain_ratio = 1.0;'
