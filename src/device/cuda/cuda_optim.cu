@@ -41,29 +41,30 @@ __global__ static void sum_parts_k(double *out, const double *part, int nb)
     if (threadIdx.x == 0) *out = sh[0];
 }
 
+/* The partial sums' scratch, made once (cu_scratch_grow: the sum of squares is never
+ * called inside a graph recording). A cudaMalloc and cudaFree per call -- a device
+ * synchronisation each -- cost a TP shard's gradient norm one of each per slice. */
+#define SS_MAX_BLOCKS 1024
+static void *ss_part;
+static size_t ss_bytes;
+
 /* Deterministic: no atomics, the same grid for the same n, so the same bits every call
  * (training replicas clip by this norm and must stay identical). */
 extern "C" int cu_sum_squares(double *out, const float *x, int64_t n)
 {
-    const int64_t MAX_BLOCKS = 1024;
     if (n <= 0) {
         *out = 0.0;
         return 0;
     }
-    double *part = NULL;
-    CU_CHECK(cudaMalloc((void **)&part, (MAX_BLOCKS + 1) * sizeof *part));
+    if (cu_scratch_grow(&ss_part, &ss_bytes, (SS_MAX_BLOCKS + 1) * sizeof(double))) return -1;
+    double *part = (double *)ss_part;
     int64_t blocks = (n + SS_THREADS - 1) / SS_THREADS;
-    int nb = (int)(blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS);
-    int rc = -1;
+    int nb = (int)(blocks < SS_MAX_BLOCKS ? blocks : SS_MAX_BLOCKS);
     sum_squares_k<<<(unsigned)nb, SS_THREADS, 0, cu_stream()>>>(part + 1, x, n);
     sum_parts_k<<<1, SS_THREADS, 0, cu_stream()>>>(part, part + 1, nb);
-    if (cudaGetLastError() != cudaSuccess) goto out;
-    if (cudaMemcpy(out, part, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess) goto out;
-    rc = 0;
-out:
-    if (rc) cu_fail("sum_squares", cudaGetLastError(), __FILE__, __LINE__);
-    cudaFree(part);
-    return rc;
+    CU_LAUNCHED("sum_squares");
+    CU_CHECK(cudaMemcpy(out, part, sizeof *out, cudaMemcpyDeviceToHost));
+    return 0;
 }
 
 __global__ static void adamw_k(float *p, float *m, float *v, const float *grads, int64_t n,
