@@ -1,11 +1,13 @@
 /*
  * CUDA thread blocks on CPU threads, for kernels written in the C subset of CUDA
- * (shared memory, __syncthreads, atomicAdd, __shfl_xor_sync of floats): a test
+ * (shared memory, __syncthreads, atomicAdd of unsigned and float, atomicCAS of int,
+ * __shfl_xor_sync of floats): a test
  * includes the kernel's file after this header and runs it with emu_launch. Each
  * block runs on `threads` POSIX threads, one per CUDA thread, that meet at a barrier
  * wherever the kernel calls __syncthreads; a warp's 32 threads meet at the warp's own
- * barrier for a shuffle. Blocks run one after another (the grid's x, then y), so a
- * kernel's __shared__ variables (static here) belong to the running block. A kernel
+ * barrier for a shuffle. The threads are made once a launch and run the blocks one
+ * after another (the grid's x, then y) together, so a kernel's __shared__ variables
+ * (static here) belong to the running block. A kernel
  * whose threads reach different numbers of barriers hangs here, as it would be
  * undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test file,
  * which defines _POSIX_C_SOURCE >= 200112L (barriers) before its first include.
@@ -49,9 +51,24 @@ static inline float __shfl_xor_sync(unsigned mask, float v, int o)
     pthread_barrier_wait(w);
     return r;
 }
-static inline unsigned atomicAdd(unsigned *p, unsigned v)
+static inline unsigned emu_atomic_add_u32(unsigned *p, unsigned v)
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline float emu_atomic_add_f32(float *p, float v)
+{
+    float old, sum;
+    __atomic_load(p, &old, __ATOMIC_SEQ_CST);
+    do sum = old + v;
+    while (!__atomic_compare_exchange(p, &old, &sum, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    return old;
+}
+#define atomicAdd(p, v)                                                                      \
+    _Generic((p), unsigned *: emu_atomic_add_u32, float *: emu_atomic_add_f32)(p, v)
+static inline int atomicCAS(int *p, int compare, int val)
+{
+    __atomic_compare_exchange_n(p, &compare, val, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare; /* the old value */
 }
 static inline unsigned __float_as_uint(float f)
 {
@@ -67,23 +84,30 @@ static inline float __uint_as_float(unsigned u)
 }
 
 struct emu_thread {
-    struct emu_dim block;
     unsigned thread;
     void (*body)(void *);
     void *arg;
 };
+static pthread_barrier_t emu_block_end;
 
+/* One CUDA thread index through every block of the grid, in order; the block-end
+ * barrier keeps a block's shared memory its own until every thread has left it. */
 static void *emu_thread_main(void *p)
 {
     const struct emu_thread *t = p;
-    blockIdx = t->block;
     threadIdx.x = t->thread;
     threadIdx.y = 0;
-    t->body(t->arg);
+    for (unsigned by = 0; by < gridDim.y; by++)
+        for (unsigned bx = 0; bx < gridDim.x; bx++) {
+            blockIdx = (struct emu_dim){bx, by};
+            t->body(t->arg);
+            pthread_barrier_wait(&emu_block_end);
+        }
     return NULL;
 }
 
-/* body(arg) as a grid of gx x gy blocks of `threads` threads (body calls the kernel). */
+/* body(arg) as a grid of gx x gy blocks of `threads` threads (body calls the kernel);
+ * the threads are made once a launch and walk the blocks together. */
 static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*body)(void *),
                           void *arg)
 {
@@ -95,24 +119,24 @@ static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*bod
     }
     blockDim = (struct emu_dim){threads, 1};
     gridDim = (struct emu_dim){gx, gy};
-    for (unsigned by = 0; by < gy; by++)
-        for (unsigned bx = 0; bx < gx; bx++) {
-            if (pthread_barrier_init(&emu_barrier, NULL, threads)) abort();
-            for (unsigned w = 0; w * 32 < threads; w++) {
-                unsigned n = threads - w * 32 < 32 ? threads - w * 32 : 32;
-                if (pthread_barrier_init(&emu_warp_barrier[w], NULL, n)) abort();
-            }
-            for (unsigned i = 0; i < threads; i++) {
-                t[i] = (struct emu_thread){{bx, by}, i, body, arg};
-                if (pthread_create(&th[i], NULL, emu_thread_main, &t[i])) {
-                    fprintf(stderr, "emu_launch: pthread_create failed\n");
-                    abort();
-                }
-            }
-            for (unsigned i = 0; i < threads; i++) pthread_join(th[i], NULL);
-            pthread_barrier_destroy(&emu_barrier);
-            for (unsigned w = 0; w * 32 < threads; w++) pthread_barrier_destroy(&emu_warp_barrier[w]);
+    if (pthread_barrier_init(&emu_barrier, NULL, threads) ||
+        pthread_barrier_init(&emu_block_end, NULL, threads))
+        abort();
+    for (unsigned w = 0; w * 32 < threads; w++) {
+        unsigned n = threads - w * 32 < 32 ? threads - w * 32 : 32;
+        if (pthread_barrier_init(&emu_warp_barrier[w], NULL, n)) abort();
+    }
+    for (unsigned i = 0; i < threads; i++) {
+        t[i] = (struct emu_thread){i, body, arg};
+        if (pthread_create(&th[i], NULL, emu_thread_main, &t[i])) {
+            fprintf(stderr, "emu_launch: pthread_create failed\n");
+            abort();
         }
+    }
+    for (unsigned i = 0; i < threads; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&emu_barrier);
+    pthread_barrier_destroy(&emu_block_end);
+    for (unsigned w = 0; w * 32 < threads; w++) pthread_barrier_destroy(&emu_warp_barrier[w]);
     free(th);
     free(t);
 }

@@ -1,44 +1,13 @@
 /*
- * The forward kernels of the CUDA engine so far (include/libra/cuda_api.h), each the GPU form
- * of a CPU reference in src/model/cpu/ops.c; tests/test_cuda.c compares them.
- * Deliberately plain: one thread per element, or one block per row with a
- * shared-memory tree reduction in float32 -- correctness first, tuned later against
- * the roofline. bf16 is the upper 16 bits of a float32 (widening is exact).
+ * The launchers of the elementwise and row kernels (include/libra/cuda_api.h) and the
+ * report of a device-side error; the kernels are in cuda_kernels.cuh.
  */
 #include "cuda_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 
-
-__device__ int cu_dev_error;       /* 0, or 1: a token outside the vocabulary was seen */
-__device__ long long cu_dev_value; /* the first such token */
-
-/* Raised by a kernel that meets a token outside [0, V). */
-__device__ static void cu_raise_bad_token(long long t)
-{
-    if (atomicCAS(&cu_dev_error, 0, 1) == 0) cu_dev_value = t;
-}
-
-/* ---- embedding: one block per row; token -1 is a row another rank's vocabulary shard
- * holds (zero here, nothing to add); any other token outside [0, V) is an error ---- */
-__global__ static void embed_gather_k(float *x, const uint16_t *embed, const int32_t *tokens,
-                                      int C, int V)
-{
-    int r = blockIdx.x;
-    int32_t t = tokens[r];
-    float *xr = x + (size_t)r * C;
-    if (t == -1) {
-        for (int j = threadIdx.x; j < C; j += blockDim.x) xr[j] = 0.0f;
-        return;
-    }
-    if (t < 0 || t >= V) {
-        if (threadIdx.x == 0) cu_raise_bad_token(t);
-        return;
-    }
-    const uint16_t *e = embed + (size_t)t * C;
-    for (int j = threadIdx.x; j < C; j += blockDim.x) xr[j] = bf16_to_f32(e[j]);
-}
+#include "cuda_kernels.cuh"
 
 extern "C" int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *tokens, int N,
                                int C, int V)
@@ -47,23 +16,6 @@ extern "C" int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *t
     embed_gather_k<<<N, 128, 0, cu_stream()>>>(x, embed, tokens, C, V);
     CU_LAUNCHED("embed_gather");
     return 0;
-}
-
-/* dembed rows tokens[r] += dx[r]: one block per row, atomic adds (rows sharing a token
- * add in any order). */
-__global__ static void embed_scatter_add_k(float *dembed, const float *dx,
-                                           const int32_t *tokens, int C, int V)
-{
-    int r = blockIdx.x;
-    int32_t t = tokens[r];
-    if (t == -1) return;
-    if (t < 0 || t >= V) {
-        if (threadIdx.x == 0) cu_raise_bad_token(t);
-        return;
-    }
-    float *de = dembed + (size_t)t * C;
-    const float *dxr = dx + (size_t)r * C;
-    for (int j = threadIdx.x; j < C; j += blockDim.x) atomicAdd(&de[j], dxr[j]);
 }
 
 extern "C" int cu_embed_scatter_add(float *dembed, const float *dx, const int32_t *tokens,
@@ -75,19 +27,6 @@ extern "C" int cu_embed_scatter_add(float *dembed, const float *dx, const int32_
     return 0;
 }
 
-/* ---- RMSNorm: one block per row, sum of squares reduced in float32 ---- */
-__global__ static void rmsnorm_fwd_k(float *y, const float *x, const uint16_t *w, int C,
-                                     float eps)
-{
-    __shared__ float part[ROW_THREADS];
-    const float *xr = x + (size_t)blockIdx.x * C;
-    float *yr = y + (size_t)blockIdx.x * C;
-    float s = 0.0f;
-    for (int j = threadIdx.x; j < C; j += blockDim.x) s += xr[j] * xr[j];
-    float r = 1.0f / sqrtf(block_sum(s, part) / (float)C + eps);
-    for (int j = threadIdx.x; j < C; j += blockDim.x) yr[j] = (xr[j] * r) * bf16_to_f32(w[j]);
-}
-
 extern "C" int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C,
                               float eps)
 {
@@ -95,26 +34,6 @@ extern "C" int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N
     rmsnorm_fwd_k<<<N, ROW_THREADS, 0, cu_stream()>>>(y, x, w, C, eps);
     CU_LAUNCHED("rmsnorm_fwd");
     return 0;
-}
-
-/* Backward, dx: xhat = x r, g = dy w:  dx += r (g - xhat mean(g xhat)); the row's r
- * is kept in rstd for the dw kernel. One block per row. */
-__global__ static void rmsnorm_bwd_dx_k(float *dx, const float *dy, const float *x,
-                                        const float *w, float *rstd, int C, float eps)
-{
-    __shared__ float part[ROW_THREADS];
-    size_t o = (size_t)blockIdx.x * C;
-    float ss = 0.0f, d = 0.0f;
-    for (int j = threadIdx.x; j < C; j += blockDim.x) {
-        ss += x[o + j] * x[o + j];
-        d += dy[o + j] * w[j] * x[o + j];
-    }
-    float r = 1.0f / sqrtf(block_sum(ss, part) / (float)C + eps);
-    float m = block_sum(d, part) * r / (float)C;
-    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    if (!dx) return;
-    for (int j = threadIdx.x; j < C; j += blockDim.x)
-        dx[o + j] += r * (dy[o + j] * w[j] - x[o + j] * r * m);
 }
 
 extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
@@ -128,24 +47,6 @@ extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float
         if (cu_column_sums(dw, dy, x, rstd, N, C)) return -1;
     }
     return 0;
-}
-
-/* ---- rotary (rotate-half): one thread per (row, head, pair); sign -1 rotates back
- * (the backward: the rotation is orthogonal) ---- */
-__global__ static void rope_k(float *x, const int32_t *pos, int N, int n_heads, int D,
-                              const float *rope, float sign)
-{
-    int half = D / 2;
-    long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= (long long)N * n_heads * half) return;
-    int i = (int)(k % half);
-    long long rh = k / half; /* row * n_heads + head */
-    int r = (int)(rh / n_heads);
-    float *xh = x + rh * D;
-    const float *cs = rope + (size_t)pos[r] * D;
-    float c = cs[i], s = sign * cs[half + i], a = xh[i], b = xh[half + i];
-    xh[i] = a * c - b * s;
-    xh[half + i] = b * c + a * s;
 }
 
 static int rope_launch(float *x, const int32_t *pos, int N, int n_heads, int D,
@@ -170,33 +71,12 @@ extern "C" int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, in
     return rope_launch(dx, pos, N, n_heads, D, rope, -1.0f);
 }
 
-/* ---- SwiGLU and bf16 conversion: one thread per element ---- */
-__global__ static void swiglu_fwd_k(float *y, float *sig_out, const float *g, const float *u,
-                                    int64_t n)
-{
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n) return;
-    float sig = 1.0f / (1.0f + expf(-g[k]));
-    if (sig_out) sig_out[k] = sig;
-    y[k] = (g[k] * sig) * u[k];
-}
-
 extern "C" int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n)
 {
     if (n <= 0) return 0;
     swiglu_fwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y, sig, g, u, n);
     CU_LAUNCHED("swiglu_fwd");
     return 0;
-}
-
-/* dg += dy u sig (1 + g (1 - sig)); du += dy (g sig), as swiglu_backward. */
-__global__ static void swiglu_bwd_k(float *dg, float *du, const float *dy, const float *g,
-                                    const float *u, const float *sig, int64_t n)
-{
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n) return;
-    if (dg) dg[k] += dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k]));
-    if (du) du[k] += dy[k] * (g[k] * sig[k]);
 }
 
 extern "C" int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g,
@@ -206,12 +86,6 @@ extern "C" int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float 
     swiglu_bwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dg, du, dy, g, u, sig, n);
     CU_LAUNCHED("swiglu_bwd");
     return 0;
-}
-
-__global__ static void f32_to_bf16_k(uint16_t *y, const float *x, int64_t n)
-{
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < n) y[k] = f32_to_bf16_rne(x[k]);
 }
 
 extern "C" int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n)

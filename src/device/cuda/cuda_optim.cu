@@ -1,45 +1,12 @@
 /*
- * The optimizer's kernels (include/libra/cuda_api.h): the sum of squares behind the
- * global gradient norm, and the fused AdamW element update with the per-step scalars
- * of include/libra/adamw.h (adamw_scalars_of), so CPU and GPU do the same arithmetic.
+ * The launchers of the optimizer's kernels (include/libra/cuda_api.h); the kernels are
+ * in cuda_optim.cuh.
  */
 #include "cuda_internal.h"
 
 #include "libra/cuda_api.h"
 
-#define SS_THREADS 256
-
-/* Per block: the sum of squares in double, into part[blockIdx.x]. */
-__global__ static void sum_squares_k(double *part, const float *x, int64_t n)
-{
-    __shared__ double sh[SS_THREADS];
-    double s = 0.0;
-    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n;
-         k += (int64_t)gridDim.x * blockDim.x)
-        s += (double)x[k] * x[k];
-    sh[threadIdx.x] = s;
-    __syncthreads();
-    for (int h = SS_THREADS / 2; h > 0; h /= 2) {
-        if ((int)threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
-}
-
-/* One block: the nb partial sums, in a fixed order, into *out. */
-__global__ static void sum_parts_k(double *out, const double *part, int nb)
-{
-    __shared__ double sh[SS_THREADS];
-    double s = 0.0;
-    for (int k = (int)threadIdx.x; k < nb; k += SS_THREADS) s += part[k];
-    sh[threadIdx.x] = s;
-    __syncthreads();
-    for (int h = SS_THREADS / 2; h > 0; h /= 2) {
-        if ((int)threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out = sh[0];
-}
+#include "cuda_optim.cuh"
 
 /* The partial sums' scratch, made once (cu_scratch_grow: the sum of squares is never
  * called inside a graph recording). A cudaMalloc and cudaFree per call -- a device
@@ -65,21 +32,6 @@ extern "C" int cu_sum_squares(double *out, const float *x, int64_t n)
     CU_LAUNCHED("sum_squares");
     CU_CHECK(cudaMemcpy(out, part, sizeof *out, cudaMemcpyDeviceToHost));
     return 0;
-}
-
-__global__ static void adamw_k(float *p, float *m, float *v, const float *grads, int64_t n,
-                               struct cuda_adamw s)
-{
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n) return;
-    float g = s.clip != 1.0f ? grads[k] * s.clip : grads[k];
-    float pk = p[k] * s.decay;
-    float mk = m[k] + s.w1 * (g - m[k]);
-    float vk = v[k] * s.beta2 + s.w2 * g * g;
-    float denom = sqrtf(vk) / s.bc2_sqrt + s.eps;
-    m[k] = mk;
-    v[k] = vk;
-    p[k] = pk - s.step_size * mk / denom;
 }
 
 extern "C" int cu_adamw_update(float *params, float *m, float *v, const float *grads,
