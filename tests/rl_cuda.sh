@@ -2,7 +2,7 @@
 # RL on the CUDA device, the calc environment and the shipped model, fourteen times: 4
 # ranks (controller, 2 training replicas, 1 rollout instance, all TP 1; top-k and top-p
 # sampling); 5 ranks (controller, one TP-2 training replica, one TP-2 rollout
-# instance: the GPU engine's shards and their all-reduces); 6 ranks with a TP-4
+# instance: the GPU engine's shards and their all-reduces, top-k sampling); 6 ranks with a TP-4
 # replica (the kv heads replicated, their gradients summed over kv groups on the
 # GPUs); 6 ranks with a lent TP-2 replica from the first step; 5 ranks re-planned
 # every 3 steps (1 replica + TP [1, 1, 1], 2 replicas + TP [2], 1 replica + TP
@@ -50,7 +50,9 @@ tail -n 3 "$out/run.stdout"
 "$CHECK_RUN" "$out/run.h5" --min-steps 4 || fail "check_run"
 "$CHECK_RL" "$out/run.h5" --max-staleness 2 --accuracy-rises || fail "check_rl"
 # tensor parallel: a TP-2 replica and a TP-2 instance
-RL_PLAN_EXTRA="train_tp = 2;" rl_config "$out/tp.cfg" "$out/tp.h5" 4 2 2 2 2
+# (top-k 40: the instance's two ranks exchange their candidates on the GPUs)
+RL_ROLLOUT_EXTRA="top_k = 40;" RL_PLAN_EXTRA="train_tp = 2;" \
+    rl_config "$out/tp.cfg" "$out/tp.h5" 4 2 2 2 2
 rl_job 5 "$out/tp.cfg" "$out/tp"
 tail -n 3 "$out/tp.stdout"
 "$CHECK_RUN" "$out/tp.h5" --min-steps 4 || fail "check_run (TP 2)"

@@ -22,7 +22,7 @@
  *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
  *   sample         the same tokens as sampler_sample (greedy, T, top-k, top-p);
  *                  log-probs 1e-5 of the largest
- *   vocab_greedy_stats, vocab_sample_max / _sums / _pick   rows split over 3 ranks'
+ *   vocab_greedy_stats, vocab_sample_max / _sums / _pick / _topk   rows split over 3 ranks'
  *                  columns, combined as the group's all-reduces would: sampler_sample's
  *                  tokens on the whole rows; log-probs 1e-5
  *   sum_squares    1e-12 relative (double accumulation in another order)
@@ -1276,10 +1276,11 @@ static void test_sampler(void)
 }
 
 /* The vocabulary-parallel sampler's kernels: rows split over 3 "ranks" (column
- * ranges), each rank's vocab_greedy_stats, or vocab_sample_max / _sums / _pick, the
- * slots summed (and the max taken) here as the group's all-reduces would, the plans
- * made with sampler_tp_owner: the tokens of sampler_sample on the whole rows, the
- * log-probs within 1e-5, greedy and at T = 1 and 0.7. */
+ * ranges), each rank's vocab_greedy_stats, or vocab_sample_max / _sums / _pick, or
+ * vocab_sample_max / _topk, the slots summed (and the max taken) here as the group's
+ * all-reduces would, the plans made with sampler_tp_owner, the top-k candidates
+ * merged by sampler_tp_top_k_pick: the tokens of sampler_sample on the whole rows,
+ * the log-probs within 1e-5, greedy, at T = 1 and 0.7, and top-k 20 with top-p 0.9. */
 static void test_vocab_sampler(void)
 {
     enum { B = 6, V = 151936, S = 3 };
@@ -1353,6 +1354,42 @@ static void test_vocab_sampler(void)
         }
         CU_ASSERT(same);
     }
+    /* top-k 20 then top-p 0.9: each rank's max and candidates, merged on the host */
+    const struct sampler_config tk = {0.8f, 0.9f, 20, 11};
+    int kr[S], off[S], nc = 0;
+    for (int r = 0; r < S; r++) kr[r] = tk.top_k, off[r] = nc, nc += kr[r];
+    int w = S + 2 * nc;
+    double *rows = calloc((size_t)B * w, sizeof *rows), *got = malloc((size_t)B * w * sizeof *got);
+    double mx[B], m[B];
+    float *pick = malloc(2 * (size_t)nc * sizeof *pick);
+    void *d_rows = dev_copy(NULL, (size_t)B * w * sizeof *rows);
+    void *d_scr = dev_copy(NULL, 2 * (size_t)B * V * sizeof(float));
+    for (int b = 0; b < B; b++) mx[b] = -INFINITY;
+    for (int r = 0; r < S; r++) {
+        CU_OK(api->vocab_sample_max(d_mx, d_x[r], B, v0[r + 1] - v0[r], tk.temperature));
+        CU_OK(api->to_host(m, d_mx, sizeof m));
+        for (int b = 0; b < B; b++) mx[b] = fmax(mx[b], m[b]);
+    }
+    CU_OK(api->to_device(d_mx, mx, sizeof mx));
+    for (int r = 0; r < S; r++) {
+        CU_OK(api->vocab_sample_topk(d_rows, d_scr, d_x[r], d_mx, B, v0[r + 1] - v0[r], v0[r],
+                                     tk.temperature, kr[r], off[r], nc, r, S));
+        CU_OK(api->to_host(got, d_rows, (size_t)B * w * sizeof *got));
+        for (int q = 0; q < B * w; q++) rows[q] += got[q];
+    }
+    int same = 1;
+    for (int b = 0; b < B; b++) {
+        struct rng g;
+        float lp, ref_lp;
+        rng_init(&g, tk.seed, 1000 + 7 * b, 3 * b + 11, SAMPLER_PURPOSE);
+        int32_t tok = sampler_tp_top_k_pick(&tk, rows + (size_t)b * w, S, nc, &g, &lp, pick);
+        int32_t want = sampler_sample(&tk, x + (size_t)b * V, V, 1000 + 7 * b, 3 * b + 11, &ref_lp,
+                                      ref_s);
+        same &= tok == want && fabsf(lp - ref_lp) <= 1e-5f * fmaxf(1.0f, fabsf(ref_lp));
+    }
+    CU_ASSERT(same);
+    api->free(d_rows), api->free(d_scr);
+    free(rows), free(got), free(pick);
     for (int r = 0; r < S; r++) api->free(d_x[r]), api->free(d_p[r]);
     void *bufs[] = {d_xb, d_mx, d_plan, d_res};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);

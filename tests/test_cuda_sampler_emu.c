@@ -111,13 +111,14 @@ static void test_vocabulary(void)
  * kernels run on its columns, the slots summed as the group's all-reduce would ---- */
 
 struct vocab_call {
-    int kind; /* 0 greedy stats, 1 max, 2 sums, 3 pick */
+    int kind; /* 0 greedy stats, 1 max, 2 sums, 3 pick, 4 top-k */
     double *out, *xb_in;
     float *p;
     const float *logits;
     const double *mx, *plan;
     int Vl, v0, slot, slots;
     float temperature;
+    int kr, off, n; /* top-k */
 };
 
 static void run_vocab(void *a_)
@@ -126,8 +127,66 @@ static void run_vocab(void *a_)
     if (a->kind == 0) vocab_greedy_k(a->out, a->logits, a->Vl, a->v0, a->slot, a->slots);
     else if (a->kind == 1) vocab_sample_max_k(a->out, a->logits, a->Vl, a->temperature);
     else if (a->kind == 2)
-        vocab_sample_sums_k(a->out, a->p, a->logits, a->mx, a->Vl, a->temperature, a->slot, a->slots);
-    else vocab_sample_pick_k(a->out, a->logits, a->p, a->plan, a->mx, a->Vl, a->v0, a->temperature);
+        vocab_sample_sums_k(a->out, a->p, a->logits, a->mx, a->Vl, a->temperature, a->slot,
+                            a->slots);
+    else if (a->kind == 3)
+        vocab_sample_pick_k(a->out, a->logits, a->p, a->plan, a->mx, a->Vl, a->v0, a->temperature);
+    else
+        vocab_sample_topk_k(a->out, a->p, a->logits, a->mx, a->Vl, a->v0, a->temperature, a->kr,
+                            a->off, a->n, a->slot, a->slots);
+}
+
+/* Top-k (then top-p) over t ranks' columns: each rank's max and candidates, the
+ * candidates merged by sampler_tp_top_k_pick, against sampler_sample on the whole rows:
+ * the number of rows that differ. */
+static int compare_vocab_topk(const float *logits, int B, int V, int t,
+                              const struct sampler_config *sc)
+{
+    enum { TMAX = 4, BMAX = 8 };
+    int v0[TMAX + 1], kr[TMAX], off[TMAX], n = 0;
+    for (int r = 0; r <= t; r++) v0[r] = (int)((int64_t)r * V / t);
+    for (int r = 0; r < t; r++) {
+        int Vl = v0[r + 1] - v0[r];
+        kr[r] = sc->top_k < Vl ? sc->top_k : Vl;
+        off[r] = n;
+        n += kr[r];
+    }
+    int w = t + 2 * n;
+    double *rows = calloc((size_t)B * w, sizeof *rows);
+    double *part = malloc((size_t)B * w * sizeof *part), gmx[BMAX], m[BMAX];
+    float *loc = malloc((size_t)B * V * sizeof *loc), *pick = malloc(2 * (size_t)n * sizeof *pick);
+    float *scr = malloc(2 * (size_t)B * V * sizeof *scr);
+    float *ref_scr = malloc(2 * (size_t)V * sizeof *ref_scr);
+    for (int b = 0; b < B; b++) gmx[b] = -INFINITY;
+    for (int pass = 1; pass <= 4; pass += 3)
+        for (int r = 0; r < t; r++) {
+            int Vl = v0[r + 1] - v0[r];
+            for (int b = 0; b < B; b++)
+                memcpy(loc + (size_t)b * Vl, logits + (size_t)b * V + v0[r], Vl * sizeof *loc);
+            struct vocab_call call = {pass, pass == 1 ? m : part, NULL, scr, loc, gmx, NULL, Vl,
+                                      v0[r], r, t, sc->temperature, kr[r], off[r], n};
+            emu_launch((unsigned)B, SAMP_THREADS, run_vocab, &call);
+            for (int b = 0; b < B; b++) {
+                if (pass == 1) gmx[b] = fmax(gmx[b], m[b]); /* the max all-reduce */
+                for (int q = 0; pass == 4 && q < w; q++)
+                    rows[(size_t)b * w + q] += part[(size_t)b * w + q];
+            }
+        }
+    int bad = 0;
+    for (int b = 0; b < B; b++) {
+        struct rng g;
+        float lp, ref_lp;
+        rng_init(&g, sc->seed, 1000 + 7 * b, 3 * b + 11, SAMPLER_PURPOSE);
+        int32_t tok = sampler_tp_top_k_pick(sc, rows + (size_t)b * w, t, n, &g, &lp, pick);
+        int32_t want = sampler_sample(sc, logits + (size_t)b * V, V, 1000 + 7 * b, 3 * b + 11,
+                                      &ref_lp, ref_scr);
+        if (tok == want && fabsf(lp - ref_lp) <= 1e-5f * fmaxf(1.0f, fabsf(ref_lp))) continue;
+        bad++;
+        fprintf(stderr, "\nV %d over %d ranks, top-k %d, row %d: token %d, sampler_sample %d\n", V,
+                t, sc->top_k, b, tok, want);
+    }
+    free(rows), free(part), free(loc), free(scr), free(pick), free(ref_scr);
+    return bad;
 }
 
 /* Rows sampled over t ranks' columns (greedy or plain temperature), against
@@ -153,7 +212,7 @@ static int compare_vocab(const float *logits, int B, int V, int t, const struct 
             int Vl = v0[r + 1] - v0[r];
             double *out = pass == 1 ? mx[r] : pass == 3 ? res[r] : xb[r];
             struct vocab_call call = {pass, out, NULL, p[r], loc[r], gmx, plan[r], Vl, v0[r], r, t,
-                                      sc->temperature};
+                                      sc->temperature, 0, 0, 0};
             emu_launch((unsigned)B, SAMP_THREADS, run_vocab, &call);
             for (int b = 0; b < B; b++) {
                 if (pass == 1) gmx[b] = fmax(gmx[b], mx[r][b]); /* the max all-reduce */
@@ -184,7 +243,8 @@ static int compare_vocab(const float *logits, int B, int V, int t, const struct 
                                       &ref_lp, ref_scratch);
         if (tok == want && fabsf(lp - ref_lp) <= 1e-5f * fmaxf(1.0f, fabsf(ref_lp))) continue;
         bad++;
-        fprintf(stderr, "\nV %d over %d ranks, T %g, row %d: token %d (%g), sampler_sample %d (%g)\n",
+        fprintf(stderr,
+                "\nV %d over %d ranks, T %g, row %d: token %d (%g), sampler_sample %d (%g)\n",
                 V, t, (double)sc->temperature, b, tok, (double)lp, want, (double)ref_lp);
     }
     for (int r = 0; r < t; r++) free(loc[r]), free(p[r]);
@@ -208,6 +268,9 @@ static void test_vocab_parallel(void)
                                                {0.7f, 1.0f, 0, 9}};
     for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
         CU_ASSERT(compare_vocab(x, B, V, 3, &sc[k]) == 0);
+    static const struct sampler_config topk[] = {{1.0f, 1.0f, 5, 42}, {0.7f, 0.8f, 200, 9}};
+    for (size_t k = 0; k < sizeof topk / sizeof topk[0]; k++)
+        CU_ASSERT(compare_vocab_topk(x, B, V, 3, &topk[k]) == 0);
     uint64_t h2 = 99;
     float y[3 * 50];
     for (int i = 0; i < 3 * 50; i++) y[i] = normal(&h2);
@@ -236,7 +299,8 @@ int main(void)
     static const struct test_case tc[] = {
         {"151,936 ids: flat, tied, mostly -inf, tied on top, normal rows", test_vocabulary},
         {"1,001, 50 and 2 ids", test_small},
-        {"vocabulary-parallel: greedy and T over 3 ranks' columns (2 and 4 of 50 ids)", test_vocab_parallel},
+        {"vocabulary-parallel: greedy, T and top-k over 3 ranks' columns (2 and 4 of 50 ids)",
+         test_vocab_parallel},
         {NULL, NULL}};
     static const struct test_suite suites[] = {{"the CUDA sampler kernel on CPU threads", tc},
                                                {NULL, NULL}};

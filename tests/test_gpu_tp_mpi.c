@@ -14,8 +14,9 @@
  *    state stays identical), and greedy TP picks TP 1's token whenever TP 1's top two
  *    logits are further apart than twice the error;
  *  - sampling on the GPU (gpu_decoder_sample, vocabulary-parallel: greedy, T = 1 and
- *    0.7) after every step gives sampler_sample_tp's tokens from the same logits, and
- *    its log-probs within 1e-5, the same on every rank;
+ *    0.7, top-k 5, top-k 40 with top-p 0.9) after every step gives sampler_sample_tp's
+ *    tokens from the same logits, and its log-probs within 1e-5, the same on every
+ *    rank;
  *  - a host-staged group turns CUDA graphs off (they cannot hold its all-reduces);
  *  - the GPU training path of a TP shard: log-probs, entropies and J of a packed batch
  *    of two sequences within LP_TOL of TP 1's (absolute; the same on every rank), and
@@ -111,7 +112,9 @@ static int clear_argmax(const float *row, int V, int32_t *arg)
 static void test_decode(void)
 {
     struct sampler_config greedy = {0, 1, 0, 5};
-    static const struct sampler_config on_gpu[] = {{0, 1, 0, 5}, {1, 1, 0, 5}, {0.7f, 1, 0, 6}};
+    static const struct sampler_config on_gpu[] = {{0, 1, 0, 5},  {1, 1, 0, 5},
+                                                   {0.7f, 1, 0, 6}, {1, 1, 5, 7},
+                                                   {0.8f, 0.9f, 40, 8}};
     for (int k = 0; k < N_CFG; k++)
         for (int t = 2; t <= 4; t *= 2) {
             const struct tfm_config *c = &cfgs[k];
@@ -130,7 +133,12 @@ static void test_decode(void)
             CU_ASSERT_EQUAL(gpu_decoder_set_graphs(dt, 1), 0);
             int V = c->vocab_size, Vl = g.tp.v1 - g.tp.v0;
             float *l1 = malloc(2 * (size_t)V * sizeof *l1), *lt = malloc(2 * (size_t)Vl * sizeof *lt);
-            float *scr = malloc(sampler_tp_scratch_floats(&greedy, &g.tp) * sizeof *scr);
+            size_t nscr = sampler_tp_scratch_floats(&greedy, &g.tp);
+            for (size_t q = 0; q < sizeof on_gpu / sizeof on_gpu[0]; q++) {
+                size_t nq = sampler_tp_scratch_floats(&on_gpu[q], &g.tp);
+                nscr = nq > nscr ? nq : nscr;
+            }
+            float *scr = malloc(nscr * sizeof *scr);
             int32_t prompt[PROMPT];
             for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((i * 37 + k) % V);
             double worst = 0;

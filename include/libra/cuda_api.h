@@ -112,6 +112,9 @@
  *                       the draw, then struct sampler_tp_draw's u, own_start,
  *                       total_exact) gives it the draw, (v0 + sampler_tp_scan's id, its
  *                       log-prob); zeros on the others. p: vocab_sample_sums'.
+ *   vocab_sample_topk   xb (B, slots + 2n): sampler_tp_top_k_entries (kr this rank's
+ *                       candidates, off their offset among n) with the group's max mx;
+ *                       scratch (B, 2 Vl) floats
  * Optimizer:
  *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm; the same
  *                  bits every call: replicas clip by it)
@@ -125,7 +128,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 13 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 14 /* bumped whenever struct cuda_api changes */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8
@@ -303,6 +306,9 @@ struct cuda_api {
     int (*vocab_sample_pick)(double *res, const float *logits, const float *p,
                              const double *plan, const double *mx, int B, int Vl, int v0,
                              float temperature);
+    int (*vocab_sample_topk)(double *xb, float *scratch, const float *logits, const double *mx,
+                             int B, int Vl, int v0, float temperature, int kr, int off, int n,
+                             int slot, int slots);
 };
 
 /* The one symbol the module exports. */

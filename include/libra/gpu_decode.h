@@ -82,16 +82,19 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
  * (include/libra/sampler.h: greedy at temperature <= 0, top-k, top-p): row i for
  * trajectory traj[i] at position pos[i]. tok (n) and logprob (n, or NULL) are host
  * arrays. n must equal that call's rows. At TP > 1 (collective: every rank of the
- * group, the same arguments, the same tokens back) greedy and plain temperature only,
- * sampler_sample_tp's decisions with its steps batched over the rows: one all-reduce
- * of 3t doubles a row for greedy; at a temperature a max of 1, a sum of 2t and a sum
- * of 2 a row -- three all-reduces a step, where sampler_sample_tp makes three a row --
- * and the sums of each rank's share in chunks, so the token can differ from
- * sampler_sample_tp's where that rounding moves a boundary (measure zero). */
+ * group, the same arguments, the same tokens back) greedy, plain temperature and
+ * top-k (then top-p) with at most GPU_SAMPLE_TOPK_MAX (1,024) candidates over the
+ * ranks, sampler_sample_tp's decisions with its steps batched over the rows: one
+ * all-reduce of 3t doubles a row for greedy; at a temperature a max of 1, a sum of 2t
+ * and a sum of 2 a row; top-k a max of 1 and a sum of t + 2n a row -- at most three
+ * all-reduces a step, where sampler_sample_tp makes two or three a row. The sums of
+ * each rank's share are in chunks, so a temperature's token can differ from
+ * sampler_sample_tp's where that rounding moves a boundary (measure zero); top-k's
+ * candidates, and so its tokens, are sampler_sample_tp's. */
 void gpu_decoder_sample(struct gpu_decoder *d, int n, const struct sampler_config *sc,
                         const int64_t *traj, const int64_t *pos, int32_t *tok, float *logprob);
 /* Whether gpu_decoder_sample takes rows sampled under *sc on this decoder (TP 1: all;
- * TP > 1: greedy and plain temperature). */
+ * TP > 1: greedy, plain temperature, and top-k with at most 1,024 candidates). */
 int gpu_decoder_samples_on_gpu(const struct gpu_decoder *d, const struct sampler_config *sc);
 /* The logits (rows x V) the last prefill / step left on the GPU, into the host. */
 void gpu_decoder_logits(struct gpu_decoder *d, float *logits);

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct rng; /* include/libra/rng.h */
+
 /* "sampler": the purpose component of the RNG stream key (seed, traj, position, this);
  * the CUDA sampler keys its draws the same way (include/libra/rng_core.h). */
 #define SAMPLER_PURPOSE 0x73616d706c6572ULL
@@ -85,5 +87,19 @@ struct sampler_tp_draw {
 };
 int sampler_tp_owner(const double *slots, int t, double u, struct sampler_tp_draw *d);
 int sampler_tp_scan(const float *p, int Vl, const struct sampler_tp_draw *d);
+/* Top-k (then top-p) with 0 < k < V: with m as above, rank r's share is its
+ * min(k, Vl) most probable ids (p_i = (float)exp(x_i / T - m), ties to the lower id)
+ * in id order; sampler_tp_top_k_slot gives that count, and the offset *off of rank r's
+ * entries among the *n of all ranks. The exchanged vector is (t + 2n) doubles: each
+ * rank's sum of exp(x / T - m) in double at [r], then each candidate's (global id,
+ * x_i / T - m) at t + 2 (off + j). sampler_tp_top_k_entries fills rank `slot`'s part
+ * of a zeroed row (kr its count; scratch 2 Vl floats); sampler_tp_top_k_pick draws
+ * from the exchanged row as sampler_sample_tp does (the first uniform of rng r;
+ * scratch 2n floats). */
+int sampler_tp_top_k_slot(const struct tfm_tp *tp, int k, int r, int *off, int *n);
+void sampler_tp_top_k_entries(const float *x, int Vl, int v0, double T, double m, int kr,
+                              int off, int slot, int slots, double *row, float *scratch);
+int32_t sampler_tp_top_k_pick(const struct sampler_config *c, const double *slots, int t, int n,
+                              struct rng *r, float *logprob, float *scratch);
 
 #endif

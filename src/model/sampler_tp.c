@@ -251,45 +251,66 @@ static int32_t top_k_tp(const struct sampler_config *c, const struct tfm_tp *tp,
                         const float *x, double T, double m, struct rng *r, float *logprob,
                         struct tp_scratch *s)
 {
-    int Vl = tp->v1 - tp->v0, t = tp->t, k = c->top_k;
+    int t = tp->t, off, n, kr = sampler_tp_top_k_slot(tp, c->top_k, tp->rank, &off, &n);
+    double *xb = s->xb; /* (t) sums, then (n) (id, z) */
+    memset(xb, 0, ((size_t)t + 2 * (size_t)n) * sizeof *xb);
+    sampler_tp_top_k_entries(x, tp->v1 - tp->v0, tp->v0, T, m, kr, off, tp->rank, t, xb, s->p);
+    sum_f64(tp, xb, (size_t)t + 2 * (size_t)n);
+    return sampler_tp_top_k_pick(c, xb, t, n, r, logprob, s->cp);
+}
+
+void sampler_tp_top_k_entries(const float *x, int Vl, int v0, double T, double m, int kr,
+                              int off, int slot, int slots, double *row, float *scratch)
+{
+    float *p = scratch, *cand = scratch + Vl;
     double sum_exact = 0;
     for (int i = 0; i < Vl; i++) {
         double e = exp((double)x[i] / T - m);
-        s->p[i] = (float)e;
+        p[i] = (float)e;
         sum_exact += e;
     }
-    int kr = topk_slot(tp, k, tp->rank), n = 0, off = 0;
-    sampler_select_top_k(s->p, s->cand, Vl, kr);
-    qsort(s->cand, (size_t)kr, sizeof *s->cand, cmp_float_id); /* id order */
-    for (int q = 0; q < t; q++) {
-        if (q == tp->rank) off = n;
-        n += topk_slot(tp, k, q);
-    }
-    double *xb = s->xb, *ent = xb + t; /* (t) sums, then (n) (id, z) */
-    memset(xb, 0, ((size_t)t + 2 * (size_t)n) * sizeof *xb);
-    xb[tp->rank] = sum_exact;
+    sampler_select_top_k(p, cand, Vl, kr);
+    qsort(cand, (size_t)kr, sizeof *cand, cmp_float_id); /* id order */
+    row[slot] = sum_exact;
     for (int j = 0; j < kr; j++) {
-        int i = (int)s->cand[j];
-        ent[2 * (off + j)] = tp->v0 + i;
-        ent[2 * (off + j) + 1] = (double)x[i] / T - m;
+        int i = (int)cand[j];
+        row[slots + 2 * (off + j)] = v0 + i;
+        row[slots + 2 * (off + j) + 1] = (double)x[i] / T - m;
     }
-    sum_f64(tp, xb, (size_t)t + 2 * (size_t)n);
+}
+
+int sampler_tp_top_k_slot(const struct tfm_tp *tp, int k, int r, int *off, int *n)
+{
+    *off = *n = 0;
+    for (int q = 0; q < tp->t; q++) {
+        if (q == r) *off = *n;
+        *n += topk_slot(tp, k, q);
+    }
+    return topk_slot(tp, k, r);
+}
+
+int32_t sampler_tp_top_k_pick(const struct sampler_config *c, const double *slots, int t, int n,
+                              struct rng *r, float *logprob, float *scratch)
+{
+    const double *ent = slots + t;
+    float *cp = scratch, *ci = scratch + n;
+    int k = c->top_k;
     double total_exact = 0;
-    for (int q = 0; q < t; q++) total_exact += xb[q];
-    for (int j = 0; j < n; j++) s->cp[j] = (float)exp(ent[2 * j + 1]);
+    for (int q = 0; q < t; q++) total_exact += slots[q];
+    for (int j = 0; j < n; j++) cp[j] = (float)exp(ent[2 * j + 1]);
     /* sampler_sample's top-k branch, on the merged candidates */
-    sampler_select_top_k(s->cp, s->ci, n, k);
+    sampler_select_top_k(cp, ci, n, k);
     int nn = k;
     double mass = 0;
     if (c->top_p < 1.0f) {
         double mk = 0;
-        for (int j = 0; j < k; j++) mk += s->cp[(int)s->ci[j]];
-        int np = sampler_nucleus(s->cp, s->ci, k, (double)c->top_p * mk, &mass);
+        for (int j = 0; j < k; j++) mk += cp[(int)ci[j]];
+        int np = sampler_nucleus(cp, ci, k, (double)c->top_p * mk, &mass);
         if (np > 0) nn = np; /* else (rounding): the whole top-k */
     } else {
-        for (int j = 0; j < k; j++) mass += s->cp[(int)s->ci[j]];
+        for (int j = 0; j < k; j++) mass += cp[(int)ci[j]];
     }
-    int j = sampler_draw(s->cp, s->ci, nn, mass, r);
+    int j = sampler_draw(cp, ci, nn, mass, r);
     if (logprob) *logprob = (float)(ent[2 * j + 1] - log(total_exact));
     return (int32_t)ent[2 * j];
 }

@@ -228,6 +228,7 @@ static const struct cuda_api api = {
     cu_vocab_sample_max,
     cu_vocab_sample_sums,
     cu_vocab_sample_pick,
+    cu_vocab_sample_topk,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

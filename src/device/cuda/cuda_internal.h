@@ -93,6 +93,9 @@ int cu_vocab_greedy_stats(double *xb, const float *logits, int B, int Vl, int v0
 int cu_vocab_sample_max(double *mx, const float *logits, int B, int Vl, float temperature);
 int cu_vocab_sample_sums(double *xb, float *p, const float *logits, const double *mx, int B, int Vl,
                          float temperature, int slot, int slots);
+int cu_vocab_sample_topk(double *xb, float *scratch, const float *logits, const double *mx,
+                         int B, int Vl, int v0, float temperature, int kr, int off, int n,
+                         int slot, int slots);
 int cu_vocab_sample_pick(double *res, const float *logits, const float *p, const double *plan,
                          const double *mx, int B, int Vl, int v0, float temperature);
 int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,

@@ -52,6 +52,18 @@ extern "C" int cu_vocab_sample_sums(double *xb, float *p, const float *logits, c
     return 0;
 }
 
+extern "C" int cu_vocab_sample_topk(double *xb, float *scratch, const float *logits,
+                                    const double *mx, int B, int Vl, int v0, float temperature,
+                                    int kr, int off, int n, int slot, int slots)
+{
+    if (B <= 0) return 0;
+    vocab_sample_topk_k<<<B, SAMP_THREADS, 0, cu_stream()>>>(xb, scratch, logits, mx, Vl, v0,
+                                                             temperature, kr, off, n, slot,
+                                                             slots);
+    CU_LAUNCHED("vocab_sample_topk");
+    return 0;
+}
+
 extern "C" int cu_vocab_sample_pick(double *res, const float *logits, const float *p,
                                     const double *plan, const double *mx, int B, int Vl, int v0,
                                     float temperature)

@@ -440,4 +440,35 @@ __global__ static void vocab_sample_pick_k(double *res, const float *logits, con
     res[2 * r + 1] = (double)logits[(size_t)r * Vl + t] / temperature - mx[r] - log(pl[3]);
 }
 
+/* Top-k: the row's slots are t sums then 2n entries (sampler_tp_top_k_slot): this
+ * rank's sum of exp(z) at [slot] and its kr most probable ids, in id order, as
+ * (v0 + id, z) at slots + 2 (off + j); zeros elsewhere. scratch: 2 Vl floats a row
+ * (the p_i, the candidates). */
+__global__ static void vocab_sample_topk_k(double *xb, float *scratch, const float *logits,
+                                           const double *mx, int Vl, int v0, float temperature,
+                                           int kr, int off, int n, int slot, int slots)
+{
+    __shared__ double dsh[SAMP_THREADS];
+    __shared__ int sh[SAMP_THREADS + 1];
+    int r = blockIdx.x, lo, hi, width = slots + 2 * n;
+    const float *x = logits + (size_t)r * Vl;
+    float *p = scratch + (size_t)r * 2 * Vl;
+    int *cand = (int *)(p + Vl);
+    const double T = temperature, m = mx[r];
+    chunk_of(Vl, &lo, &hi);
+    double se, cs;
+    form_chunk(x, T, m, p, lo, hi, &se, &cs);
+    double sum_exact = block_sum_f64(se, dsh);
+    select_top_k(p, cand, kr, lo, hi, sh);
+    double *o = xb + (size_t)r * width;
+    for (int q = threadIdx.x; q < width; q += blockDim.x) o[q] = 0.0;
+    __syncthreads();
+    if (threadIdx.x == 0) o[slot] = sum_exact;
+    for (int j = threadIdx.x; j < kr; j += blockDim.x) {
+        int i = cand[j];
+        o[slots + 2 * (off + j)] = v0 + i;
+        o[slots + 2 * (off + j) + 1] = (double)x[i] / T - m;
+    }
+}
+
 #endif

@@ -291,6 +291,16 @@ static int vocab_sample_pick(double *res, const float *logits, const float *p, c
     return LAUNCH(ch_vocab_sample_pick, a);
 }
 
+static int vocab_sample_topk(double *xb, float *scratch, const float *logits, const double *mx,
+                             int B, int Vl, int v0, float temperature, int kr, int off, int n,
+                             int slot, int slots)
+{
+    struct vocab_sample_args a = {.out = xb, .p = scratch, .logits = logits, .mx = mx, .B = B,
+                                  .Vl = Vl, .v0 = v0, .temperature = temperature, .kr = kr,
+                                  .off = off, .n = n, .slot = slot, .slots = slots};
+    return LAUNCH(ch_vocab_sample_topk, a);
+}
+
 static int sample(int32_t *tok, float *logprob, const float *logits, int B, int V,
                   const int64_t *traj, const int64_t *pos, float temperature, int top_k,
                   float top_p, uint64_t seed, float *scratch)
@@ -330,6 +340,7 @@ static const struct cuda_api api = {
     .entropy_bwd = entropy_bwd, .vocab_entropy_bwd = vocab_entropy_bwd,
     .vocab_greedy_stats = vocab_greedy_stats, .vocab_sample_max = vocab_sample_max,
     .vocab_sample_sums = vocab_sample_sums, .vocab_sample_pick = vocab_sample_pick,
+    .vocab_sample_topk = vocab_sample_topk,
 };
 
 const struct cuda_api *cuda_host_api(void) { return &api; }

@@ -6,7 +6,7 @@
  * entropy_bwd / vocab_entropy_bwd (the CPU references),
  * sample (sampler_sample per row: the same keyed draw, so the same tokens as the CUDA
  * sampler up to its documented rounding coincidences), vocab_greedy_stats /
- * vocab_sample_max / _sums / _pick (sampler_tp_*'s steps per row), sum_squares (double, in index
+ * vocab_sample_max / _sums / _pick / _topk (sampler_tp_*'s steps per row), sum_squares (double, in index
  * order) and adamw_update (adamw.h's element update). sum_squares writes a host value,
  * so it is refused inside a graph recording, as the CUDA module's (which allocates and
  * copies) would be. Limits: one thread. sample works in row r's 2V floats of the
@@ -167,6 +167,20 @@ int ch_vocab_sample_pick(const void *args)
         int t = sampler_tp_scan(a->p_in + (size_t)r * a->Vl, a->Vl, &d);
         o[0] = a->v0 + t;
         o[1] = (double)a->logits[(size_t)r * a->Vl + t] / a->temperature - a->mx[r] - log(pl[3]);
+    }
+    return 0;
+}
+
+int ch_vocab_sample_topk(const void *args)
+{
+    const struct vocab_sample_args *a = args;
+    size_t w = (size_t)a->slots + 2 * (size_t)a->n;
+    for (int r = 0; r < a->B; r++) {
+        double *o = a->out + (size_t)r * w;
+        memset(o, 0, w * sizeof *o);
+        sampler_tp_top_k_entries(a->logits + (size_t)r * a->Vl, a->Vl, a->v0, a->temperature,
+                                 a->mx[r], a->kr, a->off, a->slot, a->slots, o,
+                                 a->p + (size_t)r * 2 * a->Vl);
     }
     return 0;
 }

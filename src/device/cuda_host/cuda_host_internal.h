@@ -144,6 +144,7 @@ struct vocab_sample_args { /* vocab_greedy_stats, vocab_sample_max / _sums / _pi
     const float *logits;
     const double *mx, *plan;
     int B, Vl, v0, slot, slots;
+    int kr, off, n; /* vocab_sample_topk */
     float temperature;
 };
 struct adamw_args {
@@ -195,6 +196,7 @@ int ch_vocab_greedy_stats(const void *args);
 int ch_vocab_sample_max(const void *args);
 int ch_vocab_sample_sums(const void *args);
 int ch_vocab_sample_pick(const void *args);
+int ch_vocab_sample_topk(const void *args);
 int ch_sample(const void *args);
 int ch_sum_squares(double *out, const float *x, int64_t n); /* not recordable */
 int ch_adamw_update(const void *args);

@@ -29,6 +29,7 @@ struct gpu_decoder {
     /* tensor parallelism: rank tp_rank of t; vocabulary rows [v0, v0 + c.vocab_size)
      * of V_full; comm the group (NULL at TP 1) */
     int t, tp_rank, v0, V_full;
+    struct tfm_tp tp;        /* the geometry at t > 1 (the top-k candidates' counts) */
     struct gpu_comm *comm;
     int n_slots, cap, chunk, max_rows;
     int max_blocks;          /* blocks per slot at full capacity */
@@ -58,6 +59,7 @@ struct gpu_decoder {
     int64_t *d_traj, *d_spos;
     float *d_out_lp;
     double *d_samp, *h_samp; /* (R, samp_doubles(t)): the vocabulary-parallel sampler's */
+    float *h_topk;           /* (2 GPU_SAMPLE_TOPK_MAX): sampler_tp_top_k_pick's scratch */
     size_t bytes;
 };
 
@@ -75,9 +77,16 @@ static size_t pool_values_per_block(const struct tfm_config *c)
 }
 
 /* Scratch bytes for R rows of model c with slots of cap tokens. */
-/* Doubles a row of the vocabulary-parallel sampler exchanges at TP t: the max, 3t slots
- * (2t at a temperature), a plan of 4 and a result of 2. */
-static size_t samp_doubles(int t) { return 1 + 3 * (size_t)t + 4 + 2; }
+/* Doubles a row of the vocabulary-parallel sampler exchanges at TP t: the max, the
+ * slots (3t greedy, 2t at a temperature, t + 2n for top-k with n <=
+ * GPU_SAMPLE_TOPK_MAX candidates), a plan of 4 and a result of 2. */
+#define GPU_SAMPLE_TOPK_MAX 1024
+static size_t samp_slots(int t)
+{
+    size_t g = 3 * (size_t)t, k = (size_t)t + 2 * GPU_SAMPLE_TOPK_MAX;
+    return g > k ? g : k;
+}
+static size_t samp_doubles(int t) { return 1 + samp_slots(t) + 4 + 2; }
 
 static size_t scratch_bytes(const struct tfm_config *c, int t, size_t R, size_t cap,
                             size_t max_blocks)
@@ -194,6 +203,7 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     d->v0 = tp ? tp->v0 : 0;
     d->V_full = tp ? tp->full.vocab_size : c->vocab_size;
     d->comm = d->t > 1 ? comm : NULL;
+    if (tp) d->tp = *tp;
     d->n_slots = n_slots;
     d->cap = slot_capacity;
     d->chunk = prefill_chunk;
@@ -242,6 +252,7 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     d->d_spos = dev_alloc(d, Rz * sizeof(int64_t));
     d->d_samp = dev_alloc(d, Rz * samp_doubles(d->t) * sizeof(double));
     d->h_samp = xmalloc(Rz * samp_doubles(d->t) * sizeof *d->h_samp);
+    d->h_topk = xmalloc(2 * GPU_SAMPLE_TOPK_MAX * sizeof *d->h_topk);
     float *rope = xmalloc((size_t)slot_capacity * c->head_dim * sizeof *rope);
     rope_table(rope, slot_capacity, c);
     d->rope = dev_alloc(d, (size_t)slot_capacity * c->head_dim * sizeof(float));
@@ -305,6 +316,7 @@ void gpu_decoder_free(struct gpu_decoder *d)
     free(d->h_table);
     free(d->h_tok);
     free(d->h_samp);
+    free(d->h_topk);
     free(d);
 }
 
@@ -658,19 +670,20 @@ int gpu_decoder_step(struct gpu_decoder *d, const int *slots, const int32_t *tok
     return 0;
 }
 
-/* A TP > 1 decoder's rows, greedy or at a plain temperature: sampler_sample_tp's steps
- * (include/libra/sampler.h) with the per-row work on the GPU, every row at once -- one
- * exchange of the slots for greedy; at a temperature a max, the slots and the
- * owners' (id, log-prob) -- the slots' small combination on the host. */
+/* A TP > 1 decoder's rows, greedy, at a plain temperature or top-k (then top-p):
+ * sampler_sample_tp's steps (include/libra/sampler.h) with the per-row work on the GPU,
+ * every row at once -- one exchange of the slots for greedy; at a temperature a max,
+ * the slots and the owners' (id, log-prob); for top-k a max and the ranks' candidates
+ * -- the slots' small combination on the host. */
 static void sample_vocab_parallel(struct gpu_decoder *d, int n, const struct sampler_config *sc,
                                   const int64_t *traj, const int64_t *pos, int32_t *tok,
                                   float *logprob)
 {
     const struct cuda_api *api = d->api;
     const int t = d->t, Vl = d->c.vocab_size;
-    const size_t R = (size_t)d->max_rows;
-    double *mx = d->d_samp, *xb = mx + R, *plan = xb + 3 * (size_t)t * R, *res = plan + 4 * R;
-    double *h_xb = d->h_samp, *h_plan = h_xb + 3 * (size_t)t * R, *h_res = h_plan + 4 * R;
+    const size_t R = (size_t)d->max_rows, S = samp_slots(t);
+    double *mx = d->d_samp, *xb = mx + R, *plan = xb + S * R, *res = plan + 4 * R;
+    double *h_xb = d->h_samp, *h_plan = h_xb + S * R, *h_res = h_plan + 4 * R;
     if (!(sc->temperature > 0)) {
         size_t nx = (size_t)n * 3 * t;
         GPU_CHECK(api, api->vocab_greedy_stats(xb, d->logits, n, Vl, d->v0, d->tp_rank, t));
@@ -685,6 +698,21 @@ static void sample_vocab_parallel(struct gpu_decoder *d, int n, const struct sam
     size_t nx = (size_t)n * 2 * t;
     GPU_CHECK(api, api->vocab_sample_max(mx, d->logits, n, Vl, T));
     d->comm->allreduce_f64(d->comm->ctx, mx, (size_t)n, TFM_RED_MAX);
+    if (sc->top_k > 0 && sc->top_k < d->V_full) { /* each rank's candidates, merged here */
+        int off, nc, kr = sampler_tp_top_k_slot(&d->tp, sc->top_k, d->tp_rank, &off, &nc);
+        size_t w = (size_t)t + 2 * (size_t)nc;
+        GPU_CHECK(api, api->vocab_sample_topk(xb, d->scratch, d->logits, mx, n, Vl, d->v0, T, kr,
+                                              off, nc, d->tp_rank, t));
+        d->comm->allreduce_f64(d->comm->ctx, xb, (size_t)n * w, TFM_RED_SUM);
+        GPU_CHECK(api, api->to_host(h_xb, xb, (size_t)n * w * sizeof *h_xb));
+        for (int r = 0; r < n; r++) {
+            struct rng g;
+            rng_init(&g, sc->seed, (uint64_t)traj[r], (uint64_t)pos[r], SAMPLER_PURPOSE);
+            tok[r] = sampler_tp_top_k_pick(sc, h_xb + (size_t)r * w, t, nc, &g,
+                                           logprob ? &logprob[r] : NULL, d->h_topk);
+        }
+        return;
+    }
     GPU_CHECK(api, api->vocab_sample_sums(xb, d->scratch, d->logits, mx, n, Vl, T, d->tp_rank, t));
     d->comm->allreduce_f64(d->comm->ctx, xb, nx, TFM_RED_SUM);
     GPU_CHECK(api, api->to_host(h_xb, xb, nx * sizeof *h_xb));
@@ -711,8 +739,13 @@ static void sample_vocab_parallel(struct gpu_decoder *d, int n, const struct sam
 
 int gpu_decoder_samples_on_gpu(const struct gpu_decoder *d, const struct sampler_config *sc)
 {
-    return d->t == 1 || !(sc->temperature > 0) ||
-           ((sc->top_k <= 0 || sc->top_k >= d->V_full) && sc->top_p >= 1.0f);
+    if (d->t == 1 || !(sc->temperature > 0)) return 1;
+    if (sc->top_k > 0 && sc->top_k < d->V_full) { /* top-k (then top-p): a bounded merge */
+        int off, n;
+        sampler_tp_top_k_slot(&d->tp, sc->top_k, d->tp_rank, &off, &n);
+        return n <= GPU_SAMPLE_TOPK_MAX;
+    }
+    return sc->top_p >= 1.0f;
 }
 
 void gpu_decoder_sample(struct gpu_decoder *d, int n, const struct sampler_config *sc,
@@ -720,8 +753,9 @@ void gpu_decoder_sample(struct gpu_decoder *d, int n, const struct sampler_confi
 {
     const struct cuda_api *api = d->api;
     if (!gpu_decoder_samples_on_gpu(d, sc))
-        FATAL("gpu_decoder_sample: a TP-%d decoder samples top-k / top-p on the host (sample "
-              "its logits with sampler_sample_tp)", d->t);
+        FATAL("gpu_decoder_sample: a TP-%d decoder samples top-p alone, or top-k over more "
+              "than %d candidates, on the host (sample its logits with sampler_sample_tp)",
+              d->t, GPU_SAMPLE_TOPK_MAX);
     if (n != d->logit_rows)
         FATAL("gpu_decoder_sample: %d rows asked for, the last call left %d", n, d->logit_rows);
     if (d->t > 1) {
