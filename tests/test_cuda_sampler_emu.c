@@ -112,7 +112,7 @@ static void test_vocabulary(void)
 
 struct vocab_call {
     int kind; /* 0 greedy stats, 1 max, 2 sums, 3 pick, 4 top-k */
-    double *out, *xb_in;
+    double *out;
     float *p;
     const float *logits;
     const double *mx, *plan;
@@ -163,7 +163,7 @@ static int compare_vocab_topk(const float *logits, int B, int V, int t,
             int Vl = v0[r + 1] - v0[r];
             for (int b = 0; b < B; b++)
                 memcpy(loc + (size_t)b * Vl, logits + (size_t)b * V + v0[r], Vl * sizeof *loc);
-            struct vocab_call call = {pass, pass == 1 ? m : part, NULL, scr, loc, gmx, NULL, Vl,
+            struct vocab_call call = {pass, pass == 1 ? m : part, scr, loc, gmx, NULL, Vl,
                                       v0[r], r, t, sc->temperature, kr[r], off[r], n};
             emu_launch((unsigned)B, SAMP_THREADS, run_vocab, &call);
             for (int b = 0; b < B; b++) {
@@ -211,7 +211,7 @@ static int compare_vocab(const float *logits, int B, int V, int t, const struct 
         for (int r = 0; r < t; r++) {
             int Vl = v0[r + 1] - v0[r];
             double *out = pass == 1 ? mx[r] : pass == 3 ? res[r] : xb[r];
-            struct vocab_call call = {pass, out, NULL, p[r], loc[r], gmx, plan[r], Vl, v0[r], r, t,
+            struct vocab_call call = {pass, out, p[r], loc[r], gmx, plan[r], Vl, v0[r], r, t,
                                       sc->temperature, 0, 0, 0};
             emu_launch((unsigned)B, SAMP_THREADS, run_vocab, &call);
             for (int b = 0; b < B; b++) {
