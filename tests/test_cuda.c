@@ -1240,7 +1240,8 @@ static void test_sampler(void)
         if (i % 15000 == 11) logits[3 * (size_t)V + i] = 9.0f;             /* ten on top */
     }
     for (int b = 0; b < B; b++) traj[b] = 1000 + 7 * b, pos[b] = 3 * b + 11;
-    void *d_x = dev_copy(logits, n * sizeof *logits), *d_s = dev_copy(NULL, 2 * n * sizeof(float));
+    void *d_x = dev_copy(logits, n * sizeof *logits);
+    void *d_s = dev_copy(NULL, CUDA_SAMPLE_SCRATCH * n * sizeof(float));
     void *d_tr = dev_copy(traj, sizeof traj), *d_po = dev_copy(pos, sizeof pos);
     void *d_tok = dev_copy(NULL, B * sizeof(int32_t)), *d_lp = dev_copy(NULL, B * sizeof(float));
     static const struct sampler_config cases[] = {

@@ -6,9 +6,9 @@
  *   kv_append    the new rows rounded as st_f32_to_bf16, exactly, nothing else written
  *   decode_attn  attn_forward of each sequence's last token over its keys widened from
  *                the bf16 pool (blocks shared between sequences, a sequence of one
- *                token, head dimensions 40, 64 and 200, query heads per kv head 3 and
- *                8), the keys in one split and in three (decode_merge): 1e-5 of the
- *                largest
+ *                token and one of 300, head dimensions 40, 64 and 200, query heads
+ *                per kv head 3 and 8), the keys in one split and in three
+ *                (decode_merge): 1e-5 of the largest
  *   decode_qkv   rmsnorm_forward per head, rope_forward, the append: q 1e-6 of the
  *                largest, the pools' new rows within one bf16 ulp, v exact
  *   attn_fwd     attn_forward, causal, D 40 and 130: 1e-5 of the largest
@@ -70,17 +70,29 @@ static void test_kv_append(void)
     free(kp), free(vp);
 }
 
+/* a second pool for decode_attn: a sequence of 300 tokens (about 38 keys a warp, or
+ * three splits of 100) and one of 7 sharing its first block */
+enum { B2 = 2, MAXB2 = 75, NBLK2 = 76 };
+static const int32_t seq_len2[B2] = {300, 7};
+static int32_t table2[B2][MAXB2];
+
+struct pool {
+    int nseq, maxb, nblk;
+    const int32_t *table, *len;
+};
+
 struct attn_call {
     float *out, *part;
     const float *q;
     const uint16_t *kp, *vp;
+    const struct pool *pl;
     int H, K, D, chunks, S;
 };
 static void run_decode_attn(void *p)
 {
     const struct attn_call *a = p;
-    decode_attn_k(a->out, a->q, a->kp, a->vp, &table[0][0], MAXB, seq_len, a->H, a->K, a->D, P,
-                  a->chunks, 1.0f / sqrtf((float)a->D), a->part);
+    decode_attn_k(a->out, a->q, a->kp, a->vp, a->pl->table, a->pl->maxb, a->pl->len, a->H, a->K,
+                  a->D, P, a->chunks, 1.0f / sqrtf((float)a->D), a->part);
 }
 static void run_decode_merge(void *p)
 {
@@ -89,10 +101,10 @@ static void run_decode_merge(void *p)
 }
 
 /* decode_attn (and decode_merge after S splits) against attn_forward per sequence. */
-static void decode_case(int H, int K, int D, int S)
+static void decode_case(const struct pool *pl, int H, int K, int D, int S)
 {
-    int KD = K * D, G = H / K, chunks = (G + DEC_GMAX - 1) / DEC_GMAX;
-    size_t pool = (size_t)NBLK * P * KD;
+    int KD = K * D, G = H / K, chunks = (G + DEC_GMAX - 1) / DEC_GMAX, B = pl->nseq;
+    size_t pool = (size_t)pl->nblk * P * KD;
     float *kf = malloc(pool * sizeof *kf), *vf = malloc(pool * sizeof *vf);
     uint16_t *kp = malloc(pool * 2), *vp = malloc(pool * 2);
     float *q = malloc((size_t)B * H * D * sizeof *q), *out = malloc((size_t)B * H * D * sizeof *out);
@@ -106,22 +118,23 @@ static void decode_case(int H, int K, int D, int S)
         vf[i] = st_bf16_to_f32(vp[i] = st_f32_to_bf16(vf[i]));
     }
     for (int s = 0; s < B; s++) { /* the reference: the sequence's rows gathered */
-        int n = seq_len[s], qp = n - 1;
+        int n = pl->len[s], qp = n - 1;
         float *k = malloc((size_t)n * KD * sizeof *k), *v = malloc((size_t)n * KD * sizeof *v);
         float *scr = malloc(attn_scratch_floats(1, n, H, K, D) * sizeof *scr);
         for (int j = 0; j < n; j++) {
-            size_t row = paged_row(table[s], j, P);
+            size_t row = paged_row(pl->table + (size_t)s * pl->maxb, j, P);
             memcpy(k + (size_t)j * KD, kf + row * KD, KD * sizeof *k);
             memcpy(v + (size_t)j * KD, vf + row * KD, KD * sizeof *v);
         }
         attn_forward(ref + (size_t)s * H * D, q + (size_t)s * H * D, k, v, &qp, 1, n, H, K, D, scr);
         free(k), free(v), free(scr);
     }
-    struct attn_call call = {out, part, q, kp, vp, H, K, D, chunks, S};
+    struct attn_call call = {out, part, q, kp, vp, pl, H, K, D, chunks, S};
     emu_launch_2d((unsigned)(B * K * chunks), (unsigned)S, 32 * DEC_WARPS, run_decode_attn, &call);
     if (S > 1) emu_launch((unsigned)(B * H), (unsigned)D, run_decode_merge, &call);
     char what[64];
-    snprintf(what, sizeof what, "H %d K %d D %d, %d split%s", H, K, D, S, S > 1 ? "s" : "");
+    snprintf(what, sizeof what, "H %d K %d D %d, %d split%s, longest %d", H, K, D, S,
+             S > 1 ? "s" : "", pl->len[0]);
     test_expect_close(what, out, ref, (size_t)B * H * D, 1e-5);
     free(kf), free(vf), free(kp), free(vp), free(q), free(out), free(ref), free(part);
 }
@@ -129,8 +142,14 @@ static void decode_case(int H, int K, int D, int S)
 static void test_decode_attn(void)
 {
     static const int shapes[][3] = {{6, 2, 40}, {8, 1, 64}, {4, 2, 200}};
-    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
-        for (int S = 1; S <= 3; S += 2) decode_case(shapes[c][0], shapes[c][1], shapes[c][2], S);
+    for (int j = 0; j < MAXB2; j++) table2[0][j] = j;
+    table2[1][0] = 0, table2[1][1] = NBLK2 - 1;
+    const struct pool pools[2] = {{B, MAXB, NBLK, &table[0][0], seq_len},
+                                  {B2, MAXB2, NBLK2, &table2[0][0], seq_len2}};
+    for (int k = 0; k < 2; k++)
+        for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+            for (int S = 1; S <= 3; S += 2)
+                decode_case(&pools[k], shapes[c][0], shapes[c][1], shapes[c][2], S);
 }
 
 struct qkv_call {

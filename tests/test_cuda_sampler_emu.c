@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "cuda_block_emu.h"
+#include "libra/cuda_api.h"
 #include "libra/rng.h"
 #include "libra/rng_core.h"
 #include "libra/sampler.h"
@@ -56,7 +57,7 @@ static int compare(const float *logits, int B, int V)
     int64_t traj[8], pos[8];
     int32_t tok[8];
     float lp[8];
-    float *scratch = malloc(2 * (size_t)B * V * sizeof *scratch);
+    float *scratch = malloc(CUDA_SAMPLE_SCRATCH * (size_t)B * V * sizeof *scratch);
     float *ref_scratch = malloc(2 * (size_t)V * sizeof *ref_scratch);
     for (int b = 0; b < B; b++) traj[b] = 1000 + 7 * b, pos[b] = 3 * b + 11;
     int bad = 0;

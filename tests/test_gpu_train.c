@@ -387,13 +387,16 @@ static void test_recompute(void)
 
 /* Two trainers on GPU engines of the same weights, GRPO steps on the same sequences:
  * one takes AdamW on the host (the engine's step cleared), the other on the GPU
- * (gpu_trainer_apply, the moments kept there). The same gradient each step gives the
- * same update to float32 rounding: parameters and fetched moments agree (relative
- * 1e-3 of the largest, cosine of the updates >= 0.9999 -- a host-vs-GPU difference in
- * one element's arithmetic, not a wrong update, which would move the cosine far from
- * 1). Then a third trainer takes the GPU trainer's state as a joining rank does
- * (weights, fetched moments, step count; trainer_params_changed) and both step once
- * more: the same bits (a moment left behind on the GPU would change them). */
+ * (gpu_trainer_apply, the moments kept there). The first step's gradients are the same,
+ * so its updates agree to float32 rounding: parameters and fetched moments within 1e-5
+ * of the largest, the updates' cosine >= 0.99999. Later steps start from weights a
+ * rounding apart, whose bf16 copies may differ in a last bit, so their gradients differ
+ * a little and AdamW magnifies that where v is small (an H100 measured parameters 9e-3
+ * apart after 3 steps): there only the cosine of the whole updates is held, >= 0.9999
+ * (a wrong update would move it far from 1). Then a third trainer takes the GPU
+ * trainer's state as a joining rank does (weights, fetched moments, step count;
+ * trainer_params_changed) and both step once more: the same bits (a moment left
+ * behind on the GPU would change them). */
 static void test_engine_step(void)
 {
     enum { N0 = 15, N1 = 22, STEPS = 3 };
@@ -430,28 +433,33 @@ static void test_engine_step(void)
     const int len[2] = {N0, N1};
     behaviour_of(&c, &start, g[0], ids, len, 2, behav);
     struct train_seq seqs[2] = {{N0, ids, mask, behav, 1.0}, {N1, ids + N0, mask + N0, behav + N0, -0.6}};
-    for (int s = 0; s < STEPS; s++)
+    float *u[2];
+    for (int k = 0; k < 2; k++) u[k] = malloc(start.n * sizeof *u[k]);
+    for (int s = 0; s < STEPS; s++) {
         for (int k = 0; k < 2; k++) {
             struct grpo_stats st = {0};
             trainer_grads(&tr[k], seqs, 2, N0 + N1, &st);
             trainer_apply(&tr[k]);
         }
-    CU_ASSERT(tr[0].opt.step == STEPS && tr[1].opt.step == STEPS);
-    double p_err = test_rel_err(tr[1].p.mem, tr[0].p.mem, start.n);
-    trainer_fetch_moments(&tr[1]);
-    double m_err = test_rel_err(tr[1].opt.m, tr[0].opt.m, start.n);
-    double v_err = test_rel_err(tr[1].opt.v, tr[0].opt.v, start.n);
-    float *u[2];
-    for (int k = 0; k < 2; k++) {
-        u[k] = malloc(start.n * sizeof *u[k]);
-        for (size_t i = 0; i < start.n; i++) u[k][i] = tr[k].p.mem[i] - start.mem[i];
+        if (s != 0 && s != STEPS - 1) continue;
+        double p_err = test_rel_err(tr[1].p.mem, tr[0].p.mem, start.n);
+        trainer_fetch_moments(&tr[1]);
+        double m_err = test_rel_err(tr[1].opt.m, tr[0].opt.m, start.n);
+        double v_err = test_rel_err(tr[1].opt.v, tr[0].opt.v, start.n);
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < start.n; i++) u[k][i] = tr[k].p.mem[i] - start.mem[i];
+        double u_cos = test_cosine(u[0], u[1], start.n);
+        printf("[%d step%s, AdamW on the GPU vs the host: parameters %.1e, moments %.1e / "
+               "%.1e, update cosine %.8f] ", s + 1, s ? "s" : "", p_err, m_err, v_err, u_cos);
+        if (s == 0) {
+            CU_ASSERT(p_err <= 1e-5 && m_err <= 1e-5 && v_err <= 1e-5);
+            CU_ASSERT(u_cos >= 0.99999);
+        } else {
+            CU_ASSERT(u_cos >= 0.9999);
+        }
     }
-    double u_cos = test_cosine(u[0], u[1], start.n);
     free(u[0]), free(u[1]);
-    printf("[%d steps, AdamW on the GPU vs the host: parameters %.1e, moments %.1e / %.1e, "
-           "update cosine %.7f] ", STEPS, p_err, m_err, v_err, u_cos);
-    CU_ASSERT(p_err <= 1e-3 && m_err <= 1e-3 && v_err <= 1e-3);
-    CU_ASSERT(u_cos >= 0.9999);
+    CU_ASSERT(tr[0].opt.step == STEPS && tr[1].opt.step == STEPS);
     /* the join: trainer 2 takes trainer 1's state */
     memcpy(tr[2].p.mem, tr[1].p.mem, start.n * sizeof(float));
     memcpy(tr[2].opt.m, tr[1].opt.m, start.n * sizeof(float));

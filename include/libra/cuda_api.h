@@ -99,7 +99,7 @@
  *   sample         tok (B), logprob (B) or NULL from logits (B, V) of trajectories
  *                  traj (B) at positions pos (B); temperature <= 0 greedy; top_k
  *                  (0 off) and top_p (1 off) as struct sampler_config's; scratch
- *                  (B, 2V) floats
+ *                  (B, CUDA_SAMPLE_SCRATCH V) floats
  * Sampling vocabulary-parallel rows (B rows of a TP rank's Vl columns from v0): the
  * steps of sampler_sample_tp's greedy and plain-temperature modes (sampler_tp_* of
  * include/libra/sampler.h), batched over the rows. Each row's slots hold `slots`
@@ -128,7 +128,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 14 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 15 /* bumped whenever struct cuda_api changes */
+#define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
 #define CUDA_GEMV_MAX_ROWS 8

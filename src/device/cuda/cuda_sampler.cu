@@ -8,6 +8,7 @@
 
 #include <math.h>
 
+#include "libra/cuda_api.h"
 #include "libra/rng_core.h"
 #include "libra/sampler.h"
 

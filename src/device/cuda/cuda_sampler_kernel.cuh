@@ -14,7 +14,8 @@
  * exp from the host's could do the same. Greedy and top-k alone pick exactly.
  *
  * One block of 256 threads per row; thread j owns the ids [j c, (j + 1) c), c =
- * ceil(V / 256). scratch holds 2V floats a row: the p_i, then the candidate ids.
+ * ceil(V / 256). scratch holds CUDA_SAMPLE_SCRATCH (3) V floats a row: the p_i, the
+ * candidate ids, and room for the sort's other buffer of ids, then for the sorted p_i.
  *  - plain temperature: thread 0 walks the chunk sums, then the ids of the chunk where
  *    the draw lands.
  *  - top-k: the k-th largest p is found by radix selection on its bits (p >= 0, so the
@@ -23,11 +24,13 @@
  *  - top-p alone: the candidates are the ids with p >= (1 - top_p) / (V - 1) * sum
  *    (none of the others can be in the nucleus), or all V ids when rounding leaves
  *    those short of the target, as on the CPU.
- *  - the candidates are sorted by a bitonic network over the block (in global memory,
- *    so any count up to V), and thread 0 walks them for the nucleus and the draw as
- *    sampler_nucleus / sampler_draw do. Cost: O(V) for the selection; the sort is
- *    O(n log^2 n / 256) for n candidates -- k, or the survivors of the cutoff, which
- *    for a peaked distribution are a few hundred and for a flat one all V.
+ *  - the candidates are sorted by a radix sort over the block (4 bits of p a pass,
+ *    stable, so ties keep id order; in global memory, so any count up to V), their p
+ *    are gathered side by side, and thread 0 walks them for the nucleus and the draw
+ *    as sampler_nucleus / sampler_draw do (the same additions in the same order).
+ *    Cost: O(V) for the selection; O(8 n / 256) for the sort of n candidates -- k, or
+ *    the survivors of the cutoff, which for a peaked distribution are a few hundred and
+ *    for a flat one nearly all V --; the walks O(n), serial.
  *
  * At the end, the vocabulary-parallel kernels: the per-rank steps of sampler_sample_tp
  * (greedy and plain temperature) on a TP rank's columns, one block a row, the sums in
@@ -38,21 +41,14 @@
  * __syncthreads only), so that tests/test_cuda_sampler_emu.c compiles this very file
  * as C11 and runs it on CPU threads, one thread per CUDA thread of a block, against
  * sampler_sample: the kernel's logic is tested on a machine without a GPU. Needs
- * before it: math.h, rng_core.h, sampler.h, cuda_device.cuh and the CUDA built-ins it
- * uses (threadIdx, blockIdx, blockDim, __syncthreads, atomicAdd, __float_as_uint,
+ * before it: math.h, cuda_api.h, rng_core.h, sampler.h, cuda_device.cuh and the CUDA
+ * built-ins it uses (threadIdx, blockIdx, blockDim, __syncthreads, atomicAdd, __float_as_uint,
  * __uint_as_float).
  */
 #ifndef LIBRA_CUDA_SAMPLER_KERNEL_CUH
 #define LIBRA_CUDA_SAMPLER_KERNEL_CUH
 
 #define SAMP_THREADS ROW_THREADS /* 256; the block reductions of cuda_device.cuh */
-
-/* a ranks strictly before b: more probable, or as probable with a lower id. */
-__device__ static bool ranks_before(const float *p, int a, int b)
-{
-    float pa = p[a], pb = p[b];
-    return pa > pb || (pa == pb && a < b);
-}
 
 /* The block's exclusive prefix of each thread's count (thread order); *total the sum.
  * sh: SAMP_THREADS + 1 ints of shared memory. */
@@ -76,34 +72,70 @@ __device__ static int block_offset(int count, int *sh, int *total)
     return off;
 }
 
-/* c[0, n) sorted best first (the whole block): a bitonic network over the next power
- * of two, every comparator putting the better id at its lower index. Positions >= n
- * stand for ids ranked after all others, so no comparator could move them and the
- * ones that reach them are skipped. */
-__device__ static void block_sort(const float *p, int *c, int n)
+/* c[0, n) sorted best first (the whole block): a least-significant-digit radix sort on
+ * the bits of p (p >= 0, so the bits order as the values), 4 bits a pass. Each pass is a
+ * stable counting sort: thread j's run of c keeps its order and lands after the runs of
+ * the threads before it with the same digit, so ids of equal p keep the order they came
+ * in -- id order, as every caller gathers them: ties to the lower id. A pass whose digit
+ * is the same for all n moves nothing and is skipped. alt: n ints of scratch. sh:
+ * SAMP_THREADS + 1 ints of shared memory. */
+#define SORT_DIGITS 16
+__device__ static void block_sort(const float *p, int *c, int *alt, int n, int *sh)
 {
-    int N = 1;
-    while (N < n) N <<= 1;
-    for (int size = 2; size <= N; size <<= 1)
-        for (int stride = size / 2; stride > 0; stride >>= 1) {
-            for (int t = threadIdx.x; t < N / 2; t += blockDim.x) {
-                int a, b;
-                if (stride == size / 2) { /* the first merge step compares mirror images */
-                    int base = (t / stride) * size, off = t % stride;
-                    a = base + off;
-                    b = base + size - 1 - off;
-                } else {
-                    a = (t / stride) * 2 * stride + t % stride;
-                    b = a + stride;
-                }
-                if (b < n && ranks_before(p, c[b], c[a])) {
-                    int x = c[a];
-                    c[a] = c[b];
-                    c[b] = x;
-                }
-            }
-            __syncthreads();
+    __shared__ unsigned cnt[SORT_DIGITS * SAMP_THREADS]; /* (digit, thread), digit-major */
+    __shared__ int s_skip;
+    int per = (n + SAMP_THREADS - 1) / SAMP_THREADS, lo = (int)threadIdx.x * per;
+    int hi = lo + per < n ? lo + per : n, total;
+    int *src = c, *dst = alt;
+    for (unsigned shift = 0; shift < 32; shift += 4) {
+        unsigned run[SORT_DIGITS]; /* descending p: digit 15 - bits first */
+        for (int d = 0; d < SORT_DIGITS; d++) run[d] = 0;
+        for (int i = lo; i < hi; i++) run[15u - ((__float_as_uint(p[src[i]]) >> shift) & 15u)]++;
+        for (int d = 0; d < SORT_DIGITS; d++) cnt[d * SAMP_THREADS + threadIdx.x] = run[d];
+        __syncthreads();
+        /* exclusive prefix of cnt in its order: thread j takes entries [16 j, 16 j + 16) */
+        unsigned *mine = cnt + SORT_DIGITS * threadIdx.x;
+        int own = 0;
+        for (int e = 0; e < SORT_DIGITS; e++) own += (int)mine[e];
+        int at = block_offset(own, sh, &total);
+        for (int e = 0; e < SORT_DIGITS; e++) {
+            unsigned v = mine[e];
+            mine[e] = (unsigned)at;
+            at += (int)v;
         }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int skip = 0;
+            for (int d = 0; d < SORT_DIGITS; d++) {
+                unsigned end = d + 1 < SORT_DIGITS ? cnt[(d + 1) * SAMP_THREADS] : (unsigned)n;
+                skip |= end - cnt[d * SAMP_THREADS] == (unsigned)n;
+            }
+            s_skip = skip;
+        }
+        __syncthreads();
+        if (!s_skip) {
+            for (int d = 0; d < SORT_DIGITS; d++) run[d] = cnt[d * SAMP_THREADS + threadIdx.x];
+            for (int i = lo; i < hi; i++) {
+                int id = src[i];
+                dst[run[15u - ((__float_as_uint(p[id]) >> shift) & 15u)]++] = id;
+            }
+            int *t = src;
+            src = dst;
+            dst = t;
+        }
+        __syncthreads();
+    }
+    if (src != c) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) c[i] = src[i];
+        __syncthreads();
+    }
+}
+
+/* q[j] = p[c[j]] for j < n: the sorted probabilities side by side, for the walks. */
+__device__ static void gather_sorted(const float *p, const int *c, float *q, int n)
+{
+    for (int j = threadIdx.x; j < n; j += blockDim.x) q[j] = p[c[j]];
+    __syncthreads();
 }
 
 /* The k most probable ids (ties to the lower id) into c[0, k), in id order. */
@@ -161,31 +193,53 @@ __device__ static int select_cutoff(const float *p, int *c, double cutoff, int l
     return total;
 }
 
-/* sampler_nucleus: the smallest prefix of the sorted c whose mass >= target (0 if none). */
-__device__ static int nucleus(const float *p, const int *c, int n, double target, double *mass)
+/* The first j with cum + q[0] + ... + q[j] >= target (> target if strict), adding in
+ * order in double, *cum the sum reached; n if none. Eight loads go out before their
+ * additions: the sum is serial, the loads need not be. */
+#define WALK_AHEAD 8
+#define WALK_PAST(s, target, strict) ((strict) ? (s) > (target) : (s) >= (target))
+__device__ static int walk_to(const float *q, int n, double target, int strict, double *cum)
 {
-    double cum = 0.0;
-    for (int j = 0; j < n; j++) {
-        cum += p[c[j]];
-        if (cum >= target) {
-            *mass = cum;
-            return j + 1;
+    double s = *cum;
+    int j = 0;
+    for (; j + WALK_AHEAD <= n; j += WALK_AHEAD) {
+        float v[WALK_AHEAD];
+        for (int e = 0; e < WALK_AHEAD; e++) v[e] = q[j + e];
+        for (int e = 0; e < WALK_AHEAD; e++) {
+            s += v[e];
+            if (WALK_PAST(s, target, strict)) {
+                *cum = s;
+                return j + e;
+            }
         }
     }
-    *mass = cum;
-    return 0;
+    for (; j < n; j++) {
+        s += q[j];
+        if (WALK_PAST(s, target, strict)) break;
+    }
+    *cum = s;
+    return j;
 }
 
-/* sampler_draw: the inverse CDF over the sorted c[0, n) of the given mass. */
-__device__ static int draw(const float *p, const int *c, int n, double mass, uint64_t key)
+/* sampler_nucleus over the sorted probabilities q[0, n): the smallest prefix whose mass
+ * >= target (0 if none), its mass in *mass. */
+__device__ static int nucleus(const float *q, int n, double target, double *mass)
+{
+    double cum = 0.0;
+    int j = walk_to(q, n, target, 0, &cum);
+    *mass = cum;
+    return j < n ? j + 1 : 0;
+}
+
+/* sampler_draw: the inverse CDF over the sorted c[0, n) (probabilities q) of the given
+ * mass: the first j whose cumulative sum passes the draw (u < cum). */
+__device__ static int draw(const float *q, const int *c, int n, double mass, uint64_t key)
 {
     double u = rng_core_uniform(key, 0) * mass, cum = 0.0;
-    for (int j = 0; j < n; j++) {
-        cum += p[c[j]];
-        if (u < cum) return c[j];
-    }
-    for (int j = n - 1; j > 0; j--) /* rounding: the last candidate that has mass */
-        if (p[c[j]] > 0) return c[j];
+    int j = walk_to(q, n, u, 1, &cum);
+    if (j < n) return c[j];
+    for (j = n - 1; j > 0; j--) /* rounding: the last candidate that has mass */
+        if (q[j] > 0) return c[j];
     return c[0];
 }
 
@@ -276,8 +330,9 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
     __shared__ double s_sum, s_mass;
     int r = blockIdx.x;
     const float *x = logits + (size_t)r * V;
-    float *p = scratch + (size_t)r * 2 * V;
-    int *cand = (int *)(p + V);
+    float *p = scratch + (size_t)r * CUDA_SAMPLE_SCRATCH * V;
+    int *cand = (int *)(p + V), *alt = (int *)(p + 2 * (size_t)V);
+    const float *q = p + 2 * (size_t)V; /* after the sort: the sorted p */
     if (!(temperature > 0.0f)) { /* greedy: argmax, ties to the lowest id */
         int t = block_argmax(x, V, sh);
         double m = x[t], s = 0.0;
@@ -320,18 +375,19 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
             double cutoff = V > 1 ? (1.0 - (double)top_p) / (V - 1) * sum : 0.0;
             n = select_cutoff(p, cand, cutoff, lo, hi, sh);
         }
-        block_sort(p, cand, n);
+        block_sort(p, cand, alt, n, sh);
+        gather_sorted(p, cand, (float *)alt, n);
         if (threadIdx.x == 0) {
             double mass = 0.0;
             if (use_k && use_p) {
                 double mk = 0.0;
-                for (int j = 0; j < n; j++) mk += p[cand[j]];
-                int np = nucleus(p, cand, n, (double)top_p * mk, &mass);
+                for (int j = 0; j < n; j++) mk += q[j];
+                int np = nucleus(q, n, (double)top_p * mk, &mass);
                 if (np > 0) n = np; /* else (rounding): the whole top-k */
             } else if (use_k) {
-                for (int j = 0; j < n; j++) mass += p[cand[j]];
+                for (int j = 0; j < n; j++) mass += q[j];
             } else {
-                int np = n > 0 ? nucleus(p, cand, n, (double)top_p * sum, &mass) : 0;
+                int np = n > 0 ? nucleus(q, n, (double)top_p * sum, &mass) : 0;
                 n = np; /* 0: survivors short of top_p through rounding */
             }
             s_n = n;
@@ -342,10 +398,11 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
         if (!use_k && n == 0) { /* all ids, as sampler_sample then takes */
             for (int i = threadIdx.x; i < V; i += blockDim.x) cand[i] = i;
             __syncthreads();
-            block_sort(p, cand, V);
+            block_sort(p, cand, alt, V, sh);
+            gather_sorted(p, cand, (float *)alt, V);
             if (threadIdx.x == 0) {
                 double mass;
-                int np = nucleus(p, cand, V, (double)top_p * sum, &mass);
+                int np = nucleus(q, V, (double)top_p * sum, &mass);
                 s_n = np > 0 ? np : V; /* 0: top_p within rounding of 1, keep all */
                 s_mass = mass;
             }
@@ -353,7 +410,7 @@ __global__ static void sample_k(int32_t *tok, float *logprob, const float *logit
             n = s_n;
         }
         if (threadIdx.x != 0) return;
-        t = draw(p, cand, n, s_mass, key);
+        t = draw(q, cand, n, s_mass, key);
     }
     tok[r] = t;
     if (logprob) logprob[r] = (float)((double)x[t] / T - m - log(sum_exact));

@@ -115,8 +115,9 @@ int ch_sample(const void *args)
     struct sampler_config sc = {a->temperature, a->top_p, a->top_k, a->seed};
     for (int r = 0; r < a->B; r++) {
         float lp = 0.0f;
+        float *scratch = a->scratch + (size_t)r * CUDA_SAMPLE_SCRATCH * a->V;
         a->tok[r] = sampler_sample(&sc, a->logits + (size_t)r * a->V, a->V, a->traj[r],
-                                   a->pos[r], &lp, a->scratch + (size_t)r * 2 * a->V);
+                                   a->pos[r], &lp, scratch);
         if (a->logprob) a->logprob[r] = lp;
     }
     return 0;

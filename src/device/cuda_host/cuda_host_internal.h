@@ -135,7 +135,7 @@ struct sample_args {
     int top_k;
     float top_p;
     uint64_t seed;
-    float *scratch; /* (B, 2V): row r's 2V floats are sampler_sample's scratch */
+    float *scratch; /* (B, CUDA_SAMPLE_SCRATCH V): sampler_sample's 2V floats at a row's start */
 };
 struct vocab_sample_args { /* vocab_greedy_stats, vocab_sample_max / _sums / _pick */
     double *out;

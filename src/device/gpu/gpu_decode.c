@@ -240,7 +240,7 @@ struct gpu_decoder *gpu_decoder_create_tp(const struct gpu_model *m, const struc
     d->up = dev_alloc(d, Rz * F * sizeof(float));
     d->act = dev_alloc(d, Rz * F * sizeof(float));
     d->logits = dev_alloc(d, Rz * V * sizeof(float));
-    d->scratch = dev_alloc(d, 2 * Rz * V * sizeof(float));
+    d->scratch = dev_alloc(d, CUDA_SAMPLE_SCRATCH * Rz * V * sizeof(float));
     d->hb = dev_alloc(d, Rz * widest * sizeof(uint16_t));
     d->d_tok = dev_alloc(d, Rz * sizeof(int32_t));
     d->d_pos = dev_alloc(d, Rz * sizeof(int32_t));
