@@ -1,12 +1,14 @@
 /*
- * FNV-1a over bytes: a cheap fingerprint to check that copies agree (training
- * replicas' parameters), not a cryptographic hash.
+ * Fingerprints to check that copies agree, not cryptographic hashes: FNV-1a over
+ * bytes (short keys, tests), and XXH3 over a model's weights.
  */
 #ifndef LIBRA_HASH_H
 #define LIBRA_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <xxhash.h>
 
 static inline uint64_t fnv1a_bytes(const void *p, size_t n)
 {
@@ -19,6 +21,15 @@ static inline uint64_t fnv1a_bytes(const void *p, size_t n)
 static inline uint64_t fnv1a_floats(const float *x, size_t n)
 {
     return fnv1a_bytes(x, n * sizeof *x);
+}
+
+/* The fingerprint the training replicas compare after every step (device
+ * weights_hash): XXH3-64 of the float32 weights' bytes, from libxxhash. FNV-1a's
+ * byte-at-a-time multiply chain ran at 1.0 GB/s on one core, XXH3 at 19 GB/s: for a
+ * model of 4B parameters (16 GB) 15 s against 0.8 s a step. */
+static inline uint64_t weights_hash_floats(const float *x, size_t n)
+{
+    return (uint64_t)XXH3_64bits(x, n * sizeof *x);
 }
 
 #endif

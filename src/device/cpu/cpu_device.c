@@ -195,7 +195,7 @@ static int cpu_version(const struct device *d) { return d->version; }
 static uint64_t cpu_weights_hash(const struct device *d)
 {
     const struct tfm_params *p = d->tr ? &d->tr->p : &d->sh.p;
-    return fnv1a_floats(p->mem, p->n);
+    return weights_hash_floats(p->mem, p->n);
 }
 
 static float *grad_buffer(struct device *d, size_t *n) { return cpu_grad_buffer(d, n); }

@@ -227,7 +227,7 @@ static int emu_version(const struct device *d) { return d->version; }
 
 static uint64_t emu_weights_hash(const struct device *d)
 {
-    return fnv1a_floats(d->params, EMU_PARAMS);
+    return weights_hash_floats(d->params, EMU_PARAMS);
 }
 
 static int emu_save(struct device *d, const char *dir, char *err, size_t errlen)
