@@ -26,7 +26,10 @@
  *            tokens alone (forward, backward; tensor-core and float32 kernels), then a
  *            training step (forward, backward, AdamW) of S sequences of L tokens with
  *            each: tokens/s and model FLOPs as a fraction of gemm, and one more step's
- *            phases apart (forward alone, forward + backward, the optimizer step)
+ *            phases apart (forward alone, forward + backward, the optimizer step); then
+ *            what a run's step adds on the host: the float32 weights copied back
+ *            (gpu_trainer_params, as trainer_apply does) and their fingerprint (the
+ *            replicas' check after every step)
  * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
  * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
  */
@@ -40,6 +43,7 @@
 #include "libra/gpu_model.h"
 #include "libra/gpu_peak.h"
 #include "libra/gpu_train.h"
+#include "libra/hash.h"
 #include "libra/log.h"
 
 static void *dev_alloc(const struct cuda_api *api, size_t bytes)
@@ -309,8 +313,8 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
                                            LR_CONSTANT, 0, 100, 0.1f};
     char err[512];
     struct gpu_trainer *t = gpu_trainer_create(api, c, &p, T, &ac, err, sizeof err);
-    tfm_params_free(&p);
     if (!t) {
+        tfm_params_free(&p);
         printf("%s\n", err);
         return;
     }
@@ -357,6 +361,18 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
     double p3 = wall_time();
     printf("          phases: forward alone %.1f ms; forward + backward %.1f ms; clipped AdamW "
            "%.1f ms\n", 1e3 * (p1 - p0), 1e3 * (p2 - p1), 1e3 * (p3 - p2));
+    if (flash) { /* what a run's step adds on the host (trainer_apply, the replicas' check) */
+        double h0 = wall_time();
+        gpu_trainer_params(t, &p);
+        double h1 = wall_time();
+        uint64_t fp = weights_hash_floats(p.mem, p.n);
+        double h2 = wall_time();
+        printf("          a run's step also: the weights to the host %.1f ms (%.1f GB/s), their "
+               "fingerprint %.1f ms (%016llx)\n", 1e3 * (h1 - h0),
+               (double)p.n * sizeof *p.mem / (h1 - h0) / 1e9, 1e3 * (h2 - h1),
+               (unsigned long long)fp);
+    }
+    tfm_params_free(&p);
     free(lp);
     free(seq_len), free(tok), free(tgt), free(w);
     gpu_trainer_free(t);
