@@ -26,6 +26,8 @@
  *                  columns, combined as the group's all-reduces would: sampler_sample's
  *                  tokens on the whole rows; log-probs 1e-5
  *   sum_squares    1e-12 relative (double accumulation in another order)
+ *   weights_hash   weights_sum_hash's bits (integer sums); one changed bit and two
+ *                  swapped elements change it
  *   vocab_max, vocab_sums, vocab_logsoftmax_bwd   rows split over 3 ranks' columns,
  *                  combined as the group's all-reduces would: 1e-4 (log-probs and
  *                  entropies, absolute) and 1e-5 of the largest (backward) against the
@@ -49,6 +51,7 @@
 #include "libra/cpu_ops.h"
 #include "libra/cuda_host.h"
 #include "libra/cuda_module.h"
+#include "libra/hash.h"
 #include "libra/rng.h"
 #include "libra/safetensors.h"
 #include "libra/sampler.h"
@@ -1437,6 +1440,45 @@ static void test_optimizer(void)
     api->free(d_g), api->free(d_p), api->free(d_m), api->free(d_v);
 }
 
+/* The replicas' fingerprint of weights on the GPU: more elements than the grid's
+ * threads, an offset start, nothing; a flipped low bit and a swap must show. */
+static void test_weights_hash(void)
+{
+    enum { N = 300007 };
+    float *x = malloc(N * sizeof *x);
+    fill_normal(x, N, 18, 0.02f);
+    float *d_x = dev_copy(x, N * sizeof *x);
+    uint64_t h = 0, h1 = 0, h0 = 1;
+    CU_OK(api->weights_hash(&h, d_x, N));
+    CU_ASSERT_EQUAL(h, weights_sum_hash(x, N));
+    CU_OK(api->weights_hash(&h1, d_x + 1, N - 1));
+    CU_ASSERT_EQUAL(h1, weights_sum_hash(x + 1, N - 1));
+    CU_ASSERT_NOT_EQUAL(h1, h);
+    CU_OK(api->weights_hash(&h0, d_x, 0));
+    CU_ASSERT_EQUAL(h0, 0);
+    /* one bit of one element */
+    uint32_t b;
+    memcpy(&b, &x[N - 7], sizeof b);
+    b ^= 1u;
+    memcpy(&x[N - 7], &b, sizeof b);
+    CU_OK(api->to_device(d_x + N - 7, &x[N - 7], sizeof *x));
+    CU_OK(api->weights_hash(&h1, d_x, N));
+    CU_ASSERT_NOT_EQUAL(h1, h);
+    CU_ASSERT_EQUAL(h1, weights_sum_hash(x, N));
+    /* two elements swapped: the same multiset of values, other places */
+    float a = x[5];
+    x[5] = x[77777];
+    x[77777] = a;
+    CU_ASSERT(x[5] != x[77777]);
+    CU_OK(api->to_device(d_x, x, N * sizeof *x));
+    uint64_t h2 = 0;
+    CU_OK(api->weights_hash(&h2, d_x, N));
+    CU_ASSERT_NOT_EQUAL(h2, h1);
+    CU_ASSERT_EQUAL(h2, weights_sum_hash(x, N));
+    api->free(d_x);
+    free(x);
+}
+
 /* The host module itself (include/libra/cuda_host.h), whichever module the rest of
  * this suite runs on: its memory budget and alignment, a graph recorded (its kernels
  * not run until launched, and then on what the memory holds at launch) and replayed, a
@@ -1525,6 +1567,8 @@ int main(void)
         {"vocabulary-parallel sampler over 3 ranks' columns: sampler_sample's tokens",
          test_vocab_sampler},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
+        {"weights_hash: weights_sum_hash's bits; a bit and a swap change it",
+         test_weights_hash},
         {"the host module: memory budget, graphs recorded and replayed, refusals",
          test_host_module},
         {NULL, NULL},

@@ -14,6 +14,7 @@
  *   sum_squares        the double sum, 1e-12 relative (more elements than the grid's
  *                      threads)
  *   adamw              adamw_update_elems, clipped and not: 1e-6 of the largest
+ *   sum_hash           weights_sum_hash's bits (more elements than the grid's threads)
  * The kernels' own code, where there is no GPU; test_cuda runs them on the GPU.
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers */
@@ -25,6 +26,7 @@
 #include "libra/adamw.h"
 #include "libra/cpu_ops.h"
 #include "libra/cuda_api.h"
+#include "libra/hash.h"
 #include "libra/safetensors.h"
 #include "testutil.h"
 
@@ -43,6 +45,7 @@ struct call {
     int kind;
     float *y, *dx, *rstd, *dw, *part, *sig, *m, *v;
     double *dpart, *out;
+    unsigned long long *hpart, *hout;
     uint16_t *y16;
     const float *x, *dy, *w, *rope, *g, *u;
     const uint16_t *w16;
@@ -52,7 +55,7 @@ struct call {
     struct cuda_adamw adam;
 };
 enum { GATHER, SCATTER, NORM, NORM_BWD, COLSUM, COLSUM_FIN, ROPE, SWI, SWI_BWD, BF16, SSQ,
-       SSQ_FIN, ADAM };
+       SSQ_FIN, HASH, HASH_FIN, ADAM };
 
 static void run(void *p)
 {
@@ -70,6 +73,8 @@ static void run(void *p)
     case BF16: f32_to_bf16_k(a->y16, a->x, a->n); break;
     case SSQ: sum_squares_k(a->dpart, a->x, a->n); break;
     case SSQ_FIN: sum_parts_k(a->out, a->dpart, a->nb); break;
+    case HASH: sum_hash_k(a->hpart, a->x, a->n); break;
+    case HASH_FIN: sum_hash_parts_k(a->hout, a->hpart, a->nb); break;
     default: adamw_k(a->y, a->m, a->v, a->g, a->n, a->adam); break;
     }
 }
@@ -230,6 +235,12 @@ static void test_optimizer(void)
     launch(&c, 1, SS_THREADS);
     printf("[sum of squares %.1e] ", fabs(out - ref) / ref);
     CU_ASSERT(fabs(out - ref) <= 1e-12 * ref);
+    unsigned long long hpart[NBLK], hout = 0;
+    c = (struct call){.kind = HASH, .hpart = hpart, .x = x, .n = M};
+    launch(&c, (unsigned)nb, SS_THREADS);
+    c = (struct call){.kind = HASH_FIN, .hout = &hout, .hpart = hpart, .nb = nb};
+    launch(&c, 1, SS_THREADS);
+    CU_ASSERT_EQUAL(hout, weights_sum_hash(x, M));
     struct adamw_config ac = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, LR_COSINE, 2, 10, 0.1f};
     for (int clipped = 0; clipped < 2; clipped++) {
         test_fill_uniform(p, M, 17, 0.5f);
@@ -261,7 +272,7 @@ int main(void)
         {"rope forward and backward", test_rope},
         {"swiglu forward and backward", test_swiglu},
         {"f32_to_bf16, NaN, infinities and ties", test_bf16},
-        {"sum_squares and adamw", test_optimizer},
+        {"sum_squares, the weights' sum hash and adamw", test_optimizer},
         {NULL, NULL}};
     static const struct test_suite suites[] = {
         {"the CUDA elementwise, row and optimizer kernels on CPU threads", tc}, {NULL, NULL}};

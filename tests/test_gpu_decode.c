@@ -513,6 +513,38 @@ static void test_upload(void)
     tfm_params_free(&p);
 }
 
+/* A bf16 install (a bf16 weight sync's, gpu_model_set_weights_bf16) gives the model
+ * exactly what a float32 install of the widened values gives: the bf16 block and the
+ * q/k/v biases' float32 copies (qwen2), bit for bit. */
+static void test_upload_bf16(void)
+{
+    struct tfm_config c = model_of(TFM_QWEN2);
+    struct tfm_params p, q;
+    test_random_params(&p, &c, 31);
+    tfm_params_alloc(&q, &c);
+    uint16_t *w16 = malloc(p.n * sizeof *w16);
+    for (size_t i = 0; i < p.n; i++) q.mem[i] = st_bf16_to_f32(w16[i] = st_f32_to_bf16(p.mem[i]));
+    struct gpu_model *a = upload(&c, &p), *b = upload(&c, &p);
+    gpu_model_set_weights(a, &q);
+    gpu_model_set_weights_bf16(b, w16);
+    uint16_t *wa = malloc(p.n * sizeof *wa), *wb = malloc(p.n * sizeof *wb);
+    GPU_CHECK(api, api->to_host(wa, a->w, p.n * sizeof *wa));
+    GPU_CHECK(api, api->to_host(wb, b->w, p.n * sizeof *wb));
+    CU_ASSERT(memcmp(wa, wb, p.n * sizeof *wa) == 0);
+    CU_ASSERT(memcmp(wb, w16, p.n * sizeof *wb) == 0);
+    size_t nb = (size_t)c.n_layers * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim;
+    float *ba = malloc(nb * sizeof *ba), *bb = malloc(nb * sizeof *bb);
+    GPU_CHECK(api, api->to_host(ba, a->bq, nb * sizeof *ba)); /* bq | bk | bv, one block */
+    GPU_CHECK(api, api->to_host(bb, b->bq, nb * sizeof *bb));
+    CU_ASSERT(memcmp(ba, bb, nb * sizeof *ba) == 0);
+    CU_ASSERT(memcmp(bb, q.bq, (size_t)c.n_layers * c.n_heads * c.head_dim * sizeof *bb) == 0);
+    free(ba), free(bb), free(wa), free(wb), free(w16);
+    gpu_model_free(a);
+    gpu_model_free(b);
+    tfm_params_free(&p);
+    tfm_params_free(&q);
+}
+
 static void test_pool_full(void)
 {
     enum { CAP = 48 };
@@ -595,6 +627,8 @@ int main(void)
         {"greedy decoding of the calc model: the CPU's tokens up to a near tie",
          test_greedy_calc},
         {"a weight install rounds as st_f32_to_bf16, bit for bit", test_upload},
+        {"a bf16 install = a float32 install of the widened weights, biases too",
+         test_upload_bf16},
         {"a full pool or slot: -1, nothing added", test_pool_full},
         {"GPU sampling picks sampler_sample's tokens (greedy, T, top-k, top-p)", test_sample},
         {NULL, NULL},

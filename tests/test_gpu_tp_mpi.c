@@ -433,6 +433,8 @@ static void test_tp_engine(void)
             double na = trainer_apply(&ta), nb = trainer_apply(&tb);
             trainer_fetch_moments(&ta);
             trainer_fetch_moments(&tb);
+            trainer_fetch_params(&ta); /* the engines kept the weights */
+            trainer_fetch_params(&tb);
             double n_err = fabs(na - nb) / na;
             double p_err = test_rel_err(tb.p.mem, ta.p.mem, ta.p.n);
             double m_err = fmax(test_rel_err(tb.opt.m, ta.opt.m, ta.opt.n),

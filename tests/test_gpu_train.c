@@ -43,6 +43,8 @@
 
 #include "libra/adamw.h"
 #include "libra/gpu_train.h"
+#include "libra/hash.h"
+#include "libra/safetensors.h"
 #include "libra/trainer.h"
 #include "testutil.h"
 
@@ -276,6 +278,32 @@ static void behaviour_of(const struct tfm_config *c, const struct tfm_params *p,
  * instead of its sign -- agree as the gradients do. (With behaviour log-probs from one
  * engine only, the other's ratios are off 1 by its log-prob differences, up to 0.1
  * nats: an H100 measured a loss 15 % apart and a cosine of 0.9985 that way.) */
+/* After a step on the GPU engine the weights stay there: the host copy is still the
+ * start's until trainer_fetch_params; the fingerprint computed on the GPU, the bf16 and
+ * float32 slices read from it (trainer_read_params, as a weight sync's sender does)
+ * agree with the weights fetched. */
+static void check_weights_on_engine(struct trainer *t, const struct tfm_params *start)
+{
+    size_t n = t->p.n, off = n / 3, len = n / 4;
+    CU_ASSERT(t->params_on_engine);
+    CU_ASSERT(memcmp(t->p.mem, start->mem, n * sizeof(float)) == 0);
+    uint64_t h = trainer_params_hash(t);
+    float *f32 = malloc(len * sizeof *f32);
+    uint16_t *b16 = malloc(len * sizeof *b16);
+    trainer_read_params(t, off, len, f32, b16);
+    trainer_fetch_params(t);
+    CU_ASSERT(!t->params_on_engine);
+    CU_ASSERT(memcmp(t->p.mem, start->mem, n * sizeof(float)) != 0);
+    CU_ASSERT_EQUAL(h, weights_sum_hash(t->p.mem, n));
+    CU_ASSERT_EQUAL(h, trainer_params_hash(t)); /* now on the host */
+    CU_ASSERT(memcmp(f32, t->p.mem + off, len * sizeof *f32) == 0);
+    int bf16_exact = 1;
+    for (size_t i = 0; i < len; i++) bf16_exact &= b16[i] == st_f32_to_bf16(t->p.mem[off + i]);
+    CU_ASSERT(bf16_exact);
+    free(f32);
+    free(b16);
+}
+
 static void test_trainer_engine(void)
 {
     enum { N0 = 17, N1 = 26 };
@@ -317,6 +345,7 @@ static void test_trainer_engine(void)
     double g_cos = test_cosine(cpu.g.mem, trainer_host_grads(&gpu), cpu.g.n);
     trainer_apply(&cpu);
     trainer_apply(&gpu);
+    check_weights_on_engine(&gpu, &start);
     for (size_t i = 0; i < start.n; i++) { /* the updates */
         cpu.p.mem[i] -= start.mem[i];
         gpu.p.mem[i] -= start.mem[i];
@@ -441,7 +470,9 @@ static void test_engine_step(void)
             trainer_grads(&tr[k], seqs, 2, N0 + N1, &st);
             trainer_apply(&tr[k]);
         }
+        CU_ASSERT(!tr[0].params_on_engine && tr[1].params_on_engine);
         if (s != 0 && s != STEPS - 1) continue;
+        trainer_fetch_params(&tr[1]);
         double p_err = test_rel_err(tr[1].p.mem, tr[0].p.mem, start.n);
         trainer_fetch_moments(&tr[1]);
         double m_err = test_rel_err(tr[1].opt.m, tr[0].opt.m, start.n);
@@ -461,6 +492,7 @@ static void test_engine_step(void)
     free(u[0]), free(u[1]);
     CU_ASSERT(tr[0].opt.step == STEPS && tr[1].opt.step == STEPS);
     /* the join: trainer 2 takes trainer 1's state */
+    trainer_fetch_params(&tr[1]);
     memcpy(tr[2].p.mem, tr[1].p.mem, start.n * sizeof(float));
     memcpy(tr[2].opt.m, tr[1].opt.m, start.n * sizeof(float));
     memcpy(tr[2].opt.v, tr[1].opt.v, start.n * sizeof(float));
@@ -471,6 +503,7 @@ static void test_engine_step(void)
         trainer_grads(&tr[k], seqs, 2, N0 + N1, &st);
         trainer_apply(&tr[k]);
         trainer_fetch_moments(&tr[k]);
+        trainer_fetch_params(&tr[k]);
     }
     CU_ASSERT(memcmp(tr[1].p.mem, tr[2].p.mem, start.n * sizeof(float)) == 0);
     CU_ASSERT(memcmp(tr[1].opt.m, tr[2].opt.m, start.n * sizeof(float)) == 0);

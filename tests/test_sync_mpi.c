@@ -14,9 +14,19 @@
  *    a TP-t instance, t > 1, received less than the whole model; the root replica sent
  *    each block once;
  *  - rank 0 gets one SYNC_DONE per member carrying those byte counts.
+ * Then on device cuda (the CUDA module's host stand-in), where syncs to the ranks that
+ * only serve carry bf16 (plan C: rollout TP [1 x 8], one training rank):
+ *  - each rollout rank lands them in its device's bf16 buffer (stage_bf16), receives
+ *    2 bytes a parameter, and its instance swaps the version in;
+ *  - plan D idles the last of them (its shard kept) and plan E gives it its instance
+ *    back: the float32 weights its new instance is built from are the installed bf16
+ *    weights widened (they lagged the GPU model until then), not the ones it held
+ *    before the sync.
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+
 #include <cblas.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -27,6 +37,7 @@
 #include "libra/device.h"
 #include "libra/log.h"
 #include "libra/outbox.h"
+#include "libra/safetensors.h"
 #include "testutil.h"
 #include "worker/worker_internal.h"
 
@@ -78,6 +89,27 @@ static void build(struct plan *p, int n_train, int train_tp, const int *tp, int 
     if (plan_build(&spec, N_WORLD, epoch, 0, "test", p, err, sizeof err)) FATAL("%s", err);
 }
 
+/* A worker of cfg on this rank, or NULL on rank 0 (the controller's part). */
+static struct worker *worker_new(const struct libra_config *cfg)
+{
+    if (g_rank == 0) return NULL;
+    struct worker *w = xcalloc(1, sizeof *w);
+    worker_init(w, cfg, NULL, NULL, g_rank, N_WORLD, 0);
+    return w;
+}
+
+/* Sync `version` run to its end on this worker, SYNC_DONE sent. */
+static void run_sync(struct worker *w, int version)
+{
+    struct wire_sync msg = {version, version};
+    ws_on_sync(w, &msg);
+    while (w->sync.active) {
+        ws_progress(w);
+        outbox_progress(&w->ob);
+    }
+    outbox_drain(&w->ob);
+}
+
 /* One sync under plan p (already applied); round: the pattern's variant. */
 static void sync_round(struct worker *w, struct comms *c0, const struct plan *p, int round)
 {
@@ -105,15 +137,7 @@ static void sync_round(struct worker *w, struct comms *c0, const struct plan *p,
         int ns = w->ops->slices(w->dev, p->train_tp, a->index, DEV_SLICES_SEND, s, MAX_SL);
         fill(s, ns, round);
     }
-    if (in_sync) {
-        struct wire_sync msg = {round + 1, round + 1};
-        ws_on_sync(w, &msg);
-        while (w->sync.active) {
-            ws_progress(w);
-            outbox_progress(&w->ob);
-        }
-        outbox_drain(&w->ob);
-    }
+    if (in_sync) run_sync(w, round + 1);
     if (a->role == ROLE_ROLLOUT) {
         int ns = w->ops->slices(w->dev, a->tp, a->index, DEV_SLICES_STAGE, s, MAX_SL);
         long long floats;
@@ -143,15 +167,44 @@ static void take_handbacks(int n)
     }
 }
 
+/* Plan p applied by every rank (rank 0: its communicators and the handbacks of the
+ * instances that end); old becomes p. */
+static void apply(struct worker *w, struct comms *c0, const struct plan *p, struct plan *old)
+{
+    int epoch = p->epoch;
+    if (g_rank == 0) {
+        comms_rebuild(c0, epoch ? old : NULL, p, 0);
+        int gone = 0;
+        for (int i = 0; epoch && i < old->n_instances; i++)
+            gone += plan_find_instance(p, old->inst[i].leader, old->inst[i].tp) < 0;
+        take_handbacks(gone);
+    } else {
+        worker_apply_plan(w, p);
+    }
+    plan_copy(old, p);
+}
+
+/* The end of a case: the instances hand back and close, the workers are freed. */
+static void finish(struct worker *w, struct comms *c0, struct plan *p, struct plan *old)
+{
+    if (w) {
+        wr_before_plan(w, NULL); /* hand back; the instances' command streams end */
+        outbox_drain(&w->ob);
+        worker_free(w);
+        free(w);
+    } else {
+        take_handbacks(p->n_instances);
+    }
+    comms_free(c0);
+    plan_free(p);
+    plan_free(old);
+}
+
 static void test_sync(void)
 {
-    struct worker *w = NULL;
+    struct worker *w = worker_new(&g_cfg);
     struct comms c0;
     comms_init(&c0);
-    if (g_rank > 0) {
-        w = xcalloc(1, sizeof *w);
-        worker_init(w, &g_cfg, NULL, NULL, g_rank, N_WORLD, 0);
-    }
     struct plan p, old;
     plan_init(&p, N_WORLD);
     plan_init(&old, N_WORLD);
@@ -162,32 +215,94 @@ static void test_sync(void)
             build(&p, 2, 2, tp_a, 3, 0);
         else
             build(&p, 1, 1, tp_b, 6, 1);
-        if (g_rank == 0) {
-            comms_rebuild(&c0, phase ? &old : NULL, &p, 0);
-            int gone = 0;
-            for (int i = 0; phase && i < old.n_instances; i++)
-                gone += plan_find_instance(&p, old.inst[i].leader, old.inst[i].tp) < 0;
-            take_handbacks(gone);
-        } else
-            worker_apply_plan(w, &p);
-        plan_copy(&old, &p);
+        apply(w, &c0, &p, &old);
         for (int round = 0; round < 2; round++) sync_round(w, &c0, &p, 2 * phase + round);
     }
-    if (w) {
-        wr_before_plan(w, NULL); /* hand back; the instances' command streams end */
-        outbox_drain(&w->ob);
-        worker_free(w);
-        free(w);
+    finish(w, &c0, &p, &old);
+}
+
+/* The pattern as a bf16 sync delivers it: rounded to bf16, widened. */
+static long long check16(const struct dev_slice *s, int n, int round)
+{
+    long long bad = 0;
+    for (int k = 0; k < n; k++)
+        for (int64_t r = 0; r < s[k].nr; r++)
+            for (int64_t c = 0; c < s[k].nc; c++)
+                bad += s[k].data[r * s[k].nc + c] !=
+                       st_bf16_to_f32(st_f32_to_bf16(pattern(s[k].tensor, s[k].r0 + r,
+                                                             s[k].c0 + c, round)));
+    return bad;
+}
+
+static void test_sync_bf16_cuda(void)
+{
+    enum { ROUND = 7 };
+    setenv("LIBRA_CUDA_MODULE", "host", 1); /* the plumbing, GPU or not */
+    struct libra_config cfg = g_cfg;
+    snprintf(cfg.device.type, sizeof cfg.device.type, "cuda");
+    struct worker *w = worker_new(&cfg);
+    struct comms c0;
+    comms_init(&c0);
+    struct plan p, old;
+    plan_init(&p, N_WORLD);
+    plan_init(&old, N_WORLD);
+    int tp[N_WORLD - 2];
+    for (int i = 0; i < N_WORLD - 2; i++) tp[i] = 1;
+    build(&p, 1, 1, tp, N_WORLD - 2, 0); /* C: ranks 1..8 serve, 9 trains */
+    apply(w, &c0, &p, &old);
+    struct dev_slice *s = xmalloc(MAX_SL * sizeof *s);
+    const struct rank_assign *a = &p.ranks[g_rank];
+    if (g_rank == 0) {
+        for (int k = 1; k < N_WORLD; k++) {
+            struct wire_sync_done d;
+            MPI_CHECK(MPI_Recv(&d, sizeof d, MPI_BYTE, k, TAG_SYNC_DONE, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+            CU_ASSERT_EQUAL(d.version, ROUND);
+        }
     } else {
-        take_handbacks(p.n_instances);
+        if (a->role == ROLE_TRAIN)
+            fill(s, w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL), ROUND);
+        run_sync(w, ROUND);
     }
-    comms_free(&c0);
-    plan_free(&p);
-    plan_free(&old);
+    if (a->role == ROLE_ROLLOUT) {
+        CU_ASSERT_EQUAL(w->sync.direct16, 1);
+        int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_STAGE, s, MAX_SL);
+        long long floats = 0;
+        for (int k = 0; k < ns; k++) floats += s[k].nr * s[k].nc;
+        CU_ASSERT_EQUAL(w->sync.bytes_in, floats * (long long)sizeof(uint16_t));
+        for (int it = 0; it < 100 && w->ops->version(w->dev) != ROUND; it++) wr_progress(w);
+        CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND); /* swapped in */
+    }
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    struct plan c;
+    plan_init(&c, N_WORLD);
+    plan_copy(&c, &p);
+    const int last = N_WORLD - 2; /* D: rank 8 (the last instance) idles */
+    p.epoch = 1;
+    p.ranks[last] = (struct rank_assign){ROLE_IDLE, -1, 0, 0};
+    p.n_instances--;
+    p.n_rollout_ranks--;
+    p.n_idle++;
+    apply(w, &c0, &p, &old);
+    plan_copy(&p, &c); /* E: C again, rank 8's instance opened anew on its kept shard */
+    p.epoch = 2;
+    apply(w, &c0, &p, &old);
+    plan_free(&c);
+    if (g_rank == last) {
+        CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND);
+        int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL);
+        long long bad = check16(s, ns, ROUND);
+        if (bad) printf("[rank %d: %lld weights are not the installed ones] ", g_rank, bad);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+    free(s);
+    finish(w, &c0, &p, &old);
 }
 
 static const struct test_case sync_cases[] = {
     {"shard-matched sync: TP [4,2,1] from a TP-2 replica, TP [2,2,1,1,1,1] from TP 1", test_sync},
+    {"device cuda: bf16 syncs straight to the rollout GPUs, widened for a new instance",
+     test_sync_bf16_cuda},
     {NULL, NULL},
 };
 

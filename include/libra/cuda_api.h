@@ -120,6 +120,8 @@
  *                  bits every call: replicas clip by it)
  *   adamw_update   the element update of include/libra/adamw.h with its per-step
  *                  scalars, on grads scaled by clip (1 = unclipped)
+ *   weights_hash   *out (host) = weights_sum_hash(x, n) of include/libra/hash.h (the
+ *                  training replicas' fingerprint of weights that stay on the GPU)
  * Shapes: N rows, C channels, D head dimension (even), V vocabulary.
  */
 #ifndef LIBRA_CUDA_API_H
@@ -128,7 +130,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 15 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 16 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -310,6 +312,8 @@ struct cuda_api {
     int (*vocab_sample_topk)(double *xb, float *scratch, const float *logits, const double *mx,
                              int B, int Vl, int v0, float temperature, int kr, int off, int n,
                              int slot, int slots);
+    /* ---- the weights' fingerprint (see the list above; not recordable) ---- */
+    int (*weights_hash)(uint64_t *out, const float *x, int64_t n);
 };
 
 /* The one symbol the module exports. */

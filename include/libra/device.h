@@ -102,7 +102,9 @@ struct dev_slice {
 
 enum dev_slice_use {
     DEV_SLICES_GEOMETRY = 0, /* shapes only (any TP degree and index) */
-    DEV_SLICES_SEND = 1,     /* this rank's live weights (a sync sender) */
+    DEV_SLICES_SEND = 1,     /* this rank's live weights (a sync sender; with the device's
+                                read_slices, data give their layout and read_slices
+                                their values) */
     DEV_SLICES_STAGE = 2,    /* this rank's staging buffer (a sync receiver) */
 };
 
@@ -192,9 +194,22 @@ struct device_ops {
     /* Slices of a rank of TP degree t, index i (see enum dev_slice_use); the count
      * (like snprintf: only the first max are written). */
     int (*slices)(struct device *d, int t, int i, int use, struct dev_slice *out, int max);
+    /* Optional (NULL: DEV_SLICES_SEND's data hold the values): the values of this rank's
+     * live slices s[0 .. n) (DEV_SLICES_SEND's), wherever the device keeps them, to the
+     * host: float32 to f32 + off[m] and rounded to bf16 (st_f32_to_bf16) to b16 + off[m]
+     * for slice m, each unless NULL. */
+    void (*read_slices)(struct device *d, const struct dev_slice *s, int n, const size_t *off,
+                        float *f32, uint16_t *b16);
     /* The staging buffer holds the complete weights of version v for this rank's
      * shard: they are swapped in at the next safe point (never mid-iteration). */
     void (*weights_staged)(struct device *d, int version);
+    /* Optional (NULL: bf16 syncs are widened into the staging buffer): where a bf16
+     * sync's value for the staging buffer's element `at` lands (at: within a
+     * DEV_SLICES_STAGE slice; the same offsets for every slice), or NULL if this rank
+     * takes bf16 weights only through that buffer. A sync that landed there ends with
+     * weights_staged_bf16 instead of weights_staged. */
+    uint16_t *(*stage_bf16)(struct device *d, const float *at);
+    void (*weights_staged_bf16)(struct device *d, int version);
     /* 1: a rank that only serves rollouts decodes bf16 weights (rounded to nearest
      * even from the float32 ones), so the weight syncs to it carry bf16 -- half the
      * bytes, the same weights decoded. Its float32 copy then holds those rounded

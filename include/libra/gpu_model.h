@@ -56,6 +56,10 @@ struct gpu_model *gpu_model_pattern(const struct cuda_api *api, const struct tfm
  * float32 values are copied to the GPU a chunk at a time and rounded there
  * (f32_to_bf16, st_f32_to_bf16's rounding bit for bit). */
 void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p);
+/* New weights already in bf16 (w16: the model's layout, at.n values): copied to the
+ * GPU as they are, the q/k/v biases widened to their float32 copies -- what
+ * gpu_model_set_weights makes of their widened float32 values, with half the bytes. */
+void gpu_model_set_weights_bf16(struct gpu_model *m, const uint16_t *w16);
 void gpu_model_free(struct gpu_model *m);
 
 /* Device pointer to layer l's slice (per_layer elements) of the tensor at offset `at`

@@ -119,12 +119,18 @@ void gpu_trainer_set_params(struct gpu_trainer *t, const float *p);
  * forwards, backwards and AdamW updates here (gpu_trainer_apply; the engine holds the
  * moments, and the gradient until it is asked for -- at TP > 1 too, the group's
  * reduction and norm on the GPU, unless the shard's kv heads are replicated, whose
- * gradients the host sums). To step on the host instead, clear the engine's step,
+ * gradients the host sums -- and the weights its steps make: read_params and
+ * params_hash serve them where they are). To step on the host instead, clear the engine's step,
  * get_moments, set_moments and grad_sq; to reduce a TP shard's gradient on the host,
  * clear tp_reduce and grad_sq_at. */
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t);
 /* The master weights into p (host). */
 void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p);
+/* Elements [off, off + n) of the master weights to the host: float32 into f32 and their
+ * bf16 copy (st_f32_to_bf16's rounding, bit for bit) into b16, each unless NULL. */
+void gpu_trainer_read(struct gpu_trainer *t, size_t off, size_t n, float *f32, uint16_t *b16);
+/* weights_sum_hash (include/libra/hash.h) of the master weights, computed on the GPU. */
+uint64_t gpu_trainer_hash(struct gpu_trainer *t);
 /* Bytes of GPU memory held. */
 size_t gpu_trainer_bytes(const struct gpu_trainer *t);
 

@@ -32,9 +32,10 @@ struct train_seq {
 };
 
 /* Where a trainer's forward and backward run when not on this rank's CPU (the GPU's
- * training path, src/device/gpu/). The host parameters t->p stay the truth after
- * every step; the engine's gradients land in t->g, which the caller reduces over the
- * replicas. The optimizer step runs on the engine when it has one (step: the engine
+ * training path, src/device/gpu/). The host parameters t->p are the truth after every
+ * step unless the engine keeps its steps' weights (read_params: then they are current
+ * after trainer_fetch_params); the engine's gradients land in t->g, which the caller
+ * reduces over the replicas. The optimizer step runs on the engine when it has one (step: the engine
  * then keeps the AdamW moments, and t->opt's are current only after
  * trainer_fetch_moments), else on the host, which hands the engine the new parameters
  * (set_params). The reference model (kl_coef > 0) is scored on the CPU. */
@@ -67,6 +68,13 @@ struct train_engine {
      * [off[i], off[i] + len[i]), i < n (the primary slices: tfm_tp_grad_sq's terms). */
     void (*tp_reduce)(void *ctx);
     double (*grad_sq_at)(void *ctx, const size_t *off, const size_t *len, int n);
+    /* Optional, with step: the engine keeps the weights its steps make (step is given
+     * p = NULL, and the trainer's p is stale until trainer_fetch_params): read_params
+     * copies elements [off, off + n) of them to the host, float32 into f32 and rounded
+     * to bf16 (st_f32_to_bf16) into b16, each unless NULL; params_hash is their
+     * weights_sum_hash (include/libra/hash.h). */
+    void (*read_params)(void *ctx, size_t off, size_t n, float *f32, uint16_t *b16);
+    uint64_t (*params_hash)(void *ctx);
 };
 
 struct trainer {
@@ -94,6 +102,8 @@ struct trainer {
                              reference, token weights) and backwards */
     int grads_on_engine;  /* the gradient is the engine's block; g is stale until
                              trainer_host_grads */
+    int params_on_engine; /* the engine's weights are newer than p (its last step's):
+                             p is stale until trainer_fetch_params */
 };
 
 /* Takes ownership of p (the parameters) and of opt if opt_loaded (a resumed
@@ -136,6 +146,16 @@ void trainer_weights_changed(struct trainer *t);
 /* t->opt.m and t->opt.v become the current moments (an engine that steps holds them;
  * call before reading them: a checkpoint, a join's snapshot). */
 void trainer_fetch_moments(struct trainer *t);
+/* t->p becomes the current weights (an engine with read_params keeps its steps'; call
+ * before reading p). */
+void trainer_fetch_params(struct trainer *t);
+/* Elements [off, off + n) of the current weights, wherever they are, to the host:
+ * float32 into f32 and rounded to bf16 (st_f32_to_bf16) into b16, each unless NULL --
+ * a weight sync's sender reads its slices so, without bringing the whole model home. */
+void trainer_read_params(struct trainer *t, size_t off, size_t n, float *f32, uint16_t *b16);
+/* weights_sum_hash (include/libra/hash.h) of the current weights, computed where they
+ * are. */
+uint64_t trainer_params_hash(struct trainer *t);
 /* A trainer of this rank's shard of a TP group (p: tp->local's layout, taken over like
  * trainer_init's). trainer_grads and trainer_apply are then collective over the group
  * (every rank passes the same sequences); the gradient norm is the whole model's. */

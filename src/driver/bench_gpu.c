@@ -20,16 +20,19 @@
  *            GPU_GEMV_ROWS) also with cuBLASLt for the matrix products instead; then
  *            the last step's rows sampled with top-k 50 and with top-p 0.95 (T = 1):
  *            ms a call, against the plain sampling's
- *   weights  the install of new weights on a rollout instance (float32 host parameters
- *            to the GPU's bf16 copy): GB/s against a 1 GiB host-to-device copy
+ *   weights  the install of new weights on a rollout instance (float32 or bf16 host
+ *            parameters to the GPU's bf16 copy): GB/s against a 1 GiB host-to-device
+ *            copy
  *   train    --train S,L (default 4,2048): the causal attention of one sequence of L
  *            tokens alone (forward, backward; tensor-core and float32 kernels), then a
  *            training step (forward, backward, AdamW) of S sequences of L tokens with
  *            each: tokens/s and model FLOPs as a fraction of gemm, and one more step's
  *            phases apart (forward alone, forward + backward, the optimizer step); then
- *            what a run's step adds on the host: the float32 weights copied back
- *            (gpu_trainer_params, as trainer_apply does) and their fingerprint (the
- *            replicas' check after every step)
+ *            what a run's step adds after it: the replicas' fingerprint of the weights
+ *            (on the GPU: gpu_trainer_hash), a weight sync's sender reading the bf16
+ *            weights (gpu_trainer_read, as read_slices does for the rollout ranks) and,
+ *            for comparison, the float32 weights copied back whole (what every step
+ *            did before the weights stayed on the GPU; a checkpoint still does)
  * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
  * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
  */
@@ -43,8 +46,8 @@
 #include "libra/gpu_model.h"
 #include "libra/gpu_peak.h"
 #include "libra/gpu_train.h"
-#include "libra/hash.h"
 #include "libra/log.h"
+#include "libra/safetensors.h"
 
 static void *dev_alloc(const struct cuda_api *api, size_t bytes)
 {
@@ -215,9 +218,10 @@ static double h2d_peak(const struct cuda_api *api)
     return (double)bytes / t / 1e9;
 }
 
-/* The rollout side of a weight sync: new float32 host parameters installed as the
- * GPU model's bf16 weights (gpu_model_set_weights, what an instance does when a sync
- * arrives), as GB/s of bf16 written against the host-to-device copy. */
+/* The rollout side of a weight sync: new weights installed as the GPU model's bf16
+ * block, from float32 host parameters (gpu_model_set_weights: a float32 sync) and from
+ * bf16 ones (gpu_model_set_weights_bf16: a bf16 sync to a rank that only serves), as
+ * GB/s of bf16 written against the host-to-device copy. */
 static void bench_weights(struct gpu_model *m, double h2d)
 {
     struct tfm_params p;
@@ -232,6 +236,16 @@ static void bench_weights(struct gpu_model *m, double h2d)
     printf("  weights install %.2f GB of bf16 from float32 host parameters: %6.3f s = %5.2f GB/s "
            "= %4.1f %% of host-to-device copy\n", (double)m->at.n * 2 / 1e9, t, gbs,
            100 * gbs / h2d);
+    uint16_t *w16 = xmalloc(p.n * sizeof *w16);
+    for (size_t i = 0; i < p.n; i++) w16[i] = st_f32_to_bf16(p.mem[i]);
+    gpu_model_set_weights_bf16(m, w16);
+    t0 = wall_time();
+    for (int r = 0; r < reps; r++) gpu_model_set_weights_bf16(m, w16);
+    t = (wall_time() - t0) / reps, gbs = (double)m->at.n * 2 / t / 1e9;
+    printf("                  %.2f GB of bf16 from bf16 host parameters:    %6.3f s = %5.2f GB/s "
+           "= %4.1f %% of host-to-device copy\n", (double)m->at.n * 2 / 1e9, t, gbs,
+           100 * gbs / h2d);
+    free(w16);
     tfm_params_free(&p);
 }
 
@@ -361,16 +375,21 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
     double p3 = wall_time();
     printf("          phases: forward alone %.1f ms; forward + backward %.1f ms; clipped AdamW "
            "%.1f ms\n", 1e3 * (p1 - p0), 1e3 * (p2 - p1), 1e3 * (p3 - p2));
-    if (flash) { /* what a run's step adds on the host (trainer_apply, the replicas' check) */
+    if (flash) { /* what a run's step adds (the replicas' check, a sync's sender) */
+        uint16_t *w16 = xmalloc(p.n * sizeof *w16);
         double h0 = wall_time();
-        gpu_trainer_params(t, &p);
+        uint64_t fp = gpu_trainer_hash(t);
         double h1 = wall_time();
-        uint64_t fp = weights_hash_floats(p.mem, p.n);
+        gpu_trainer_read(t, 0, p.n, NULL, w16);
         double h2 = wall_time();
-        printf("          a run's step also: the weights to the host %.1f ms (%.1f GB/s), their "
-               "fingerprint %.1f ms (%016llx)\n", 1e3 * (h1 - h0),
-               (double)p.n * sizeof *p.mem / (h1 - h0) / 1e9, 1e3 * (h2 - h1),
-               (unsigned long long)fp);
+        gpu_trainer_params(t, &p);
+        double h3 = wall_time();
+        double gb = (double)p.n * sizeof *p.mem / 1e9;
+        printf("          a run's step also: the fingerprint on the GPU %.1f ms (%016llx); a "
+               "sync sender's bf16 weights to the host %.1f ms (%.1f GB/s); float32 weights "
+               "to the host %.1f ms (%.1f GB/s)\n", 1e3 * (h1 - h0), (unsigned long long)fp,
+               1e3 * (h2 - h1), gb / 2 / (h2 - h1), 1e3 * (h3 - h2), gb / (h3 - h2));
+        free(w16);
     }
     tfm_params_free(&p);
     free(lp);

@@ -14,8 +14,9 @@
  *
  * With an engine (trainer_set_engine) the forwards and backwards run there (the
  * reference model's forward stays here). The AdamW update runs on the engine when it
- * offers one (which then holds the moments and hands back the new parameters), else
- * on the host parameters, which the engine is then given. An engine that can also
+ * offers one (which then holds the moments and hands back the new parameters, or
+ * keeps them too if it can serve them: read_params), else on the host parameters,
+ * which the engine is then given. An engine that can also
  * take a gradient's norm keeps a TP-1 trainer's gradient until it is asked for
  * (trainer_host_grads), so that the replicas' sum and the step may run there; a
  * tensor-parallel shard's partial gradients are reduced and normed here.
@@ -29,7 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libra/hash.h"
 #include "libra/log.h"
+#include "libra/safetensors.h"
 
 static void init(struct trainer *t, const struct tfm_tp *tp, const struct tfm_config *mc,
                  struct tfm_params *p, const struct adamw_config *oc, struct adamw *opt_loaded,
@@ -264,8 +267,10 @@ double trainer_apply_guarded(struct trainer *t, int skip, int *applied)
     if (t->eng && t->eng->step) {
         struct adamw_scalars s;
         adamw_scalars_of(&t->opt.c, ++t->opt.step, &s);
+        int keep = t->eng->read_params != NULL; /* the weights stay there */
         t->eng->step(t->eng->ctx, t->grads_on_engine ? NULL : t->g.mem,
-                     adamw_clip_factor(&t->opt.c, norm), &s, t->p.mem);
+                     adamw_clip_factor(&t->opt.c, norm), &s, keep ? NULL : t->p.mem);
+        t->params_on_engine = keep;
         return norm;
     }
     adamw_step_norm(&t->opt, t->p.mem, t->g.mem, norm);
@@ -302,12 +307,14 @@ void trainer_set_engine(struct trainer *t, const struct train_engine *eng)
 {
     trainer_host_grads(t); /* from an engine that held them */
     trainer_fetch_moments(t);
+    trainer_fetch_params(t);
     t->eng = eng;
     trainer_params_changed(t);
 }
 
 void trainer_params_changed(struct trainer *t)
 {
+    t->params_on_engine = 0; /* the caller wrote p: it is the truth */
     if (!t->eng) return;
     t->eng->set_params(t->eng->ctx, t->p.mem);
     if (t->eng->step) t->eng->set_moments(t->eng->ctx, t->opt.m, t->opt.v);
@@ -315,10 +322,37 @@ void trainer_params_changed(struct trainer *t)
 
 void trainer_weights_changed(struct trainer *t)
 {
+    t->params_on_engine = 0;
     if (t->eng) t->eng->set_params(t->eng->ctx, t->p.mem);
 }
 
 void trainer_fetch_moments(struct trainer *t)
 {
     if (t->eng && t->eng->step) t->eng->get_moments(t->eng->ctx, t->opt.m, t->opt.v);
+}
+
+void trainer_fetch_params(struct trainer *t)
+{
+    if (!t->params_on_engine) return;
+    t->eng->read_params(t->eng->ctx, 0, t->p.n, t->p.mem, NULL);
+    t->params_on_engine = 0;
+}
+
+void trainer_read_params(struct trainer *t, size_t off, size_t n, float *f32, uint16_t *b16)
+{
+    if (off > t->p.n || n > t->p.n - off)
+        FATAL("trainer_read_params: elements %zu .. %zu of %zu", off, off + n, t->p.n);
+    if (t->params_on_engine) {
+        t->eng->read_params(t->eng->ctx, off, n, f32, b16);
+        return;
+    }
+    const float *x = t->p.mem + off;
+    if (f32 && f32 != x) memcpy(f32, x, n * sizeof *f32);
+    for (size_t i = 0; b16 && i < n; i++) b16[i] = st_f32_to_bf16(x[i]);
+}
+
+uint64_t trainer_params_hash(struct trainer *t)
+{
+    if (t->params_on_engine) return t->eng->params_hash(t->eng->ctx);
+    return weights_sum_hash(t->p.mem, t->p.n);
 }

@@ -15,14 +15,18 @@
  * slices), so the messages of one pair match in order on one tag.
  *
  * The senders copy their slices first: the next optimizer step may start before the
- * sends complete. Bytes moved are counted per rank and reported with SYNC_DONE.
+ * sends complete. They copy them through the device's read_slices where it has one
+ * (device cuda: a trainer's weights stay on its GPU, which sends the slices' bf16
+ * copy across PCIe, half the float32 bytes and no rounding pass on the host). Bytes
+ * moved are counted per rank and reported with SYNC_DONE.
  *
  * bf16 on the wire (device_ops.sync_bf16): a rank that only serves rollouts on such a
  * device decodes bf16 weights, so its blocks travel rounded to bf16 (nearest even, as
  * the engine rounds them: the weights it decodes are bit for bit the same) -- half the
  * bytes. The sender's copy is bf16 too (a float32 one only when some receiver takes
- * float32); the receiver lands them in a bf16 buffer of
- * its staging buffer's layout and widens them into it when the last has arrived.
+ * float32); the receiver lands them where its device asks (stage_bf16: device cuda
+ * sends them to the GPU as they are), else in a bf16 buffer of its staging buffer's
+ * layout, widened into it when the last has arrived.
  * Every other receiver (a lent or colocated rank, whose copy is a training replica's)
  * takes float32. LIBRA_TEST_SYNC_F32 in every rank's environment (tests) keeps
  * float32 for all.
@@ -124,8 +128,8 @@ static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
 /* The copies of this sender's slices its sends read (the weights may change before the
  * sends end), each made only if some receiver takes it: float32 in *copy (the slices
  * then point into it), rounded to bf16 in *copy16 at the offsets off[m] (me->n). */
-static void snapshot(struct side *me, int want32, int want16, float **copy, uint16_t **copy16,
-                     size_t **off)
+static void snapshot(struct worker *w, struct side *me, int want32, int want16, float **copy,
+                     uint16_t **copy16, size_t **off)
 {
     size_t total = 0;
     *off = xmalloc((size_t)(me->n ? me->n : 1) * sizeof **off);
@@ -135,6 +139,11 @@ static void snapshot(struct side *me, int want32, int want16, float **copy, uint
     }
     *copy = want32 ? xmalloc((total ? total : 1) * sizeof **copy) : NULL;
     *copy16 = want16 ? xmalloc((total ? total : 1) * sizeof **copy16) : NULL;
+    if (w->ops->read_slices) {
+        w->ops->read_slices(w->dev, me->s, me->n, *off, *copy, *copy16);
+        for (int m = 0; *copy && m < me->n; m++) me->s[m].data = *copy + (*off)[m];
+        return;
+    }
     for (int m = 0; m < me->n; m++) {
         size_t len = (size_t)(me->s[m].nr * me->s[m].nc);
         uint16_t *h = *copy16 ? *copy16 + (*off)[m] : NULL;
@@ -193,8 +202,10 @@ static void stage_own(struct worker *w)
         if (!same_block(&live.s[m], &stage.s[m]))
             FATAL("colocated weight sync: rank %d's slice %d of tensor %d differs from its "
                   "staging slice (tensor %d)", w->rank, m, live.s[m].tensor, stage.s[m].tensor);
-        size_t len = (size_t)(live.s[m].nr * live.s[m].nc);
-        if (stage.s[m].data != live.s[m].data)
+        size_t len = (size_t)(live.s[m].nr * live.s[m].nc), zero = 0;
+        if (w->ops->read_slices)
+            w->ops->read_slices(w->dev, &live.s[m], 1, &zero, stage.s[m].data, NULL);
+        else if (stage.s[m].data != live.s[m].data)
             memcpy(stage.s[m].data, live.s[m].data, len * sizeof *live.s[m].data);
     }
     free(live.s);
@@ -213,6 +224,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     y->active = 1;
     y->n_req = 0;
     y->bytes_in = y->bytes_out = 0;
+    y->direct16 = 0;
     const struct plan *p = &w->plan;
     if (p->colocated) { /* ws_progress completes it: no requests */
         stage_own(w);
@@ -242,7 +254,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         any16 |= b16;
         any32 |= !b16;
     }
-    if (me_send >= 0) snapshot(&senders[me_send], any32, any16, &copy, &copy16, &off16);
+    if (me_send >= 0) snapshot(w, &senders[me_send], any32, any16, &copy, &copy16, &off16);
     y->receiving = me_send < 0;
     y->n_rslices = 0;
     for (int q = n_send; q < n_mem; q++) {
@@ -254,7 +266,10 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         int b16 = wire_bf16(w, members[q]);
         MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
         long long esize = b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float);
-        if (mine && b16) recv16_prepare(y, &rcv);
+        if (mine && b16)
+            y->direct16 = rcv.n > 0 && w->ops->stage_bf16 &&
+                          w->ops->stage_bf16(w->dev, rcv.s[0].data);
+        if (mine && b16 && !y->direct16) recv16_prepare(y, &rcv);
         for (int m = 0; m < rcv.n; m++)
             for (int k = 0; k < n_send; k++) {
                 if (!mine && k != me_send) continue;
@@ -266,8 +281,10 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                     long long bytes = (long long)(o.nr * o.nc) * esize;
                     if (mine) {
                         MPI_Datatype t = block_type(&rcv.s[m], &o, elem);
-                        void *at = b16 ? (void *)(y->recv16 + (rcv.s[m].data - y->stage_lo))
-                                       : (void *)rcv.s[m].data;
+                        void *at = !b16 ? (void *)rcv.s[m].data
+                                   : y->direct16
+                                       ? (void *)w->ops->stage_bf16(w->dev, rcv.s[m].data)
+                                       : (void *)(y->recv16 + (rcv.s[m].data - y->stage_lo));
                         MPI_CHECK(MPI_Irecv(at, 1, t, k, TAG_SYNC_DATA, w->comms.sync, &r));
                         add_req(y, r, t);
                         y->bytes_in += bytes;
@@ -304,7 +321,10 @@ int ws_progress(struct worker *w)
     y->n_req = 0;
     y->active = 0;
     if (y->n_rslices) recv16_widen(y);
-    if (y->receiving) w->ops->weights_staged(w->dev, y->version);
+    if (y->receiving && y->direct16)
+        w->ops->weights_staged_bf16(w->dev, y->version);
+    else if (y->receiving)
+        w->ops->weights_staged(w->dev, y->version);
     free(y->send_copy);
     free(y->send16);
     y->send_copy = NULL;

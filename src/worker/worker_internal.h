@@ -83,6 +83,8 @@ struct wk_sync {
     float *stage_lo;         /* the lowest address of the staging slices */
     struct dev_slice *rslices; /* (n_rslices) a bf16 receiver's staging slices */
     int n_rslices;
+    int direct16;            /* this bf16 receiver's slices land in the device's bf16
+                              * buffer (device stage_bf16): no recv16, no widening */
     long long bytes_in, bytes_out;
 };
 

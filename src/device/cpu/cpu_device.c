@@ -21,8 +21,18 @@
 #include "libra/hash.h"
 #include "libra/log.h"
 #include "libra/model_vocab.h"
+#include "libra/safetensors.h"
 
-struct tfm_params *cpu_live_params(struct device *d) { return d->tr ? &d->tr->p : &d->sh.p; }
+struct tfm_params *cpu_live_layout(struct device *d) { return d->tr ? &d->tr->p : &d->sh.p; }
+
+struct tfm_params *cpu_live_params(struct device *d)
+{
+    if (d->tr)
+        trainer_fetch_params(d->tr);
+    else
+        cpu_stage16_catch_up(d);
+    return cpu_live_layout(d);
+}
 
 void cpu_trainer_drop(struct device *d)
 {
@@ -164,9 +174,10 @@ static int cpu_slices(struct device *d, int t, int i, int use, struct dev_slice 
     if (t != d->sh.t || i != d->sh.i)
         FATAL("weight sync: rank %d holds shard (%d, %d), not (%d, %d)", d->a.rank, d->sh.t,
               d->sh.i, t, i);
-    if (use == DEV_SLICES_SEND) return cpu_shard_slices(d, t, i, cpu_live_params(d), out, max);
+    /* a sender's values come through read_slices: the GPU keeps a trainer's */
+    if (use == DEV_SLICES_SEND) return cpu_shard_slices(d, t, i, cpu_live_layout(d), out, max);
     /* the staging buffer has the live weights' layout: the same offsets into it */
-    const struct tfm_params *live = cpu_live_params(d);
+    const struct tfm_params *live = cpu_live_layout(d);
     struct tfm_params stage = *live;
     float **f[] = {&stage.embed, &stage.ln1, &stage.wq, &stage.bq, &stage.wk, &stage.bk,
                    &stage.wv, &stage.bv, &stage.q_norm, &stage.k_norm, &stage.wo, &stage.ln2,
@@ -177,14 +188,45 @@ static int cpu_slices(struct device *d, int t, int i, int use, struct dev_slice 
     return cpu_shard_slices(d, t, i, &stage, out, max);
 }
 
+static void cpu_read_slices(struct device *d, const struct dev_slice *s, int n,
+                            const size_t *off, float *f32, uint16_t *b16)
+{
+    const struct tfm_params *live = cpu_live_layout(d);
+    for (int m = 0; m < n; m++) {
+        size_t at = (size_t)(s[m].data - live->mem), len = (size_t)(s[m].nr * s[m].nc);
+        float *to32 = f32 ? f32 + off[m] : NULL;
+        uint16_t *to16 = b16 ? b16 + off[m] : NULL;
+        if (d->tr) {
+            trainer_read_params(d->tr, at, len, to32, to16);
+            continue;
+        }
+        if (to32) memcpy(to32, s[m].data, len * sizeof *to32);
+        for (size_t k = 0; to16 && k < len; k++) to16[k] = st_f32_to_bf16(s[m].data[k]);
+    }
+}
+
 static void cpu_weights_staged(struct device *d, int version)
 {
     d->staged_version = version; /* swapped in by the instance (every rank together) */
+    d->sh.staged16 = 0;          /* in the float32 stage, this time */
     drop_full(d);
     if (!d->inst) { /* no instance to agree with: take them now */
-        struct tfm_params *p = cpu_live_params(d);
+        struct tfm_params *p = cpu_live_layout(d); /* all of it overwritten */
         memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
+        d->sh.p_lags = 0;
         if (d->tr) trainer_weights_changed(d->tr); /* its engine's copy, if any */
+        d->version = version;
+        d->staged_version = -1;
+    }
+}
+
+static void cpu_weights_staged_bf16(struct device *d, int version)
+{
+    d->staged_version = version;
+    cpu_stage16_staged(d);
+    drop_full(d);
+    if (!d->inst) { /* as cpu_weights_staged: take them now (this rank has no trainer) */
+        cpu_stage16_take(d);
         d->version = version;
         d->staged_version = -1;
     }
@@ -192,10 +234,13 @@ static void cpu_weights_staged(struct device *d, int version)
 
 static int cpu_version(const struct device *d) { return d->version; }
 
+/* Device cpu: XXH3 of the host weights. Device cuda: the sum fingerprint, which a
+ * trainer whose weights stay on the GPU computes there (every replica uses it). */
 static uint64_t cpu_weights_hash(const struct device *d)
 {
     const struct tfm_params *p = d->tr ? &d->tr->p : &d->sh.p;
-    return weights_hash_floats(p->mem, p->n);
+    if (!d->gpu) return weights_hash_floats(p->mem, p->n);
+    return d->tr ? trainer_params_hash(d->tr) : weights_sum_hash(p->mem, p->n);
 }
 
 static float *grad_buffer(struct device *d, size_t *n) { return cpu_grad_buffer(d, n); }
@@ -223,8 +268,9 @@ static double no_extra(struct device *d, int n)
     .train_compute = cpu_train_compute, .train_reduce_extra_s = no_extra,                 \
     .train_apply = train_apply, .join_buffer = cpu_join_buffer,                           \
     .join_restore = cpu_join_restore, .join_extra_s = no_extra, .state_whole = cpu_state_whole, \
-    .state_cut = cpu_state_cut, .slices = cpu_slices,                                     \
+    .state_cut = cpu_state_cut, .slices = cpu_slices, .read_slices = cpu_read_slices,     \
     .weights_staged = cpu_weights_staged, .version = cpu_version,                         \
+    .stage_bf16 = cpu_stage_bf16, .weights_staged_bf16 = cpu_weights_staged_bf16,         \
     .weights_hash = cpu_weights_hash, .save = cpu_train_save
 
 const struct device_ops device_cpu = {.name = "cpu", .describe = cpu_describe, HOST_SIDE_OPS};

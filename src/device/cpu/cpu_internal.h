@@ -5,6 +5,7 @@
  *   cpu_comm.c      the model's collectives over an MPI communicator
  *   cpu_gpu_comm.c  device cuda: the GPU collectives of the shard's group (NCCL or
  *                   host-staged), cached by membership
+ *   cpu_stage16.c   device cuda: bf16 weight syncs straight to a rollout rank's GPU
  *   cpu_tp_model.c  the rollout model of an instance (rollout_model.h): the leader's
  *                   decoder calls mirrored on the other ranks as a command stream
  *   cpu_rollout.c   rollout instances (the engine on that model)
@@ -66,6 +67,12 @@ struct cpu_shard {
     struct cpu_comm comm, kv;  /* the group (instance or replica) and the kv sub-group */
     struct tfm_params p;       /* the shard's weights (tp.local layout), unless the trainer has them */
     float *stage;              /* (p.n) weight-sync receive buffer */
+    /* device cuda, a rank that only serves rollouts (cpu_stage16.c): bf16 syncs land in
+     * land16 (p.n, stage's layout) and go to the GPU as they are; held16 holds the
+     * weights installed last, which p then lags (p_lags: widened when p is read) */
+    uint16_t *land16, *held16;
+    int staged16;              /* the staged version is in land16, not in stage */
+    int p_lags;
 };
 
 struct device {
@@ -115,8 +122,13 @@ struct device {
     int n_geo;
 };
 
-/* The shard's weights this rank holds right now (the trainer's once it exists). */
+/* The shard's weights this rank holds right now (the trainer's once it exists), brought
+ * to the host if its GPU engine kept them (trainer_fetch_params) or widened from the
+ * bf16 weights its instance installed last (cpu_stage16_catch_up). */
 struct tfm_params *cpu_live_params(struct device *d);
+/* The same block without fetching: its layout, and values that may be stale (read them
+ * through cpu_read_slices's path, or overwrite all of them). */
+struct tfm_params *cpu_live_layout(struct device *d);
 /* Frees the trainer (and its GPU engine), if any. */
 void cpu_trainer_drop(struct device *d);
 /* Device cuda: the GPU all-reduces of the shard's group (sh.comm), NULL at TP 1 or on
@@ -150,6 +162,20 @@ void cpu_shard_geometry(const struct tfm_config *mc, int t, int i, struct tfm_tp
  * then this rank's own shard). */
 int cpu_shard_slices(struct device *d, int t, int i, const struct tfm_params *p,
                      struct dev_slice *out, int max);
+
+/* cpu_stage16.c: bf16 weight syncs straight to a rollout rank's GPU (see cpu_shard). */
+/* The device's stage_bf16 and weights_staged_bf16 (include/libra/device.h). */
+uint16_t *cpu_stage_bf16(struct device *d, const float *at);
+void cpu_stage16_staged(struct device *d);
+/* The staged bf16 weights into the instance's GPU model m (the safe point's swap). */
+struct gpu_model;
+void cpu_stage16_install(struct device *d, struct gpu_model *m);
+/* The staged bf16 weights widened into the live weights at once (a rank without an
+ * instance, or one whose trainer came after the sync). */
+void cpu_stage16_take(struct device *d);
+/* sh.p made current if it lags the installed bf16 weights. */
+void cpu_stage16_catch_up(struct device *d);
+void cpu_stage16_free(struct cpu_shard *sh);
 
 /* cpu_tp_model.c: the rollout model of this rank's instance. */
 struct cpu_tp_model;

@@ -100,6 +100,7 @@ void cpu_shard_free(struct cpu_shard *sh)
     tfm_params_free(&sh->p);
     free(sh->stage);
     sh->stage = NULL;
+    cpu_stage16_free(sh);
     cpu_comm_free_owned(&sh->kv);
     sh->t = 0;
 }

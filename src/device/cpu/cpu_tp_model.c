@@ -160,11 +160,20 @@ static int run_weights(struct cpu_tp_model *m)
     int32_t v = d->staged_version;
     if (d->sh.t > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT32_T, MPI_MIN, group(m)));
     if (v < 0 || v <= m->version) return 0;
-    struct tfm_params *p = cpu_live_params(d);
-    memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
     d->version = v;
     m->version = v;
     d->staged_version = -1;
+    struct tfm_params *p = cpu_live_layout(d); /* all of it overwritten */
+    if (d->sh.staged16 && m->gm && !d->tr) { /* bf16 straight to the GPU; sh.p lags */
+        cpu_stage16_install(d, m->gm);
+        for (int s = 0; s < m->n_slots; s++) dec_truncate(m, s, 0);
+        return 1;
+    }
+    if (d->sh.staged16) /* a trainer appeared since: its float32 copy takes them */
+        cpu_stage16_take(d);
+    else
+        memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
+    d->sh.p_lags = 0;
     if (m->gm) gpu_model_set_weights(m->gm, p);
     /* a colocated rank's stage is its trainer's own weights (nothing changed there);
      * any other rank's trainer engine, if it has one, takes the new weights */

@@ -60,6 +60,7 @@ static void make_trainer(struct device *d)
     struct grpo_config gc = {t->clip_low, t->clip_high, t->is_cap, t->kl_coef, t->entropy_coef,
                              t->adv_eps, t->baseline_decay};
     int max_tokens = d->a.cfg->rollout.max_tokens + ENV_PAYLOAD_MAX + 2;
+    cpu_stage16_catch_up(d); /* sh.p current before the trainer takes it */
     d->tr = xcalloc(1, sizeof *d->tr);
     /* The trainer owns the shard's weights from now on (and a resumed optimizer state). */
     if (d->sh.t == 1) {
@@ -250,6 +251,7 @@ float *cpu_join_buffer(struct device *d, int sending, size_t *n)
     }
     if (sending) {
         trainer_fetch_moments(d->tr);
+        trainer_fetch_params(d->tr);
         memcpy(d->join, d->tr->p.mem, np * sizeof(float));
         memcpy(d->join + np, d->tr->opt.m, np * sizeof(float));
         memcpy(d->join + 2 * np, d->tr->opt.v, np * sizeof(float));
@@ -367,6 +369,7 @@ int cpu_train_save(struct device *d, const char *dir, char *err, size_t errlen)
         return -1;
     }
     trainer_fetch_moments(d->tr);
+    trainer_fetch_params(d->tr);
     char path[1100];
     snprintf(path, sizeof path, "%s/model.h5", dir);
     /* provenance for `libra export`: the HF directory the run started from, the run */

@@ -229,6 +229,7 @@ static const struct cuda_api api = {
     cu_vocab_sample_sums,
     cu_vocab_sample_pick,
     cu_vocab_sample_topk,
+    cu_weights_hash,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

@@ -64,6 +64,7 @@ int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, const 
 int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
                   const float *sig, int64_t n);
 int cu_sum_squares(double *out, const float *x, int64_t n);
+int cu_weights_hash(uint64_t *out, const float *x, int64_t n);
 int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
                   int accumulate);
 int cu_add_bias(float *y, const float *b, int N, int out);

@@ -5,6 +5,7 @@
 #include "cuda_internal.h"
 
 #include "libra/cuda_api.h"
+#include "libra/hash_core.h"
 
 #include "cuda_optim.cuh"
 
@@ -31,6 +32,26 @@ extern "C" int cu_sum_squares(double *out, const float *x, int64_t n)
     sum_parts_k<<<1, SS_THREADS, 0, cu_stream()>>>(part, part + 1, nb);
     CU_LAUNCHED("sum_squares");
     CU_CHECK(cudaMemcpy(out, part, sizeof *out, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+/* The sum fingerprint: integer sums, so any grid gives the same bits. */
+extern "C" int cu_weights_hash(uint64_t *out, const float *x, int64_t n)
+{
+    if (n <= 0) {
+        *out = 0;
+        return 0;
+    }
+    if (cu_scratch_grow(&ss_part, &ss_bytes, (SS_MAX_BLOCKS + 1) * sizeof(double))) return -1;
+    unsigned long long *part = (unsigned long long *)ss_part;
+    int64_t blocks = (n + SS_THREADS - 1) / SS_THREADS;
+    int nb = (int)(blocks < SS_MAX_BLOCKS ? blocks : SS_MAX_BLOCKS);
+    sum_hash_k<<<(unsigned)nb, SS_THREADS, 0, cu_stream()>>>(part + 1, x, n);
+    sum_hash_parts_k<<<1, SS_THREADS, 0, cu_stream()>>>(part, part + 1, nb);
+    CU_LAUNCHED("weights_hash");
+    unsigned long long h;
+    CU_CHECK(cudaMemcpy(&h, part, sizeof h, cudaMemcpyDeviceToHost));
+    *out = (uint64_t)h;
     return 0;
 }
 

@@ -340,7 +340,7 @@ static const struct cuda_api api = {
     .entropy_bwd = entropy_bwd, .vocab_entropy_bwd = vocab_entropy_bwd,
     .vocab_greedy_stats = vocab_greedy_stats, .vocab_sample_max = vocab_sample_max,
     .vocab_sample_sums = vocab_sample_sums, .vocab_sample_pick = vocab_sample_pick,
-    .vocab_sample_topk = vocab_sample_topk,
+    .vocab_sample_topk = vocab_sample_topk, .weights_hash = ch_weights_hash,
 };
 
 const struct cuda_api *cuda_host_api(void) { return &api; }

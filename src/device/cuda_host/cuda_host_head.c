@@ -6,12 +6,13 @@
  * entropy_bwd / vocab_entropy_bwd (the CPU references),
  * sample (sampler_sample per row: the same keyed draw, so the same tokens as the CUDA
  * sampler up to its documented rounding coincidences), vocab_greedy_stats /
- * vocab_sample_max / _sums / _pick / _topk (sampler_tp_*'s steps per row), sum_squares (double, in index
- * order) and adamw_update (adamw.h's element update). sum_squares writes a host value,
- * so it is refused inside a graph recording, as the CUDA module's (which allocates and
- * copies) would be. Limits: one thread. sample works in row r's 2V floats of the
- * caller's scratch, as the CUDA kernel does, so a scratch too small for it shows in the
- * sanitizers and valgrind here.
+ * vocab_sample_max / _sums / _pick / _topk (sampler_tp_*'s steps per row), sum_squares
+ * (double, in index order), adamw_update (adamw.h's element update) and weights_hash
+ * (hash.h's weights_sum_hash). sum_squares and weights_hash write a host value, so they
+ * are refused inside a graph recording, as the CUDA module's (which copy) would be.
+ * Limits: one thread. sample works in row r's 2V floats of the caller's scratch, as
+ * the CUDA kernel does, so a scratch too small for it shows in the sanitizers and
+ * valgrind here.
  */
 #include "cuda_host_internal.h"
 
@@ -21,6 +22,7 @@
 
 #include "libra/adamw.h"
 #include "libra/cpu_ops.h"
+#include "libra/hash.h"
 #include "libra/log.h"
 #include "libra/sampler.h"
 
@@ -192,6 +194,13 @@ int ch_sum_squares(double *out, const float *x, int64_t n)
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     *out = s;
+    return 0;
+}
+
+int ch_weights_hash(uint64_t *out, const float *x, int64_t n)
+{
+    if (ch_forbid_in_graph("weights_hash")) return -1;
+    *out = weights_sum_hash(x, n > 0 ? (size_t)n : 0);
     return 0;
 }
 

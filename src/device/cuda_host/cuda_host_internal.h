@@ -199,6 +199,7 @@ int ch_vocab_sample_pick(const void *args);
 int ch_vocab_sample_topk(const void *args);
 int ch_sample(const void *args);
 int ch_sum_squares(double *out, const float *x, int64_t n); /* not recordable */
+int ch_weights_hash(uint64_t *out, const float *x, int64_t n); /* not recordable */
 int ch_adamw_update(const void *args);
 
 #endif

@@ -98,6 +98,30 @@ void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p)
     }
 }
 
+/* The float32 copy of one bias tensor, widened from its bf16 values on the host. */
+static void upload_bias16(const struct cuda_api *api, float *dst, const uint16_t *src, size_t n)
+{
+    float *f = xmalloc((n ? n : 1) * sizeof *f);
+    for (size_t k = 0; k < n; k++) f[k] = st_bf16_to_f32(src[k]);
+    upload_f32(api, dst, f, n);
+    free(f);
+}
+
+void gpu_model_set_weights_bf16(struct gpu_model *m, const uint16_t *w16)
+{
+    const struct cuda_api *api = m->api;
+    const struct tfm_config *c = &m->c;
+    GPU_CHECK(api, api->to_device(m->w, w16, m->at.n * sizeof *w16));
+    if (c->attention_bias) {
+        size_t L = (size_t)c->n_layers, HD = (size_t)c->n_heads * c->head_dim;
+        size_t KD = (size_t)c->n_kv_heads * c->head_dim;
+        upload_bias16(api, m->bq, w16 + m->at.bq, L * HD);
+        upload_bias16(api, m->bk, w16 + m->at.bk, L * KD);
+        upload_bias16(api, m->bv, w16 + m->at.bv, L * KD);
+    }
+    GPU_CHECK(api, api->sync());
+}
+
 struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_config *c,
                                    const struct tfm_params *p, char *err, size_t errlen)
 {

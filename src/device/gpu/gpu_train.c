@@ -747,6 +747,22 @@ void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p)
     GPU_CHECK(t->api, t->api->to_host(p->mem, t->p, t->at.n * sizeof(float)));
 }
 
+void gpu_trainer_read(struct gpu_trainer *t, size_t off, size_t n, float *f32, uint16_t *b16)
+{
+    if (off > t->at.n || n > t->at.n - off)
+        FATAL("gpu_trainer_read: elements %zu .. %zu of %zu", off, off + n, t->at.n);
+    if (f32) GPU_CHECK(t->api, t->api->to_host(f32, t->p + off, n * sizeof *f32));
+    if (b16) GPU_CHECK(t->api, t->api->to_host(b16, t->w + off, n * sizeof *b16));
+    GPU_CHECK(t->api, t->api->sync());
+}
+
+uint64_t gpu_trainer_hash(struct gpu_trainer *t)
+{
+    uint64_t h = 0;
+    GPU_CHECK(t->api, t->api->weights_hash(&h, t->p, (int64_t)t->at.n));
+    return h;
+}
+
 /* The AdamW update of the masters from the gradient block (scaled by clip), then the
  * bf16 copy refreshed (queued on the stream). */
 static void update(struct gpu_trainer *t, float clip, const struct adamw_scalars *s)
@@ -887,6 +903,11 @@ static void eng_set_moments(void *ctx, const float *m, const float *v)
 {
     gpu_trainer_set_moments(ctx, m, v);
 }
+static void eng_read_params(void *ctx, size_t off, size_t n, float *f32, uint16_t *b16)
+{
+    gpu_trainer_read(ctx, off, n, f32, b16);
+}
+static uint64_t eng_params_hash(void *ctx) { return gpu_trainer_hash(ctx); }
 
 struct train_engine gpu_trainer_engine(struct gpu_trainer *t)
 {
@@ -903,5 +924,7 @@ struct train_engine gpu_trainer_engine(struct gpu_trainer *t)
                                  eng_set_moments,
                                  eng_grad_sq,
                                  on_gpu ? eng_tp_reduce : NULL,
-                                 on_gpu ? eng_grad_sq_at : NULL};
+                                 on_gpu ? eng_grad_sq_at : NULL,
+                                 eng_read_params,
+                                 eng_params_hash};
 }
