@@ -1479,6 +1479,30 @@ static void test_weights_hash(void)
     free(x);
 }
 
+/* Page-locked host memory (the bf16 weight syncs' landing buffers): copies to the GPU
+ * and back through it; on the host module, host_free refuses a device pointer and a
+ * second free. */
+static void test_host_alloc(void)
+{
+    enum { N = 4099 };
+    uint16_t *h = NULL, *back = malloc(N * sizeof *back);
+    CU_OK(api->host_alloc((void **)&h, N * sizeof *h));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)(i * 7919u);
+    void *d = dev_copy(h, N * sizeof *h);
+    CU_OK(api->to_host(back, d, N * sizeof *back));
+    CU_OK(api->sync());
+    CU_ASSERT(memcmp(back, h, N * sizeof *h) == 0);
+    CU_OK(api->host_free(h));
+    CU_OK(api->host_free(NULL));
+    if (api == cuda_host_api()) {
+        CU_ASSERT(api->host_free(d) != 0);
+        CU_ASSERT(api->host_free(h) != 0);
+    }
+    api->free(d);
+    free(back);
+}
+
 /* The host module itself (include/libra/cuda_host.h), whichever module the rest of
  * this suite runs on: its memory budget and alignment, a graph recorded (its kernels
  * not run until launched, and then on what the memory holds at launch) and replayed, a
@@ -1569,6 +1593,8 @@ int main(void)
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},
         {"weights_hash: weights_sum_hash's bits; a bit and a swap change it",
          test_weights_hash},
+        {"host_alloc: page-locked memory to the GPU and back; host_free's refusals",
+         test_host_alloc},
         {"the host module: memory budget, graphs recorded and replayed, refusals",
          test_host_module},
         {NULL, NULL},

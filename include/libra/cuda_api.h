@@ -130,7 +130,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 16 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 17 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -314,6 +314,10 @@ struct cuda_api {
                              int slot, int slots);
     /* ---- the weights' fingerprint (see the list above; not recordable) ---- */
     int (*weights_hash)(uint64_t *out, const float *x, int64_t n);
+    /* ---- page-locked host memory: copies between it and the GPU run at the link's
+     * rate, not through the driver's staging of pageable memory (not recordable) ---- */
+    int (*host_alloc)(void **p, size_t bytes);
+    int (*host_free)(void *p); /* NULL is a no-op; only host_alloc's pointers */
 };
 
 /* The one symbol the module exports. */

@@ -153,8 +153,8 @@ void trainer_fetch_params(struct trainer *t);
  * float32 into f32 and rounded to bf16 (st_f32_to_bf16) into b16, each unless NULL --
  * a weight sync's sender reads its slices so, without bringing the whole model home. */
 void trainer_read_params(struct trainer *t, size_t off, size_t n, float *f32, uint16_t *b16);
-/* weights_sum_hash (include/libra/hash.h) of the current weights, computed where they
- * are. */
+/* weights_sum_hash (include/libra/hash.h) of the current weights, computed on the
+ * engine when it offers params_hash (its copy is never older than p), else here. */
 uint64_t trainer_params_hash(struct trainer *t);
 /* A trainer of this rank's shard of a TP group (p: tp->local's layout, taken over like
  * trainer_init's). trainer_grads and trainer_apply are then collective over the group

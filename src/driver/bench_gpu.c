@@ -236,16 +236,26 @@ static void bench_weights(struct gpu_model *m, double h2d)
     printf("  weights install %.2f GB of bf16 from float32 host parameters: %6.3f s = %5.2f GB/s "
            "= %4.1f %% of host-to-device copy\n", (double)m->at.n * 2 / 1e9, t, gbs,
            100 * gbs / h2d);
-    uint16_t *w16 = xmalloc(p.n * sizeof *w16);
-    for (size_t i = 0; i < p.n; i++) w16[i] = st_f32_to_bf16(p.mem[i]);
-    gpu_model_set_weights_bf16(m, w16);
-    t0 = wall_time();
-    for (int r = 0; r < reps; r++) gpu_model_set_weights_bf16(m, w16);
-    t = (wall_time() - t0) / reps, gbs = (double)m->at.n * 2 / t / 1e9;
-    printf("                  %.2f GB of bf16 from bf16 host parameters:    %6.3f s = %5.2f GB/s "
-           "= %4.1f %% of host-to-device copy\n", (double)m->at.n * 2 / 1e9, t, gbs,
-           100 * gbs / h2d);
-    free(w16);
+    for (int pinned = 0; pinned < 2; pinned++) { /* a run's bf16 syncs land page-locked */
+        uint16_t *w16 = NULL;
+        if (!pinned)
+            w16 = xmalloc(p.n * sizeof *w16);
+        else if (m->api->host_alloc((void **)&w16, p.n * sizeof *w16))
+            FATAL("bench-gpu: host_alloc of %zu bytes: %s", p.n * sizeof *w16,
+                  m->api->last_error());
+        for (size_t i = 0; i < p.n; i++) w16[i] = st_f32_to_bf16(p.mem[i]);
+        gpu_model_set_weights_bf16(m, w16);
+        t0 = wall_time();
+        for (int r = 0; r < reps; r++) gpu_model_set_weights_bf16(m, w16);
+        t = (wall_time() - t0) / reps, gbs = (double)m->at.n * 2 / t / 1e9;
+        printf("                  %.2f GB of bf16 from bf16 %s host memory: %6.3f s = %5.2f "
+               "GB/s = %4.1f %% of host-to-device copy\n", (double)m->at.n * 2 / 1e9,
+               pinned ? "page-locked" : "pageable   ", t, gbs, 100 * gbs / h2d);
+        if (pinned)
+            GPU_CHECK(m->api, m->api->host_free(w16));
+        else
+            free(w16);
+    }
     tfm_params_free(&p);
 }
 

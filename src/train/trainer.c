@@ -353,6 +353,7 @@ void trainer_read_params(struct trainer *t, size_t off, size_t n, float *f32, ui
 
 uint64_t trainer_params_hash(struct trainer *t)
 {
-    if (t->params_on_engine) return t->eng->params_hash(t->eng->ctx);
+    /* the engine's copy is the host's whenever it is not newer: hash it there */
+    if (t->eng && t->eng->params_hash) return t->eng->params_hash(t->eng->ctx);
     return weights_sum_hash(t->p.mem, t->p.n);
 }

@@ -71,6 +71,8 @@ struct cpu_shard {
      * land16 (p.n, stage's layout) and go to the GPU as they are; held16 holds the
      * weights installed last, which p then lags (p_lags: widened when p is read) */
     uint16_t *land16, *held16;
+    const struct cuda_api *pinned; /* the module whose page-locked memory they are (NULL:
+                                      pageable, when it had none to give) */
     int staged16;              /* the staged version is in land16, not in stage */
     int p_lags;
 };

@@ -133,6 +133,18 @@ static int cu_free(void *p)
     return 0;
 }
 
+static int cu_host_alloc(void **p, size_t bytes)
+{
+    CU_CHECK(cudaMallocHost(p, bytes ? bytes : 1));
+    return 0;
+}
+
+static int cu_host_free(void *p)
+{
+    if (p) CU_CHECK(cudaFreeHost(p));
+    return 0;
+}
+
 static int cu_to_device(void *dst, const void *src, size_t bytes)
 {
     CU_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
@@ -230,6 +242,8 @@ static const struct cuda_api api = {
     cu_vocab_sample_pick,
     cu_vocab_sample_topk,
     cu_weights_hash,
+    cu_host_alloc,
+    cu_host_free,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

@@ -44,6 +44,8 @@ int ch_set_device(int i);
 void ch_versions(int *cuda_runtime, int *nccl);
 int ch_alloc(void **p, size_t bytes);
 int ch_free(void *p);
+int ch_host_alloc(void **p, size_t bytes); /* not recordable */
+int ch_host_free(void *p);                 /* not recordable */
 int ch_to_device(void *dst, const void *src, size_t bytes);
 int ch_to_host(void *dst, const void *src, size_t bytes);
 int ch_copy(void *dst, const void *src, size_t bytes);

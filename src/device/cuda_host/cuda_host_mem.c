@@ -56,6 +56,8 @@ static struct {
     size_t budget, used;   /* bytes: the budget, what alloc has handed out */
     struct block *blocks;  /* the live blocks */
     size_t n_blocks, cap_blocks;
+    void **hosts;          /* the live blocks of host_alloc */
+    size_t n_hosts, cap_hosts;
     char bad_env[256];     /* why LIBRA_CUDA_HOST_MEM was refused, or "" */
     int token_raised;      /* a kernel saw a token outside the vocabulary */
     long long token_value; /* the first one */
@@ -158,6 +160,45 @@ int ch_alloc(void **p, size_t bytes)
     }
     memset(block, 0xff, n); /* NaNs: cudaMalloc does not zero; a read of unwritten memory shows */
     *p = block;
+    return 0;
+}
+
+/* Page-locked memory here is plain host memory, listed so that host_free refuses a
+ * pointer host_alloc did not return (as cudaFreeHost does). */
+int ch_host_alloc(void **p, size_t bytes)
+{
+    *p = NULL;
+    if (ch_forbid_in_graph("host_alloc")) return -1;
+    void *block = NULL;
+    if (posix_memalign(&block, HOST_ALIGN, bytes ? bytes : 1) != 0)
+        return CH_FAIL("host_alloc of %zu bytes: the host has no memory for it", bytes);
+    pthread_mutex_lock(&dev.lock);
+    if (dev.n_hosts == dev.cap_hosts) {
+        dev.cap_hosts = dev.cap_hosts ? 2 * dev.cap_hosts : 8;
+        dev.hosts = xrealloc(dev.hosts, dev.cap_hosts * sizeof *dev.hosts);
+    }
+    dev.hosts[dev.n_hosts++] = block;
+    pthread_mutex_unlock(&dev.lock);
+    *p = block;
+    return 0;
+}
+
+int ch_host_free(void *p)
+{
+    if (!p) return 0;
+    if (ch_forbid_in_graph("host_free")) return -1;
+    pthread_mutex_lock(&dev.lock);
+    size_t i = dev.n_hosts;
+    while (i > 0 && dev.hosts[i - 1] != p) i--;
+    if (i > 0) dev.hosts[i - 1] = dev.hosts[--dev.n_hosts];
+    if (dev.n_hosts == 0) { /* nothing live: the table goes too */
+        free(dev.hosts);
+        dev.hosts = NULL;
+        dev.cap_hosts = 0;
+    }
+    pthread_mutex_unlock(&dev.lock);
+    if (i == 0) return CH_FAIL("host_free(%p): not a pointer host_alloc returned", p);
+    free(p);
     return 0;
 }
 
