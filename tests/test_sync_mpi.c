@@ -16,8 +16,9 @@
  *  - rank 0 gets one SYNC_DONE per member carrying those byte counts.
  * Then on device cuda (the CUDA module's host stand-in), where syncs to the ranks that
  * only serve carry bf16 (plan C: rollout TP [1 x 8], one training rank):
- *  - each rollout rank lands them in its device's bf16 buffer (stage_bf16), receives
- *    2 bytes a parameter, and its instance swaps the version in;
+ *  - the sender's bf16 copy is the device's buffer (send_bf16); each rollout rank
+ *    lands them in its device's bf16 buffer (stage_bf16), receives 2 bytes a
+ *    parameter, and its instance swaps the version in;
  *  - plan D idles the last of them (its shard kept) and plan E gives it its instance
  *    back: the float32 weights its new instance is built from are the installed bf16
  *    weights widened (they lagged the GPU model until then), not the ones it held
@@ -263,6 +264,7 @@ static void test_sync_bf16_cuda(void)
         if (a->role == ROLE_TRAIN)
             fill(s, w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL), ROUND);
         run_sync(w, ROUND);
+        if (a->role == ROLE_TRAIN) CU_ASSERT_EQUAL(w->sync.send16_ours, 0); /* the device's */
     }
     if (a->role == ROLE_ROLLOUT) {
         CU_ASSERT_EQUAL(w->sync.direct16, 1);

@@ -200,6 +200,10 @@ struct device_ops {
      * for slice m, each unless NULL. */
     void (*read_slices)(struct device *d, const struct dev_slice *s, int n, const size_t *off,
                         float *f32, uint16_t *b16);
+    /* Optional (NULL: the worker allocates it): a buffer of n bf16 for a sync sender's
+     * copy of its slices, the device's (page-locked where it can), the same one while n
+     * does not grow; valid until the next call. */
+    uint16_t *(*send_bf16)(struct device *d, size_t n);
     /* The staging buffer holds the complete weights of version v for this rank's
      * shard: they are swapped in at the next safe point (never mid-iteration). */
     void (*weights_staged)(struct device *d, int version);

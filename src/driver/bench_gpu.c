@@ -386,7 +386,10 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
     printf("          phases: forward alone %.1f ms; forward + backward %.1f ms; clipped AdamW "
            "%.1f ms\n", 1e3 * (p1 - p0), 1e3 * (p2 - p1), 1e3 * (p3 - p2));
     if (flash) { /* what a run's step adds (the replicas' check, a sync's sender) */
-        uint16_t *w16 = xmalloc(p.n * sizeof *w16);
+        uint16_t *w16 = NULL; /* page-locked, as a run's sender copy (send_bf16) */
+        if (api->host_alloc((void **)&w16, p.n * sizeof *w16))
+            FATAL("bench-gpu: host_alloc of %zu bytes: %s", p.n * sizeof *w16,
+                  api->last_error());
         double h0 = wall_time();
         uint64_t fp = gpu_trainer_hash(t);
         double h1 = wall_time();
@@ -396,10 +399,11 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
         double h3 = wall_time();
         double gb = (double)p.n * sizeof *p.mem / 1e9;
         printf("          a run's step also: the fingerprint on the GPU %.1f ms (%016llx); a "
-               "sync sender's bf16 weights to the host %.1f ms (%.1f GB/s); float32 weights "
-               "to the host %.1f ms (%.1f GB/s)\n", 1e3 * (h1 - h0), (unsigned long long)fp,
-               1e3 * (h2 - h1), gb / 2 / (h2 - h1), 1e3 * (h3 - h2), gb / (h3 - h2));
-        free(w16);
+               "sync sender's bf16 weights to page-locked host memory %.1f ms (%.1f GB/s); "
+               "float32 weights to pageable host memory %.1f ms (%.1f GB/s)\n",
+               1e3 * (h1 - h0), (unsigned long long)fp, 1e3 * (h2 - h1), gb / 2 / (h2 - h1),
+               1e3 * (h3 - h2), gb / (h3 - h2));
+        GPU_CHECK(api, api->host_free(w16));
     }
     tfm_params_free(&p);
     free(lp);

@@ -17,7 +17,8 @@
  * The senders copy their slices first: the next optimizer step may start before the
  * sends complete. They copy them through the device's read_slices where it has one
  * (device cuda: a trainer's weights stay on its GPU, which sends the slices' bf16
- * copy across PCIe, half the float32 bytes and no rounding pass on the host). Bytes
+ * copy across PCIe, half the float32 bytes and no rounding pass on the host), into the
+ * device's send_bf16 buffer where it offers one (page-locked, kept between syncs). Bytes
  * moved are counted per rank and reported with SYNC_DONE.
  *
  * bf16 on the wire (device_ops.sync_bf16): a rank that only serves rollouts on such a
@@ -127,9 +128,10 @@ static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
 
 /* The copies of this sender's slices its sends read (the weights may change before the
  * sends end), each made only if some receiver takes it: float32 in *copy (the slices
- * then point into it), rounded to bf16 in *copy16 at the offsets off[m] (me->n). */
+ * then point into it), rounded to bf16 in *copy16 at the offsets off[m] (me->n) -- the
+ * device's buffer where it offers one (*ours16 = 0), else allocated here. */
 static void snapshot(struct worker *w, struct side *me, int want32, int want16, float **copy,
-                     uint16_t **copy16, size_t **off)
+                     uint16_t **copy16, size_t **off, int *ours16)
 {
     size_t total = 0;
     *off = xmalloc((size_t)(me->n ? me->n : 1) * sizeof **off);
@@ -138,7 +140,13 @@ static void snapshot(struct worker *w, struct side *me, int want32, int want16, 
         total += (size_t)(me->s[m].nr * me->s[m].nc);
     }
     *copy = want32 ? xmalloc((total ? total : 1) * sizeof **copy) : NULL;
-    *copy16 = want16 ? xmalloc((total ? total : 1) * sizeof **copy16) : NULL;
+    *copy16 = NULL;
+    *ours16 = 0;
+    if (want16 && w->ops->send_bf16) *copy16 = w->ops->send_bf16(w->dev, total ? total : 1);
+    if (want16 && !*copy16) {
+        *copy16 = xmalloc((total ? total : 1) * sizeof **copy16);
+        *ours16 = 1;
+    }
     if (w->ops->read_slices) {
         w->ops->read_slices(w->dev, me->s, me->n, *off, *copy, *copy16);
         for (int m = 0; *copy && m < me->n; m++) me->s[m].data = *copy + (*off)[m];
@@ -254,7 +262,9 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         any16 |= b16;
         any32 |= !b16;
     }
-    if (me_send >= 0) snapshot(w, &senders[me_send], any32, any16, &copy, &copy16, &off16);
+    int ours16 = 0;
+    if (me_send >= 0)
+        snapshot(w, &senders[me_send], any32, any16, &copy, &copy16, &off16, &ours16);
     y->receiving = me_send < 0;
     y->n_rslices = 0;
     for (int q = n_send; q < n_mem; q++) {
@@ -305,9 +315,10 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     free(members);
     free(off16);
     free(y->send_copy);
-    free(y->send16);
+    if (y->send16_ours) free(y->send16);
     y->send_copy = copy;
     y->send16 = copy16;
+    y->send16_ours = ours16;
 }
 
 int ws_progress(struct worker *w)
@@ -326,7 +337,7 @@ int ws_progress(struct worker *w)
     else if (y->receiving)
         w->ops->weights_staged(w->dev, y->version);
     free(y->send_copy);
-    free(y->send16);
+    if (y->send16_ours) free(y->send16);
     y->send_copy = NULL;
     y->send16 = NULL;
     struct wire_sync_done d = {y->version, y->sync_id, y->bytes_in + y->bytes_out};
@@ -339,7 +350,7 @@ void ws_free(struct worker *w)
     free(w->sync.req);
     free(w->sync.types);
     free(w->sync.send_copy);
-    free(w->sync.send16);
+    if (w->sync.send16_ours) free(w->sync.send16);
     free(w->sync.recv16);
     free(w->sync.rslices);
 }

@@ -77,6 +77,7 @@ struct wk_sync {
     float *send_copy;        /* a sender's copy of its slices while the sends run, when
                               * some receiver takes float32 */
     uint16_t *send16;        /* ... rounded to bf16, when some receiver takes bf16 */
+    int send16_ours;         /* send16 was allocated here (else it is the device's) */
     uint16_t *recv16;        /* a bf16 receiver's landing buffer: the staging buffer's
                               * layout from stage_lo on, widened into it at the end */
     size_t cap_recv16;

@@ -122,6 +122,7 @@ static void cpu_close(struct device *d)
     cpu_trainer_drop(d);
     cpu_gpu_comm_free_all(d);
     cpu_shard_free(&d->sh);
+    cpu_send16_free(d);
     drop_full(d);
     if (d->opt_loaded) adamw_free(&d->opt);
     free(d->join);
@@ -269,6 +270,7 @@ static double no_extra(struct device *d, int n)
     .train_apply = train_apply, .join_buffer = cpu_join_buffer,                           \
     .join_restore = cpu_join_restore, .join_extra_s = no_extra, .state_whole = cpu_state_whole, \
     .state_cut = cpu_state_cut, .slices = cpu_slices, .read_slices = cpu_read_slices,     \
+    .send_bf16 = cpu_send_bf16,                                                           \
     .weights_staged = cpu_weights_staged, .version = cpu_version,                         \
     .stage_bf16 = cpu_stage_bf16, .weights_staged_bf16 = cpu_weights_staged_bf16,         \
     .weights_hash = cpu_weights_hash, .save = cpu_train_save

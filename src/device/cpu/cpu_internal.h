@@ -5,7 +5,8 @@
  *   cpu_comm.c      the model's collectives over an MPI communicator
  *   cpu_gpu_comm.c  device cuda: the GPU collectives of the shard's group (NCCL or
  *                   host-staged), cached by membership
- *   cpu_stage16.c   device cuda: bf16 weight syncs straight to a rollout rank's GPU
+ *   cpu_stage16.c   device cuda: bf16 weight syncs straight to a rollout rank's GPU,
+ *                   and a sender's page-locked bf16 copy
  *   cpu_tp_model.c  the rollout model of an instance (rollout_model.h): the leader's
  *                   decoder calls mirrored on the other ranks as a command stream
  *   cpu_rollout.c   rollout instances (the engine on that model)
@@ -93,6 +94,9 @@ struct device {
     const struct vocab *vocab; /* the model's tokenizer and format (model_vocab_open) */
     struct env env;
     struct cpu_shard sh;
+    uint16_t *send16;          /* device cuda: a sync sender's bf16 copy (cpu_stage16.c) */
+    size_t n_send16;
+    const struct cuda_api *send16_pinned; /* its module's page-locked memory, or NULL */
     struct trainer *tr;        /* training replica on sh (owns the shard's weights) */
     /* device cuda: this rank's GPU; the trainer's forwards and backwards run there
      * (gtr, as tr's engine geng; gcomm its TP group, NULL at TP 1) and so does the
@@ -178,6 +182,9 @@ void cpu_stage16_take(struct device *d);
 /* sh.p made current if it lags the installed bf16 weights. */
 void cpu_stage16_catch_up(struct device *d);
 void cpu_stage16_free(struct cpu_shard *sh);
+/* The device's send_bf16 (include/libra/device.h), and its buffer freed. */
+uint16_t *cpu_send_bf16(struct device *d, size_t n);
+void cpu_send16_free(struct device *d);
 
 /* cpu_tp_model.c: the rollout model of this rank's instance. */
 struct cpu_tp_model;

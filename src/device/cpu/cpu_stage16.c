@@ -9,7 +9,9 @@
  *
  * Both buffers are page-locked (the module's host_alloc), so that the install copies at
  * the link's rate rather than through the driver's staging of pageable memory; pageable
- * if the module cannot lock that much (a warning says so).
+ * if the module cannot lock that much (a warning says so). So is a sender's bf16 copy
+ * of its slices (send_bf16), which the GPU fills, kept from one sync to the next
+ * instead of allocated, touched and freed every time.
  *
  * The float32 weights sh.p then lag: held16 keeps the bf16 weights installed last
  * (land16 and held16 swap at the install), and whoever reads sh.p widens them first
@@ -29,25 +31,31 @@ static void widen(float *to, const uint16_t *from, size_t n)
     for (size_t k = 0; k < n; k++) to[k] = st_bf16_to_f32(from[k]);
 }
 
-/* land16 and held16, page-locked if the module can, else pageable (both alike). */
-static void buffers_alloc(struct device *d)
+/* k buffers of bytes each, page-locked if the module can lock them all (returns the
+ * module), else pageable (NULL, with a warning naming what for). */
+static const struct cuda_api *buffers_alloc(struct device *d, void **b, int k, size_t bytes,
+                                            const char *what)
 {
-    struct cpu_shard *sh = &d->sh;
-    size_t bytes = sh->p.n * sizeof *sh->land16;
-    void *a = NULL, *b = NULL;
-    if (d->gpu->host_alloc(&a, bytes) == 0 && d->gpu->host_alloc(&b, bytes) == 0) {
-        sh->land16 = a;
-        sh->held16 = b;
-        sh->pinned = d->gpu;
-        return;
+    int got = 0;
+    while (got < k && d->gpu->host_alloc(&b[got], bytes) == 0) got++;
+    if (got == k) return d->gpu;
+    LOG_W("rank %d: no page-locked host memory for %s (%d x %.2f GB: %s); pageable memory "
+          "instead, its copies run at the driver's staging rate", d->a.rank, what, k,
+          bytes / 1e9, d->gpu->last_error());
+    while (got > 0) d->gpu->host_free(b[--got]);
+    for (int i = 0; i < k; i++) b[i] = xmalloc(bytes);
+    return NULL;
+}
+
+static void buffers_free(const struct cuda_api *pinned, void **b, int k)
+{
+    for (int i = 0; i < k; i++) {
+        if (!pinned)
+            free(b[i]);
+        else if (pinned->host_free(b[i]))
+            FATAL("CUDA: host_free: %s", pinned->last_error());
+        b[i] = NULL;
     }
-    LOG_W("rank %d: no page-locked host memory for the bf16 weight syncs (2 x %.2f GB: %s); "
-          "pageable memory instead, installs copy at the driver's staging rate",
-          d->a.rank, bytes / 1e9, d->gpu->last_error());
-    if (a) d->gpu->host_free(a);
-    sh->land16 = xmalloc(bytes);
-    sh->held16 = xmalloc(bytes);
-    sh->pinned = NULL;
 }
 
 uint16_t *cpu_stage_bf16(struct device *d, const float *at)
@@ -56,7 +64,13 @@ uint16_t *cpu_stage_bf16(struct device *d, const float *at)
     if (!d->gpu || d->tr || !sh->stage) return NULL; /* a trainer's copy takes float32 */
     if (at < sh->stage || at >= sh->stage + sh->p.n)
         FATAL("rank %d: a bf16 sync's slice outside the staging buffer (a bug)", d->a.rank);
-    if (!sh->land16) buffers_alloc(d);
+    if (!sh->land16) {
+        void *b[2];
+        sh->pinned = buffers_alloc(d, b, 2, sh->p.n * sizeof *sh->land16,
+                                   "the bf16 weight syncs' landing");
+        sh->land16 = b[0];
+        sh->held16 = b[1];
+    }
     return sh->land16 + (at - sh->stage);
 }
 
@@ -92,14 +106,36 @@ void cpu_stage16_catch_up(struct device *d)
 
 void cpu_stage16_free(struct cpu_shard *sh)
 {
-    if (sh->pinned) {
-        if (sh->pinned->host_free(sh->land16) || sh->pinned->host_free(sh->held16))
-            FATAL("CUDA: host_free: %s", sh->pinned->last_error());
-    } else {
-        free(sh->land16);
-        free(sh->held16);
+    if (sh->land16) {
+        void *b[2] = {sh->land16, sh->held16};
+        buffers_free(sh->pinned, b, 2);
     }
     sh->land16 = sh->held16 = NULL;
     sh->pinned = NULL;
     sh->staged16 = sh->p_lags = 0;
+}
+
+uint16_t *cpu_send_bf16(struct device *d, size_t n)
+{
+    if (!d->gpu) return NULL;
+    if (n > d->n_send16) {
+        cpu_send16_free(d);
+        void *b;
+        d->send16_pinned = buffers_alloc(d, &b, 1, n * sizeof *d->send16,
+                                         "a weight sync sender's bf16 copy");
+        d->send16 = b;
+        d->n_send16 = n;
+    }
+    return d->send16;
+}
+
+void cpu_send16_free(struct device *d)
+{
+    if (d->send16) {
+        void *b = d->send16;
+        buffers_free(d->send16_pinned, &b, 1);
+    }
+    d->send16 = NULL;
+    d->n_send16 = 0;
+    d->send16_pinned = NULL;
 }
