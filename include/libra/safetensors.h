@@ -61,6 +61,9 @@ float st_bf16_to_f32(uint16_t h);
 uint16_t st_f32_to_bf16(float x);
 float st_f16_to_f32(uint16_t h);
 uint16_t st_f32_to_f16(float x);
+/* The same over arrays: y[i] = conversion of x[i], i < n. */
+void st_bf16_to_f32_n(const uint16_t *x, float *y, size_t n);
+void st_f32_to_bf16_n(const float *x, uint16_t *y, size_t n);
 
 struct st_tensor {
     char *name;

@@ -243,7 +243,7 @@ static void bench_weights(struct gpu_model *m, double h2d)
         else if (m->api->host_alloc((void **)&w16, p.n * sizeof *w16))
             FATAL("bench-gpu: host_alloc of %zu bytes: %s", p.n * sizeof *w16,
                   m->api->last_error());
-        for (size_t i = 0; i < p.n; i++) w16[i] = st_f32_to_bf16(p.mem[i]);
+        st_f32_to_bf16_n(p.mem, w16, p.n);
         gpu_model_set_weights_bf16(m, w16);
         t0 = wall_time();
         for (int r = 0; r < reps; r++) gpu_model_set_weights_bf16(m, w16);

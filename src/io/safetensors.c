@@ -93,6 +93,16 @@ uint16_t st_f32_to_bf16(float x)
     return (uint16_t)(b >> 16);
 }
 
+void st_bf16_to_f32_n(const uint16_t *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = st_bf16_to_f32(x[i]);
+}
+
+void st_f32_to_bf16_n(const float *x, uint16_t *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = st_f32_to_bf16(x[i]);
+}
+
 float st_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;

@@ -348,7 +348,7 @@ void trainer_read_params(struct trainer *t, size_t off, size_t n, float *f32, ui
     }
     const float *x = t->p.mem + off;
     if (f32 && f32 != x) memcpy(f32, x, n * sizeof *f32);
-    for (size_t i = 0; b16 && i < n; i++) b16[i] = st_f32_to_bf16(x[i]);
+    if (b16) st_f32_to_bf16_n(x, b16, n);
 }
 
 uint64_t trainer_params_hash(struct trainer *t)

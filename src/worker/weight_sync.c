@@ -154,8 +154,7 @@ static void snapshot(struct worker *w, struct side *me, int want32, int want16, 
     }
     for (int m = 0; m < me->n; m++) {
         size_t len = (size_t)(me->s[m].nr * me->s[m].nc);
-        uint16_t *h = *copy16 ? *copy16 + (*off)[m] : NULL;
-        for (size_t i = 0; h && i < len; i++) h[i] = st_f32_to_bf16(me->s[m].data[i]);
+        if (*copy16) st_f32_to_bf16_n(me->s[m].data, *copy16 + (*off)[m], len);
         if (!*copy) continue;
         memcpy(*copy + (*off)[m], me->s[m].data, len * sizeof **copy);
         me->s[m].data = *copy + (*off)[m];
@@ -189,8 +188,7 @@ static void recv16_widen(struct wk_sync *y)
     for (int m = 0; m < y->n_rslices; m++) {
         const struct dev_slice *s = &y->rslices[m];
         const uint16_t *src = y->recv16 + (s->data - y->stage_lo);
-        size_t len = (size_t)(s->nr * s->nc);
-        for (size_t i = 0; i < len; i++) s->data[i] = st_bf16_to_f32(src[i]);
+        st_bf16_to_f32_n(src, s->data, (size_t)(s->nr * s->nc));
     }
     y->n_rslices = 0;
 }

@@ -202,7 +202,7 @@ static void cpu_read_slices(struct device *d, const struct dev_slice *s, int n,
             continue;
         }
         if (to32) memcpy(to32, s[m].data, len * sizeof *to32);
-        for (size_t k = 0; to16 && k < len; k++) to16[k] = st_f32_to_bf16(s[m].data[k]);
+        if (to16) st_f32_to_bf16_n(s[m].data, to16, len);
     }
 }
 

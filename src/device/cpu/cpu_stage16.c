@@ -26,11 +26,6 @@
 #include "libra/log.h"
 #include "libra/safetensors.h"
 
-static void widen(float *to, const uint16_t *from, size_t n)
-{
-    for (size_t k = 0; k < n; k++) to[k] = st_bf16_to_f32(from[k]);
-}
-
 /* k buffers of bytes each, page-locked if the module can lock them all (returns the
  * module), else pageable (NULL, with a warning naming what for). */
 static const struct cuda_api *buffers_alloc(struct device *d, void **b, int k, size_t bytes,
@@ -91,7 +86,7 @@ void cpu_stage16_take(struct device *d)
 {
     struct cpu_shard *sh = &d->sh;
     struct tfm_params *p = cpu_live_layout(d); /* all of it overwritten */
-    widen(p->mem, sh->land16, p->n);
+    st_bf16_to_f32_n(sh->land16, p->mem, p->n);
     sh->staged16 = 0;
     sh->p_lags = 0;
 }
@@ -100,7 +95,7 @@ void cpu_stage16_catch_up(struct device *d)
 {
     struct cpu_shard *sh = &d->sh;
     if (!sh->p_lags) return;
-    widen(sh->p.mem, sh->held16, sh->p.n);
+    st_bf16_to_f32_n(sh->held16, sh->p.mem, sh->p.n);
     sh->p_lags = 0;
 }
 

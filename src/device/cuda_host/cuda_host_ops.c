@@ -22,7 +22,7 @@
 float *ch_widen(const uint16_t *x, size_t n)
 {
     float *y = xmalloc((n ? n : 1) * sizeof *y);
-    for (size_t i = 0; i < n; i++) y[i] = st_bf16_to_f32(x[i]);
+    st_bf16_to_f32_n(x, y, n);
     return y;
 }
 
@@ -119,7 +119,7 @@ int ch_swiglu_bwd(const void *args)
 int ch_f32_to_bf16(const void *args)
 {
     const struct convert_args *a = args;
-    for (int64_t i = 0; i < a->n; i++) a->y[i] = st_f32_to_bf16(a->x[i]);
+    st_f32_to_bf16_n(a->x, a->y, a->n > 0 ? (size_t)a->n : 0);
     return 0;
 }
 

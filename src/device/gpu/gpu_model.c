@@ -102,7 +102,7 @@ void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p)
 static void upload_bias16(const struct cuda_api *api, float *dst, const uint16_t *src, size_t n)
 {
     float *f = xmalloc((n ? n : 1) * sizeof *f);
-    for (size_t k = 0; k < n; k++) f[k] = st_bf16_to_f32(src[k]);
+    st_bf16_to_f32_n(src, f, n);
     upload_f32(api, dst, f, n);
     free(f);
 }
