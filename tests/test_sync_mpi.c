@@ -19,10 +19,12 @@
  *  - the sender's bf16 copy is the device's buffer (send_bf16); each rollout rank
  *    lands them in its device's bf16 buffer (stage_bf16), receives 2 bytes a
  *    parameter, and its instance swaps the version in;
+ *  - a sync that starts before the last one was swapped in supersedes it: no safe
+ *    point installs the buffer it is writing, and its own weights go in when it ends;
  *  - plan D idles the last of them (its shard kept) and plan E gives it its instance
  *    back: the float32 weights its new instance is built from are the installed bf16
  *    weights widened (they lagged the GPU model until then), not the ones it held
- *    before the sync.
+ *    before the syncs.
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
@@ -235,9 +237,56 @@ static long long check16(const struct dev_slice *s, int n, int round)
     return bad;
 }
 
+enum { ROUND = 7 };
+
+/* Rank 0: one SYNC_DONE of version v from every worker. */
+static void take_done(int v)
+{
+    for (int k = 1; k < N_WORLD; k++) {
+        struct wire_sync_done d;
+        MPI_CHECK(MPI_Recv(&d, sizeof d, MPI_BYTE, k, TAG_SYNC_DONE, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE));
+        CU_ASSERT_EQUAL(d.version, v);
+    }
+}
+
+/* Plan C, version ROUND swapped in: sync ROUND + 1 lands and is not swapped in before
+ * sync ROUND + 2 starts writing the same buffer. The safe points passed while that one
+ * is in flight (its sender held back) must not install the buffer it is overwriting;
+ * ROUND + 2 is swapped in when it has landed. */
+static void superseded(struct worker *w, const struct rank_assign *a, struct dev_slice *s)
+{
+    if (g_rank == 0) {
+        take_done(ROUND + 1);
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        take_done(ROUND + 2);
+        return;
+    }
+    if (a->role == ROLE_TRAIN) {
+        fill(s, w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL), ROUND + 1);
+        run_sync(w, ROUND + 1);
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        fill(s, w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL), ROUND + 2);
+        run_sync(w, ROUND + 2);
+        return;
+    }
+    run_sync(w, ROUND + 1); /* landed, not swapped in */
+    struct wire_sync msg = {ROUND + 2, ROUND + 2};
+    ws_on_sync(w, &msg);
+    for (int it = 0; it < 10; it++) wr_progress(w);
+    CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    while (w->sync.active) {
+        ws_progress(w);
+        outbox_progress(&w->ob);
+    }
+    outbox_drain(&w->ob);
+    for (int it = 0; it < 100 && w->ops->version(w->dev) != ROUND + 2; it++) wr_progress(w);
+    CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND + 2);
+}
+
 static void test_sync_bf16_cuda(void)
 {
-    enum { ROUND = 7 };
     setenv("LIBRA_CUDA_MODULE", "host", 1); /* the plumbing, GPU or not */
     struct libra_config cfg = g_cfg;
     snprintf(cfg.device.type, sizeof cfg.device.type, "cuda");
@@ -254,12 +303,7 @@ static void test_sync_bf16_cuda(void)
     struct dev_slice *s = xmalloc(MAX_SL * sizeof *s);
     const struct rank_assign *a = &p.ranks[g_rank];
     if (g_rank == 0) {
-        for (int k = 1; k < N_WORLD; k++) {
-            struct wire_sync_done d;
-            MPI_CHECK(MPI_Recv(&d, sizeof d, MPI_BYTE, k, TAG_SYNC_DONE, MPI_COMM_WORLD,
-                               MPI_STATUS_IGNORE));
-            CU_ASSERT_EQUAL(d.version, ROUND);
-        }
+        take_done(ROUND);
     } else {
         if (a->role == ROLE_TRAIN)
             fill(s, w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL), ROUND);
@@ -275,6 +319,7 @@ static void test_sync_bf16_cuda(void)
         for (int it = 0; it < 100 && w->ops->version(w->dev) != ROUND; it++) wr_progress(w);
         CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND); /* swapped in */
     }
+    superseded(w, a, s);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     struct plan c;
     plan_init(&c, N_WORLD);
@@ -291,9 +336,9 @@ static void test_sync_bf16_cuda(void)
     apply(w, &c0, &p, &old);
     plan_free(&c);
     if (g_rank == last) {
-        CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND);
+        CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND + 2);
         int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL);
-        long long bad = check16(s, ns, ROUND);
+        long long bad = check16(s, ns, ROUND + 2);
         if (bad) printf("[rank %d: %lld weights are not the installed ones] ", g_rank, bad);
         CU_ASSERT_EQUAL(bad, 0);
     }

@@ -207,6 +207,10 @@ struct device_ops {
     /* The staging buffer holds the complete weights of version v for this rank's
      * shard: they are swapped in at the next safe point (never mid-iteration). */
     void (*weights_staged)(struct device *d, int version);
+    /* Optional (NULL: nothing staged outlives a sync): a sync is about to write the
+     * staging buffer, so weights staged there and not yet swapped in are forgotten --
+     * the safe point must not install a buffer the new sync is half way through. */
+    void (*weights_unstage)(struct device *d);
     /* Optional (NULL: bf16 syncs are widened into the staging buffer): where a bf16
      * sync's value for the staging buffer's element `at` lands (at: within a
      * DEV_SLICES_STAGE slice; the same offsets for every slice), or NULL if this rank

@@ -5,6 +5,8 @@
  * broadcast to everyone (the reference's defect, reference/planner.md §6). In flight
  * trajectories keep decoding meanwhile: a receiver's slices land in the device's
  * staging buffer and are swapped in at the next safe point (device weights_staged).
+ * A sync that starts before the last one was swapped in supersedes it
+ * (weights_unstage): that safe point must not install a buffer half overwritten.
  *
  * Who sends what: for every pair (sender s of the root replica, receiver r) and every
  * tensor, the overlap of s's block and r's block (device slices, any TP degree on
@@ -264,6 +266,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     if (me_send >= 0)
         snapshot(w, &senders[me_send], any32, any16, &copy, &copy16, &off16, &ours16);
     y->receiving = me_send < 0;
+    if (y->receiving && w->ops->weights_unstage) w->ops->weights_unstage(w->dev);
     y->n_rslices = 0;
     for (int q = n_send; q < n_mem; q++) {
         const struct rank_assign *a = &p->ranks[members[q]];

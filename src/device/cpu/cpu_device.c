@@ -221,6 +221,12 @@ static void cpu_weights_staged(struct device *d, int version)
     }
 }
 
+static void cpu_weights_unstage(struct device *d)
+{
+    d->staged_version = -1; /* a TP group's ranks then agree on no swap (MIN) */
+    d->sh.staged16 = 0;
+}
+
 static void cpu_weights_staged_bf16(struct device *d, int version)
 {
     d->staged_version = version;
@@ -271,7 +277,8 @@ static double no_extra(struct device *d, int n)
     .join_restore = cpu_join_restore, .join_extra_s = no_extra, .state_whole = cpu_state_whole, \
     .state_cut = cpu_state_cut, .slices = cpu_slices, .read_slices = cpu_read_slices,     \
     .send_bf16 = cpu_send_bf16,                                                           \
-    .weights_staged = cpu_weights_staged, .version = cpu_version,                         \
+    .weights_staged = cpu_weights_staged, .weights_unstage = cpu_weights_unstage,         \
+    .version = cpu_version,                                                               \
     .stage_bf16 = cpu_stage_bf16, .weights_staged_bf16 = cpu_weights_staged_bf16,         \
     .weights_hash = cpu_weights_hash, .save = cpu_train_save
 
