@@ -1,5 +1,5 @@
 #!/bin/sh
-# RL on the CUDA device, the calc environment and the shipped model, fourteen times: 4
+# RL on the CUDA device, the calc environment and the shipped model, fifteen times: 4
 # ranks (controller, 2 training replicas, 1 rollout instance, all TP 1; top-k and top-p
 # sampling); 5 ranks (controller, one TP-2 training replica, one TP-2 rollout
 # instance: the GPU engine's shards and their all-reduces, top-k sampling); 6 ranks with a TP-4
@@ -12,8 +12,9 @@
 # must give its GPU trainer's memory back when it serves rollouts again; and the
 # global resource planner with the pool, plan.mode = "grp"; train.colocate against the
 # split layout on the same data, and the split one with float32 weight syncs against
-# its bf16 ones; training replicas whose TP changes, up and down, each against the
-# same plan without the change), on the node's GPUs (one GPU serves every worker if
+# its bf16 ones and started from a Hugging Face directory against the .h5 file;
+# training replicas whose TP changes, up and down, each against the same plan without
+# the change), on the node's GPUs (one GPU serves every worker if
 # there is only one). The rollout instances decode on the GPU engine, the replicas run
 # their forwards and backwards on the GPU training path; after every step the
 # replicas' parameter hashes must agree, the staleness bound must hold, the run must
@@ -146,13 +147,17 @@ rl_config "$out/split32.cfg" "$out/split32.h5" 6 1 "1, 1" 0 1 \
 export LIBRA_TEST_SYNC_F32=1
 rl_job 4 "$out/split32.cfg" "$out/split32"
 unset LIBRA_TEST_SYNC_F32
-if [ "${LIBRA_CUDA_MODULE:-}" = host ]; then
-    "$CHECK_RL" --compare "$out/split.h5" "$out/split32.h5" --rel-tol 0 ||
-        fail "check_rl --compare split split32 (bf16 and float32 syncs)"
+# same_as_split RUN WHAT: on the host stand-in, RUN is the split run exactly: every
+# step's figures, the eval, the step-6 weights and AdamW moments
+same_as_split() {
+    [ "${LIBRA_CUDA_MODULE:-}" = host ] || return 0
+    "$CHECK_RL" --compare "$out/split.h5" "$out/$1.h5" --rel-tol 0 ||
+        fail "check_rl --compare split $1 ($2)"
     "$CHECK_RL" --compare-models "$out/ckpt-split/step-00000006/model.h5" \
-        "$out/ckpt-split32/step-00000006/model.h5" --rel-tol 0 --moments 0 ||
-        fail "check_rl --compare-models split split32"
-fi
+        "$out/ckpt-$1/step-00000006/model.h5" --rel-tol 0 --moments 0 ||
+        fail "check_rl --compare-models split $1 ($2)"
+}
+same_as_split split32 "bf16 and float32 syncs"
 python=${PYTHON:-/usr/bin/python3} # with h5py (tools/setup-test)
 "$python" - "$out/split.h5" "$out/split32.h5" <<'PY' || fail "bf16 syncs: not half the bytes"
 import sys
@@ -162,6 +167,19 @@ assert len(b16) == len(b32) and b32.sum() > 0, (b16, b32)
 assert (2 * b16 == b32).all(), (b16, b32)
 print("ok: bf16 syncs moved %d bytes, float32 %d" % (b16.sum(), b32.sum()))
 PY
+# started from a Hugging Face directory of the same weights (float32 safetensors): the
+# rollout ranks read their shards' slices as bf16 straight for their GPU models
+# (rounded as the GPU rounds a float32 upload), the training rank as float32. On the
+# host stand-in the same run as from the .h5 file, exactly.
+"$LIBRA" export "$LIBRA_INPUTS/$RL_MODEL" "$out/hf-f32" --dtype f32 > "$out/export.log" ||
+    fail "libra export --dtype f32"
+RL_MODEL="$out/hf-f32" RL_MODEL_EXTRA="chat_format = \"libra\";" RL_LOG_LEVEL=info \
+    rl_config "$out/splithf.cfg" "$out/splithf.h5" 6 1 "1, 1" 0 1 \
+    "checkpoint_interval = 2; checkpoint_keep = 3; checkpoint_dir = \"$out/ckpt-splithf\";"
+rl_job 4 "$out/splithf.cfg" "$out/splithf"
+[ "$(grep -c 'read as bf16 for the GPU' "$out/splithf.stdout")" = 2 ] ||
+    fail "rl_cuda: the 2 rollout ranks did not read their shards as bf16"
+same_as_split splithf "from the .h5 file, from a Hugging Face directory"
 # the training replicas change their TP degree, from 2 of TP 1 to one of TP 2 (up) and
 # back (down): the whole training state gathered and re-cut, the GPU trainers' moments
 # with it. Each against the same run without the change (the same plan throughout),

@@ -515,7 +515,8 @@ static void test_upload(void)
 
 /* A bf16 install (a bf16 weight sync's, gpu_model_set_weights_bf16) gives the model
  * exactly what a float32 install of the widened values gives: the bf16 block and the
- * q/k/v biases' float32 copies (qwen2), bit for bit. */
+ * q/k/v biases' float32 copies (qwen2), bit for bit. So does a model made from bf16
+ * weights (gpu_model_upload_bf16). */
 static void test_upload_bf16(void)
 {
     struct tfm_config c = model_of(TFM_QWEN2);
@@ -538,6 +539,15 @@ static void test_upload_bf16(void)
     GPU_CHECK(api, api->to_host(bb, b->bq, nb * sizeof *bb));
     CU_ASSERT(memcmp(ba, bb, nb * sizeof *ba) == 0);
     CU_ASSERT(memcmp(bb, q.bq, (size_t)c.n_layers * c.n_heads * c.head_dim * sizeof *bb) == 0);
+    /* a model made from bf16 weights (a rank's start-up read of a bf16 checkpoint) */
+    char err[256];
+    struct gpu_model *u = gpu_model_upload_bf16(api, &c, w16, err, sizeof err);
+    CU_ASSERT_FATAL(u != NULL);
+    GPU_CHECK(api, api->to_host(wb, u->w, p.n * sizeof *wb));
+    GPU_CHECK(api, api->to_host(bb, u->bq, nb * sizeof *bb));
+    CU_ASSERT(memcmp(wa, wb, p.n * sizeof *wa) == 0);
+    CU_ASSERT(memcmp(ba, bb, nb * sizeof *ba) == 0);
+    gpu_model_free(u);
     free(ba), free(bb), free(wa), free(wb), free(w16);
     gpu_model_free(a);
     gpu_model_free(b);

@@ -226,6 +226,12 @@ static void test_st_file(void)
     t = st_find(&f, "b");
     CU_ASSERT_EQUAL(st_read_block(&f, t, 1, 2, 0, 1, blk, err, sizeof err), 0);
     CU_ASSERT(blk[0] == 0.25f && blk[1] == 65504);
+    /* the bf16 reads: F16 values rounded (65504 is not a bf16: it rounds to 65536) */
+    uint16_t b16[2];
+    CU_ASSERT_EQUAL(st_read_block_bf16(&f, t, 1, 2, 0, 1, b16, err, sizeof err), 0);
+    CU_ASSERT(st_bf16_to_f32(b16[0]) == 0.25f && st_bf16_to_f32(b16[1]) == 65536);
+    CU_ASSERT_EQUAL(st_read_block_bf16(&f, t, 2, 2, 0, 1, b16, err, sizeof err), -1);
+    CU_ASSERT(strstr(err, "outside") != NULL);
     CU_ASSERT(st_find(&f, "c") == NULL);
     st_close(&f);
     st_close(&f); /* a no-op */
@@ -763,6 +769,14 @@ static void check_slices(const char *dir, const struct tfm_config *c,
         tfm_tp_shard(&tp, full, &want);
         CU_ASSERT_EQUAL(hf_load_slices(dir, &tp, &got, err, sizeof err), 0);
         CU_ASSERT(same_params(&want, &got));
+        /* as bf16: the same values rounded, at the same offsets */
+        uint16_t *got16 = malloc(want.n * sizeof *got16);
+        CU_ASSERT_FATAL(got16 != NULL);
+        CU_ASSERT_EQUAL(hf_load_slices_bf16(dir, &tp, &got, got16, err, sizeof err), 0);
+        size_t bad = 0;
+        for (size_t k = 0; k < want.n; k++) bad += got16[k] != st_f32_to_bf16(want.mem[k]);
+        CU_ASSERT_EQUAL(bad, 0);
+        free(got16);
         tfm_params_free(&got);
         tfm_params_free(&want);
     }
@@ -788,6 +802,12 @@ static void test_tp_slices(void)
     CU_ASSERT_EQUAL_FATAL(hf_load(dir, &c2, &q, err, sizeof err), 0);
     check_slices(dir, &c, &q, 2);
     check_slices(dir, &c, &q, 4);
+    tfm_params_free(&q);
+    dir = newdir("tp3-f32"); /* float32 tensors: the bf16 read rounds them */
+    CU_ASSERT_EQUAL_FATAL(hf_save(dir, &c, &p, NULL, ST_F32, ST_DEFAULT_MAX_SHARD, err,
+                                  sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(hf_load(dir, &c2, &q, err, sizeof err), 0);
+    check_slices(dir, &c, &q, 2);
     /* a tp of another model is refused */
     struct tfm_config other = c;
     other.n_layers = 3;

@@ -22,9 +22,9 @@
  *  - a sync that starts before the last one was swapped in supersedes it: no safe
  *    point installs the buffer it is writing, and its own weights go in when it ends;
  *  - plan D idles the last of them (its shard kept) and plan E gives it its instance
- *    back: the float32 weights its new instance is built from are the installed bf16
- *    weights widened (they lagged the GPU model until then), not the ones it held
- *    before the syncs.
+ *    back: its weights, read through read_slices, are the installed bf16 weights
+ *    widened (the float32 copy lagged the GPU model), not the ones it held before the
+ *    syncs.
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
@@ -38,6 +38,7 @@
 
 #include "libra/config.h"
 #include "libra/device.h"
+#include "libra/hash.h"
 #include "libra/log.h"
 #include "libra/outbox.h"
 #include "libra/safetensors.h"
@@ -338,7 +339,32 @@ static void test_sync_bf16_cuda(void)
     if (g_rank == last) {
         CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND + 2);
         int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL);
+        /* the values through read_slices (the slices give the layout) */
+        size_t *off = xmalloc((size_t)ns * sizeof *off), total = 0;
+        for (int k = 0; k < ns; k++) {
+            off[k] = total;
+            total += (size_t)(s[k].nr * s[k].nc);
+        }
+        float *vals = xmalloc((total ? total : 1) * sizeof *vals);
+        float *base = s[0].data;
+        for (int k = 1; k < ns; k++)
+            if (s[k].data < base) base = s[k].data;
+        size_t *at = xmalloc((size_t)ns * sizeof *at);
+        for (int k = 0; k < ns; k++) at[k] = (size_t)(s[k].data - base);
+        uint64_t lagging = w->ops->weights_hash(w->dev); /* the float32 copy lags */
+        w->ops->read_slices(w->dev, s, ns, off, vals, NULL);
+        for (int k = 0; k < ns; k++) s[k].data = vals + off[k];
         long long bad = check16(s, ns, ROUND + 2);
+        /* the fingerprint, lagging copy or not, is that of the installed weights */
+        float *whole = xcalloc(total ? total : 1, sizeof *whole);
+        for (int k = 0; k < ns; k++)
+            memcpy(whole + at[k], s[k].data, (size_t)(s[k].nr * s[k].nc) * sizeof *whole);
+        CU_ASSERT_EQUAL(lagging, weights_sum_hash(whole, total));
+        CU_ASSERT_EQUAL(w->ops->weights_hash(w->dev), lagging);
+        free(whole);
+        free(at);
+        free(vals);
+        free(off);
         if (bad) printf("[rank %d: %lld weights are not the installed ones] ", g_rank, bad);
         CU_ASSERT_EQUAL(bad, 0);
     }

@@ -47,6 +47,9 @@ const struct cuda_api *gpu_open(int gpu, char *err, size_t errlen);
 /* Uploads p (the model c) to the current GPU. NULL + message if it does not fit. */
 struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_config *c,
                                    const struct tfm_params *p, char *err, size_t errlen);
+/* The same from weights already in bf16 (w16: c's layout; see gpu_model_set_weights_bf16). */
+struct gpu_model *gpu_model_upload_bf16(const struct cuda_api *api, const struct tfm_config *c,
+                                        const uint16_t *w16, char *err, size_t errlen);
 /* A model of c's shapes with no host copy of its weights (benchmarks of large
  * shapes): matrices are a pseudo-random pattern of scale std keyed by seed, tiled;
  * norm weights 1, biases 0. NULL + message if it does not fit. */

@@ -81,6 +81,12 @@ int hf_load(const char *dir, struct tfm_config *c, struct tfm_params *p, char *e
  * validation and messages as hf_load. */
 int hf_load_slices(const char *dir, const struct tfm_tp *tp, struct tfm_params *p_local,
                    char *err, size_t errlen);
+/* The same slices as bf16 (st_read_block_bf16: a bf16 checkpoint's bytes as they are)
+ * into out, p_local.n values at p_local's offsets; p_local gives the layout only (its
+ * memory is not touched). */
+int hf_load_slices_bf16(const char *dir, const struct tfm_tp *tp,
+                        const struct tfm_params *p_local, uint16_t *out, char *err,
+                        size_t errlen);
 
 /* Writes the model into directory dir (which must exist): the safetensors (dtype
  * ST_BF16, ST_F16 or ST_F32; shards past max_shard_bytes), config.json (torch_dtype

@@ -103,6 +103,12 @@ int st_read(const struct st_file *f, const struct st_tensor *t, float *out, char
  * Touches only the pages of those rows' ranges. Out-of-range blocks are errors. */
 int st_read_block(const struct st_file *f, const struct st_tensor *t, int64_t r0, int64_t nr,
                   int64_t c0, int64_t nc, float *out, char *err, size_t errlen);
+/* The same block as bf16: BF16 tensors' bytes as they are, F16 and F32 rounded to
+ * nearest even (st_f32_to_bf16 of st_read_block's values) -- half the memory, and for
+ * a bf16 checkpoint no conversion at all. */
+int st_read_block_bf16(const struct st_file *f, const struct st_tensor *t, int64_t r0,
+                       int64_t nr, int64_t c0, int64_t nc, uint16_t *out, char *err,
+                       size_t errlen);
 
 /* ---- a model directory (single file or shards) ---- */
 

@@ -13,7 +13,9 @@
  *       for a Hugging Face directory also the two parts of a load: the first touch of
  *       a fresh float32 block of the model's size (the kernel's page faults, which a
  *       load cannot avoid and cat does not pay) and the read + conversion of every
- *       tensor into an already touched block (hf_load_slices at TP 1).
+ *       tensor into an already touched block (hf_load_slices at TP 1); and the same
+ *       two as bf16, the way device cuda's rollout ranks read their shards
+ *       (hf_load_slices_bf16: a bf16 checkpoint's bytes copied, no conversion).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -190,6 +192,32 @@ int cmd_bench_load(int argc, char **argv)
         printf("bench-load: parts: first touch of %.3f GB of fresh float32 memory best %.3f s; "
                "read + convert into touched memory best %.3f s (%.2f GB/s of files)\n",
                (double)tfm_param_count(&c) * 4 / 1e9, touch, read, (double)bytes / 1e9 / read);
+        /* device cuda's rollout ranks: the slices as bf16 (the float32 block untouched) */
+        struct tfm_params layout;
+        tfm_params_alloc(&layout, &c);
+        size_t n = layout.n;
+        double touch16 = 1e30, read16 = 1e30;
+        for (int r = 0; r < repeat; r++) {
+            double t0 = wall_time();
+            uint16_t *w16 = xmalloc(n * sizeof *w16);
+            memset(w16, 0, n * sizeof *w16);
+            double t1 = wall_time();
+            int rc = hf_load_slices_bf16(dir, &tp, &layout, w16, err, sizeof err);
+            double t2 = wall_time();
+            free(w16);
+            if (rc) {
+                fprintf(stderr, "libra: --bench-load: %s\n", err);
+                tfm_params_free(&layout);
+                free(t);
+                return 1;
+            }
+            if (t1 - t0 < touch16) touch16 = t1 - t0;
+            if (t2 - t1 < read16) read16 = t2 - t1;
+        }
+        tfm_params_free(&layout);
+        printf("bench-load: bf16: first touch of %.3f GB of fresh bf16 memory best %.3f s; "
+               "read as bf16 into touched memory best %.3f s (%.2f GB/s of files)\n",
+               (double)n * 2 / 1e9, touch16, read16, (double)bytes / 1e9 / read16);
     }
     free(t);
     return 0;

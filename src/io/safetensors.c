@@ -163,6 +163,21 @@ static void to_f32(enum st_dtype d, const unsigned char *src, float *dst, size_t
     }
 }
 
+/* As to_f32, then rounded to bf16 (st_f32_to_bf16): BF16 is copied as it is. */
+static void to_bf16(enum st_dtype d, const unsigned char *src, uint16_t *dst, size_t n)
+{
+    if (d == ST_BF16) {
+        memcpy(dst, src, n * sizeof *dst);
+        return;
+    }
+    float buf[256];
+    for (size_t i0 = 0; i0 < n; i0 += 256) {
+        size_t k = n - i0 < 256 ? n - i0 : 256;
+        to_f32(d, src + i0 * st_dtype_size(d), buf, k);
+        st_f32_to_bf16_n(buf, dst + i0, k);
+    }
+}
+
 static void from_f32(enum st_dtype d, const float *src, unsigned char *dst, size_t n)
 {
     switch (d) {
@@ -478,8 +493,10 @@ int st_read(const struct st_file *f, const struct st_tensor *t, float *out, char
     return 0;
 }
 
-int st_read_block(const struct st_file *f, const struct st_tensor *t, int64_t r0, int64_t nr,
-                  int64_t c0, int64_t nc, float *out, char *err, size_t errlen)
+/* st_read_block into out (float32) or out16 (bf16), whichever is not NULL. */
+static int read_block(const struct st_file *f, const struct st_tensor *t, int64_t r0, int64_t nr,
+                      int64_t c0, int64_t nc, float *out, uint16_t *out16, char *err,
+                      size_t errlen)
 {
     if (check_float(f, t, err, errlen)) return -1;
     int64_t rows = t->ndim ? t->shape[0] : 1, cols = rows ? st_numel(t) / rows : 0;
@@ -492,13 +509,29 @@ int st_read_block(const struct st_file *f, const struct st_tensor *t, int64_t r0
     }
     size_t es = st_dtype_size(t->dtype);
     const unsigned char *base = f->data + t->begin;
-    if (c0 == 0 && nc == cols) { /* contiguous rows: one run */
-        to_f32(t->dtype, base + (size_t)(r0 * cols) * es, out, (size_t)(nr * nc));
-        return 0;
+    int runs = c0 == 0 && nc == cols ? 1 : (int)nr; /* contiguous rows: one run */
+    size_t len = runs == 1 ? (size_t)(nr * nc) : (size_t)nc;
+    for (int64_t r = 0; r < runs; r++) {
+        const unsigned char *from = base + (size_t)((r0 + r) * cols + c0) * es;
+        if (out16)
+            to_bf16(t->dtype, from, out16 + r * nc, len);
+        else
+            to_f32(t->dtype, from, out + r * nc, len);
     }
-    for (int64_t r = 0; r < nr; r++)
-        to_f32(t->dtype, base + (size_t)((r0 + r) * cols + c0) * es, out + r * nc, (size_t)nc);
     return 0;
+}
+
+int st_read_block(const struct st_file *f, const struct st_tensor *t, int64_t r0, int64_t nr,
+                  int64_t c0, int64_t nc, float *out, char *err, size_t errlen)
+{
+    return read_block(f, t, r0, nr, c0, nc, out, NULL, err, errlen);
+}
+
+int st_read_block_bf16(const struct st_file *f, const struct st_tensor *t, int64_t r0,
+                       int64_t nr, int64_t c0, int64_t nc, uint16_t *out, char *err,
+                       size_t errlen)
+{
+    return read_block(f, t, r0, nr, c0, nc, NULL, out, err, errlen);
 }
 
 /* ---- model directories ---- */

@@ -287,8 +287,11 @@ static int same_model(const struct tfm_config *a, const struct tfm_config *b)
            a->attention_bias == b->attention_bias && a->qk_norm == b->qk_norm;
 }
 
-int hf_load_slices(const char *dir, const struct tfm_tp *tp, struct tfm_params *p_local,
-                   char *err, size_t errlen)
+/* hf_load_slices into p_local's floats, or, when out16 is not NULL, into out16 at the
+ * same offsets (p_local's memory untouched). */
+static int load_slices(const char *dir, const struct tfm_tp *tp,
+                       const struct tfm_params *p_local, uint16_t *out16, char *err,
+                       size_t errlen)
 {
     struct tfm_config cfg;
     struct st_set s;
@@ -323,8 +326,11 @@ int hf_load_slices(const char *dir, const struct tfm_tp *tp, struct tfm_params *
         if (strcmp(sl[i].name, w[i].name) != 0)
             FATAL("hf_load_slices: slice %d is %s, tensor %s (a bug)", i, sl[i].name,
                   w[i].name);
-        if (st_read_block(&s.files[e[i]->file], e[i]->t, sl[i].r0, sl[i].nr, sl[i].c0,
-                          sl[i].nc, sl[i].local, err, errlen))
+        const struct st_file *f = &s.files[e[i]->file];
+        if (out16 ? st_read_block_bf16(f, e[i]->t, sl[i].r0, sl[i].nr, sl[i].c0, sl[i].nc,
+                                       out16 + (sl[i].local - p_local->mem), err, errlen)
+                  : st_read_block(f, e[i]->t, sl[i].r0, sl[i].nr, sl[i].c0, sl[i].nc,
+                                  sl[i].local, err, errlen))
             goto out;
     }
     rc = 0;
@@ -334,6 +340,19 @@ out:
     free(e);
     st_set_close(&s);
     return rc;
+}
+
+int hf_load_slices(const char *dir, const struct tfm_tp *tp, struct tfm_params *p_local,
+                   char *err, size_t errlen)
+{
+    return load_slices(dir, tp, p_local, NULL, err, errlen);
+}
+
+int hf_load_slices_bf16(const char *dir, const struct tfm_tp *tp,
+                        const struct tfm_params *p_local, uint16_t *out, char *err,
+                        size_t errlen)
+{
+    return load_slices(dir, tp, p_local, out, err, errlen);
 }
 
 /* ---- writing ---- */

@@ -193,6 +193,7 @@ static void cpu_read_slices(struct device *d, const struct dev_slice *s, int n,
                             const size_t *off, float *f32, uint16_t *b16)
 {
     const struct tfm_params *live = cpu_live_layout(d);
+    if (!d->tr) cpu_stage16_catch_up(d); /* sh.p may lag the installed bf16 weights */
     for (int m = 0; m < n; m++) {
         size_t at = (size_t)(s[m].data - live->mem), len = (size_t)(s[m].nr * s[m].nc);
         float *to32 = f32 ? f32 + off[m] : NULL;
@@ -247,7 +248,12 @@ static uint64_t cpu_weights_hash(const struct device *d)
 {
     const struct tfm_params *p = d->tr ? &d->tr->p : &d->sh.p;
     if (!d->gpu) return weights_hash_floats(p->mem, p->n);
-    return d->tr ? trainer_params_hash(d->tr) : weights_sum_hash(p->mem, p->n);
+    if (d->tr) return trainer_params_hash(d->tr);
+    const uint16_t *held = cpu_stage16_held(d); /* sh.p lags: the bf16 weights, widened */
+    if (!held) return weights_sum_hash(p->mem, p->n);
+    uint64_t h = 0;
+    for (size_t k = 0; k < p->n; k++) h += weights_sum_hash_term((uint32_t)held[k] << 16, k);
+    return h;
 }
 
 static float *grad_buffer(struct device *d, size_t *n) { return cpu_grad_buffer(d, n); }

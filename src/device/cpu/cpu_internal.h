@@ -181,6 +181,13 @@ void cpu_stage16_install(struct device *d, struct gpu_model *m);
 void cpu_stage16_take(struct device *d);
 /* sh.p made current if it lags the installed bf16 weights. */
 void cpu_stage16_catch_up(struct device *d);
+/* Start-up on device cuda, a rank that only serves rollouts: its shard's slices read
+ * from the Hugging Face directory dir as bf16 into held16 (sh.p lags); 1, or 0 for any
+ * other rank (which reads float32). A bad checkpoint ends the job. */
+int cpu_stage16_read_hf(struct device *d, const char *dir);
+/* The bf16 weights sh.p lags (the instance's GPU model is made from them), or NULL
+ * when sh.p (or the trainer's copy) is current. */
+const uint16_t *cpu_stage16_held(const struct device *d);
 void cpu_stage16_free(struct cpu_shard *sh);
 /* The device's send_bf16 (include/libra/device.h), and its buffer freed. */
 uint16_t *cpu_send_bf16(struct device *d, size_t n);

@@ -146,7 +146,8 @@ void cpu_shard_place(struct device *d, int t, int i, MPI_Comm group)
         tfm_tp_shard(&sh->tp, &d->full, &sh->p);
     } else if (d->lazy_version >= 0 && d->lazy_version == d->version) {
         char e[1024]; /* only this shard's bytes are read */
-        if (hf_load_slices(d->hf_source, &sh->tp, &sh->p, e, sizeof e))
+        if (!cpu_stage16_read_hf(d, d->hf_source) &&
+            hf_load_slices(d->hf_source, &sh->tp, &sh->p, e, sizeof e))
             FATAL("model.checkpoint: %s", e);
     } else {
         d->version = -1; /* until the sync that follows the plan */

@@ -18,11 +18,18 @@
  * (cpu_stage16_catch_up, from cpu_live_params and before a trainer takes the shard
  * over) -- the same float32 values the widening on the way produced, read only when
  * something needs them.
+ *
+ * At start-up such a rank reads its shard of a Hugging Face checkpoint the same way
+ * (cpu_stage16_read_hf): its slices as bf16 into held16 -- a bf16 checkpoint's bytes as
+ * they are, 2 bytes a parameter of host memory -- and its instance's GPU model is made
+ * from them (cpu_stage16_held); sh.p lags from the start and is not even touched
+ * unless something reads it.
  */
 #include <stdlib.h>
 
 #include "cpu_internal.h"
 #include "libra/gpu_model.h"
+#include "libra/hf_model.h"
 #include "libra/log.h"
 #include "libra/safetensors.h"
 
@@ -53,20 +60,46 @@ static void buffers_free(const struct cuda_api *pinned, void **b, int k)
     }
 }
 
+/* land16 and held16, if the shard has none yet. */
+static void pair_alloc(struct device *d)
+{
+    struct cpu_shard *sh = &d->sh;
+    if (sh->land16) return;
+    void *b[2];
+    sh->pinned = buffers_alloc(d, b, 2, sh->p.n * sizeof *sh->land16,
+                               "the shard's bf16 weights (landing and installed)");
+    sh->land16 = b[0];
+    sh->held16 = b[1];
+}
+
 uint16_t *cpu_stage_bf16(struct device *d, const float *at)
 {
     struct cpu_shard *sh = &d->sh;
     if (!d->gpu || d->tr || !sh->stage) return NULL; /* a trainer's copy takes float32 */
     if (at < sh->stage || at >= sh->stage + sh->p.n)
         FATAL("rank %d: a bf16 sync's slice outside the staging buffer (a bug)", d->a.rank);
-    if (!sh->land16) {
-        void *b[2];
-        sh->pinned = buffers_alloc(d, b, 2, sh->p.n * sizeof *sh->land16,
-                                   "the bf16 weight syncs' landing");
-        sh->land16 = b[0];
-        sh->held16 = b[1];
-    }
+    pair_alloc(d);
     return sh->land16 + (at - sh->stage);
+}
+
+int cpu_stage16_read_hf(struct device *d, const char *dir)
+{
+    struct cpu_shard *sh = &d->sh;
+    const struct device_epoch *e = &d->ep;
+    if (!d->gpu || d->tr || !e->plan || e->role != ROLE_ROLLOUT || e->plan->colocated) return 0;
+    pair_alloc(d);
+    char err[1024]; /* only this shard's bytes are read */
+    if (hf_load_slices_bf16(dir, &sh->tp, &sh->p, sh->held16, err, sizeof err))
+        FATAL("model.checkpoint: %s", err);
+    sh->p_lags = 1;
+    LOG_I("rank %d: shard (TP %d, %d) read as bf16 for the GPU (%.2f GB)", d->a.rank, sh->t,
+          sh->i, sh->p.n * sizeof *sh->held16 / 1e9);
+    return 1;
+}
+
+const uint16_t *cpu_stage16_held(const struct device *d)
+{
+    return !d->tr && d->sh.p_lags ? d->sh.held16 : NULL;
 }
 
 void cpu_stage16_staged(struct device *d) { d->sh.staged16 = 1; }

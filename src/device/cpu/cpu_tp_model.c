@@ -336,7 +336,9 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
     if (d->gpu) {
         char err[1024];
         m->gc = cpu_gpu_comm(d);
-        m->gm = gpu_model_upload(d->gpu, &tp->local, cpu_live_params(d), err, sizeof err);
+        const uint16_t *held = cpu_stage16_held(d); /* bf16 weights sh.p lags */
+        m->gm = held ? gpu_model_upload_bf16(d->gpu, &tp->local, held, err, sizeof err)
+                     : gpu_model_upload(d->gpu, &tp->local, cpu_live_params(d), err, sizeof err);
         if (m->gm)
             m->gd = gpu_decoder_create_tp(m->gm, tp, m->gc, r->slots, r->max_tokens, 128, 0, err,
                                           sizeof err);

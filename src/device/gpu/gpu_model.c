@@ -131,6 +131,15 @@ struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_
     return m;
 }
 
+struct gpu_model *gpu_model_upload_bf16(const struct cuda_api *api, const struct tfm_config *c,
+                                        const uint16_t *w16, char *err, size_t errlen)
+{
+    struct gpu_model *m = model_alloc(api, c, err, errlen);
+    if (!m) return NULL;
+    gpu_model_set_weights_bf16(m, w16);
+    return m;
+}
+
 /* Tiles the device bf16 w[0, n) with pattern (pattern_n elements). */
 static void fill(const struct cuda_api *api, uint16_t *w, size_t n, const uint16_t *pattern,
                  size_t pattern_n)
