@@ -180,6 +180,22 @@ rl_job 4 "$out/splithf.cfg" "$out/splithf"
 [ "$(grep -c 'read as bf16 for the GPU' "$out/splithf.stdout")" = 2 ] ||
     fail "rl_cuda: the 2 rollout ranks did not read their shards as bf16"
 same_as_split splithf "from the .h5 file, from a Hugging Face directory"
+# GPU to GPU: the bf16 syncs from the trainer's GPU into the rollout ranks' GPU models
+# (NCCL where every rank has a GPU of its own; here carried host-staged over MPI,
+# LIBRA_TEST_SYNC_GPU=host, which runs the whole path but the NCCL calls): on the host
+# stand-in the same run as the split one, exactly, moving the same bytes.
+RL_LOG_LEVEL=info rl_config "$out/splitgpu.cfg" "$out/splitgpu.h5" 6 1 "1, 1" 0 1 \
+    "checkpoint_interval = 2; checkpoint_keep = 3; checkpoint_dir = \"$out/ckpt-splitgpu\";"
+LIBRA_TEST_SYNC_GPU=host rl_job 4 "$out/splitgpu.cfg" "$out/splitgpu"
+grep -q "bf16 weight syncs GPU to GPU" "$out/splitgpu.stdout" ||
+    fail "rl_cuda: LIBRA_TEST_SYNC_GPU=host: the syncs did not go GPU to GPU"
+same_as_split splitgpu "MPI and GPU-to-GPU weight syncs"
+"$python" - "$out/split.h5" "$out/splitgpu.h5" <<'PY' || fail "GPU-to-GPU syncs: other byte counts"
+import sys
+import h5py
+a, b = (h5py.File(f, "r")["steps"]["sync_bytes"][:] for f in sys.argv[1:])
+assert len(a) == len(b) and a.sum() > 0 and (a == b).all(), (a, b)
+PY
 # the training replicas change their TP degree, from 2 of TP 1 to one of TP 2 (up) and
 # back (down): the whole training state gathered and re-cut, the GPU trainers' moments
 # with it. Each against the same run without the change (the same plan throughout),

@@ -516,7 +516,8 @@ static void test_upload(void)
 /* A bf16 install (a bf16 weight sync's, gpu_model_set_weights_bf16) gives the model
  * exactly what a float32 install of the widened values gives: the bf16 block and the
  * q/k/v biases' float32 copies (qwen2), bit for bit. So does a model made from bf16
- * weights (gpu_model_upload_bf16). */
+ * weights (gpu_model_upload_bf16); and a block written on the GPU gets its biases'
+ * copies from gpu_model_refresh_biases. */
 static void test_upload_bf16(void)
 {
     struct tfm_config c = model_of(TFM_QWEN2);
@@ -547,6 +548,20 @@ static void test_upload_bf16(void)
     GPU_CHECK(api, api->to_host(bb, u->bq, nb * sizeof *bb));
     CU_ASSERT(memcmp(wa, wb, p.n * sizeof *wa) == 0);
     CU_ASSERT(memcmp(ba, bb, nb * sizeof *ba) == 0);
+    /* its bf16 block written on the GPU (a GPU-to-GPU sync's receives): the biases'
+     * float32 copies follow it after gpu_model_refresh_biases */
+    for (size_t i = 0; i < p.n; i++) w16[i] ^= 0x0100; /* other values, same exponents */
+    GPU_CHECK(api, api->to_device(u->w, w16, p.n * sizeof *w16));
+    gpu_model_refresh_biases(u);
+    GPU_CHECK(api, api->to_host(bb, u->bq, nb * sizeof *bb));
+    size_t off_b[3] = {u->at.bq, u->at.bk, u->at.bv}, at = 0, bad = 0;
+    size_t len_b[3] = {(size_t)c.n_layers * c.n_heads * c.head_dim,
+                       (size_t)c.n_layers * c.n_kv_heads * c.head_dim,
+                       (size_t)c.n_layers * c.n_kv_heads * c.head_dim};
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < len_b[t]; i++, at++) bad += bb[at] != st_bf16_to_f32(w16[off_b[t] + i]);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(memcmp(ba, bb, nb * sizeof *ba) != 0);
     gpu_model_free(u);
     free(ba), free(bb), free(wa), free(wb), free(w16);
     gpu_model_free(a);

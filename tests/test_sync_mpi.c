@@ -49,7 +49,7 @@
 #define MAX_SL 512
 
 static int g_rank;
-static struct libra_config g_cfg;
+static struct libra_config g_cfg, g_cuda_cfg; /* device cpu; device cuda */
 
 static float pattern(int tensor, int64_t r, int64_t c, int round)
 {
@@ -188,6 +188,43 @@ static void apply(struct worker *w, struct comms *c0, const struct plan *p, stru
     plan_copy(old, p);
 }
 
+/* A case's start: its communicators and plans initialised, a worker of cfg (NULL on
+ * rank 0); finish() ends it. */
+static struct worker *case_begin(const struct libra_config *cfg, struct comms *c0,
+                                 struct plan *p, struct plan *old)
+{
+    comms_init(c0);
+    plan_init(p, N_WORLD);
+    plan_init(old, N_WORLD);
+    return worker_new(cfg);
+}
+
+/* Rank r, the last instance of p (TP 1), made idle. */
+static void idle_rank(struct plan *p, int r)
+{
+    p->ranks[r] = (struct rank_assign){ROLE_IDLE, -1, 0, 0};
+    p->n_instances--;
+    p->n_rollout_ranks--;
+    p->n_idle++;
+}
+
+/* Plan p (applied, epoch 0) again with rank r (its last instance, TP 1) idle for one
+ * epoch, then as it was: r's instance closes and is opened anew on its kept shard. */
+static void idle_and_back(struct worker *w, struct comms *c0, struct plan *p, struct plan *old,
+                          int r)
+{
+    struct plan c;
+    plan_init(&c, N_WORLD);
+    plan_copy(&c, p);
+    p->epoch = 1;
+    idle_rank(p, r);
+    apply(w, c0, p, old);
+    plan_copy(p, &c);
+    p->epoch = 2;
+    apply(w, c0, p, old);
+    plan_free(&c);
+}
+
 /* The end of a case: the instances hand back and close, the workers are freed. */
 static void finish(struct worker *w, struct comms *c0, struct plan *p, struct plan *old)
 {
@@ -206,12 +243,9 @@ static void finish(struct worker *w, struct comms *c0, struct plan *p, struct pl
 
 static void test_sync(void)
 {
-    struct worker *w = worker_new(&g_cfg);
     struct comms c0;
-    comms_init(&c0);
     struct plan p, old;
-    plan_init(&p, N_WORLD);
-    plan_init(&old, N_WORLD);
+    struct worker *w = case_begin(&g_cfg, &c0, &p, &old);
     for (int r = 0; r < N_WORLD; r++) old.ranks[r].role = r ? ROLE_IDLE : ROLE_CONTROLLER;
     static const int tp_a[] = {4, 2, 1}, tp_b[] = {2, 2, 1, 1, 1, 1};
     for (int phase = 0; phase < 2; phase++) {
@@ -235,6 +269,41 @@ static long long check16(const struct dev_slice *s, int n, int round)
                 bad += s[k].data[r * s[k].nc + c] !=
                        st_bf16_to_f32(st_f32_to_bf16(pattern(s[k].tensor, s[k].r0 + r,
                                                              s[k].c0 + c, round)));
+    return bad;
+}
+
+/* This rank's weights, shard (t, i), as read_slices gives them against the pattern of
+ * `round` as a bf16 sync delivers it: the mismatches, 0 when they are those. The
+ * device's fingerprint -- taken first, while its float32 copy may lag the installed
+ * bf16 weights or the GPU model -- must be that of those weights. */
+static long long check_installed(struct worker *w, int t, int i, int round)
+{
+    struct dev_slice *s = xmalloc(MAX_SL * sizeof *s);
+    int ns = w->ops->slices(w->dev, t, i, DEV_SLICES_SEND, s, MAX_SL);
+    size_t *off = xmalloc((size_t)ns * sizeof *off), *at = xmalloc((size_t)ns * sizeof *at);
+    size_t total = 0;
+    float *base = s[0].data;
+    for (int k = 0; k < ns; k++) {
+        off[k] = total;
+        total += (size_t)(s[k].nr * s[k].nc);
+        if (s[k].data < base) base = s[k].data;
+    }
+    for (int k = 0; k < ns; k++) at[k] = (size_t)(s[k].data - base);
+    uint64_t lagging = w->ops->weights_hash(w->dev);
+    float *vals = xmalloc((total ? total : 1) * sizeof *vals);
+    w->ops->read_slices(w->dev, s, ns, off, vals, NULL);
+    for (int k = 0; k < ns; k++) s[k].data = vals + off[k];
+    long long bad = check16(s, ns, round);
+    float *whole = xcalloc(total ? total : 1, sizeof *whole);
+    for (int k = 0; k < ns; k++)
+        memcpy(whole + at[k], s[k].data, (size_t)(s[k].nr * s[k].nc) * sizeof *whole);
+    CU_ASSERT_EQUAL(lagging, weights_sum_hash(whole, total));
+    CU_ASSERT_EQUAL(w->ops->weights_hash(w->dev), lagging);
+    free(whole);
+    free(vals);
+    free(at);
+    free(off);
+    free(s);
     return bad;
 }
 
@@ -288,15 +357,9 @@ static void superseded(struct worker *w, const struct rank_assign *a, struct dev
 
 static void test_sync_bf16_cuda(void)
 {
-    setenv("LIBRA_CUDA_MODULE", "host", 1); /* the plumbing, GPU or not */
-    struct libra_config cfg = g_cfg;
-    snprintf(cfg.device.type, sizeof cfg.device.type, "cuda");
-    struct worker *w = worker_new(&cfg);
     struct comms c0;
-    comms_init(&c0);
     struct plan p, old;
-    plan_init(&p, N_WORLD);
-    plan_init(&old, N_WORLD);
+    struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
     int tp[N_WORLD - 2];
     for (int i = 0; i < N_WORLD - 2; i++) tp[i] = 1;
     build(&p, 1, 1, tp, N_WORLD - 2, 0); /* C: ranks 1..8 serve, 9 trains */
@@ -322,49 +385,11 @@ static void test_sync_bf16_cuda(void)
     }
     superseded(w, a, s);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    struct plan c;
-    plan_init(&c, N_WORLD);
-    plan_copy(&c, &p);
-    const int last = N_WORLD - 2; /* D: rank 8 (the last instance) idles */
-    p.epoch = 1;
-    p.ranks[last] = (struct rank_assign){ROLE_IDLE, -1, 0, 0};
-    p.n_instances--;
-    p.n_rollout_ranks--;
-    p.n_idle++;
-    apply(w, &c0, &p, &old);
-    plan_copy(&p, &c); /* E: C again, rank 8's instance opened anew on its kept shard */
-    p.epoch = 2;
-    apply(w, &c0, &p, &old);
-    plan_free(&c);
+    const int last = N_WORLD - 2; /* D: rank 8 (the last instance) idles; E: C again, */
+    idle_and_back(w, &c0, &p, &old, last); /* its instance opened anew on its kept shard */
     if (g_rank == last) {
         CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND + 2);
-        int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, MAX_SL);
-        /* the values through read_slices (the slices give the layout) */
-        size_t *off = xmalloc((size_t)ns * sizeof *off), total = 0;
-        for (int k = 0; k < ns; k++) {
-            off[k] = total;
-            total += (size_t)(s[k].nr * s[k].nc);
-        }
-        float *vals = xmalloc((total ? total : 1) * sizeof *vals);
-        float *base = s[0].data;
-        for (int k = 1; k < ns; k++)
-            if (s[k].data < base) base = s[k].data;
-        size_t *at = xmalloc((size_t)ns * sizeof *at);
-        for (int k = 0; k < ns; k++) at[k] = (size_t)(s[k].data - base);
-        uint64_t lagging = w->ops->weights_hash(w->dev); /* the float32 copy lags */
-        w->ops->read_slices(w->dev, s, ns, off, vals, NULL);
-        for (int k = 0; k < ns; k++) s[k].data = vals + off[k];
-        long long bad = check16(s, ns, ROUND + 2);
-        /* the fingerprint, lagging copy or not, is that of the installed weights */
-        float *whole = xcalloc(total ? total : 1, sizeof *whole);
-        for (int k = 0; k < ns; k++)
-            memcpy(whole + at[k], s[k].data, (size_t)(s[k].nr * s[k].nc) * sizeof *whole);
-        CU_ASSERT_EQUAL(lagging, weights_sum_hash(whole, total));
-        CU_ASSERT_EQUAL(w->ops->weights_hash(w->dev), lagging);
-        free(whole);
-        free(at);
-        free(vals);
-        free(off);
+        long long bad = check_installed(w, 1, 0, ROUND + 2);
         if (bad) printf("[rank %d: %lld weights are not the installed ones] ", g_rank, bad);
         CU_ASSERT_EQUAL(bad, 0);
     }
@@ -372,10 +397,116 @@ static void test_sync_bf16_cuda(void)
     finish(w, &c0, &p, &old);
 }
 
+
+/* One sync of the pattern of `round` under plan p, every worker driving its rollout
+ * instance meanwhile (a GPU sync's receivers take their runs at its safe point; a
+ * host-staged sender returns once they have); then each rollout rank holds the
+ * pattern, swapped in, and received 2 bytes a parameter. gpu: whether the sync had to
+ * go GPU to GPU; rank `unread` does not read its weights (its host copies keep lagging). */
+static void gpu_round(struct worker *w, const struct plan *p, int round, int gpu, int unread)
+{
+    if (g_rank == 0) {
+        int *members = xmalloc(N_WORLD * sizeof *members), n = plan_members(p, 0, members);
+        for (int k = 0; k < n; k++) {
+            struct wire_sync_done d;
+            MPI_CHECK(MPI_Recv(&d, sizeof d, MPI_BYTE, members[k], TAG_SYNC_DONE,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            CU_ASSERT_EQUAL(d.version, round);
+        }
+        free(members);
+        return;
+    }
+    const struct rank_assign *a = &p->ranks[g_rank];
+    int sender = plan_in_root_replica(p, g_rank);
+    if (!sender && a->role != ROLE_ROLLOUT) return;
+    struct dev_slice *s = xmalloc(MAX_SL * sizeof *s);
+    if (sender) fill(s, w->ops->slices(w->dev, p->train_tp, a->index, DEV_SLICES_SEND, s, MAX_SL), round);
+    struct wire_sync msg = {round, round};
+    ws_on_sync(w, &msg);
+    while (w->sync.active) {
+        ws_progress(w);
+        wr_progress(w);
+        outbox_progress(&w->ob);
+    }
+    outbox_drain(&w->ob);
+    CU_ASSERT_EQUAL(w->sync.gpu, gpu);
+    if (a->role == ROLE_ROLLOUT) {
+        /* a TP instance's members swap when its leader says (each rank's own pace) */
+        for (long it = 0; it < 10000000 && w->ops->version(w->dev) != round; it++)
+            wr_progress(w);
+        CU_ASSERT_EQUAL(w->ops->version(w->dev), round);
+        CU_ASSERT_EQUAL(w->sync.direct16, !gpu);
+        int ns = w->ops->slices(w->dev, a->tp, a->index, DEV_SLICES_STAGE, s, MAX_SL);
+        long long floats = 0;
+        for (int k = 0; k < ns; k++) floats += s[k].nr * s[k].nc;
+        CU_ASSERT_EQUAL(w->sync.bytes_in, floats * (long long)sizeof(uint16_t));
+        long long bad = g_rank == unread ? 0 : check_installed(w, a->tp, a->index, round);
+        if (bad) printf("[rank %d: %lld weights are not the pattern] ", g_rank, bad);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+    free(s);
+}
+
+/* Device cuda with GPU-to-GPU syncs carried host-staged (LIBRA_TEST_SYNC_GPU=host: the
+ * whole path but the NCCL calls). Plan C (8 TP-1 instances from one TP-1 trainer): the
+ * runs go GPU to GPU; an instance closed and opened again on the same shard keeps the
+ * weights it received. Then the instances become TP 2 while the trainer stays TP 1: the
+ * o_proj and down_proj blocks are column slices of the trainer's, strided runs, so that
+ * sync takes the MPI path -- after the TP-1 instances were closed with their weights
+ * on the GPU alone (fetched home first). */
+static void test_sync_gpu_tp1(void)
+{
+    setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
+    struct comms c0;
+    struct plan p, old;
+    struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
+    int tp[N_WORLD - 2];
+    for (int i = 0; i < N_WORLD - 2; i++) tp[i] = 1;
+    build(&p, 1, 1, tp, N_WORLD - 2, 0);
+    const int last = N_WORLD - 2;
+    apply(w, &c0, &p, &old);
+    gpu_round(w, &p, ROUND, 1, last);
+    /* rank 8 idles (its instance closed with the weights on the GPU alone: fetched
+     * home), then gets a new instance on its kept shard: the weights are still those */
+    idle_and_back(w, &c0, &p, &old, last);
+    if (g_rank == last) {
+        CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND);
+        CU_ASSERT_EQUAL(check_installed(w, 1, 0, ROUND), 0);
+    }
+    static const int tp2[] = {2, 2, 2, 2};
+    build(&p, 1, 1, tp2, 4, 3);
+    apply(w, &c0, &p, &old);
+    gpu_round(w, &p, ROUND + 1, 0, -1);
+    finish(w, &c0, &p, &old);
+    unsetenv("LIBRA_TEST_SYNC_GPU");
+}
+
+/* The same from a TP-2 replica to three TP-2 instances (the same blocks on both
+ * sides: GPU to GPU), each instance's two ranks taking their runs together. */
+static void test_sync_gpu_tp2(void)
+{
+    setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
+    struct comms c0;
+    struct plan p, old;
+    struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
+    static const int tp[] = {2, 2, 2, 1};
+    build(&p, 2, 2, tp, 4, 0);
+    for (int r = 1; r < N_WORLD; r++) /* the TP-1 instance (the last) idles */
+        if (p.ranks[r].role == ROLE_ROLLOUT && p.ranks[r].tp == 1) idle_rank(&p, r);
+    apply(w, &c0, &p, &old);
+    gpu_round(w, &p, ROUND, 1, -1);
+    finish(w, &c0, &p, &old);
+    unsetenv("LIBRA_TEST_SYNC_GPU");
+}
+
 static const struct test_case sync_cases[] = {
     {"shard-matched sync: TP [4,2,1] from a TP-2 replica, TP [2,2,1,1,1,1] from TP 1", test_sync},
     {"device cuda: bf16 syncs straight to the rollout GPUs, widened for a new instance",
      test_sync_bf16_cuda},
+    {"device cuda, GPU to GPU (host-staged): TP 1 to TP 1; strided runs take MPI",
+     test_sync_gpu_tp1},
+    {"device cuda, GPU to GPU (host-staged): a TP-2 replica to TP-2 instances",
+     test_sync_gpu_tp2},
     {NULL, NULL},
 };
 
@@ -385,6 +516,9 @@ int main(int argc, char **argv)
 {
     if ((g_rank = test_mpi_begin(&argc, &argv, "test_sync_mpi", N_WORLD)) < 0) return 2;
     test_tiny_cpu_config(&g_cfg);
+    g_cuda_cfg = g_cfg;
+    snprintf(g_cuda_cfg.device.type, sizeof g_cuda_cfg.device.type, "cuda");
+    setenv("LIBRA_CUDA_MODULE", "host", 1); /* device cuda's plumbing, GPU or not */
     int worst = test_main_all_ranks(suites);
     MPI_CHECK(MPI_Finalize());
     return worst;

@@ -130,7 +130,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 17 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 18 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -318,6 +318,13 @@ struct cuda_api {
      * rate, not through the driver's staging of pageable memory (not recordable) ---- */
     int (*host_alloc)(void **p, size_t bytes);
     int (*host_free)(void *p); /* NULL is a no-op; only host_alloc's pointers */
+    /* ---- NCCL point to point, for weight syncs (NULL in the host module): bytes of
+     * device memory to / from rank peer of comm, on the kernels' stream (in order with
+     * them; a receive's later kernels see its data); the calls between nccl_group(1)
+     * and nccl_group(0) are issued as one group, so they may wait on each other ---- */
+    int (*nccl_send)(void *comm, const void *buf, size_t bytes, int peer);
+    int (*nccl_recv)(void *comm, void *buf, size_t bytes, int peer);
+    int (*nccl_group)(int begin);
 };
 
 /* The one symbol the module exports. */

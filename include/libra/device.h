@@ -88,6 +88,17 @@ struct device_epoch {
     MPI_Comm instance;         /* rollout: the instance's ranks (TP group) */
     MPI_Comm replica;          /* train/hybrid, colocated rollout: the replica's ranks */
     int kept;                  /* rollout: the rank's instance survives from the last epoch */
+    MPI_Comm sync;             /* the weight syncs' members (MPI_COMM_NULL: not one) */
+};
+
+/* One contiguous run of a GPU-to-GPU weight sync (gsync_send / gsync_recv): n values
+ * of this rank's slices from `at` on (a pointer into a DEV_SLICES_SEND slice's data for
+ * a sender, a DEV_SLICES_STAGE slice's for a receiver), to or from rank `peer` of the
+ * sync communicator. */
+struct dev_gmsg {
+    int peer;
+    const float *at;
+    size_t n;
 };
 
 /* One block of a model tensor a rank holds: rows [r0, r0 + nr) x cols [c0, c0 + nc)
@@ -224,6 +235,23 @@ struct device_ops {
      * values, which is all its engine reads; a rank that trains again takes the
      * training state from the replicas, never from that copy. */
     int sync_bf16;
+    /* Optional (NULL: every sync goes through MPI): bf16 syncs from GPU to GPU. The
+     * epoch (collective over its sync communicator) decides, the same on every member,
+     * whether this epoch's syncs to the ranks that only serve rollouts may (gsync_on 1):
+     * NCCL where every member drives a GPU of its own. Then, for a sync whose runs are
+     * all contiguous on both sides:
+     *   gsync_send   a sender's runs, from the bf16 copy of its weights on its GPU,
+     *                issued now (in order with its later kernels: the next optimizer
+     *                step does not overwrite them first);
+     *   gsync_recv   a receiver's runs of version `version`, received into its GPU model
+     *                at the instance's next safe point (every rank of the instance
+     *                together), which swaps the version in;
+     *   gsync_landed a receiver: 1 once that safe point has passed.
+     * The runs of one pair of ranks are listed in the same order on both sides. */
+    int (*gsync_on)(const struct device *d);
+    void (*gsync_send)(struct device *d, const struct dev_gmsg *m, int n);
+    void (*gsync_recv)(struct device *d, const struct dev_gmsg *m, int n, int version);
+    int (*gsync_landed)(const struct device *d);
     /* The policy version of the weights this rank holds (-1: none yet). */
     int (*version)(const struct device *d);
     /* A fingerprint of the weights (replicas compare theirs after every step). */

@@ -37,6 +37,8 @@ struct gpu_comm {
     void (*allreduce_f64)(void *ctx, double *x, size_t n, enum tfm_red_op op);
     int graph_safe; /* 1: may be called while a CUDA graph is being recorded */
     void (*release)(void *ctx); /* gpu_comm_free's work */
+    void *nccl;     /* the NCCL communicator (the module's nccl_send / nccl_recv take it),
+                       NULL for a host-staged group */
 };
 
 /* A host-staged group over tc (which must outlive it): api's copies and tc's

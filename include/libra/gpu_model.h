@@ -63,6 +63,9 @@ void gpu_model_set_weights(struct gpu_model *m, const struct tfm_params *p);
  * GPU as they are, the q/k/v biases widened to their float32 copies -- what
  * gpu_model_set_weights makes of their widened float32 values, with half the bytes. */
 void gpu_model_set_weights_bf16(struct gpu_model *m, const uint16_t *w16);
+/* The q/k/v biases' float32 copies widened again from the bf16 block (after the block
+ * was written on the GPU, e.g. by a weight sync's receives); a no-op without biases. */
+void gpu_model_refresh_biases(struct gpu_model *m);
 void gpu_model_free(struct gpu_model *m);
 
 /* Device pointer to layer l's slice (per_layer elements) of the tensor at offset `at`

@@ -129,6 +129,9 @@ void gpu_trainer_params(struct gpu_trainer *t, struct tfm_params *p);
 /* Elements [off, off + n) of the master weights to the host: float32 into f32 and their
  * bf16 copy (st_f32_to_bf16's rounding, bit for bit) into b16, each unless NULL. */
 void gpu_trainer_read(struct gpu_trainer *t, size_t off, size_t n, float *f32, uint16_t *b16);
+/* The device bf16 copy of the weights (the layout's n values), which every optimizer
+ * step refreshes on the module's stream: a weight sync sends from it. */
+const uint16_t *gpu_trainer_weights16(const struct gpu_trainer *t);
 /* weights_sum_hash (include/libra/hash.h) of the master weights, computed on the GPU. */
 uint64_t gpu_trainer_hash(struct gpu_trainer *t);
 /* Bytes of GPU memory held. */

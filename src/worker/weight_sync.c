@@ -34,6 +34,13 @@
  * takes float32. LIBRA_TEST_SYNC_F32 in every rank's environment (tests) keeps
  * float32 for all.
  *
+ * GPU to GPU (device gsync_*: device cuda, NCCL over the sync's members): when the
+ * device's epoch allows it and every bf16 run is contiguous on both sides, the bf16
+ * blocks go as runs from the sender's GPU to the receiver's GPU model instead -- the
+ * sender issues them at once, the receiver at its instance's next safe point, and its
+ * SYNC_DONE waits for that (gpu_wait). Both sides list a pair's runs in the order of
+ * the loop below.
+ *
  * A colocated plan's sync moves nothing between ranks: every rollout rank is a training
  * replica holding the step's weights (the replicas compare hashes after every step), so
  * each copies its own live slices into its staging buffer, and the swap at the next
@@ -115,6 +122,57 @@ static int first_holder(const struct side *senders, int k, const struct dev_slic
         for (int m = 0; m < senders[q].n; m++)
             if (same_block(&senders[q].s[m], b)) return 0;
     return 1;
+}
+
+/* Overlap o of block s as one contiguous run of s's data (whole rows, or one row). */
+static int contiguous(const struct dev_slice *s, const struct overlap *o)
+{
+    return o->nc == s->nc || o->nr == 1;
+}
+
+/* Where overlap o starts in block s stored at data. */
+static const float *run_start(const struct dev_slice *s, const float *data,
+                              const struct overlap *o)
+{
+    return data + (o->r0 - s->r0) * s->nc + (o->c0 - s->c0);
+}
+
+/* Whether this sync's bf16 runs go from GPU to GPU (device gsync_*): the device's epoch
+ * allows it and every run to a bf16 receiver is contiguous on both sides (TP degrees
+ * that split a tensor differently on the two sides give strided runs, which stay on the
+ * MPI path). Every member computes the same answer from the plan's geometry. */
+static int gpu_sync(struct worker *w, const struct side *senders, int n_send, const int *members,
+                    int n_mem)
+{
+    if (!w->ops->gsync_on || !w->ops->gsync_on(w->dev) || getenv("LIBRA_TEST_SYNC_F32"))
+        return 0;
+    const struct plan *p = &w->plan;
+    int ok = 1;
+    for (int q = n_send; ok && q < n_mem; q++) {
+        if (!wire_bf16(w, members[q])) continue;
+        struct side rcv;
+        side_get(w, &rcv, p->ranks[members[q]].tp, p->ranks[members[q]].index,
+                 DEV_SLICES_GEOMETRY);
+        for (int m = 0; ok && m < rcv.n; m++)
+            for (int k = 0; ok && k < n_send; k++)
+                for (int b = 0; ok && b < senders[k].n; b++) {
+                    struct overlap o;
+                    const struct dev_slice *sb = &senders[k].s[b];
+                    if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
+                    ok = contiguous(&rcv.s[m], &o) && contiguous(sb, &o);
+                }
+        free(rcv.s);
+    }
+    return ok;
+}
+
+static void add_run(struct wk_sync *y, int peer, const float *at, size_t n)
+{
+    if (y->n_run == y->cap_run) {
+        y->cap_run = y->cap_run ? 2 * y->cap_run : 64;
+        y->run = xrealloc(y->run, (size_t)y->cap_run * sizeof *y->run);
+    }
+    y->run[y->n_run++] = (struct dev_gmsg){peer, at, n};
 }
 
 static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
@@ -257,11 +315,19 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     uint16_t *copy16 = NULL;
     size_t *off16 = NULL;
     int any16 = 0, any32 = 0;
+    y->gpu = gpu_sync(w, senders, n_send, members, n_mem);
     for (int q = n_send; q < n_mem; q++) {
         int b16 = wire_bf16(w, members[q]);
-        any16 |= b16;
+        any16 |= b16 && !y->gpu;
         any32 |= !b16;
     }
+    /* a GPU run starts in the live weights' layout (the snapshot below moves data) */
+    const float **live = NULL;
+    if (me_send >= 0 && y->gpu) {
+        live = xmalloc((size_t)(senders[me_send].n ? senders[me_send].n : 1) * sizeof *live);
+        for (int b = 0; b < senders[me_send].n; b++) live[b] = senders[me_send].s[b].data;
+    }
+    y->n_run = 0;
     int ours16 = 0;
     if (me_send >= 0)
         snapshot(w, &senders[me_send], any32, any16, &copy, &copy16, &off16, &ours16);
@@ -277,10 +343,11 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         int b16 = wire_bf16(w, members[q]);
         MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
         long long esize = b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float);
-        if (mine && b16)
+        int on_gpu = b16 && y->gpu;
+        if (mine && b16 && !on_gpu)
             y->direct16 = rcv.n > 0 && w->ops->stage_bf16 &&
                           w->ops->stage_bf16(w->dev, rcv.s[0].data);
-        if (mine && b16 && !y->direct16) recv16_prepare(y, &rcv);
+        if (mine && b16 && !on_gpu && !y->direct16) recv16_prepare(y, &rcv);
         for (int m = 0; m < rcv.n; m++)
             for (int k = 0; k < n_send; k++) {
                 if (!mine && k != me_send) continue;
@@ -290,6 +357,17 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                     if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
                     MPI_Request r;
                     long long bytes = (long long)(o.nr * o.nc) * esize;
+                    if (on_gpu) { /* a run, in this (receiver, slice, sender, block) order */
+                        size_t len = (size_t)(o.nr * o.nc);
+                        if (mine) {
+                            add_run(y, k, run_start(&rcv.s[m], rcv.s[m].data, &o), len);
+                            y->bytes_in += bytes;
+                        } else {
+                            add_run(y, q, run_start(sb, live[b], &o), len);
+                            y->bytes_out += bytes;
+                        }
+                        continue;
+                    }
                     if (mine) {
                         MPI_Datatype t = block_type(&rcv.s[m], &o, elem);
                         void *at = !b16 ? (void *)rcv.s[m].data
@@ -311,6 +389,10 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
             }
         free(rcv.s);
     }
+    if (y->n_run && me_send >= 0) w->ops->gsync_send(w->dev, y->run, y->n_run);
+    if (y->n_run && me_send < 0) w->ops->gsync_recv(w->dev, y->run, y->n_run, y->version);
+    y->gpu_wait = y->n_run && me_send < 0; /* SYNC_DONE once the safe point took them */
+    free(live);
     for (int k = 0; k < n_send; k++) free(senders[k].s);
     free(senders);
     free(members);
@@ -328,12 +410,14 @@ int ws_progress(struct worker *w)
     if (!y->active) return 0;
     int done = 0;
     MPI_CHECK(MPI_Testall(y->n_req, y->req, &done, MPI_STATUSES_IGNORE));
-    if (!done) return 0;
+    if (!done || (y->gpu_wait && !w->ops->gsync_landed(w->dev))) return 0;
     for (int i = 0; i < y->n_req; i++) MPI_CHECK(MPI_Type_free(&y->types[i]));
     y->n_req = 0;
     y->active = 0;
     if (y->n_rslices) recv16_widen(y);
-    if (y->receiving && y->direct16)
+    if (y->gpu_wait)
+        y->gpu_wait = 0; /* the instance swapped the version in */
+    else if (y->receiving && y->direct16)
         w->ops->weights_staged_bf16(w->dev, y->version);
     else if (y->receiving)
         w->ops->weights_staged(w->dev, y->version);
@@ -354,4 +438,5 @@ void ws_free(struct worker *w)
     if (w->sync.send16_ours) free(w->sync.send16);
     free(w->sync.recv16);
     free(w->sync.rslices);
+    free(w->sync.run);
 }

@@ -37,7 +37,8 @@ static void tell_device(struct worker *w, const struct plan *old)
                              .instance = w->comms.instance,
                              .replica = w->comms.replica,
                              .kept = old && a->role == ROLE_ROLLOUT &&
-                                     plan_instance_survives(old, &w->plan, w->rank)};
+                                     plan_instance_survives(old, &w->plan, w->rank),
+                             .sync = w->comms.sync};
     w->ops->epoch(w->dev, &e);
 }
 

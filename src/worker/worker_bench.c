@@ -1,6 +1,7 @@
 /*
- * `mpirun -np N libra --bench-sync CONFIG`: weight syncs on the CPU device for the
- * configuration's static plan (its model, its rollout TP layout, its training shape),
+ * `mpirun -np N libra --bench-sync CONFIG`: weight syncs on the configuration's device
+ * (cpu; or cuda, whose bf16 syncs go GPU to GPU over NCCL where every rank has a GPU of
+ * its own) for its static plan (its model, its rollout TP layout, its training shape),
  * shard-matched (weight_sync.c: each rollout rank receives its own slices) against
  * the reference's full broadcast (MPI_Ibcast of the whole model from the training
  * root to every rollout rank, which then cuts its shard out of it). Rank 0 plays the
@@ -81,6 +82,7 @@ static void shard_sync(struct worker *w, int rank, int n_members, int id, struct
         ws_on_sync(w, &msg);
         while (w->sync.active) {
             ws_progress(w);
+            wr_progress(w); /* a GPU-to-GPU sync's receivers take it at a safe point */
             outbox_progress(&w->ob);
         }
         outbox_drain(&w->ob);

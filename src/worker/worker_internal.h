@@ -86,6 +86,10 @@ struct wk_sync {
     int n_rslices;
     int direct16;            /* this bf16 receiver's slices land in the device's bf16
                               * buffer (device stage_bf16): no recv16, no widening */
+    int gpu;                 /* this sync's bf16 runs go GPU to GPU (device gsync_*) */
+    int gpu_wait;            /* a receiver waits for its instance to take them */
+    struct dev_gmsg *run;    /* (n_run) this rank's GPU runs of the sync */
+    int n_run, cap_run;
     long long bytes_in, bytes_out;
 };
 

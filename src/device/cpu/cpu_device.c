@@ -123,6 +123,7 @@ static void cpu_close(struct device *d)
     cpu_gpu_comm_free_all(d);
     cpu_shard_free(&d->sh);
     cpu_send16_free(d);
+    cpu_gsync_free(d);
     drop_full(d);
     if (d->opt_loaded) adamw_free(&d->opt);
     free(d->join);
@@ -165,6 +166,7 @@ static void cpu_epoch(struct device *d, const struct device_epoch *e)
                   "this build shards training by TP only", e->plan->train_pp);
         cpu_shard_place(d, e->tp, e->index, e->replica);
     }
+    cpu_gsync_epoch(d, e); /* collective over the sync's members */
 }
 
 /* ---- weights ---- */
@@ -228,6 +230,12 @@ static void cpu_weights_unstage(struct device *d)
     d->sh.staged16 = 0;
 }
 
+static void gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int version)
+{
+    cpu_gsync_recv(d, m, n, version);
+    drop_full(d);
+}
+
 static void cpu_weights_staged_bf16(struct device *d, int version)
 {
     d->staged_version = version;
@@ -249,10 +257,20 @@ static uint64_t cpu_weights_hash(const struct device *d)
     const struct tfm_params *p = d->tr ? &d->tr->p : &d->sh.p;
     if (!d->gpu) return weights_hash_floats(p->mem, p->n);
     if (d->tr) return trainer_params_hash(d->tr);
-    const uint16_t *held = cpu_stage16_held(d); /* sh.p lags: the bf16 weights, widened */
-    if (!held) return weights_sum_hash(p->mem, p->n);
+    if (!d->sh.p_lags) return weights_sum_hash(p->mem, p->n);
+    /* sh.p lags: the bf16 weights, widened -- held16, or the GPU model's after a
+     * GPU-to-GPU sync */
+    const uint16_t *held = d->sh.held16;
+    uint16_t *tmp = NULL;
+    if (d->sh.p_lags == 2) {
+        tmp = xmalloc(p->n * sizeof *tmp);
+        if (d->gpu->to_host(tmp, d->gs.gm->w, p->n * sizeof *tmp))
+            FATAL("CUDA: the GPU model's weights to the host: %s", d->gpu->last_error());
+        held = tmp;
+    }
     uint64_t h = 0;
     for (size_t k = 0; k < p->n; k++) h += weights_sum_hash_term((uint32_t)held[k] << 16, k);
+    free(tmp);
     return h;
 }
 
@@ -286,6 +304,8 @@ static double no_extra(struct device *d, int n)
     .weights_staged = cpu_weights_staged, .weights_unstage = cpu_weights_unstage,         \
     .version = cpu_version,                                                               \
     .stage_bf16 = cpu_stage_bf16, .weights_staged_bf16 = cpu_weights_staged_bf16,         \
+    .gsync_on = cpu_gsync_on, .gsync_send = cpu_gsync_send, .gsync_recv = gsync_recv,     \
+    .gsync_landed = cpu_gsync_landed,                                                     \
     .weights_hash = cpu_weights_hash, .save = cpu_train_save
 
 const struct device_ops device_cpu = {.name = "cpu", .describe = cpu_describe, HOST_SIDE_OPS};

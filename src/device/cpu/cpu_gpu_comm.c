@@ -65,7 +65,8 @@ static struct gpu_comm *make(struct device *d, const struct tfm_comm *tc, int ki
             LOG_W("device cuda: %s all-reduces host-staged: %s",
                   kind == CPU_GPU_TP   ? "TP group"
                   : kind == CPU_GPU_KV ? "kv group"
-                                       : "data-parallel gradient",
+                  : kind == CPU_GPU_DP ? "data-parallel gradient"
+                                       : "weight sync",
                   err);
     }
     return gpu_comm_host_staged(d->gpu, tc);
@@ -119,6 +120,11 @@ struct gpu_comm *cpu_gpu_comm_dp(struct device *d, MPI_Comm dp)
     if (!d->gpu || size > CPU_GPU_GROUP_MAX) return NULL;
     cpu_comm_bind(&d->dp, dp);
     return group_of(d, CPU_GPU_DP, &d->dp);
+}
+
+struct gpu_comm *cpu_gpu_comm_sync(struct device *d, struct cpu_comm *c)
+{
+    return group_of(d, CPU_GPU_SYNC, c);
 }
 
 void cpu_gpu_comm_free_all(struct device *d)

@@ -7,6 +7,7 @@
  *                   host-staged), cached by membership
  *   cpu_stage16.c   device cuda: bf16 weight syncs straight to a rollout rank's GPU,
  *                   and a sender's page-locked bf16 copy
+ *   cpu_gsync.c     device cuda: weight syncs from GPU to GPU (NCCL)
  *   cpu_tp_model.c  the rollout model of an instance (rollout_model.h): the leader's
  *                   decoder calls mirrored on the other ranks as a command stream
  *   cpu_rollout.c   rollout instances (the engine on that model)
@@ -56,7 +57,7 @@ void cpu_comm_free_owned(struct cpu_comm *c);
  * ranks it spans (cpu_gpu_comm.c). */
 #define CPU_GPU_GROUP_MAX 512
 #define CPU_GPU_CACHE 4
-enum cpu_gpu_kind { CPU_GPU_TP, CPU_GPU_KV, CPU_GPU_DP };
+enum cpu_gpu_kind { CPU_GPU_TP, CPU_GPU_KV, CPU_GPU_DP, CPU_GPU_SYNC };
 struct cpu_gpu_group {
     int kind, n, world[CPU_GPU_GROUP_MAX];
     struct gpu_comm *gc;
@@ -75,7 +76,20 @@ struct cpu_shard {
     const struct cuda_api *pinned; /* the module whose page-locked memory they are (NULL:
                                       pageable, when it had none to give) */
     int staged16;              /* the staged version is in land16, not in stage */
-    int p_lags;
+    int p_lags;                /* 1: p lags held16; 2: held16 lags the instance's GPU
+                                  model too (a GPU-to-GPU sync, cpu_gsync.c) */
+};
+
+/* device cuda: GPU-to-GPU weight syncs (cpu_gsync.c) */
+enum { CPU_GSYNC_OFF, CPU_GSYNC_NCCL, CPU_GSYNC_HOST };
+struct cpu_gsync {
+    int mode;                  /* this epoch's: NCCL, host-staged over MPI (tests), off */
+    struct cpu_comm comm;      /* bound to the epoch's sync communicator */
+    void *nccl;                /* its NCCL communicator (a cached GPU group's) */
+    struct dev_gmsg *run;      /* a receiver's runs waiting for the safe point (n_run) */
+    int n_run, cap_run;
+    int pending, landed;       /* runs waiting; the last sync's runs landed */
+    struct gpu_model *gm;      /* the instance's GPU model, while it exists */
 };
 
 struct device {
@@ -108,6 +122,7 @@ struct device {
     struct cpu_gpu_group gcache[CPU_GPU_CACHE]; /* cpu_gpu_comm's groups, oldest first */
     int n_gcache;
     struct cpu_comm dp;        /* the data-parallel communicator of the last grad_reduce */
+    struct cpu_gsync gs;
     int version;               /* of the weights held; -1 none */
     int staged_version;        /* the stage holds this version, not yet swapped in; -1 none */
     struct dev_inst *inst;     /* the instance this rank belongs to, if any */
@@ -149,6 +164,20 @@ struct gpu_comm *cpu_gpu_comm_kv(struct device *d);
  * every rank). Collective over dp. */
 struct gpu_comm *cpu_gpu_comm_dp(struct device *d, MPI_Comm dp);
 void cpu_gpu_comm_free_all(struct device *d);
+/* The group of the weight syncs' members (c bound to their communicator); collective
+ * over it. */
+struct gpu_comm *cpu_gpu_comm_sync(struct device *d, struct cpu_comm *c);
+
+/* cpu_gsync.c: GPU-to-GPU weight syncs (device_ops.gsync_*, include/libra/device.h). */
+/* This epoch's mode (collective over e->sync; off on device cpu). */
+void cpu_gsync_epoch(struct device *d, const struct device_epoch *e);
+int cpu_gsync_on(const struct device *d);
+void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n);
+void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int version);
+int cpu_gsync_landed(const struct device *d);
+/* At the instance's safe point: the waiting runs received into gm (1), or 0 if none. */
+int cpu_gsync_post(struct device *d, struct gpu_model *gm);
+void cpu_gsync_free(struct device *d);
 
 /* cpu_shard.c */
 /* Makes sh the shard (t, i) of the group comm (the instance's or the replica's ranks,
@@ -181,6 +210,9 @@ void cpu_stage16_install(struct device *d, struct gpu_model *m);
 void cpu_stage16_take(struct device *d);
 /* sh.p made current if it lags the installed bf16 weights. */
 void cpu_stage16_catch_up(struct device *d);
+/* held16 made current if it lags the instance's GPU model (p_lags 2 -> 1): before the
+ * model is freed, or sh.p read. */
+void cpu_stage16_fetch(struct device *d);
 /* Start-up on device cuda, a rank that only serves rollouts: its shard's slices read
  * from the Hugging Face directory dir as bf16 into held16 (sh.p lags); 1, or 0 for any
  * other rank (which reads float32). A bad checkpoint ends the job. */

@@ -99,7 +99,7 @@ int cpu_stage16_read_hf(struct device *d, const char *dir)
 
 const uint16_t *cpu_stage16_held(const struct device *d)
 {
-    return !d->tr && d->sh.p_lags ? d->sh.held16 : NULL;
+    return !d->tr && d->sh.p_lags == 1 ? d->sh.held16 : NULL;
 }
 
 void cpu_stage16_staged(struct device *d) { d->sh.staged16 = 1; }
@@ -124,9 +124,22 @@ void cpu_stage16_take(struct device *d)
     sh->p_lags = 0;
 }
 
+void cpu_stage16_fetch(struct device *d)
+{
+    struct cpu_shard *sh = &d->sh;
+    if (sh->p_lags != 2) return;
+    if (!d->gs.gm)
+        FATAL("rank %d: the shard's weights are on a GPU model that is gone (a bug)", d->a.rank);
+    pair_alloc(d);
+    if (d->gpu->to_host(sh->held16, d->gs.gm->w, sh->p.n * sizeof *sh->held16))
+        FATAL("CUDA: the GPU model's weights to the host: %s", d->gpu->last_error());
+    sh->p_lags = 1;
+}
+
 void cpu_stage16_catch_up(struct device *d)
 {
     struct cpu_shard *sh = &d->sh;
+    cpu_stage16_fetch(d); /* a GPU-to-GPU sync's weights are on the GPU alone */
     if (!sh->p_lags) return;
     st_bf16_to_f32_n(sh->held16, sh->p.mem, sh->p.n);
     sh->p_lags = 0;

@@ -159,6 +159,18 @@ static int run_weights(struct cpu_tp_model *m)
     struct device *d = m->d;
     int32_t v = d->staged_version;
     if (d->sh.t > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT32_T, MPI_MIN, group(m)));
+    if (v >= 0 && d->gs.pending) {
+        /* a GPU-to-GPU sync (every rank of the group has one): received into the model
+         * now, even one of the version it holds -- its sender waits for the receives */
+        if (!m->gm) FATAL("rank %d: a GPU weight sync without a GPU model (a bug)", d->a.rank);
+        cpu_gsync_post(d, m->gm);
+        d->staged_version = -1;
+        if (v <= m->version) return 0; /* the same weights */
+        d->version = v;
+        m->version = v;
+        for (int s = 0; s < m->n_slots; s++) dec_truncate(m, s, 0);
+        return 1;
+    }
     if (v < 0 || v <= m->version) return 0;
     d->version = v;
     m->version = v;
@@ -233,7 +245,7 @@ static const struct rollout_model_ops tp_ops = {op_len, op_truncate, op_prefill,
 
 int cpu_tp_model_agree_weights(struct cpu_tp_model *m)
 {
-    if (m->d->staged_version <= m->version) return 0;
+    if (m->d->staged_version <= m->version && !m->d->gs.pending) return 0;
     struct cmd_hdr h = {CMD_WEIGHTS, 0, 0, 0, 0, 0};
     send_cmd(m, &h, NULL, 0, NULL, 0, NULL, 0);
     return run_weights(m);
@@ -339,6 +351,7 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
         const uint16_t *held = cpu_stage16_held(d); /* bf16 weights sh.p lags */
         m->gm = held ? gpu_model_upload_bf16(d->gpu, &tp->local, held, err, sizeof err)
                      : gpu_model_upload(d->gpu, &tp->local, cpu_live_params(d), err, sizeof err);
+        d->gs.gm = m->gm; /* GPU-to-GPU syncs land there (cpu_gsync.c) */
         if (m->gm)
             m->gd = gpu_decoder_create_tp(m->gm, tp, m->gc, r->slots, r->max_tokens, 128, 0, err,
                                           sizeof err);
@@ -371,6 +384,10 @@ void cpu_tp_model_free(struct cpu_tp_model *m)
     if (!m) return;
     if (m->dec) tfm_decoder_free(m->dec);
     gpu_decoder_free(m->gd);
+    if (m->gm && m->d->gs.gm == m->gm) {
+        cpu_stage16_fetch(m->d); /* a GPU-to-GPU sync's weights, home before they go */
+        m->d->gs.gm = NULL;
+    }
     gpu_model_free(m->gm);
     free(m->keys);
     free(m->positions);

@@ -244,6 +244,9 @@ static const struct cuda_api api = {
     cu_weights_hash,
     cu_host_alloc,
     cu_host_free,
+    cu_nccl_send,
+    cu_nccl_recv,
+    cu_nccl_group,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

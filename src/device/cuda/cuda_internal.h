@@ -126,6 +126,9 @@ int cu_nccl_id(void *id, size_t cap);
 int cu_nccl_init(void **comm, const void *id, int nranks, int rank);
 int cu_nccl_allreduce(void *comm, void *x, size_t n, int f64, int op);
 int cu_nccl_free(void *comm);
+int cu_nccl_send(void *comm, const void *buf, size_t bytes, int peer);
+int cu_nccl_recv(void *comm, void *buf, size_t bytes, int peer);
+int cu_nccl_group(int begin);
 struct cuda_adamw;
 int cu_adamw_update(float *params, float *m, float *v, const float *grads, int64_t n,
                     const struct cuda_adamw *s);

@@ -2,7 +2,8 @@
  * NCCL for the GPU engine's TP groups (include/libra/cuda_api.h, nccl_*): a group's
  * communicator from a unique id the caller distributes, and in-place all-reduces on
  * the module's stream, so they run in order with the kernels around them and a CUDA
- * graph being recorded holds them. A NCCL failure returns -1 with ncclGetErrorString
+ * graph being recorded holds them. Weight syncs' sends and receives (byte buffers,
+ * grouped) run on the same stream. A NCCL failure returns -1 with ncclGetErrorString
  * and ncclGetLastError's detail.
  */
 #include "cuda_internal.h"
@@ -60,5 +61,26 @@ extern "C" int cu_nccl_allreduce(void *comm, void *x, size_t n, int f64, int op)
 extern "C" int cu_nccl_free(void *comm)
 {
     if (comm) NCCL_CHECK(ncclCommDestroy((ncclComm_t)comm));
+    return 0;
+}
+
+extern "C" int cu_nccl_send(void *comm, const void *buf, size_t bytes, int peer)
+{
+    NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, (ncclComm_t)comm, cu_stream()));
+    return 0;
+}
+
+extern "C" int cu_nccl_recv(void *comm, void *buf, size_t bytes, int peer)
+{
+    NCCL_CHECK(ncclRecv(buf, bytes, ncclUint8, peer, (ncclComm_t)comm, cu_stream()));
+    return 0;
+}
+
+extern "C" int cu_nccl_group(int begin)
+{
+    if (begin)
+        NCCL_CHECK(ncclGroupStart());
+    else
+        NCCL_CHECK(ncclGroupEnd());
     return 0;
 }

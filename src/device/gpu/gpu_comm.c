@@ -62,7 +62,8 @@ struct gpu_comm *gpu_comm_host_staged(const struct cuda_api *api, const struct t
     struct staged *s = xcalloc(1, sizeof *s);
     s->api = api;
     s->tc = tc;
-    s->gc = (struct gpu_comm){tc->rank, tc->size, s, staged_f32, staged_f64, 0, staged_release};
+    s->gc = (struct gpu_comm){tc->rank, tc->size, s, staged_f32, staged_f64, 0, staged_release,
+                              NULL};
     return &s->gc;
 }
 
@@ -121,7 +122,8 @@ struct gpu_comm *gpu_comm_nccl(const struct cuda_api *api, const struct tfm_comm
     struct nccl_group *g = xcalloc(1, sizeof *g);
     g->api = api;
     GPU_CHECK(api, api->nccl_init(&g->comm, id, tc->size, tc->rank));
-    g->gc = (struct gpu_comm){tc->rank, tc->size, g, nccl_f32, nccl_f64, 1, nccl_release};
+    g->gc = (struct gpu_comm){tc->rank, tc->size, g, nccl_f32, nccl_f64, 1, nccl_release,
+                              g->comm};
     return &g->gc;
 }
 

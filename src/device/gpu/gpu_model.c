@@ -122,6 +122,23 @@ void gpu_model_set_weights_bf16(struct gpu_model *m, const uint16_t *w16)
     GPU_CHECK(api, api->sync());
 }
 
+void gpu_model_refresh_biases(struct gpu_model *m)
+{
+    const struct tfm_config *c = &m->c;
+    if (!c->attention_bias) return;
+    size_t L = (size_t)c->n_layers, HD = (size_t)c->n_heads * c->head_dim;
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim;
+    struct { size_t at, n; float *to; } b[3] = {
+        {m->at.bq, L * HD, m->bq}, {m->at.bk, L * KD, m->bk}, {m->at.bv, L * KD, m->bv}};
+    for (int k = 0; k < 3; k++) {
+        uint16_t *h = xmalloc((b[k].n ? b[k].n : 1) * sizeof *h);
+        GPU_CHECK(m->api, m->api->to_host(h, m->w + b[k].at, b[k].n * sizeof *h));
+        upload_bias16(m->api, b[k].to, h, b[k].n);
+        free(h);
+    }
+    GPU_CHECK(m->api, m->api->sync());
+}
+
 struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_config *c,
                                    const struct tfm_params *p, char *err, size_t errlen)
 {

@@ -756,6 +756,8 @@ void gpu_trainer_read(struct gpu_trainer *t, size_t off, size_t n, float *f32, u
     GPU_CHECK(t->api, t->api->sync());
 }
 
+const uint16_t *gpu_trainer_weights16(const struct gpu_trainer *t) { return t->w; }
+
 uint64_t gpu_trainer_hash(struct gpu_trainer *t)
 {
     uint64_t h = 0;

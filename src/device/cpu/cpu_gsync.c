@@ -1,0 +1,192 @@
+/*
+ * Weight syncs from GPU to GPU (device cuda; device_ops.gsync_*, include/libra/device.h).
+ *
+ * A bf16 sync to the ranks that only serve rollouts otherwise goes sender GPU -> page-
+ * locked host buffer -> MPI -> receiver's page-locked buffer -> receiver GPU at the
+ * safe point (cpu_stage16.c): two PCIe crossings and the MPI transport in between.
+ * Where every member of the epoch's sync group drives a GPU of its own, NCCL moves the
+ * runs from the sender's GPU (the training engine's bf16 copy of its weights, which
+ * the decoders' rounding makes bit for bit what they decode) into the receiver's GPU
+ * model directly: over NVLink within a node, over the network's GPU path between
+ * nodes.
+ *
+ * When. A sender issues its sends as soon as the sync starts, on the module's stream:
+ * the next optimizer step's kernels come after them there, so the weights they read
+ * are the step's. A receiver keeps its runs until its instance's next safe point
+ * (every rank of the instance together, cpu_tp_model.c's WEIGHTS), then receives them
+ * straight into the GPU model's weights on the same stream -- the next decode step's
+ * kernels wait for them -- and drops the KV caches, as any swap does. So no second
+ * copy of the weights is kept on the GPU (its memory stays the KV cache's), the host
+ * does not wait, and decoding pauses only for the transfer itself. The sender's stream
+ * waits until the receivers get to their safe points (one decode step at most), and
+ * SYNC_DONE leaves a receiver only after it has posted its receives, so the controller
+ * never starts the next sync before every receive of this one is issued.
+ *
+ * The host copies then lag the GPU (sh.p_lags 2): held16 is refreshed from the GPU
+ * model when something reads the shard's weights (cpu_stage16_catch_up) and before
+ * the model is freed (cpu_tp_model.c).
+ *
+ * Mode, decided by the epoch for all members together: NCCL when the cached GPU group
+ * of the sync's members has a NCCL communicator (every member a GPU of its own, NCCL
+ * in the module, LIBRA_NCCL not 0); else off (the MPI path) -- except under
+ * LIBRA_TEST_SYNC_GPU=host, where the same runs are carried host-staged over MPI
+ * (device to host, MPI, host to device, each side blocking until its runs are done),
+ * which lets tests on one GPU, or on the module's host stand-in, run every step of
+ * this path but the NCCL calls. Off too for an epoch in which a rank that only serves
+ * rollouts still keeps a host trainer (back from a loan): its weights are the
+ * trainer's copy, which a receive into the GPU would leave behind.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "libra/gpu_comm.h"
+#include "libra/gpu_model.h"
+#include "libra/gpu_train.h"
+#include "libra/log.h"
+
+#define TAG_GSYNC 302 /* on the sync communicator (host-staged runs) */
+
+void cpu_gsync_epoch(struct device *d, const struct device_epoch *e)
+{
+    struct cpu_gsync *g = &d->gs;
+    g->mode = CPU_GSYNC_OFF;
+    g->nccl = NULL;
+    if (!d->gpu || e->sync == MPI_COMM_NULL) return;
+    int size;
+    MPI_CHECK(MPI_Comm_size(e->sync, &size));
+    if (size > CPU_GPU_GROUP_MAX) return; /* the same on every member */
+    cpu_comm_bind(&g->comm, e->sync);
+    int32_t keeps = e->role == ROLE_ROLLOUT && !e->plan->colocated && d->tr;
+    g->comm.tc.allreduce_i32(g->comm.tc.ctx, &keeps, 1, TFM_RED_MAX);
+    if (keeps) return;
+    struct gpu_comm *gc = cpu_gpu_comm_sync(d, &g->comm);
+    const char *env = getenv("LIBRA_TEST_SYNC_GPU");
+    if (gc->nccl && d->gpu->nccl_send && d->gpu->nccl_recv && d->gpu->nccl_group) {
+        g->mode = CPU_GSYNC_NCCL;
+        g->nccl = gc->nccl;
+    } else if (env && strcmp(env, "host") == 0) {
+        g->mode = CPU_GSYNC_HOST;
+    }
+    if (g->mode != CPU_GSYNC_OFF && g->comm.tc.rank == 0)
+        LOG_I("epoch %d: bf16 weight syncs GPU to GPU (%s)", e->plan->epoch,
+              g->mode == CPU_GSYNC_NCCL ? "NCCL" : "host-staged over MPI: LIBRA_TEST_SYNC_GPU=host");
+}
+
+int cpu_gsync_on(const struct device *d) { return d->gs.mode != CPU_GSYNC_OFF; }
+
+int cpu_gsync_landed(const struct device *d) { return d->gs.landed; }
+
+/* Host-staged runs (tests): dev[k] is run k's device address; each side blocks until
+ * all of its runs are done. */
+static void host_staged(struct device *d, const struct dev_gmsg *m, int n, uint16_t **dev,
+                        int send)
+{
+    const struct cuda_api *api = d->gpu;
+    size_t total = 0;
+    for (int k = 0; k < n; k++) total += m[k].n;
+    uint16_t *h = xmalloc((total ? total : 1) * sizeof *h);
+    MPI_Request *req = xmalloc((size_t)(n ? n : 1) * sizeof *req);
+    size_t at = 0;
+    for (int k = 0; k < n; k++) {
+        if (m[k].n > INT_MAX) FATAL("weight sync: a run of %zu values exceeds one MPI count", m[k].n);
+        if (send) {
+            if (api->to_host(h + at, dev[k], m[k].n * sizeof *h))
+                FATAL("CUDA: a weight sync's run to the host: %s", api->last_error());
+            MPI_CHECK(MPI_Isend(h + at, (int)m[k].n, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
+                                d->gs.comm.comm, &req[k]));
+        } else {
+            MPI_CHECK(MPI_Irecv(h + at, (int)m[k].n, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
+                                d->gs.comm.comm, &req[k]));
+        }
+        at += m[k].n;
+    }
+    MPI_CHECK(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+    at = 0;
+    for (int k = 0; !send && k < n; k++) {
+        if (api->to_device(dev[k], h + at, m[k].n * sizeof *h))
+            FATAL("CUDA: a weight sync's run to the GPU: %s", api->last_error());
+        at += m[k].n;
+    }
+    free(req);
+    free(h);
+}
+
+/* The runs m[0 .. n) between dev[k] and their peers: one NCCL group, or host-staged. */
+static void carry(struct device *d, const struct dev_gmsg *m, int n, uint16_t **dev, int send)
+{
+    const struct cuda_api *api = d->gpu;
+    if (d->gs.mode == CPU_GSYNC_HOST) {
+        host_staged(d, m, n, dev, send);
+        return;
+    }
+    if (api->nccl_group(1)) FATAL("NCCL: a weight sync's group: %s", api->last_error());
+    for (int k = 0; k < n; k++) {
+        size_t bytes = m[k].n * sizeof(uint16_t);
+        int rc = send ? api->nccl_send(d->gs.nccl, dev[k], bytes, m[k].peer)
+                      : api->nccl_recv(d->gs.nccl, dev[k], bytes, m[k].peer);
+        if (rc) FATAL("NCCL: a weight sync's %s: %s", send ? "send" : "receive", api->last_error());
+    }
+    if (api->nccl_group(0)) FATAL("NCCL: a weight sync's group: %s", api->last_error());
+}
+
+void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n)
+{
+    if (d->gs.mode == CPU_GSYNC_OFF) FATAL("rank %d: a GPU weight sync in an epoch without one (a bug)", d->a.rank);
+    cpu_train_prepare(d); /* the GPU trainer, whose bf16 copy the runs come from */
+    const uint16_t *w = gpu_trainer_weights16(d->gtr);
+    const struct tfm_params *live = &d->tr->p;
+    uint16_t **dev = xmalloc((size_t)(n ? n : 1) * sizeof *dev);
+    for (int k = 0; k < n; k++) {
+        if (m[k].at < live->mem || m[k].at + m[k].n > live->mem + live->n)
+            FATAL("rank %d: a weight sync's run outside its weights (a bug)", d->a.rank);
+        dev[k] = (uint16_t *)(w + (m[k].at - live->mem)); /* only read */
+    }
+    carry(d, m, n, dev, 1);
+    free(dev);
+}
+
+void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int version)
+{
+    struct cpu_gsync *g = &d->gs;
+    struct cpu_shard *sh = &d->sh;
+    if (g->mode == CPU_GSYNC_OFF || !d->inst || d->tr)
+        FATAL("rank %d: a GPU weight sync to a rank without an instance of its own or in an "
+              "epoch without GPU syncs (a bug)", d->a.rank);
+    if (n > g->cap_run) {
+        g->cap_run = n;
+        g->run = xrealloc(g->run, (size_t)n * sizeof *g->run);
+    }
+    for (int k = 0; k < n; k++)
+        if (m[k].at < sh->stage || m[k].at + m[k].n > sh->stage + sh->p.n)
+            FATAL("rank %d: a weight sync's run outside the staging buffer (a bug)", d->a.rank);
+    memcpy(g->run, m, (size_t)n * sizeof *m);
+    g->n_run = n;
+    g->pending = 1;
+    g->landed = 0;
+    d->staged_version = version; /* swapped in by the instance (every rank together) */
+    sh->staged16 = 0;
+}
+
+int cpu_gsync_post(struct device *d, struct gpu_model *gm)
+{
+    struct cpu_gsync *g = &d->gs;
+    if (!g->pending) return 0;
+    uint16_t **dev = xmalloc((size_t)(g->n_run ? g->n_run : 1) * sizeof *dev);
+    for (int k = 0; k < g->n_run; k++) dev[k] = gm->w + (g->run[k].at - d->sh.stage);
+    carry(d, g->run, g->n_run, dev, 0);
+    free(dev);
+    gpu_model_refresh_biases(gm); /* qwen2's q/k/v biases: their float32 copies */
+    g->pending = 0;
+    g->landed = 1;
+    d->sh.p_lags = 2;
+    return 1;
+}
+
+void cpu_gsync_free(struct device *d)
+{
+    free(d->gs.run);
+    d->gs.run = NULL;
+    d->gs.n_run = d->gs.cap_run = 0;
+}
