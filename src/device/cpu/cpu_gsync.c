@@ -134,15 +134,20 @@ static void carry(struct device *d, const struct dev_gmsg *m, int n, uint16_t **
 void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n)
 {
     if (d->gs.mode == CPU_GSYNC_OFF) FATAL("rank %d: a GPU weight sync in an epoch without one (a bug)", d->a.rank);
-    cpu_train_prepare(d); /* the GPU trainer, whose bf16 copy the runs come from */
-    const uint16_t *w = gpu_trainer_weights16(d->gtr);
-    const struct tfm_params *live = &d->tr->p;
-    uint16_t **dev = xmalloc((size_t)(n ? n : 1) * sizeof *dev);
+    /* the runs' offsets in the live weights' layout, taken before the trainer (if it is
+     * made now) takes those weights over */
+    const struct tfm_params *live = cpu_live_layout(d);
+    size_t *off = xmalloc((size_t)(n ? n : 1) * sizeof *off);
     for (int k = 0; k < n; k++) {
         if (m[k].at < live->mem || m[k].at + m[k].n > live->mem + live->n)
             FATAL("rank %d: a weight sync's run outside its weights (a bug)", d->a.rank);
-        dev[k] = (uint16_t *)(w + (m[k].at - live->mem)); /* only read */
+        off[k] = (size_t)(m[k].at - live->mem);
     }
+    cpu_train_prepare(d); /* the GPU trainer, whose bf16 copy the runs come from */
+    const uint16_t *w = gpu_trainer_weights16(d->gtr);
+    uint16_t **dev = xmalloc((size_t)(n ? n : 1) * sizeof *dev);
+    for (int k = 0; k < n; k++) dev[k] = (uint16_t *)(w + off[k]); /* only read */
+    free(off);
     carry(d, m, n, dev, 1);
     free(dev);
 }
