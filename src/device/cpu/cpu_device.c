@@ -226,6 +226,10 @@ static void cpu_weights_staged(struct device *d, int version)
 
 static void cpu_weights_unstage(struct device *d)
 {
+    if (d->gs.pending) /* its sender waits for the receives: they cannot be dropped */
+        FATAL("rank %d: a weight sync arrived before the GPU-to-GPU sync of version %d "
+              "was received (the controller waits for its SYNC_DONE: a bug)", d->a.rank,
+              d->staged_version);
     d->staged_version = -1; /* a TP group's ranks then agree on no swap (MIN) */
     d->sh.staged16 = 0;
 }
