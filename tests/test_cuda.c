@@ -1503,6 +1503,39 @@ static void test_host_alloc(void)
     free(back);
 }
 
+/* copy2d (a weight sync's strided runs): columns [5, 5 + 37) of a 19 x 100 bf16 block
+ * packed into a contiguous buffer, and unpacked into a zeroed block -- each value where
+ * the host's loop puts it, nothing else written; on the host module, rows wider than
+ * their pitch are refused. */
+static void test_copy2d(void)
+{
+    enum { R = 19, P = 100, C0 = 5, W = 37 };
+    uint16_t h[R * P], packed[R * W], back[R * P], want[R * P];
+    for (int i = 0; i < R * P; i++) h[i] = (uint16_t)(i * 40503u + 1);
+    uint16_t *d = dev_copy(h, sizeof h), *pk = NULL, *un = NULL;
+    CU_OK(api->alloc((void **)&pk, sizeof packed));
+    CU_OK(api->alloc((void **)&un, sizeof back));
+    CU_OK(api->zero(un, sizeof back));
+    CU_OK(api->copy2d(pk, W * 2, d + C0, P * 2, W * 2, R));
+    CU_OK(api->copy2d(un + C0, P * 2, pk, W * 2, W * 2, R));
+    CU_OK(api->to_host(packed, pk, sizeof packed));
+    CU_OK(api->to_host(back, un, sizeof back));
+    CU_OK(api->sync());
+    memset(want, 0, sizeof want);
+    int bad = 0;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < W; c++) {
+            bad += packed[r * W + c] != h[r * P + C0 + c];
+            want[r * P + C0 + c] = h[r * P + C0 + c];
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(memcmp(back, want, sizeof want) == 0);
+    if (api == cuda_host_api()) CU_ASSERT(api->copy2d(pk, W * 2, d, W, W * 2, R) != 0);
+    api->free(un);
+    api->free(pk);
+    api->free(d);
+}
+
 /* The host module itself (include/libra/cuda_host.h), whichever module the rest of
  * this suite runs on: its memory budget and alignment, a graph recorded (its kernels
  * not run until launched, and then on what the memory holds at launch) and replayed, a
@@ -1595,6 +1628,7 @@ int main(void)
          test_weights_hash},
         {"host_alloc: page-locked memory to the GPU and back; host_free's refusals",
          test_host_alloc},
+        {"copy2d: a column block packed and unpacked", test_copy2d},
         {"the host module: memory budget, graphs recorded and replayed, refusals",
          test_host_module},
         {NULL, NULL},

@@ -25,6 +25,10 @@
  *    back: its weights, read through read_slices, are the installed bf16 weights
  *    widened (the float32 copy lagged the GPU model), not the ones it held before the
  *    syncs.
+ * And GPU to GPU (device gsync_*, carried host-staged under LIBRA_TEST_SYNC_GPU=host):
+ * TP 1 to TP 1 (an instance closed and reopened keeps what it received), TP 1 to TP 2
+ * (the sender packs strided runs), TP 2 to TP 2 and to TP 1 (the receiver unpacks):
+ * every rollout rank holds the pattern, swapped in, 2 bytes a parameter received.
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
@@ -449,11 +453,10 @@ static void gpu_round(struct worker *w, const struct plan *p, int round, int gpu
 
 /* Device cuda with GPU-to-GPU syncs carried host-staged (LIBRA_TEST_SYNC_GPU=host: the
  * whole path but the NCCL calls). Plan C (8 TP-1 instances from one TP-1 trainer): the
- * runs go GPU to GPU; an instance closed and opened again on the same shard keeps the
- * weights it received. Then the instances become TP 2 while the trainer stays TP 1: the
- * o_proj and down_proj blocks are column slices of the trainer's, strided runs, so that
- * sync takes the MPI path -- after the TP-1 instances were closed with their weights
- * on the GPU alone (fetched home first). */
+ * runs go GPU to GPU; an instance closed with its weights on the GPU alone (fetched
+ * home first) and opened again on the same shard keeps the weights it received. Then
+ * TP-2 instances from a TP-1 trainer: their o_proj and down_proj blocks are column
+ * slices of the trainer's, strided runs the sender packs on its GPU. */
 static void test_sync_gpu_tp1(void)
 {
     setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
@@ -473,16 +476,21 @@ static void test_sync_gpu_tp1(void)
         CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND);
         CU_ASSERT_EQUAL(check_installed(w, 1, 0, ROUND), 0);
     }
+    finish(w, &c0, &p, &old);
+    /* TP-2 instances from a TP-1 trainer (fresh workers: the pattern is written into
+     * the host weights before the trainer's GPU copy is made from them) */
+    w = case_begin(&g_cuda_cfg, &c0, &p, &old);
     static const int tp2[] = {2, 2, 2, 2};
-    build(&p, 1, 1, tp2, 4, 3);
+    build(&p, 1, 1, tp2, 4, 0);
     apply(w, &c0, &p, &old);
-    gpu_round(w, &p, ROUND + 1, 0, -1);
+    gpu_round(w, &p, ROUND + 1, 1, -1);
     finish(w, &c0, &p, &old);
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
 
-/* The same from a TP-2 replica to three TP-2 instances (the same blocks on both
- * sides: GPU to GPU), each instance's two ranks taking their runs together. */
+/* The same from a TP-2 replica to three TP-2 instances (the same blocks on both sides),
+ * each instance's two ranks taking their runs together, and to a TP-1 instance, which
+ * unpacks the column halves of o_proj and down_proj from its two senders on its GPU. */
 static void test_sync_gpu_tp2(void)
 {
     setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
@@ -491,8 +499,6 @@ static void test_sync_gpu_tp2(void)
     struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
     static const int tp[] = {2, 2, 2, 1};
     build(&p, 2, 2, tp, 4, 0);
-    for (int r = 1; r < N_WORLD; r++) /* the TP-1 instance (the last) idles */
-        if (p.ranks[r].role == ROLE_ROLLOUT && p.ranks[r].tp == 1) idle_rank(&p, r);
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND, 1, -1);
     finish(w, &c0, &p, &old);
@@ -503,9 +509,9 @@ static const struct test_case sync_cases[] = {
     {"shard-matched sync: TP [4,2,1] from a TP-2 replica, TP [2,2,1,1,1,1] from TP 1", test_sync},
     {"device cuda: bf16 syncs straight to the rollout GPUs, widened for a new instance",
      test_sync_bf16_cuda},
-    {"device cuda, GPU to GPU (host-staged): TP 1 to TP 1; strided runs take MPI",
+    {"device cuda, GPU to GPU (host-staged): TP 1 to TP 1, then to TP 2 (packed runs)",
      test_sync_gpu_tp1},
-    {"device cuda, GPU to GPU (host-staged): a TP-2 replica to TP-2 instances",
+    {"device cuda, GPU to GPU (host-staged): a TP-2 replica to TP 2 and TP 1 (unpacked)",
      test_sync_gpu_tp2},
     {NULL, NULL},
 };

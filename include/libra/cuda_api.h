@@ -130,7 +130,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 18 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 19 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -325,6 +325,11 @@ struct cuda_api {
     int (*nccl_send)(void *comm, const void *buf, size_t bytes, int peer);
     int (*nccl_recv)(void *comm, void *buf, size_t bytes, int peer);
     int (*nccl_group)(int begin);
+    /* ---- a strided block between device buffers, on the kernels' stream (in order with
+     * them): height rows of width bytes, their starts dpitch and spitch bytes apart (a
+     * weight sync packs and unpacks its strided runs with it) ---- */
+    int (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                  size_t height);
 };
 
 /* The one symbol the module exports. */

@@ -91,15 +91,22 @@ struct device_epoch {
     MPI_Comm sync;             /* the weight syncs' members (MPI_COMM_NULL: not one) */
 };
 
-/* One contiguous run of a GPU-to-GPU weight sync (gsync_send / gsync_recv): n values
- * of this rank's slices from `at` on (a pointer into a DEV_SLICES_SEND slice's data for
- * a sender, a DEV_SLICES_STAGE slice's for a receiver), to or from rank `peer` of the
- * sync communicator. */
+/* One run of a GPU-to-GPU weight sync (gsync_send / gsync_recv): a block of rows x cols
+ * values of this rank's slices whose first value is at `at` (a pointer into a
+ * DEV_SLICES_SEND slice's data for a sender, a DEV_SLICES_STAGE slice's for a
+ * receiver) and whose rows start `pitch` values apart (pitch = cols, or one row:
+ * contiguous), to or from rank `peer` of the sync communicator. The runs of one `group`
+ * go as one NCCL group; groups are numbered in one order for the whole sync. */
 struct dev_gmsg {
-    int peer;
+    int peer, group;
     const float *at;
-    size_t n;
+    size_t rows, cols, pitch;
 };
+
+static inline int dev_gmsg_strided(const struct dev_gmsg *m)
+{
+    return m->rows > 1 && m->pitch != m->cols;
+}
 
 /* One block of a model tensor a rank holds: rows [r0, r0 + nr) x cols [c0, c0 + nc)
  * of the full (full_rows x full_cols) tensor number `tensor` (Hugging Face order),
@@ -238,8 +245,7 @@ struct device_ops {
     /* Optional (NULL: every sync goes through MPI): bf16 syncs from GPU to GPU. The
      * epoch (collective over its sync communicator) decides, the same on every member,
      * whether this epoch's syncs to the ranks that only serve rollouts may (gsync_on 1):
-     * NCCL where every member drives a GPU of its own. Then, for a sync whose runs are
-     * all contiguous on both sides:
+     * NCCL where every member drives a GPU of its own. Then:
      *   gsync_send   a sender's runs, from the bf16 copy of its weights on its GPU,
      *                issued now (in order with its later kernels: the next optimizer
      *                step does not overwrite them first);
@@ -247,7 +253,9 @@ struct device_ops {
      *                at the instance's next safe point (every rank of the instance
      *                together), which swaps the version in;
      *   gsync_landed a receiver: 1 once that safe point has passed.
-     * The runs of one pair of ranks are listed in the same order on both sides. */
+     * The runs of one pair of ranks are listed in the same order on both sides, and
+     * each side's groups in the sync's order; a strided run is a group of its own
+     * (packed into, or unpacked from, a buffer on the GPU). */
     int (*gsync_on)(const struct device *d);
     void (*gsync_send)(struct device *d, const struct dev_gmsg *m, int n);
     void (*gsync_recv)(struct device *d, const struct dev_gmsg *m, int n, int version);

@@ -35,11 +35,10 @@
  * float32 for all.
  *
  * GPU to GPU (device gsync_*: device cuda, NCCL over the sync's members): when the
- * device's epoch allows it and every bf16 run is contiguous on both sides, the bf16
- * blocks go as runs from the sender's GPU to the receiver's GPU model instead -- the
- * sender issues them at once, the receiver at its instance's next safe point, and its
- * SYNC_DONE waits for that (gpu_wait). Both sides list a pair's runs in the order of
- * the loop below.
+ * device's epoch allows it, the bf16 blocks go as runs from the sender's GPU to the
+ * receiver's GPU model instead (gpu_runs) -- the sender issues them at once, the
+ * receiver at its instance's next safe point, and its SYNC_DONE waits for that
+ * (gpu_wait).
  *
  * A colocated plan's sync moves nothing between ranks: every rollout rank is a training
  * replica holding the step's weights (the replicas compare hashes after every step), so
@@ -124,55 +123,64 @@ static int first_holder(const struct side *senders, int k, const struct dev_slic
     return 1;
 }
 
-/* Overlap o of block s as one contiguous run of s's data (whole rows, or one row). */
-static int contiguous(const struct dev_slice *s, const struct overlap *o)
+/* Whether this sync's bf16 blocks go from GPU to GPU (device gsync_*): the device's
+ * epoch allows it (the same answer on every member). */
+static int gpu_on(const struct worker *w)
 {
-    return o->nc == s->nc || o->nr == 1;
+    return w->ops->gsync_on && w->ops->gsync_on(w->dev) && !getenv("LIBRA_TEST_SYNC_F32");
 }
 
-/* Where overlap o starts in block s stored at data. */
-static const float *run_start(const struct dev_slice *s, const float *data,
-                              const struct overlap *o)
-{
-    return data + (o->r0 - s->r0) * s->nc + (o->c0 - s->c0);
-}
-
-/* Whether this sync's bf16 runs go from GPU to GPU (device gsync_*): the device's epoch
- * allows it and every run to a bf16 receiver is contiguous on both sides (TP degrees
- * that split a tensor differently on the two sides give strided runs, which stay on the
- * MPI path). Every member computes the same answer from the plan's geometry. */
-static int gpu_sync(struct worker *w, const struct side *senders, int n_send, const int *members,
-                    int n_mem)
-{
-    if (!w->ops->gsync_on || !w->ops->gsync_on(w->dev) || getenv("LIBRA_TEST_SYNC_F32"))
-        return 0;
-    const struct plan *p = &w->plan;
-    int ok = 1;
-    for (int q = n_send; ok && q < n_mem; q++) {
-        if (!wire_bf16(w, members[q])) continue;
-        struct side rcv;
-        side_get(w, &rcv, p->ranks[members[q]].tp, p->ranks[members[q]].index,
-                 DEV_SLICES_GEOMETRY);
-        for (int m = 0; ok && m < rcv.n; m++)
-            for (int k = 0; ok && k < n_send; k++)
-                for (int b = 0; ok && b < senders[k].n; b++) {
-                    struct overlap o;
-                    const struct dev_slice *sb = &senders[k].s[b];
-                    if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
-                    ok = contiguous(&rcv.s[m], &o) && contiguous(sb, &o);
-                }
-        free(rcv.s);
-    }
-    return ok;
-}
-
-static void add_run(struct wk_sync *y, int peer, const float *at, size_t n)
+/* The run of overlap o in block s stored at data, to or from peer, in group g. */
+static void add_run(struct wk_sync *y, int peer, int g, const struct dev_slice *s,
+                    const float *data, const struct overlap *o)
 {
     if (y->n_run == y->cap_run) {
         y->cap_run = y->cap_run ? 2 * y->cap_run : 64;
         y->run = xrealloc(y->run, (size_t)y->cap_run * sizeof *y->run);
     }
-    y->run[y->n_run++] = (struct dev_gmsg){peer, at, n};
+    const float *at = data + (o->r0 - s->r0) * s->nc + (o->c0 - s->c0);
+    y->run[y->n_run++] = (struct dev_gmsg){peer, g, at, (size_t)o->nr, (size_t)o->nc,
+                                           (size_t)s->nc};
+}
+
+/* A GPU sync's runs: every (receiver, slice, sender, block) overlap to a bf16 receiver,
+ * in one order every member walks alike, numbered into groups -- a run strided on
+ * either side (packed or unpacked on the GPU) a group of its own, the contiguous runs
+ * between two such one group -- and this rank's own collected into y->run (as receiver,
+ * or as sender me_send, whose blocks start at live[b]). Each group waits only for the
+ * groups before it on the ranks it involves, so the sync cannot deadlock. */
+static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *senders, int n_send,
+                     const int *members, int n_mem, int me_send, const float *const *live)
+{
+    const struct plan *p = &w->plan;
+    int g = 0, open = 0; /* the group number; a group of contiguous runs is open */
+    y->n_run = 0;
+    for (int q = n_send; q < n_mem; q++) {
+        if (!wire_bf16(w, members[q])) continue;
+        int mine = members[q] == w->rank;
+        struct side rcv;
+        side_get(w, &rcv, p->ranks[members[q]].tp, p->ranks[members[q]].index,
+                 mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
+        for (int m = 0; m < rcv.n; m++)
+            for (int k = 0; k < n_send; k++)
+                for (int b = 0; b < senders[k].n; b++) {
+                    struct overlap o;
+                    const struct dev_slice *sb = &senders[k].s[b];
+                    if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
+                    int strided = (o.nc != rcv.s[m].nc || o.nc != sb->nc) && o.nr > 1;
+                    if (strided || !open) g++;
+                    open = !strided;
+                    long long bytes = (long long)(o.nr * o.nc) * (long long)sizeof(uint16_t);
+                    if (mine) {
+                        add_run(y, k, g, &rcv.s[m], rcv.s[m].data, &o);
+                        y->bytes_in += bytes;
+                    } else if (k == me_send) {
+                        add_run(y, q, g, sb, live[b], &o);
+                        y->bytes_out += bytes;
+                    }
+                }
+        free(rcv.s);
+    }
 }
 
 static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
@@ -315,7 +323,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     uint16_t *copy16 = NULL;
     size_t *off16 = NULL;
     int any16 = 0, any32 = 0;
-    y->gpu = gpu_sync(w, senders, n_send, members, n_mem);
+    y->gpu = gpu_on(w);
     for (int q = n_send; q < n_mem; q++) {
         int b16 = wire_bf16(w, members[q]);
         any16 |= b16 && !y->gpu;
@@ -328,6 +336,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         for (int b = 0; b < senders[me_send].n; b++) live[b] = senders[me_send].s[b].data;
     }
     y->n_run = 0;
+    if (y->gpu) gpu_runs(w, y, senders, n_send, members, n_mem, me_send, live);
     int ours16 = 0;
     if (me_send >= 0)
         snapshot(w, &senders[me_send], any32, any16, &copy, &copy16, &off16, &ours16);
@@ -343,11 +352,14 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         int b16 = wire_bf16(w, members[q]);
         MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
         long long esize = b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float);
-        int on_gpu = b16 && y->gpu;
-        if (mine && b16 && !on_gpu)
+        if (b16 && y->gpu) { /* its runs are gpu_runs' */
+            free(rcv.s);
+            continue;
+        }
+        if (mine && b16)
             y->direct16 = rcv.n > 0 && w->ops->stage_bf16 &&
                           w->ops->stage_bf16(w->dev, rcv.s[0].data);
-        if (mine && b16 && !on_gpu && !y->direct16) recv16_prepare(y, &rcv);
+        if (mine && b16 && !y->direct16) recv16_prepare(y, &rcv);
         for (int m = 0; m < rcv.n; m++)
             for (int k = 0; k < n_send; k++) {
                 if (!mine && k != me_send) continue;
@@ -357,17 +369,6 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                     if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
                     MPI_Request r;
                     long long bytes = (long long)(o.nr * o.nc) * esize;
-                    if (on_gpu) { /* a run, in this (receiver, slice, sender, block) order */
-                        size_t len = (size_t)(o.nr * o.nc);
-                        if (mine) {
-                            add_run(y, k, run_start(&rcv.s[m], rcv.s[m].data, &o), len);
-                            y->bytes_in += bytes;
-                        } else {
-                            add_run(y, q, run_start(sb, live[b], &o), len);
-                            y->bytes_out += bytes;
-                        }
-                        continue;
-                    }
                     if (mine) {
                         MPI_Datatype t = block_type(&rcv.s[m], &o, elem);
                         void *at = !b16 ? (void *)rcv.s[m].data

@@ -10,6 +10,13 @@
  * model directly: over NVLink within a node, over the network's GPU path between
  * nodes.
  *
+ * Runs. The worker lists them (weight_sync.c, gpu_runs): blocks of rows x cols values
+ * in each side's layout, numbered into groups in one order for the whole sync. A run
+ * strided on this side (a column slice of the block it comes from or goes to: the two
+ * sides cut the tensor differently) is packed into a GPU buffer before its send, or
+ * unpacked from one after its receive (the module's copy2d); it is a group of its own,
+ * so one buffer of the largest such run serves them all in turn, on the stream.
+ *
  * When. A sender issues its sends as soon as the sync starts, on the module's stream:
  * the next optimizer step's kernels come after them there, so the weights they read
  * are the step's. A receiver keeps its runs until its instance's next safe point
@@ -78,42 +85,46 @@ int cpu_gsync_on(const struct device *d) { return d->gs.mode != CPU_GSYNC_OFF; }
 
 int cpu_gsync_landed(const struct device *d) { return d->gs.landed; }
 
-/* Host-staged runs (tests): dev[k] is run k's device address; each side blocks until
- * all of its runs are done. */
+static size_t run_n(const struct dev_gmsg *m) { return m->rows * m->cols; }
+
+/* Host-staged runs (tests): dev[k] is run k's contiguous device buffer; each side
+ * blocks until all of its runs are done. */
 static void host_staged(struct device *d, const struct dev_gmsg *m, int n, uint16_t **dev,
                         int send)
 {
     const struct cuda_api *api = d->gpu;
     size_t total = 0;
-    for (int k = 0; k < n; k++) total += m[k].n;
+    for (int k = 0; k < n; k++) total += run_n(&m[k]);
     uint16_t *h = xmalloc((total ? total : 1) * sizeof *h);
     MPI_Request *req = xmalloc((size_t)(n ? n : 1) * sizeof *req);
     size_t at = 0;
     for (int k = 0; k < n; k++) {
-        if (m[k].n > INT_MAX) FATAL("weight sync: a run of %zu values exceeds one MPI count", m[k].n);
+        size_t len = run_n(&m[k]);
+        if (len > INT_MAX) FATAL("weight sync: a run of %zu values exceeds one MPI count", len);
         if (send) {
-            if (api->to_host(h + at, dev[k], m[k].n * sizeof *h))
+            if (api->to_host(h + at, dev[k], len * sizeof *h))
                 FATAL("CUDA: a weight sync's run to the host: %s", api->last_error());
-            MPI_CHECK(MPI_Isend(h + at, (int)m[k].n, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
+            MPI_CHECK(MPI_Isend(h + at, (int)len, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
                                 d->gs.comm.comm, &req[k]));
         } else {
-            MPI_CHECK(MPI_Irecv(h + at, (int)m[k].n, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
+            MPI_CHECK(MPI_Irecv(h + at, (int)len, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
                                 d->gs.comm.comm, &req[k]));
         }
-        at += m[k].n;
+        at += len;
     }
     MPI_CHECK(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
     at = 0;
     for (int k = 0; !send && k < n; k++) {
-        if (api->to_device(dev[k], h + at, m[k].n * sizeof *h))
+        if (api->to_device(dev[k], h + at, run_n(&m[k]) * sizeof *h))
             FATAL("CUDA: a weight sync's run to the GPU: %s", api->last_error());
-        at += m[k].n;
+        at += run_n(&m[k]);
     }
     free(req);
     free(h);
 }
 
-/* The runs m[0 .. n) between dev[k] and their peers: one NCCL group, or host-staged. */
+/* One group's runs m[0 .. n) between the contiguous device buffers dev[k] and their
+ * peers: one NCCL group, or host-staged. */
 static void carry(struct device *d, const struct dev_gmsg *m, int n, uint16_t **dev, int send)
 {
     const struct cuda_api *api = d->gpu;
@@ -123,12 +134,71 @@ static void carry(struct device *d, const struct dev_gmsg *m, int n, uint16_t **
     }
     if (api->nccl_group(1)) FATAL("NCCL: a weight sync's group: %s", api->last_error());
     for (int k = 0; k < n; k++) {
-        size_t bytes = m[k].n * sizeof(uint16_t);
+        size_t bytes = run_n(&m[k]) * sizeof(uint16_t);
         int rc = send ? api->nccl_send(d->gs.nccl, dev[k], bytes, m[k].peer)
                       : api->nccl_recv(d->gs.nccl, dev[k], bytes, m[k].peer);
         if (rc) FATAL("NCCL: a weight sync's %s: %s", send ? "send" : "receive", api->last_error());
     }
     if (api->nccl_group(0)) FATAL("NCCL: a weight sync's group: %s", api->last_error());
+}
+
+/* The GPU buffer a strided run is packed into or unpacked from, grown (before any run
+ * is issued: freeing one in use would wait for the peers) to the largest of m. */
+static uint16_t *strided_buffer(struct device *d, const struct dev_gmsg *m, int n)
+{
+    struct cpu_gsync *g = &d->gs;
+    size_t most = 0;
+    for (int k = 0; k < n; k++)
+        if (dev_gmsg_strided(&m[k]) && run_n(&m[k]) > most) most = run_n(&m[k]);
+    if (most > g->cap_pack) {
+        if (d->gpu->free(g->pack)) FATAL("CUDA: free: %s", d->gpu->last_error());
+        g->pack = NULL;
+        g->cap_pack = 0;
+        if (d->gpu->alloc((void **)&g->pack, most * sizeof *g->pack))
+            FATAL("rank %d: no GPU memory for a weight sync's strided runs (%.1f MB): %s",
+                  d->a.rank, most * sizeof *g->pack / 1e6, d->gpu->last_error());
+        g->cap_pack = most;
+    }
+    return g->pack;
+}
+
+/* A strided run between its place in a bf16 block (at, rows `pitch` apart) and the
+ * contiguous buffer buf. */
+static void strided_copy(struct device *d, const struct dev_gmsg *m, uint16_t *at, uint16_t *buf,
+                         int pack)
+{
+    size_t row = m->cols * sizeof *buf, pitch = m->pitch * sizeof *buf;
+    int rc = pack ? d->gpu->copy2d(buf, row, at, pitch, row, m->rows)
+                  : d->gpu->copy2d(at, pitch, buf, row, row, m->rows);
+    if (rc) FATAL("CUDA: a weight sync's strided run: %s", d->gpu->last_error());
+}
+
+/* Runs m[0 .. n), whose first values are at[k] in a bf16 block on the GPU, group by
+ * group: a strided run packed before its send or unpacked after its receive (all on
+ * the module's stream, so the buffer is reused only once its run is done). */
+static void by_groups(struct device *d, const struct dev_gmsg *m, int n, uint16_t **at, int send)
+{
+    uint16_t *buf = strided_buffer(d, m, n);
+    uint16_t **dev = xmalloc((size_t)(n ? n : 1) * sizeof *dev);
+    for (int k0 = 0, k1; k0 < n; k0 = k1) {
+        for (k1 = k0 + 1; k1 < n && m[k1].group == m[k0].group;) k1++;
+        for (int k = k0; k < k1; k++) dev[k] = dev_gmsg_strided(&m[k]) ? buf : at[k];
+        for (int k = k0; send && k < k1; k++)
+            if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 1);
+        carry(d, m + k0, k1 - k0, dev + k0, send);
+        for (int k = k0; !send && k < k1; k++)
+            if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 0);
+    }
+    free(dev);
+}
+
+/* Whether run m lies within n values from base. */
+static int inside(const struct dev_gmsg *m, const float *base, size_t n)
+{
+    if (m->rows == 0) return 1;
+    if (m->at < base) return 0;
+    size_t first = (size_t)(m->at - base), span = (m->rows - 1) * m->pitch + m->cols;
+    return first <= n && span <= n - first;
 }
 
 void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n)
@@ -139,17 +209,17 @@ void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n)
     const struct tfm_params *live = cpu_live_layout(d);
     size_t *off = xmalloc((size_t)(n ? n : 1) * sizeof *off);
     for (int k = 0; k < n; k++) {
-        if (m[k].at < live->mem || m[k].at + m[k].n > live->mem + live->n)
+        if (!inside(&m[k], live->mem, live->n))
             FATAL("rank %d: a weight sync's run outside its weights (a bug)", d->a.rank);
         off[k] = (size_t)(m[k].at - live->mem);
     }
     cpu_train_prepare(d); /* the GPU trainer, whose bf16 copy the runs come from */
-    const uint16_t *w = gpu_trainer_weights16(d->gtr);
-    uint16_t **dev = xmalloc((size_t)(n ? n : 1) * sizeof *dev);
-    for (int k = 0; k < n; k++) dev[k] = (uint16_t *)(w + off[k]); /* only read */
+    uint16_t *w = (uint16_t *)gpu_trainer_weights16(d->gtr); /* only read */
+    uint16_t **at = xmalloc((size_t)(n ? n : 1) * sizeof *at);
+    for (int k = 0; k < n; k++) at[k] = w + off[k];
     free(off);
-    carry(d, m, n, dev, 1);
-    free(dev);
+    by_groups(d, m, n, at, 1);
+    free(at);
 }
 
 void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int version)
@@ -164,7 +234,7 @@ void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int versi
         g->run = xrealloc(g->run, (size_t)n * sizeof *g->run);
     }
     for (int k = 0; k < n; k++)
-        if (m[k].at < sh->stage || m[k].at + m[k].n > sh->stage + sh->p.n)
+        if (!inside(&m[k], sh->stage, sh->p.n))
             FATAL("rank %d: a weight sync's run outside the staging buffer (a bug)", d->a.rank);
     memcpy(g->run, m, (size_t)n * sizeof *m);
     g->n_run = n;
@@ -178,10 +248,10 @@ int cpu_gsync_post(struct device *d, struct gpu_model *gm)
 {
     struct cpu_gsync *g = &d->gs;
     if (!g->pending) return 0;
-    uint16_t **dev = xmalloc((size_t)(g->n_run ? g->n_run : 1) * sizeof *dev);
-    for (int k = 0; k < g->n_run; k++) dev[k] = gm->w + (g->run[k].at - d->sh.stage);
-    carry(d, g->run, g->n_run, dev, 0);
-    free(dev);
+    uint16_t **at = xmalloc((size_t)(g->n_run ? g->n_run : 1) * sizeof *at);
+    for (int k = 0; k < g->n_run; k++) at[k] = gm->w + (g->run[k].at - d->sh.stage);
+    by_groups(d, g->run, g->n_run, at, 0);
+    free(at);
     gpu_model_refresh_biases(gm); /* qwen2's q/k/v biases: their float32 copies */
     g->pending = 0;
     g->landed = 1;
@@ -191,6 +261,9 @@ int cpu_gsync_post(struct device *d, struct gpu_model *gm)
 
 void cpu_gsync_free(struct device *d)
 {
+    if (d->gs.pack && d->gpu->free(d->gs.pack)) FATAL("CUDA: free: %s", d->gpu->last_error());
+    d->gs.pack = NULL;
+    d->gs.cap_pack = 0;
     free(d->gs.run);
     d->gs.run = NULL;
     d->gs.n_run = d->gs.cap_run = 0;

@@ -90,6 +90,8 @@ struct cpu_gsync {
     int n_run, cap_run;
     int pending, landed;       /* runs waiting; the last sync's runs landed */
     struct gpu_model *gm;      /* the instance's GPU model, while it exists */
+    uint16_t *pack;            /* GPU: a strided run, packed or to unpack (cap_pack) */
+    size_t cap_pack;
 };
 
 struct device {

@@ -163,6 +163,15 @@ static int cu_copy(void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+static int cu_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                     size_t height)
+{
+    if (width && height)
+        CU_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height,
+                                   cudaMemcpyDeviceToDevice, cu_stream()));
+    return 0;
+}
+
 static int cu_zero(void *p, size_t bytes)
 {
     if (bytes) CU_CHECK(cudaMemsetAsync(p, 0, bytes, cu_stream()));
@@ -247,6 +256,7 @@ static const struct cuda_api api = {
     cu_nccl_send,
     cu_nccl_recv,
     cu_nccl_group,
+    cu_copy2d,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

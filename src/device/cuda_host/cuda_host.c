@@ -343,6 +343,7 @@ static const struct cuda_api api = {
     .vocab_sample_topk = vocab_sample_topk, .weights_hash = ch_weights_hash,
     .host_alloc = ch_host_alloc, .host_free = ch_host_free,
     /* no NCCL: nccl_send, nccl_recv and nccl_group NULL (weight syncs go through MPI) */
+    .copy2d = ch_copy2d,
 };
 
 const struct cuda_api *cuda_host_api(void) { return &api; }

@@ -49,6 +49,8 @@ int ch_host_free(void *p);                 /* not recordable */
 int ch_to_device(void *dst, const void *src, size_t bytes);
 int ch_to_host(void *dst, const void *src, size_t bytes);
 int ch_copy(void *dst, const void *src, size_t bytes);
+int ch_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+              size_t height);
 int ch_zero(void *p, size_t bytes);
 int ch_mem_info(size_t *free_bytes, size_t *total_bytes);
 int ch_sync(void);

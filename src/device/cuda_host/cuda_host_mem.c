@@ -245,6 +245,17 @@ int ch_copy(void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+int ch_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+              size_t height)
+{
+    if (ch_forbid_in_graph("copy2d")) return -1;
+    if (width > dpitch || width > spitch)
+        return CH_FAIL("copy2d: rows of %zu bytes, %zu and %zu apart", width, dpitch, spitch);
+    for (size_t r = 0; r < height && width; r++)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return 0;
+}
+
 int ch_zero(void *p, size_t bytes)
 {
     if (ch_forbid_in_graph("zero")) return -1;
