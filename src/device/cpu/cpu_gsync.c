@@ -60,12 +60,13 @@ void cpu_gsync_epoch(struct device *d, const struct device_epoch *e)
     struct cpu_gsync *g = &d->gs;
     g->mode = CPU_GSYNC_OFF;
     g->nccl = NULL;
-    if (!d->gpu || e->sync == MPI_COMM_NULL) return;
+    /* a colocated plan's syncs move nothing between ranks: no group to make */
+    if (!d->gpu || e->sync == MPI_COMM_NULL || e->plan->colocated) return;
     int size;
     MPI_CHECK(MPI_Comm_size(e->sync, &size));
     if (size > CPU_GPU_GROUP_MAX) return; /* the same on every member */
     cpu_comm_bind(&g->comm, e->sync);
-    int32_t keeps = e->role == ROLE_ROLLOUT && !e->plan->colocated && d->tr;
+    int32_t keeps = e->role == ROLE_ROLLOUT && d->tr;
     g->comm.tc.allreduce_i32(g->comm.tc.ctx, &keeps, 1, TFM_RED_MAX);
     if (keeps) return;
     struct gpu_comm *gc = cpu_gpu_comm_sync(d, &g->comm);
