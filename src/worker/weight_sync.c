@@ -154,7 +154,6 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
 {
     const struct plan *p = &w->plan;
     int g = 0, open = 0; /* the group number; a group of contiguous runs is open */
-    y->n_run = 0;
     for (int q = n_send; q < n_mem; q++) {
         if (!wire_bf16(w, members[q])) continue;
         int mine = members[q] == w->rank;
@@ -347,15 +346,12 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         const struct rank_assign *a = &p->ranks[members[q]];
         int mine = members[q] == w->rank;
         if (!mine && me_send < 0) continue; /* a receiver deals with its own blocks only */
+        int b16 = wire_bf16(w, members[q]);
+        if (b16 && y->gpu) continue; /* its runs are gpu_runs' */
         struct side rcv;
         side_get(w, &rcv, a->tp, a->index, mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
-        int b16 = wire_bf16(w, members[q]);
         MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
         long long esize = b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float);
-        if (b16 && y->gpu) { /* its runs are gpu_runs' */
-            free(rcv.s);
-            continue;
-        }
         if (mine && b16)
             y->direct16 = rcv.n > 0 && w->ops->stage_bf16 &&
                           w->ops->stage_bf16(w->dev, rcv.s[0].data);
