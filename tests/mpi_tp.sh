@@ -6,5 +6,26 @@
 export OPENBLAS_NUM_THREADS=1
 # a deadlock (e.g. a TP instance's quiesce waiting forever) fails instead of hanging
 timeout -k 10 300 $MPIRUN -np 4 "$top_builddir/tests/test_tp_mpi" || fail "test_tp_mpi (exit $?; 124: hung)"
-$MPIRUN -np 10 "$top_builddir/tests/test_sync_mpi" || fail "test_sync_mpi"
+timeout -k 10 300 $MPIRUN -np 10 "$top_builddir/tests/test_sync_mpi" || fail "test_sync_mpi (exit $?; 124: hung)"
+
+# libra --bench-sync runs to its end (its instances' ranks swap the weights in together)
+# and relays: with TP [2,2,1,1,1,1] from one training rank, the busiest sender sends a
+# third of what point-to-point sends make it send (3 places instead of 8 ranks' shards)
+d=$(scratch bench-sync)
+cat > "$d/sync.cfg" <<CFG
+run = { name = "bench-sync-test"; seed = 1; };
+device = { type = "cpu"; };
+model = { hidden_size = 64; n_layers = 2; n_heads = 4; n_kv_heads = 2; head_dim = 16;
+          intermediate_size = 128; max_position = 256; };
+rollout = { slots = 2; max_tokens = 128; max_tokens_per_turn = 32; };
+plan = { n_train = 1; rollout_tp = [2, 2, 1, 1, 1, 1]; };
+env = { name = "calc"; };
+CFG
+timeout -k 10 300 $MPIRUN -np 10 "$LIBRA" --bench-sync "$d/sync.cfg" > "$d/out" 2>&1 ||
+    { cat "$d/out"; fail "libra --bench-sync (exit $?; 124: hung)"; }
+x=$(sed -n "s/^  relayed \/ point to point: \([0-9.]*\) of the busiest sender's bytes.*/\1/p" "$d/out")
+[ -n "$x" ] || { cat "$d/out"; fail "bench-sync: no relayed / point-to-point line"; }
+awk -v x="$x" 'BEGIN { exit !(x >= 0.33 && x <= 0.35) }' ||
+    { cat "$d/out"; fail "bench-sync: the relayed busiest sender sent $x of point to point's bytes"; }
+echo "ok: bench-sync relays (the busiest sender: $x of its point-to-point bytes)"
 echo "ok: tensor parallelism and weight syncs over MPI"

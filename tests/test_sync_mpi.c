@@ -29,6 +29,8 @@
  * TP 1 to TP 1 (an instance closed and reopened keeps what it received), TP 1 to TP 2
  * (the sender packs strided runs), TP 2 to TP 2 and to TP 1 (the receiver unpacks):
  * every rollout rank holds the pattern, swapped in, 2 bytes a parameter received.
+ * Every sync relays: the receivers of one place form a chain in rank order, the
+ * senders feed its head, each member passes on what it received (check_relay).
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
@@ -164,6 +166,33 @@ static void sync_round(struct worker *w, struct comms *c0, const struct plan *p,
     free(members);
 }
 
+/* Collective, after a sync under plan p: the receivers of one place (TP degree and
+ * index) form a relay chain in rank order -- the senders sent each chain's head its
+ * shard once, whatever the number of instances, and every member but the last passed
+ * on what it received. With no_relay, the senders sent every receiver its own. */
+static void check_relay(const struct worker *w, const struct plan *p)
+{
+    long long b[2] = {0, 0}; /* sent by the senders; the shards of the receivers fed */
+    if (w && plan_in_root_replica(p, g_rank)) b[0] = w->sync.bytes_out;
+    if (w && !plan_in_root_replica(p, g_rank) && p->ranks[g_rank].role == ROLE_ROLLOUT) {
+        const struct rank_assign *a = &p->ranks[g_rank];
+        int head = 1, last = 1;
+        for (int r = 1; r < N_WORLD; r++) {
+            const struct rank_assign *o = &p->ranks[r];
+            if (r == g_rank || o->role != ROLE_ROLLOUT || plan_in_root_replica(p, r) ||
+                o->tp != a->tp || o->index != a->index)
+                continue;
+            if (r < g_rank) head = 0;
+            else last = 0;
+        }
+        if (head || w->sync.no_relay) b[1] = w->sync.bytes_in;
+        CU_ASSERT_EQUAL(w->sync.bytes_out, last || w->sync.no_relay ? 0 : w->sync.bytes_in);
+    }
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+    CU_ASSERT(b[1] > 0);
+    CU_ASSERT_EQUAL(b[0], b[1]);
+}
+
 /* Rank 0: the TAG_HANDBACK batches of n dissolved instances (empty: nothing ran). */
 static void take_handbacks(int n)
 {
@@ -258,7 +287,11 @@ static void test_sync(void)
         else
             build(&p, 1, 1, tp_b, 6, 1);
         apply(w, &c0, &p, &old);
-        for (int round = 0; round < 2; round++) sync_round(w, &c0, &p, 2 * phase + round);
+        for (int round = 0; round < 2; round++) {
+            if (w) w->sync.no_relay = phase == 1 && round == 1; /* bench-sync's comparison */
+            sync_round(w, &c0, &p, 2 * phase + round);
+            check_relay(w, &p);
+        }
     }
     finish(w, &c0, &p, &old);
 }
@@ -378,6 +411,7 @@ static void test_sync_bf16_cuda(void)
         run_sync(w, ROUND);
         if (a->role == ROLE_TRAIN) CU_ASSERT_EQUAL(w->sync.send16_ours, 0); /* the device's */
     }
+    check_relay(w, &p); /* one chain of 8 */
     if (a->role == ROLE_ROLLOUT) {
         CU_ASSERT_EQUAL(w->sync.direct16, 1);
         int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_STAGE, s, MAX_SL);
@@ -469,6 +503,7 @@ static void test_sync_gpu_tp1(void)
     const int last = N_WORLD - 2;
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND, 1, last);
+    check_relay(w, &p);
     /* rank 8 idles (its instance closed with the weights on the GPU alone: fetched
      * home), then gets a new instance on its kept shard: the weights are still those */
     idle_and_back(w, &c0, &p, &old, last);
@@ -484,23 +519,26 @@ static void test_sync_gpu_tp1(void)
     build(&p, 1, 1, tp2, 4, 0);
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND + 1, 1, -1);
+    check_relay(w, &p);
     finish(w, &c0, &p, &old);
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
 
-/* The same from a TP-2 replica to three TP-2 instances (the same blocks on both sides),
- * each instance's two ranks taking their runs together, and to a TP-1 instance, which
- * unpacks the column halves of o_proj and down_proj from its two senders on its GPU. */
+/* The same from a TP-2 replica to two TP-2 instances (the same blocks on both sides),
+ * each instance's two ranks taking their runs together, and to three TP-1 instances,
+ * which unpack the column halves of o_proj and down_proj from their two senders on
+ * their GPUs -- the first two passing them on, packed, down their relay chain. */
 static void test_sync_gpu_tp2(void)
 {
     setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
     struct comms c0;
     struct plan p, old;
     struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
-    static const int tp[] = {2, 2, 2, 1};
-    build(&p, 2, 2, tp, 4, 0);
+    static const int tp[] = {2, 2, 1, 1, 1};
+    build(&p, 2, 2, tp, 5, 0);
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND, 1, -1);
+    check_relay(w, &p);
     finish(w, &c0, &p, &old);
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }

@@ -96,11 +96,15 @@ struct device_epoch {
  * DEV_SLICES_SEND slice's data for a sender, a DEV_SLICES_STAGE slice's for a
  * receiver) and whose rows start `pitch` values apart (pitch = cols, or one row:
  * contiguous), to or from rank `peer` of the sync communicator. The runs of one `group`
- * go as one NCCL group; groups are numbered in one order for the whole sync. */
+ * go as one NCCL group; groups are numbered in one order for the whole sync. A
+ * receiver's run with `next` >= 0 is passed on, once received, to that rank of the
+ * sync communicator (the next receiver of its relay chain, which lists the same run),
+ * as a group of its own after the group's receives. */
 struct dev_gmsg {
     int peer, group;
     const float *at;
     size_t rows, cols, pitch;
+    int next;
 };
 
 static inline int dev_gmsg_strided(const struct dev_gmsg *m)

@@ -1,7 +1,7 @@
 /*
  * `mpirun -np N libra bench-sync CONFIG` (also --bench-sync): shard-matched weight
- * syncs against a full
- * broadcast for the configuration's static plan (worker_bench_sync, src/worker). Every
+ * syncs (relayed, and point to point) against a full broadcast for the configuration's
+ * static plan (worker_bench_sync, src/worker). Every
  * rank reads the configuration itself (a benchmark on one machine).
  */
 #include <mpi.h>
@@ -16,8 +16,9 @@
 
 static const struct cli_cmd bench_sync_cmd = {
     "libra bench-sync", "mpirun -np N libra bench-sync CONFIG",
-    "Times the weight syncs of CONFIG's static plan (device.type = \"cpu\"): shard-matched\n"
-    "against a full broadcast. Every rank reads CONFIG.\n",
+    "Times the weight syncs of CONFIG's static plan (device.type = \"cpu\"): shard-matched,\n"
+    "relayed down a chain of each place's receivers and point to point, against a full\n"
+    "broadcast; bytes received and sent by the busiest rank. Every rank reads CONFIG.\n",
     NULL, "CONFIG", 1, 1, 0};
 
 int cmd_bench_sync(int argc, char **argv)

@@ -16,6 +16,14 @@
  * sides enumerate the pairs in the same order (receiver's slices, then sender's
  * slices), so the messages of one pair match in order on one tag.
  *
+ * Relay chains: the receivers of one place (TP degree and index: the same slices) and
+ * wire type want the same bytes, in the same layout. The senders send them to the
+ * first of them only, and each passes every block on to the next as soon as it has
+ * landed (ws_progress, in the order both list them), so a sender's egress is one shard
+ * a place, however many instances there are, and a sync costs about one shard's time
+ * plus one block's per hop -- the pipelined broadcast the planner's cost model
+ * assumes (cost_weight_sync_s). Chains follow rank order: mostly within a node.
+ *
  * The senders copy their slices first: the next optimizer step may start before the
  * sends complete. They copy them through the device's read_slices where it has one
  * (device cuda: a trainer's weights stay on its GPU, which sends the slices' bf16
@@ -123,6 +131,26 @@ static int first_holder(const struct side *senders, int k, const struct dev_slic
     return 1;
 }
 
+/* Receivers q1, q2 (members indices) of one relay chain: the same place and wire type. */
+static int same_chain(const struct worker *w, const int *members, int q1, int q2)
+{
+    const struct rank_assign *a = &w->plan.ranks[members[q1]], *b = &w->plan.ranks[members[q2]];
+    return a->tp == b->tp && a->index == b->index &&
+           wire_bf16(w, members[q1]) == wire_bf16(w, members[q2]);
+}
+
+/* Receiver q's neighbour in its relay chain (step -1: the one it receives from, +1:
+ * the one it passes on to; members indices), -1 if none: the senders feed it, or it is
+ * the chain's last. */
+static int chain_peer(const struct worker *w, const int *members, int n_send, int n_mem, int q,
+                      int step)
+{
+    if (w->sync.no_relay) return -1;
+    for (int j = q + step; j >= n_send && j < n_mem; j += step)
+        if (same_chain(w, members, j, q)) return j;
+    return -1;
+}
+
 /* Whether this sync's bf16 blocks go from GPU to GPU (device gsync_*): the device's
  * epoch allows it (the same answer on every member). */
 static int gpu_on(const struct worker *w)
@@ -130,9 +158,10 @@ static int gpu_on(const struct worker *w)
     return w->ops->gsync_on && w->ops->gsync_on(w->dev) && !getenv("LIBRA_TEST_SYNC_F32");
 }
 
-/* The run of overlap o in block s stored at data, to or from peer, in group g. */
+/* The run of overlap o in block s stored at data, to or from peer, in group g (a
+ * receiver's passed on to next, -1 none). */
 static void add_run(struct wk_sync *y, int peer, int g, const struct dev_slice *s,
-                    const float *data, const struct overlap *o)
+                    const float *data, const struct overlap *o, int next)
 {
     if (y->n_run == y->cap_run) {
         y->cap_run = y->cap_run ? 2 * y->cap_run : 64;
@@ -140,15 +169,18 @@ static void add_run(struct wk_sync *y, int peer, int g, const struct dev_slice *
     }
     const float *at = data + (o->r0 - s->r0) * s->nc + (o->c0 - s->c0);
     y->run[y->n_run++] = (struct dev_gmsg){peer, g, at, (size_t)o->nr, (size_t)o->nc,
-                                           (size_t)s->nc};
+                                           (size_t)s->nc, next};
 }
 
 /* A GPU sync's runs: every (receiver, slice, sender, block) overlap to a bf16 receiver,
  * in one order every member walks alike, numbered into groups -- a run strided on
  * either side (packed or unpacked on the GPU) a group of its own, the contiguous runs
  * between two such one group -- and this rank's own collected into y->run (as receiver,
- * or as sender me_send, whose blocks start at live[b]). Each group waits only for the
- * groups before it on the ranks it involves, so the sync cannot deadlock. */
+ * or as sender me_send, whose blocks start at live[b]). A relay chain's head takes its
+ * runs from the senders, each other member from the one before it, which passes each
+ * group on after receiving it. Each group waits only for the groups before it on the
+ * ranks it involves (a chain's member for its own receive of the same group before it
+ * passes it on), so the sync cannot deadlock. */
 static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *senders, int n_send,
                      const int *members, int n_mem, int me_send, const float *const *live)
 {
@@ -157,6 +189,8 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
     for (int q = n_send; q < n_mem; q++) {
         if (!wire_bf16(w, members[q])) continue;
         int mine = members[q] == w->rank;
+        int prev = chain_peer(w, members, n_send, n_mem, q, -1);
+        int next = mine ? chain_peer(w, members, n_send, n_mem, q, 1) : -1;
         struct side rcv;
         side_get(w, &rcv, p->ranks[members[q]].tp, p->ranks[members[q]].index,
                  mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
@@ -171,15 +205,27 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
                     open = !strided;
                     long long bytes = (long long)(o.nr * o.nc) * (long long)sizeof(uint16_t);
                     if (mine) {
-                        add_run(y, k, g, &rcv.s[m], rcv.s[m].data, &o);
+                        add_run(y, prev >= 0 ? prev : k, g, &rcv.s[m], rcv.s[m].data, &o, next);
                         y->bytes_in += bytes;
-                    } else if (k == me_send) {
-                        add_run(y, q, g, sb, live[b], &o);
+                        y->bytes_out += next >= 0 ? bytes : 0;
+                    } else if (k == me_send && prev < 0) {
+                        add_run(y, q, g, sb, live[b], &o, -1);
                         y->bytes_out += bytes;
                     }
                 }
         free(rcv.s);
     }
+}
+
+/* Receive request req's block, at `at` of type t, to be passed on to dest. */
+static void add_fwd(struct wk_sync *y, int req, int dest, void *at, MPI_Datatype t,
+                    long long bytes)
+{
+    if (y->n_fwd == y->cap_fwd) {
+        y->cap_fwd = y->cap_fwd ? 2 * y->cap_fwd : 64;
+        y->fwd = xrealloc(y->fwd, (size_t)y->cap_fwd * sizeof *y->fwd);
+    }
+    y->fwd[y->n_fwd++] = (struct wk_fwd){req, dest, at, t, bytes};
 }
 
 static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
@@ -296,6 +342,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     y->sync_id = msg->sync_id;
     y->active = 1;
     y->n_req = 0;
+    y->n_fwd = y->fwd_done = 0;
     y->bytes_in = y->bytes_out = 0;
     y->direct16 = 0;
     const struct plan *p = &w->plan;
@@ -348,6 +395,9 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         if (!mine && me_send < 0) continue; /* a receiver deals with its own blocks only */
         int b16 = wire_bf16(w, members[q]);
         if (b16 && y->gpu) continue; /* its runs are gpu_runs' */
+        int prev = chain_peer(w, members, n_send, n_mem, q, -1);
+        if (!mine && prev >= 0) continue; /* a sender feeds a chain's head only */
+        int next = mine ? chain_peer(w, members, n_send, n_mem, q, 1) : -1;
         struct side rcv;
         side_get(w, &rcv, a->tp, a->index, mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
         MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
@@ -371,9 +421,11 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                                    : y->direct16
                                        ? (void *)w->ops->stage_bf16(w->dev, rcv.s[m].data)
                                        : (void *)(y->recv16 + (rcv.s[m].data - y->stage_lo));
-                        MPI_CHECK(MPI_Irecv(at, 1, t, k, TAG_SYNC_DATA, w->comms.sync, &r));
+                        MPI_CHECK(MPI_Irecv(at, 1, t, prev >= 0 ? prev : k, TAG_SYNC_DATA,
+                                            w->comms.sync, &r));
                         add_req(y, r, t);
                         y->bytes_in += bytes;
+                        if (next >= 0) add_fwd(y, y->n_req - 1, next, at, t, bytes);
                     } else {
                         MPI_Datatype t = block_type(sb, &o, elem);
                         const void *from = b16 ? (const void *)(copy16 + off16[b])
@@ -401,14 +453,37 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     y->send16_ours = ours16;
 }
 
+/* A relaying receiver: the blocks landed so far passed on, in the order listed (the
+ * next receiver posted its receives in that order); 1 if any was. */
+static int relay(struct worker *w)
+{
+    struct wk_sync *y = &w->sync;
+    int moved = 0;
+    while (y->fwd_done < y->n_fwd) {
+        struct wk_fwd *f = &y->fwd[y->fwd_done];
+        int landed = 0;
+        MPI_CHECK(MPI_Test(&y->req[f->req], &landed, MPI_STATUS_IGNORE));
+        if (!landed) break;
+        MPI_Request r;
+        MPI_CHECK(MPI_Isend(f->at, 1, f->t, f->dest, TAG_SYNC_DATA, w->comms.sync, &r));
+        add_req(y, r, MPI_DATATYPE_NULL); /* the type is the receive's */
+        y->bytes_out += f->bytes;
+        y->fwd_done++;
+        moved = 1;
+    }
+    return moved;
+}
+
 int ws_progress(struct worker *w)
 {
     struct wk_sync *y = &w->sync;
     if (!y->active) return 0;
-    int done = 0;
+    int moved = relay(w), done = 0;
     MPI_CHECK(MPI_Testall(y->n_req, y->req, &done, MPI_STATUSES_IGNORE));
-    if (!done || (y->gpu_wait && !w->ops->gsync_landed(w->dev))) return 0;
-    for (int i = 0; i < y->n_req; i++) MPI_CHECK(MPI_Type_free(&y->types[i]));
+    if (!done || y->fwd_done < y->n_fwd || (y->gpu_wait && !w->ops->gsync_landed(w->dev)))
+        return moved;
+    for (int i = 0; i < y->n_req; i++)
+        if (y->types[i] != MPI_DATATYPE_NULL) MPI_CHECK(MPI_Type_free(&y->types[i]));
     y->n_req = 0;
     y->active = 0;
     if (y->n_rslices) recv16_widen(y);
@@ -422,7 +497,8 @@ int ws_progress(struct worker *w)
     if (y->send16_ours) free(y->send16);
     y->send_copy = NULL;
     y->send16 = NULL;
-    struct wire_sync_done d = {y->version, y->sync_id, y->bytes_in + y->bytes_out};
+    /* a receiver's bytes received, a sender's sent (a relay's passing on is neither) */
+    struct wire_sync_done d = {y->version, y->sync_id, y->receiving ? y->bytes_in : y->bytes_out};
     outbox_send(&w->ob, &d, sizeof d, 0, TAG_SYNC_DONE, MPI_COMM_WORLD);
     return 1;
 }
@@ -436,4 +512,5 @@ void ws_free(struct worker *w)
     free(w->sync.recv16);
     free(w->sync.rslices);
     free(w->sync.run);
+    free(w->sync.fwd);
 }

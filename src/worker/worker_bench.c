@@ -7,10 +7,16 @@
  * root to every rollout rank, which then cuts its shard out of it). Rank 0 plays the
  * controller's part of the re-split; the workers are driven by hand, as in the job.
  *
+ * Shard-matched syncs run twice: relayed (the job's way: the receivers of one place
+ * pass the blocks down a chain, weight_sync.c) and point to point (the senders send
+ * every receiver its blocks).
+ *
  * Per method: bytes received by the rollout ranks (in all, and by the rank that got
- * the most) and wall time until every rank has its weights (best of 5, the slowest
- * rank each time). Times depend on the cores the ranks get: with fewer cores than
- * ranks they measure the oversubscription as much as the transfer; bytes are exact.
+ * the most), bytes sent by the rank that sent the most (its link's load: what bounds
+ * a sync over a network) and wall time until every rank has its weights (best of 5,
+ * the slowest rank each time). Times depend on the cores the ranks get: with fewer
+ * cores than ranks they measure the oversubscription as much as the transfer (and a
+ * relay copies the same bytes in all as point to point does); bytes are exact.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -27,17 +33,20 @@
 struct sync_fig {
     double s;               /* wall seconds, slowest rank */
     long long bytes, most;  /* received by rollout ranks: in all, by one rank at most */
+    long long sent;         /* sent by one rank at most */
     long long by_tp[4];     /* received by one rank of a TP-1, 2, 4, 8 instance (the most) */
 };
 
 static int tp_slot(int tp) { return tp == 1 ? 0 : tp == 2 ? 1 : tp == 4 ? 2 : 3; }
 
-/* The per-rank figures reduced over the job (rank: this rank's TP, -1 none). */
-static void reduce_fig(struct sync_fig *f, double dt, long long in, int tp)
+/* The per-rank figures reduced over the job (rank: this rank's TP, -1 none; out: bytes
+ * it sent, -1 unknown). */
+static void reduce_fig(struct sync_fig *f, double dt, long long in, long long out, int tp)
 {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&in, &f->bytes, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&in, &f->most, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(&out, &f->sent, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
     long long mine[4] = {0, 0, 0, 0};
     if (tp > 0) mine[tp_slot(tp)] = in;
     MPI_CHECK(MPI_Allreduce(mine, f->by_tp, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
@@ -69,16 +78,19 @@ static int rollout_tp(const struct worker *w, int rank)
     return rank > 0 && w->plan.ranks[rank].role == ROLE_ROLLOUT ? w->plan.ranks[rank].tp : -1;
 }
 
-/* One shard-matched sync, timed; rank 0 collects the SYNC_DONEs. */
-static void shard_sync(struct worker *w, int rank, int n_members, int id, struct sync_fig *f)
+/* One shard-matched sync, relayed or point to point, timed; rank 0 collects the
+ * SYNC_DONEs. */
+static void shard_sync(struct worker *w, int rank, int n_members, int id, int relayed,
+                       struct sync_fig *f)
 {
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = wall_time();
-    long long in = 0;
+    long long in = 0, out = 0;
     if (rank == 0) {
         take_done(n_members);
     } else if (w->comms.sync != MPI_COMM_NULL) {
         struct wire_sync msg = {id, id};
+        w->sync.no_relay = !relayed;
         ws_on_sync(w, &msg);
         while (w->sync.active) {
             ws_progress(w);
@@ -86,9 +98,13 @@ static void shard_sync(struct worker *w, int rank, int n_members, int id, struct
             outbox_progress(&w->ob);
         }
         outbox_drain(&w->ob);
+        /* until the instance has swapped the version in: its ranks agree on that at a
+         * safe point together, so none may leave before the others */
+        while (rollout_tp(w, rank) > 0 && w->ops->version(w->dev) != id) wr_progress(w);
         in = w->plan.ranks[rank].role == ROLE_ROLLOUT ? w->sync.bytes_in : 0;
+        out = w->sync.bytes_out;
     }
-    reduce_fig(f, wall_time() - t0, in, rollout_tp(w, rank));
+    reduce_fig(f, wall_time() - t0, in, out, rollout_tp(w, rank));
 }
 
 /* The reference's way: the whole model broadcast to every rollout rank. */
@@ -117,7 +133,7 @@ static void full_broadcast(struct worker *w, int rank, struct sync_fig *f)
         if (!root) in = n * (long long)sizeof(float);
         free(all);
     }
-    reduce_fig(f, wall_time() - t0, in, rollout_tp(w, rank));
+    reduce_fig(f, wall_time() - t0, in, -1, rollout_tp(w, rank)); /* MPI's own tree */
 }
 
 static void best_of(struct sync_fig *best, const struct sync_fig *f)
@@ -145,10 +161,12 @@ int worker_bench_sync(const struct libra_config *cfg, int rank, int world)
     }
     int *members = xmalloc((size_t)world * sizeof *members);
     int n_members = plan_members(&p, 0, members);
-    struct sync_fig shard = {.s = INFINITY}, full = {.s = INFINITY}, f;
+    struct sync_fig shard = {.s = INFINITY}, p2p = {.s = INFINITY}, full = {.s = INFINITY}, f;
     for (int rep = 0; rep < REPS; rep++) {
-        shard_sync(w, rank, n_members, rep + 1, &f);
+        shard_sync(w, rank, n_members, 2 * rep + 1, 1, &f);
         best_of(&shard, &f);
+        shard_sync(w, rank, n_members, 2 * rep + 2, 0, &f);
+        best_of(&p2p, &f);
         full_broadcast(w, rank, &f);
         best_of(&full, &f);
     }
@@ -160,13 +178,22 @@ int worker_bench_sync(const struct libra_config *cfg, int rank, int world)
         plan_format_tp(&p, tp, sizeof tp);
         printf("libra bench-sync: model %.1f MB, rollout TP [%s] (%d ranks) from %d training "
                "rank(s); best of %d\n", model / 1e6, tp, p.n_rollout_ranks, p.n_train, REPS);
-        printf("  %-16s %14s %16s %12s\n", "method", "MB received", "MB by one rank", "ms");
-        printf("  %-16s %14.1f %16.1f %12.1f\n", "shard-matched", shard.bytes / 1e6,
-               shard.most / 1e6, 1e3 * shard.s);
-        printf("  %-16s %14.1f %16.1f %12.1f\n", "full broadcast", full.bytes / 1e6,
-               full.most / 1e6, 1e3 * full.s);
+        printf("  %-30s %12s %16s %20s %10s\n", "method", "MB received", "MB by one rank",
+               "MB sent by one rank", "ms");
+        const struct sync_fig *fig[3] = {&shard, &p2p, &full};
+        static const char *name[3] = {"shard-matched, relayed", "shard-matched, point to point",
+                                      "full broadcast"};
+        for (int k = 0; k < 3; k++) {
+            char sent[32];
+            if (fig[k]->sent >= 0) snprintf(sent, sizeof sent, "%.1f", fig[k]->sent / 1e6);
+            else snprintf(sent, sizeof sent, "(MPI's tree)");
+            printf("  %-30s %12.1f %16.1f %20s %10.1f\n", name[k], fig[k]->bytes / 1e6,
+                   fig[k]->most / 1e6, sent, 1e3 * fig[k]->s);
+        }
         printf("  shard-matched / full broadcast: %.2f of the bytes, %.2f of the time\n",
                (double)shard.bytes / (double)full.bytes, shard.s / full.s);
+        printf("  relayed / point to point: %.2f of the busiest sender's bytes, %.2f of the "
+               "time\n", (double)shard.sent / (double)p2p.sent, shard.s / p2p.s);
         printf("  MB received by one rank of a TP-t instance (shard-matched / full broadcast):");
         for (int k = 0; k < 4; k++)
             if (full.by_tp[k] > 0)

@@ -68,6 +68,15 @@ struct wk_join {
     int version;             /* the snapshot's version (header) */
 };
 
+/* A block a receiver passes on to the next receiver of its chain (weight_sync.c) once
+ * its own receive, request req, has completed: from `at` with type t. */
+struct wk_fwd {
+    int req, dest;
+    void *at;
+    MPI_Datatype t;
+    long long bytes;
+};
+
 struct wk_sync {
     int active, version, sync_id;
     MPI_Request *req;        /* (n_req) */
@@ -90,6 +99,9 @@ struct wk_sync {
     int gpu_wait;            /* a receiver waits for its instance to take them */
     struct dev_gmsg *run;    /* (n_run) this rank's GPU runs of the sync */
     int n_run, cap_run;
+    struct wk_fwd *fwd;      /* (n_fwd) a relaying receiver's blocks to pass on, in order */
+    int n_fwd, cap_fwd, fwd_done;
+    int no_relay;            /* every receiver from the senders (bench-sync's comparison) */
     long long bytes_in, bytes_out;
 };
 

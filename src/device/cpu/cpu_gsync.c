@@ -17,6 +17,12 @@
  * unpacked from one after its receive (the module's copy2d); it is a group of its own,
  * so one buffer of the largest such run serves them all in turn, on the stream.
  *
+ * Relays. The receivers of one place form a chain (weight_sync.c): a member other
+ * than the head receives its runs from the one before it, and a member with a next
+ * passes each group on right after receiving it (from the same GPU memory: the model's
+ * weights, or the pack buffer before the unpack), so the sender's GPU sends each
+ * place's shard once.
+ *
  * When. A sender issues its sends as soon as the sync starts, on the module's stream:
  * the next optimizer step's kernels come after them there, so the weights they read
  * are the step's. A receiver keeps its runs until its instance's next safe point
@@ -24,7 +30,8 @@
  * straight into the GPU model's weights on the same stream -- the next decode step's
  * kernels wait for them -- and drops the KV caches, as any swap does. So no second
  * copy of the weights is kept on the GPU (its memory stays the KV cache's), the host
- * does not wait, and decoding pauses only for the transfer itself. The sender's stream
+ * does not wait, and decoding pauses only for the transfer itself (on a relay, also
+ * for passing the runs on: until the next member's safe point). The sender's stream
  * waits until the receivers get to their safe points (one decode step at most), and
  * SYNC_DONE leaves a receiver only after it has posted its receives, so the controller
  * never starts the next sync before every receive of this one is issued.
@@ -174,9 +181,28 @@ static void strided_copy(struct device *d, const struct dev_gmsg *m, uint16_t *a
     if (rc) FATAL("CUDA: a weight sync's strided run: %s", d->gpu->last_error());
 }
 
+/* A relay's runs m[0 .. n) received into dev[k], passed on to their `next` as one
+ * group (the next receiver lists the same runs, in the same groups). */
+static void pass_on(struct device *d, const struct dev_gmsg *m, int n, uint16_t *const *dev)
+{
+    struct dev_gmsg *fwd = xmalloc((size_t)(n ? n : 1) * sizeof *fwd);
+    uint16_t **from = xmalloc((size_t)(n ? n : 1) * sizeof *from);
+    int nf = 0;
+    for (int k = 0; k < n; k++)
+        if (m[k].next >= 0) {
+            fwd[nf] = m[k];
+            fwd[nf].peer = m[k].next;
+            from[nf++] = dev[k];
+        }
+    if (nf) carry(d, fwd, nf, from, 1);
+    free(from);
+    free(fwd);
+}
+
 /* Runs m[0 .. n), whose first values are at[k] in a bf16 block on the GPU, group by
- * group: a strided run packed before its send or unpacked after its receive (all on
- * the module's stream, so the buffer is reused only once its run is done). */
+ * group: a strided run packed before its send or unpacked after its receive, a relay's
+ * group passed on in between (all on the module's stream, so the buffer is reused only
+ * once its run is done). */
 static void by_groups(struct device *d, const struct dev_gmsg *m, int n, uint16_t **at, int send)
 {
     uint16_t *buf = strided_buffer(d, m, n);
@@ -187,6 +213,7 @@ static void by_groups(struct device *d, const struct dev_gmsg *m, int n, uint16_
         for (int k = k0; send && k < k1; k++)
             if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 1);
         carry(d, m + k0, k1 - k0, dev + k0, send);
+        if (!send) pass_on(d, m + k0, k1 - k0, dev + k0);
         for (int k = k0; !send && k < k1; k++)
             if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 0);
     }
