@@ -85,7 +85,10 @@ tail -n 3 "$out/replan.stdout"
 # rollout engine (69 MB; at least one slot's KV cache) at once (LIBRA_CUDA_HOST_MEM
 # 135 MB; rank 0 keeps the default for its start-up measurement), so the rank must
 # hand its trainer's GPU memory back when it returns to rollout, else its rollout
-# engine does not fit and the job ends. On a GPU the budget does not apply.
+# engine does not fit and the job ends. On a GPU the budget does not apply. The weight
+# syncs go GPU to GPU (host-staged: LIBRA_TEST_SYNC_GPU=host) in every epoch, the one
+# after the loan (epoch 3: the two lent entries are one epoch) included: the rank back
+# from it has given its trainer up, its weights its shard's again.
 cat > "$out/budget" <<SH
 #!/bin/sh
 [ "\${OMPI_COMM_WORLD_RANK:-0}" = 0 ] || export LIBRA_CUDA_HOST_MEM=135000000
@@ -95,11 +98,13 @@ chmod +x "$out/budget"
 lent='{ n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }'
 RL_LOG_LEVEL=info rl_sched_config "$out/lent.cfg" "$out/lent.h5" 12 3 \
     "{ n_train = 1; rollout_tp = [1, 1, 1]; }, $lent, $lent, { n_train = 1; rollout_tp = [1, 1, 1]; }"
-LIBRA="$out/budget" rl_job 5 "$out/lent.cfg" "$out/lent"
+LIBRA="$out/budget" LIBRA_TEST_SYNC_GPU=host rl_job 5 "$out/lent.cfg" "$out/lent"
 tail -n 3 "$out/lent.stdout"
 "$CHECK_RUN" "$out/lent.h5" --min-steps 12 || fail "check_run (lent)"
 "$CHECK_RL" "$out/lent.h5" --max-staleness 0 || fail "check_rl (lent)"
 grep -q "joined training" "$out/lent.stdout" || fail "rl_cuda: the lent rank never joined training"
+grep -q "epoch 3: bf16 weight syncs GPU to GPU" "$out/lent.stdout" ||
+    fail "rl_cuda: no GPU-to-GPU weight syncs in the epoch after the loan"
 # train.colocate (verl's sync-colocated baseline): 3 ranks each a TP-1 rollout instance
 # and a training replica, on-policy, against the same data on 1 training rank and 2
 # rollout instances. Colocated ranks train, refresh their rollout engine from their own

@@ -29,6 +29,8 @@
  * TP 1 to TP 1 (an instance closed and reopened keeps what it received), TP 1 to TP 2
  * (the sender packs strided runs), TP 2 to TP 2 and to TP 1 (the receiver unpacks):
  * every rollout rank holds the pattern, swapped in, 2 bytes a parameter received.
+ * And a training replica turned rollout rank (as one back from a loan) decodes the
+ * weights of its last step, which were on its GPU engine alone (cpu_train_retire).
  * Every sync relays: the receivers of one place form a chain in rank order, the
  * senders feed its head, each member passes on what it received (check_relay).
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
@@ -232,6 +234,19 @@ static struct worker *case_begin(const struct libra_config *cfg, struct comms *c
     return worker_new(cfg);
 }
 
+/* A case on n_train TP-1 training ranks and TP-1 instances on every other worker (the
+ * training ranks last), its plan applied. */
+static struct worker *case_tp1(const struct libra_config *cfg, struct comms *c0, struct plan *p,
+                               struct plan *old, int n_train)
+{
+    struct worker *w = case_begin(cfg, c0, p, old);
+    int tp[N_WORLD];
+    for (int i = 0; i < N_WORLD - 1 - n_train; i++) tp[i] = 1;
+    build(p, n_train, 1, tp, N_WORLD - 1 - n_train, 0);
+    apply(w, c0, p, old);
+    return w;
+}
+
 /* Rank r, the last instance of p (TP 1), made idle. */
 static void idle_rank(struct plan *p, int r)
 {
@@ -396,11 +411,7 @@ static void test_sync_bf16_cuda(void)
 {
     struct comms c0;
     struct plan p, old;
-    struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
-    int tp[N_WORLD - 2];
-    for (int i = 0; i < N_WORLD - 2; i++) tp[i] = 1;
-    build(&p, 1, 1, tp, N_WORLD - 2, 0); /* C: ranks 1..8 serve, 9 trains */
-    apply(w, &c0, &p, &old);
+    struct worker *w = case_tp1(&g_cuda_cfg, &c0, &p, &old, 1); /* C: 1..8 serve, 9 trains */
     struct dev_slice *s = xmalloc(MAX_SL * sizeof *s);
     const struct rank_assign *a = &p.ranks[g_rank];
     if (g_rank == 0) {
@@ -496,12 +507,8 @@ static void test_sync_gpu_tp1(void)
     setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
     struct comms c0;
     struct plan p, old;
-    struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
-    int tp[N_WORLD - 2];
-    for (int i = 0; i < N_WORLD - 2; i++) tp[i] = 1;
-    build(&p, 1, 1, tp, N_WORLD - 2, 0);
+    struct worker *w = case_tp1(&g_cuda_cfg, &c0, &p, &old, 1);
     const int last = N_WORLD - 2;
-    apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND, 1, last);
     check_relay(w, &p);
     /* rank 8 idles (its instance closed with the weights on the GPU alone: fetched
@@ -543,6 +550,44 @@ static void test_sync_gpu_tp2(void)
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
 
+/* Two TP-1 training replicas (ranks 8 and 9) and seven TP-1 instances; then rank 9, a
+ * replica but not the root, serves rollouts on the shard it trained: a rank back from
+ * a loan in all but name (no state leaves it at the re-split). Its last step left its
+ * weights on the (stand-in) GPU engine, its host copy stale; giving the trainer up
+ * must bring them home into the shard its instance decodes. */
+static void test_retire(void)
+{
+    struct comms c0;
+    struct plan p, old;
+    struct worker *w = case_tp1(&g_cuda_cfg, &c0, &p, &old, 2);
+    const int lent = N_WORLD - 1;
+    CU_ASSERT_EQUAL(p.ranks[lent].role, ROLE_TRAIN);
+    CU_ASSERT_FALSE(plan_in_root_replica(&p, lent));
+    uint64_t stepped = 0;
+    if (g_rank == lent) { /* one AdamW step on a made-up gradient */
+        size_t n;
+        float *g = w->ops->grad_buffer(w->dev, &n);
+        for (size_t k = 0; k < n; k++) g[k] = 1e-3f * (float)(k % 7) - 3e-3f;
+        uint64_t before = w->ops->weights_hash(w->dev);
+        struct wire_train_done done;
+        memset(&done, 0, sizeof done);
+        w->ops->train_apply(w->dev, 1, &done);
+        stepped = w->ops->weights_hash(w->dev);
+        CU_ASSERT(stepped != before);
+    }
+    p.epoch = 1;
+    p.ranks[lent] = (struct rank_assign){ROLE_ROLLOUT, p.n_instances, 1, 0};
+    p.inst[p.n_instances++] = (struct instance_desc){lent, 1};
+    p.n_train--;
+    p.n_rollout_ranks++;
+    apply(w, &c0, &p, &old);
+    if (g_rank == lent) {
+        CU_ASSERT_EQUAL(w->ops->version(w->dev), 1);
+        CU_ASSERT_EQUAL(w->ops->weights_hash(w->dev), stepped);
+    }
+    finish(w, &c0, &p, &old);
+}
+
 static const struct test_case sync_cases[] = {
     {"shard-matched sync: TP [4,2,1] from a TP-2 replica, TP [2,2,1,1,1,1] from TP 1", test_sync},
     {"device cuda: bf16 syncs straight to the rollout GPUs, widened for a new instance",
@@ -551,6 +596,8 @@ static const struct test_case sync_cases[] = {
      test_sync_gpu_tp1},
     {"device cuda, GPU to GPU (host-staged): a TP-2 replica to TP 2 and TP 1 (unpacked)",
      test_sync_gpu_tp2},
+    {"device cuda: a training rank turned rollout rank keeps its last step's weights",
+     test_retire},
     {NULL, NULL},
 };
 

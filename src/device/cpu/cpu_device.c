@@ -155,11 +155,11 @@ static void cpu_epoch(struct device *d, const struct device_epoch *e)
         cpu_shard_place(d, e->tp, e->index, e->instance);
         /* the instance opened next decodes with the trainer's weights (they move into
          * the trainer when it is made: it must exist first); a rank that only serves
-         * rollouts gives its GPU trainer's memory to the rollout engine */
+         * rollouts gives its trainer up (back from a loan), the weights back to the shard */
         if (e->plan->colocated)
             cpu_train_prepare(d);
         else
-            cpu_train_release_gpu(d);
+            cpu_train_retire(d);
     } else if (e->role == ROLE_TRAIN || e->role == ROLE_HYBRID) {
         if (e->plan->train_pp > 1)
             FATAL("training replicas with pipeline stages (train_pp = %d) on device cpu: "

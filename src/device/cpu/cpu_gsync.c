@@ -30,8 +30,10 @@
  * straight into the GPU model's weights on the same stream -- the next decode step's
  * kernels wait for them -- and drops the KV caches, as any swap does. So no second
  * copy of the weights is kept on the GPU (its memory stays the KV cache's), the host
- * does not wait, and decoding pauses only for the transfer itself (on a relay, also
- * for passing the runs on: until the next member's safe point). The sender's stream
+ * does not wait, and decoding pauses only for the transfer itself -- on a relay,
+ * also for passing the runs on, and as a NCCL send waits for its receive, until the
+ * later members of the chain have reached their safe points (one decode step at most
+ * each, all at once). The sender's stream
  * waits until the receivers get to their safe points (one decode step at most), and
  * SYNC_DONE leaves a receiver only after it has posted its receives, so the controller
  * never starts the next sync before every receive of this one is issued.
@@ -46,9 +48,9 @@
  * LIBRA_TEST_SYNC_GPU=host, where the same runs are carried host-staged over MPI
  * (device to host, MPI, host to device, each side blocking until its runs are done),
  * which lets tests on one GPU, or on the module's host stand-in, run every step of
- * this path but the NCCL calls. Off too for an epoch in which a rank that only serves
- * rollouts still keeps a host trainer (back from a loan): its weights are the
- * trainer's copy, which a receive into the GPU would leave behind.
+ * this path but the NCCL calls. A rank back from a loan has given its trainer up
+ * (cpu_train_retire) before this is decided, so its weights are the shard's, which
+ * the GPU path keeps up to date.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -73,9 +75,9 @@ void cpu_gsync_epoch(struct device *d, const struct device_epoch *e)
     MPI_CHECK(MPI_Comm_size(e->sync, &size));
     if (size > CPU_GPU_GROUP_MAX) return; /* the same on every member */
     cpu_comm_bind(&g->comm, e->sync);
-    int32_t keeps = e->role == ROLE_ROLLOUT && d->tr;
-    g->comm.tc.allreduce_i32(g->comm.tc.ctx, &keeps, 1, TFM_RED_MAX);
-    if (keeps) return;
+    if (e->role == ROLE_ROLLOUT && d->tr)
+        FATAL("rank %d serves rollouts with a trainer of its own in a plan that does not "
+              "colocate (a bug)", d->a.rank);
     struct gpu_comm *gc = cpu_gpu_comm_sync(d, &g->comm);
     const char *env = getenv("LIBRA_TEST_SYNC_GPU");
     if (gc->nccl && d->gpu->nccl_send && d->gpu->nccl_recv && d->gpu->nccl_group) {

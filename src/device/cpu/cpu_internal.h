@@ -257,11 +257,14 @@ double cpu_inst_next_wake(const struct dev_inst *in);
  * device cuda its GPU trainer if it has none: a colocated rank's, before its
  * instance's decoder refers to those weights. */
 void cpu_train_prepare(struct device *d);
-/* Device cuda: a rank that leaves training (a rollout place in a plan that does not
- * colocate) frees its GPU trainer -- the GPU memory goes to the rollout engine; the
- * host trainer keeps the state, and cpu_train_prepare attaches a new one if the rank
- * trains again. Nothing to do without one. */
-void cpu_train_release_gpu(struct device *d);
+/* A rank that leaves training (a rollout place in a plan that does not colocate) gives
+ * its trainer up: the weights go back to the shard as they are (fetched from the GPU
+ * first), the trainer's host and GPU memory are freed -- the GPU's goes to the rollout
+ * engine, and the weight syncs may go GPU to GPU again (cpu_gsync.c). Its optimizer
+ * state is not needed: a rank that trains again gets the current state from the
+ * training group (a join's snapshot, a handover), and cpu_train_prepare makes a new
+ * trainer then. Nothing to do without one. */
+void cpu_train_retire(struct device *d);
 float *cpu_grad_buffer(struct device *d, size_t *n);
 /* device.h's grad_reduce: on the GPU at TP 1 (device cuda), else 0. */
 int cpu_grad_reduce(struct device *d, MPI_Comm dp);

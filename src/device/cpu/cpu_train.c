@@ -102,13 +102,16 @@ void cpu_train_prepare(struct device *d)
     if (d->gpu && !d->gtr) attach_gpu(d);
 }
 
-void cpu_train_release_gpu(struct device *d)
+void cpu_train_retire(struct device *d)
 {
-    if (!d->gtr) return;
-    LOG_D("rank %d: GPU trainer released (%.1f MB)", d->a.rank, gpu_trainer_bytes(d->gtr) / 1e6);
-    trainer_set_engine(d->tr, NULL); /* the gradient and moments come home first */
-    gpu_trainer_free(d->gtr);
-    d->gtr = NULL;
+    if (!d->tr) return;
+    if (d->gtr)
+        LOG_D("rank %d: GPU trainer released (%.1f MB)", d->a.rank,
+              gpu_trainer_bytes(d->gtr) / 1e6);
+    trainer_fetch_params(d->tr); /* the step's weights, from the GPU where they are */
+    d->sh.p = d->tr->p;          /* the shard's again (the trainer took them over) */
+    memset(&d->tr->p, 0, sizeof d->tr->p);
+    cpu_trainer_drop(d);
 }
 
 float *cpu_grad_buffer(struct device *d, size_t *n)
