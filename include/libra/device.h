@@ -214,7 +214,7 @@ struct device_ops {
 
     /* ---- weights ---- */
     /* Slices of a rank of TP degree t, index i (see enum dev_slice_use); the count
-     * (like snprintf: only the first max are written). */
+     * (like snprintf: only the first max are written; out may be NULL when max is 0). */
     int (*slices)(struct device *d, int t, int i, int use, struct dev_slice *out, int max);
     /* Optional (NULL: DEV_SLICES_SEND's data hold the values): the values of this rank's
      * live slices s[0 .. n) (DEV_SLICES_SEND's), wherever the device keeps them, to the

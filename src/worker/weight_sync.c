@@ -61,12 +61,14 @@
 #include "worker_internal.h"
 
 #define TAG_SYNC_DATA 301 /* on the sync communicator */
-#define MAX_SLICES 4096
 
 struct side {
     int t, i;                 /* TP degree and index */
     int n;                    /* slices */
     struct dev_slice *s;
+    /* a sender's slices by tensor: s[order[j]] for j in [first[x], first[x + 1]) are
+     * tensor x's, in slice order (n_tensor: the largest tensor number + 1) */
+    int *order, *first, n_tensor;
 };
 
 struct overlap {
@@ -117,17 +119,54 @@ static void side_get(struct worker *w, struct side *sd, int t, int i, int use)
 {
     sd->t = t;
     sd->i = i;
-    sd->s = xmalloc(MAX_SLICES * sizeof *sd->s);
-    sd->n = w->ops->slices(w->dev, t, i, use, sd->s, MAX_SLICES);
-    if (sd->n > MAX_SLICES) FATAL("weight sync: %d slices exceed %d", sd->n, MAX_SLICES);
+    sd->n = w->ops->slices(w->dev, t, i, use, NULL, 0); /* how many */
+    sd->s = xmalloc((size_t)(sd->n > 0 ? sd->n : 1) * sizeof *sd->s);
+    w->ops->slices(w->dev, t, i, use, sd->s, sd->n);
+    sd->order = sd->first = NULL;
+    sd->n_tensor = 0;
+}
+
+/* A sender's slices indexed by tensor (a counting sort, stable): the blocks a receiver's
+ * slice can overlap are its tensor's only, in the order the walk lists them. */
+static void side_index(struct side *sd)
+{
+    for (int m = 0; m < sd->n; m++)
+        if (sd->s[m].tensor + 1 > sd->n_tensor) sd->n_tensor = sd->s[m].tensor + 1;
+    sd->first = xcalloc((size_t)sd->n_tensor + 1, sizeof *sd->first);
+    sd->order = xmalloc((size_t)(sd->n ? sd->n : 1) * sizeof *sd->order);
+    for (int m = 0; m < sd->n; m++) sd->first[sd->s[m].tensor + 1]++;
+    for (int x = 0; x < sd->n_tensor; x++) sd->first[x + 1] += sd->first[x];
+    int *at = xmalloc((size_t)(sd->n_tensor ? sd->n_tensor : 1) * sizeof *at);
+    memcpy(at, sd->first, (size_t)sd->n_tensor * sizeof *at);
+    for (int m = 0; m < sd->n; m++) sd->order[at[sd->s[m].tensor]++] = m;
+    free(at);
+}
+
+/* The range [*j0, *j1) of sd->order holding tensor x's slices. */
+static void tensor_range(const struct side *sd, int x, int *j0, int *j1)
+{
+    *j0 = *j1 = 0;
+    if (x < 0 || x >= sd->n_tensor) return;
+    *j0 = sd->first[x];
+    *j1 = sd->first[x + 1];
+}
+
+static void side_free(struct side *sd)
+{
+    free(sd->s);
+    free(sd->order);
+    free(sd->first);
 }
 
 /* Sender k's block b is sent (no earlier sender holds the same block). */
 static int first_holder(const struct side *senders, int k, const struct dev_slice *b)
 {
-    for (int q = 0; q < k; q++)
-        for (int m = 0; m < senders[q].n; m++)
-            if (same_block(&senders[q].s[m], b)) return 0;
+    for (int q = 0; q < k; q++) {
+        int j0, j1;
+        tensor_range(&senders[q], b->tensor, &j0, &j1);
+        for (int j = j0; j < j1; j++)
+            if (same_block(&senders[q].s[senders[q].order[j]], b)) return 0;
+    }
     return 1;
 }
 
@@ -195,8 +234,11 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
         side_get(w, &rcv, p->ranks[members[q]].tp, p->ranks[members[q]].index,
                  mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
         for (int m = 0; m < rcv.n; m++)
-            for (int k = 0; k < n_send; k++)
-                for (int b = 0; b < senders[k].n; b++) {
+            for (int k = 0; k < n_send; k++) {
+                int j0, j1;
+                tensor_range(&senders[k], rcv.s[m].tensor, &j0, &j1);
+                for (int j = j0; j < j1; j++) {
+                    int b = senders[k].order[j];
                     struct overlap o;
                     const struct dev_slice *sb = &senders[k].s[b];
                     if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
@@ -213,7 +255,8 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
                         y->bytes_out += bytes;
                     }
                 }
-        free(rcv.s);
+            }
+        side_free(&rcv);
     }
 }
 
@@ -327,8 +370,8 @@ static void stage_own(struct worker *w)
         else if (stage.s[m].data != live.s[m].data)
             memcpy(stage.s[m].data, live.s[m].data, len * sizeof *live.s[m].data);
     }
-    free(live.s);
-    free(stage.s);
+    side_free(&live);
+    side_free(&stage);
     w->sync.receiving = 1;
 }
 
@@ -363,6 +406,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         /* a replica is tp x pp ranks; the weights are split over its TP ranks */
         side_get(w, &senders[k], train_tp, (k % size) % train_tp,
                  mine ? DEV_SLICES_SEND : DEV_SLICES_GEOMETRY);
+        side_index(&senders[k]);
         if (mine) me_send = k;
     }
     float *copy = NULL;
@@ -409,7 +453,10 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         for (int m = 0; m < rcv.n; m++)
             for (int k = 0; k < n_send; k++) {
                 if (!mine && k != me_send) continue;
-                for (int b = 0; b < senders[k].n; b++) {
+                int j0, j1;
+                tensor_range(&senders[k], rcv.s[m].tensor, &j0, &j1);
+                for (int j = j0; j < j1; j++) {
+                    int b = senders[k].order[j];
                     struct overlap o;
                     const struct dev_slice *sb = &senders[k].s[b];
                     if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
@@ -436,13 +483,13 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                     }
                 }
             }
-        free(rcv.s);
+        side_free(&rcv);
     }
     if (y->n_run && me_send >= 0) w->ops->gsync_send(w->dev, y->run, y->n_run);
     if (y->n_run && me_send < 0) w->ops->gsync_recv(w->dev, y->run, y->n_run, y->version);
     y->gpu_wait = y->n_run && me_send < 0; /* SYNC_DONE once the safe point took them */
     free(live);
-    for (int k = 0; k < n_send; k++) free(senders[k].s);
+    for (int k = 0; k < n_send; k++) side_free(&senders[k]);
     free(senders);
     free(members);
     free(off16);

@@ -13,8 +13,9 @@
  *
  * Per method: bytes received by the rollout ranks (in all, and by the rank that got
  * the most), bytes sent by the rank that sent the most (its link's load: what bounds
- * a sync over a network) and wall time until every rank has its weights (best of 5,
- * the slowest rank each time). Times depend on the cores the ranks get: with fewer
+ * a sync over a network), wall time until every rank has its weights (best of 5,
+ * the slowest rank each time) and, of it, the set-up in ws_on_sync (the pairs, runs
+ * and MPI types of the sync; 0 for the broadcast). Times depend on the cores the ranks get: with fewer
  * cores than ranks they measure the oversubscription as much as the transfer (and a
  * relay copies the same bytes in all as point to point does); bytes are exact.
  */
@@ -34,6 +35,7 @@ struct sync_fig {
     double s;               /* wall seconds, slowest rank */
     long long bytes, most;  /* received by rollout ranks: in all, by one rank at most */
     long long sent;         /* sent by one rank at most */
+    double setup_s;         /* in ws_on_sync (the sync's plan: pairs, runs, types), slowest rank */
     long long by_tp[4];     /* received by one rank of a TP-1, 2, 4, 8 instance (the most) */
 };
 
@@ -41,9 +43,11 @@ static int tp_slot(int tp) { return tp == 1 ? 0 : tp == 2 ? 1 : tp == 4 ? 2 : 3;
 
 /* The per-rank figures reduced over the job (rank: this rank's TP, -1 none; out: bytes
  * it sent, -1 unknown). */
-static void reduce_fig(struct sync_fig *f, double dt, long long in, long long out, int tp)
+static void reduce_fig(struct sync_fig *f, double dt, double setup, long long in, long long out,
+                       int tp)
 {
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(&setup, &f->setup_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&in, &f->bytes, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&in, &f->most, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&out, &f->sent, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
@@ -53,13 +57,23 @@ static void reduce_fig(struct sync_fig *f, double dt, long long in, long long ou
     f->s = dt;
 }
 
+/* The whole model's slices (TP 1) of use (n of them), allocated. */
+static struct dev_slice *whole_slices(struct worker *w, int use, int *n)
+{
+    *n = w->ops->slices(w->dev, 1, 0, use, NULL, 0);
+    struct dev_slice *s = xmalloc((size_t)(*n > 0 ? *n : 1) * sizeof *s);
+    w->ops->slices(w->dev, 1, 0, use, s, *n);
+    return s;
+}
+
 /* The sync comm's size in floats of the whole model (geometry of TP 1). */
 static long long model_floats(struct worker *w)
 {
-    struct dev_slice s[1024];
-    int n = w->ops->slices(w->dev, 1, 0, DEV_SLICES_GEOMETRY, s, 1024);
+    int n;
+    struct dev_slice *s = whole_slices(w, DEV_SLICES_GEOMETRY, &n);
     long long f = 0;
     for (int k = 0; k < n; k++) f += s[k].nr * s[k].nc;
+    free(s);
     return f;
 }
 
@@ -86,12 +100,14 @@ static void shard_sync(struct worker *w, int rank, int n_members, int id, int re
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = wall_time();
     long long in = 0, out = 0;
+    double setup = 0;
     if (rank == 0) {
         take_done(n_members);
     } else if (w->comms.sync != MPI_COMM_NULL) {
         struct wire_sync msg = {id, id};
         w->sync.no_relay = !relayed;
         ws_on_sync(w, &msg);
+        setup = wall_time() - t0;
         while (w->sync.active) {
             ws_progress(w);
             wr_progress(w); /* a GPU-to-GPU sync's receivers take it at a safe point */
@@ -104,7 +120,7 @@ static void shard_sync(struct worker *w, int rank, int n_members, int id, int re
         in = w->plan.ranks[rank].role == ROLE_ROLLOUT ? w->sync.bytes_in : 0;
         out = w->sync.bytes_out;
     }
-    reduce_fig(f, wall_time() - t0, in, out, rollout_tp(w, rank));
+    reduce_fig(f, wall_time() - t0, setup, in, out, rollout_tp(w, rank));
 }
 
 /* The reference's way: the whole model broadcast to every rollout rank. */
@@ -118,13 +134,14 @@ static void full_broadcast(struct worker *w, int rank, struct sync_fig *f)
         float *all = xmalloc((size_t)n * sizeof *all);
         int root = plan_in_root_replica(&w->plan, rank);
         if (root) { /* the root's whole model: its slices (TP 1) */
-            struct dev_slice s[1024];
-            int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_SEND, s, 1024);
+            int ns;
+            struct dev_slice *s = whole_slices(w, DEV_SLICES_SEND, &ns);
             long long off = 0;
             for (int k = 0; k < ns; k++) {
                 memcpy(all + off, s[k].data, (size_t)(s[k].nr * s[k].nc) * sizeof *all);
                 off += s[k].nr * s[k].nc;
             }
+            free(s);
         }
         MPI_Request req;
         int done = 0;
@@ -133,7 +150,7 @@ static void full_broadcast(struct worker *w, int rank, struct sync_fig *f)
         if (!root) in = n * (long long)sizeof(float);
         free(all);
     }
-    reduce_fig(f, wall_time() - t0, in, -1, rollout_tp(w, rank)); /* MPI's own tree */
+    reduce_fig(f, wall_time() - t0, 0, in, -1, rollout_tp(w, rank)); /* MPI's own tree */
 }
 
 static void best_of(struct sync_fig *best, const struct sync_fig *f)
@@ -178,8 +195,8 @@ int worker_bench_sync(const struct libra_config *cfg, int rank, int world)
         plan_format_tp(&p, tp, sizeof tp);
         printf("libra bench-sync: model %.1f MB, rollout TP [%s] (%d ranks) from %d training "
                "rank(s); best of %d\n", model / 1e6, tp, p.n_rollout_ranks, p.n_train, REPS);
-        printf("  %-30s %12s %16s %20s %10s\n", "method", "MB received", "MB by one rank",
-               "MB sent by one rank", "ms");
+        printf("  %-30s %12s %16s %20s %10s %10s\n", "method", "MB received", "MB by one rank",
+               "MB sent by one rank", "ms", "set-up ms");
         const struct sync_fig *fig[3] = {&shard, &p2p, &full};
         static const char *name[3] = {"shard-matched, relayed", "shard-matched, point to point",
                                       "full broadcast"};
@@ -187,8 +204,8 @@ int worker_bench_sync(const struct libra_config *cfg, int rank, int world)
             char sent[32];
             if (fig[k]->sent >= 0) snprintf(sent, sizeof sent, "%.1f", fig[k]->sent / 1e6);
             else snprintf(sent, sizeof sent, "(MPI's tree)");
-            printf("  %-30s %12.1f %16.1f %20s %10.1f\n", name[k], fig[k]->bytes / 1e6,
-                   fig[k]->most / 1e6, sent, 1e3 * fig[k]->s);
+            printf("  %-30s %12.1f %16.1f %20s %10.1f %10.1f\n", name[k], fig[k]->bytes / 1e6,
+                   fig[k]->most / 1e6, sent, 1e3 * fig[k]->s, 1e3 * fig[k]->setup_s);
         }
         printf("  shard-matched / full broadcast: %.2f of the bytes, %.2f of the time\n",
                (double)shard.bytes / (double)full.bytes, shard.s / full.s);
