@@ -115,13 +115,19 @@ static MPI_Datatype block_type(const struct dev_slice *s, const struct overlap *
     return t;
 }
 
+struct dev_slice *ws_slices(struct worker *w, int t, int i, int use, int *n)
+{
+    *n = w->ops->slices(w->dev, t, i, use, NULL, 0); /* how many */
+    struct dev_slice *s = xmalloc((size_t)(*n > 0 ? *n : 1) * sizeof *s);
+    w->ops->slices(w->dev, t, i, use, s, *n);
+    return s;
+}
+
 static void side_get(struct worker *w, struct side *sd, int t, int i, int use)
 {
     sd->t = t;
     sd->i = i;
-    sd->n = w->ops->slices(w->dev, t, i, use, NULL, 0); /* how many */
-    sd->s = xmalloc((size_t)(sd->n > 0 ? sd->n : 1) * sizeof *sd->s);
-    w->ops->slices(w->dev, t, i, use, sd->s, sd->n);
+    sd->s = ws_slices(w, t, i, use, &sd->n);
     sd->order = sd->first = NULL;
     sd->n_tensor = 0;
 }
@@ -136,10 +142,9 @@ static void side_index(struct side *sd)
     sd->order = xmalloc((size_t)(sd->n ? sd->n : 1) * sizeof *sd->order);
     for (int m = 0; m < sd->n; m++) sd->first[sd->s[m].tensor + 1]++;
     for (int x = 0; x < sd->n_tensor; x++) sd->first[x + 1] += sd->first[x];
-    int *at = xmalloc((size_t)(sd->n_tensor ? sd->n_tensor : 1) * sizeof *at);
-    memcpy(at, sd->first, (size_t)sd->n_tensor * sizeof *at);
-    for (int m = 0; m < sd->n; m++) sd->order[at[sd->s[m].tensor]++] = m;
-    free(at);
+    for (int m = 0; m < sd->n; m++) sd->order[sd->first[sd->s[m].tensor]++] = m;
+    for (int x = sd->n_tensor; x > 0; x--) sd->first[x] = sd->first[x - 1]; /* back */
+    sd->first[0] = 0;
 }
 
 /* The range [*j0, *j1) of sd->order holding tensor x's slices. */

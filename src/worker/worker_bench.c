@@ -57,20 +57,11 @@ static void reduce_fig(struct sync_fig *f, double dt, double setup, long long in
     f->s = dt;
 }
 
-/* The whole model's slices (TP 1) of use (n of them), allocated. */
-static struct dev_slice *whole_slices(struct worker *w, int use, int *n)
-{
-    *n = w->ops->slices(w->dev, 1, 0, use, NULL, 0);
-    struct dev_slice *s = xmalloc((size_t)(*n > 0 ? *n : 1) * sizeof *s);
-    w->ops->slices(w->dev, 1, 0, use, s, *n);
-    return s;
-}
-
 /* The sync comm's size in floats of the whole model (geometry of TP 1). */
 static long long model_floats(struct worker *w)
 {
     int n;
-    struct dev_slice *s = whole_slices(w, DEV_SLICES_GEOMETRY, &n);
+    struct dev_slice *s = ws_slices(w, 1, 0, DEV_SLICES_GEOMETRY, &n);
     long long f = 0;
     for (int k = 0; k < n; k++) f += s[k].nr * s[k].nc;
     free(s);
@@ -135,7 +126,7 @@ static void full_broadcast(struct worker *w, int rank, struct sync_fig *f)
         int root = plan_in_root_replica(&w->plan, rank);
         if (root) { /* the root's whole model: its slices (TP 1) */
             int ns;
-            struct dev_slice *s = whole_slices(w, DEV_SLICES_SEND, &ns);
+            struct dev_slice *s = ws_slices(w, 1, 0, DEV_SLICES_SEND, &ns);
             long long off = 0;
             for (int k = 0; k < ns; k++) {
                 memcpy(all + off, s[k].data, (size_t)(s[k].nr * s[k].nc) * sizeof *all);

@@ -162,5 +162,8 @@ void wt_free(struct worker *w);
 void ws_on_sync(struct worker *w, const struct wire_sync *s);
 int ws_progress(struct worker *w);
 void ws_free(struct worker *w);
+/* The slices of a TP-t rank of index i for use (enum dev_slice_use), allocated (*n of
+ * them; the device's count, no cap). */
+struct dev_slice *ws_slices(struct worker *w, int t, int i, int use, int *n);
 
 #endif
