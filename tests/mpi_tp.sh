@@ -10,7 +10,9 @@ timeout -k 10 300 $MPIRUN -np 10 "$top_builddir/tests/test_sync_mpi" || fail "te
 
 # libra --bench-sync runs to its end (its instances' ranks swap the weights in together)
 # and relays: with TP [2,2,1,1,1,1] from one training rank, the busiest sender sends a
-# third of what point-to-point sends make it send (3 places instead of 8 ranks' shards)
+# sixth of what point-to-point sends make it send: the model once, to the TP-1 chain
+# (whose last member feeds the two TP-2 places), instead of 8 ranks' shards (6 models;
+# a little more than a sixth: the norms, replicated, go to both TP-2 places)
 d=$(scratch bench-sync)
 cat > "$d/sync.cfg" <<CFG
 run = { name = "bench-sync-test"; seed = 1; };
@@ -25,7 +27,7 @@ timeout -k 10 300 $MPIRUN -np 10 "$LIBRA" --bench-sync "$d/sync.cfg" > "$d/out" 
     { cat "$d/out"; fail "libra --bench-sync (exit $?; 124: hung)"; }
 x=$(sed -n "s/^  relayed \/ point to point: \([0-9.]*\) of the busiest sender's bytes.*/\1/p" "$d/out")
 [ -n "$x" ] || { cat "$d/out"; fail "bench-sync: no relayed / point-to-point line"; }
-awk -v x="$x" 'BEGIN { exit !(x >= 0.33 && x <= 0.35) }' ||
+awk -v x="$x" 'BEGIN { exit !(x >= 0.16 && x <= 0.18) }' ||
     { cat "$d/out"; fail "bench-sync: the relayed busiest sender sent $x of point to point's bytes"; }
 echo "ok: bench-sync relays (the busiest sender: $x of its point-to-point bytes)"
 echo "ok: tensor parallelism and weight syncs over MPI"

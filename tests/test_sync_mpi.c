@@ -31,8 +31,9 @@
  * every rollout rank holds the pattern, swapped in, 2 bytes a parameter received.
  * And a training replica turned rollout rank (as one back from a loan) decodes the
  * weights of its last step, which were on its GPU engine alone (cpu_train_retire).
- * Every sync relays: the receivers of one place form a chain in rank order, the
- * senders feed its head, each member passes on what it received (check_relay).
+ * Every sync relays: the receivers of one place form a chain in rank order, each
+ * member passing on what it received; over MPI the senders feed the chains of the
+ * smallest TP degree, whose last members feed those of the next (check_relay).
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
@@ -168,13 +169,24 @@ static void sync_round(struct worker *w, struct comms *c0, const struct plan *p,
     free(members);
 }
 
-/* Collective, after a sync under plan p: the receivers of one place (TP degree and
- * index) form a relay chain in rank order -- the senders sent each chain's head its
- * shard once, whatever the number of instances, and every member but the last passed
- * on what it received. With no_relay, the senders sent every receiver its own. */
-static void check_relay(const struct worker *w, const struct plan *p)
+/* The relays of the sync just run (collective): every member of a chain (the
+ * receivers of one place) but the last passes on what it received; over MPI, the
+ * senders feed only the places of the smallest rollout TP degree, and a chain's last
+ * member feeds the places of the next TP degree, unless its degree is the largest;
+ * GPU runs (gpu) relay within chains only, the senders feeding every chain's head; the
+ * bytes sent in all are the bytes received in all. Point to point (no_relay): the
+ * senders send every receiver its blocks, and no receiver sends. */
+static void check_relay(const struct worker *w, const struct plan *p, int gpu)
 {
-    long long b[2] = {0, 0}; /* sent by the senders; the shards of the receivers fed */
+    int tmin = 1 << 30, tmax = 0;
+    for (int r = 1; r < N_WORLD; r++)
+        if (p->ranks[r].role == ROLE_ROLLOUT && !plan_in_root_replica(p, r)) {
+            if (p->ranks[r].tp < tmin) tmin = p->ranks[r].tp;
+            if (p->ranks[r].tp > tmax) tmax = p->ranks[r].tp;
+        }
+    /* sent by the senders; received from them; sent in all minus received in all */
+    long long b[3] = {0, 0, 0};
+    if (w) b[2] = w->sync.bytes_out;
     if (w && plan_in_root_replica(p, g_rank)) b[0] = w->sync.bytes_out;
     if (w && !plan_in_root_replica(p, g_rank) && p->ranks[g_rank].role == ROLE_ROLLOUT) {
         const struct rank_assign *a = &p->ranks[g_rank];
@@ -187,12 +199,21 @@ static void check_relay(const struct worker *w, const struct plan *p)
             if (r < g_rank) head = 0;
             else last = 0;
         }
-        if (head || w->sync.no_relay) b[1] = w->sync.bytes_in;
-        CU_ASSERT_EQUAL(w->sync.bytes_out, last || w->sync.no_relay ? 0 : w->sync.bytes_in);
+        b[2] -= w->sync.bytes_in;
+        if (w->sync.no_relay) {
+            b[1] = w->sync.bytes_in;
+            CU_ASSERT_EQUAL(w->sync.bytes_out, 0);
+        } else {
+            if (head && (gpu || a->tp == tmin)) b[1] = w->sync.bytes_in;
+            if (!last) CU_ASSERT_EQUAL(w->sync.bytes_out, w->sync.bytes_in);
+            if (last && (gpu || a->tp == tmax)) CU_ASSERT_EQUAL(w->sync.bytes_out, 0);
+            if (last && !gpu && a->tp < tmax) CU_ASSERT(w->sync.bytes_out > 0);
+        }
     }
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, 3, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
     CU_ASSERT(b[1] > 0);
     CU_ASSERT_EQUAL(b[0], b[1]);
+    CU_ASSERT_EQUAL(b[2], 0);
 }
 
 /* Rank 0: the TAG_HANDBACK batches of n dissolved instances (empty: nothing ran). */
@@ -305,7 +326,7 @@ static void test_sync(void)
         for (int round = 0; round < 2; round++) {
             if (w) w->sync.no_relay = phase == 1 && round == 1; /* bench-sync's comparison */
             sync_round(w, &c0, &p, 2 * phase + round);
-            check_relay(w, &p);
+            check_relay(w, &p, 0);
         }
     }
     finish(w, &c0, &p, &old);
@@ -422,7 +443,7 @@ static void test_sync_bf16_cuda(void)
         run_sync(w, ROUND);
         if (a->role == ROLE_TRAIN) CU_ASSERT_EQUAL(w->sync.send16_ours, 0); /* the device's */
     }
-    check_relay(w, &p); /* one chain of 8 */
+    check_relay(w, &p, 0); /* one chain of 8 */
     if (a->role == ROLE_ROLLOUT) {
         CU_ASSERT_EQUAL(w->sync.direct16, 1);
         int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_STAGE, s, MAX_SL);
@@ -510,7 +531,7 @@ static void test_sync_gpu_tp1(void)
     struct worker *w = case_tp1(&g_cuda_cfg, &c0, &p, &old, 1);
     const int last = N_WORLD - 2;
     gpu_round(w, &p, ROUND, 1, last);
-    check_relay(w, &p);
+    check_relay(w, &p, 1);
     /* rank 8 idles (its instance closed with the weights on the GPU alone: fetched
      * home), then gets a new instance on its kept shard: the weights are still those */
     idle_and_back(w, &c0, &p, &old, last);
@@ -526,7 +547,7 @@ static void test_sync_gpu_tp1(void)
     build(&p, 1, 1, tp2, 4, 0);
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND + 1, 1, -1);
-    check_relay(w, &p);
+    check_relay(w, &p, 1);
     finish(w, &c0, &p, &old);
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
@@ -545,7 +566,7 @@ static void test_sync_gpu_tp2(void)
     build(&p, 2, 2, tp, 5, 0);
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND, 1, -1);
-    check_relay(w, &p);
+    check_relay(w, &p, 1);
     finish(w, &c0, &p, &old);
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }

@@ -168,8 +168,11 @@ double cost_grad_allreduce_s(const struct cost_model *c, int dp)
 
 /* Weights from the training root to the rollout ranks: P b / bw_inter + latency_inter.
  * A pipelined (chunked, tree or ring) broadcast delivers to every receiver in about
- * one message time, independent of their number (the real engines relay each place's
- * blocks down a chain of its receivers, src/worker/weight_sync.c). */
+ * one message time, independent of their number. The real engines' syncs over MPI
+ * are one: each place's receivers relay its blocks down a chain, and the chains of the
+ * smallest TP degree feed the places nested in theirs (src/worker/sync_relay.c), so a
+ * sender's link carries its part of the model once whatever the rollout layout, and
+ * a TP-1 receiver's link the whole model. */
 double cost_weight_sync_s(const struct cost_model *c)
 {
     return c->model.n_params * c->model.dtype_bytes / c->hw.bw_inter_node + c->hw.latency_inter_s;

@@ -16,13 +16,16 @@
  * sides enumerate the pairs in the same order (receiver's slices, then sender's
  * slices), so the messages of one pair match in order on one tag.
  *
- * Relay chains: the receivers of one place (TP degree and index: the same slices) and
- * wire type want the same bytes, in the same layout. The senders send them to the
- * first of them only, and each passes every block on to the next as soon as it has
- * landed (ws_progress, in the order both list them), so a sender's egress is one shard
- * a place, however many instances there are, and a sync costs about one shard's time
- * plus one block's per hop -- the pipelined broadcast the planner's cost model
- * assumes (cost_weight_sync_s). Chains follow rank order: mostly within a node.
+ * Relays (sync_relay.c): the receivers of one place (TP degree and index: the same
+ * slices) and wire type want the same bytes, in the same layout, so they form a chain
+ * in rank order whose members pass every block on to the next as soon as it has
+ * landed; and a place nested in a place of a smaller TP degree (a TP-2 shard inside
+ * the TP-1 one) is fed by the last member of that place's chain, which cuts the
+ * blocks out of the ones it received. The senders then send only the places of the
+ * smallest TP degree, so a sender's egress is its part of the model once, however many
+ * instances of whatever TP degrees there are, and a sync costs about one model's time
+ * on one link plus one block's per hop -- the pipelined broadcast the planner's cost
+ * model assumes (cost_weight_sync_s).
  *
  * The senders copy their slices first: the next optimizer step may start before the
  * sends complete. They copy them through the device's read_slices where it has one
@@ -44,9 +47,9 @@
  *
  * GPU to GPU (device gsync_*: device cuda, NCCL over the sync's members): when the
  * device's epoch allows it, the bf16 blocks go as runs from the sender's GPU to the
- * receiver's GPU model instead (gpu_runs) -- the sender issues them at once, the
- * receiver at its instance's next safe point, and its SYNC_DONE waits for that
- * (gpu_wait).
+ * receiver's GPU model instead (gpu_runs; relayed within each place's chain, no feeds
+ * between places) -- the sender issues them at once, the receiver at its instance's
+ * next safe point, and its SYNC_DONE waits for that (gpu_wait).
  *
  * A colocated plan's sync moves nothing between ranks: every rollout rank is a training
  * replica holding the step's weights (the replicas compare hashes after every step), so
@@ -58,141 +61,13 @@
 
 #include "libra/log.h"
 #include "libra/safetensors.h"
-#include "worker_internal.h"
-
-#define TAG_SYNC_DATA 301 /* on the sync communicator */
-
-struct side {
-    int t, i;                 /* TP degree and index */
-    int n;                    /* slices */
-    struct dev_slice *s;
-    /* a sender's slices by tensor: s[order[j]] for j in [first[x], first[x + 1]) are
-     * tensor x's, in slice order (n_tensor: the largest tensor number + 1) */
-    int *order, *first, n_tensor;
-};
-
-struct overlap {
-    int64_t r0, nr, c0, nc;
-};
-
-/* Overlap of two blocks of the same tensor; 0 if empty. */
-static int overlap_of(const struct dev_slice *a, const struct dev_slice *b, struct overlap *o)
-{
-    if (a->tensor != b->tensor) return 0;
-    int64_t r0 = a->r0 > b->r0 ? a->r0 : b->r0, c0 = a->c0 > b->c0 ? a->c0 : b->c0;
-    int64_t r1 = a->r0 + a->nr < b->r0 + b->nr ? a->r0 + a->nr : b->r0 + b->nr;
-    int64_t c1 = a->c0 + a->nc < b->c0 + b->nc ? a->c0 + a->nc : b->c0 + b->nc;
-    if (r1 <= r0 || c1 <= c0) return 0;
-    *o = (struct overlap){r0, r1 - r0, c0, c1 - c0};
-    return 1;
-}
-
-static int same_block(const struct dev_slice *a, const struct dev_slice *b)
-{
-    return a->tensor == b->tensor && a->r0 == b->r0 && a->nr == b->nr && a->c0 == b->c0 &&
-           a->nc == b->nc;
-}
+#include "sync_internal.h"
 
 /* Whether the syncs to rank r carry bf16 (see the top). */
-static int wire_bf16(const struct worker *w, int r)
+int ws_wire_bf16(const struct worker *w, int r)
 {
     if (!w->ops->sync_bf16 || w->plan.colocated || getenv("LIBRA_TEST_SYNC_F32")) return 0;
     return w->plan.ranks[r].role == ROLE_ROLLOUT;
-}
-
-/* The type that picks overlap o out of slice s's contiguous block of elem values. */
-static MPI_Datatype block_type(const struct dev_slice *s, const struct overlap *o,
-                               MPI_Datatype elem)
-{
-    if (s->nr > 0x7fffffff || s->nc > 0x7fffffff)
-        FATAL("weight sync: a slice of %lld x %lld exceeds one MPI count", (long long)s->nr,
-              (long long)s->nc);
-    int sizes[2] = {(int)s->nr, (int)s->nc}, sub[2] = {(int)o->nr, (int)o->nc};
-    int starts[2] = {(int)(o->r0 - s->r0), (int)(o->c0 - s->c0)};
-    MPI_Datatype t;
-    MPI_CHECK(MPI_Type_create_subarray(2, sizes, sub, starts, MPI_ORDER_C, elem, &t));
-    MPI_CHECK(MPI_Type_commit(&t));
-    return t;
-}
-
-struct dev_slice *ws_slices(struct worker *w, int t, int i, int use, int *n)
-{
-    *n = w->ops->slices(w->dev, t, i, use, NULL, 0); /* how many */
-    struct dev_slice *s = xmalloc((size_t)(*n > 0 ? *n : 1) * sizeof *s);
-    w->ops->slices(w->dev, t, i, use, s, *n);
-    return s;
-}
-
-static void side_get(struct worker *w, struct side *sd, int t, int i, int use)
-{
-    sd->t = t;
-    sd->i = i;
-    sd->s = ws_slices(w, t, i, use, &sd->n);
-    sd->order = sd->first = NULL;
-    sd->n_tensor = 0;
-}
-
-/* A sender's slices indexed by tensor (a counting sort, stable): the blocks a receiver's
- * slice can overlap are its tensor's only, in the order the walk lists them. */
-static void side_index(struct side *sd)
-{
-    for (int m = 0; m < sd->n; m++)
-        if (sd->s[m].tensor + 1 > sd->n_tensor) sd->n_tensor = sd->s[m].tensor + 1;
-    sd->first = xcalloc((size_t)sd->n_tensor + 1, sizeof *sd->first);
-    sd->order = xmalloc((size_t)(sd->n ? sd->n : 1) * sizeof *sd->order);
-    for (int m = 0; m < sd->n; m++) sd->first[sd->s[m].tensor + 1]++;
-    for (int x = 0; x < sd->n_tensor; x++) sd->first[x + 1] += sd->first[x];
-    for (int m = 0; m < sd->n; m++) sd->order[sd->first[sd->s[m].tensor]++] = m;
-    for (int x = sd->n_tensor; x > 0; x--) sd->first[x] = sd->first[x - 1]; /* back */
-    sd->first[0] = 0;
-}
-
-/* The range [*j0, *j1) of sd->order holding tensor x's slices. */
-static void tensor_range(const struct side *sd, int x, int *j0, int *j1)
-{
-    *j0 = *j1 = 0;
-    if (x < 0 || x >= sd->n_tensor) return;
-    *j0 = sd->first[x];
-    *j1 = sd->first[x + 1];
-}
-
-static void side_free(struct side *sd)
-{
-    free(sd->s);
-    free(sd->order);
-    free(sd->first);
-}
-
-/* Sender k's block b is sent (no earlier sender holds the same block). */
-static int first_holder(const struct side *senders, int k, const struct dev_slice *b)
-{
-    for (int q = 0; q < k; q++) {
-        int j0, j1;
-        tensor_range(&senders[q], b->tensor, &j0, &j1);
-        for (int j = j0; j < j1; j++)
-            if (same_block(&senders[q].s[senders[q].order[j]], b)) return 0;
-    }
-    return 1;
-}
-
-/* Receivers q1, q2 (members indices) of one relay chain: the same place and wire type. */
-static int same_chain(const struct worker *w, const int *members, int q1, int q2)
-{
-    const struct rank_assign *a = &w->plan.ranks[members[q1]], *b = &w->plan.ranks[members[q2]];
-    return a->tp == b->tp && a->index == b->index &&
-           wire_bf16(w, members[q1]) == wire_bf16(w, members[q2]);
-}
-
-/* Receiver q's neighbour in its relay chain (step -1: the one it receives from, +1:
- * the one it passes on to; members indices), -1 if none: the senders feed it, or it is
- * the chain's last. */
-static int chain_peer(const struct worker *w, const int *members, int n_send, int n_mem, int q,
-                      int step)
-{
-    if (w->sync.no_relay) return -1;
-    for (int j = q + step; j >= n_send && j < n_mem; j += step)
-        if (same_chain(w, members, j, q)) return j;
-    return -1;
 }
 
 /* Whether this sync's bf16 blocks go from GPU to GPU (device gsync_*): the device's
@@ -226,27 +101,27 @@ static void add_run(struct wk_sync *y, int peer, int g, const struct dev_slice *
  * ranks it involves (a chain's member for its own receive of the same group before it
  * passes it on), so the sync cannot deadlock. */
 static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *senders, int n_send,
-                     const int *members, int n_mem, int me_send, const float *const *live)
+                     const int *members, int n_mem, const struct relay_map *rm, int me_send,
+                     const float *const *live)
 {
     const struct plan *p = &w->plan;
     int g = 0, open = 0; /* the group number; a group of contiguous runs is open */
     for (int q = n_send; q < n_mem; q++) {
-        if (!wire_bf16(w, members[q])) continue;
+        if (!ws_wire_bf16(w, members[q])) continue;
         int mine = members[q] == w->rank;
-        int prev = chain_peer(w, members, n_send, n_mem, q, -1);
-        int next = mine ? chain_peer(w, members, n_send, n_mem, q, 1) : -1;
+        int prev = rm->from[q], next = mine ? rm->next[q] : -1;
         struct side rcv;
         side_get(w, &rcv, p->ranks[members[q]].tp, p->ranks[members[q]].index,
                  mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
         for (int m = 0; m < rcv.n; m++)
             for (int k = 0; k < n_send; k++) {
                 int j0, j1;
-                tensor_range(&senders[k], rcv.s[m].tensor, &j0, &j1);
+                side_tensor_range(&senders[k], rcv.s[m].tensor, &j0, &j1);
                 for (int j = j0; j < j1; j++) {
                     int b = senders[k].order[j];
                     struct overlap o;
                     const struct dev_slice *sb = &senders[k].s[b];
-                    if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
+                    if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, k, sb)) continue;
                     int strided = (o.nc != rcv.s[m].nc || o.nc != sb->nc) && o.nr > 1;
                     if (strided || !open) g++;
                     open = !strided;
@@ -265,18 +140,7 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
     }
 }
 
-/* Receive request req's block, at `at` of type t, to be passed on to dest. */
-static void add_fwd(struct wk_sync *y, int req, int dest, void *at, MPI_Datatype t,
-                    long long bytes)
-{
-    if (y->n_fwd == y->cap_fwd) {
-        y->cap_fwd = y->cap_fwd ? 2 * y->cap_fwd : 64;
-        y->fwd = xrealloc(y->fwd, (size_t)y->cap_fwd * sizeof *y->fwd);
-    }
-    y->fwd[y->n_fwd++] = (struct wk_fwd){req, dest, at, t, bytes};
-}
-
-static void add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
+void ws_add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
 {
     if (y->n_req == y->cap_req) {
         y->cap_req = y->cap_req ? 2 * y->cap_req : 64;
@@ -366,7 +230,7 @@ static void stage_own(struct worker *w)
         FATAL("colocated weight sync: rank %d's live weights are %d slices, its staging "
               "buffer %d", w->rank, live.n, stage.n);
     for (int m = 0; m < live.n; m++) {
-        if (!same_block(&live.s[m], &stage.s[m]))
+        if (!sync_same_block(&live.s[m], &stage.s[m]))
             FATAL("colocated weight sync: rank %d's slice %d of tensor %d differs from its "
                   "staging slice (tensor %d)", w->rank, m, live.s[m].tensor, stage.s[m].tensor);
         size_t len = (size_t)(live.s[m].nr * live.s[m].nc), zero = 0;
@@ -380,6 +244,60 @@ static void stage_own(struct worker *w)
     w->sync.receiving = 1;
 }
 
+/* Receiver f->me's receives (from its source in the relay map, else from the senders
+ * that hold each block), each logged, its landed blocks passed on to the next member
+ * of its chain as they land, and cut for the heads it feeds (sync_relay.c). */
+static void post_receives(struct worker *w, struct relay_feed *f, const struct rank_assign *a,
+                          int b16)
+{
+    struct wk_sync *y = &w->sync;
+    int prev = f->rm->from[f->me], next = f->rm->next[f->me], feeds = 0;
+    for (int h = f->n_send; h < f->n_mem; h++) feeds |= f->rm->feeder[h] == f->me;
+    struct side rcv;
+    side_get(w, &rcv, a->tp, a->index, DEV_SLICES_STAGE);
+    if (b16)
+        y->direct16 = rcv.n > 0 && w->ops->stage_bf16 && w->ops->stage_bf16(w->dev, rcv.s[0].data);
+    if (b16 && !y->direct16) recv16_prepare(y, &rcv);
+    void **land = xmalloc((size_t)(rcv.n ? rcv.n : 1) * sizeof *land);
+    struct recv_log lg;
+    recv_log_init(&lg, rcv.n);
+    for (int m = 0; m < rcv.n; m++) {
+        land[m] = !b16        ? (void *)rcv.s[m].data
+                  : y->direct16 ? (void *)w->ops->stage_bf16(w->dev, rcv.s[m].data)
+                              : (void *)(y->recv16 + (rcv.s[m].data - y->stage_lo));
+        for (int k = 0; k < f->n_send; k++) {
+            int j0, j1;
+            side_tensor_range(&f->senders[k], rcv.s[m].tensor, &j0, &j1);
+            for (int j = j0; j < j1; j++) {
+                int b = f->senders[k].order[j];
+                struct overlap o;
+                const struct dev_slice *sb = &f->senders[k].s[b];
+                if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
+                    continue;
+                MPI_Request r;
+                long long bytes = (long long)(o.nr * o.nc) * f->esize;
+                MPI_Datatype t = sync_block_type(&rcv.s[m], &o, f->elem);
+                MPI_CHECK(MPI_Irecv(land[m], 1, t, prev >= 0 ? prev : k, TAG_SYNC_DATA,
+                                    w->comms.sync, &r));
+                ws_add_req(y, r, t);
+                recv_log_add(&lg, m, k, b, y->n_req - 1);
+                y->bytes_in += bytes;
+                if (next >= 0) relay_add_fwd(y, y->n_req - 1, next, land[m], t, bytes, 0);
+            }
+        }
+    }
+    if (feeds) {
+        side_index(&rcv);
+        f->mine = &rcv;
+        f->land = land;
+        f->lg = &lg;
+        relay_add_feeds(w, f);
+    }
+    recv_log_free(&lg);
+    free(land);
+    side_free(&rcv);
+}
+
 void ws_on_sync(struct worker *w, const struct wire_sync *msg)
 {
     struct wk_sync *y = &w->sync;
@@ -390,7 +308,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     y->sync_id = msg->sync_id;
     y->active = 1;
     y->n_req = 0;
-    y->n_fwd = y->fwd_done = 0;
+    y->n_fwd = y->fwd_done = y->n_seg = 0;
     y->bytes_in = y->bytes_out = 0;
     y->direct16 = 0;
     const struct plan *p = &w->plan;
@@ -420,7 +338,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     int any16 = 0, any32 = 0;
     y->gpu = gpu_on(w);
     for (int q = n_send; q < n_mem; q++) {
-        int b16 = wire_bf16(w, members[q]);
+        int b16 = ws_wire_bf16(w, members[q]);
         any16 |= b16 && !y->gpu;
         any32 |= !b16;
     }
@@ -431,7 +349,9 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         for (int b = 0; b < senders[me_send].n; b++) live[b] = senders[me_send].s[b].data;
     }
     y->n_run = 0;
-    if (y->gpu) gpu_runs(w, y, senders, n_send, members, n_mem, me_send, live);
+    struct relay_map rm;
+    relay_map_build(w, members, n_send, n_mem, y->gpu, &rm);
+    if (y->gpu) gpu_runs(w, y, senders, n_send, members, n_mem, &rm, me_send, live);
     int ours16 = 0;
     if (me_send >= 0)
         snapshot(w, &senders[me_send], any32, any16, &copy, &copy16, &off16, &ours16);
@@ -442,58 +362,45 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         const struct rank_assign *a = &p->ranks[members[q]];
         int mine = members[q] == w->rank;
         if (!mine && me_send < 0) continue; /* a receiver deals with its own blocks only */
-        int b16 = wire_bf16(w, members[q]);
+        int b16 = ws_wire_bf16(w, members[q]);
         if (b16 && y->gpu) continue; /* its runs are gpu_runs' */
-        int prev = chain_peer(w, members, n_send, n_mem, q, -1);
-        if (!mine && prev >= 0) continue; /* a sender feeds a chain's head only */
-        int next = mine ? chain_peer(w, members, n_send, n_mem, q, 1) : -1;
+        if (mine) {
+            struct relay_feed f = {members, n_send, n_mem, q, &rm, senders, NULL, NULL, NULL,
+                                   b16 ? MPI_UINT16_T : MPI_FLOAT,
+                                   b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float)};
+            post_receives(w, &f, a, b16);
+            continue;
+        }
+        if (rm.from[q] >= 0) continue; /* a sender feeds the heads no other chain feeds */
         struct side rcv;
-        side_get(w, &rcv, a->tp, a->index, mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
+        side_get(w, &rcv, a->tp, a->index, DEV_SLICES_GEOMETRY);
         MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
         long long esize = b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float);
-        if (mine && b16)
-            y->direct16 = rcv.n > 0 && w->ops->stage_bf16 &&
-                          w->ops->stage_bf16(w->dev, rcv.s[0].data);
-        if (mine && b16 && !y->direct16) recv16_prepare(y, &rcv);
-        for (int m = 0; m < rcv.n; m++)
-            for (int k = 0; k < n_send; k++) {
-                if (!mine && k != me_send) continue;
-                int j0, j1;
-                tensor_range(&senders[k], rcv.s[m].tensor, &j0, &j1);
-                for (int j = j0; j < j1; j++) {
-                    int b = senders[k].order[j];
-                    struct overlap o;
-                    const struct dev_slice *sb = &senders[k].s[b];
-                    if (!overlap_of(&rcv.s[m], sb, &o) || !first_holder(senders, k, sb)) continue;
-                    MPI_Request r;
-                    long long bytes = (long long)(o.nr * o.nc) * esize;
-                    if (mine) {
-                        MPI_Datatype t = block_type(&rcv.s[m], &o, elem);
-                        void *at = !b16 ? (void *)rcv.s[m].data
-                                   : y->direct16
-                                       ? (void *)w->ops->stage_bf16(w->dev, rcv.s[m].data)
-                                       : (void *)(y->recv16 + (rcv.s[m].data - y->stage_lo));
-                        MPI_CHECK(MPI_Irecv(at, 1, t, prev >= 0 ? prev : k, TAG_SYNC_DATA,
-                                            w->comms.sync, &r));
-                        add_req(y, r, t);
-                        y->bytes_in += bytes;
-                        if (next >= 0) add_fwd(y, y->n_req - 1, next, at, t, bytes);
-                    } else {
-                        MPI_Datatype t = block_type(sb, &o, elem);
-                        const void *from = b16 ? (const void *)(copy16 + off16[b])
-                                               : (const void *)sb->data;
-                        MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
-                        add_req(y, r, t);
-                        y->bytes_out += bytes;
-                    }
-                }
+        const struct side *me = &senders[me_send];
+        for (int m = 0; m < rcv.n; m++) {
+            int j0, j1;
+            side_tensor_range(me, rcv.s[m].tensor, &j0, &j1);
+            for (int j = j0; j < j1; j++) {
+                int b = me->order[j];
+                struct overlap o;
+                const struct dev_slice *sb = &me->s[b];
+                if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, me_send, sb))
+                    continue;
+                MPI_Request r;
+                MPI_Datatype t = sync_block_type(sb, &o, elem);
+                const void *from = b16 ? (const void *)(copy16 + off16[b]) : (const void *)sb->data;
+                MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
+                ws_add_req(y, r, t);
+                y->bytes_out += (long long)(o.nr * o.nc) * esize;
             }
+        }
         side_free(&rcv);
     }
     if (y->n_run && me_send >= 0) w->ops->gsync_send(w->dev, y->run, y->n_run);
     if (y->n_run && me_send < 0) w->ops->gsync_recv(w->dev, y->run, y->n_run, y->version);
     y->gpu_wait = y->n_run && me_send < 0; /* SYNC_DONE once the safe point took them */
     free(live);
+    relay_map_free(&rm);
     for (int k = 0; k < n_send; k++) side_free(&senders[k]);
     free(senders);
     free(members);
@@ -505,32 +412,11 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     y->send16_ours = ours16;
 }
 
-/* A relaying receiver: the blocks landed so far passed on, in the order listed (the
- * next receiver posted its receives in that order); 1 if any was. */
-static int relay(struct worker *w)
-{
-    struct wk_sync *y = &w->sync;
-    int moved = 0;
-    while (y->fwd_done < y->n_fwd) {
-        struct wk_fwd *f = &y->fwd[y->fwd_done];
-        int landed = 0;
-        MPI_CHECK(MPI_Test(&y->req[f->req], &landed, MPI_STATUS_IGNORE));
-        if (!landed) break;
-        MPI_Request r;
-        MPI_CHECK(MPI_Isend(f->at, 1, f->t, f->dest, TAG_SYNC_DATA, w->comms.sync, &r));
-        add_req(y, r, MPI_DATATYPE_NULL); /* the type is the receive's */
-        y->bytes_out += f->bytes;
-        y->fwd_done++;
-        moved = 1;
-    }
-    return moved;
-}
-
 int ws_progress(struct worker *w)
 {
     struct wk_sync *y = &w->sync;
     if (!y->active) return 0;
-    int moved = relay(w), done = 0;
+    int moved = relay_progress(w), done = 0;
     MPI_CHECK(MPI_Testall(y->n_req, y->req, &done, MPI_STATUSES_IGNORE));
     if (!done || y->fwd_done < y->n_fwd || (y->gpu_wait && !w->ops->gsync_landed(w->dev)))
         return moved;
@@ -565,4 +451,5 @@ void ws_free(struct worker *w)
     free(w->sync.rslices);
     free(w->sync.run);
     free(w->sync.fwd);
+    free(w->sync.seg);
 }

@@ -8,8 +8,9 @@
  * controller's part of the re-split; the workers are driven by hand, as in the job.
  *
  * Shard-matched syncs run twice: relayed (the job's way: the receivers of one place
- * pass the blocks down a chain, weight_sync.c) and point to point (the senders send
- * every receiver its blocks).
+ * pass the blocks down a chain, and the chains of the smallest TP degree feed the
+ * places nested in theirs, sync_relay.c) and point to point (the senders send every
+ * receiver its blocks).
  *
  * Per method: bytes received by the rollout ranks (in all, and by the rank that got
  * the most), bytes sent by the rank that sent the most (its link's load: what bounds

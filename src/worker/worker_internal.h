@@ -4,7 +4,8 @@
  *   worker_rollout.c  the rollout-instance role
  *   worker_train.c    the training role: core and hybrid replicas, their gradient
  *                     reductions (data-parallel communicator and hybrid lane), joins
- *   weight_sync.c     shard-matched weight syncs (root replica -> rollout ranks)
+ *   weight_sync.c     shard-matched weight syncs (root replica -> rollout ranks),
+ *                     with sync_blocks.c and sync_relay.c (sync_internal.h)
  *
  * Training step, as every replica sees it (phases of struct wk_train):
  *   COMPUTE   the device computes the rank's share (emulated: until `until`)
@@ -68,13 +69,20 @@ struct wk_join {
     int version;             /* the snapshot's version (header) */
 };
 
-/* A block a receiver passes on to the next receiver of its chain (weight_sync.c) once
- * its own receive, request req, has completed: from `at` with type t. */
+/* A block a receiver passes on (sync_relay.c) to member dest -- the next receiver of
+ * its chain, or the head of a chain it feeds -- once its own receive, request req, has
+ * completed: from `at` with type t (own: made for the pass-on, else the receive's). */
 struct wk_fwd {
     int req, dest;
     void *at;
     MPI_Datatype t;
     long long bytes;
+    int own;
+};
+
+/* One destination's pass-ons fwd[cur .. end), in order; cur: the next to go. */
+struct wk_seg {
+    int cur, end;
 };
 
 struct wk_sync {
@@ -99,8 +107,10 @@ struct wk_sync {
     int gpu_wait;            /* a receiver waits for its instance to take them */
     struct dev_gmsg *run;    /* (n_run) this rank's GPU runs of the sync */
     int n_run, cap_run;
-    struct wk_fwd *fwd;      /* (n_fwd) a relaying receiver's blocks to pass on, in order */
+    struct wk_fwd *fwd;      /* (n_fwd) a relaying receiver's blocks to pass on */
     int n_fwd, cap_fwd, fwd_done;
+    struct wk_seg *seg;      /* (n_seg) fwd by destination */
+    int n_seg, cap_seg;
     int no_relay;            /* every receiver from the senders (bench-sync's comparison) */
     long long bytes_in, bytes_out;
 };
@@ -162,8 +172,8 @@ void wt_free(struct worker *w);
 void ws_on_sync(struct worker *w, const struct wire_sync *s);
 int ws_progress(struct worker *w);
 void ws_free(struct worker *w);
-/* The slices of a TP-t rank of index i for use (enum dev_slice_use), allocated (*n of
- * them; the device's count, no cap). */
+/* sync_blocks.c: the slices of a TP-t rank of index i for use (enum dev_slice_use),
+ * allocated (*n of them; the device's count, no cap). */
 struct dev_slice *ws_slices(struct worker *w, int t, int i, int use, int *n);
 
 #endif

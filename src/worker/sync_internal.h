@@ -1,0 +1,116 @@
+/*
+ * Private to the weight sync of src/worker:
+ *   sync_blocks.c   the geometry: a place's blocks (device slices), their overlaps and
+ *                   the MPI types that pick an overlap out of a block
+ *   sync_relay.c    who receives from whom -- relay chains, and the chains that feed
+ *                   other places' chains -- and the passing on of landed blocks
+ *   weight_sync.c   the sync itself: senders, receivers, GPU runs, completion
+ * Member indices (q) are ranks of the sync communicator: the root replica's senders
+ * first (q < n_send), then the receivers in rank order.
+ */
+#ifndef LIBRA_SYNC_INTERNAL_H
+#define LIBRA_SYNC_INTERNAL_H
+
+#include "worker_internal.h"
+
+#define TAG_SYNC_DATA 301 /* on the sync communicator */
+
+/* ---- sync_blocks.c ---- */
+
+/* The blocks of one place (TP degree t, index i). */
+struct side {
+    int t, i;
+    int n;                    /* slices */
+    struct dev_slice *s;
+    /* with side_index: s[order[j]] for j in [first[x], first[x + 1]) are tensor x's, in
+     * slice order (n_tensor: the largest tensor number + 1) */
+    int *order, *first, n_tensor;
+};
+
+/* A rectangle of one tensor, in the whole tensor's rows and columns. */
+struct overlap {
+    int64_t r0, nr, c0, nc;
+};
+
+/* Overlap of two blocks of the same tensor; 0 if empty. */
+int sync_overlap(const struct dev_slice *a, const struct dev_slice *b, struct overlap *o);
+int sync_same_block(const struct dev_slice *a, const struct dev_slice *b);
+/* Block `in` lies inside block `out` (the same tensor). */
+int sync_within(const struct dev_slice *in, const struct dev_slice *out);
+/* The committed type that picks overlap o out of slice s's contiguous block of elem
+ * values (the caller frees it). */
+MPI_Datatype sync_block_type(const struct dev_slice *s, const struct overlap *o,
+                             MPI_Datatype elem);
+
+void side_get(struct worker *w, struct side *sd, int t, int i, int use);
+/* Indexes sd's slices by tensor (a stable counting sort). */
+void side_index(struct side *sd);
+/* The range [*j0, *j1) of sd->order holding tensor x's slices (side_index first). */
+void side_tensor_range(const struct side *sd, int x, int *j0, int *j1);
+/* The slice of indexed sd that holds block b whole, -1 if none. */
+int side_holder(const struct side *sd, const struct dev_slice *b);
+void side_free(struct side *sd);
+/* Sender k's block b is sent: no earlier sender holds the same block (replicated
+ * tensors, replicated KV heads go once). */
+int side_first_holder(const struct side *senders, int k, const struct dev_slice *b);
+
+/* ---- weight_sync.c ---- */
+
+/* Whether the syncs to rank r carry bf16 (weight_sync.c's top). */
+int ws_wire_bf16(const struct worker *w, int r);
+/* Request r of the sync, with the type to free when it ends (MPI_DATATYPE_NULL: none). */
+void ws_add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t);
+
+/* ---- sync_relay.c ---- */
+
+/* Who each member receives from and passes on to (member indices; -1: none). */
+struct relay_map {
+    int *from;   /* (n_mem) a receiver's source: its chain's previous member, or for a
+                    chain's head the feeding chain's last member; -1: the senders */
+    int *next;   /* (n_mem) the next member of its chain */
+    int *feeder; /* (n_mem) a head fed by another place's chain: that chain's last
+                    member (from), else -1 */
+};
+
+/* The map of the sync over members[0 .. n_mem) (senders first, n_send of them).
+ * gpu: the bf16 receivers' runs go GPU to GPU (they relay within their chains only). */
+void relay_map_build(struct worker *w, const int *members, int n_send, int n_mem, int gpu,
+                     struct relay_map *rm);
+void relay_map_free(struct relay_map *rm);
+
+/* A receiver's receives, by its own slices: entries [start[j], start[j + 1]) are slice
+ * j's, each from sender k's block b by request req (of struct wk_sync). */
+struct recv_log {
+    int *start, n_slices;
+    int *k, *b, *req;
+    int n, cap;
+};
+void recv_log_init(struct recv_log *lg, int n_slices);
+void recv_log_add(struct recv_log *lg, int j, int k, int b, int req);
+void recv_log_free(struct recv_log *lg);
+
+/* The block landed by request req, at `at` with type t, to be passed on to member
+ * dest (own: t is the pass-on's, freed with it; else the receive's). */
+void relay_add_fwd(struct wk_sync *y, int req, int dest, void *at, MPI_Datatype t,
+                   long long bytes, int own);
+
+/* What this chain's last member (me, a receiver whose own slices mine -- indexed --
+ * land at land[j], logged in lg) passes on to the heads it feeds: each head's blocks,
+ * cut out of the received ones, in the order the head posts its receives. */
+struct relay_feed {
+    const int *members;
+    int n_send, n_mem, me;
+    const struct relay_map *rm;
+    const struct side *senders, *mine;
+    void *const *land;
+    const struct recv_log *lg;
+    MPI_Datatype elem;
+    long long esize;
+};
+void relay_add_feeds(struct worker *w, const struct relay_feed *f);
+
+/* Passes on the blocks that have landed, per destination in the order listed; 1 if it
+ * passed any on. */
+int relay_progress(struct worker *w);
+
+#endif

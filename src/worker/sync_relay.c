@@ -1,0 +1,230 @@
+/*
+ * Relays of a weight sync (sync_internal.h): who receives from whom, and the passing
+ * on of blocks as they land.
+ *
+ * Chains. The receivers of one place (TP degree and index: the same slices) and wire
+ * type want the same bytes in the same layout: they form a chain in rank order
+ * (mostly within a node), and each member passes every block on to the next one as
+ * soon as it has landed.
+ *
+ * Feeds. A place whose every slice lies inside a slice of another place of a smaller
+ * TP degree (a TP-2 place inside the TP-1 one, a TP-4 place inside a TP-2 one: the
+ * shards of the powers of two nest) needs no byte from the senders: the last member
+ * of that other place's chain cuts each of its blocks out of the blocks it received
+ * and feeds them to the chain's head, in the order the head posts its receives. Of
+ * the places that cover a head, the one of the largest TP degree feeds it (ties: the
+ * lowest index), so a chain's last member sends about its own shard's bytes. The
+ * senders then feed only the places no other place covers -- those of the smallest
+ * TP degree -- so each sender's link carries its part of the model once, whatever the
+ * rollout layout: the pipelined broadcast the planner's cost model assumes
+ * (cost_weight_sync_s), plus one block's time per hop. Feeds go over MPI only: GPU
+ * runs (weight_sync.c's gpu_runs) relay within their chains.
+ *
+ * Deadlock: every receiver posts all its receives when the sync starts; a pass-on
+ * waits only for its own receive; and a place is fed only by one of a smaller TP
+ * degree, so no cycle.
+ */
+#include <stdlib.h>
+
+#include "libra/log.h"
+#include "sync_internal.h"
+
+/* Receivers q1, q2 (member indices) of one place and wire type. */
+static int same_place(const struct worker *w, const int *members, int q1, int q2)
+{
+    const struct rank_assign *a = &w->plan.ranks[members[q1]], *b = &w->plan.ranks[members[q2]];
+    return a->tp == b->tp && a->index == b->index &&
+           ws_wire_bf16(w, members[q1]) == ws_wire_bf16(w, members[q2]);
+}
+
+/* Every slice of place h lies inside a slice of (indexed) place g. */
+static int covers(const struct side *g, const struct side *h)
+{
+    for (int m = 0; m < h->n; m++)
+        if (side_holder(g, &h->s[m]) < 0) return 0;
+    return 1;
+}
+
+static int *minus_ones(int n)
+{
+    int *a = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+    for (int i = 0; i < n; i++) a[i] = -1;
+    return a;
+}
+
+/* The heads that another place's chain feeds (feeder, from): see the top. */
+static void find_feeds(struct worker *w, const int *members, int n_send, int n_mem, int gpu,
+                       struct relay_map *rm)
+{
+    const struct plan *p = &w->plan;
+    int *head = xmalloc((size_t)(n_mem > 0 ? n_mem : 1) * sizeof *head), nh = 0;
+    for (int q = n_send; q < n_mem; q++)
+        if (rm->from[q] < 0 && !(gpu && ws_wire_bf16(w, members[q]))) head[nh++] = q;
+    struct side *geo = xcalloc((size_t)(nh ? nh : 1), sizeof *geo);
+    for (int a = 0; a < nh; a++) {
+        const struct rank_assign *r = &p->ranks[members[head[a]]];
+        side_get(w, &geo[a], r->tp, r->index, DEV_SLICES_GEOMETRY);
+        side_index(&geo[a]);
+    }
+    for (int a = 0; a < nh; a++) {
+        const struct rank_assign *ra = &p->ranks[members[head[a]]];
+        int best = -1;
+        for (int g = 0; g < nh; g++) {
+            const struct rank_assign *rg = &p->ranks[members[head[g]]];
+            if (rg->tp >= ra->tp ||
+                ws_wire_bf16(w, members[head[g]]) != ws_wire_bf16(w, members[head[a]]))
+                continue;
+            if (best >= 0) {
+                const struct rank_assign *rb = &p->ranks[members[head[best]]];
+                if (rg->tp < rb->tp || (rg->tp == rb->tp && rg->index > rb->index)) continue;
+            }
+            if (covers(&geo[g], &geo[a])) best = g;
+        }
+        if (best < 0) continue;
+        int tail = head[best];
+        while (rm->next[tail] >= 0) tail = rm->next[tail];
+        rm->feeder[head[a]] = tail;
+    }
+    for (int a = 0; a < nh; a++) {
+        if (rm->feeder[head[a]] >= 0) rm->from[head[a]] = rm->feeder[head[a]];
+        side_free(&geo[a]);
+    }
+    free(geo);
+    free(head);
+}
+
+void relay_map_build(struct worker *w, const int *members, int n_send, int n_mem, int gpu,
+                     struct relay_map *rm)
+{
+    rm->from = minus_ones(n_mem);
+    rm->next = minus_ones(n_mem);
+    rm->feeder = minus_ones(n_mem);
+    if (w->sync.no_relay) return; /* every receiver from the senders */
+    for (int q = n_send; q < n_mem; q++)
+        for (int j = q + 1; j < n_mem; j++)
+            if (same_place(w, members, q, j)) {
+                rm->next[q] = j;
+                rm->from[j] = q;
+                break;
+            }
+    find_feeds(w, members, n_send, n_mem, gpu, rm);
+}
+
+void relay_map_free(struct relay_map *rm)
+{
+    free(rm->from);
+    free(rm->next);
+    free(rm->feeder);
+    rm->from = rm->next = rm->feeder = NULL;
+}
+
+void recv_log_init(struct recv_log *lg, int n_slices)
+{
+    *lg = (struct recv_log){.n_slices = n_slices};
+    lg->start = xcalloc((size_t)n_slices + 1, sizeof *lg->start);
+}
+
+/* Entries come slice by slice, in slice order. */
+void recv_log_add(struct recv_log *lg, int j, int k, int b, int req)
+{
+    if (lg->n == lg->cap) {
+        lg->cap = lg->cap ? 2 * lg->cap : 64;
+        lg->k = xrealloc(lg->k, (size_t)lg->cap * sizeof *lg->k);
+        lg->b = xrealloc(lg->b, (size_t)lg->cap * sizeof *lg->b);
+        lg->req = xrealloc(lg->req, (size_t)lg->cap * sizeof *lg->req);
+    }
+    lg->k[lg->n] = k;
+    lg->b[lg->n] = b;
+    lg->req[lg->n++] = req;
+    for (int x = j + 1; x <= lg->n_slices; x++) lg->start[x] = lg->n;
+}
+
+void recv_log_free(struct recv_log *lg)
+{
+    free(lg->start);
+    free(lg->k);
+    free(lg->b);
+    free(lg->req);
+}
+
+void relay_add_fwd(struct wk_sync *y, int req, int dest, void *at, MPI_Datatype t,
+                   long long bytes, int own)
+{
+    if (y->n_fwd == y->cap_fwd) {
+        y->cap_fwd = y->cap_fwd ? 2 * y->cap_fwd : 64;
+        y->fwd = xrealloc(y->fwd, (size_t)y->cap_fwd * sizeof *y->fwd);
+    }
+    /* a destination's pass-ons in one run: the order its receives were posted in */
+    if (y->n_seg == 0 || y->fwd[y->n_fwd - 1].dest != dest) {
+        if (y->n_seg == y->cap_seg) {
+            y->cap_seg = y->cap_seg ? 2 * y->cap_seg : 8;
+            y->seg = xrealloc(y->seg, (size_t)y->cap_seg * sizeof *y->seg);
+        }
+        y->seg[y->n_seg++] = (struct wk_seg){y->n_fwd, y->n_fwd};
+    }
+    y->fwd[y->n_fwd++] = (struct wk_fwd){req, dest, at, t, bytes, own};
+    y->seg[y->n_seg - 1].end = y->n_fwd;
+}
+
+/* The request of lg's receive of sender k's block b into slice j. */
+static int logged(const struct recv_log *lg, int j, int k, int b)
+{
+    for (int e = lg->start[j]; e < lg->start[j + 1]; e++)
+        if (lg->k[e] == k && lg->b[e] == b) return lg->req[e];
+    return -1;
+}
+
+void relay_add_feeds(struct worker *w, const struct relay_feed *f)
+{
+    const struct plan *p = &w->plan;
+    for (int h = f->n_send; h < f->n_mem; h++) {
+        if (f->rm->feeder[h] != f->me) continue;
+        const struct rank_assign *a = &p->ranks[f->members[h]];
+        struct side rcv;
+        side_get(w, &rcv, a->tp, a->index, DEV_SLICES_GEOMETRY);
+        /* the head's walk (weight_sync.c): its slices, the senders, their blocks */
+        for (int m = 0; m < rcv.n; m++) {
+            int j = side_holder(f->mine, &rcv.s[m]);
+            if (j < 0) FATAL("weight sync: rank %d feeds a place it does not cover (a bug)", w->rank);
+            for (int k = 0; k < f->n_send; k++) {
+                int j0, j1;
+                side_tensor_range(&f->senders[k], rcv.s[m].tensor, &j0, &j1);
+                for (int jb = j0; jb < j1; jb++) {
+                    int b = f->senders[k].order[jb];
+                    const struct dev_slice *sb = &f->senders[k].s[b];
+                    struct overlap o;
+                    if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
+                        continue;
+                    int req = logged(f->lg, j, k, b);
+                    if (req < 0) FATAL("weight sync: rank %d feeds a block it does not receive (a bug)", w->rank);
+                    MPI_Datatype t = sync_block_type(&f->mine->s[j], &o, f->elem);
+                    relay_add_fwd(&w->sync, req, h, f->land[j], t, (long long)(o.nr * o.nc) * f->esize, 1);
+                }
+            }
+        }
+        side_free(&rcv);
+    }
+}
+
+int relay_progress(struct worker *w)
+{
+    struct wk_sync *y = &w->sync;
+    int moved = 0;
+    for (int s = 0; s < y->n_seg; s++) {
+        struct wk_seg *g = &y->seg[s];
+        while (g->cur < g->end) {
+            struct wk_fwd *f = &y->fwd[g->cur];
+            int landed = 0;
+            MPI_CHECK(MPI_Test(&y->req[f->req], &landed, MPI_STATUS_IGNORE));
+            if (!landed) break;
+            MPI_Request r;
+            MPI_CHECK(MPI_Isend(f->at, 1, f->t, f->dest, TAG_SYNC_DATA, w->comms.sync, &r));
+            ws_add_req(y, r, f->own ? f->t : MPI_DATATYPE_NULL); /* else the receive's type */
+            y->bytes_out += f->bytes;
+            y->fwd_done++;
+            g->cur++;
+            moved = 1;
+        }
+    }
+    return moved;
+}
