@@ -23,11 +23,17 @@ rollout = { slots = 2; max_tokens = 128; max_tokens_per_turn = 32; };
 plan = { n_train = 1; rollout_tp = [2, 2, 1, 1, 1, 1]; };
 env = { name = "calc"; };
 CFG
-timeout -k 10 300 $MPIRUN -np 10 "$LIBRA" --bench-sync "$d/sync.cfg" > "$d/out" 2>&1 ||
-    { cat "$d/out"; fail "libra --bench-sync (exit $?; 124: hung)"; }
-x=$(sed -n "s/^  relayed \/ point to point: \([0-9.]*\) of the busiest sender's bytes.*/\1/p" "$d/out")
-[ -n "$x" ] || { cat "$d/out"; fail "bench-sync: no relayed / point-to-point line"; }
-awk -v x="$x" 'BEGIN { exit !(x >= 0.16 && x <= 0.18) }' ||
-    { cat "$d/out"; fail "bench-sync: the relayed busiest sender sent $x of point to point's bytes"; }
-echo "ok: bench-sync relays (the busiest sender: $x of its point-to-point bytes)"
+# the same on device cuda with GPU-to-GPU runs (host-staged, on the CUDA module's host
+# stand-in), whose feeds the TP-1 chain's last rank packs on its GPU
+sed 's/type = "cpu"/type = "cuda"/' "$d/sync.cfg" > "$d/cuda.cfg"
+for dev in sync cuda; do
+    LIBRA_CUDA_MODULE=host LIBRA_TEST_SYNC_GPU=host \
+        timeout -k 10 300 $MPIRUN -np 10 "$LIBRA" --bench-sync "$d/$dev.cfg" > "$d/out" 2>&1 ||
+        { cat "$d/out"; fail "libra --bench-sync $dev.cfg (exit $?; 124: hung)"; }
+    x=$(sed -n "s/^  relayed \/ point to point: \([0-9.]*\) of the busiest sender's bytes.*/\1/p" "$d/out")
+    [ -n "$x" ] || { cat "$d/out"; fail "bench-sync $dev.cfg: no relayed / point-to-point line"; }
+    awk -v x="$x" 'BEGIN { exit !(x >= 0.16 && x <= 0.18) }' ||
+        { cat "$d/out"; fail "bench-sync $dev.cfg: the relayed busiest sender sent $x of point to point's bytes"; }
+    echo "ok: bench-sync relays on $dev.cfg (the busiest sender: $x of its point-to-point bytes)"
+done
 echo "ok: tensor parallelism and weight syncs over MPI"

@@ -80,6 +80,22 @@ rl_job 5 "$out/replan.cfg" "$out/replan"
 tail -n 3 "$out/replan.stdout"
 "$CHECK_RUN" "$out/replan.h5" --min-steps 9 || fail "check_run (re-planned)"
 "$CHECK_RL" "$out/replan.h5" --max-staleness 0 || fail "check_rl (re-planned)"
+# the same with GPU-to-GPU syncs (host-staged): in epoch 2 the TP-1 instance's rank
+# feeds both ranks of the TP-2 instance their shards (packing o_proj's and down_proj's
+# column halves on its GPU), and the senders send the TP-1 rank alone
+RL_LOG_LEVEL=info RL_TRAIN_EXTRA="entropy_coef = 0.01;" rl_sched_config "$out/replangpu.cfg" \
+    "$out/replangpu.h5" 9 3 '{ n_train = 1; rollout_tp = [1, 1, 1]; },
+    { n_train = 2; rollout_tp = [2]; }, { n_train = 1; rollout_tp = [2, 1]; }'
+LIBRA_TEST_SYNC_GPU=host rl_job 5 "$out/replangpu.cfg" "$out/replangpu"
+"$CHECK_RUN" "$out/replangpu.h5" --min-steps 9 || fail "check_run (re-planned, GPU syncs)"
+"$CHECK_RL" "$out/replangpu.h5" --max-staleness 0 || fail "check_rl (re-planned, GPU syncs)"
+grep -q "epoch 2: bf16 weight syncs GPU to GPU" "$out/replangpu.stdout" ||
+    fail "rl_cuda: no GPU-to-GPU weight syncs in the epoch of TP [2, 1]"
+# on the stand-in the same runs, bit for bit: the fed shards are the sent ones
+if [ "${LIBRA_CUDA_MODULE:-}" = host ]; then
+    "$CHECK_RL" --compare "$out/replan.h5" "$out/replangpu.h5" --rel-tol 0 ||
+        fail "check_rl --compare replan replangpu (MPI and GPU-to-GPU syncs with feeds)"
+fi
 # lent and back: one rollout rank trains for two epochs, then serves rollouts again.
 # On the host stand-in the workers' GPU is too small for a GPU trainer (125 MB) and a
 # rollout engine (69 MB; at least one slot's KV cache) at once (LIBRA_CUDA_HOST_MEM

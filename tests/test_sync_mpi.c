@@ -32,8 +32,8 @@
  * And a training replica turned rollout rank (as one back from a loan) decodes the
  * weights of its last step, which were on its GPU engine alone (cpu_train_retire).
  * Every sync relays: the receivers of one place form a chain in rank order, each
- * member passing on what it received; over MPI the senders feed the chains of the
- * smallest TP degree, whose last members feed those of the next (check_relay).
+ * member passing on what it received; the senders feed the chains of the smallest TP
+ * degree, whose last members feed those of the next (check_relay) -- GPU runs too.
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
@@ -170,13 +170,12 @@ static void sync_round(struct worker *w, struct comms *c0, const struct plan *p,
 }
 
 /* The relays of the sync just run (collective): every member of a chain (the
- * receivers of one place) but the last passes on what it received; over MPI, the
- * senders feed only the places of the smallest rollout TP degree, and a chain's last
- * member feeds the places of the next TP degree, unless its degree is the largest;
- * GPU runs (gpu) relay within chains only, the senders feeding every chain's head; the
- * bytes sent in all are the bytes received in all. Point to point (no_relay): the
- * senders send every receiver its blocks, and no receiver sends. */
-static void check_relay(const struct worker *w, const struct plan *p, int gpu)
+ * receivers of one place) but the last passes on what it received; the senders feed
+ * only the places of the smallest rollout TP degree, and a chain's last member feeds
+ * the places of the next TP degree, unless its degree is the largest; the bytes sent
+ * in all are the bytes received in all. Point to point (no_relay): the senders send
+ * every receiver its blocks, and no receiver sends. */
+static void check_relay(const struct worker *w, const struct plan *p)
 {
     int tmin = 1 << 30, tmax = 0;
     for (int r = 1; r < N_WORLD; r++)
@@ -204,10 +203,10 @@ static void check_relay(const struct worker *w, const struct plan *p, int gpu)
             b[1] = w->sync.bytes_in;
             CU_ASSERT_EQUAL(w->sync.bytes_out, 0);
         } else {
-            if (head && (gpu || a->tp == tmin)) b[1] = w->sync.bytes_in;
+            if (head && a->tp == tmin) b[1] = w->sync.bytes_in;
             if (!last) CU_ASSERT_EQUAL(w->sync.bytes_out, w->sync.bytes_in);
-            if (last && (gpu || a->tp == tmax)) CU_ASSERT_EQUAL(w->sync.bytes_out, 0);
-            if (last && !gpu && a->tp < tmax) CU_ASSERT(w->sync.bytes_out > 0);
+            if (last && a->tp == tmax) CU_ASSERT_EQUAL(w->sync.bytes_out, 0);
+            if (last && a->tp < tmax) CU_ASSERT(w->sync.bytes_out > 0);
         }
     }
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b, 3, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
@@ -326,7 +325,7 @@ static void test_sync(void)
         for (int round = 0; round < 2; round++) {
             if (w) w->sync.no_relay = phase == 1 && round == 1; /* bench-sync's comparison */
             sync_round(w, &c0, &p, 2 * phase + round);
-            check_relay(w, &p, 0);
+            check_relay(w, &p);
         }
     }
     finish(w, &c0, &p, &old);
@@ -443,7 +442,7 @@ static void test_sync_bf16_cuda(void)
         run_sync(w, ROUND);
         if (a->role == ROLE_TRAIN) CU_ASSERT_EQUAL(w->sync.send16_ours, 0); /* the device's */
     }
-    check_relay(w, &p, 0); /* one chain of 8 */
+    check_relay(w, &p); /* one chain of 8 */
     if (a->role == ROLE_ROLLOUT) {
         CU_ASSERT_EQUAL(w->sync.direct16, 1);
         int ns = w->ops->slices(w->dev, 1, 0, DEV_SLICES_STAGE, s, MAX_SL);
@@ -531,7 +530,7 @@ static void test_sync_gpu_tp1(void)
     struct worker *w = case_tp1(&g_cuda_cfg, &c0, &p, &old, 1);
     const int last = N_WORLD - 2;
     gpu_round(w, &p, ROUND, 1, last);
-    check_relay(w, &p, 1);
+    check_relay(w, &p);
     /* rank 8 idles (its instance closed with the weights on the GPU alone: fetched
      * home), then gets a new instance on its kept shard: the weights are still those */
     idle_and_back(w, &c0, &p, &old, last);
@@ -547,7 +546,7 @@ static void test_sync_gpu_tp1(void)
     build(&p, 1, 1, tp2, 4, 0);
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND + 1, 1, -1);
-    check_relay(w, &p, 1);
+    check_relay(w, &p);
     finish(w, &c0, &p, &old);
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
@@ -566,7 +565,7 @@ static void test_sync_gpu_tp2(void)
     build(&p, 2, 2, tp, 5, 0);
     apply(w, &c0, &p, &old);
     gpu_round(w, &p, ROUND, 1, -1);
-    check_relay(w, &p, 1);
+    check_relay(w, &p);
     finish(w, &c0, &p, &old);
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }

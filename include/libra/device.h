@@ -99,12 +99,15 @@ struct device_epoch {
  * go as one NCCL group; groups are numbered in one order for the whole sync. A
  * receiver's run with `next` >= 0 is passed on, once received, to that rank of the
  * sync communicator (the next receiver of its relay chain, which lists the same run),
- * as a group of its own after the group's receives. */
+ * as a group of its own after the group's receives. A receiver's run with `feed` 1 is
+ * one it sends: a block of what it received in earlier groups, fed to `peer`, the head
+ * of another place's chain (a group holds feeds only, or receives only). */
 struct dev_gmsg {
     int peer, group;
     const float *at;
     size_t rows, cols, pitch;
     int next;
+    int feed;
 };
 
 static inline int dev_gmsg_strided(const struct dev_gmsg *m)

@@ -70,13 +70,17 @@ struct relay_map {
     int *next;   /* (n_mem) the next member of its chain */
     int *feeder; /* (n_mem) a head fed by another place's chain: that chain's last
                     member (from), else -1 */
+    int *head;   /* (n_mem) a receiver's chain's head */
+    struct side *geo; /* (n_mem) a head's place, indexed (geometry); else empty */
 };
 
-/* The map of the sync over members[0 .. n_mem) (senders first, n_send of them).
- * gpu: the bf16 receivers' runs go GPU to GPU (they relay within their chains only). */
-void relay_map_build(struct worker *w, const int *members, int n_send, int n_mem, int gpu,
+/* The map of the sync over members[0 .. n_mem) (senders first, n_send of them). */
+void relay_map_build(struct worker *w, const int *members, int n_send, int n_mem,
                      struct relay_map *rm);
-void relay_map_free(struct relay_map *rm);
+/* The slice of receiver q's feeder's place that holds block b (q a fed head). */
+const struct dev_slice *relay_feeder_slice(const struct relay_map *rm, int q,
+                                           const struct dev_slice *b);
+void relay_map_free(struct relay_map *rm, int n_mem);
 
 /* A receiver's receives, by its own slices: entries [start[j], start[j + 1]) are slice
  * j's, each from sender k's block b by request req (of struct wk_sync). */

@@ -17,8 +17,8 @@
  * senders then feed only the places no other place covers -- those of the smallest
  * TP degree -- so each sender's link carries its part of the model once, whatever the
  * rollout layout: the pipelined broadcast the planner's cost model assumes
- * (cost_weight_sync_s), plus one block's time per hop. Feeds go over MPI only: GPU
- * runs (weight_sync.c's gpu_runs) relay within their chains.
+ * (cost_weight_sync_s), plus one block's time per hop. A feed needs the same wire
+ * type on both sides; GPU runs (weight_sync.c's gpu_runs) feed as MPI does.
  *
  * Deadlock: every receiver posts all its receives when the sync starts; a pass-on
  * waits only for its own receive; and a place is fed only by one of a smaller TP
@@ -53,69 +53,81 @@ static int *minus_ones(int n)
 }
 
 /* The heads that another place's chain feeds (feeder, from): see the top. */
-static void find_feeds(struct worker *w, const int *members, int n_send, int n_mem, int gpu,
+static void find_feeds(struct worker *w, const int *members, int n_send, int n_mem,
                        struct relay_map *rm)
 {
     const struct plan *p = &w->plan;
-    int *head = xmalloc((size_t)(n_mem > 0 ? n_mem : 1) * sizeof *head), nh = 0;
-    for (int q = n_send; q < n_mem; q++)
-        if (rm->from[q] < 0 && !(gpu && ws_wire_bf16(w, members[q]))) head[nh++] = q;
-    struct side *geo = xcalloc((size_t)(nh ? nh : 1), sizeof *geo);
-    for (int a = 0; a < nh; a++) {
-        const struct rank_assign *r = &p->ranks[members[head[a]]];
-        side_get(w, &geo[a], r->tp, r->index, DEV_SLICES_GEOMETRY);
-        side_index(&geo[a]);
-    }
-    for (int a = 0; a < nh; a++) {
-        const struct rank_assign *ra = &p->ranks[members[head[a]]];
+    for (int a = n_send; a < n_mem; a++) {
+        if (rm->head[a] != a) continue;
+        const struct rank_assign *ra = &p->ranks[members[a]];
         int best = -1;
-        for (int g = 0; g < nh; g++) {
-            const struct rank_assign *rg = &p->ranks[members[head[g]]];
-            if (rg->tp >= ra->tp ||
-                ws_wire_bf16(w, members[head[g]]) != ws_wire_bf16(w, members[head[a]]))
+        for (int g = n_send; g < n_mem; g++) {
+            if (rm->head[g] != g) continue;
+            const struct rank_assign *rg = &p->ranks[members[g]];
+            if (rg->tp >= ra->tp || ws_wire_bf16(w, members[g]) != ws_wire_bf16(w, members[a]))
                 continue;
             if (best >= 0) {
-                const struct rank_assign *rb = &p->ranks[members[head[best]]];
+                const struct rank_assign *rb = &p->ranks[members[best]];
                 if (rg->tp < rb->tp || (rg->tp == rb->tp && rg->index > rb->index)) continue;
             }
-            if (covers(&geo[g], &geo[a])) best = g;
+            if (covers(&rm->geo[g], &rm->geo[a])) best = g;
         }
         if (best < 0) continue;
-        int tail = head[best];
+        int tail = best;
         while (rm->next[tail] >= 0) tail = rm->next[tail];
-        rm->feeder[head[a]] = tail;
+        rm->feeder[a] = tail;
     }
-    for (int a = 0; a < nh; a++) {
-        if (rm->feeder[head[a]] >= 0) rm->from[head[a]] = rm->feeder[head[a]];
-        side_free(&geo[a]);
-    }
-    free(geo);
-    free(head);
+    for (int a = n_send; a < n_mem; a++)
+        if (rm->feeder[a] >= 0) rm->from[a] = rm->feeder[a];
 }
 
-void relay_map_build(struct worker *w, const int *members, int n_send, int n_mem, int gpu,
+void relay_map_build(struct worker *w, const int *members, int n_send, int n_mem,
                      struct relay_map *rm)
 {
+    const struct plan *p = &w->plan;
     rm->from = minus_ones(n_mem);
     rm->next = minus_ones(n_mem);
     rm->feeder = minus_ones(n_mem);
-    if (w->sync.no_relay) return; /* every receiver from the senders */
-    for (int q = n_send; q < n_mem; q++)
+    rm->head = minus_ones(n_mem);
+    rm->geo = xcalloc((size_t)(n_mem > 0 ? n_mem : 1), sizeof *rm->geo);
+    for (int q = n_send; q < n_mem; q++) {
+        if (rm->head[q] < 0) rm->head[q] = q;
+        if (w->sync.no_relay) continue; /* every receiver from the senders */
         for (int j = q + 1; j < n_mem; j++)
             if (same_place(w, members, q, j)) {
                 rm->next[q] = j;
                 rm->from[j] = q;
+                rm->head[j] = rm->head[q];
                 break;
             }
-    find_feeds(w, members, n_send, n_mem, gpu, rm);
+    }
+    if (w->sync.no_relay) return;
+    for (int q = n_send; q < n_mem; q++) {
+        if (rm->head[q] != q) continue;
+        const struct rank_assign *a = &p->ranks[members[q]];
+        side_get(w, &rm->geo[q], a->tp, a->index, DEV_SLICES_GEOMETRY);
+        side_index(&rm->geo[q]);
+    }
+    find_feeds(w, members, n_send, n_mem, rm);
 }
 
-void relay_map_free(struct relay_map *rm)
+const struct dev_slice *relay_feeder_slice(const struct relay_map *rm, int q,
+                                           const struct dev_slice *b)
 {
+    const struct side *g = &rm->geo[rm->head[rm->feeder[q]]];
+    int j = side_holder(g, b);
+    if (j < 0) FATAL("weight sync: a place fed by one that does not cover it (a bug)");
+    return &g->s[j];
+}
+
+void relay_map_free(struct relay_map *rm, int n_mem)
+{
+    for (int q = 0; q < n_mem; q++) side_free(&rm->geo[q]);
+    free(rm->geo);
     free(rm->from);
     free(rm->next);
     free(rm->feeder);
-    rm->from = rm->next = rm->feeder = NULL;
+    free(rm->head);
 }
 
 void recv_log_init(struct recv_log *lg, int n_slices)

@@ -47,9 +47,9 @@
  *
  * GPU to GPU (device gsync_*: device cuda, NCCL over the sync's members): when the
  * device's epoch allows it, the bf16 blocks go as runs from the sender's GPU to the
- * receiver's GPU model instead (gpu_runs; relayed within each place's chain, no feeds
- * between places) -- the sender issues them at once, the receiver at its instance's
- * next safe point, and its SYNC_DONE waits for that (gpu_wait).
+ * receiver's GPU model instead (gpu_runs; relayed and fed as over MPI) -- the sender
+ * issues them at once, the receiver at its instance's next safe point, and its
+ * SYNC_DONE waits for that (gpu_wait).
  *
  * A colocated plan's sync moves nothing between ranks: every rollout rank is a training
  * replica holding the step's weights (the replicas compare hashes after every step), so
@@ -78,9 +78,9 @@ static int gpu_on(const struct worker *w)
 }
 
 /* The run of overlap o in block s stored at data, to or from peer, in group g (a
- * receiver's passed on to next, -1 none). */
+ * receiver's passed on to next, -1 none; feed: a receiver's fed to peer). */
 static void add_run(struct wk_sync *y, int peer, int g, const struct dev_slice *s,
-                    const float *data, const struct overlap *o, int next)
+                    const float *data, const struct overlap *o, int next, int feed)
 {
     if (y->n_run == y->cap_run) {
         y->cap_run = y->cap_run ? 2 * y->cap_run : 64;
@@ -88,32 +88,69 @@ static void add_run(struct wk_sync *y, int peer, int g, const struct dev_slice *
     }
     const float *at = data + (o->r0 - s->r0) * s->nc + (o->c0 - s->c0);
     y->run[y->n_run++] = (struct dev_gmsg){peer, g, at, (size_t)o->nr, (size_t)o->nc,
-                                           (size_t)s->nc, next};
+                                           (size_t)s->nc, next, feed};
+}
+
+/* The bf16 receivers (member indices) in the order a GPU sync walks them: by TP degree,
+ * then member index -- a feeding place before the places it feeds. */
+static int gpu_walk_order(const struct worker *w, const int *members, int n_send, int n_mem,
+                          int *order)
+{
+    int n = 0;
+    for (int q = n_send; q < n_mem; q++)
+        if (ws_wire_bf16(w, members[q])) order[n++] = q;
+    for (int i = 1; i < n; i++) /* insertion sort: stable, a few dozen receivers */
+        for (int j = i; j > 0 && w->plan.ranks[members[order[j - 1]]].tp >
+                                     w->plan.ranks[members[order[j]]].tp;
+             j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    return n;
 }
 
 /* A GPU sync's runs: every (receiver, slice, sender, block) overlap to a bf16 receiver,
- * in one order every member walks alike, numbered into groups -- a run strided on
- * either side (packed or unpacked on the GPU) a group of its own, the contiguous runs
- * between two such one group -- and this rank's own collected into y->run (as receiver,
+ * in one order every member walks alike (gpu_walk_order), numbered into groups -- a run
+ * strided on either side (packed or unpacked on the GPU) a group of its own, the
+ * contiguous runs between two such one group, and a fed head's runs start a group --
+ * and this rank's own collected into y->run (as receiver, as the feeder of a fed head,
  * or as sender me_send, whose blocks start at live[b]). A relay chain's head takes its
- * runs from the senders, each other member from the one before it, which passes each
+ * runs from the senders or from its feeder (the last member of a place that covers
+ * its own, sync_relay.c), each other member from the one before it, which passes each
  * group on after receiving it. Each group waits only for the groups before it on the
  * ranks it involves (a chain's member for its own receive of the same group before it
- * passes it on), so the sync cannot deadlock. */
+ * passes it on; a feeder's receives precede its feeds, its place being walked first),
+ * so the sync cannot deadlock. */
 static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *senders, int n_send,
                      const int *members, int n_mem, const struct relay_map *rm, int me_send,
                      const float *const *live)
 {
     const struct plan *p = &w->plan;
+    int *order = xmalloc((size_t)(n_mem > 0 ? n_mem : 1) * sizeof *order);
+    int n_order = gpu_walk_order(w, members, n_send, n_mem, order);
+    /* this rank's own staged slices, where it feeds a head: the feeds' sources */
+    int me = -1, feeds = 0;
+    for (int q = n_send; q < n_mem; q++) me = members[q] == w->rank ? q : me;
+    for (int q = n_send; me >= 0 && q < n_mem; q++) feeds |= rm->feeder[q] == me;
+    struct side own = {0};
+    if (feeds) {
+        const struct rank_assign *a = &p->ranks[w->rank];
+        side_get(w, &own, a->tp, a->index, DEV_SLICES_STAGE);
+        side_index(&own);
+    }
     int g = 0, open = 0; /* the group number; a group of contiguous runs is open */
-    for (int q = n_send; q < n_mem; q++) {
-        if (!ws_wire_bf16(w, members[q])) continue;
-        int mine = members[q] == w->rank;
+    for (int x = 0; x < n_order; x++) {
+        int q = order[x], mine = q == me, fed = rm->feeder[q] >= 0;
         int prev = rm->from[q], next = mine ? rm->next[q] : -1;
+        int feeding = fed && rm->feeder[q] == me;
+        if (fed) open = 0; /* never in a group with its feeder's receives */
         struct side rcv;
         side_get(w, &rcv, p->ranks[members[q]].tp, p->ranks[members[q]].index,
                  mine ? DEV_SLICES_STAGE : DEV_SLICES_GEOMETRY);
-        for (int m = 0; m < rcv.n; m++)
+        for (int m = 0; m < rcv.n; m++) {
+            /* a fed head's runs come out of its feeder's slice fs */
+            const struct dev_slice *fs = fed ? relay_feeder_slice(rm, q, &rcv.s[m]) : NULL;
             for (int k = 0; k < n_send; k++) {
                 int j0, j1;
                 side_tensor_range(&senders[k], rcv.s[m].tensor, &j0, &j1);
@@ -122,23 +159,32 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
                     struct overlap o;
                     const struct dev_slice *sb = &senders[k].s[b];
                     if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, k, sb)) continue;
-                    int strided = (o.nc != rcv.s[m].nc || o.nc != sb->nc) && o.nr > 1;
+                    long long other = fed ? fs->nc : sb->nc; /* the source side's row */
+                    int strided = (o.nc != rcv.s[m].nc || o.nc != other) && o.nr > 1;
                     if (strided || !open) g++;
                     open = !strided;
                     long long bytes = (long long)(o.nr * o.nc) * (long long)sizeof(uint16_t);
                     if (mine) {
-                        add_run(y, prev >= 0 ? prev : k, g, &rcv.s[m], rcv.s[m].data, &o, next);
+                        add_run(y, prev >= 0 ? prev : k, g, &rcv.s[m], rcv.s[m].data, &o, next, 0);
                         y->bytes_in += bytes;
                         y->bytes_out += next >= 0 ? bytes : 0;
+                    } else if (feeding) {
+                        const struct dev_slice *src = &own.s[side_holder(&own, &rcv.s[m])];
+                        add_run(y, q, g, src, src->data, &o, -1, 1);
+                        y->bytes_out += bytes;
                     } else if (k == me_send && prev < 0) {
-                        add_run(y, q, g, sb, live[b], &o, -1);
+                        add_run(y, q, g, sb, live[b], &o, -1, 0);
                         y->bytes_out += bytes;
                     }
                 }
             }
+        }
         side_free(&rcv);
     }
+    side_free(&own);
+    free(order);
 }
+
 
 void ws_add_req(struct wk_sync *y, MPI_Request r, MPI_Datatype t)
 {
@@ -350,7 +396,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     }
     y->n_run = 0;
     struct relay_map rm;
-    relay_map_build(w, members, n_send, n_mem, y->gpu, &rm);
+    relay_map_build(w, members, n_send, n_mem, &rm);
     if (y->gpu) gpu_runs(w, y, senders, n_send, members, n_mem, &rm, me_send, live);
     int ours16 = 0;
     if (me_send >= 0)
@@ -400,7 +446,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     if (y->n_run && me_send < 0) w->ops->gsync_recv(w->dev, y->run, y->n_run, y->version);
     y->gpu_wait = y->n_run && me_send < 0; /* SYNC_DONE once the safe point took them */
     free(live);
-    relay_map_free(&rm);
+    relay_map_free(&rm, n_mem);
     for (int k = 0; k < n_send; k++) side_free(&senders[k]);
     free(senders);
     free(members);

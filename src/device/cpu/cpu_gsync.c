@@ -17,11 +17,13 @@
  * unpacked from one after its receive (the module's copy2d); it is a group of its own,
  * so one buffer of the largest such run serves them all in turn, on the stream.
  *
- * Relays. The receivers of one place form a chain (weight_sync.c): a member other
- * than the head receives its runs from the one before it, and a member with a next
- * passes each group on right after receiving it (from the same GPU memory: the model's
- * weights, or the pack buffer before the unpack), so the sender's GPU sends each
- * place's shard once.
+ * Relays. The receivers of one place form a chain (src/worker/sync_relay.c): a member
+ * other than the head receives its runs from the one before it, and a member with a
+ * next passes each group on right after receiving it (from the same GPU memory: the
+ * model's weights, or the pack buffer before the unpack). A place nested in one of a
+ * smaller TP degree is fed by that place's last member: feed runs, which it sends from
+ * the weights it received in earlier groups (packed first where strided on its side).
+ * So the sender's GPU sends its part of the model once, whatever the rollout layout.
  *
  * When. A sender issues its sends as soon as the sync starts, on the module's stream:
  * the next optimizer step's kernels come after them there, so the weights they read
@@ -204,13 +206,18 @@ static void pass_on(struct device *d, const struct dev_gmsg *m, int n, uint16_t 
 /* Runs m[0 .. n), whose first values are at[k] in a bf16 block on the GPU, group by
  * group: a strided run packed before its send or unpacked after its receive, a relay's
  * group passed on in between (all on the module's stream, so the buffer is reused only
- * once its run is done). */
-static void by_groups(struct device *d, const struct dev_gmsg *m, int n, uint16_t **at, int send)
+ * once its run is done). A sender's runs are all sends (sender 1); a receiver's are
+ * receives, or feeds, which it sends, a group at a time. */
+static void by_groups(struct device *d, const struct dev_gmsg *m, int n, uint16_t **at, int sender)
 {
     uint16_t *buf = strided_buffer(d, m, n);
     uint16_t **dev = xmalloc((size_t)(n ? n : 1) * sizeof *dev);
     for (int k0 = 0, k1; k0 < n; k0 = k1) {
         for (k1 = k0 + 1; k1 < n && m[k1].group == m[k0].group;) k1++;
+        int send = sender || m[k0].feed;
+        for (int k = k0; k < k1; k++)
+            if (m[k].feed != m[k0].feed)
+                FATAL("rank %d: a weight sync's group mixes feeds and receives (a bug)", d->a.rank);
         for (int k = k0; k < k1; k++) dev[k] = dev_gmsg_strided(&m[k]) ? buf : at[k];
         for (int k = k0; send && k < k1; k++)
             if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 1);
