@@ -273,6 +273,25 @@ output = { file = "$out/grp.h5"; };
 CFG
 rl_job 6 "$out/grp.cfg" "$out/grp"
 grep '^\[rank 0\] \(epoch\|pool\)' "$out/grp.stdout" | head -n 8
+# the planner's reasons, step by step (why it moved or kept the plan: on an H100 it
+# kept its first plan through all 16 steps, and only this table can say why)
+"$python" - "$out/grp.h5" <<'PY' || fail "grp: the /planner table does not read"
+import sys
+import h5py
+f = h5py.File(sys.argv[1], "r")
+p = f["planner"][:]
+name = {}
+for col in ("trigger", "verdict"):
+    name[col] = {v: k for k, v in h5py.check_enum_dtype(p.dtype[col]).items()}
+print("step trigger verdict candidate cand_step_s cur_step_s gain_s transition_s "
+      "meas_train_s meas_rollout_s scale_train scale_rollout")
+for r in p:
+    print(r["step"], name["trigger"][r["trigger"]], name["verdict"][r["verdict"]],
+          "%d+%s" % (r["cand_train"], r["cand_rollout_tp"].decode() or "-"),
+          *("%.4g" % r[c] for c in ("cand_step_s", "cur_step_s", "gain_s", "transition_s",
+                                    "meas_train_s", "meas_rollout_s", "scale_train",
+                                    "scale_rollout")))
+PY
 "$CHECK_RL" "$out/grp.h5" || fail "check_rl (grp)"
 moves="--min-replans 1 --expect-event planner"
 [ "${LIBRA_CUDA_MODULE:-}" = host ] || moves=""
