@@ -85,12 +85,14 @@ void relay_map_free(struct relay_map *rm, int n_mem);
 /* A receiver's receives, by its own slices: entries [start[j], start[j + 1]) are slice
  * j's, each from sender k's block b by request req (of struct wk_sync). */
 struct recv_log {
-    int *start, n_slices;
+    int *start, n_slices, upto;
     int *k, *b, *req;
     int n, cap;
 };
 void recv_log_init(struct recv_log *lg, int n_slices);
+/* In slice order; recv_log_end after the last. */
 void recv_log_add(struct recv_log *lg, int j, int k, int b, int req);
+void recv_log_end(struct recv_log *lg);
 void recv_log_free(struct recv_log *lg);
 
 /* The block landed by request req, at `at` with type t, to be passed on to member

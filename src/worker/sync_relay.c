@@ -136,9 +136,10 @@ void recv_log_init(struct recv_log *lg, int n_slices)
     lg->start = xcalloc((size_t)n_slices + 1, sizeof *lg->start);
 }
 
-/* Entries come slice by slice, in slice order. */
+/* Entries come slice by slice, in slice order: start[x] is set for x <= upto. */
 void recv_log_add(struct recv_log *lg, int j, int k, int b, int req)
 {
+    while (lg->upto < j) lg->start[++lg->upto] = lg->n;
     if (lg->n == lg->cap) {
         lg->cap = lg->cap ? 2 * lg->cap : 64;
         lg->k = xrealloc(lg->k, (size_t)lg->cap * sizeof *lg->k);
@@ -148,7 +149,11 @@ void recv_log_add(struct recv_log *lg, int j, int k, int b, int req)
     lg->k[lg->n] = k;
     lg->b[lg->n] = b;
     lg->req[lg->n++] = req;
-    for (int x = j + 1; x <= lg->n_slices; x++) lg->start[x] = lg->n;
+}
+
+void recv_log_end(struct recv_log *lg)
+{
+    while (lg->upto < lg->n_slices) lg->start[++lg->upto] = lg->n;
 }
 
 void recv_log_free(struct recv_log *lg)
@@ -188,33 +193,33 @@ static int logged(const struct recv_log *lg, int j, int k, int b)
 
 void relay_add_feeds(struct worker *w, const struct relay_feed *f)
 {
-    const struct plan *p = &w->plan;
     for (int h = f->n_send; h < f->n_mem; h++) {
         if (f->rm->feeder[h] != f->me) continue;
-        const struct rank_assign *a = &p->ranks[f->members[h]];
-        struct side rcv;
-        side_get(w, &rcv, a->tp, a->index, DEV_SLICES_GEOMETRY);
+        const struct side *rcv = &f->rm->geo[h];
         /* the head's walk (weight_sync.c): its slices, the senders, their blocks */
-        for (int m = 0; m < rcv.n; m++) {
-            int j = side_holder(f->mine, &rcv.s[m]);
-            if (j < 0) FATAL("weight sync: rank %d feeds a place it does not cover (a bug)", w->rank);
+        for (int m = 0; m < rcv->n; m++) {
+            int j = side_holder(f->mine, &rcv->s[m]);
+            if (j < 0)
+                FATAL("weight sync: rank %d feeds a place it does not cover (a bug)", w->rank);
             for (int k = 0; k < f->n_send; k++) {
                 int j0, j1;
-                side_tensor_range(&f->senders[k], rcv.s[m].tensor, &j0, &j1);
+                side_tensor_range(&f->senders[k], rcv->s[m].tensor, &j0, &j1);
                 for (int jb = j0; jb < j1; jb++) {
                     int b = f->senders[k].order[jb];
                     const struct dev_slice *sb = &f->senders[k].s[b];
                     struct overlap o;
-                    if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
+                    if (!sync_overlap(&rcv->s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
                         continue;
                     int req = logged(f->lg, j, k, b);
-                    if (req < 0) FATAL("weight sync: rank %d feeds a block it does not receive (a bug)", w->rank);
+                    if (req < 0)
+                        FATAL("weight sync: rank %d feeds a block it does not receive (a bug)",
+                              w->rank);
                     MPI_Datatype t = sync_block_type(&f->mine->s[j], &o, f->elem);
-                    relay_add_fwd(&w->sync, req, h, f->land[j], t, (long long)(o.nr * o.nc) * f->esize, 1);
+                    relay_add_fwd(&w->sync, req, h, f->land[j], t,
+                                  (long long)(o.nr * o.nc) * f->esize, 1);
                 }
             }
         }
-        side_free(&rcv);
     }
 }
 

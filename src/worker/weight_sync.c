@@ -132,7 +132,8 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
     /* this rank's own staged slices, where it feeds a head: the feeds' sources */
     int me = -1, feeds = 0;
     for (int q = n_send; q < n_mem; q++) me = members[q] == w->rank ? q : me;
-    for (int q = n_send; me >= 0 && q < n_mem; q++) feeds |= rm->feeder[q] == me;
+    for (int q = n_send; me >= 0 && q < n_mem; q++)
+        feeds |= rm->feeder[q] == me && ws_wire_bf16(w, members[q]);
     struct side own = {0};
     if (feeds) {
         const struct rank_assign *a = &p->ranks[w->rank];
@@ -158,7 +159,8 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
                     int b = senders[k].order[j];
                     struct overlap o;
                     const struct dev_slice *sb = &senders[k].s[b];
-                    if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, k, sb)) continue;
+                    if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, k, sb))
+                        continue;
                     long long other = fed ? fs->nc : sb->nc; /* the source side's row */
                     int strided = (o.nc != rcv.s[m].nc || o.nc != other) && o.nr > 1;
                     if (strided || !open) g++;
@@ -332,6 +334,7 @@ static void post_receives(struct worker *w, struct relay_feed *f, const struct r
             }
         }
     }
+    recv_log_end(&lg);
     if (feeds) {
         side_index(&rcv);
         f->mine = &rcv;

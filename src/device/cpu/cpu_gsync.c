@@ -217,7 +217,8 @@ static void by_groups(struct device *d, const struct dev_gmsg *m, int n, uint16_
         int send = sender || m[k0].feed;
         for (int k = k0; k < k1; k++)
             if (m[k].feed != m[k0].feed)
-                FATAL("rank %d: a weight sync's group mixes feeds and receives (a bug)", d->a.rank);
+                FATAL("rank %d: a weight sync's group mixes feeds and receives (a bug)",
+                      d->a.rank);
         for (int k = k0; k < k1; k++) dev[k] = dev_gmsg_strided(&m[k]) ? buf : at[k];
         for (int k = k0; send && k < k1; k++)
             if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 1);
