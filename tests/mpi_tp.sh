@@ -34,6 +34,8 @@ for dev in sync cuda; do
     [ -n "$x" ] || { cat "$d/out"; fail "bench-sync $dev.cfg: no relayed / point-to-point line"; }
     awk -v x="$x" 'BEGIN { exit !(x >= 0.16 && x <= 0.18) }' ||
         { cat "$d/out"; fail "bench-sync $dev.cfg: the relayed busiest sender sent $x of point to point's bytes"; }
+    grep -q "^  link: rank [0-9]* -> rank [0-9]* over MPI, .* GB/s" "$d/out" ||
+        { cat "$d/out"; fail "bench-sync $dev.cfg: no link line"; }
     echo "ok: bench-sync relays on $dev.cfg (the busiest sender: $x of its point-to-point bytes)"
 done
 echo "ok: tensor parallelism and weight syncs over MPI"

@@ -16,7 +16,11 @@
  * the most), bytes sent by the rank that sent the most (its link's load: what bounds
  * a sync over a network), wall time until every rank has its weights (best of 5,
  * the slowest rank each time) and, of it, the set-up in ws_on_sync (the pairs, runs
- * and MPI types of the sync; 0 for the broadcast). Times depend on the cores the ranks get: with fewer
+ * and MPI types of the sync; 0 for the broadcast). Then the link: MPI's bandwidth
+ * from the first sender to the first receiver (one way, one message of the model's
+ * float32 bytes, 256 MiB at most), against which the busiest rank's bytes (in or out)
+ * per second of a sync are given as a fraction. GPU-to-GPU syncs (NCCL) are given against that MPI link
+ * too: what NCCL's own link carries is not measured here. Times depend on the cores the ranks get: with fewer
  * cores than ranks they measure the oversubscription as much as the transfer (and a
  * relay copies the same bytes in all as point to point does); bytes are exact.
  */
@@ -36,6 +40,8 @@ struct sync_fig {
     double s;               /* wall seconds, slowest rank */
     long long bytes, most;  /* received by rollout ranks: in all, by one rank at most */
     long long sent;         /* sent by one rank at most */
+    long long busiest;      /* received or sent by one rank at most (one direction of
+                               its link) */
     double setup_s;         /* in ws_on_sync (the sync's plan: pairs, runs, types), slowest rank */
     long long by_tp[4];     /* received by one rank of a TP-1, 2, 4, 8 instance (the most) */
 };
@@ -52,6 +58,8 @@ static void reduce_fig(struct sync_fig *f, double dt, double setup, long long in
     MPI_CHECK(MPI_Allreduce(&in, &f->bytes, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&in, &f->most, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Allreduce(&out, &f->sent, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+    long long dir = in > out ? in : out;
+    MPI_CHECK(MPI_Allreduce(&dir, &f->busiest, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
     long long mine[4] = {0, 0, 0, 0};
     if (tp > 0) mine[tp_slot(tp)] = in;
     MPI_CHECK(MPI_Allreduce(mine, f->by_tp, 4, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
@@ -145,6 +153,35 @@ static void full_broadcast(struct worker *w, int rank, struct sync_fig *f)
     reduce_fig(f, wall_time() - t0, 0, in, -1, rollout_tp(w, rank)); /* MPI's own tree */
 }
 
+/* The link a sync's bytes cross, measured: `bytes` from world rank a to world rank b
+ * over MPI (b acknowledges with one byte), best of REPS, in bytes/s (every rank
+ * returns it). */
+static double link_bw(int rank, int a, int b, long long bytes)
+{
+    char *buf = (rank == a || rank == b) ? xmalloc((size_t)bytes) : NULL;
+    if (buf) memset(buf, 1, (size_t)bytes);
+    double best = INFINITY;
+    for (int rep = 0; rep < REPS; rep++) {
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        double t0 = wall_time();
+        char ack = 0;
+        if (rank == a) {
+            MPI_CHECK(MPI_Send(buf, (int)bytes, MPI_BYTE, b, TAG_SYNC_DONE, MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Recv(&ack, 1, MPI_BYTE, b, TAG_SYNC_DONE, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+            best = fmin(best, wall_time() - t0);
+        } else if (rank == b) {
+            MPI_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, a, TAG_SYNC_DONE, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
+            MPI_CHECK(MPI_Send(&ack, 1, MPI_BYTE, a, TAG_SYNC_DONE, MPI_COMM_WORLD));
+        }
+    }
+    free(buf);
+    double bw = rank == a ? (double)bytes / best : 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bw, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return bw;
+}
+
 static void best_of(struct sync_fig *best, const struct sync_fig *f)
 {
     if (f->s < best->s) *best = *f;
@@ -182,6 +219,12 @@ int worker_bench_sync(const struct libra_config *cfg, int rank, int world)
     long long model = 0;
     if (rank > 0 && w) model = model_floats(w) * (long long)sizeof(float);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &model, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+    /* the link from the first sender to the first receiver, one message of the model's
+     * float32 bytes, 256 MiB at most (enough to reach the link's bandwidth) */
+    int n_send = 0;
+    while (n_send < n_members && plan_in_root_replica(&p, members[n_send])) n_send++;
+    long long msg = model < (256LL << 20) ? model : (256LL << 20);
+    double link = n_send < n_members ? link_bw(rank, members[0], members[n_send], msg) : 0;
     if (rank == 0) {
         char tp[256];
         plan_format_tp(&p, tp, sizeof tp);
@@ -203,6 +246,13 @@ int worker_bench_sync(const struct libra_config *cfg, int rank, int world)
                (double)shard.bytes / (double)full.bytes, shard.s / full.s);
         printf("  relayed / point to point: %.2f of the busiest sender's bytes, %.2f of the "
                "time\n", (double)shard.sent / (double)p2p.sent, shard.s / p2p.s);
+        if (link > 0)
+            printf("  link: rank %d -> rank %d over MPI, %.1f MB messages: %.2f GB/s (best of "
+                   "%d); a sync's busiest rank (bytes in or out / time): relayed %.2f GB/s "
+                   "(%.2f of the link), point to point %.2f GB/s (%.2f)\n",
+                   members[0], members[n_send], msg / 1e6, link / 1e9, REPS,
+                   shard.busiest / shard.s / 1e9, shard.busiest / shard.s / link,
+                   p2p.busiest / p2p.s / 1e9, p2p.busiest / p2p.s / link);
         printf("  MB received by one rank of a TP-t instance (shard-matched / full broadcast):");
         for (int k = 0; k < 4; k++)
             if (full.by_tp[k] > 0)
