@@ -34,6 +34,8 @@
  * Every sync relays: the receivers of one place form a chain in rank order, each
  * member passing on what it received; the senders feed the chains of the smallest TP
  * degree, whose last members feed those of the next (check_relay) -- GPU runs too.
+ * And in bands (LIBRA_TEST_SYNC_CHUNK): every message and group of runs one band of
+ * 1,000 bytes at most, plans A and B over MPI and TP 2 to TP [2,2,1,1,1] GPU to GPU.
  * Every rank runs the suite (the test is collective); rank 0 prints; the exit code is
  * the worst of all ranks'.
  */
@@ -215,6 +217,25 @@ static void check_relay(const struct worker *w, const struct plan *p)
     CU_ASSERT_EQUAL(b[2], 0);
 }
 
+/* Bands (LIBRA_TEST_SYNC_CHUNK, sync_bands): no message of the sync just run was
+ * larger than CHUNK bytes (every row of the tiny model is smaller), nor any group of
+ * GPU runs, so a relay passes large blocks on a band at a time -- and the blocks still
+ * landed whole (the callers' pattern checks). */
+#define CHUNK "1000"
+static void check_chunked(const struct worker *w, const struct plan *p)
+{
+    if (!w || !(plan_in_root_replica(p, g_rank) || p->ranks[g_rank].role == ROLE_ROLLOUT)) return;
+    CU_ASSERT(w->sync.max_msg > 0);
+    CU_ASSERT(w->sync.max_msg <= atoll(CHUNK));
+    const struct dev_gmsg *m = w->sync.run;
+    for (int k0 = 0, k1; k0 < w->sync.n_run; k0 = k1) {
+        long long bytes = 0;
+        for (k1 = k0; k1 < w->sync.n_run && m[k1].group == m[k0].group; k1++)
+            bytes += (long long)(m[k1].rows * m[k1].cols * sizeof(uint16_t));
+        CU_ASSERT(bytes <= atoll(CHUNK));
+    }
+}
+
 /* Rank 0: the TAG_HANDBACK batches of n dissolved instances (empty: nothing ran). */
 static void take_handbacks(int n)
 {
@@ -322,10 +343,13 @@ static void test_sync(void)
         else
             build(&p, 1, 1, tp_b, 6, 1);
         apply(w, &c0, &p, &old);
-        for (int round = 0; round < 2; round++) {
+        for (int round = 0; round < 3; round++) {
             if (w) w->sync.no_relay = phase == 1 && round == 1; /* bench-sync's comparison */
-            sync_round(w, &c0, &p, 2 * phase + round);
+            if (round == 2) setenv("LIBRA_TEST_SYNC_CHUNK", CHUNK, 1);
+            sync_round(w, &c0, &p, 3 * phase + round);
             check_relay(w, &p);
+            if (round == 2) check_chunked(w, &p);
+            unsetenv("LIBRA_TEST_SYNC_CHUNK");
         }
     }
     finish(w, &c0, &p, &old);
@@ -551,22 +575,29 @@ static void test_sync_gpu_tp1(void)
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
 
-/* The same from a TP-2 replica to two TP-2 instances (the same blocks on both sides),
- * each instance's two ranks taking their runs together, and to three TP-1 instances,
- * which unpack the column halves of o_proj and down_proj from their two senders on
- * their GPUs -- the first two passing them on, packed, down their relay chain. */
+/* The same from a TP-2 replica to three TP-1 instances, which unpack the column halves
+ * of o_proj and down_proj from their two senders on their GPUs -- the first two passing
+ * them on, packed, down their relay chain -- and to two TP-2 instances (the same
+ * blocks on both sides as the senders'), each instance's two ranks taking their runs
+ * together, fed by the last TP-1 rank, which packs their column halves. Then all of it
+ * again in bands of 1,000 bytes (check_chunked). */
 static void test_sync_gpu_tp2(void)
 {
     setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
     struct comms c0;
     struct plan p, old;
-    struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
     static const int tp[] = {2, 2, 1, 1, 1};
-    build(&p, 2, 2, tp, 5, 0);
-    apply(w, &c0, &p, &old);
-    gpu_round(w, &p, ROUND, 1, -1);
-    check_relay(w, &p);
-    finish(w, &c0, &p, &old);
+    for (int banded = 0; banded < 2; banded++) { /* then in bands: small runs and groups */
+        if (banded) setenv("LIBRA_TEST_SYNC_CHUNK", CHUNK, 1);
+        struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
+        build(&p, 2, 2, tp, 5, 0);
+        apply(w, &c0, &p, &old);
+        gpu_round(w, &p, ROUND, 1, -1);
+        check_relay(w, &p);
+        if (banded) check_chunked(w, &p);
+        finish(w, &c0, &p, &old);
+    }
+    unsetenv("LIBRA_TEST_SYNC_CHUNK");
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
 

@@ -21,6 +21,25 @@ int sync_overlap(const struct dev_slice *a, const struct dev_slice *b, struct ov
     return 1;
 }
 
+int64_t sync_band_rows(const struct dev_slice *s, long long esize, long long chunk)
+{
+    long long row = (long long)s->full_cols * esize;
+    return row > 0 && chunk / row > 1 ? (int64_t)(chunk / row) : 1;
+}
+
+void sync_bands(const struct overlap *o, int64_t R, int64_t *k0, int64_t *k1)
+{
+    *k0 = o->r0 / R;
+    *k1 = (o->r0 + o->nr + R - 1) / R;
+}
+
+struct overlap sync_band_piece(const struct overlap *o, int64_t R, int64_t k)
+{
+    int64_t r0 = k * R > o->r0 ? k * R : o->r0;
+    int64_t r1 = (k + 1) * R < o->r0 + o->nr ? (k + 1) * R : o->r0 + o->nr;
+    return (struct overlap){r0, r1 - r0, o->c0, o->nc};
+}
+
 int sync_same_block(const struct dev_slice *a, const struct dev_slice *b)
 {
     return a->tensor == b->tensor && a->r0 == b->r0 && a->nr == b->nr && a->c0 == b->c0 &&

@@ -34,6 +34,16 @@ struct overlap {
 
 /* Overlap of two blocks of the same tensor; 0 if empty. */
 int sync_overlap(const struct dev_slice *a, const struct dev_slice *b, struct overlap *o);
+
+/* Bands: an overlap goes as pieces of one band each -- rows [k R, (k + 1) R) of the
+ * whole tensor, R = max(1, chunk / (full_cols x esize)) -- so a relay passes a large
+ * block on a band at a time, and every side cuts a tensor's rows at the same places,
+ * whatever columns it holds (a feed's piece lies in one band of its feeder's). */
+#define SYNC_CHUNK_BYTES (64LL << 20) /* LIBRA_TEST_SYNC_CHUNK (bytes) in tests */
+int64_t sync_band_rows(const struct dev_slice *s, long long esize, long long chunk);
+/* The bands [*k0, *k1) overlap o spans, and band k's piece of it. */
+void sync_bands(const struct overlap *o, int64_t R, int64_t *k0, int64_t *k1);
+struct overlap sync_band_piece(const struct overlap *o, int64_t R, int64_t k);
 int sync_same_block(const struct dev_slice *a, const struct dev_slice *b);
 /* Block `in` lies inside block `out` (the same tensor). */
 int sync_within(const struct dev_slice *in, const struct dev_slice *out);
@@ -83,15 +93,16 @@ const struct dev_slice *relay_feeder_slice(const struct relay_map *rm, int q,
 void relay_map_free(struct relay_map *rm, int n_mem);
 
 /* A receiver's receives, by its own slices: entries [start[j], start[j + 1]) are slice
- * j's, each from sender k's block b by request req (of struct wk_sync). */
+ * j's, each band `band` of sender k's block b, by request req (of struct wk_sync). */
 struct recv_log {
     int *start, n_slices, upto;
     int *k, *b, *req;
+    int64_t *band;
     int n, cap;
 };
 void recv_log_init(struct recv_log *lg, int n_slices);
 /* In slice order; recv_log_end after the last. */
-void recv_log_add(struct recv_log *lg, int j, int k, int b, int req);
+void recv_log_add(struct recv_log *lg, int j, int k, int b, int64_t band, int req);
 void recv_log_end(struct recv_log *lg);
 void recv_log_free(struct recv_log *lg);
 

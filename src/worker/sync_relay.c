@@ -17,8 +17,9 @@
  * senders then feed only the places no other place covers -- those of the smallest
  * TP degree -- so each sender's link carries its part of the model once, whatever the
  * rollout layout: the pipelined broadcast the planner's cost model assumes
- * (cost_weight_sync_s), plus one block's time per hop. A feed needs the same wire
- * type on both sides; GPU runs (weight_sync.c's gpu_runs) feed as MPI does.
+ * (cost_weight_sync_s), plus one band's time per hop (sync_bands: 64 MiB at most).
+ * A feed needs the same wire type on both sides; GPU runs (weight_sync.c's gpu_runs)
+ * feed as MPI does.
  *
  * Deadlock: every receiver posts all its receives when the sync starts; a pass-on
  * waits only for its own receive; and a place is fed only by one of a smaller TP
@@ -137,17 +138,19 @@ void recv_log_init(struct recv_log *lg, int n_slices)
 }
 
 /* Entries come slice by slice, in slice order: start[x] is set for x <= upto. */
-void recv_log_add(struct recv_log *lg, int j, int k, int b, int req)
+void recv_log_add(struct recv_log *lg, int j, int k, int b, int64_t band, int req)
 {
     while (lg->upto < j) lg->start[++lg->upto] = lg->n;
     if (lg->n == lg->cap) {
         lg->cap = lg->cap ? 2 * lg->cap : 64;
         lg->k = xrealloc(lg->k, (size_t)lg->cap * sizeof *lg->k);
         lg->b = xrealloc(lg->b, (size_t)lg->cap * sizeof *lg->b);
+        lg->band = xrealloc(lg->band, (size_t)lg->cap * sizeof *lg->band);
         lg->req = xrealloc(lg->req, (size_t)lg->cap * sizeof *lg->req);
     }
     lg->k[lg->n] = k;
     lg->b[lg->n] = b;
+    lg->band[lg->n] = band;
     lg->req[lg->n++] = req;
 }
 
@@ -161,6 +164,7 @@ void recv_log_free(struct recv_log *lg)
     free(lg->start);
     free(lg->k);
     free(lg->b);
+    free(lg->band);
     free(lg->req);
 }
 
@@ -183,11 +187,11 @@ void relay_add_fwd(struct wk_sync *y, int req, int dest, void *at, MPI_Datatype 
     y->seg[y->n_seg - 1].end = y->n_fwd;
 }
 
-/* The request of lg's receive of sender k's block b into slice j. */
-static int logged(const struct recv_log *lg, int j, int k, int b)
+/* The request of lg's receive of band `band` of sender k's block b into slice j. */
+static int logged(const struct recv_log *lg, int j, int k, int b, int64_t band)
 {
     for (int e = lg->start[j]; e < lg->start[j + 1]; e++)
-        if (lg->k[e] == k && lg->b[e] == b) return lg->req[e];
+        if (lg->k[e] == k && lg->b[e] == b && lg->band[e] == band) return lg->req[e];
     return -1;
 }
 
@@ -210,13 +214,18 @@ void relay_add_feeds(struct worker *w, const struct relay_feed *f)
                     struct overlap o;
                     if (!sync_overlap(&rcv->s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
                         continue;
-                    int req = logged(f->lg, j, k, b);
-                    if (req < 0)
-                        FATAL("weight sync: rank %d feeds a block it does not receive (a bug)",
-                              w->rank);
-                    MPI_Datatype t = sync_block_type(&f->mine->s[j], &o, f->elem);
-                    relay_add_fwd(&w->sync, req, h, f->land[j], t,
-                                  (long long)(o.nr * o.nc) * f->esize, 1);
+                    int64_t R = sync_band_rows(sb, f->esize, w->sync.chunk), k0, k1;
+                    sync_bands(&o, R, &k0, &k1);
+                    for (int64_t band = k0; band < k1; band++) {
+                        struct overlap pc = sync_band_piece(&o, R, band);
+                        int req = logged(f->lg, j, k, b, band);
+                        if (req < 0)
+                            FATAL("weight sync: rank %d feeds a block it does not receive "
+                                  "(a bug)", w->rank);
+                        MPI_Datatype t = sync_block_type(&f->mine->s[j], &pc, f->elem);
+                        relay_add_fwd(&w->sync, req, h, f->land[j], t,
+                                      (long long)(pc.nr * pc.nc) * f->esize, 1);
+                    }
                 }
             }
         }

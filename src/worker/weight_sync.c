@@ -24,8 +24,13 @@
  * blocks out of the ones it received. The senders then send only the places of the
  * smallest TP degree, so a sender's egress is its part of the model once, however many
  * instances of whatever TP degrees there are, and a sync costs about one model's time
- * on one link plus one block's per hop -- the pipelined broadcast the planner's cost
+ * on one link plus one band's per hop -- the pipelined broadcast the planner's cost
  * model assumes (cost_weight_sync_s).
+ *
+ * Bands (sync_bands): every message carries one band of rows of its tensor, 64 MiB
+ * at most, cut at the same rows on every side, so a relay passes a large block on
+ * (an embedding of a GB and more) a band at a time instead of after all of it landed,
+ * and GPU runs go in groups of one band's bytes at most.
  *
  * The senders copy their slices first: the next optimizer step may start before the
  * sends complete. They copy them through the device's read_slices where it has one
@@ -113,7 +118,8 @@ static int gpu_walk_order(const struct worker *w, const int *members, int n_send
 /* A GPU sync's runs: every (receiver, slice, sender, block) overlap to a bf16 receiver,
  * in one order every member walks alike (gpu_walk_order), numbered into groups -- a run
  * strided on either side (packed or unpacked on the GPU) a group of its own, the
- * contiguous runs between two such one group, and a fed head's runs start a group --
+ * contiguous runs between two such one group of one chunk's bytes at most (each run
+ * one band), and a fed head's runs start a group --
  * and this rank's own collected into y->run (as receiver, as the feeder of a fed head,
  * or as sender me_send, whose blocks start at live[b]). A relay chain's head takes its
  * runs from the senders or from its feeder (the last member of a place that covers
@@ -141,6 +147,7 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
         side_index(&own);
     }
     int g = 0, open = 0; /* the group number; a group of contiguous runs is open */
+    long long in_group = 0; /* its bytes: a group holds one chunk at most, or one run */
     for (int x = 0; x < n_order; x++) {
         int q = order[x], mine = q == me, fed = rm->feeder[q] >= 0;
         int prev = rm->from[q], next = mine ? rm->next[q] : -1;
@@ -162,21 +169,34 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
                     if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, k, sb))
                         continue;
                     long long other = fed ? fs->nc : sb->nc; /* the source side's row */
-                    int strided = (o.nc != rcv.s[m].nc || o.nc != other) && o.nr > 1;
-                    if (strided || !open) g++;
-                    open = !strided;
-                    long long bytes = (long long)(o.nr * o.nc) * (long long)sizeof(uint16_t);
-                    if (mine) {
-                        add_run(y, prev >= 0 ? prev : k, g, &rcv.s[m], rcv.s[m].data, &o, next, 0);
-                        y->bytes_in += bytes;
-                        y->bytes_out += next >= 0 ? bytes : 0;
-                    } else if (feeding) {
-                        const struct dev_slice *src = &own.s[side_holder(&own, &rcv.s[m])];
-                        add_run(y, q, g, src, src->data, &o, -1, 1);
-                        y->bytes_out += bytes;
-                    } else if (k == me_send && prev < 0) {
-                        add_run(y, q, g, sb, live[b], &o, -1, 0);
-                        y->bytes_out += bytes;
+                    int64_t R = sync_band_rows(sb, (long long)sizeof(uint16_t), y->chunk), k0, k1;
+                    sync_bands(&o, R, &k0, &k1);
+                    for (int64_t band = k0; band < k1; band++) {
+                        struct overlap pc = sync_band_piece(&o, R, band);
+                        int strided = (pc.nc != rcv.s[m].nc || pc.nc != other) && pc.nr > 1;
+                        long long bytes = (long long)(pc.nr * pc.nc) * (long long)sizeof(uint16_t);
+                        if (strided || !open || in_group + bytes > y->chunk) {
+                            g++;
+                            in_group = 0;
+                        }
+                        open = !strided;
+                        in_group += bytes;
+                        if (mine) {
+                            add_run(y, prev >= 0 ? prev : k, g, &rcv.s[m], rcv.s[m].data, &pc,
+                                    next, 0);
+                            y->bytes_in += bytes;
+                            y->bytes_out += next >= 0 ? bytes : 0;
+                        } else if (feeding) {
+                            const struct dev_slice *src = &own.s[side_holder(&own, &rcv.s[m])];
+                            add_run(y, q, g, src, src->data, &pc, -1, 1);
+                            y->bytes_out += bytes;
+                        } else if (k == me_send && prev < 0) {
+                            add_run(y, q, g, sb, live[b], &pc, -1, 0);
+                            y->bytes_out += bytes;
+                        } else {
+                            continue;
+                        }
+                        y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
                     }
                 }
             }
@@ -322,15 +342,21 @@ static void post_receives(struct worker *w, struct relay_feed *f, const struct r
                 const struct dev_slice *sb = &f->senders[k].s[b];
                 if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
                     continue;
-                MPI_Request r;
-                long long bytes = (long long)(o.nr * o.nc) * f->esize;
-                MPI_Datatype t = sync_block_type(&rcv.s[m], &o, f->elem);
-                MPI_CHECK(MPI_Irecv(land[m], 1, t, prev >= 0 ? prev : k, TAG_SYNC_DATA,
-                                    w->comms.sync, &r));
-                ws_add_req(y, r, t);
-                recv_log_add(&lg, m, k, b, y->n_req - 1);
-                y->bytes_in += bytes;
-                if (next >= 0) relay_add_fwd(y, y->n_req - 1, next, land[m], t, bytes, 0);
+                int64_t R = sync_band_rows(sb, f->esize, y->chunk), k0, k1;
+                sync_bands(&o, R, &k0, &k1);
+                for (int64_t band = k0; band < k1; band++) {
+                    struct overlap pc = sync_band_piece(&o, R, band);
+                    MPI_Request r;
+                    long long bytes = (long long)(pc.nr * pc.nc) * f->esize;
+                    MPI_Datatype t = sync_block_type(&rcv.s[m], &pc, f->elem);
+                    MPI_CHECK(MPI_Irecv(land[m], 1, t, prev >= 0 ? prev : k, TAG_SYNC_DATA,
+                                        w->comms.sync, &r));
+                    ws_add_req(y, r, t);
+                    recv_log_add(&lg, m, k, b, band, y->n_req - 1);
+                    y->bytes_in += bytes;
+                    y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
+                    if (next >= 0) relay_add_fwd(y, y->n_req - 1, next, land[m], t, bytes, 0);
+                }
             }
         }
     }
@@ -358,7 +384,9 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     y->active = 1;
     y->n_req = 0;
     y->n_fwd = y->fwd_done = y->n_seg = 0;
-    y->bytes_in = y->bytes_out = 0;
+    y->bytes_in = y->bytes_out = y->max_msg = 0;
+    const char *chunk = getenv("LIBRA_TEST_SYNC_CHUNK");
+    y->chunk = chunk && atoll(chunk) > 0 ? atoll(chunk) : SYNC_CHUNK_BYTES;
     y->direct16 = 0;
     const struct plan *p = &w->plan;
     if (p->colocated) { /* ws_progress completes it: no requests */
@@ -435,12 +463,19 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
                 const struct dev_slice *sb = &me->s[b];
                 if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, me_send, sb))
                     continue;
-                MPI_Request r;
-                MPI_Datatype t = sync_block_type(sb, &o, elem);
                 const void *from = b16 ? (const void *)(copy16 + off16[b]) : (const void *)sb->data;
-                MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
-                ws_add_req(y, r, t);
-                y->bytes_out += (long long)(o.nr * o.nc) * esize;
+                int64_t R = sync_band_rows(sb, esize, y->chunk), k0, k1;
+                sync_bands(&o, R, &k0, &k1);
+                for (int64_t band = k0; band < k1; band++) {
+                    struct overlap pc = sync_band_piece(&o, R, band);
+                    MPI_Request r;
+                    MPI_Datatype t = sync_block_type(sb, &pc, elem);
+                    MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
+                    ws_add_req(y, r, t);
+                    long long bytes = (long long)(pc.nr * pc.nc) * esize;
+                    y->bytes_out += bytes;
+                    y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
+                }
             }
         }
         side_free(&rcv);

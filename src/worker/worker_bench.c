@@ -19,10 +19,11 @@
  * and MPI types of the sync; 0 for the broadcast). Then the link: MPI's bandwidth
  * from the first sender to the first receiver (one way, one message of the model's
  * float32 bytes, 256 MiB at most), against which the busiest rank's bytes (in or out)
- * per second of a sync are given as a fraction. GPU-to-GPU syncs (NCCL) are given against that MPI link
- * too: what NCCL's own link carries is not measured here. Times depend on the cores the ranks get: with fewer
- * cores than ranks they measure the oversubscription as much as the transfer (and a
- * relay copies the same bytes in all as point to point does); bytes are exact.
+ * per second of a sync are given as a fraction. GPU-to-GPU syncs (NCCL) are given
+ * against that MPI link too: what NCCL's own link carries is not measured here.
+ * Times depend on the cores the ranks get: with fewer cores than ranks they measure
+ * the oversubscription as much as the transfer (and a relay copies the same bytes in
+ * all as point to point does); bytes are exact.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

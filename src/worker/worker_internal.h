@@ -113,6 +113,8 @@ struct wk_sync {
     int n_seg, cap_seg;
     int no_relay;            /* every receiver from the senders (bench-sync's comparison) */
     long long bytes_in, bytes_out;
+    long long chunk;         /* a message's rows: one band of this many bytes (sync_bands) */
+    long long max_msg;       /* the largest message this rank posted in the sync, bytes */
 };
 
 struct worker {
