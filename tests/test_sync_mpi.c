@@ -572,6 +572,14 @@ static void test_sync_gpu_tp1(void)
     gpu_round(w, &p, ROUND + 1, 1, -1);
     check_relay(w, &p);
     finish(w, &c0, &p, &old);
+    /* the chain of 8 in bands: each member receives a group while passing the last on */
+    setenv("LIBRA_TEST_SYNC_CHUNK", CHUNK, 1);
+    w = case_tp1(&g_cuda_cfg, &c0, &p, &old, 1);
+    gpu_round(w, &p, ROUND + 2, 1, -1);
+    check_relay(w, &p);
+    check_chunked(w, &p);
+    finish(w, &c0, &p, &old);
+    unsetenv("LIBRA_TEST_SYNC_CHUNK");
     unsetenv("LIBRA_TEST_SYNC_GPU");
 }
 

@@ -19,8 +19,11 @@
  *
  * Relays. The receivers of one place form a chain (src/worker/sync_relay.c): a member
  * other than the head receives its runs from the one before it, and a member with a
- * next passes each group on right after receiving it (from the same GPU memory: the
- * model's weights, or the pack buffer before the unpack). A place nested in one of a
+ * next passes each group on from the same GPU memory (the model's weights; a strided
+ * run from the pack buffer, before its unpack), a contiguous group in one NCCL group
+ * with its receiving of the next, so both directions of its links work at once (a
+ * member's k-th step pairs with the previous member's k+1-th and the next one's
+ * k-1-th: a wavefront down the chain, no cycle). A place nested in one of a
  * smaller TP degree is fed by that place's last member: feed runs, which it sends from
  * the weights it received in earlier groups (packed first where strided on its side).
  * So the sender's GPU sends its part of the model once, whatever the rollout layout.
@@ -99,58 +102,76 @@ int cpu_gsync_landed(const struct device *d) { return d->gs.landed; }
 
 static size_t run_n(const struct dev_gmsg *m) { return m->rows * m->cols; }
 
-/* Host-staged runs (tests): dev[k] is run k's contiguous device buffer; each side
- * blocks until all of its runs are done. */
-static void host_staged(struct device *d, const struct dev_gmsg *m, int n, uint16_t **dev,
-                        int send)
+/* Runs m[0 .. n) between their contiguous device buffers dev[k] and their peers, in
+ * one direction. */
+struct leg {
+    const struct dev_gmsg *m;
+    int n;
+    uint16_t *const *dev;
+};
+
+static const struct leg no_leg = {NULL, 0, NULL};
+
+/* Host-staged runs (tests): the sends of `out` and the receives of `in`, blocking
+ * until all of them are done. */
+static void host_staged(struct device *d, struct leg out, struct leg in)
 {
     const struct cuda_api *api = d->gpu;
-    size_t total = 0;
-    for (int k = 0; k < n; k++) total += run_n(&m[k]);
+    size_t sent = 0, total;
+    int n = out.n + in.n;
+    for (int k = 0; k < out.n; k++) sent += run_n(&out.m[k]);
+    total = sent;
+    for (int k = 0; k < in.n; k++) total += run_n(&in.m[k]);
     uint16_t *h = xmalloc((total ? total : 1) * sizeof *h);
     MPI_Request *req = xmalloc((size_t)(n ? n : 1) * sizeof *req);
     size_t at = 0;
     for (int k = 0; k < n; k++) {
-        size_t len = run_n(&m[k]);
+        int send = k < out.n;
+        const struct dev_gmsg *m = send ? &out.m[k] : &in.m[k - out.n];
+        size_t len = run_n(m);
         if (len > INT_MAX) FATAL("weight sync: a run of %zu values exceeds one MPI count", len);
         if (send) {
-            if (api->to_host(h + at, dev[k], len * sizeof *h))
+            if (api->to_host(h + at, out.dev[k], len * sizeof *h))
                 FATAL("CUDA: a weight sync's run to the host: %s", api->last_error());
-            MPI_CHECK(MPI_Isend(h + at, (int)len, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
+            MPI_CHECK(MPI_Isend(h + at, (int)len, MPI_UINT16_T, m->peer, TAG_GSYNC,
                                 d->gs.comm.comm, &req[k]));
         } else {
-            MPI_CHECK(MPI_Irecv(h + at, (int)len, MPI_UINT16_T, m[k].peer, TAG_GSYNC,
+            MPI_CHECK(MPI_Irecv(h + at, (int)len, MPI_UINT16_T, m->peer, TAG_GSYNC,
                                 d->gs.comm.comm, &req[k]));
         }
         at += len;
     }
     MPI_CHECK(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
-    at = 0;
-    for (int k = 0; !send && k < n; k++) {
-        if (api->to_device(dev[k], h + at, run_n(&m[k]) * sizeof *h))
+    at = sent; /* the receives, after the sends */
+    for (int k = 0; k < in.n; k++) {
+        if (api->to_device(in.dev[k], h + at, run_n(&in.m[k]) * sizeof *h))
             FATAL("CUDA: a weight sync's run to the GPU: %s", api->last_error());
-        at += run_n(&m[k]);
+        at += run_n(&in.m[k]);
     }
     free(req);
     free(h);
 }
 
-/* One group's runs m[0 .. n) between the contiguous device buffers dev[k] and their
- * peers: one NCCL group, or host-staged. */
-static void carry(struct device *d, const struct dev_gmsg *m, int n, uint16_t **dev, int send)
+/* One step: the sends of `out` and the receives of `in` (either may be empty) as one
+ * NCCL group -- a relay's passing on of one group with its receiving of the next, so
+ * both directions of its links work at once -- or host-staged. */
+static void carry(struct device *d, struct leg out, struct leg in)
 {
     const struct cuda_api *api = d->gpu;
+    if (out.n + in.n == 0) return;
     if (d->gs.mode == CPU_GSYNC_HOST) {
-        host_staged(d, m, n, dev, send);
+        host_staged(d, out, in);
         return;
     }
     if (api->nccl_group(1)) FATAL("NCCL: a weight sync's group: %s", api->last_error());
-    for (int k = 0; k < n; k++) {
-        size_t bytes = run_n(&m[k]) * sizeof(uint16_t);
-        int rc = send ? api->nccl_send(d->gs.nccl, dev[k], bytes, m[k].peer)
-                      : api->nccl_recv(d->gs.nccl, dev[k], bytes, m[k].peer);
-        if (rc) FATAL("NCCL: a weight sync's %s: %s", send ? "send" : "receive", api->last_error());
-    }
+    for (int k = 0; k < out.n; k++)
+        if (api->nccl_send(d->gs.nccl, out.dev[k], run_n(&out.m[k]) * sizeof(uint16_t),
+                           out.m[k].peer))
+            FATAL("NCCL: a weight sync's send: %s", api->last_error());
+    for (int k = 0; k < in.n; k++)
+        if (api->nccl_recv(d->gs.nccl, in.dev[k], run_n(&in.m[k]) * sizeof(uint16_t),
+                           in.m[k].peer))
+            FATAL("NCCL: a weight sync's receive: %s", api->last_error());
     if (api->nccl_group(0)) FATAL("NCCL: a weight sync's group: %s", api->last_error());
 }
 
@@ -185,48 +206,80 @@ static void strided_copy(struct device *d, const struct dev_gmsg *m, uint16_t *a
     if (rc) FATAL("CUDA: a weight sync's strided run: %s", d->gpu->last_error());
 }
 
-/* A relay's runs m[0 .. n) received into dev[k], passed on to their `next` as one
- * group (the next receiver lists the same runs, in the same groups). */
-static void pass_on(struct device *d, const struct dev_gmsg *m, int n, uint16_t *const *dev)
+/* A relay's pass-ons: runs received into their device buffers, listed again with the
+ * next receiver of their chain as peer (it lists the same runs, in the same groups);
+ * fwd[sent .. n) are still to go. */
+struct pass_ons {
+    struct dev_gmsg *fwd;
+    uint16_t **from;
+    int n, sent;
+};
+
+/* Group m[0 .. n)'s runs that go on (next >= 0), from dev[k], queued. */
+static void queue_pass_ons(struct pass_ons *po, const struct dev_gmsg *m, int n,
+                           uint16_t *const *dev)
 {
-    struct dev_gmsg *fwd = xmalloc((size_t)(n ? n : 1) * sizeof *fwd);
-    uint16_t **from = xmalloc((size_t)(n ? n : 1) * sizeof *from);
-    int nf = 0;
     for (int k = 0; k < n; k++)
         if (m[k].next >= 0) {
-            fwd[nf] = m[k];
-            fwd[nf].peer = m[k].next;
-            from[nf++] = dev[k];
+            po->fwd[po->n] = m[k];
+            po->fwd[po->n].peer = m[k].next;
+            po->from[po->n++] = dev[k];
         }
-    if (nf) carry(d, fwd, nf, from, 1);
-    free(from);
-    free(fwd);
+}
+
+/* The queued pass-ons, as a leg (taken: sent by the step that carries it). */
+static struct leg take_pass_ons(struct pass_ons *po)
+{
+    struct leg l = {po->fwd + po->sent, po->n - po->sent, po->from + po->sent};
+    po->sent = po->n;
+    return l;
 }
 
 /* Runs m[0 .. n), whose first values are at[k] in a bf16 block on the GPU, group by
- * group: a strided run packed before its send or unpacked after its receive, a relay's
- * group passed on in between (all on the module's stream, so the buffer is reused only
- * once its run is done). A sender's runs are all sends (sender 1); a receiver's are
- * receives, or feeds, which it sends, a group at a time. */
+ * group, on the module's stream: a strided run (a group of its own) packed into the
+ * pack buffer before its send or unpacked from it after its receive, its pass-on (a
+ * relay's) in between, alone; a group of contiguous runs received together with the
+ * previous group's pass-ons, so a relay receives one group while it passes the last
+ * on. A sender's runs are all sends (sender 1); a receiver's are receives, or feeds,
+ * which it sends, a group at a time. The pack buffer is reused only once its run is
+ * done (stream order). */
 static void by_groups(struct device *d, const struct dev_gmsg *m, int n, uint16_t **at, int sender)
 {
     uint16_t *buf = strided_buffer(d, m, n);
     uint16_t **dev = xmalloc((size_t)(n ? n : 1) * sizeof *dev);
+    struct pass_ons po = {xmalloc((size_t)(n ? n : 1) * sizeof *po.fwd),
+                          xmalloc((size_t)(n ? n : 1) * sizeof *po.from), 0, 0};
     for (int k0 = 0, k1; k0 < n; k0 = k1) {
         for (k1 = k0 + 1; k1 < n && m[k1].group == m[k0].group;) k1++;
-        int send = sender || m[k0].feed;
-        for (int k = k0; k < k1; k++)
+        int send = sender || m[k0].feed, strided = 0;
+        for (int k = k0; k < k1; k++) {
             if (m[k].feed != m[k0].feed)
                 FATAL("rank %d: a weight sync's group mixes feeds and receives (a bug)",
                       d->a.rank);
-        for (int k = k0; k < k1; k++) dev[k] = dev_gmsg_strided(&m[k]) ? buf : at[k];
-        for (int k = k0; send && k < k1; k++)
-            if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 1);
-        carry(d, m + k0, k1 - k0, dev + k0, send);
-        if (!send) pass_on(d, m + k0, k1 - k0, dev + k0);
-        for (int k = k0; !send && k < k1; k++)
-            if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 0);
+            strided |= dev_gmsg_strided(&m[k]);
+            dev[k] = dev_gmsg_strided(&m[k]) ? buf : at[k];
+        }
+        struct leg group = {m + k0, k1 - k0, dev + k0};
+        if (send) {
+            carry(d, take_pass_ons(&po), no_leg);
+            for (int k = k0; k < k1; k++)
+                if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 1);
+            carry(d, group, no_leg);
+        } else if (strided) {
+            carry(d, take_pass_ons(&po), no_leg);
+            carry(d, no_leg, group);
+            queue_pass_ons(&po, m + k0, k1 - k0, dev + k0);
+            carry(d, take_pass_ons(&po), no_leg); /* before the unpack reuses buf */
+            for (int k = k0; k < k1; k++)
+                if (dev_gmsg_strided(&m[k])) strided_copy(d, &m[k], at[k], buf, 0);
+        } else {
+            carry(d, take_pass_ons(&po), group);
+            queue_pass_ons(&po, m + k0, k1 - k0, dev + k0);
+        }
     }
+    carry(d, take_pass_ons(&po), no_leg);
+    free(po.fwd);
+    free(po.from);
     free(dev);
 }
 
