@@ -91,11 +91,9 @@ LIBRA_TEST_SYNC_GPU=host rl_job 5 "$out/replangpu.cfg" "$out/replangpu"
 "$CHECK_RL" "$out/replangpu.h5" --max-staleness 0 || fail "check_rl (re-planned, GPU syncs)"
 grep -q "epoch 2: bf16 weight syncs GPU to GPU" "$out/replangpu.stdout" ||
     fail "rl_cuda: no GPU-to-GPU weight syncs in the epoch of TP [2, 1]"
-# on the stand-in the same runs, bit for bit: the fed shards are the sent ones
-if [ "${LIBRA_CUDA_MODULE:-}" = host ]; then
-    "$CHECK_RL" --compare "$out/replan.h5" "$out/replangpu.h5" --rel-tol 0 ||
-        fail "check_rl --compare replan replangpu (MPI and GPU-to-GPU syncs with feeds)"
-fi
+# (Not compared with replan: two data-parallel replicas make the training figures
+# depend on the order trajectories arrive in, in the last bits; the fed shards are
+# checked bit for bit by test_sync_mpi.)
 # lent and back: one rollout rank trains for two epochs, then serves rollouts again.
 # On the host stand-in the workers' GPU is too small for a GPU trainer (125 MB) and a
 # rollout engine (69 MB; at least one slot's KV cache) at once (LIBRA_CUDA_HOST_MEM
