@@ -21,9 +21,9 @@
  * A feed needs the same wire type on both sides; GPU runs (weight_sync.c's gpu_runs)
  * feed as MPI does.
  *
- * Deadlock: every receiver posts all its receives when the sync starts; a pass-on
- * waits only for its own receive; and a place is fed only by one of a smaller TP
- * degree, so no cycle.
+ * Deadlock (MPI; GPU runs: gpu_runs and src/device/cpu/cpu_gsync.c): every receiver
+ * posts all its receives when the sync starts; a pass-on waits only for its own
+ * receive; and a place is fed only by one of a smaller TP degree, so no cycle.
  */
 #include <stdlib.h>
 
