@@ -44,7 +44,10 @@ for run in a b c d e f; do
        level=info np=6 ;;
     f) sched='{ n_train = 2; train_tp = 2; n_hybrid = 2; rollout_tp = [1]; }' np=6 ;;
     esac
-    RL_LOG_LEVEL=$level rl_sched_config "$out/$run.cfg" "$out/$run.h5" 12 $interval "$sched" \
+    # every weight sync checked end to end (train.verify_syncs): float32 to lent
+    # replicas, TP changes, run c's TP-1 rank feeding the TP-2 instance
+    RL_TRAIN_EXTRA="verify_syncs = 1;" \
+        RL_LOG_LEVEL=$level rl_sched_config "$out/$run.cfg" "$out/$run.h5" 12 $interval "$sched" \
         "checkpoint_interval = 12; checkpoint_dir = \"$out/ckpt-$run\";"
     rl_job $np "$out/$run.cfg" "$out/$run"
 done

@@ -82,8 +82,11 @@ tail -n 3 "$out/replan.stdout"
 "$CHECK_RL" "$out/replan.h5" --max-staleness 0 || fail "check_rl (re-planned)"
 # the same with GPU-to-GPU syncs (host-staged): in epoch 2 the TP-1 instance's rank
 # feeds both ranks of the TP-2 instance their shards (packing o_proj's and down_proj's
-# column halves on its GPU), and the senders send the TP-1 rank alone
-RL_LOG_LEVEL=info RL_TRAIN_EXTRA="entropy_coef = 0.01;" rl_sched_config "$out/replangpu.cfg" \
+# column halves on its GPU), and the senders send the TP-1 rank alone; every sync
+# checked end to end (train.verify_syncs: the weights each GPU model installed
+# against its senders')
+RL_LOG_LEVEL=info RL_TRAIN_EXTRA="entropy_coef = 0.01; verify_syncs = 1;" \
+    rl_sched_config "$out/replangpu.cfg" \
     "$out/replangpu.h5" 9 3 '{ n_train = 1; rollout_tp = [1, 1, 1]; },
     { n_train = 2; rollout_tp = [2]; }, { n_train = 1; rollout_tp = [2, 1]; }'
 LIBRA_TEST_SYNC_GPU=host rl_job 5 "$out/replangpu.cfg" "$out/replangpu"
@@ -92,8 +95,7 @@ LIBRA_TEST_SYNC_GPU=host rl_job 5 "$out/replangpu.cfg" "$out/replangpu"
 grep -q "epoch 2: bf16 weight syncs GPU to GPU" "$out/replangpu.stdout" ||
     fail "rl_cuda: no GPU-to-GPU weight syncs in the epoch of TP [2, 1]"
 # (Not compared with replan: two data-parallel replicas make the training figures
-# depend on the order trajectories arrive in, in the last bits; the fed shards are
-# checked bit for bit by test_sync_mpi.)
+# depend on the order trajectories arrive in, in the last bits.)
 # lent and back: one rollout rank trains for two epochs, then serves rollouts again.
 # On the host stand-in the workers' GPU is too small for a GPU trainer (125 MB) and a
 # rollout engine (69 MB; at least one slot's KV cache) at once (LIBRA_CUDA_HOST_MEM
@@ -102,7 +104,8 @@ grep -q "epoch 2: bf16 weight syncs GPU to GPU" "$out/replangpu.stdout" ||
 # engine does not fit and the job ends. On a GPU the budget does not apply. The weight
 # syncs go GPU to GPU (host-staged: LIBRA_TEST_SYNC_GPU=host) in every epoch, the one
 # after the loan (epoch 3: the two lent entries are one epoch) included: the rank back
-# from it has given its trainer up, its weights its shard's again.
+# from it has given its trainer up, its weights its shard's again (train.verify_syncs
+# checks each sync's weights end to end).
 cat > "$out/budget" <<SH
 #!/bin/sh
 [ "\${OMPI_COMM_WORLD_RANK:-0}" = 0 ] || export LIBRA_CUDA_HOST_MEM=135000000
@@ -110,7 +113,7 @@ exec "$LIBRA" "\$@"
 SH
 chmod +x "$out/budget"
 lent='{ n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }'
-RL_LOG_LEVEL=info rl_sched_config "$out/lent.cfg" "$out/lent.h5" 12 3 \
+RL_LOG_LEVEL=info RL_TRAIN_EXTRA="verify_syncs = 1;" rl_sched_config "$out/lent.cfg" "$out/lent.h5" 12 3 \
     "{ n_train = 1; rollout_tp = [1, 1, 1]; }, $lent, $lent, { n_train = 1; rollout_tp = [1, 1, 1]; }"
 LIBRA="$out/budget" LIBRA_TEST_SYNC_GPU=host rl_job 5 "$out/lent.cfg" "$out/lent"
 tail -n 3 "$out/lent.stdout"

@@ -666,6 +666,7 @@ int main(int argc, char **argv)
 {
     if ((g_rank = test_mpi_begin(&argc, &argv, "test_sync_mpi", N_WORLD)) < 0) return 2;
     test_tiny_cpu_config(&g_cfg);
+    g_cfg.train.verify_syncs = 1; /* every sync checked end to end besides (sync_verify.c) */
     g_cuda_cfg = g_cfg;
     snprintf(g_cuda_cfg.device.type, sizeof g_cuda_cfg.device.type, "cuda");
     setenv("LIBRA_CUDA_MODULE", "host", 1); /* device cuda's plumbing, GPU or not */

@@ -99,6 +99,7 @@ struct train_config {
     int max_staleness; /* version - version_at_start allowed at training time */
     int sync_interval; /* optimizer steps between weight syncs to rollout */
     int colocate;      /* 1: every GPU alternates rollout and training (devices cpu, emu) */
+    int verify_syncs;  /* 1: every weight sync checked end to end (fingerprints) */
     /* cpu: AdamW */
     double lr, beta1, beta2, weight_decay, clip_norm;
     int warmup_steps;

@@ -172,6 +172,11 @@ const struct cfg_key cfg_schema[] = {
             "policy versions a trajectory may lag when it is trained on"),
     INT_KEY("train", "sync_interval", train.sync_interval, 1, 1, E6, "steps",
             "optimizer steps between weight syncs to rollout"),
+    INT_KEY("train", "verify_syncs", train.verify_syncs, 0, 0, 1, "",
+            "1: every weight sync checked end to end: each receiver's fingerprint of the "
+            "weights it got against its senders' of what they sent; a mismatch ends the job "
+            "(costs a pass over every member's shard a sync, on device cuda a read of a GPU "
+            "receiver's weights)"),
     INT_KEY("train", "colocate", train.colocate, 0, 0, 1, "",
             "1: every GPU alternates rollout and training, on-policy, no overlap (verl's "
             "default); needs max_staleness = 0 and a static plan whose n_train equals its "

@@ -4,6 +4,8 @@
  *                   the MPI types that pick an overlap out of a block
  *   sync_relay.c    who receives from whom -- relay chains, and the chains that feed
  *                   other places' chains -- and the passing on of landed blocks
+ *   sync_verify.c   train.verify_syncs: each receiver's weights checked against its
+ *                   senders' (fingerprints)
  *   weight_sync.c   the sync itself: senders, receivers, GPU runs, completion
  * Member indices (q) are ranks of the sync communicator: the root replica's senders
  * first (q < n_send), then the receivers in rank order.
@@ -129,5 +131,24 @@ void relay_add_feeds(struct worker *w, const struct relay_feed *f);
 /* Passes on the blocks that have landed, per destination in the order listed; 1 if it
  * passed any on. */
 int relay_progress(struct worker *w);
+
+/* ---- sync_verify.c ---- */
+
+/* The two ends of a sync, as ws_on_sync sees them: a sender's bf16 copy of its
+ * blocks at copy16 + off16[b] (NULL: GPU runs, read from the device). */
+struct verify_ends {
+    const int *members;
+    int n_send, n_mem;
+    const struct side *senders;
+    int me_send;
+    const uint16_t *copy16;
+    const size_t *off16;
+};
+/* With train.verify_syncs: a sender sends each receiver its part of the receiver's
+ * fingerprint, a receiver posts their receives (requests of the sync). */
+void verify_post(struct worker *w, const struct verify_ends *e);
+/* A receiver whose sync has completed (gpu: its GPU model took the runs): its
+ * fingerprint against the senders' parts; a mismatch ends the job. */
+void verify_check(struct worker *w, int gpu);
 
 #endif

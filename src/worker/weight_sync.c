@@ -480,6 +480,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         }
         side_free(&rcv);
     }
+    verify_post(w, &(struct verify_ends){members, n_send, n_mem, senders, me_send, copy16, off16});
     if (y->n_run && me_send >= 0) w->ops->gsync_send(w->dev, y->run, y->n_run);
     if (y->n_run && me_send < 0) w->ops->gsync_recv(w->dev, y->run, y->n_run, y->version);
     y->gpu_wait = y->n_run && me_send < 0; /* SYNC_DONE once the safe point took them */
@@ -509,6 +510,7 @@ int ws_progress(struct worker *w)
     y->n_req = 0;
     y->active = 0;
     if (y->n_rslices) recv16_widen(y);
+    verify_check(w, y->gpu_wait);
     if (y->gpu_wait)
         y->gpu_wait = 0; /* the instance swapped the version in */
     else if (y->receiving && y->direct16)
@@ -536,4 +538,5 @@ void ws_free(struct worker *w)
     free(w->sync.run);
     free(w->sync.fwd);
     free(w->sync.seg);
+    free(w->sync.hash);
 }
