@@ -113,7 +113,8 @@ exec "$LIBRA" "\$@"
 SH
 chmod +x "$out/budget"
 lent='{ n_train = 1; n_hybrid = 1; rollout_tp = [1, 1]; }'
-RL_LOG_LEVEL=info RL_TRAIN_EXTRA="verify_syncs = 1;" rl_sched_config "$out/lent.cfg" "$out/lent.h5" 12 3 \
+RL_LOG_LEVEL=info RL_TRAIN_EXTRA="verify_syncs = 1;" \
+    rl_sched_config "$out/lent.cfg" "$out/lent.h5" 12 3 \
     "{ n_train = 1; rollout_tp = [1, 1, 1]; }, $lent, $lent, { n_train = 1; rollout_tp = [1, 1, 1]; }"
 LIBRA="$out/budget" LIBRA_TEST_SYNC_GPU=host rl_job 5 "$out/lent.cfg" "$out/lent"
 tail -n 3 "$out/lent.stdout"
