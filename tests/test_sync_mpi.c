@@ -217,7 +217,7 @@ static void check_relay(const struct worker *w, const struct plan *p)
     CU_ASSERT_EQUAL(b[2], 0);
 }
 
-/* Bands (LIBRA_TEST_SYNC_CHUNK, sync_bands): no message of the sync just run was
+/* Bands (LIBRA_TEST_SYNC_CHUNK, piece_walk): no message of the sync just run was
  * larger than CHUNK bytes (every row of the tiny model is smaller), nor any group of
  * GPU runs, so a relay passes large blocks on a band at a time -- and the blocks still
  * landed whole (the callers' pattern checks). */

@@ -1,7 +1,8 @@
 /*
  * The geometry of a weight sync (sync_internal.h): a place's blocks as the device
  * lists them (struct dev_slice: a rectangle of one tensor, stored contiguously), the
- * overlap of two blocks, and the MPI subarray type that picks an overlap out of a
+ * overlap of two blocks, the walk over the pieces a sender sends into a slice (each
+ * one band of an overlap), and the MPI subarray type that picks a piece out of a
  * block's contiguous storage -- so a message goes from any sender's layout straight
  * into any receiver's, whatever TP degrees the two sides have.
  */
@@ -10,7 +11,7 @@
 #include "libra/log.h"
 #include "sync_internal.h"
 
-int sync_overlap(const struct dev_slice *a, const struct dev_slice *b, struct overlap *o)
+static int sync_overlap(const struct dev_slice *a, const struct dev_slice *b, struct overlap *o)
 {
     if (a->tensor != b->tensor) return 0;
     int64_t r0 = a->r0 > b->r0 ? a->r0 : b->r0, c0 = a->c0 > b->c0 ? a->c0 : b->c0;
@@ -21,19 +22,19 @@ int sync_overlap(const struct dev_slice *a, const struct dev_slice *b, struct ov
     return 1;
 }
 
-int64_t sync_band_rows(const struct dev_slice *s, long long esize, long long chunk)
+static int64_t sync_band_rows(const struct dev_slice *s, long long esize, long long chunk)
 {
     long long row = (long long)s->full_cols * esize;
     return row > 0 && chunk / row > 1 ? (int64_t)(chunk / row) : 1;
 }
 
-void sync_bands(const struct overlap *o, int64_t R, int64_t *k0, int64_t *k1)
+static void sync_bands(const struct overlap *o, int64_t R, int64_t *k0, int64_t *k1)
 {
     *k0 = o->r0 / R;
     *k1 = (o->r0 + o->nr + R - 1) / R;
 }
 
-struct overlap sync_band_piece(const struct overlap *o, int64_t R, int64_t k)
+static struct overlap sync_band_piece(const struct overlap *o, int64_t R, int64_t k)
 {
     int64_t r0 = k * R > o->r0 ? k * R : o->r0;
     int64_t r1 = (k + 1) * R < o->r0 + o->nr ? (k + 1) * R : o->r0 + o->nr;
@@ -46,7 +47,8 @@ int sync_same_block(const struct dev_slice *a, const struct dev_slice *b)
            a->nc == b->nc;
 }
 
-int sync_within(const struct dev_slice *in, const struct dev_slice *out)
+/* Block `in` lies inside block `out` (the same tensor). */
+static int sync_within(const struct dev_slice *in, const struct dev_slice *out)
 {
     return in->tensor == out->tensor && in->r0 >= out->r0 &&
            in->r0 + in->nr <= out->r0 + out->nr && in->c0 >= out->c0 &&
@@ -99,7 +101,7 @@ void side_index(struct side *sd)
     sd->first[0] = 0;
 }
 
-void side_tensor_range(const struct side *sd, int x, int *j0, int *j1)
+static void side_tensor_range(const struct side *sd, int x, int *j0, int *j1)
 {
     *j0 = *j1 = 0;
     if (x < 0 || x >= sd->n_tensor) return;
@@ -123,7 +125,8 @@ void side_free(struct side *sd)
     free(sd->first);
 }
 
-int side_first_holder(const struct side *senders, int k, const struct dev_slice *b)
+/* Sender k's block b is sent: no earlier sender holds the same block. */
+static int side_first_holder(const struct side *senders, int k, const struct dev_slice *b)
 {
     for (int q = 0; q < k; q++) {
         int j0, j1;
@@ -133,3 +136,31 @@ int side_first_holder(const struct side *senders, int k, const struct dev_slice 
     }
     return 1;
 }
+
+void piece_walk_begin(struct piece_walk *pw, const struct side *senders, int k,
+                      const struct dev_slice *s, long long esize, long long chunk)
+{
+    *pw = (struct piece_walk){.senders = senders, .s = s, .k = k, .esize = esize, .chunk = chunk};
+    side_tensor_range(&senders[k], s->tensor, &pw->j, &pw->j1);
+    pw->j--;              /* before the first block */
+    pw->band = pw->band_end = 0; /* no band left of it */
+}
+
+int piece_walk_next(struct piece_walk *pw)
+{
+    while (pw->band + 1 >= pw->band_end) { /* the next block with a piece */
+        const struct side *sd = &pw->senders[pw->k];
+        if (++pw->j >= pw->j1) return 0;
+        pw->b = sd->order[pw->j];
+        pw->sb = &sd->s[pw->b];
+        if (!sync_overlap(pw->s, pw->sb, &pw->o) || !side_first_holder(pw->senders, pw->k, pw->sb))
+            continue;
+        pw->R = sync_band_rows(pw->sb, pw->esize, pw->chunk);
+        sync_bands(&pw->o, pw->R, &pw->band, &pw->band_end);
+        pw->pc = sync_band_piece(&pw->o, pw->R, pw->band);
+        return 1;
+    }
+    pw->pc = sync_band_piece(&pw->o, pw->R, ++pw->band);
+    return 1;
+}
+

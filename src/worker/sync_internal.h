@@ -34,21 +34,10 @@ struct overlap {
     int64_t r0, nr, c0, nc;
 };
 
-/* Overlap of two blocks of the same tensor; 0 if empty. */
-int sync_overlap(const struct dev_slice *a, const struct dev_slice *b, struct overlap *o);
+/* A band's bytes (piece_walk); LIBRA_TEST_SYNC_CHUNK sets it in tests. */
+#define SYNC_CHUNK_BYTES (64LL << 20)
 
-/* Bands: an overlap goes as pieces of one band each -- rows [k R, (k + 1) R) of the
- * whole tensor, R = max(1, chunk / (full_cols x esize)) -- so a relay passes a large
- * block on a band at a time, and every side cuts a tensor's rows at the same places,
- * whatever columns it holds (a feed's piece lies in one band of its feeder's). */
-#define SYNC_CHUNK_BYTES (64LL << 20) /* LIBRA_TEST_SYNC_CHUNK (bytes) in tests */
-int64_t sync_band_rows(const struct dev_slice *s, long long esize, long long chunk);
-/* The bands [*k0, *k1) overlap o spans, and band k's piece of it. */
-void sync_bands(const struct overlap *o, int64_t R, int64_t *k0, int64_t *k1);
-struct overlap sync_band_piece(const struct overlap *o, int64_t R, int64_t k);
 int sync_same_block(const struct dev_slice *a, const struct dev_slice *b);
-/* Block `in` lies inside block `out` (the same tensor). */
-int sync_within(const struct dev_slice *in, const struct dev_slice *out);
 /* The committed type that picks overlap o out of slice s's contiguous block of elem
  * values (the caller frees it). */
 MPI_Datatype sync_block_type(const struct dev_slice *s, const struct overlap *o,
@@ -57,14 +46,34 @@ MPI_Datatype sync_block_type(const struct dev_slice *s, const struct overlap *o,
 void side_get(struct worker *w, struct side *sd, int t, int i, int use);
 /* Indexes sd's slices by tensor (a stable counting sort). */
 void side_index(struct side *sd);
-/* The range [*j0, *j1) of sd->order holding tensor x's slices (side_index first). */
-void side_tensor_range(const struct side *sd, int x, int *j0, int *j1);
 /* The slice of indexed sd that holds block b whole, -1 if none. */
 int side_holder(const struct side *sd, const struct dev_slice *b);
 void side_free(struct side *sd);
-/* Sender k's block b is sent: no earlier sender holds the same block (replicated
- * tensors, replicated KV heads go once). */
-int side_first_holder(const struct side *senders, int k, const struct dev_slice *b);
+
+/* What sender k sends into slice s, piece by piece in the order every side walks them
+ * (senders indexed): the overlaps of s with the blocks of k's that k sends (no earlier
+ * sender holds the same block: replicated tensors and KV heads go once), each cut in
+ * bands -- rows [n R, (n + 1) R) of the whole tensor, R = max(1, chunk / (full_cols x
+ * esize)) -- so a relay passes a large block on a band at a time, and every side cuts
+ * a tensor's rows at the same places whatever columns it holds (a feed's piece lies in
+ * one band of its feeder's). b is the block's index in senders[k], sb the block, band
+ * and pc the piece. Walk it with
+ *   for (piece_walk_begin(&pw, ...); piece_walk_next(&pw);) ... */
+struct piece_walk {
+    const struct side *senders;
+    const struct dev_slice *s;
+    int k, j, j1;
+    long long esize, chunk;
+    struct overlap o;
+    int64_t R, band_end;
+    int b;
+    const struct dev_slice *sb;
+    int64_t band;
+    struct overlap pc;
+};
+void piece_walk_begin(struct piece_walk *pw, const struct side *senders, int k,
+                      const struct dev_slice *s, long long esize, long long chunk);
+int piece_walk_next(struct piece_walk *pw);
 
 /* ---- weight_sync.c ---- */
 

@@ -17,7 +17,7 @@
  * senders then feed only the places no other place covers -- those of the smallest
  * TP degree -- so each sender's link carries its part of the model once, whatever the
  * rollout layout: the pipelined broadcast the planner's cost model assumes
- * (cost_weight_sync_s), plus one band's time per hop (sync_bands: 64 MiB at most).
+ * (cost_weight_sync_s), plus one band's time per hop (piece_walk: 64 MiB at most).
  * A feed needs the same wire type on both sides; GPU runs (weight_sync.c's gpu_runs)
  * feed as MPI does.
  *
@@ -206,26 +206,16 @@ void relay_add_feeds(struct worker *w, const struct relay_feed *f)
             if (j < 0)
                 FATAL("weight sync: rank %d feeds a place it does not cover (a bug)", w->rank);
             for (int k = 0; k < f->n_send; k++) {
-                int j0, j1;
-                side_tensor_range(&f->senders[k], rcv->s[m].tensor, &j0, &j1);
-                for (int jb = j0; jb < j1; jb++) {
-                    int b = f->senders[k].order[jb];
-                    const struct dev_slice *sb = &f->senders[k].s[b];
-                    struct overlap o;
-                    if (!sync_overlap(&rcv->s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
-                        continue;
-                    int64_t R = sync_band_rows(sb, f->esize, w->sync.chunk), k0, k1;
-                    sync_bands(&o, R, &k0, &k1);
-                    for (int64_t band = k0; band < k1; band++) {
-                        struct overlap pc = sync_band_piece(&o, R, band);
-                        int req = logged(f->lg, j, k, b, band);
-                        if (req < 0)
-                            FATAL("weight sync: rank %d feeds a block it does not receive "
-                                  "(a bug)", w->rank);
-                        MPI_Datatype t = sync_block_type(&f->mine->s[j], &pc, f->elem);
-                        relay_add_fwd(&w->sync, req, h, f->land[j], t,
-                                      (long long)(pc.nr * pc.nc) * f->esize, 1);
-                    }
+                struct piece_walk pw;
+                for (piece_walk_begin(&pw, f->senders, k, &rcv->s[m], f->esize, w->sync.chunk);
+                     piece_walk_next(&pw);) {
+                    int req = logged(f->lg, j, k, pw.b, pw.band);
+                    if (req < 0)
+                        FATAL("weight sync: rank %d feeds a block it does not receive (a bug)",
+                              w->rank);
+                    MPI_Datatype t = sync_block_type(&f->mine->s[j], &pw.pc, f->elem);
+                    relay_add_fwd(&w->sync, req, h, f->land[j], t,
+                                  (long long)(pw.pc.nr * pw.pc.nc) * f->esize, 1);
                 }
             }
         }

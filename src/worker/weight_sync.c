@@ -27,7 +27,7 @@
  * on one link plus one band's per hop -- the pipelined broadcast the planner's cost
  * model assumes (cost_weight_sync_s).
  *
- * Bands (sync_bands): every message carries one band of rows of its tensor, 64 MiB
+ * Bands (piece_walk): every message carries one band of rows of its tensor, 64 MiB
  * at most, cut at the same rows on every side, so a relay passes a large block on
  * (an embedding of a GB and more) a band at a time instead of after all of it landed,
  * and GPU runs go in groups of one band's bytes at most.
@@ -160,44 +160,34 @@ static void gpu_runs(struct worker *w, struct wk_sync *y, const struct side *sen
             /* a fed head's runs come out of its feeder's slice fs */
             const struct dev_slice *fs = fed ? relay_feeder_slice(rm, q, &rcv.s[m]) : NULL;
             for (int k = 0; k < n_send; k++) {
-                int j0, j1;
-                side_tensor_range(&senders[k], rcv.s[m].tensor, &j0, &j1);
-                for (int j = j0; j < j1; j++) {
-                    int b = senders[k].order[j];
-                    struct overlap o;
-                    const struct dev_slice *sb = &senders[k].s[b];
-                    if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, k, sb))
-                        continue;
-                    long long other = fed ? fs->nc : sb->nc; /* the source side's row */
-                    int64_t R = sync_band_rows(sb, (long long)sizeof(uint16_t), y->chunk), k0, k1;
-                    sync_bands(&o, R, &k0, &k1);
-                    for (int64_t band = k0; band < k1; band++) {
-                        struct overlap pc = sync_band_piece(&o, R, band);
-                        int strided = (pc.nc != rcv.s[m].nc || pc.nc != other) && pc.nr > 1;
-                        long long bytes = (long long)(pc.nr * pc.nc) * (long long)sizeof(uint16_t);
-                        if (strided || !open || in_group + bytes > y->chunk) {
-                            g++;
-                            in_group = 0;
-                        }
-                        open = !strided;
-                        in_group += bytes;
-                        if (mine) {
-                            add_run(y, prev >= 0 ? prev : k, g, &rcv.s[m], rcv.s[m].data, &pc,
-                                    next, 0);
-                            y->bytes_in += bytes;
-                            y->bytes_out += next >= 0 ? bytes : 0;
-                        } else if (feeding) {
-                            const struct dev_slice *src = &own.s[side_holder(&own, &rcv.s[m])];
-                            add_run(y, q, g, src, src->data, &pc, -1, 1);
-                            y->bytes_out += bytes;
-                        } else if (k == me_send && prev < 0) {
-                            add_run(y, q, g, sb, live[b], &pc, -1, 0);
-                            y->bytes_out += bytes;
-                        } else {
-                            continue;
-                        }
-                        y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
+                struct piece_walk pw;
+                for (piece_walk_begin(&pw, senders, k, &rcv.s[m], 2, y->chunk);
+                     piece_walk_next(&pw);) {
+                    const struct overlap *pc = &pw.pc;
+                    long long other = fed ? fs->nc : pw.sb->nc; /* the source side's row */
+                    int strided = (pc->nc != rcv.s[m].nc || pc->nc != other) && pc->nr > 1;
+                    long long bytes = (long long)(pc->nr * pc->nc) * 2;
+                    if (strided || !open || in_group + bytes > y->chunk) {
+                        g++;
+                        in_group = 0;
                     }
+                    open = !strided;
+                    in_group += bytes;
+                    if (mine) {
+                        add_run(y, prev >= 0 ? prev : k, g, &rcv.s[m], rcv.s[m].data, pc, next, 0);
+                        y->bytes_in += bytes;
+                        y->bytes_out += next >= 0 ? bytes : 0;
+                    } else if (feeding) {
+                        const struct dev_slice *src = &own.s[side_holder(&own, &rcv.s[m])];
+                        add_run(y, q, g, src, src->data, pc, -1, 1);
+                        y->bytes_out += bytes;
+                    } else if (k == me_send && prev < 0) {
+                        add_run(y, q, g, pw.sb, live[pw.b], pc, -1, 0);
+                        y->bytes_out += bytes;
+                    } else {
+                        continue;
+                    }
+                    y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
                 }
             }
         }
@@ -334,29 +324,19 @@ static void post_receives(struct worker *w, struct relay_feed *f, const struct r
                   : y->direct16 ? (void *)w->ops->stage_bf16(w->dev, rcv.s[m].data)
                               : (void *)(y->recv16 + (rcv.s[m].data - y->stage_lo));
         for (int k = 0; k < f->n_send; k++) {
-            int j0, j1;
-            side_tensor_range(&f->senders[k], rcv.s[m].tensor, &j0, &j1);
-            for (int j = j0; j < j1; j++) {
-                int b = f->senders[k].order[j];
-                struct overlap o;
-                const struct dev_slice *sb = &f->senders[k].s[b];
-                if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(f->senders, k, sb))
-                    continue;
-                int64_t R = sync_band_rows(sb, f->esize, y->chunk), k0, k1;
-                sync_bands(&o, R, &k0, &k1);
-                for (int64_t band = k0; band < k1; band++) {
-                    struct overlap pc = sync_band_piece(&o, R, band);
-                    MPI_Request r;
-                    long long bytes = (long long)(pc.nr * pc.nc) * f->esize;
-                    MPI_Datatype t = sync_block_type(&rcv.s[m], &pc, f->elem);
-                    MPI_CHECK(MPI_Irecv(land[m], 1, t, prev >= 0 ? prev : k, TAG_SYNC_DATA,
-                                        w->comms.sync, &r));
-                    ws_add_req(y, r, t);
-                    recv_log_add(&lg, m, k, b, band, y->n_req - 1);
-                    y->bytes_in += bytes;
-                    y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
-                    if (next >= 0) relay_add_fwd(y, y->n_req - 1, next, land[m], t, bytes, 0);
-                }
+            struct piece_walk pw;
+            for (piece_walk_begin(&pw, f->senders, k, &rcv.s[m], f->esize, y->chunk);
+                 piece_walk_next(&pw);) {
+                MPI_Request r;
+                long long bytes = (long long)(pw.pc.nr * pw.pc.nc) * f->esize;
+                MPI_Datatype t = sync_block_type(&rcv.s[m], &pw.pc, f->elem);
+                MPI_CHECK(MPI_Irecv(land[m], 1, t, prev >= 0 ? prev : k, TAG_SYNC_DATA,
+                                    w->comms.sync, &r));
+                ws_add_req(y, r, t);
+                recv_log_add(&lg, m, k, pw.b, pw.band, y->n_req - 1);
+                y->bytes_in += bytes;
+                y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
+                if (next >= 0) relay_add_fwd(y, y->n_req - 1, next, land[m], t, bytes, 0);
             }
         }
     }
@@ -453,29 +433,19 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
         side_get(w, &rcv, a->tp, a->index, DEV_SLICES_GEOMETRY);
         MPI_Datatype elem = b16 ? MPI_UINT16_T : MPI_FLOAT;
         long long esize = b16 ? (long long)sizeof(uint16_t) : (long long)sizeof(float);
-        const struct side *me = &senders[me_send];
         for (int m = 0; m < rcv.n; m++) {
-            int j0, j1;
-            side_tensor_range(me, rcv.s[m].tensor, &j0, &j1);
-            for (int j = j0; j < j1; j++) {
-                int b = me->order[j];
-                struct overlap o;
-                const struct dev_slice *sb = &me->s[b];
-                if (!sync_overlap(&rcv.s[m], sb, &o) || !side_first_holder(senders, me_send, sb))
-                    continue;
-                const void *from = b16 ? (const void *)(copy16 + off16[b]) : (const void *)sb->data;
-                int64_t R = sync_band_rows(sb, esize, y->chunk), k0, k1;
-                sync_bands(&o, R, &k0, &k1);
-                for (int64_t band = k0; band < k1; band++) {
-                    struct overlap pc = sync_band_piece(&o, R, band);
-                    MPI_Request r;
-                    MPI_Datatype t = sync_block_type(sb, &pc, elem);
-                    MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
-                    ws_add_req(y, r, t);
-                    long long bytes = (long long)(pc.nr * pc.nc) * esize;
-                    y->bytes_out += bytes;
-                    y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
-                }
+            struct piece_walk pw;
+            for (piece_walk_begin(&pw, senders, me_send, &rcv.s[m], esize, y->chunk);
+                 piece_walk_next(&pw);) {
+                const void *from = b16 ? (const void *)(copy16 + off16[pw.b])
+                                       : (const void *)pw.sb->data;
+                MPI_Request r;
+                MPI_Datatype t = sync_block_type(pw.sb, &pw.pc, elem);
+                MPI_CHECK(MPI_Isend(from, 1, t, q, TAG_SYNC_DATA, w->comms.sync, &r));
+                ws_add_req(y, r, t);
+                long long bytes = (long long)(pw.pc.nr * pw.pc.nc) * esize;
+                y->bytes_out += bytes;
+                y->max_msg = bytes > y->max_msg ? bytes : y->max_msg;
             }
         }
         side_free(&rcv);

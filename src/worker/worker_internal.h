@@ -113,7 +113,7 @@ struct wk_sync {
     int n_seg, cap_seg;
     int no_relay;            /* every receiver from the senders (bench-sync's comparison) */
     long long bytes_in, bytes_out;
-    long long chunk;         /* a message's rows: one band of this many bytes (sync_bands) */
+    long long chunk;         /* a message's rows: one band of this many bytes (piece_walk) */
     long long max_msg;       /* the largest message this rank posted in the sync, bytes */
     uint64_t *hash;          /* train.verify_syncs: the fingerprint parts in flight */
     int n_hash;              /* a receiver's: one from each sender */
