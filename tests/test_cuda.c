@@ -1536,6 +1536,60 @@ static void test_copy2d(void)
     api->free(d);
 }
 
+/* The side stream (a weight sync that lands while the kernels' stream decodes): 32 MiB
+ * copied there, and a column block packed and unpacked there; the mark polled until it
+ * is done (at once it may not be: a "not yet" must leave no error behind for the next
+ * kernel's launch check); after side_join a copy on the kernels' stream sees the side
+ * stream's data. The host module says "not yet" at the first query after a mark and
+ * refuses a join before "done". */
+static void test_side_stream(void)
+{
+    const size_t n = (size_t)16 << 20; /* bf16 values: 32 MiB */
+    uint16_t *h = malloc(n * sizeof *h), *back = malloc(n * sizeof *back);
+    for (size_t i = 0; i < n; i++) h[i] = (uint16_t)(i * 40503u + 7);
+    uint16_t *a = dev_copy(h, n * sizeof *h), *b = NULL, *c = NULL;
+    CU_OK(api->alloc((void **)&b, n * sizeof *b));
+    CU_OK(api->alloc((void **)&c, n * sizeof *c));
+    CU_OK(api->zero(b, n * sizeof *b));
+    CU_OK(api->sync());
+    CU_OK(api->side_stream(1));
+    CU_OK(api->copy(b, a, n * sizeof *b));
+    /* rows 0..99 of 1,000: b's columns [10, 310) from a's [20, 320) */
+    CU_OK(api->copy2d(b + 10, 1000 * 2, a + 20, 1000 * 2, 300 * 2, 100));
+    CU_OK(api->side_stream(0));
+    CU_OK(api->side_mark());
+    int first = api->side_done(), done = first;
+    CU_ASSERT(first == 0 || first == 1);
+    if (api == cuda_host_api()) {
+        CU_ASSERT_EQUAL(first, 0);
+        CU_ASSERT(api->side_join() != 0); /* before "done" */
+    }
+    float x[4] = {1, 2, 3, 4}, *dx = dev_copy(x, sizeof x);
+    uint16_t *dy = NULL;
+    CU_OK(api->alloc((void **)&dy, 4 * sizeof *dy));
+    CU_OK(api->f32_to_bf16(dy, dx, 4)); /* a launch right after a "not yet" */
+    for (long spins = 0; done == 0 && spins < 100000000L; spins++) done = api->side_done();
+    CU_ASSERT_EQUAL(done, 1);
+    CU_OK(api->side_join());
+    CU_OK(api->copy(c, b, n * sizeof *c));
+    CU_OK(api->to_host(back, c, n * sizeof *back));
+    CU_OK(api->sync());
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t r = i / 1000, col = i % 1000;
+        uint16_t want = r < 100 && col >= 10 && col < 310 ? h[r * 1000 + col + 10] : h[i];
+        bad += back[i] != want;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    api->free(dy);
+    api->free(dx);
+    api->free(c);
+    api->free(b);
+    api->free(a);
+    free(back);
+    free(h);
+}
+
 /* The host module itself (include/libra/cuda_host.h), whichever module the rest of
  * this suite runs on: its memory budget and alignment, a graph recorded (its kernels
  * not run until launched, and then on what the memory holds at launch) and replayed, a
@@ -1629,6 +1683,7 @@ int main(void)
         {"host_alloc: page-locked memory to the GPU and back; host_free's refusals",
          test_host_alloc},
         {"copy2d: a column block packed and unpacked", test_copy2d},
+        {"the side stream: copies there, its mark polled, joined", test_side_stream},
         {"the host module: memory budget, graphs recorded and replayed, refusals",
          test_host_module},
         {NULL, NULL},

@@ -28,7 +28,9 @@
  * And GPU to GPU (device gsync_*, carried host-staged under LIBRA_TEST_SYNC_GPU=host):
  * TP 1 to TP 1 (an instance closed and reopened keeps what it received), TP 1 to TP 2
  * (the sender packs strided runs), TP 2 to TP 2 and to TP 1 (the receiver unpacks):
- * every rollout rank holds the pattern, swapped in, 2 bytes a parameter received.
+ * every rollout rank holds the pattern, swapped in, 2 bytes a parameter received,
+ * landed in its sync buffer first (taken in at a later safe point: the stand-in's side
+ * stream reports its first mark "not yet") -- and once without the buffer.
  * And a training replica turned rollout rank (as one back from a loan) decodes the
  * weights of its last step, which were on its GPU engine alone (cpu_train_retire).
  * Every sync relays: the receivers of one place form a chain in rank order, each
@@ -529,6 +531,9 @@ static void gpu_round(struct worker *w, const struct plan *p, int round, int gpu
             wr_progress(w);
         CU_ASSERT_EQUAL(w->ops->version(w->dev), round);
         CU_ASSERT_EQUAL(w->sync.direct16, !gpu);
+        /* a GPU sync landed in the sync buffer while the instance decoded on, and went
+         * into the model at a later safe point -- or straight in, without the buffer */
+        CU_ASSERT_EQUAL(w->sync.gpu_buffered, gpu && w->cfg->rollout.sync_buffer);
         int ns = w->ops->slices(w->dev, a->tp, a->index, DEV_SLICES_STAGE, s, MAX_SL);
         long long floats = 0;
         for (int k = 0; k < ns; k++) floats += s[k].nr * s[k].nc;
@@ -588,16 +593,21 @@ static void test_sync_gpu_tp1(void)
  * them on, packed, down their relay chain -- and to two TP-2 instances (the same
  * blocks on both sides as the senders'), each instance's two ranks taking their runs
  * together, fed by the last TP-1 rank, which packs their column halves. Then all of it
- * again in bands of 1,000 bytes (check_chunked). */
+ * again in bands of 1,000 bytes (check_chunked), and once more without the sync
+ * buffer (rollout.sync_buffer 0: the runs go straight into the GPU models). */
 static void test_sync_gpu_tp2(void)
 {
     setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
     struct comms c0;
     struct plan p, old;
     static const int tp[] = {2, 2, 1, 1, 1};
-    for (int banded = 0; banded < 2; banded++) { /* then in bands: small runs and groups */
-        if (banded) setenv("LIBRA_TEST_SYNC_CHUNK", CHUNK, 1);
-        struct worker *w = case_begin(&g_cuda_cfg, &c0, &p, &old);
+    struct libra_config straight = g_cuda_cfg; /* no sync buffer: into the model */
+    straight.rollout.sync_buffer = 0;
+    /* pass 0 whole; 1 in bands (small runs and groups); 2 in bands, straight in */
+    for (int pass = 0; pass < 3; pass++) {
+        int banded = pass > 0;
+        if (pass == 1) setenv("LIBRA_TEST_SYNC_CHUNK", CHUNK, 1);
+        struct worker *w = case_begin(pass == 2 ? &straight : &g_cuda_cfg, &c0, &p, &old);
         build(&p, 2, 2, tp, 5, 0);
         apply(w, &c0, &p, &old);
         gpu_round(w, &p, ROUND, 1, -1);

@@ -90,6 +90,7 @@ struct rollout_config {
     double top_p;            /* cpu: nucleus sampling; 1 = off */
     int top_k;               /* cpu: 0 = off */
     int slots;               /* cpu: sequences one instance decodes together */
+    int sync_buffer;         /* cuda: GPU-to-GPU syncs land in a second copy (decode goes on) */
     int tool_threads;        /* cpu: tool threads per rollout rank */
     double tool_timeout_s;   /* cpu: a tool call running longer returns a timeout */
 };

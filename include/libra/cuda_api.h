@@ -4,7 +4,9 @@
  * time (cuda_module_load, include/libra/cuda_module.h), so src/libra never links the
  * CUDA runtime, cuBLASLt or NCCL and one build runs on CPU-only nodes.
  * The module's kernels and matrix products run in order on one stream of the current
- * device; the copies (to_device, to_host, copy) are synchronous.
+ * device (or, between side_stream(1) and side_stream(0), on a second one: below); the
+ * copies to and from the host (to_device, to_host) are synchronous, and copy runs in
+ * order with the kernels.
  *
  * The host module (include/libra/cuda_host.h) offers the same table computed on the
  * CPU, for the engine's tests without a GPU.
@@ -130,7 +132,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 19 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 20 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -330,6 +332,18 @@ struct cuda_api {
      * weight sync packs and unpacks its strided runs with it) ---- */
     int (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                   size_t height);
+    /* ---- a second stream, so that a weight sync is received while the kernels'
+     * stream decodes: after side_stream(1) the calls that run on a stream (copies,
+     * copy2d, the NCCL calls, kernels) go to the side stream, after side_stream(0) to
+     * the kernels' stream again. Neither stream waits for the other (nor does the side
+     * stream for the legacy stream's copies) except through a mark: side_mark records
+     * where the side stream stands; side_done is 1 once all of it before the last mark
+     * is done, 0 while not (it does not wait), -1 on an error; side_join makes the
+     * kernels' stream's later work wait for the last mark. Not recordable. ---- */
+    int (*side_stream)(int on);
+    int (*side_mark)(void);
+    int (*side_done)(void);
+    int (*side_join)(void);
 };
 
 /* The one symbol the module exports. */

@@ -5,7 +5,8 @@
  * cuda's engine (src/device/gpu/) without a GPU. "Device memory" is host memory from a
  * fixed budget; the kernels round to bf16 where the GPU's do, so the engine's results
  * match the GPU's within the GPU tests' tolerances; CUDA graphs are recorded and
- * replayed for real. Not fast: its figures say nothing of a GPU's speed, nor of the
+ * replayed for real. The side stream's mark is reported "not yet" at its first
+ * query, "done" after, and a join before "done" is refused. Not fast: its figures say nothing of a GPU's speed, nor of the
  * real kernels' accuracy.
  *
  * Selected by LIBRA_CUDA_MODULE=host (cuda_module_load, include/libra/cuda_module.h);

@@ -256,10 +256,13 @@ struct device_ops {
      *   gsync_send   a sender's runs, from the bf16 copy of its weights on its GPU,
      *                issued now (in order with its later kernels: the next optimizer
      *                step does not overwrite them first);
-     *   gsync_recv   a receiver's runs of version `version`, received into its GPU model
-     *                at the instance's next safe point (every rank of the instance
-     *                together), which swaps the version in;
-     *   gsync_landed a receiver: 1 once that safe point has passed.
+     *   gsync_recv   a receiver's runs of version `version`, issued at the instance's
+     *                next safe point (every rank of the instance together): into a
+     *                second copy of its weights on its GPU (rollout.sync_buffer) while
+     *                decoding goes on, taken in at the first safe point at which every
+     *                rank of the instance has them; or straight into its GPU model. That
+     *                safe point swaps the version in;
+     *   gsync_landed a receiver: 0 until then, then 1 (straight) or 2 (the copy).
      * The runs of one pair of ranks are listed in the same order on both sides, and
      * each side's groups in the sync's order; a strided run is a group of its own
      * (packed into, or unpacked from, a buffer on the GPU). */

@@ -161,6 +161,12 @@ const struct cfg_key cfg_schema[] = {
     INT_KEY("rollout", "top_k", rollout.top_k, 0, 0, E6, "tokens", "cpu, cuda: top-k sampling; 0 = off"),
     INT_KEY("rollout", "slots", rollout.slots, 64, 1, 65536, "sequences",
             "cpu: sequences one rollout instance decodes together"),
+    INT_KEY("rollout", "sync_buffer", rollout.sync_buffer, 1, 0, 1, "",
+            "cuda: 1: a second bf16 copy of the shard on each GPU that only serves rollouts, "
+            "which GPU-to-GPU weight syncs land in while decoding goes on (decoding then "
+            "waits only for a copy on the GPU); 0: they are received straight into the "
+            "model at a safe point, decoding waiting for the transfer, and the KV pool "
+            "keeps that memory"),
     INT_KEY("rollout", "tool_threads", rollout.tool_threads, 2, 1, 256, "threads",
             "cpu: tool threads per rollout rank"),
     FLOAT_KEY("rollout", "tool_timeout_s", rollout.tool_timeout_s, 5.0, 0.001, 3600, "s",

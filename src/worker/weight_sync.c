@@ -53,8 +53,9 @@
  * GPU to GPU (device gsync_*: device cuda, NCCL over the sync's members): when the
  * device's epoch allows it, the bf16 blocks go as runs from the sender's GPU to the
  * receiver's GPU model instead (gpu_runs; relayed and fed as over MPI) -- the sender
- * issues them at once, the receiver at its instance's next safe point, and its
- * SYNC_DONE waits for that (gpu_wait).
+ * issues them at once, the receiver at its instance's next safe point (into its sync
+ * buffer, taken in at a later one), and its SYNC_DONE waits until they are in the
+ * model (gpu_wait).
  *
  * A colocated plan's sync moves nothing between ranks: every rollout rank is a training
  * replica holding the step's weights (the replicas compare hashes after every step), so
@@ -454,6 +455,7 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     if (y->n_run && me_send >= 0) w->ops->gsync_send(w->dev, y->run, y->n_run);
     if (y->n_run && me_send < 0) w->ops->gsync_recv(w->dev, y->run, y->n_run, y->version);
     y->gpu_wait = y->n_run && me_send < 0; /* SYNC_DONE once the safe point took them */
+    y->gpu_buffered = 0;
     free(live);
     relay_map_free(&rm, n_mem);
     for (int k = 0; k < n_send; k++) side_free(&senders[k]);
@@ -481,8 +483,10 @@ int ws_progress(struct worker *w)
     y->active = 0;
     if (y->n_rslices) recv16_widen(y);
     verify_check(w, y->gpu_wait);
-    if (y->gpu_wait)
-        y->gpu_wait = 0; /* the instance swapped the version in */
+    if (y->gpu_wait) { /* the instance swapped the version in */
+        y->gpu_buffered = w->ops->gsync_landed(w->dev) == 2;
+        y->gpu_wait = 0;
+    }
     else if (y->receiving && y->direct16)
         w->ops->weights_staged_bf16(w->dev, y->version);
     else if (y->receiving)

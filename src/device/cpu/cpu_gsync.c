@@ -31,17 +31,25 @@
  * When. A sender issues its sends as soon as the sync starts, on the module's stream:
  * the next optimizer step's kernels come after them there, so the weights they read
  * are the step's. A receiver keeps its runs until its instance's next safe point
- * (every rank of the instance together, cpu_tp_model.c's WEIGHTS), then receives them
- * straight into the GPU model's weights on the same stream -- the next decode step's
- * kernels wait for them -- and drops the KV caches, as any swap does. So no second
- * copy of the weights is kept on the GPU (its memory stays the KV cache's), the host
- * does not wait, and decoding pauses only for the transfer itself -- on a relay,
- * also for passing the runs on, and as a NCCL send waits for its receive, until the
- * later members of the chain have reached their safe points (one decode step at most
- * each, all at once). The sender's stream
- * waits until the receivers get to their safe points (one decode step at most), and
- * SYNC_DONE leaves a receiver only after it has posted its receives, so the controller
- * never starts the next sync before every receive of this one is issued.
+ * (every rank of the instance together, cpu_tp_model.c's WEIGHTS), and issues them
+ * there -- so the host-side order of every rank's NCCL calls is what it was when
+ * they went straight into the model, which the deadlock argument above rests on.
+ *  - With a sync buffer (rollout.sync_buffer: a second bf16 copy of the shard, made
+ *    with the instance's model before the KV pool; `land`), on the module's side
+ *    stream into the buffer, a mark after them; decoding goes on on the kernels'
+ *    stream. At each later safe point every rank polls its mark and the instance
+ *    agrees (MIN); at the first at which all have them, each joins the side stream
+ *    and copies the buffer into the model's weights: decoding waits for a copy
+ *    within HBM, not the transfer. Only a sync that covers the whole shard goes
+ *    there (the copy takes all of it).
+ *  - Without one, straight into the GPU model's weights on the kernels' stream: the
+ *    next decode step's kernels wait for them, on a relay also for passing the runs
+ *    on, and as a NCCL send waits for its receive, until the later members of the
+ *    chain have reached their safe points (one decode step at most each, all at once).
+ * Either way the KV caches are dropped, as any swap does. The sender's stream waits
+ * until the receivers get to their safe points (one decode step at most), and
+ * SYNC_DONE leaves a receiver only once the runs are in its model, so the controller
+ * never starts the next sync before every receive of this one is done.
  *
  * The host copies then lag the GPU (sh.p_lags 2): held16 is refreshed from the GPU
  * model when something reads the shard's weights (cpu_stage16_catch_up) and before
@@ -320,34 +328,106 @@ void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int versi
     if (g->mode == CPU_GSYNC_OFF || !d->inst || d->tr)
         FATAL("rank %d: a GPU weight sync to a rank without an instance of its own or in an "
               "epoch without GPU syncs (a bug)", d->a.rank);
+    if (g->issued)
+        FATAL("rank %d: a GPU weight sync before the last one landed (a bug)", d->a.rank);
     if (n > g->cap_run) {
         g->cap_run = n;
         g->run = xrealloc(g->run, (size_t)n * sizeof *g->run);
     }
-    for (int k = 0; k < n; k++)
+    size_t received = 0;
+    for (int k = 0; k < n; k++) {
         if (!inside(&m[k], sh->stage, sh->p.n))
             FATAL("rank %d: a weight sync's run outside the staging buffer (a bug)", d->a.rank);
+        if (!m[k].feed) received += run_n(&m[k]);
+    }
     memcpy(g->run, m, (size_t)n * sizeof *m);
     g->n_run = n;
     g->pending = 1;
     g->landed = 0;
+    /* through the buffer only when it becomes the whole shard: the runs are disjoint,
+     * so they cover it when their values add up to it */
+    g->buffered = g->land && g->n_land == sh->p.n && received == sh->p.n;
     d->staged_version = version; /* swapped in by the instance (every rank together) */
     sh->staged16 = 0;
+}
+
+/* Where run k's first value goes in a bf16 block of the shard's layout at base. */
+static uint16_t **run_places(struct device *d, uint16_t *base)
+{
+    struct cpu_gsync *g = &d->gs;
+    uint16_t **at = xmalloc((size_t)(g->n_run ? g->n_run : 1) * sizeof *at);
+    for (int k = 0; k < g->n_run; k++) at[k] = base + (g->run[k].at - d->sh.stage);
+    return at;
+}
+
+int cpu_gsync_arrived(struct device *d)
+{
+    struct cpu_gsync *g = &d->gs;
+    const struct cuda_api *api = d->gpu;
+    if (!g->pending || !g->buffered) return 1;
+    if (!g->issued) {
+        uint16_t **at = run_places(d, g->land);
+        if (api->side_stream(1)) FATAL("CUDA: a weight sync's stream: %s", api->last_error());
+        by_groups(d, g->run, g->n_run, at, 0);
+        if (api->side_stream(0) || api->side_mark())
+            FATAL("CUDA: a weight sync's stream: %s", api->last_error());
+        free(at);
+        g->issued = 1;
+    }
+    int done = api->side_done();
+    if (done < 0) FATAL("CUDA: a weight sync's stream: %s", api->last_error());
+    return done;
 }
 
 int cpu_gsync_post(struct device *d, struct gpu_model *gm)
 {
     struct cpu_gsync *g = &d->gs;
+    const struct cuda_api *api = d->gpu;
     if (!g->pending) return 0;
-    uint16_t **at = xmalloc((size_t)(g->n_run ? g->n_run : 1) * sizeof *at);
-    for (int k = 0; k < g->n_run; k++) at[k] = gm->w + (g->run[k].at - d->sh.stage);
-    by_groups(d, g->run, g->n_run, at, 0);
-    free(at);
+    if (g->buffered) { /* every rank of the instance has seen its runs arrive */
+        if (!g->issued) FATAL("rank %d: a buffered weight sync taken in before it arrived (a bug)",
+                              d->a.rank);
+        if (api->side_join() || api->copy(gm->w, g->land, g->n_land * sizeof *g->land))
+            FATAL("CUDA: a weight sync's copy into the model: %s", api->last_error());
+        g->issued = 0;
+    } else {
+        uint16_t **at = run_places(d, gm->w);
+        by_groups(d, g->run, g->n_run, at, 0);
+        free(at);
+    }
     gpu_model_refresh_biases(gm); /* qwen2's q/k/v biases: their float32 copies */
     g->pending = 0;
-    g->landed = 1;
+    g->landed = g->buffered ? 2 : 1;
     d->sh.p_lags = 2;
     return 1;
+}
+
+void cpu_gsync_buffer(struct device *d)
+{
+    struct cpu_gsync *g = &d->gs;
+    size_t n = d->sh.p.n;
+    if (!d->gpu || g->mode == CPU_GSYNC_OFF || d->tr || !d->a.cfg->rollout.sync_buffer) return;
+    cpu_gsync_buffer_free(d);
+    if (d->gpu->alloc((void **)&g->land, n * sizeof *g->land)) {
+        LOG_W("rank %d: no GPU memory for the sync buffer (%.2f GB): weight syncs go straight "
+              "into the model, decoding waiting for them: %s", d->a.rank,
+              n * sizeof *g->land / 1e9, d->gpu->last_error());
+        g->land = NULL;
+        return;
+    }
+    g->n_land = n;
+    LOG_D("rank %d: a sync buffer of %.2f GB on the GPU", d->a.rank, n * sizeof *g->land / 1e9);
+}
+
+void cpu_gsync_buffer_free(struct device *d)
+{
+    struct cpu_gsync *g = &d->gs;
+    if (g->issued)
+        FATAL("rank %d: the sync buffer freed while a sync lands in it (a bug)", d->a.rank);
+    if (g->land && d->gpu->free(g->land)) FATAL("CUDA: free: %s", d->gpu->last_error());
+    g->land = NULL;
+    g->n_land = 0;
+    g->buffered = 0;
 }
 
 void cpu_gsync_free(struct device *d)
@@ -355,6 +435,7 @@ void cpu_gsync_free(struct device *d)
     if (d->gs.pack && d->gpu->free(d->gs.pack)) FATAL("CUDA: free: %s", d->gpu->last_error());
     d->gs.pack = NULL;
     d->gs.cap_pack = 0;
+    if (d->gpu) cpu_gsync_buffer_free(d);
     free(d->gs.run);
     d->gs.run = NULL;
     d->gs.n_run = d->gs.cap_run = 0;

@@ -88,10 +88,16 @@ struct cpu_gsync {
     void *nccl;                /* its NCCL communicator (a cached GPU group's) */
     struct dev_gmsg *run;      /* a receiver's runs waiting for the safe point (n_run) */
     int n_run, cap_run;
-    int pending, landed;       /* runs waiting; the last sync's runs landed */
+    int pending;               /* runs waiting */
+    int landed;                /* the last sync's runs: 0 not yet in the model, 1 received
+                                  into it, 2 through the sync buffer */
     struct gpu_model *gm;      /* the instance's GPU model, while it exists */
     uint16_t *pack;            /* GPU: a strided run, packed or to unpack (cap_pack) */
     size_t cap_pack;
+    uint16_t *land;            /* GPU: the sync buffer, the shard's bf16 values (n_land):
+                                  rollout.sync_buffer; NULL: none */
+    size_t n_land;
+    int buffered, issued;      /* the pending runs go through land; they are on their way */
 };
 
 struct device {
@@ -179,6 +185,15 @@ void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int versi
 int cpu_gsync_landed(const struct device *d);
 /* At the instance's safe point: the waiting runs received into gm (1), or 0 if none. */
 int cpu_gsync_post(struct device *d, struct gpu_model *gm);
+/* The sync buffer of a rank that only serves rollouts (rollout.sync_buffer), made with
+ * its instance's GPU model, before the KV pool (none in an epoch without GPU-to-GPU
+ * syncs), and freed with it. */
+void cpu_gsync_buffer(struct device *d);
+void cpu_gsync_buffer_free(struct device *d);
+/* At a safe point, with runs pending: 1 once they are on this GPU, so that
+ * cpu_gsync_post takes them in. Runs through the sync buffer are issued (on the side
+ * stream) at the first call, and then polled; others are received by the post. */
+int cpu_gsync_arrived(struct device *d);
 void cpu_gsync_free(struct device *d);
 
 /* cpu_shard.c */

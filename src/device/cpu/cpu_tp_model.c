@@ -158,10 +158,12 @@ static int run_weights(struct cpu_tp_model *m)
 {
     struct device *d = m->d;
     int32_t v = d->staged_version;
+    if (d->gs.pending && !cpu_gsync_arrived(d)) v = -1; /* still on its way here */
     if (d->sh.t > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT32_T, MPI_MIN, group(m)));
     if (v >= 0 && d->gs.pending) {
-        /* a GPU-to-GPU sync (every rank of the group has one): received into the model
-         * now, even one of the version it holds -- its sender waits for the receives */
+        /* a GPU-to-GPU sync (every rank of the group has one), on every rank's GPU
+         * (the sync buffer) or received into the model now, even one of the version it
+         * holds -- its sender waits for the receives */
         if (!m->gm) FATAL("rank %d: a GPU weight sync without a GPU model (a bug)", d->a.rank);
         cpu_gsync_post(d, m->gm);
         d->staged_version = -1;
@@ -352,6 +354,7 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
         m->gm = held ? gpu_model_upload_bf16(d->gpu, &tp->local, held, err, sizeof err)
                      : gpu_model_upload(d->gpu, &tp->local, cpu_live_params(d), err, sizeof err);
         d->gs.gm = m->gm; /* GPU-to-GPU syncs land there (cpu_gsync.c) */
+        if (m->gm) cpu_gsync_buffer(d); /* before the KV pool takes the free memory */
         if (m->gm)
             m->gd = gpu_decoder_create_tp(m->gm, tp, m->gc, r->slots, r->max_tokens, 128, 0, err,
                                           sizeof err);
@@ -386,6 +389,7 @@ void cpu_tp_model_free(struct cpu_tp_model *m)
     gpu_decoder_free(m->gd);
     if (m->gm && m->d->gs.gm == m->gm) {
         cpu_stage16_fetch(m->d); /* a GPU-to-GPU sync's weights, home before they go */
+        cpu_gsync_buffer_free(m->d);
         m->d->gs.gm = NULL;
     }
     gpu_model_free(m->gm);

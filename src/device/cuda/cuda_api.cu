@@ -45,8 +45,14 @@ static int cu_device_describe(int i, char *out, size_t cap)
 
 static cudaStream_t stream;
 static int stream_device = -1;
+/* The side stream (non-blocking: the legacy stream's copies do not wait for it) and
+ * its mark, made on the stream's device at the first side_stream(1); use_side: the
+ * calls go there now. */
+static cudaStream_t side;
+static cudaEvent_t side_ev;
+static int use_side;
 
-cudaStream_t cu_stream(void)
+static cudaStream_t main_stream(void)
 {
     if (stream_device < 0) { /* first use without set_device: the current device */
         int dev = 0;
@@ -55,6 +61,56 @@ cudaStream_t cu_stream(void)
         stream_device = dev;
     }
     return stream;
+}
+
+cudaStream_t cu_stream(void) { return use_side ? side : main_stream(); }
+
+static int side_destroy(void)
+{
+    use_side = 0;
+    if (side) CU_CHECK(cudaStreamDestroy(side));
+    if (side_ev) CU_CHECK(cudaEventDestroy(side_ev));
+    side = NULL;
+    side_ev = NULL;
+    return 0;
+}
+
+static int cu_side_stream(int on)
+{
+    if (on && !side) {
+        if (!main_stream())
+            return cu_fail("side_stream: no stream", cudaSuccess, __FILE__, __LINE__);
+        CU_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+        CU_CHECK(cudaEventCreateWithFlags(&side_ev, cudaEventDisableTiming));
+    }
+    use_side = on != 0;
+    return 0;
+}
+
+static int cu_side_mark(void)
+{
+    if (!side) return cu_fail("side_mark: no side stream", cudaSuccess, __FILE__, __LINE__);
+    CU_CHECK(cudaEventRecord(side_ev, side));
+    return 0;
+}
+
+static int cu_side_done(void)
+{
+    if (!side) return cu_fail("side_done: no side stream", cudaSuccess, __FILE__, __LINE__);
+    cudaError_t e = cudaEventQuery(side_ev);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError(); /* not sticky, but not an error either */
+        return 0;
+    }
+    if (e != cudaSuccess) return cu_fail("cudaEventQuery", e, __FILE__, __LINE__);
+    return 1;
+}
+
+static int cu_side_join(void)
+{
+    if (!side) return cu_fail("side_join: no side stream", cudaSuccess, __FILE__, __LINE__);
+    CU_CHECK(cudaStreamWaitEvent(main_stream(), side_ev, 0));
+    return 0;
 }
 
 int cu_scratch_grow(void **p, size_t *have, size_t bytes)
@@ -73,6 +129,7 @@ static int cu_set_device(int i)
 {
     CU_CHECK(cudaSetDevice(i));
     if (stream_device == i) return 0;
+    if (side_destroy()) return -1;
     if (stream_device >= 0) CU_CHECK(cudaStreamDestroy(stream));
     stream_device = -1;
     CU_CHECK(cudaStreamCreate(&stream));
@@ -145,21 +202,28 @@ static int cu_host_free(void *p)
     return 0;
 }
 
+/* The copies run on the current stream (the kernels' or the side stream), so a copy
+ * of a weight sync's run on the side stream comes after what that stream did before
+ * it; to and from the host they then wait for it. */
 static int cu_to_device(void *dst, const void *src, size_t bytes)
 {
-    CU_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    if (!bytes) return 0;
+    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu_stream()));
+    CU_CHECK(cudaStreamSynchronize(cu_stream()));
     return 0;
 }
 
 static int cu_to_host(void *dst, const void *src, size_t bytes)
 {
-    CU_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (!bytes) return 0;
+    CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu_stream()));
+    CU_CHECK(cudaStreamSynchronize(cu_stream()));
     return 0;
 }
 
 static int cu_copy(void *dst, const void *src, size_t bytes)
 {
-    CU_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    if (bytes) CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu_stream()));
     return 0;
 }
 
@@ -257,6 +321,10 @@ static const struct cuda_api api = {
     cu_nccl_recv,
     cu_nccl_group,
     cu_copy2d,
+    cu_side_stream,
+    cu_side_mark,
+    cu_side_done,
+    cu_side_join,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

@@ -54,6 +54,10 @@ int ch_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t w
 int ch_zero(void *p, size_t bytes);
 int ch_mem_info(size_t *free_bytes, size_t *total_bytes);
 int ch_sync(void);
+int ch_side_stream(int on);
+int ch_side_mark(void);
+int ch_side_done(void); /* 0 at the first query after a mark, then 1 */
+int ch_side_join(void); /* refused unless side_done said 1 since the mark */
 int ch_graph_begin(void);
 int ch_graph_end(void **graph);
 int ch_graph_launch(void *graph);

@@ -5,8 +5,9 @@
  * alloc enforces, so the engine's sizing against the free memory runs as on a GPU; a
  * new block is filled with NaNs, so that a read of memory never written shows in the
  * results (valgrind then sees it as defined: use the results, not memcheck, for that).
- * Copies and kernels run at once, in the calling thread; sync reports what a kernel
- * found (a token outside the vocabulary), as the CUDA module's does.
+ * Copies and kernels run at once, in the calling thread, on either stream (the side
+ * stream keeps only its protocol: below); sync reports what a kernel found (a token
+ * outside the vocabulary), as the CUDA module's does.
  * Graphs: between graph_begin and graph_end a thread's kernels are recorded -- the
  * kernel and a copy of its arguments -- not run; a memory call in between is refused
  * and invalidates the recording (CUDA forbids it in a stream capture); graph_launch
@@ -290,6 +291,48 @@ int ch_sync(void)
     dev.token_raised = 0;
     pthread_mutex_unlock(&dev.lock);
     return raised ? CH_FAIL("sync: embedding: token %lld outside the vocabulary", value) : 0;
+}
+
+/* ---------------------------------------------------------------- the side stream */
+
+/* Everything runs at once here, so the side stream is the calling thread too; what
+ * the stand-in keeps is the protocol. The first side_done after a mark says "not yet"
+ * (a transfer still on its way: the caller's path for that runs in every test), later
+ * ones "done"; side_join before side_done has said "done" since the last mark is
+ * refused -- the weight syncs join only what every rank has seen land. */
+static _Thread_local struct {
+    int marked, queried, done;
+} side;
+
+int ch_side_stream(int on)
+{
+    (void)on;
+    return ch_forbid_in_graph("side_stream");
+}
+
+int ch_side_mark(void)
+{
+    if (ch_forbid_in_graph("side_mark")) return -1;
+    side.marked = 1;
+    side.queried = 0;
+    side.done = 0;
+    return 0;
+}
+
+int ch_side_done(void)
+{
+    if (ch_forbid_in_graph("side_done")) return -1;
+    if (!side.marked) return CH_FAIL("side_done: no side_mark before it");
+    side.done = side.queried++ > 0;
+    return side.done;
+}
+
+int ch_side_join(void)
+{
+    if (ch_forbid_in_graph("side_join")) return -1;
+    if (!side.marked || !side.done)
+        return CH_FAIL("side_join: the side stream's mark was not reported done first");
+    return 0;
 }
 
 /* ---------------------------------------------------------------- graphs */
