@@ -14,7 +14,8 @@
  * The module exports one symbol, libra_cuda_api(), returning a constant table. Every
  * function returns 0 or -1; after -1, last_error() says what failed (the CUDA error
  * string, the call, file:line). Kernels take device pointers; sync() waits for them
- * and reports an asynchronous error.
+ * (the current stream's work, not the other stream's) and reports an asynchronous
+ * error.
  *
  * Kernels (each has a CPU reference in src/model/cpu/ops.c, which tests/test_cuda.c
  * checks it against; the tolerances are in docs/cuda.md). Weights are stored in

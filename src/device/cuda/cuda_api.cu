@@ -248,9 +248,11 @@ static int cu_mem_info(size_t *free_bytes, size_t *total_bytes)
     return 0;
 }
 
+/* The current stream only: a decode step's sync must not wait for a weight sync
+ * landing on the side stream (that is the side stream's point). */
 static int cu_sync(void)
 {
-    CU_CHECK(cudaDeviceSynchronize());
+    CU_CHECK(cudaStreamSynchronize(cu_stream()));
     return cu_device_error_check();
 }
 
