@@ -18,9 +18,11 @@
  * only serve carry bf16 (plan C: rollout TP [1 x 8], one training rank):
  *  - the sender's bf16 copy is the device's buffer (send_bf16); each rollout rank
  *    lands them in its device's bf16 buffer (stage_bf16), receives 2 bytes a
- *    parameter, and its instance swaps the version in;
+ *    parameter, and its instance swaps the version in, through its sync buffer;
  *  - a sync that starts before the last one was swapped in supersedes it: no safe
- *    point installs the buffer it is writing, and its own weights go in when it ends;
+ *    point installs the buffer it is writing, nor what a safe point had sent on its
+ *    way to the sync buffer (each install read back: train.verify_syncs), and its own
+ *    weights go in when it ends;
  *  - plan D idles the last of them (its shard kept) and plan E gives it its instance
  *    back: its weights, read through read_slices, are the installed bf16 weights
  *    widened (the float32 copy lagged the GPU model), not the ones it held before the
@@ -419,9 +421,10 @@ static void take_done(int v)
 }
 
 /* Plan C, version ROUND swapped in: sync ROUND + 1 lands and is not swapped in before
- * sync ROUND + 2 starts writing the same buffer. The safe points passed while that one
- * is in flight (its sender held back) must not install the buffer it is overwriting;
- * ROUND + 2 is swapped in when it has landed. */
+ * sync ROUND + 2 starts writing the same buffer -- though one safe point has sent it on
+ * its way to the sync buffer. The safe points passed while ROUND + 2 is in flight (its
+ * sender held back) must not install the buffer it is overwriting, nor what was on
+ * its way; ROUND + 2 is swapped in when it has landed. */
 static void superseded(struct worker *w, const struct rank_assign *a, struct dev_slice *s)
 {
     if (g_rank == 0) {
@@ -439,6 +442,12 @@ static void superseded(struct worker *w, const struct rank_assign *a, struct dev
         return;
     }
     run_sync(w, ROUND + 1); /* landed, not swapped in */
+    if (w->cfg->rollout.sync_buffer) {
+        /* a safe point sends it on its way into the sync buffer (the stand-in's side
+         * stream says "not yet"): the next sync must wait for that and drop it */
+        wr_progress(w);
+        CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND);
+    }
     struct wire_sync msg = {ROUND + 2, ROUND + 2};
     ws_on_sync(w, &msg);
     for (int it = 0; it < 10; it++) wr_progress(w);
@@ -477,6 +486,7 @@ static void test_sync_bf16_cuda(void)
         CU_ASSERT_EQUAL(w->sync.bytes_in, floats * (long long)sizeof(uint16_t));
         for (int it = 0; it < 100 && w->ops->version(w->dev) != ROUND; it++) wr_progress(w);
         CU_ASSERT_EQUAL(w->ops->version(w->dev), ROUND); /* swapped in */
+        CU_ASSERT_EQUAL(w->ops->last_install(w->dev), DEV_INSTALL_BUFFERED);
     }
     superseded(w, a, s);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -531,9 +541,10 @@ static void gpu_round(struct worker *w, const struct plan *p, int round, int gpu
             wr_progress(w);
         CU_ASSERT_EQUAL(w->ops->version(w->dev), round);
         CU_ASSERT_EQUAL(w->sync.direct16, !gpu);
-        /* a GPU sync landed in the sync buffer while the instance decoded on, and went
+        /* the sync landed in the sync buffer while the instance decoded on, and went
          * into the model at a later safe point -- or straight in, without the buffer */
-        CU_ASSERT_EQUAL(w->sync.gpu_buffered, gpu && w->cfg->rollout.sync_buffer);
+        CU_ASSERT_EQUAL(w->ops->last_install(w->dev),
+                        w->cfg->rollout.sync_buffer ? DEV_INSTALL_BUFFERED : DEV_INSTALL_STRAIGHT);
         int ns = w->ops->slices(w->dev, a->tp, a->index, DEV_SLICES_STAGE, s, MAX_SL);
         long long floats = 0;
         for (int k = 0; k < ns; k++) floats += s[k].nr * s[k].nc;

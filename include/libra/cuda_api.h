@@ -335,13 +335,17 @@ struct cuda_api {
                   size_t height);
     /* ---- a second stream, so that a weight sync is received while the kernels'
      * stream decodes: after side_stream(1) the calls that run on a stream (copies,
-     * copy2d, the NCCL calls, kernels) go to the side stream, after side_stream(0) to
-     * the kernels' stream again. Neither stream waits for the other (nor does the side
+     * copy2d, the NCCL calls, kernels, to_device_async) go to the side stream, after
+     * side_stream(0) to the kernels' stream again. Neither stream waits for the other (nor does the side
      * stream for the legacy stream's copies) except through a mark: side_mark records
      * where the side stream stands; side_done is 1 once all of it before the last mark
      * is done, 0 while not (it does not wait), -1 on an error; side_join makes the
      * kernels' stream's later work wait for the last mark. Not recordable. ---- */
     int (*side_stream)(int on);
+    /* bytes from page-locked host memory (host_alloc's) to the GPU on the current
+     * stream, not waited for: the host memory must stay as it is until a mark after it
+     * is done (from pageable memory the driver may wait) */
+    int (*to_device_async)(void *dst, const void *src, size_t bytes);
     int (*side_mark)(void);
     int (*side_done)(void);
     int (*side_join)(void);

@@ -144,6 +144,13 @@ enum dev_stat {
     DEV_STAT_COUNT
 };
 
+/* How weights went into a rank's model (last_install). */
+enum dev_install {
+    DEV_INSTALL_NONE = 0,     /* none swapped in yet, or no GPU */
+    DEV_INSTALL_STRAIGHT = 1, /* into the GPU model at the safe point */
+    DEV_INSTALL_BUFFERED = 2, /* through the sync buffer, filled while decoding went on */
+};
+
 struct device;      /* a device's state on one worker rank */
 struct dev_inst;    /* a rollout instance's engine on one of its ranks */
 
@@ -257,12 +264,11 @@ struct device_ops {
      *                issued now (in order with its later kernels: the next optimizer
      *                step does not overwrite them first);
      *   gsync_recv   a receiver's runs of version `version`, issued at the instance's
-     *                next safe point (every rank of the instance together): into a
-     *                second copy of its weights on its GPU (rollout.sync_buffer) while
-     *                decoding goes on, taken in at the first safe point at which every
-     *                rank of the instance has them; or straight into its GPU model. That
-     *                safe point swaps the version in;
-     *   gsync_landed a receiver: 0 until then, then 1 (straight) or 2 (the copy).
+     *                next safe point (every rank of the instance together): into its
+     *                sync buffer (last_install) while decoding goes on, taken in at the
+     *                first safe point at which every rank of the instance has them; or
+     *                straight into its GPU model. That safe point swaps the version in;
+     *   gsync_landed a receiver: 1 once it has.
      * The runs of one pair of ranks are listed in the same order on both sides, and
      * each side's groups in the sync's order; a strided run is a group of its own
      * (packed into, or unpacked from, a buffer on the GPU). */
@@ -272,6 +278,11 @@ struct device_ops {
     int (*gsync_landed)(const struct device *d);
     /* The policy version of the weights this rank holds (-1: none yet). */
     int (*version)(const struct device *d);
+    /* Optional: how the last weights swapped in went into the rank's model
+     * (DEV_INSTALL_*): device cuda's rollout ranks take a sync through their sync
+     * buffer -- a second copy on the GPU, filled while decoding goes on
+     * (rollout.sync_buffer) -- where they have one. */
+    int (*last_install)(const struct device *d);
     /* A fingerprint of the weights (replicas compare theirs after every step). */
     uint64_t (*weights_hash)(const struct device *d);
     /* Training root: the weights and optimizer state as a model file in dir. 0, or -1

@@ -163,10 +163,10 @@ const struct cfg_key cfg_schema[] = {
             "cpu: sequences one rollout instance decodes together"),
     INT_KEY("rollout", "sync_buffer", rollout.sync_buffer, 1, 0, 1, "",
             "cuda: 1: a second bf16 copy of the shard on each GPU that only serves rollouts, "
-            "which GPU-to-GPU weight syncs land in while decoding goes on (decoding then "
-            "waits only for a copy on the GPU); 0: they are received straight into the "
-            "model at a safe point, decoding waiting for the transfer, and the KV pool "
-            "keeps that memory"),
+            "which weight syncs (GPU to GPU, or from host memory) land in while decoding "
+            "goes on (decoding then waits only for a copy on the GPU); 0: they go "
+            "straight into the model at a safe point, decoding waiting for the transfer, "
+            "and the KV pool keeps that memory"),
     INT_KEY("rollout", "tool_threads", rollout.tool_threads, 2, 1, 256, "threads",
             "cpu: tool threads per rollout rank"),
     FLOAT_KEY("rollout", "tool_timeout_s", rollout.tool_timeout_s, 5.0, 0.001, 3600, "s",

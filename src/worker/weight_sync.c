@@ -455,7 +455,6 @@ void ws_on_sync(struct worker *w, const struct wire_sync *msg)
     if (y->n_run && me_send >= 0) w->ops->gsync_send(w->dev, y->run, y->n_run);
     if (y->n_run && me_send < 0) w->ops->gsync_recv(w->dev, y->run, y->n_run, y->version);
     y->gpu_wait = y->n_run && me_send < 0; /* SYNC_DONE once the safe point took them */
-    y->gpu_buffered = 0;
     free(live);
     relay_map_free(&rm, n_mem);
     for (int k = 0; k < n_send; k++) side_free(&senders[k]);
@@ -483,10 +482,8 @@ int ws_progress(struct worker *w)
     y->active = 0;
     if (y->n_rslices) recv16_widen(y);
     verify_check(w, y->gpu_wait);
-    if (y->gpu_wait) { /* the instance swapped the version in */
-        y->gpu_buffered = w->ops->gsync_landed(w->dev) == 2;
-        y->gpu_wait = 0;
-    }
+    if (y->gpu_wait)
+        y->gpu_wait = 0; /* the instance swapped the version in */
     else if (y->receiving && y->direct16)
         w->ops->weights_staged_bf16(w->dev, y->version);
     else if (y->receiving)

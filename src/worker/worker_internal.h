@@ -105,7 +105,6 @@ struct wk_sync {
                               * buffer (device stage_bf16): no recv16, no widening */
     int gpu;                 /* this sync's bf16 runs go GPU to GPU (device gsync_*) */
     int gpu_wait;            /* a receiver waits for its instance to take them */
-    int gpu_buffered;        /* ... which it did through its sync buffer (gsync_landed 2) */
     struct dev_gmsg *run;    /* (n_run) this rank's GPU runs of the sync */
     int n_run, cap_run;
     struct wk_fwd *fwd;      /* (n_fwd) a relaying receiver's blocks to pass on */

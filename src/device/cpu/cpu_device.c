@@ -124,6 +124,7 @@ static void cpu_close(struct device *d)
     cpu_shard_free(&d->sh);
     cpu_send16_free(d);
     cpu_gsync_free(d);
+    if (d->gpu) cpu_syncbuf_free(d);
     drop_full(d);
     if (d->opt_loaded) adamw_free(&d->opt);
     free(d->join);
@@ -232,6 +233,7 @@ static void cpu_weights_unstage(struct device *d)
               d->staged_version);
     d->staged_version = -1; /* a TP group's ranks then agree on no swap (MIN) */
     d->sh.staged16 = 0;
+    if (d->gpu) cpu_syncbuf_drop(d); /* it may be reading land16, which the sync writes */
 }
 
 static void gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int version)
@@ -253,6 +255,8 @@ static void cpu_weights_staged_bf16(struct device *d, int version)
 }
 
 static int cpu_version(const struct device *d) { return d->version; }
+
+static int cpu_last_install(const struct device *d) { return d->last_install; }
 
 /* Device cpu: XXH3 of the host weights. Device cuda: the sum fingerprint, which a
  * trainer whose weights stay on the GPU computes there (every replica uses it). */
@@ -306,7 +310,7 @@ static double no_extra(struct device *d, int n)
     .state_cut = cpu_state_cut, .slices = cpu_slices, .read_slices = cpu_read_slices,     \
     .send_bf16 = cpu_send_bf16,                                                           \
     .weights_staged = cpu_weights_staged, .weights_unstage = cpu_weights_unstage,         \
-    .version = cpu_version,                                                               \
+    .version = cpu_version, .last_install = cpu_last_install,                             \
     .stage_bf16 = cpu_stage_bf16, .weights_staged_bf16 = cpu_weights_staged_bf16,         \
     .gsync_on = cpu_gsync_on, .gsync_send = cpu_gsync_send, .gsync_recv = gsync_recv,     \
     .gsync_landed = cpu_gsync_landed,                                                     \

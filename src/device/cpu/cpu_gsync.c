@@ -35,8 +35,8 @@
  * there -- so the host-side order of every rank's NCCL calls is what it was when
  * they went straight into the model, which the deadlock argument above rests on.
  *  - With a sync buffer (rollout.sync_buffer: a second bf16 copy of the shard, made
- *    with the instance's model before the KV pool; `land`), on the module's side
- *    stream into the buffer, a mark after them; decoding goes on on the kernels'
+ *    with the instance's model before the KV pool; cpu_syncbuf.c), on the module's
+ *    side stream into the buffer, a mark after them; decoding goes on on the kernels'
  *    stream. At each later safe point every rank polls its mark and the instance
  *    agrees (MIN); at the first at which all have them, each joins the side stream
  *    and copies the buffer into the model's weights: decoding waits for a copy
@@ -328,8 +328,6 @@ void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int versi
     if (g->mode == CPU_GSYNC_OFF || !d->inst || d->tr)
         FATAL("rank %d: a GPU weight sync to a rank without an instance of its own or in an "
               "epoch without GPU syncs (a bug)", d->a.rank);
-    if (g->issued)
-        FATAL("rank %d: a GPU weight sync before the last one landed (a bug)", d->a.rank);
     if (n > g->cap_run) {
         g->cap_run = n;
         g->run = xrealloc(g->run, (size_t)n * sizeof *g->run);
@@ -346,7 +344,7 @@ void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int versi
     g->landed = 0;
     /* through the buffer only when it becomes the whole shard: the runs are disjoint,
      * so they cover it when their values add up to it */
-    g->buffered = g->land && g->n_land == sh->p.n && received == sh->p.n;
+    g->buffered = cpu_syncbuf_fits(d) && received == sh->p.n;
     d->staged_version = version; /* swapped in by the instance (every rank together) */
     sh->staged16 = 0;
 }
@@ -363,71 +361,34 @@ static uint16_t **run_places(struct device *d, uint16_t *base)
 int cpu_gsync_arrived(struct device *d)
 {
     struct cpu_gsync *g = &d->gs;
-    const struct cuda_api *api = d->gpu;
     if (!g->pending || !g->buffered) return 1;
-    if (!g->issued) {
-        uint16_t **at = run_places(d, g->land);
-        if (api->side_stream(1)) FATAL("CUDA: a weight sync's stream: %s", api->last_error());
+    if (!d->sb.issued) {
+        uint16_t **at = run_places(d, d->sb.w);
+        cpu_syncbuf_begin(d);
         by_groups(d, g->run, g->n_run, at, 0);
-        if (api->side_stream(0) || api->side_mark())
-            FATAL("CUDA: a weight sync's stream: %s", api->last_error());
+        cpu_syncbuf_end(d);
         free(at);
-        g->issued = 1;
     }
-    int done = api->side_done();
-    if (done < 0) FATAL("CUDA: a weight sync's stream: %s", api->last_error());
-    return done;
+    return cpu_syncbuf_arrived(d);
 }
 
 int cpu_gsync_post(struct device *d, struct gpu_model *gm)
 {
     struct cpu_gsync *g = &d->gs;
-    const struct cuda_api *api = d->gpu;
     if (!g->pending) return 0;
     if (g->buffered) { /* every rank of the instance has seen its runs arrive */
-        if (!g->issued) FATAL("rank %d: a buffered weight sync taken in before it arrived (a bug)",
-                              d->a.rank);
-        if (api->side_join() || api->copy(gm->w, g->land, g->n_land * sizeof *g->land))
-            FATAL("CUDA: a weight sync's copy into the model: %s", api->last_error());
-        g->issued = 0;
+        cpu_syncbuf_take(d, gm);
     } else {
         uint16_t **at = run_places(d, gm->w);
         by_groups(d, g->run, g->n_run, at, 0);
         free(at);
+        gpu_model_refresh_biases(gm); /* qwen2's q/k/v biases: their float32 copies */
+        d->last_install = DEV_INSTALL_STRAIGHT;
     }
-    gpu_model_refresh_biases(gm); /* qwen2's q/k/v biases: their float32 copies */
     g->pending = 0;
-    g->landed = g->buffered ? 2 : 1;
+    g->landed = 1;
     d->sh.p_lags = 2;
     return 1;
-}
-
-void cpu_gsync_buffer(struct device *d)
-{
-    struct cpu_gsync *g = &d->gs;
-    size_t n = d->sh.p.n;
-    if (!d->gpu || g->mode == CPU_GSYNC_OFF || d->tr || !d->a.cfg->rollout.sync_buffer) return;
-    cpu_gsync_buffer_free(d);
-    if (d->gpu->alloc((void **)&g->land, n * sizeof *g->land)) {
-        LOG_W("rank %d: no GPU memory for the sync buffer (%.2f GB): weight syncs go straight "
-              "into the model, decoding waiting for them: %s", d->a.rank,
-              n * sizeof *g->land / 1e9, d->gpu->last_error());
-        g->land = NULL;
-        return;
-    }
-    g->n_land = n;
-    LOG_D("rank %d: a sync buffer of %.2f GB on the GPU", d->a.rank, n * sizeof *g->land / 1e9);
-}
-
-void cpu_gsync_buffer_free(struct device *d)
-{
-    struct cpu_gsync *g = &d->gs;
-    if (g->issued)
-        FATAL("rank %d: the sync buffer freed while a sync lands in it (a bug)", d->a.rank);
-    if (g->land && d->gpu->free(g->land)) FATAL("CUDA: free: %s", d->gpu->last_error());
-    g->land = NULL;
-    g->n_land = 0;
-    g->buffered = 0;
 }
 
 void cpu_gsync_free(struct device *d)
@@ -435,7 +396,6 @@ void cpu_gsync_free(struct device *d)
     if (d->gs.pack && d->gpu->free(d->gs.pack)) FATAL("CUDA: free: %s", d->gpu->last_error());
     d->gs.pack = NULL;
     d->gs.cap_pack = 0;
-    if (d->gpu) cpu_gsync_buffer_free(d);
     free(d->gs.run);
     d->gs.run = NULL;
     d->gs.n_run = d->gs.cap_run = 0;

@@ -8,6 +8,7 @@
  *   cpu_stage16.c   device cuda: bf16 weight syncs straight to a rollout rank's GPU,
  *                   and a sender's page-locked bf16 copy
  *   cpu_gsync.c     device cuda: weight syncs from GPU to GPU (NCCL)
+ *   cpu_syncbuf.c   device cuda: the sync buffer a sync lands in while decoding goes on
  *   cpu_tp_model.c  the rollout model of an instance (rollout_model.h): the leader's
  *                   decoder calls mirrored on the other ranks as a command stream
  *   cpu_rollout.c   rollout instances (the engine on that model)
@@ -89,15 +90,18 @@ struct cpu_gsync {
     struct dev_gmsg *run;      /* a receiver's runs waiting for the safe point (n_run) */
     int n_run, cap_run;
     int pending;               /* runs waiting */
-    int landed;                /* the last sync's runs: 0 not yet in the model, 1 received
-                                  into it, 2 through the sync buffer */
+    int landed;                /* the last sync's runs are in the model */
     struct gpu_model *gm;      /* the instance's GPU model, while it exists */
     uint16_t *pack;            /* GPU: a strided run, packed or to unpack (cap_pack) */
     size_t cap_pack;
-    uint16_t *land;            /* GPU: the sync buffer, the shard's bf16 values (n_land):
-                                  rollout.sync_buffer; NULL: none */
-    size_t n_land;
-    int buffered, issued;      /* the pending runs go through land; they are on their way */
+    int buffered;              /* the pending runs go through the sync buffer (sb) */
+};
+
+/* device cuda, a rank that only serves rollouts: the sync buffer (cpu_syncbuf.c) */
+struct cpu_syncbuf {
+    uint16_t *w;               /* GPU: bf16, the shard's layout (n values); NULL: none */
+    size_t n;
+    int issued;                /* weights on their way into w (side stream, marked) */
 };
 
 struct device {
@@ -131,6 +135,8 @@ struct device {
     int n_gcache;
     struct cpu_comm dp;        /* the data-parallel communicator of the last grad_reduce */
     struct cpu_gsync gs;
+    struct cpu_syncbuf sb;
+    int last_install;          /* DEV_INSTALL_*: how the last weights went in */
     int version;               /* of the weights held; -1 none */
     int staged_version;        /* the stage holds this version, not yet swapped in; -1 none */
     struct dev_inst *inst;     /* the instance this rank belongs to, if any */
@@ -185,15 +191,27 @@ void cpu_gsync_recv(struct device *d, const struct dev_gmsg *m, int n, int versi
 int cpu_gsync_landed(const struct device *d);
 /* At the instance's safe point: the waiting runs received into gm (1), or 0 if none. */
 int cpu_gsync_post(struct device *d, struct gpu_model *gm);
-/* The sync buffer of a rank that only serves rollouts (rollout.sync_buffer), made with
- * its instance's GPU model, before the KV pool (none in an epoch without GPU-to-GPU
- * syncs), and freed with it. */
-void cpu_gsync_buffer(struct device *d);
-void cpu_gsync_buffer_free(struct device *d);
 /* At a safe point, with runs pending: 1 once they are on this GPU, so that
  * cpu_gsync_post takes them in. Runs through the sync buffer are issued (on the side
  * stream) at the first call, and then polled; others are received by the post. */
 int cpu_gsync_arrived(struct device *d);
+
+/* cpu_syncbuf.c: the sync buffer of a rank that only serves rollouts
+ * (rollout.sync_buffer). make: with the instance's GPU model, before the KV pool; free:
+ * with it. fits: it can take the whole shard now. begin / end bracket work issued on
+ * the side stream into it (end marks it: issued); from_host issues the shard from
+ * page-locked host memory. arrived polls the mark; take joins the side stream and
+ * copies the buffer into gm (every rank of the instance having seen it arrive); drop
+ * waits for what is on its way and forgets it. */
+void cpu_syncbuf_make(struct device *d);
+void cpu_syncbuf_free(struct device *d);
+int cpu_syncbuf_fits(const struct device *d);
+void cpu_syncbuf_begin(struct device *d);
+void cpu_syncbuf_end(struct device *d);
+void cpu_syncbuf_from_host(struct device *d, const uint16_t *w16);
+int cpu_syncbuf_arrived(struct device *d);
+void cpu_syncbuf_take(struct device *d, struct gpu_model *gm);
+void cpu_syncbuf_drop(struct device *d);
 void cpu_gsync_free(struct device *d);
 
 /* cpu_shard.c */
@@ -227,6 +245,10 @@ void cpu_stage16_install(struct device *d, struct gpu_model *m);
 void cpu_stage16_take(struct device *d);
 /* sh.p made current if it lags the installed bf16 weights. */
 void cpu_stage16_catch_up(struct device *d);
+/* At a safe point, with bf16 weights staged in land16 for the GPU model: 1 once they
+ * are on this GPU (a sync buffer: sent there at the first call, then polled), so that
+ * cpu_stage16_install takes them in. */
+int cpu_stage16_arrived(struct device *d);
 /* held16 made current if it lags the instance's GPU model (p_lags 2 -> 1): before the
  * model is freed, or sh.p read. */
 void cpu_stage16_fetch(struct device *d);

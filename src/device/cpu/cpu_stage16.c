@@ -3,7 +3,9 @@
  * serves rollouts decodes bf16 weights, and the syncs to it carry bf16
  * (src/worker/weight_sync.c). They land here, in land16 -- the staging buffer's layout,
  * 2 bytes a parameter -- and at the instance's next safe point go to the GPU model's
- * bf16 block as they are: half the bytes of a float32 install across PCIe, and neither
+ * bf16 block as they are -- or, with a sync buffer (cpu_syncbuf.c), start there on
+ * their way into it while decoding goes on, and go into the model with one copy on
+ * the GPU at a later safe point: half the bytes of a float32 install across PCIe, and neither
  * the widening into the float32 stage nor its copy into the shard's float32 weights on
  * the way (each a pass over the whole shard on one host core).
  *
@@ -104,15 +106,48 @@ const uint16_t *cpu_stage16_held(const struct device *d)
 
 void cpu_stage16_staged(struct device *d) { d->sh.staged16 = 1; }
 
+int cpu_stage16_arrived(struct device *d)
+{
+    if (!d->sb.issued) {
+        if (!cpu_syncbuf_fits(d)) return 1; /* the install copies them */
+        cpu_syncbuf_from_host(d, d->sh.land16);
+    }
+    return cpu_syncbuf_arrived(d);
+}
+
+/* train.verify_syncs: the GPU model holds exactly the weights held16 says it does
+ * (the sync's own check compared land16 with what the senders sent; this one covers
+ * the way to the GPU -- the sync buffer's, or the copy's). */
+static void verify_install(struct device *d, const struct gpu_model *m)
+{
+    struct cpu_shard *sh = &d->sh;
+    uint16_t *got = xmalloc((sh->p.n ? sh->p.n : 1) * sizeof *got);
+    if (d->gpu->to_host(got, m->w, sh->p.n * sizeof *got))
+        FATAL("CUDA: the GPU model's weights to the host: %s", d->gpu->last_error());
+    size_t bad = 0;
+    for (size_t k = 0; k < sh->p.n; k++) bad += got[k] != sh->held16[k];
+    free(got);
+    if (bad)
+        FATAL("train.verify_syncs: rank %d's GPU model differs from the weights of version %d "
+              "it installed in %zu of %zu values (%s)", d->a.rank, d->version, bad, sh->p.n,
+              d->last_install == DEV_INSTALL_BUFFERED ? "through the sync buffer" : "copied");
+}
+
 void cpu_stage16_install(struct device *d, struct gpu_model *m)
 {
     struct cpu_shard *sh = &d->sh;
-    gpu_model_set_weights_bf16(m, sh->land16);
+    if (d->sb.issued) {
+        cpu_syncbuf_take(d, m);
+    } else {
+        gpu_model_set_weights_bf16(m, sh->land16);
+        d->last_install = DEV_INSTALL_STRAIGHT;
+    }
     uint16_t *t = sh->held16;
     sh->held16 = sh->land16;
     sh->land16 = t;
     sh->staged16 = 0;
     sh->p_lags = 1;
+    if (d->a.cfg->train.verify_syncs) verify_install(d, m);
 }
 
 void cpu_stage16_take(struct device *d)

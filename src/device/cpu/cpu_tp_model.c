@@ -158,7 +158,10 @@ static int run_weights(struct cpu_tp_model *m)
 {
     struct device *d = m->d;
     int32_t v = d->staged_version;
-    if (d->gs.pending && !cpu_gsync_arrived(d)) v = -1; /* still on its way here */
+    /* a sync through the sync buffer: still on its way here (cpu_syncbuf.c) */
+    if (d->gs.pending && !cpu_gsync_arrived(d)) v = -1;
+    else if (d->sh.staged16 && m->gm && !d->tr && v > m->version && !cpu_stage16_arrived(d))
+        v = -1;
     if (d->sh.t > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT32_T, MPI_MIN, group(m)));
     if (v >= 0 && d->gs.pending) {
         /* a GPU-to-GPU sync (every rank of the group has one), on every rank's GPU
@@ -183,12 +186,16 @@ static int run_weights(struct cpu_tp_model *m)
         for (int s = 0; s < m->n_slots; s++) dec_truncate(m, s, 0);
         return 1;
     }
-    if (d->sh.staged16) /* a trainer appeared since: its float32 copy takes them */
+    if (d->gpu) cpu_syncbuf_drop(d); /* a trainer appeared since: nothing goes there */
+    if (d->sh.staged16) /* ... and its float32 copy takes them */
         cpu_stage16_take(d);
     else
         memcpy(p->mem, d->sh.stage, p->n * sizeof *p->mem);
     d->sh.p_lags = 0;
-    if (m->gm) gpu_model_set_weights(m->gm, p);
+    if (m->gm) {
+        gpu_model_set_weights(m->gm, p);
+        d->last_install = DEV_INSTALL_STRAIGHT;
+    }
     /* a colocated rank's stage is its trainer's own weights (nothing changed there);
      * any other rank's trainer engine, if it has one, takes the new weights */
     if (d->tr && !d->ep.plan->colocated) trainer_weights_changed(d->tr);
@@ -354,7 +361,7 @@ struct cpu_tp_model *cpu_tp_model_create(struct device *d, int leader)
         m->gm = held ? gpu_model_upload_bf16(d->gpu, &tp->local, held, err, sizeof err)
                      : gpu_model_upload(d->gpu, &tp->local, cpu_live_params(d), err, sizeof err);
         d->gs.gm = m->gm; /* GPU-to-GPU syncs land there (cpu_gsync.c) */
-        if (m->gm) cpu_gsync_buffer(d); /* before the KV pool takes the free memory */
+        if (m->gm) cpu_syncbuf_make(d); /* before the KV pool takes the free memory */
         if (m->gm)
             m->gd = gpu_decoder_create_tp(m->gm, tp, m->gc, r->slots, r->max_tokens, 128, 0, err,
                                           sizeof err);
@@ -389,7 +396,7 @@ void cpu_tp_model_free(struct cpu_tp_model *m)
     gpu_decoder_free(m->gd);
     if (m->gm && m->d->gs.gm == m->gm) {
         cpu_stage16_fetch(m->d); /* a GPU-to-GPU sync's weights, home before they go */
-        cpu_gsync_buffer_free(m->d);
+        cpu_syncbuf_free(m->d);
         m->d->gs.gm = NULL;
     }
     gpu_model_free(m->gm);

@@ -221,6 +221,12 @@ static int cu_to_host(void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+static int cu_to_device_async(void *dst, const void *src, size_t bytes)
+{
+    if (bytes) CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu_stream()));
+    return 0;
+}
+
 static int cu_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes) CU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu_stream()));
@@ -324,6 +330,7 @@ static const struct cuda_api api = {
     cu_nccl_group,
     cu_copy2d,
     cu_side_stream,
+    cu_to_device_async,
     cu_side_mark,
     cu_side_done,
     cu_side_join,

@@ -343,7 +343,8 @@ static const struct cuda_api api = {
     .vocab_sample_topk = vocab_sample_topk, .weights_hash = ch_weights_hash,
     .host_alloc = ch_host_alloc, .host_free = ch_host_free,
     /* no NCCL: nccl_send, nccl_recv and nccl_group NULL (weight syncs go through MPI) */
-    .copy2d = ch_copy2d, .side_stream = ch_side_stream, .side_mark = ch_side_mark,
+    .copy2d = ch_copy2d, .side_stream = ch_side_stream,
+    .to_device_async = ch_to_device, .side_mark = ch_side_mark,
     .side_done = ch_side_done, .side_join = ch_side_join,
 };
 
