@@ -22,7 +22,8 @@
  *            ms a call, against the plain sampling's
  *   weights  the install of new weights on a rollout instance (float32 or bf16 host
  *            parameters to the GPU's bf16 copy): GB/s against a 1 GiB host-to-device
- *            copy
+ *            copy; and with a sync buffer, the copy within the GPU decoding waits for
+ *            instead, as a fraction of the page-locked install
  *   train    --train S,L (default 4,2048): the causal attention of one sequence of L
  *            tokens alone (forward, backward; tensor-core and float32 kernels), then a
  *            training step (forward, backward, AdamW) of S sequences of L tokens with
@@ -224,6 +225,7 @@ static double h2d_peak(const struct cuda_api *api)
  * GB/s of bf16 written against the host-to-device copy. */
 static void bench_weights(struct gpu_model *m, double h2d)
 {
+    double t_pinned = 0;
     struct tfm_params p;
     tfm_params_alloc(&p, &m->c);
     pattern_params(&p);
@@ -251,12 +253,31 @@ static void bench_weights(struct gpu_model *m, double h2d)
         printf("                  %.2f GB of bf16 from bf16 %s host memory: %6.3f s = %5.2f "
                "GB/s = %4.1f %% of host-to-device copy\n", (double)m->at.n * 2 / 1e9,
                pinned ? "page-locked" : "pageable   ", t, gbs, 100 * gbs / h2d);
+        if (pinned) t_pinned = t;
         if (pinned)
             GPU_CHECK(m->api, m->api->host_free(w16));
         else
             free(w16);
     }
     tfm_params_free(&p);
+    /* with a sync buffer (rollout.sync_buffer) the install is a copy within the GPU:
+     * all that decoding waits for, the transfer having gone on beside it */
+    const struct cuda_api *api = m->api;
+    size_t bytes = m->at.n * sizeof *m->w;
+    uint16_t *buf = NULL;
+    if (api->alloc((void **)&buf, bytes)) {
+        printf("                  (no GPU memory for a sync buffer of %.2f GB)\n", bytes / 1e9);
+        return;
+    }
+    GPU_CHECK(api, api->copy(buf, m->w, bytes));
+    GPU_CHECK(api, api->sync());
+    t0 = wall_time();
+    for (int r = 0; r < 3; r++) GPU_CHECK(api, api->copy(m->w, buf, bytes));
+    GPU_CHECK(api, api->sync());
+    t = (wall_time() - t0) / 3;
+    printf("                  through the sync buffer: decoding waits %.2f ms for the copy on "
+           "the GPU = %.3f of the page-locked install\n", t * 1e3, t / t_pinned);
+    GPU_CHECK(api, api->free(buf));
 }
 
 /* Causal attention of one sequence of len tokens with the shape's heads, forward and
