@@ -333,14 +333,17 @@ struct cuda_api {
      * weight sync packs and unpacks its strided runs with it) ---- */
     int (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                   size_t height);
-    /* ---- a second stream, so that a weight sync is received while the kernels'
-     * stream decodes: after side_stream(1) the calls that run on a stream (copies,
+    /* ---- a second stream, so that a weight sync moves while the kernels' stream
+     * decodes or trains: after side_stream(1) the calls that run on a stream (copies,
      * copy2d, the NCCL calls, kernels, to_device_async) go to the side stream, after
-     * side_stream(0) to the kernels' stream again. Neither stream waits for the other (nor does the side
-     * stream for the legacy stream's copies) except through a mark: side_mark records
-     * where the side stream stands; side_done is 1 once all of it before the last mark
-     * is done, 0 while not (it does not wait), -1 on an error; side_join makes the
-     * kernels' stream's later work wait for the last mark. Not recordable. ---- */
+     * side_stream(0) to the kernels' stream again. Switching to the side stream makes
+     * its work from then on start after the kernels' stream's work issued so far (it
+     * sees what that wrote); beyond that neither stream waits for the other (nor does
+     * the side stream for the legacy stream's copies) except through a mark:
+     * side_mark records where the side stream stands; side_done is 1 once all of it
+     * before the last mark is done, 0 while not (it does not wait), -1 on an error;
+     * side_join makes the kernels' stream's later work wait for the last mark. Not
+     * recordable. ---- */
     int (*side_stream)(int on);
     /* bytes from page-locked host memory (host_alloc's) to the GPU on the current
      * stream, not waited for: the host memory must stay as it is until a mark after it

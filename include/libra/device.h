@@ -261,8 +261,8 @@ struct device_ops {
      * whether this epoch's syncs to the ranks that only serve rollouts may (gsync_on 1):
      * NCCL where every member drives a GPU of its own. Then:
      *   gsync_send   a sender's runs, from the bf16 copy of its weights on its GPU,
-     *                issued now (in order with its later kernels: the next optimizer
-     *                step does not overwrite them first);
+     *                issued now, beside its later kernels (the next optimizer step's
+     *                update waits for them before it overwrites that copy);
      *   gsync_recv   a receiver's runs of version `version`, issued at the instance's
      *                next safe point (every rank of the instance together): into its
      *                sync buffer (last_install) while decoding goes on, taken in at the

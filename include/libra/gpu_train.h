@@ -132,6 +132,11 @@ void gpu_trainer_read(struct gpu_trainer *t, size_t off, size_t n, float *f32, u
 /* The device bf16 copy of the weights (the layout's n values), which every optimizer
  * step refreshes on the module's stream: a weight sync sends from it. */
 const uint16_t *gpu_trainer_weights16(const struct gpu_trainer *t);
+/* Work issued on the module's side stream, up to its last mark, reads that copy (a
+ * weight sync's sends, while the next step's forward and backward run): the trainer
+ * waits for it before it writes the copy again (the step's update, set_params) or
+ * frees it. */
+void gpu_trainer_lend_weights16(struct gpu_trainer *t);
 /* weights_sum_hash (include/libra/hash.h) of the master weights, computed on the GPU. */
 uint64_t gpu_trainer_hash(struct gpu_trainer *t);
 /* Bytes of GPU memory held. */

@@ -28,8 +28,10 @@
  * the weights it received in earlier groups (packed first where strided on its side).
  * So the sender's GPU sends its part of the model once, whatever the rollout layout.
  *
- * When. A sender issues its sends as soon as the sync starts, on the module's stream:
- * the next optimizer step's kernels come after them there, so the weights they read
+ * When. A sender issues its sends as soon as the sync starts, on the module's side
+ * stream, and lends the trainer's bf16 copy to them: the next step's forward and
+ * backward run meanwhile on the kernels' stream, and its update waits for the sends
+ * before it writes that copy (gpu_trainer_lend_weights16), so the weights they read
  * are the step's. A receiver keeps its runs until its instance's next safe point
  * (every rank of the instance together, cpu_tp_model.c's WEIGHTS), and issues them
  * there -- so the host-side order of every rank's NCCL calls is what it was when
@@ -46,8 +48,8 @@
  *    next decode step's kernels wait for them, on a relay also for passing the runs
  *    on, and as a NCCL send waits for its receive, until the later members of the
  *    chain have reached their safe points (one decode step at most each, all at once).
- * Either way the KV caches are dropped, as any swap does. The sender's stream waits
- * until the receivers get to their safe points (one decode step at most), and
+ * Either way the KV caches are dropped, as any swap does. The sender's side stream
+ * waits until the receivers get to their safe points (one decode step at most), and
  * SYNC_DONE leaves a receiver only once the runs are in its model, so the controller
  * never starts the next sync before every receive of this one is done.
  *
@@ -317,7 +319,13 @@ void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n)
     uint16_t **at = xmalloc((size_t)(n ? n : 1) * sizeof *at);
     for (int k = 0; k < n; k++) at[k] = w + off[k];
     free(off);
+    /* on the side stream, so the next step's forward and backward run meanwhile; its
+     * update waits for them before it writes the copy they read */
+    if (d->gpu->side_stream(1)) FATAL("CUDA: a weight sync's stream: %s", d->gpu->last_error());
     by_groups(d, m, n, at, 1);
+    if (d->gpu->side_stream(0) || d->gpu->side_mark())
+        FATAL("CUDA: a weight sync's stream: %s", d->gpu->last_error());
+    gpu_trainer_lend_weights16(d->gtr);
     free(at);
 }
 

@@ -49,7 +49,7 @@ static int stream_device = -1;
  * its mark, made on the stream's device at the first side_stream(1); use_side: the
  * calls go there now. */
 static cudaStream_t side;
-static cudaEvent_t side_ev;
+static cudaEvent_t side_ev, main_ev; /* the side stream's mark; where the kernels' stood */
 static int use_side;
 
 static cudaStream_t main_stream(void)
@@ -70,8 +70,9 @@ static int side_destroy(void)
     use_side = 0;
     if (side) CU_CHECK(cudaStreamDestroy(side));
     if (side_ev) CU_CHECK(cudaEventDestroy(side_ev));
+    if (main_ev) CU_CHECK(cudaEventDestroy(main_ev));
     side = NULL;
-    side_ev = NULL;
+    side_ev = main_ev = NULL;
     return 0;
 }
 
@@ -82,6 +83,11 @@ static int cu_side_stream(int on)
             return cu_fail("side_stream: no stream", cudaSuccess, __FILE__, __LINE__);
         CU_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
         CU_CHECK(cudaEventCreateWithFlags(&side_ev, cudaEventDisableTiming));
+        CU_CHECK(cudaEventCreateWithFlags(&main_ev, cudaEventDisableTiming));
+    }
+    if (on && !use_side) { /* what follows there starts after the kernels' work so far */
+        CU_CHECK(cudaEventRecord(main_ev, main_stream()));
+        CU_CHECK(cudaStreamWaitEvent(side, main_ev, 0));
     }
     use_side = on != 0;
     return 0;

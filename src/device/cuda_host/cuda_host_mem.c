@@ -299,15 +299,20 @@ int ch_sync(void)
  * the stand-in keeps is the protocol. The first side_done after a mark says "not yet"
  * (a transfer still on its way: the caller's path for that runs in every test), later
  * ones "done"; side_join before side_done has said "done" since the last mark is
- * refused -- the weight syncs join only what every rank has seen land. */
+ * refused -- the weight syncs join only what every rank has seen land -- and so is
+ * new side work before the last mark was seen done: whoever issued it must wait for
+ * it before the memory it reads or writes is used again. */
 static _Thread_local struct {
     int marked, queried, done;
 } side;
 
 int ch_side_stream(int on)
 {
-    (void)on;
-    return ch_forbid_in_graph("side_stream");
+    if (ch_forbid_in_graph("side_stream")) return -1;
+    if (on && side.marked && !side.done)
+        return CH_FAIL("side_stream: the last mark's work was never seen done (nothing waited "
+                       "for it before reusing what it reads or writes)");
+    return 0;
 }
 
 int ch_side_mark(void)

@@ -30,6 +30,7 @@
 #include "libra/errmsg.h"
 #include "libra/gpu_model.h"
 #include "libra/log.h"
+#include "libra/mpi_wait.h"
 
 #define TRAIN_LOGIT_CHUNK 256 /* rows of logits formed at a time */
 
@@ -61,6 +62,8 @@ struct gpu_trainer {
     int flash;              /* attention on the tensor cores (flash_fwd / flash_bwd) */
     float *p, *g, *m, *v;   /* device (n): master weights, gradients, AdamW moments */
     uint16_t *w;            /* device (n): the bf16 working copy */
+    int w_lent;             /* side-stream work up to its last mark reads w
+                               (gpu_trainer_lend_weights16) */
     struct layer_acts *acts; /* (L) */
     /* Recomputation (too little memory to keep every layer's internals): each layer
      * keeps only its input xin; acts[l]'s other buffers are one shared set (work),
@@ -308,9 +311,25 @@ int gpu_trainer_set_flash(struct gpu_trainer *t, int on)
     return was;
 }
 
+/* Before w is written again (or freed): the side-stream work that reads it is done and
+ * the module's stream waits for it. The host waits too -- the step's end comes with a
+ * sync anyway -- and the host module's side stream wants its mark seen done first. */
+static void w_back(struct gpu_trainer *t)
+{
+    if (!t->w_lent) return;
+    int done;
+    while ((done = t->api->side_done()) == 0) sleep_seconds(5e-5);
+    if (done < 0 || t->api->side_join())
+        FATAL("CUDA: a weight sync's sends from the training weights: %s", t->api->last_error());
+    t->w_lent = 0;
+}
+
+void gpu_trainer_lend_weights16(struct gpu_trainer *t) { t->w_lent = 1; }
+
 void gpu_trainer_free(struct gpu_trainer *t)
 {
     if (!t) return;
+    w_back(t);
     const struct cuda_api *api = t->api;
     for (int l = 0; l < t->c.n_layers; l++) {
         GPU_CHECK(api, api->free(t->acts[l].xin));
@@ -772,6 +791,7 @@ static void update(struct gpu_trainer *t, float clip, const struct adamw_scalars
     struct cuda_adamw cs = {s->decay, s->step_size, s->bc2_sqrt, s->beta2, s->w1, s->w2, s->eps,
                             clip};
     GPU_CHECK(t->api, t->api->adamw_update(t->p, t->m, t->v, t->g, (int64_t)t->at.n, &cs));
+    w_back(t);
     GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
 }
 
@@ -871,6 +891,7 @@ void gpu_trainer_set_moments(struct gpu_trainer *t, const float *m, const float 
 void gpu_trainer_set_params(struct gpu_trainer *t, const float *p)
 {
     GPU_CHECK(t->api, t->api->to_device(t->p, p, t->at.n * sizeof(float)));
+    w_back(t);
     GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
     GPU_CHECK(t->api, t->api->sync());
 }
