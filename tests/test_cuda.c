@@ -1541,7 +1541,7 @@ static void test_copy2d(void)
  * is done (at once it may not be: a "not yet" must leave no error behind for the next
  * kernel's launch check); after side_join a copy on the kernels' stream sees the side
  * stream's data. The host module says "not yet" at the first query after a mark and
- * refuses a join before "done". */
+ * refuses, before "done", a join and a write into memory the side stream reads. */
 static void test_side_stream(void)
 {
     const size_t n = (size_t)16 << 20; /* bf16 values: 32 MiB */
@@ -1563,6 +1563,7 @@ static void test_side_stream(void)
     if (api == cuda_host_api()) {
         CU_ASSERT_EQUAL(first, 0);
         CU_ASSERT(api->side_join() != 0); /* before "done" */
+        CU_ASSERT(api->zero(a + 5, 2) != 0); /* a, which the side stream reads, written */
     }
     float x[4] = {1, 2, 3, 4}, *dx = dev_copy(x, sizeof x);
     uint16_t *dy = NULL;

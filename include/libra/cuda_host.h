@@ -6,7 +6,9 @@
  * fixed budget; the kernels round to bf16 where the GPU's do, so the engine's results
  * match the GPU's within the GPU tests' tolerances; CUDA graphs are recorded and
  * replayed for real. The side stream's mark is reported "not yet" at its first
- * query, "done" after, and a join, or new side work, before "done" is refused. Not fast: its figures say nothing of a GPU's speed, nor of the
+ * query, "done" after, and a join before "done" is refused, as is a write on the
+ * kernels' stream (copy, zero, bf16 conversion) into memory side work reads before
+ * then. Not fast: its figures say nothing of a GPU's speed, nor of the
  * real kernels' accuracy.
  *
  * Selected by LIBRA_CUDA_MODULE=host (cuda_module_load, include/libra/cuda_module.h);

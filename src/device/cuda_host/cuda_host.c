@@ -66,6 +66,7 @@ static int swiglu_bwd(float *dg, float *du, const float *dy, const float *g, con
 
 static int f32_to_bf16(uint16_t *y, const float *x, int64_t n)
 {
+    if (ch_side_check_write(y, (size_t)(n > 0 ? n : 0) * sizeof *y, "f32_to_bf16")) return -1;
     struct convert_args a = {y, x, n};
     return LAUNCH(ch_f32_to_bf16, a);
 }

@@ -58,6 +58,9 @@ int ch_side_stream(int on);
 int ch_side_mark(void);
 int ch_side_done(void); /* 0 at the first query after a mark, then 1 */
 int ch_side_join(void); /* refused unless side_done said 1 since the mark */
+/* -1 (refused) when `what`, writing p[0 .. bytes) on the kernels' stream, overlaps
+ * memory that side-stream work not yet seen done reads; else 0. */
+int ch_side_check_write(const void *p, size_t bytes, const char *what);
 int ch_graph_begin(void);
 int ch_graph_end(void **graph);
 int ch_graph_launch(void *graph);

@@ -225,9 +225,12 @@ int ch_free(void *p)
     return 0;
 }
 
+static void side_read(const void *p, size_t bytes); /* the side stream, below */
+
 int ch_to_device(void *dst, const void *src, size_t bytes)
 {
-    if (ch_forbid_in_graph("to_device")) return -1;
+    if (ch_forbid_in_graph("to_device") || ch_side_check_write(dst, bytes, "to_device"))
+        return -1;
     if (bytes) memcpy(dst, src, bytes);
     return 0;
 }
@@ -235,13 +238,15 @@ int ch_to_device(void *dst, const void *src, size_t bytes)
 int ch_to_host(void *dst, const void *src, size_t bytes)
 {
     if (ch_forbid_in_graph("to_host")) return -1;
+    side_read(src, bytes);
     if (bytes) memcpy(dst, src, bytes);
     return 0;
 }
 
 int ch_copy(void *dst, const void *src, size_t bytes)
 {
-    if (ch_forbid_in_graph("copy")) return -1;
+    if (ch_forbid_in_graph("copy") || ch_side_check_write(dst, bytes, "copy")) return -1;
+    side_read(src, bytes);
     if (bytes) memmove(dst, src, bytes);
     return 0;
 }
@@ -252,14 +257,17 @@ int ch_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t w
     if (ch_forbid_in_graph("copy2d")) return -1;
     if (width > dpitch || width > spitch)
         return CH_FAIL("copy2d: rows of %zu bytes, %zu and %zu apart", width, dpitch, spitch);
-    for (size_t r = 0; r < height && width; r++)
+    if (!width || !height) return 0;
+    if (ch_side_check_write(dst, (height - 1) * dpitch + width, "copy2d")) return -1;
+    side_read(src, (height - 1) * spitch + width);
+    for (size_t r = 0; r < height; r++)
         memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
     return 0;
 }
 
 int ch_zero(void *p, size_t bytes)
 {
-    if (ch_forbid_in_graph("zero")) return -1;
+    if (ch_forbid_in_graph("zero") || ch_side_check_write(p, bytes, "zero")) return -1;
     if (bytes) memset(p, 0, bytes);
     return 0;
 }
@@ -299,19 +307,44 @@ int ch_sync(void)
  * the stand-in keeps is the protocol. The first side_done after a mark says "not yet"
  * (a transfer still on its way: the caller's path for that runs in every test), later
  * ones "done"; side_join before side_done has said "done" since the last mark is
- * refused -- the weight syncs join only what every rank has seen land -- and so is
- * new side work before the last mark was seen done: whoever issued it must wait for
- * it before the memory it reads or writes is used again. */
+ * refused -- the weight syncs join only what every rank has seen land. And the memory
+ * the side stream's copies read (a sender's weights, a relay's runs) is lent to it
+ * until a side_done says "done": a copy, zero or bf16 conversion on the kernels'
+ * stream that writes into it before then is refused (on a GPU it could overwrite
+ * values still being sent). */
 static _Thread_local struct {
-    int marked, queried, done;
+    int on, marked, queried, done;
+    struct { const char *p; size_t n; } *reads; /* lent: read by side work not seen done */
+    size_t n_reads, cap_reads;
 } side;
+
+static void side_read(const void *p, size_t bytes)
+{
+    if (!side.on || !bytes) return;
+    if (side.n_reads == side.cap_reads) {
+        side.cap_reads = side.cap_reads ? 2 * side.cap_reads : 64;
+        side.reads = realloc(side.reads, side.cap_reads * sizeof *side.reads);
+        if (!side.reads) abort();
+    }
+    side.reads[side.n_reads].p = p;
+    side.reads[side.n_reads++].n = bytes;
+}
+
+int ch_side_check_write(const void *p, size_t bytes, const char *what)
+{
+    if (side.on || !bytes) return 0;
+    const char *a = p;
+    for (size_t k = 0; k < side.n_reads; k++)
+        if (a < side.reads[k].p + side.reads[k].n && side.reads[k].p < a + bytes)
+            return CH_FAIL("%s on the kernels' stream writes memory the side stream's work "
+                           "still reads (wait for its mark first)", what);
+    return 0;
+}
 
 int ch_side_stream(int on)
 {
     if (ch_forbid_in_graph("side_stream")) return -1;
-    if (on && side.marked && !side.done)
-        return CH_FAIL("side_stream: the last mark's work was never seen done (nothing waited "
-                       "for it before reusing what it reads or writes)");
+    side.on = on != 0;
     return 0;
 }
 
@@ -329,6 +362,11 @@ int ch_side_done(void)
     if (ch_forbid_in_graph("side_done")) return -1;
     if (!side.marked) return CH_FAIL("side_done: no side_mark before it");
     side.done = side.queried++ > 0;
+    if (side.done) { /* what it read is free again */
+        free(side.reads);
+        side.reads = NULL;
+        side.n_reads = side.cap_reads = 0;
+    }
     return side.done;
 }
 
