@@ -44,6 +44,15 @@ struct gpu_model {
  * no such GPU). */
 const struct cuda_api *gpu_open(int gpu, char *err, size_t errlen);
 
+/* The module's side stream (cuda_api.h), for weight syncs that move beside the work on
+ * the kernels' stream: side_begin sends the module's calls there (after the kernels'
+ * work so far), side_end sends them back and marks where the side stream stands,
+ * side_wait polls until that mark is done (the host waits; the kernels' stream does
+ * not: side_join for that). */
+void gpu_side_begin(const struct cuda_api *api);
+void gpu_side_end(const struct cuda_api *api);
+void gpu_side_wait(const struct cuda_api *api);
+
 /* Uploads p (the model c) to the current GPU. NULL + message if it does not fit. */
 struct gpu_model *gpu_model_upload(const struct cuda_api *api, const struct tfm_config *c,
                                    const struct tfm_params *p, char *err, size_t errlen);

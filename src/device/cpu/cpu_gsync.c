@@ -321,10 +321,9 @@ void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n)
     free(off);
     /* on the side stream, so the next step's forward and backward run meanwhile; its
      * update waits for them before it writes the copy they read */
-    if (d->gpu->side_stream(1)) FATAL("CUDA: a weight sync's stream: %s", d->gpu->last_error());
+    gpu_side_begin(d->gpu);
     by_groups(d, m, n, at, 1);
-    if (d->gpu->side_stream(0) || d->gpu->side_mark())
-        FATAL("CUDA: a weight sync's stream: %s", d->gpu->last_error());
+    gpu_side_end(d->gpu);
     gpu_trainer_lend_weights16(d->gtr);
     free(at);
 }

@@ -5,9 +5,9 @@
  * 2 bytes a parameter -- and at the instance's next safe point go to the GPU model's
  * bf16 block as they are -- or, with a sync buffer (cpu_syncbuf.c), start there on
  * their way into it while decoding goes on, and go into the model with one copy on
- * the GPU at a later safe point: half the bytes of a float32 install across PCIe, and neither
- * the widening into the float32 stage nor its copy into the shard's float32 weights on
- * the way (each a pass over the whole shard on one host core).
+ * the GPU at a later safe point: half the bytes of a float32 install across PCIe, and
+ * neither the widening into the float32 stage nor its copy into the shard's float32
+ * weights on the way (each a pass over the whole shard on one host core).
  *
  * Both buffers are page-locked (the module's host_alloc), so that the install copies at
  * the link's rate rather than through the driver's staging of pageable memory; pageable

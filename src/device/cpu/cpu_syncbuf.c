@@ -19,7 +19,6 @@
 #include "cpu_internal.h"
 #include "libra/gpu_model.h"
 #include "libra/log.h"
-#include "libra/mpi_wait.h"
 
 void cpu_syncbuf_make(struct device *d)
 {
@@ -52,17 +51,11 @@ int cpu_syncbuf_fits(const struct device *d)
     return d->sb.w && d->sb.n == d->sh.p.n && !d->sb.issued;
 }
 
-static void side(struct device *d, int on)
-{
-    if (d->gpu->side_stream(on)) FATAL("CUDA: the sync buffer's stream: %s", d->gpu->last_error());
-}
-
-void cpu_syncbuf_begin(struct device *d) { side(d, 1); }
+void cpu_syncbuf_begin(struct device *d) { gpu_side_begin(d->gpu); }
 
 void cpu_syncbuf_end(struct device *d)
 {
-    side(d, 0);
-    if (d->gpu->side_mark()) FATAL("CUDA: the sync buffer's stream: %s", d->gpu->last_error());
+    gpu_side_end(d->gpu);
     d->sb.issued = 1;
 }
 
@@ -99,6 +92,6 @@ void cpu_syncbuf_take(struct device *d, struct gpu_model *gm)
 void cpu_syncbuf_drop(struct device *d)
 {
     if (!d->sb.issued) return;
-    while (!cpu_syncbuf_arrived(d)) sleep_seconds(5e-5);
+    gpu_side_wait(d->gpu);
     d->sb.issued = 0;
 }

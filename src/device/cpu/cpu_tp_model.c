@@ -153,6 +153,12 @@ static int run_step(struct cpu_tp_model *m, const int *slots, const int32_t *tok
     return 0;
 }
 
+/* Whether staged bf16 weights go to this rank's GPU model as they are (cpu_stage16.c). */
+static int bf16_to_gpu(const struct cpu_tp_model *m)
+{
+    return m->d->sh.staged16 && m->gm && !m->d->tr;
+}
+
 /* All ranks: the lowest staged version; if newer than what they hold, swap it in. */
 static int run_weights(struct cpu_tp_model *m)
 {
@@ -160,8 +166,7 @@ static int run_weights(struct cpu_tp_model *m)
     int32_t v = d->staged_version;
     /* a sync through the sync buffer: still on its way here (cpu_syncbuf.c) */
     if (d->gs.pending && !cpu_gsync_arrived(d)) v = -1;
-    else if (d->sh.staged16 && m->gm && !d->tr && v > m->version && !cpu_stage16_arrived(d))
-        v = -1;
+    else if (bf16_to_gpu(m) && v > m->version && !cpu_stage16_arrived(d)) v = -1;
     if (d->sh.t > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT32_T, MPI_MIN, group(m)));
     if (v >= 0 && d->gs.pending) {
         /* a GPU-to-GPU sync (every rank of the group has one), on every rank's GPU
@@ -181,7 +186,7 @@ static int run_weights(struct cpu_tp_model *m)
     m->version = v;
     d->staged_version = -1;
     struct tfm_params *p = cpu_live_layout(d); /* all of it overwritten */
-    if (d->sh.staged16 && m->gm && !d->tr) { /* bf16 straight to the GPU; sh.p lags */
+    if (bf16_to_gpu(m)) { /* bf16 straight to the GPU; sh.p lags */
         cpu_stage16_install(d, m->gm);
         for (int s = 0; s < m->n_slots; s++) dec_truncate(m, s, 0);
         return 1;

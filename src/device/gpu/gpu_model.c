@@ -11,6 +11,7 @@
 #include "libra/cuda_module.h"
 #include "libra/errmsg.h"
 #include "libra/log.h"
+#include "libra/mpi_wait.h"
 #include "libra/rng.h"
 #include "libra/safetensors.h"
 
@@ -34,6 +35,21 @@ const struct cuda_api *gpu_open(int gpu, char *err, size_t errlen)
         return NULL;
     }
     return api;
+}
+
+void gpu_side_begin(const struct cuda_api *api) { GPU_CHECK(api, api->side_stream(1)); }
+
+void gpu_side_end(const struct cuda_api *api)
+{
+    GPU_CHECK(api, api->side_stream(0));
+    GPU_CHECK(api, api->side_mark());
+}
+
+void gpu_side_wait(const struct cuda_api *api)
+{
+    int done;
+    while ((done = api->side_done()) == 0) sleep_seconds(5e-5);
+    if (done < 0) FATAL("CUDA: the side stream: %s", api->last_error());
 }
 
 /* The device blocks of a model of c's shapes (weights not yet written); NULL +

@@ -30,7 +30,6 @@
 #include "libra/errmsg.h"
 #include "libra/gpu_model.h"
 #include "libra/log.h"
-#include "libra/mpi_wait.h"
 
 #define TRAIN_LOGIT_CHUNK 256 /* rows of logits formed at a time */
 
@@ -317,10 +316,8 @@ int gpu_trainer_set_flash(struct gpu_trainer *t, int on)
 static void w_back(struct gpu_trainer *t)
 {
     if (!t->w_lent) return;
-    int done;
-    while ((done = t->api->side_done()) == 0) sleep_seconds(5e-5);
-    if (done < 0 || t->api->side_join())
-        FATAL("CUDA: a weight sync's sends from the training weights: %s", t->api->last_error());
+    gpu_side_wait(t->api);
+    GPU_CHECK(t->api, t->api->side_join());
     t->w_lent = 0;
 }
 
