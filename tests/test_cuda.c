@@ -5,6 +5,8 @@
  *   f32_to_bf16    exact (round to nearest even, NaN kept)
  *   rope_fwd       1e-6 of the row's largest value (fused multiply-adds)
  *   swiglu_fwd     1e-6 relative (expf of the device vs the host's)
+ *   swiglu_fwd16, swiglu_bwd16   bf16 outputs within one ulp of the rounded reference,
+ *                  at most 1 % not bitwise equal
  *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
  *                  (atomic and reduction order, fused multiply-adds)
@@ -541,6 +543,47 @@ static void expect_bf16_pools(const char *what, const uint16_t *got, const uint1
                 differ, n, far);
 }
 
+/* swiglu_fwd16 / swiglu_bwd16: swiglu_forward's y and swiglu_backward's terms (added
+ * to zeros) rounded to bf16, as expect_bf16_pools; the forward's sig as swiglu_fwd's
+ * (1e-6); the bf16 outputs are written over what was there. */
+static void test_swiglu16(void)
+{
+    const size_t n = 40000;
+    float *g = malloc(n * sizeof *g), *u = malloc(n * sizeof *u), *dy = malloc(n * sizeof *dy);
+    float *y = malloc(n * sizeof *y), *sig = malloc(n * sizeof *sig), *got = malloc(n * sizeof *got);
+    float *dg = calloc(n, sizeof *dg), *du = calloc(n, sizeof *du);
+    uint16_t *ref16 = malloc(n * 2), *got16 = malloc(n * 2), *junk = malloc(n * 2);
+    fill_normal(g, n, 140, 3.0f);
+    fill_normal(u, n, 141, 1.0f);
+    fill_normal(dy, n, 142, 1.0f);
+    for (size_t i = 0; i < n; i++) junk[i] = (uint16_t)(0x3f80 + i % 64); /* 1.0 and up */
+    swiglu_forward(y, sig, g, u, (int64_t)n);
+    swiglu_backward(dg, du, dy, g, u, sig, (int64_t)n);
+    void *d_g = dev_copy(g, n * sizeof *g), *d_u = dev_copy(u, n * sizeof *u);
+    void *d_dy = dev_copy(dy, n * sizeof *dy), *d_sig = dev_copy(NULL, n * sizeof *sig);
+    void *d_y = dev_copy(junk, n * 2), *d_dg = dev_copy(junk, n * 2), *d_du = dev_copy(junk, n * 2);
+    CU_OK(api->swiglu_fwd16(d_y, d_sig, d_g, d_u, (int64_t)n));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got16, d_y, n * 2));
+    st_f32_to_bf16_n(y, ref16, n);
+    expect_bf16_pools("swiglu_fwd16", got16, ref16, n);
+    CU_OK(api->to_host(got, d_sig, n * sizeof *got));
+    expect_close("swiglu_fwd16 sig", got, sig, n, 1e-6);
+    CU_OK(api->to_device(d_sig, sig, n * sizeof *sig)); /* the backward from the same sig */
+    CU_OK(api->swiglu_bwd16(d_dg, d_du, d_dy, d_g, d_u, d_sig, (int64_t)n));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got16, d_dg, n * 2));
+    st_f32_to_bf16_n(dg, ref16, n);
+    expect_bf16_pools("swiglu_bwd16 dg", got16, ref16, n);
+    CU_OK(api->to_host(got16, d_du, n * 2));
+    st_f32_to_bf16_n(du, ref16, n);
+    expect_bf16_pools("swiglu_bwd16 du", got16, ref16, n);
+    void *bufs[] = {d_g, d_u, d_dy, d_sig, d_y, d_dg, d_du};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(g), free(u), free(dy), free(y), free(sig), free(got), free(dg), free(du), free(ref16);
+    free(got16), free(junk);
+}
+
 /* decode_qkv against the kernels it fuses (rmsnorm_fwd per head, rope_fwd, kv_append),
  * with and without the q/k norms: q within 1e-6 of the largest, the bf16 pools'
  * rows as expect_bf16_pools. */
@@ -618,12 +661,13 @@ static void test_decode_qkv(void)
     free(rope), free(ql), free(kl), free(v), free(got), free(ref), free(got16), free(ref16);
 }
 
-/* The backward GEMMs and the bias gradient against linear_backward, accumulating. */
+/* The backward GEMMs and the bias gradient against linear_backward: dw and db
+ * accumulating, dx accumulating or written (the last shape) over what was there. */
 static void test_linear_backward(void)
 {
-    static const int shapes[][3] = {{37, 64, 96}, {130, 256, 80}, {1, 48, 1024}};
+    static const int shapes[][3] = {{37, 64, 96}, {130, 256, 80}, {1, 48, 1024}, {19, 40, 72}};
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
-        int N = shapes[c][0], in = shapes[c][1], out = shapes[c][2];
+        int N = shapes[c][0], in = shapes[c][1], out = shapes[c][2], acc = c < 3;
         size_t nx = (size_t)N * in, nw = (size_t)out * in, ny = (size_t)N * out;
         float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *dy = malloc(ny * sizeof *dy);
         float *dx = malloc(nx * sizeof *dx), *dw = malloc(nw * sizeof *dw), *db = malloc(out * sizeof *db);
@@ -641,13 +685,15 @@ static void test_linear_backward(void)
         void *d_dx = dev_copy(dx, nx * sizeof *dx), *d_dw = dev_copy(dw, nw * sizeof *dw);
         void *d_db = dev_copy(db, (size_t)out * sizeof *db), *d_dyf = dev_copy(dy, ny * sizeof *dy);
         void *d_x = dev_copy(x16, nx * 2), *d_w = dev_copy(w16, nw * 2), *d_dy = dev_copy(dy16, ny * 2);
+        if (!acc) memset(dx, 0, nx * sizeof *dx); /* the device's dx keeps its old values */
         linear_backward(dx, dw, db, dy, x, w, N, in, out);
-        CU_OK(api->linear_bwd(d_dx, d_dw, d_dy, d_x, d_w, N, in, out));
+        CU_OK(api->linear_bwd(d_dx, d_dw, d_dy, d_x, d_w, N, in, out, acc));
         CU_OK(api->bias_bwd(d_db, d_dyf, N, out));
         CU_OK(api->sync());
         char what[64];
         CU_OK(api->to_host(got, d_dx, nx * sizeof *got));
-        snprintf(what, sizeof what, "linear_bwd dx N %d in %d out %d", N, in, out);
+        snprintf(what, sizeof what, "linear_bwd dx%s N %d in %d out %d", acc ? " +=" : " =", N,
+                 in, out);
         expect_close(what, got, dx, nx, 1e-5);
         CU_OK(api->to_host(got, d_dw, nw * sizeof *got));
         snprintf(what, sizeof what, "linear_bwd dw N %d in %d out %d", N, in, out);
@@ -1658,6 +1704,7 @@ int main(void)
         {"rope_fwd vs rope_forward (1e-6)", test_rope},
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
         {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},
+        {"swiglu_fwd16 / swiglu_bwd16: bf16 outputs within one ulp", test_swiglu16},
         {"cuBLASLt linear (bf16 in, f32 out) vs linear_forward (1e-5)", test_linear},
         {"cuBLASLt linear backward (dx, dw) and the bias gradient (1e-5)",
          test_linear_backward},

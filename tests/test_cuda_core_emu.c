@@ -10,6 +10,8 @@
  *   rmsnorm_bwd + the column sums   rmsnorm_backward's dx and dw (2 row chunks), 1e-5
  *   rope               rope_forward / rope_backward, 1e-6
  *   swiglu_fwd / _bwd  swiglu_forward / swiglu_backward, 1e-6
+ *   swiglu_fwd16 / _bwd16  their results rounded by st_f32_to_bf16, bit for bit; the
+ *                      bf16 outputs written over what was there
  *   f32_to_bf16        st_f32_to_bf16 bit for bit, NaN and infinities included
  *   sum_squares        the double sum, 1e-12 relative (more elements than the grid's
  *                      threads)
@@ -46,7 +48,7 @@ struct call {
     float *y, *dx, *rstd, *dw, *part, *sig, *m, *v;
     double *dpart, *out;
     unsigned long long *hpart, *hout;
-    uint16_t *y16;
+    uint16_t *y16, *z16;
     const float *x, *dy, *w, *rope, *g, *u;
     const uint16_t *w16;
     const int32_t *tok, *pos;
@@ -54,7 +56,8 @@ struct call {
     float sign;
     struct cuda_adamw adam;
 };
-enum { GATHER, SCATTER, NORM, NORM_BWD, COLSUM, COLSUM_FIN, ROPE, SWI, SWI_BWD, BF16, SSQ,
+enum { GATHER, SCATTER, NORM, NORM_BWD, COLSUM, COLSUM_FIN, ROPE, SWI, SWI_BWD, SWI16, SWI_BWD16,
+       BF16, SSQ,
        SSQ_FIN, HASH, HASH_FIN, ADAM };
 
 static void run(void *p)
@@ -70,6 +73,8 @@ static void run(void *p)
     case ROPE: rope_k(a->y, a->pos, a->n, H, D, a->rope, a->sign); break;
     case SWI: swiglu_fwd_k(a->y, a->sig, a->g, a->u, a->n); break;
     case SWI_BWD: swiglu_bwd_k(a->dx, a->dw, a->dy, a->g, a->u, a->sig, a->n); break;
+    case SWI16: swiglu_fwd16_k(a->y16, a->sig, a->g, a->u, a->n); break;
+    case SWI_BWD16: swiglu_bwd16_k(a->y16, a->z16, a->dy, a->g, a->u, a->sig, a->n); break;
     case BF16: f32_to_bf16_k(a->y16, a->x, a->n); break;
     case SSQ: sum_squares_k(a->dpart, a->x, a->n); break;
     case SSQ_FIN: sum_parts_k(a->out, a->dpart, a->nb); break;
@@ -199,6 +204,23 @@ static void test_swiglu(void)
     launch(&c, EW_GRID(M), EW);
     test_expect_close("backward dg", dg, dgr, M, 1e-6);
     test_expect_close("backward du", du, dur, M, 1e-6);
+
+    /* the bf16 forms: the same values rounded, over junk */
+    uint16_t y16[M], z16[M], want[M];
+    for (int i = 0; i < M; i++) y16[i] = z16[i] = 0x7fc1; /* a NaN */
+    c = (struct call){.kind = SWI16, .y16 = y16, .sig = sig, .g = g, .u = u, .n = M};
+    launch(&c, EW_GRID(M), EW);
+    st_f32_to_bf16_n(ref, want, M);
+    CU_ASSERT(memcmp(y16, want, sizeof want) == 0);
+    float zg[M] = {0}, zu[M] = {0};
+    swiglu_backward(zg, zu, dy, g, u, sref, M);
+    c = (struct call){.kind = SWI_BWD16, .y16 = y16, .z16 = z16, .dy = dy, .g = g, .u = u,
+                      .sig = sref, .n = M};
+    launch(&c, EW_GRID(M), EW);
+    st_f32_to_bf16_n(zg, want, M);
+    CU_ASSERT(memcmp(y16, want, sizeof want) == 0);
+    st_f32_to_bf16_n(zu, want, M);
+    CU_ASSERT(memcmp(z16, want, sizeof want) == 0);
 }
 
 static void test_bf16(void)
@@ -270,7 +292,7 @@ int main(void)
         {"embed_gather, embed_scatter_add and the bad-token error", test_embedding},
         {"rmsnorm_fwd, rmsnorm_bwd and the column sums", test_rmsnorm},
         {"rope forward and backward", test_rope},
-        {"swiglu forward and backward", test_swiglu},
+        {"swiglu forward and backward, float32 and bf16 outputs", test_swiglu},
         {"f32_to_bf16, NaN, infinities and ties", test_bf16},
         {"sum_squares, the weights' sum hash and adamw", test_optimizer},
         {NULL, NULL}};

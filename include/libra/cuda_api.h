@@ -29,20 +29,23 @@
  *   rope_fwd       rotate-half rotary on x (N, heads * D) in place, table (n_pos, D)
  *                  cos | sin as rope_table builds it
  *   swiglu_fwd     y (n) = (g * sig) * u, sig = sigmoid(g) written too unless NULL
+ *   swiglu_fwd16   the same y rounded to bf16 (y16), sig float32 as swiglu_fwd
  *   f32_to_bf16    y (n) = x rounded to bf16, round to nearest even
- * Backward (training: float32 master weights; every output ACCUMULATES, +=):
+ * Backward (training: float32 master weights; every float32 output ACCUMULATES, +=):
  *   embed_scatter_add  dembed rows tokens[i] += dx[i] (atomic: repeated tokens add in
  *                      any order); tokens of -1 add nothing (as embed_gather)
  *   rmsnorm_bwd    dx (N, C) +=, dw (C) += (either may be NULL); w float32; rstd (N)
  *                  scratch
  *   rope_bwd       the transpose rotation of rope_fwd, in place
  *   swiglu_bwd     dg +=, du += from swiglu_fwd's sig
+ *   swiglu_bwd16   dg16 =, du16 = the same terms rounded to bf16 (written, not added:
+ *                  the operands of the gate / up projections' backward products)
  * Linear layers (cuBLASLt: bf16 operands, float32 accumulation and output):
  *   linear_fwd     y (N, out) = x (N, in) W^T, or += with accumulate; x and W (out, in)
  *                  bf16; the algorithm of a shape is chosen once by the heuristic
  *   add_bias       y (N, out) += b (out), b float32 (qwen2's q/k/v biases)
- *   linear_bwd     dx (N, in) += dy W, dw (out, in) += dy^T x (either may be NULL);
- *                  dy, x, W bf16, dx and dw float32
+ *   linear_bwd     dx (N, in) = dy W, or += with accumulate; dw (out, in) += dy^T x
+ *                  (either may be NULL); dy, x, W bf16, dx and dw float32
  *   bias_bwd       db (out) += the column sums of dy (N, out), float32
  * Small-batch products (decode steps, N <= CUDA_GEMV_MAX_ROWS; struct cuda_gemv):
  *   gemv           for each of up to 3 matrices W_i (out_i, in) bf16 of the same input:
@@ -133,7 +136,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 20 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 21 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -219,6 +222,7 @@ struct cuda_api {
     int (*rope_fwd)(float *x, const int32_t *pos, int N, int n_heads, int D,
                     const float *rope);
     int (*swiglu_fwd)(float *y, float *sig, const float *g, const float *u, int64_t n);
+    int (*swiglu_fwd16)(uint16_t *y16, float *sig, const float *g, const float *u, int64_t n);
     int (*f32_to_bf16)(uint16_t *y, const float *x, int64_t n);
     int (*embed_scatter_add)(float *dembed, const float *dx, const int32_t *tokens, int N,
                              int C, int V);
@@ -228,11 +232,13 @@ struct cuda_api {
                     const float *rope);
     int (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u,
                       const float *sig, int64_t n);
+    int (*swiglu_bwd16)(uint16_t *dg16, uint16_t *du16, const float *dy, const float *g,
+                        const float *u, const float *sig, int64_t n);
     int (*linear_fwd)(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
                       int accumulate);
     int (*add_bias)(float *y, const float *b, int N, int out);
     int (*linear_bwd)(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
-                      const uint16_t *w, int N, int in, int out);
+                      const uint16_t *w, int N, int in, int out, int accumulate);
     int (*bias_bwd)(float *db, const float *dy, int N, int out);
     int (*gemv)(const struct cuda_gemv *g);
     int (*attn_fwd)(float *out, const float *q, const float *k, const float *v,

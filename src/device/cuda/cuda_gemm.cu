@@ -138,9 +138,9 @@ extern "C" int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int
 }
 
 extern "C" int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
-                             const uint16_t *w, int N, int in, int out)
+                             const uint16_t *w, int N, int in, int out, int accumulate)
 {
-    if (dx && gemm(dx, w, dy, in, N, out, 0, 0, 1)) return -1;
+    if (dx && gemm(dx, w, dy, in, N, out, 0, 0, accumulate)) return -1;
     if (dw && gemm(dw, x, dy, in, out, N, 0, 1, 1)) return -1;
     return 0;
 }

@@ -55,6 +55,7 @@ int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *tokens, int 
 int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C, float eps);
 int cu_rope_fwd(float *x, const int32_t *pos, int N, int n_heads, int D, const float *rope);
 int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n);
+int cu_swiglu_fwd16(uint16_t *y16, float *sig, const float *g, const float *u, int64_t n);
 int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n);
 int cu_embed_scatter_add(float *dembed, const float *dx, const int32_t *tokens, int N, int C,
                          int V);
@@ -63,13 +64,15 @@ int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const 
 int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, const float *rope);
 int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
                   const float *sig, int64_t n);
+int cu_swiglu_bwd16(uint16_t *dg16, uint16_t *du16, const float *dy, const float *g,
+                    const float *u, const float *sig, int64_t n);
 int cu_sum_squares(double *out, const float *x, int64_t n);
 int cu_weights_hash(uint64_t *out, const float *x, int64_t n);
 int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
                   int accumulate);
 int cu_add_bias(float *y, const float *b, int N, int out);
 int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x, const uint16_t *w,
-                  int N, int in, int out);
+                  int N, int in, int out, int accumulate);
 int cu_bias_bwd(float *db, const float *dy, int N, int out);
 struct cuda_gemv;
 int cu_gemv(const struct cuda_gemv *g);

@@ -79,12 +79,30 @@ extern "C" int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *
     return 0;
 }
 
+extern "C" int cu_swiglu_fwd16(uint16_t *y16, float *sig, const float *g, const float *u,
+                               int64_t n)
+{
+    if (n <= 0) return 0;
+    swiglu_fwd16_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y16, sig, g, u, n);
+    CU_LAUNCHED("swiglu_fwd16");
+    return 0;
+}
+
 extern "C" int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g,
                              const float *u, const float *sig, int64_t n)
 {
     if (n <= 0) return 0;
     swiglu_bwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dg, du, dy, g, u, sig, n);
     CU_LAUNCHED("swiglu_bwd");
+    return 0;
+}
+
+extern "C" int cu_swiglu_bwd16(uint16_t *dg16, uint16_t *du16, const float *dy, const float *g,
+                               const float *u, const float *sig, int64_t n)
+{
+    if (n <= 0) return 0;
+    swiglu_bwd16_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dg16, du16, dy, g, u, sig, n);
+    CU_LAUNCHED("swiglu_bwd16");
     return 0;
 }
 

@@ -120,6 +120,17 @@ __global__ static void swiglu_fwd_k(float *y, float *sig_out, const float *g, co
     y[k] = (g[k] * sig) * u[k];
 }
 
+/* swiglu_fwd_k's y rounded to bf16 (the down projection's operand). */
+__global__ static void swiglu_fwd16_k(uint16_t *y16, float *sig_out, const float *g,
+                                      const float *u, int64_t n)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    float sig = 1.0f / (1.0f + expf(-g[k]));
+    if (sig_out) sig_out[k] = sig;
+    y16[k] = f32_to_bf16_rne((g[k] * sig) * u[k]);
+}
+
 /* dg += dy u sig (1 + g (1 - sig)); du += dy (g sig), as swiglu_backward. */
 __global__ static void swiglu_bwd_k(float *dg, float *du, const float *dy, const float *g,
                                     const float *u, const float *sig, int64_t n)
@@ -128,6 +139,18 @@ __global__ static void swiglu_bwd_k(float *dg, float *du, const float *dy, const
     if (k >= n) return;
     if (dg) dg[k] += dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k]));
     if (du) du[k] += dy[k] * (g[k] * sig[k]);
+}
+
+/* swiglu_bwd_k's terms written (not added) as bf16: the gate and up projections'
+ * backward operands. */
+__global__ static void swiglu_bwd16_k(uint16_t *dg16, uint16_t *du16, const float *dy,
+                                      const float *g, const float *u, const float *sig,
+                                      int64_t n)
+{
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    if (dg16) dg16[k] = f32_to_bf16_rne(dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k])));
+    if (du16) du16[k] = f32_to_bf16_rne(dy[k] * (g[k] * sig[k]));
 }
 
 __global__ static void f32_to_bf16_k(uint16_t *y, const float *x, int64_t n)

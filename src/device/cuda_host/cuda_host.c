@@ -64,6 +64,20 @@ static int swiglu_bwd(float *dg, float *du, const float *dy, const float *g, con
     return LAUNCH(ch_swiglu_bwd, a);
 }
 
+static int swiglu_fwd16(uint16_t *y16, float *sig, const float *g, const float *u, int64_t n)
+{
+    struct swiglu_args a = {.y16 = y16, .sig = sig, .g = g, .u = u, .n = n};
+    return LAUNCH(ch_swiglu_fwd16, a);
+}
+
+static int swiglu_bwd16(uint16_t *dg16, uint16_t *du16, const float *dy, const float *g,
+                        const float *u, const float *sig, int64_t n)
+{
+    struct swiglu_args a = {.dg16 = dg16, .du16 = du16, .dy = dy, .g = g, .u = u,
+                            .sig_in = sig, .n = n};
+    return LAUNCH(ch_swiglu_bwd16, a);
+}
+
 static int f32_to_bf16(uint16_t *y, const float *x, int64_t n)
 {
     if (ch_side_check_write(y, (size_t)(n > 0 ? n : 0) * sizeof *y, "f32_to_bf16")) return -1;
@@ -86,10 +100,10 @@ static int add_bias(float *y, const float *b, int N, int out)
 }
 
 static int linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
-                      const uint16_t *w, int N, int in, int out)
+                      const uint16_t *w, int N, int in, int out, int accumulate)
 {
     struct linear_args a = {.dx = dx, .dw = dw, .dy = dy, .x = x, .w = w, .N = N, .in = in,
-                            .out = out};
+                            .out = out, .accumulate = accumulate};
     return LAUNCH(ch_linear_bwd, a);
 }
 
@@ -325,9 +339,9 @@ static const struct cuda_api api = {
     .alloc = ch_alloc, .free = ch_free, .to_device = ch_to_device, .to_host = ch_to_host,
     .copy = ch_copy, .zero = ch_zero, .mem_info = ch_mem_info, .sync = ch_sync,
     .embed_gather = embed_gather, .rmsnorm_fwd = rmsnorm_fwd, .rope_fwd = rope_fwd,
-    .swiglu_fwd = swiglu_fwd, .f32_to_bf16 = f32_to_bf16,
+    .swiglu_fwd = swiglu_fwd, .swiglu_fwd16 = swiglu_fwd16, .f32_to_bf16 = f32_to_bf16,
     .embed_scatter_add = embed_scatter_add, .rmsnorm_bwd = rmsnorm_bwd, .rope_bwd = rope_bwd,
-    .swiglu_bwd = swiglu_bwd, .linear_fwd = linear_fwd, .add_bias = add_bias,
+    .swiglu_bwd = swiglu_bwd, .swiglu_bwd16 = swiglu_bwd16, .linear_fwd = linear_fwd, .add_bias = add_bias,
     .linear_bwd = linear_bwd, .bias_bwd = bias_bwd, .gemv = gemv, .attn_fwd = attn_fwd,
     .attn_bwd = attn_bwd, .flash_fwd = flash_fwd, .flash_bwd = flash_bwd,
     .prefill_attn = prefill_attn, .kv_append = kv_append, .decode_attn = decode_attn,

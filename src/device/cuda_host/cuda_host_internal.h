@@ -87,8 +87,9 @@ struct rope_args {
     int N, n_heads, D;
     const float *rope;
 };
-struct swiglu_args { /* forward: y, sig; backward: dg, du from dy */
+struct swiglu_args { /* forward: y or y16, sig; backward: dg, du or dg16, du16 from dy */
     float *y, *sig, *dg, *du;
+    uint16_t *y16, *dg16, *du16;
     const float *g, *u, *dy, *sig_in;
     int64_t n;
 };
@@ -174,6 +175,8 @@ int ch_rope_fwd(const void *args);
 int ch_rope_bwd(const void *args);
 int ch_swiglu_fwd(const void *args);
 int ch_swiglu_bwd(const void *args);
+int ch_swiglu_fwd16(const void *args);
+int ch_swiglu_bwd16(const void *args);
 int ch_f32_to_bf16(const void *args);
 int ch_linear_fwd(const void *args);
 int ch_add_bias(const void *args);

@@ -116,6 +116,33 @@ int ch_swiglu_bwd(const void *args)
     return 0;
 }
 
+/* swiglu_forward's y, rounded to bf16. */
+int ch_swiglu_fwd16(const void *args)
+{
+    const struct swiglu_args *a = args;
+    if (a->n <= 0) return 0;
+    float *y = xmalloc((size_t)a->n * sizeof *y);
+    swiglu_forward(y, a->sig, a->g, a->u, a->n);
+    st_f32_to_bf16_n(y, a->y16, (size_t)a->n);
+    free(y);
+    return 0;
+}
+
+/* swiglu_backward's terms (added to zeros: the terms themselves), rounded to bf16. */
+int ch_swiglu_bwd16(const void *args)
+{
+    const struct swiglu_args *a = args;
+    if (a->n <= 0) return 0;
+    size_t n = (size_t)a->n;
+    float *dg = a->dg16 ? xcalloc(n, sizeof *dg) : NULL;
+    float *du = a->du16 ? xcalloc(n, sizeof *du) : NULL;
+    swiglu_backward(dg, du, a->dy, a->g, a->u, a->sig_in, a->n);
+    if (dg) st_f32_to_bf16_n(dg, a->dg16, n);
+    if (du) st_f32_to_bf16_n(du, a->du16, n);
+    free(dg), free(du);
+    return 0;
+}
+
 int ch_f32_to_bf16(const void *args)
 {
     const struct convert_args *a = args;
@@ -170,6 +197,7 @@ int ch_linear_bwd(const void *args)
     float *dy = ch_widen(a->dy, (size_t)a->N * a->out);
     float *x = a->dw ? ch_widen(a->x, (size_t)a->N * a->in) : NULL;
     float *w = a->dx ? ch_widen(a->w, (size_t)a->out * a->in) : NULL;
+    if (a->dx && !a->accumulate) memset(a->dx, 0, (size_t)a->N * a->in * sizeof *a->dx);
     linear_backward(a->dx, a->dw, NULL, dy, x, w, a->N, a->in, a->out);
     free(dy), free(x), free(w);
     return 0;

@@ -70,14 +70,16 @@ struct gpu_trainer {
     int recompute;
     struct layer_acts work;
     float *x, *hf, *rope, *rstd, *stats;
-    float *dx, *dh, *dact, *dgate, *dup, *datt, *dq, *dk, *dv, *dqlin, *dklin, *act;
+    float *dx, *dh, *dact, *datt, *dq, *dk, *dv, *dqlin, *dklin;
+    uint16_t *dgate16, *dup16; /* (T, F): SwiGLU's backward, the gate / up operands */
     float *logits, *dlogits, *lp, *dlp, *ent;
     /* the entropy term: per-token weights e_t (0 without a target) and the entropies
      * H_t in double, on the device and the host; has_ew: the batch has some e_t != 0 */
     float *d_ew, *h_ew;
     double *d_H, *h_H;
     int has_ew;
-    uint16_t *ab, *hfb;     /* bf16 operands: (T, max(C, HD, F)) and (T, C) */
+    uint16_t *ab, *hfb;     /* bf16 operands (SwiGLU's output among them): (T, max(C, HD,
+                               F)) and (T, C) */
     uint16_t *dyb;          /* bf16 output gradients: (max(T, chunk), max(C, HD, KD, F, V)) */
     int32_t *d_tok, *d_tgt, *d_pos;
     int *pos;               /* host (T) */
@@ -112,7 +114,7 @@ static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T, int 
     size_t layer = T * (3 * C + 2 * HD + 3 * KD + qk + 3 * F + (size_t)c->n_heads) * 4 +
                    2 * T * C * 2;
     size_t rows = T > ch ? T : ch;
-    size_t scratch = T * (4 * C + 3 * HD + 2 * KD + qk + 4 * F + 2 * (size_t)c->n_heads + 4) * 4 +
+    size_t scratch = T * (4 * C + 3 * HD + 2 * KD + qk + 2 * F + 2 * (size_t)c->n_heads + 4) * 4 +
                      2 * ch * V * 4 + T * widest(c, 0) * 2 + T * C * 2 +
                      rows * widest(c, 1) * 2 + T * (size_t)c->head_dim * 4;
     size_t acts = recompute ? layer + (L - 1) * T * C * 4 : L * layer;
@@ -263,9 +265,8 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     t->dx = dev(t, T * C * f);
     t->dh = dev(t, T * C * f);
     t->dact = dev(t, T * F * f);
-    t->dgate = dev(t, T * F * f);
-    t->dup = dev(t, T * F * f);
-    t->act = dev(t, T * F * f);
+    t->dgate16 = dev(t, T * F * sizeof(uint16_t));
+    t->dup16 = dev(t, T * F * sizeof(uint16_t));
     t->datt = dev(t, T * HD * f);
     t->dq = dev(t, T * HD * f);
     t->dk = dev(t, T * KD * f);
@@ -334,8 +335,8 @@ void gpu_trainer_free(struct gpu_trainer *t)
     }
     if (t->recompute) free_internals(t, &t->work);
     void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
-                 t->dx, t->dh, t->dact, t->dgate, t->dup, t->datt, t->dq, t->dk, t->dv,
-                 t->dqlin, t->dklin, t->act, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
+                 t->dx, t->dh, t->dact, t->dgate16, t->dup16, t->datt, t->dq, t->dk, t->dv,
+                 t->dqlin, t->dklin, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
                  t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->ent, t->d_mx, t->d_sums,
                  t->d_lsum, t->d_ew, t->d_H};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
@@ -469,6 +470,10 @@ static void residual_add(const struct gpu_trainer *t, float *y, const float *x,
     group_sum(t, y, TC);
 }
 
+/* Layer l's forward from acts[l].xin into x_out. With x_out NULL (the backward's
+ * recomputation) it stops at the internals layer_backward reads: gate and up, not
+ * SwiGLU's output (layer_backward forms it again) nor the down projection, its
+ * residual and all-reduce (nothing reads the layer's output there). */
 static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int l, int T,
                           float *x_out)
 {
@@ -512,8 +517,8 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     bf16(t, a->h2b, t->hf, TC);
     linear(t, a->gate, a->h2b, w.wg, TFM_ABSENT, T, C, F, 0);
     linear(t, a->up, a->h2b, w.wu, TFM_ABSENT, T, C, F, 0);
-    GPU_CHECK(api, api->swiglu_fwd(t->act, a->sig, a->gate, a->up, (int64_t)T * F));
-    bf16(t, t->ab, t->act, (size_t)T * F);
+    if (!x_out) return;
+    GPU_CHECK(api, api->swiglu_fwd16(t->ab, a->sig, a->gate, a->up, (int64_t)T * F));
     residual_add(t, x_out, a->xmid, t->ab, w.wd, T, F);
 }
 
@@ -574,7 +579,6 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
 {
     const struct cuda_api *api = t->api;
     int C = t->c.hidden_size, V = t->c.vocab_size;
-    if (backward) zero(t, t->dh, (size_t)T * C);
     for (int r0 = 0; r0 < T; r0 += TRAIN_LOGIT_CHUNK) {
         int n = T - r0 < TRAIN_LOGIT_CHUNK ? T - r0 : TRAIN_LOGIT_CHUNK;
         const uint16_t *hc = t->hfb + (size_t)r0 * C;
@@ -601,7 +605,7 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
                                             b->temperature));
         bf16(t, t->dyb, t->dlogits, (size_t)n * V);
         GPU_CHECK(api, api->linear_bwd(t->dh + (size_t)r0 * C, G(t, t->at.lm_head), t->dyb, hc,
-                                       W(t, t->at.lm_head), n, C, V));
+                                       W(t, t->at.lm_head), n, C, V, 0));
     }
     if (backward) group_sum(t, t->dh, (size_t)T * C); /* each rank's vocabulary rows' part */
 }
@@ -633,13 +637,22 @@ double gpu_trainer_forward(struct gpu_trainer *t, const struct tfm_batch *b, flo
 
 /* ---------------------------------------------------------------- backward */
 
-/* dx (N, in) += dy W, dW += dy^T x (+ db += column sums of dy): dy float32 (N, out)
- * rounded to bf16 for the products, x bf16. */
-static void linear_back(const struct gpu_trainer *t, float *dx, const float *dy,
+/* dx (N, in) = dy W (+= with accumulate), dW += dy^T x: dy and x bf16. */
+static void linear_back16(const struct gpu_trainer *t, float *dx, int accumulate,
+                          const uint16_t *dy, const uint16_t *x, size_t w_at, int N, int in,
+                          int out)
+{
+    GPU_CHECK(t->api, t->api->linear_bwd(dx, G(t, w_at), dy, x, W(t, w_at), N, in, out,
+                                         accumulate));
+}
+
+/* The same from dy float32 (N, out), rounded to bf16 for the products, and db += its
+ * column sums. */
+static void linear_back(const struct gpu_trainer *t, float *dx, int accumulate, const float *dy,
                         const uint16_t *x, size_t w_at, size_t b_at, int N, int in, int out)
 {
     bf16(t, t->dyb, dy, (size_t)N * out);
-    GPU_CHECK(t->api, t->api->linear_bwd(dx, G(t, w_at), t->dyb, x, W(t, w_at), N, in, out));
+    linear_back16(t, dx, accumulate, t->dyb, x, w_at, N, in, out);
     if (b_at != TFM_ABSENT) GPU_CHECK(t->api, t->api->bias_bwd(G(t, b_at), dy, N, out));
 }
 
@@ -655,26 +668,23 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     size_t TC = (size_t)T * C, TF = (size_t)T * F;
     float eps = c->rms_norm_eps;
 
-    /* MLP: x_out = xmid + act Wd^T, act = silu(h2 Wg^T) * (h2 Wu^T) */
-    GPU_CHECK(api, api->swiglu_fwd(t->act, NULL, a->gate, a->up, (int64_t)TF));
-    bf16(t, t->ab, t->act, TF);
-    zero(t, t->dact, TF);
-    linear_back(t, t->dact, t->dx, t->ab, w.wd, TFM_ABSENT, T, F, C);
-    zero(t, t->dgate, TF);
-    zero(t, t->dup, TF);
-    GPU_CHECK(api, api->swiglu_bwd(t->dgate, t->dup, t->dact, a->gate, a->up, a->sig,
-                                   (int64_t)TF));
-    zero(t, t->dh, TC);
-    linear_back(t, t->dh, t->dgate, a->h2b, w.wg, TFM_ABSENT, T, C, F);
-    linear_back(t, t->dh, t->dup, a->h2b, w.wu, TFM_ABSENT, T, C, F);
+    /* MLP: x_out = xmid + act Wd^T, act = silu(h2 Wg^T) * (h2 Wu^T) formed again in
+     * bf16 (sigmoid(gate) too after a recomputation, which stops before SwiGLU); its
+     * backward's terms go straight to bf16, the operands of the gate / up products */
+    GPU_CHECK(api, api->swiglu_fwd16(t->ab, t->recompute ? a->sig : NULL, a->gate, a->up,
+                                     (int64_t)TF));
+    linear_back(t, t->dact, 0, t->dx, t->ab, w.wd, TFM_ABSENT, T, F, C);
+    GPU_CHECK(api, api->swiglu_bwd16(t->dgate16, t->dup16, t->dact, a->gate, a->up, a->sig,
+                                     (int64_t)TF));
+    linear_back16(t, t->dh, 0, t->dgate16, a->h2b, w.wg, T, C, F);
+    linear_back16(t, t->dh, 1, t->dup16, a->h2b, w.wu, T, C, F);
     group_sum(t, t->dh, TC);
     GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln2), t->dh, a->xmid, P(t, w.ln2), t->rstd, T,
                                     C, eps));
 
     /* attention: xmid = x_in + att Wo^T */
     bf16(t, t->ab, a->att, (size_t)T * HD);
-    zero(t, t->datt, (size_t)T * HD);
-    linear_back(t, t->datt, t->dx, t->ab, w.wo, TFM_ABSENT, T, HD, C);
+    linear_back(t, t->datt, 0, t->dx, t->ab, w.wo, TFM_ABSENT, T, HD, C);
     zero(t, t->dq, (size_t)T * HD);
     zero(t, t->dk, (size_t)T * KD);
     zero(t, t->dv, (size_t)T * KD);
@@ -706,10 +716,9 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
         dqp = t->dqlin;
         dkp = t->dklin;
     }
-    zero(t, t->dh, TC);
-    linear_back(t, t->dh, dqp, a->h1b, w.wq, w.bq, T, C, HD);
-    linear_back(t, t->dh, dkp, a->h1b, w.wk, w.bk, T, C, KD);
-    linear_back(t, t->dh, t->dv, a->h1b, w.wv, w.bv, T, C, KD);
+    linear_back(t, t->dh, 0, dqp, a->h1b, w.wq, w.bq, T, C, HD);
+    linear_back(t, t->dh, 1, dkp, a->h1b, w.wk, w.bk, T, C, KD);
+    linear_back(t, t->dh, 1, t->dv, a->h1b, w.wv, w.bv, T, C, KD);
     group_sum(t, t->dh, TC);
     GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln1), t->dh, a->xin, P(t, w.ln1), t->rstd, T,
                                     C, eps));
@@ -738,9 +747,8 @@ double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b)
     GPU_CHECK(t->api, t->api->rmsnorm_bwd(t->dx, G(t, t->at.ln_f), t->dh, t->x, P(t, t->at.ln_f),
                                           t->rstd, T, C, c->rms_norm_eps));
     for (int l = c->n_layers - 1; l >= 0; l--) {
-        /* the layer's internals again, from its kept input (its output to scratch: dh
-         * is free until layer_backward zeroes it) */
-        if (t->recompute) layer_forward(t, b, l, T, t->dh);
+        /* the layer's internals again, from its kept input */
+        if (t->recompute) layer_forward(t, b, l, T, NULL);
         layer_backward(t, b, l, T);
     }
     GPU_CHECK(t->api, t->api->embed_scatter_add(G(t, t->at.embed), t->dx, t->d_tok, T, C,
