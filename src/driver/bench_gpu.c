@@ -33,7 +33,9 @@
  *            (on the GPU: gpu_trainer_hash), a weight sync's sender reading the bf16
  *            weights (gpu_trainer_read, as read_slices does for the rollout ranks) and,
  *            for comparison, the float32 weights copied back whole (what every step
- *            did before the weights stayed on the GPU; a checkpoint still does)
+ *            did before the weights stayed on the GPU; a checkpoint still does).
+ *            --train-reps 0: only the step of phases (with --train-attention
+ *            tensor-core: one step's kernels, for a profiler)
  * SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b -- the shapes of those checkpoints,
  * with pattern weights (gpu_model_pattern: no host copy, no checkpoint needed).
  */
@@ -341,11 +343,11 @@ static void bench_attention(const struct cuda_api *api, const struct tfm_config 
 
 /* One training step on the GPU training path (gpu_train.h) over n_seq sequences of len
  * tokens: the forward keeping the activations, the backward, the clipped AdamW step,
- * timed over 3 steps after 1. Model FLOPs: 6 per matrix-product weight and token (the
+ * timed over reps steps after 1 (none with reps 0). Model FLOPs: 6 per matrix-product weight and token (the
  * layers and the output head) plus the causal attention's 12 L / 2 H D per token and
  * layer, against the measured gemm peak. */
 static void bench_train(const struct cuda_api *api, const struct tfm_config *c, int n_seq,
-                        int len, int flash, double tflops)
+                        int len, int flash, int reps, double tflops)
 {
     int T = n_seq * len;
     printf("  train   %d x %d tokens, %-11s attention  ", n_seq, len,
@@ -375,22 +377,23 @@ static void bench_train(const struct cuda_api *api, const struct tfm_config *c, 
     }
     struct tfm_batch b = {n_seq, seq_len, tok, tgt, w, 1.0f, NULL};
     double t0 = 0;
-    const int reps = 3;
-    for (int r = 0; r <= reps; r++) {
+    for (int r = 0; reps > 0 && r <= reps; r++) {
         if (r == 1) t0 = wall_time();
         gpu_trainer_zero_grad(t);
         gpu_trainer_backward(t, &b);
         gpu_trainer_step(t);
     }
     GPU_CHECK(api, api->sync());
-    double dt = (wall_time() - t0) / reps;
-    double HD = (double)c->n_heads * c->head_dim;
-    double fwd = 2.0 * (layer_matmul_params(c) + (double)c->hidden_size * c->vocab_size) +
-                 c->n_layers * 2.0 * 2.0 * HD * (len + 1) / 2.0;
-    double rate = 3.0 * fwd * T / dt / 1e12;
-    printf("%9.0f tokens/s   %7.1f ms a step   %6.1f TFLOP/s = %4.1f %% of gemm (MFU)   "
-           "%.1f GB on the GPU%s\n", T / dt, 1e3 * dt, rate, 100 * rate / tflops,
-           (double)gpu_trainer_bytes(t) / 1e9,
+    if (reps > 0) {
+        double dt = (wall_time() - t0) / reps;
+        double HD = (double)c->n_heads * c->head_dim;
+        double fwd = 2.0 * (layer_matmul_params(c) + (double)c->hidden_size * c->vocab_size) +
+                     c->n_layers * 2.0 * 2.0 * HD * (len + 1) / 2.0;
+        double rate = 3.0 * fwd * T / dt / 1e12;
+        printf("%9.0f tokens/s   %7.1f ms a step   %6.1f TFLOP/s = %4.1f %% of gemm (MFU)   ",
+               T / dt, 1e3 * dt, rate, 100 * rate / tflops);
+    }
+    printf("%.1f GB on the GPU%s\n", (double)gpu_trainer_bytes(t) / 1e9,
            gpu_trainer_recomputes(t) ? " (activations recomputed: MFU counts the model's FLOPs)"
                                      : "");
     /* where a step goes: one more, its phases apart (each ends with a sync) */
@@ -439,11 +442,13 @@ static const struct option bench_gpu_opts[] = {
     {"prompt", required_argument, NULL, 'p'},
     {"train", required_argument, NULL, 't'},
     {"gemv-rows", required_argument, NULL, 'g'},
+    {"train-reps", required_argument, NULL, 'r'},
+    {"train-attention", required_argument, NULL, 'a'},
     {0}};
 static const struct cli_cmd bench_gpu_cmd = {
     "libra bench-gpu",
     "libra bench-gpu [SHAPE ...] [--batch B[,B...]] [--context N] [--steps N] [--prompt N]\n"
-    "                [--train S,L] [--gemv-rows N]",
+    "                [--train S,L] [--train-reps R] [--train-attention A] [--gemv-rows N]",
     "The GPU engine on GPU 0 (needs the CUDA module), each figure beside a peak measured\n"
     "in the same run. SHAPE: qwen3-0.6b (default), qwen3-4b, llama3-8b (pattern weights).\n"
     "  --batch B[,B...]  decode batch sizes, 1 .. 4096 (default 1,8,32,128,256)\n"
@@ -451,6 +456,10 @@ static const struct cli_cmd bench_gpu_cmd = {
     "  --steps N         decode steps timed (default 32)\n"
     "  --prompt N        the prefill prompt in tokens (default 2048)\n"
     "  --train S,L       a training step of S sequences of L tokens (default 4,2048; 0: none)\n"
+    "  --train-reps R    training steps timed after one (default 3); 0: only one step, its\n"
+    "                    phases apart (one step's kernels, for a profiler)\n"
+    "  --train-attention tensor-core|float32|both   the training steps' attention kernels\n"
+    "                    (default both; tensor-core where the head dimension allows)\n"
     "  --gemv-rows N     decode steps of up to N rows through gemv, 0 .. 8 (default: the\n"
     "                    engine's, GPU_GEMV_ROWS); each such batch is timed with cuBLASLt too\n",
     bench_gpu_opts, NULL, 0, 8, 0};
@@ -458,7 +467,8 @@ static const struct cli_cmd bench_gpu_cmd = {
 int cmd_bench_gpu(int argc, char **argv)
 {
     int batch[16] = {1, 8, 32, 128, 256}, n_batch = 5, context = 512, steps = 32, prompt = 2048;
-    int train[2] = {4, 2048}, n_train = 2, gemv_rows = GPU_GEMV_ROWS;
+    int train[2] = {4, 2048}, n_train = 2, gemv_rows = GPU_GEMV_ROWS, train_reps = 3;
+    int train_att = 2; /* tensor-core, float32, both */
     const char *shapes[8];
     int n_shapes = 0, ch = 0, bad = 0;
     struct cli cli;
@@ -469,6 +479,9 @@ int cmd_bench_gpu(int argc, char **argv)
         else if (ch == 's') bad = cli_int(&cli, 1, 1 << 20, &steps);
         else if (ch == 'p') bad = cli_int(&cli, 1, 1 << 20, &prompt);
         else if (ch == 'g') bad = cli_int(&cli, 0, CUDA_GEMV_MAX_ROWS, &gemv_rows);
+        else if (ch == 'r') bad = cli_int(&cli, 0, 100, &train_reps);
+        else if (ch == 'a')
+            bad = (train_att = cli_choice(&cli, "tensor-core|float32|both")) < 0;
         else bad = (n_train = cli_int_list(&cli, 0, 1 << 20, train, 2)) < 0;
     }
     if (bad || ch == CLI_EXIT) return cli.rc;
@@ -509,7 +522,8 @@ int cmd_bench_gpu(int argc, char **argv)
         if (train[0] > 0) {
             bench_attention(api, c, train[1], tflops);
             for (int flash = cuda_flash_supports(c->head_dim); flash >= 0; flash--)
-                bench_train(api, c, train[0], train[1], flash, tflops);
+                if (train_att == 2 || train_att == !flash)
+                    bench_train(api, c, train[0], train[1], flash, train_reps, tflops);
         }
         fflush(stdout);
     }
