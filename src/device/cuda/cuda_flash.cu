@@ -45,7 +45,9 @@
 
 #include "libra/cuda_api.h"
 
+#ifndef FL_WARPS /* a build may try another (-DFL_WARPS=8); every kernel follows it */
 #define FL_WARPS 4
+#endif
 #define FL_THREADS (32 * FL_WARPS)
 #define FL_ROWS (16 * FL_WARPS) /* query rows of a forward / dq block */
 #define FL_KEYS 64              /* keys per tile, forward */
