@@ -10,7 +10,8 @@
  * (static here) belong to the running block. A kernel
  * whose threads reach different numbers of barriers hangs here, as it would be
  * undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test file,
- * which defines _POSIX_C_SOURCE >= 200112L (barriers) before its first include.
+ * which defines _POSIX_C_SOURCE >= 200112L (barriers) before its first include. It
+ * compiles as C11 and as C++ (the tensor-core kernels' test, with atomicMin of int).
  */
 #ifndef LIBRA_TESTS_CUDA_BLOCK_EMU_H
 #define LIBRA_TESTS_CUDA_BLOCK_EMU_H
@@ -30,10 +31,16 @@
 
 #define EMU_MAX_THREADS 1024
 
+#ifdef __cplusplus
+#define EMU_THREAD_LOCAL thread_local
+#else
+#define EMU_THREAD_LOCAL _Thread_local
+#endif
+
 struct emu_dim {
     unsigned x, y;
 };
-static _Thread_local struct emu_dim threadIdx, blockIdx;
+static EMU_THREAD_LOCAL struct emu_dim threadIdx, blockIdx;
 static struct emu_dim blockDim, gridDim;
 static pthread_barrier_t emu_barrier, emu_warp_barrier[EMU_MAX_THREADS / 32];
 static float emu_shfl[EMU_MAX_THREADS];
@@ -63,8 +70,21 @@ static inline float emu_atomic_add_f32(float *p, float v)
     while (!__atomic_compare_exchange(p, &old, &sum, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
     return old;
 }
+#ifdef __cplusplus
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return emu_atomic_add_u32(p, v); }
+static inline float atomicAdd(float *p, float v) { return emu_atomic_add_f32(p, v); }
+static inline int atomicMin(int *p, int v)
+{
+    int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_SEQ_CST,
+                                                   __ATOMIC_SEQ_CST)) {
+    }
+    return old;
+}
+#else
 #define atomicAdd(p, v)                                                                      \
     _Generic((p), unsigned *: emu_atomic_add_u32, float *: emu_atomic_add_f32)(p, v)
+#endif
 static inline int atomicCAS(int *p, int compare, int val)
 {
     __atomic_compare_exchange_n(p, &compare, val, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -94,12 +114,13 @@ static pthread_barrier_t emu_block_end;
  * barrier keeps a block's shared memory its own until every thread has left it. */
 static void *emu_thread_main(void *p)
 {
-    const struct emu_thread *t = p;
+    const struct emu_thread *t = (const struct emu_thread *)p;
     threadIdx.x = t->thread;
     threadIdx.y = 0;
     for (unsigned by = 0; by < gridDim.y; by++)
         for (unsigned bx = 0; bx < gridDim.x; bx++) {
-            blockIdx = (struct emu_dim){bx, by};
+            blockIdx.x = bx;
+            blockIdx.y = by;
             t->body(t->arg);
             pthread_barrier_wait(&emu_block_end);
         }
@@ -111,14 +132,16 @@ static void *emu_thread_main(void *p)
 static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*body)(void *),
                           void *arg)
 {
-    pthread_t *th = malloc(threads * sizeof *th);
-    struct emu_thread *t = malloc(threads * sizeof *t);
+    pthread_t *th = (pthread_t *)malloc(threads * sizeof *th);
+    struct emu_thread *t = (struct emu_thread *)malloc(threads * sizeof *t);
     if (!th || !t || threads > EMU_MAX_THREADS) {
         fprintf(stderr, "emu_launch: out of memory, or %u threads a block\n", threads);
         abort();
     }
-    blockDim = (struct emu_dim){threads, 1};
-    gridDim = (struct emu_dim){gx, gy};
+    blockDim.x = threads;
+    blockDim.y = 1;
+    gridDim.x = gx;
+    gridDim.y = gy;
     if (pthread_barrier_init(&emu_barrier, NULL, threads) ||
         pthread_barrier_init(&emu_block_end, NULL, threads))
         abort();
@@ -127,7 +150,9 @@ static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*bod
         if (pthread_barrier_init(&emu_warp_barrier[w], NULL, n)) abort();
     }
     for (unsigned i = 0; i < threads; i++) {
-        t[i] = (struct emu_thread){i, body, arg};
+        t[i].thread = i;
+        t[i].body = body;
+        t[i].arg = arg;
         if (pthread_create(&th[i], NULL, emu_thread_main, &t[i])) {
             fprintf(stderr, "emu_launch: pthread_create failed\n");
             abort();

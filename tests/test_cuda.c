@@ -841,21 +841,7 @@ static void test_flash_attention(void)
         fill_normal(dv, nke, 180 + c, 0.1f);
         for (int i = 0; i < nq; i++)
             pos[i] = ipos[i] = cases[c].shuffled ? (int)(((long)i * 37 + 11) % nk) : nk - nq + i;
-        double scale = 1.0 / sqrt((double)D);
-        for (int i = 0; i < nq; i++)
-            for (int h = 0; h < H; h++) { /* the log-sum-exp of the row's scaled scores */
-                const float *qi = q + ((size_t)i * H + h) * D;
-                double m = -INFINITY, sum = 0.0, sc[512];
-                for (int j = 0; j <= ipos[i]; j++) {
-                    const float *kj = k + ((size_t)j * K + h / (H / K)) * D;
-                    double dot = 0.0;
-                    for (int d = 0; d < D; d++) dot += (double)qi[d] * kj[d];
-                    sc[j] = dot * scale;
-                    m = sc[j] > m ? sc[j] : m;
-                }
-                for (int j = 0; j <= ipos[i]; j++) sum += exp(sc[j] - m);
-                lse[(size_t)i * H + h] = (float)(m + log(sum));
-            }
+        test_attn_lse(lse, q, k, ipos, nq, H, K, D);
         attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
         void *d_q = dev_copy(q, nqe * sizeof *q), *d_k = dev_copy(k, nke * sizeof *k);
         void *d_v = dev_copy(v, nke * sizeof *v), *d_o = dev_copy(NULL, nqe * sizeof *got);

@@ -105,6 +105,26 @@ double test_cosine(const float *a, const float *b, size_t n)
     return na > 0 && nb > 0 ? dot / sqrt(na * nb) : 0.0;
 }
 
+void test_attn_lse(float *lse, const float *q, const float *k, const int *pos, int nq, int H,
+                   int K, int D)
+{
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < H; h++) {
+            const float *qi = q + ((size_t)i * H + h) * D;
+            double *sc = xmalloc((size_t)(pos[i] + 1) * sizeof *sc), m = -INFINITY, sum = 0.0;
+            for (int j = 0; j <= pos[i]; j++) {
+                const float *kj = k + ((size_t)j * K + h / (H / K)) * D;
+                double dot = 0.0;
+                for (int d = 0; d < D; d++) dot += (double)qi[d] * kj[d];
+                sc[j] = dot / sqrt((double)D);
+                m = sc[j] > m ? sc[j] : m;
+            }
+            for (int j = 0; j <= pos[i]; j++) sum += exp(sc[j] - m);
+            lse[(size_t)i * H + h] = (float)(m + log(sum));
+            free(sc);
+        }
+}
+
 int test_mpi_begin(int *argc, char ***argv, const char *name, int world)
 {
     int rank = 0, size = 0;

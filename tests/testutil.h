@@ -51,6 +51,10 @@ void test_expect_close(const char *what, const float *got, const float *ref, siz
 void test_fill_uniform(float *x, size_t n, uint64_t seed, float scale);
 /* a . b / (|a| |b|) in double (0 when either is all zeros). */
 double test_cosine(const float *a, const float *b, size_t n);
+/* lse (nq, H): each query row's log-sum-exp of its scaled scores q.k / sqrt(D) over
+ * keys 0 .. pos[i] of its kv head (GQA), in double: the tensor-core attention's lse. */
+void test_attn_lse(float *lse, const float *q, const float *k, const int *pos, int nq, int H,
+                   int K, int D);
 struct cuda_api;
 /* The CUDA module with GPU 0 current, for the GPU suites; without the module or a
  * usable GPU (or with LIBRA_CUDA_MODULE=host), the host module (include/libra/

@@ -1,0 +1,632 @@
+/*
+ * Causal grouped-query attention of one sequence on the tensor cores, for the
+ * training path (include/libra/cuda_api.h: flash_fwd, flash_bwd): the same function
+ * as attn_fwd / attn_bwd (cuda_attention.cu, attn_forward / attn_backward of
+ * src/model/cpu/ops.c), computed the FlashAttention-2 way.
+ *
+ * The float32 inputs are first rounded to bf16 copies in the module's scratch, each
+ * head's row padded with zeros to DP = D rounded up to 16 (to_bf16_pad_k), so the tiles
+ * move by cp.async, 16 bytes at a time, straight into shared memory, the next tile's
+ * copy in flight while the current one is computed (two buffers).
+ * Forward: a block takes FL_ROWS query rows of one head, a warp 16 of them; keys come
+ * in tiles of FL_KEYS; S = Q K^T and O += P V are mma.sync m16n8k16 products (bf16
+ * operands, float32 accumulation) whose accumulators never leave the registers; the
+ * softmax is online (running max and sum per row, the accumulator rescaled), so no
+ * score matrix exists at any length. It writes O and, for the backward, each row's
+ * log-sum-exp.
+ * Backward, by recomputation from that log-sum-exp, deterministic (no atomics):
+ *   flash_delta_k  delta_i = dO_i . O_i, one warp per (row, head), float32;
+ *   flash_dq_k     per 16 query rows: P = exp(scale Q K^T - lse), dP = dO V^T,
+ *                  dS = P (dP - delta), dq += scale dS K, keys in tiles of FL_BKEYS;
+ *   flash_dkv_k    per 16 keys of a kv head: the same P^T and dS^T over the query
+ *                  rows of every head of the group, in tiles of FL_BROWS,
+ *                  dv += P^T dO, dk += scale dS^T Q.
+ * Prefill (prefill_attn): the forward's tiles for the rows of one sequence against its
+ * keys in the decoder's paged bf16 KV pool, staged through the block table
+ * (flash_paged_k; nothing allocated, so it can be recorded in a CUDA graph).
+ * Blocks of the forward and dq passes are numbered from the last rows (the most keys)
+ * down, so the longest ones start first.
+ * Rounding: Q, K, V, dO, P and dS enter the products as bf16 (round to nearest even),
+ * all sums are float32 -- the precision of the matrix products elsewhere on the GPU.
+ *
+ * Fragments of mma.m16n8k16 (g = lane / 4, t = lane % 4; two bf16 per register, the
+ * lower index in the low half): A (16 x 16, row major) a0 = (g, 2t..), a1 = (g+8, 2t..),
+ * a2 = (g, 2t+8..), a3 = (g+8, 2t+8..); B (16 x 8, k x n) b0 = (k 2t.., n g),
+ * b1 = (k 2t+8.., n g); C (16 x 8) c0, c1 = (g, 2t), (g, 2t+1), c2, c3 = row g+8.
+ * Every tile is staged in shared memory as (row, d) bf16 rows padded by 8 (so the 8 g's
+ * of a read fall in different banks). A B operand whose k runs along those rows (Q K^T,
+ * dO V^T, K Q^T, V dO^T) is read as 32-bit words; one whose k runs down them (P V,
+ * dS K, P^T dO, dS^T Q) with ldmatrix's transposing load.
+ * Head dimensions: D % 4 == 0 and D <= 128 (cuda_flash_supports).
+ * The kernels only (device code in C++ with the primitives of cuda_mma.cuh), so
+ * tests/test_cuda_flash_emu.cc can run them on CPU threads; cuda_flash.cu launches them.
+ */
+#ifndef LIBRA_CUDA_FLASH_KERNELS_CUH
+#define LIBRA_CUDA_FLASH_KERNELS_CUH
+
+#include "cuda_mma.cuh"
+
+#ifndef FL_WARPS /* a build may try another (-DFL_WARPS=8); every kernel follows it */
+#define FL_WARPS 4
+#endif
+#define FL_THREADS (32 * FL_WARPS)
+#define FL_ROWS (16 * FL_WARPS) /* query rows of a forward / dq block */
+#define FL_KEYS 64              /* keys per tile, forward */
+#define FL_BKEYS 32             /* keys per tile, dq pass */
+#define FL_BROWS 32             /* query rows per tile, dk/dv pass */
+#define FL_LOG2E 1.4426950408889634f
+
+__device__ static inline uint32_t pack2(float lo, float hi)
+{
+    return (uint32_t)f32_to_bf16_rne(lo) | ((uint32_t)f32_to_bf16_rne(hi) << 16);
+}
+
+__device__ static inline uint32_t word(const uint16_t *p) { return *(const uint32_t *)p; }
+
+/* Starts copying rows r0 .. r0 + n - 1 (zero past `rows`) of a bf16 matrix of row
+ * stride ld whose DP columns start at x, into shared memory rows of DP + 8. */
+template <int DP>
+__device__ static void stage(uint16_t *sm, const uint16_t *x, size_t ld, int r0, int n, int rows)
+{
+    for (int e = threadIdx.x; e < n * (DP / 8); e += FL_THREADS) {
+        int r = e / (DP / 8), c = (e % (DP / 8)) * 8, ok = r0 + r < rows;
+        cp16(sm + r * (DP + 8) + c, x + (size_t)(ok ? r0 + r : 0) * ld + c, ok);
+    }
+}
+
+/* The B fragments of two n-tiles (columns n0 .. n0 + 15) over k rows k0 .. k0 + 15 of
+ * a (row, column) bf16 tile of row stride RS, where the product's k runs down the
+ * tile's rows (P V, dS K, P^T dO, dS^T Q): ldmatrix with transposition; b[0], b[1] of
+ * the first n-tile, b[2], b[3] of the second. */
+template <int RS>
+__device__ static inline void load_bt(uint32_t b[4], const uint16_t *tile, int k0, int n0)
+{
+    int lane = threadIdx.x & 31;
+    int row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, col = n0 + (lane >> 4) * 8;
+    ldsm_x4_trans(b, tile + row * RS + col);
+}
+
+/* The A fragment of columns 16 kk .. 16 kk + 15 of a 16-row accumulator (c[n]: the
+ * n-tiles of 8 columns), rounded to bf16: P or dS feeds the next product from the
+ * registers. */
+__device__ static inline void acc_to_a(uint32_t a[4], const float (*c)[4], int kk)
+{
+    a[0] = pack2(c[2 * kk][0], c[2 * kk][1]);
+    a[1] = pack2(c[2 * kk][2], c[2 * kk][3]);
+    a[2] = pack2(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[3] = pack2(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+/* acc[n] += a x (rows k0 .. k0 + 15 of a bf16 tile of row stride RS), for the NO
+ * n-tiles of its columns. */
+template <int NO, int RS>
+__device__ static inline void mma_rows(float (*acc)[4], const uint32_t a[4], const uint16_t *tile,
+                                       int k0)
+{
+#pragma unroll
+    for (int n = 0; n < NO; n += 2) {
+        uint32_t b[4];
+        load_bt<RS>(b, tile, k0, 8 * n);
+        mma16816(acc[n], a, b[0], b[1]);
+        mma16816(acc[n + 1], a, b[2], b[3]);
+    }
+}
+
+/* The A fragments of 16 rows (ra = row0 + g, rb = ra + 8) of a bf16 matrix of row
+ * stride ld whose DP columns start at x (zero past `rows`). */
+template <int DP>
+__device__ static void load_a(uint32_t a[DP / 16][4], const uint16_t *x, size_t ld, int ra,
+                              int rows)
+{
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; kk++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                int row = ra + 8 * r;
+                a[kk][2 * half + r] =
+                    row < rows ? word(x + (size_t)row * ld + 16 * kk + 2 * t + 8 * half) : 0u;
+            }
+}
+
+/* The highest q_pos of rows r0 .. r0 + n - 1 (below nq), for the whole block. */
+__device__ static int block_max_pos(const int32_t *q_pos, int r0, int n, int nq)
+{
+    __shared__ int s_max;
+    if (threadIdx.x == 0) {
+        int m = 0;
+        for (int r = r0; r < r0 + n && r < nq; r++) m = q_pos[r] > m ? q_pos[r] : m;
+        s_max = m;
+    }
+    __syncthreads();
+    int m = s_max;
+    __syncthreads();
+    return m;
+}
+
+/* Double-buffered tiles of KEYS keys: kv_first starts tile 0's copy into buffer 0;
+ * kv_ready, at iteration `it`, starts tile it + 1's copy into the other buffer (when
+ * there is one), waits for tile it and syncs the block. The caller syncs again after
+ * computing, before the next kv_ready refills that buffer. */
+template <int DP, int KEYS>
+__device__ static void kv_first(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *kh,
+                                const uint16_t *vh, size_t ldk, int nk)
+{
+    stage<DP>(kbuf, kh, ldk, 0, KEYS, nk);
+    stage<DP>(vbuf, vh, ldk, 0, KEYS, nk);
+    cp_commit();
+}
+
+template <int DP, int KEYS>
+__device__ static void kv_ready(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *kh,
+                                const uint16_t *vh, size_t ldk, int nk, int it, int tiles)
+{
+    if (it + 1 < tiles) {
+        size_t nb = (size_t)((it + 1) & 1) * KEYS * (DP + 8);
+        stage<DP>(kbuf + nb, kh, ldk, (it + 1) * KEYS, KEYS, nk);
+        stage<DP>(vbuf + nb, vh, ldk, (it + 1) * KEYS, KEYS, nk);
+        cp_commit();
+        cp_wait<1>();
+    } else {
+        cp_wait<0>();
+    }
+    __syncthreads();
+}
+
+/* ---- forward ---- */
+/* A thread's online-softmax state for its two rows (ra, rb): running maxima (log2
+ * units) and its part of the running sums. */
+struct row_state {
+    float ma, mb, la, lb;
+};
+
+/* One tile of FL_KEYS keys (from j0) for the warp's 16 rows: S = Q K^T from the staged
+ * K rows, masked by the rows' positions (pa, pb), the online softmax, O += P V. */
+template <int DP>
+__device__ static inline void fwd_tile(float (*o)[4], const uint32_t (*qa)[4], const uint16_t *ks,
+                                       const uint16_t *vs, int j0, int pa, int pb, float scale2,
+                                       struct row_state &st)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_KEYS / 8, RS = DP + 8;
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float s[NS][4];
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++)
+            mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
+    }
+    float ta = -INFINITY, tb = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NS; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int key = j0 + 8 * n + 2 * t + (i & 1);
+            float x = key <= (i < 2 ? pa : pb) ? s[n][i] * scale2 : -INFINITY;
+            s[n][i] = x;
+            if (i < 2) ta = fmaxf(ta, x);
+            else tb = fmaxf(tb, x);
+        }
+    for (int off = 1; off < 4; off *= 2) {
+        ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, off));
+        tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, off));
+    }
+    /* key 0 <= pos for every row, and tile 0 comes first: the maxima are finite */
+    float na = fmaxf(st.ma, ta), nb = fmaxf(st.mb, tb);
+    float ka = exp2f(st.ma - na), kb = exp2f(st.mb - nb);
+    st.ma = na;
+    st.mb = nb;
+    st.la *= ka;
+    st.lb *= kb;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        o[n][0] *= ka;
+        o[n][1] *= ka;
+        o[n][2] *= kb;
+        o[n][3] *= kb;
+    }
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+        s[n][0] = exp2f(s[n][0] - na);
+        s[n][1] = exp2f(s[n][1] - na);
+        s[n][2] = exp2f(s[n][2] - nb);
+        s[n][3] = exp2f(s[n][3] - nb);
+        st.la += s[n][0] + s[n][1];
+        st.lb += s[n][2] + s[n][3];
+    }
+#pragma unroll
+    for (int kk = 0; kk < FL_KEYS / 16; kk++) {
+        uint32_t pa4[4];
+        acc_to_a(pa4, s, kk);
+        mma_rows<NO, RS>(o, pa4, vs, 16 * kk);
+    }
+}
+
+/* O / l of the thread's rows into out (nq, H*D) float32, and their log-sum-exps. */
+template <int DP>
+__device__ static inline void fwd_store(float *out, float *lse, float (*o)[4], struct row_state st,
+                                        int ra, int rb, int nq, int h, int H, int D)
+{
+    constexpr int NO = DP / 8;
+    int t = threadIdx.x & 3;
+    for (int off = 1; off < 4; off *= 2) {
+        st.la += __shfl_xor_sync(0xffffffffu, st.la, off);
+        st.lb += __shfl_xor_sync(0xffffffffu, st.lb, off);
+    }
+    size_t ldo = (size_t)H * D;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        int c = 8 * n + 2 * t;
+        if (c >= D) continue;
+        if (ra < nq)
+            *(float2 *)(out + (size_t)ra * ldo + h * D + c) =
+                make_float2(o[n][0] / st.la, o[n][1] / st.la);
+        if (rb < nq)
+            *(float2 *)(out + (size_t)rb * ldo + h * D + c) =
+                make_float2(o[n][2] / st.lb, o[n][3] / st.lb);
+    }
+    if (lse && t == 0) { /* natural log: lse = ln(2^m l) */
+        if (ra < nq) lse[(size_t)ra * H + h] = st.ma / FL_LOG2E + logf(st.la);
+        if (rb < nq) lse[(size_t)rb * H + h] = st.mb / FL_LOG2E + logf(st.lb);
+    }
+}
+
+template <int DP>
+static size_t fwd_smem(void)
+{
+    return sizeof(uint16_t) * 4 * FL_KEYS * (DP + 8); /* K and V, two buffers */
+}
+
+template <int DP>
+__global__ static void __launch_bounds__(FL_THREADS)
+    flash_fwd_k(float *out, float *lse, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                const int32_t *q_pos, int nq, int nk, int H, int K, int D, float scale2)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, RS = DP + 8;
+    MMA_DYN_SMEM(fl_smem);
+    uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_KEYS * RS;
+    int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    int h = blockIdx.y, kvh = h / (H / K);
+    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    /* rows past nq attend key 0 only (finite, never stored) */
+    int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
+    int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
+    size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
+    const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
+    kv_first<DP, FL_KEYS>(kbuf, vbuf, kh, vh, ldk, nk);
+    uint32_t qa[NK][4];
+    load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
+
+    for (int it = 0; it < tiles; it++) {
+        kv_ready<DP, FL_KEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
+        fwd_tile<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS,
+                     it * FL_KEYS, pa, pb, scale2, st);
+        __syncthreads(); /* this buffer is refilled by the next iteration */
+    }
+    fwd_store<DP>(out, lse, o, st, ra, rb, nq, h, H, D);
+}
+
+/* ---- prefill over a paged KV cache ---- */
+/* Stages keys j0 .. j0 + FL_KEYS - 1 (zero past last) of kv head kvh from a bf16 pool
+ * of blocks of P tokens -- key j at pool row table[j / P] P + j % P, (row K + kvh) D --
+ * as bf16 rows of DP + 8: four values (8 bytes; D is a multiple of 4) a copy. */
+template <int DP>
+__device__ static void stage_paged(uint16_t *sm, const uint16_t *pool, const int32_t *table,
+                                   int kvh, int K, int D, int P, int j0, int last)
+{
+    for (int e = threadIdx.x; e < FL_KEYS * (DP / 4); e += FL_THREADS) {
+        int r = e / (DP / 4), c = (e % (DP / 4)) * 4, j = j0 + r;
+        uint2 f = make_uint2(0u, 0u);
+        if (j <= last && c < D) {
+            size_t row = (size_t)table[j / P] * P + (size_t)(j % P);
+            f = *(const uint2 *)(pool + (row * K + kvh) * D + c);
+        }
+        *(uint2 *)(sm + r * (DP + 8) + c) = f;
+    }
+}
+
+/* The A fragments of 16 rows (ra, rb = ra + 8) of a float32 matrix of row stride ld
+ * whose D columns start at x (zero past D and past `rows`), rounded to bf16. */
+template <int DP>
+__device__ static void load_a_f32(uint32_t a[DP / 16][4], const float *x, size_t ld, int ra,
+                                  int rows, int D)
+{
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; kk++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                int row = ra + 8 * r, c = 16 * kk + 2 * t + 8 * half;
+                float2 f = make_float2(0.0f, 0.0f);
+                if (row < rows && c < D) f = *(const float2 *)(x + (size_t)row * ld + c);
+                a[kk][2 * half + r] = pack2(f.x, f.y);
+            }
+}
+
+/* The rows of one sequence (a prefill chunk) against that sequence's keys 0 .. q_pos[i]
+ * in the pool: flash_fwd_k's tiles, staged from the bf16 pool through the block table
+ * (one buffer). */
+template <int DP>
+__global__ static void __launch_bounds__(FL_THREADS)
+    flash_paged_k(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
+                  const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P,
+                  float scale2)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, RS = DP + 8;
+    __shared__ __align__(16) uint16_t ks[FL_KEYS * RS];
+    __shared__ __align__(16) uint16_t vs[FL_KEYS * RS];
+    int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+    int h = blockIdx.y, kvh = h / (H / K);
+    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
+    int last = block_max_pos(q_pos, r0, FL_ROWS, nq);
+    uint32_t qa[NK][4];
+    load_a_f32<DP>(qa, q + (size_t)h * D, (size_t)H * D, ra, nq, D);
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
+    for (int j0 = 0; j0 <= last; j0 += FL_KEYS) {
+        __syncthreads(); /* the previous tile is read */
+        stage_paged<DP>(ks, k_pool, table, kvh, K, D, P, j0, last);
+        stage_paged<DP>(vs, v_pool, table, kvh, K, D, P, j0, last);
+        __syncthreads();
+        fwd_tile<DP>(o, qa, ks, vs, j0, pa, pb, scale2, st);
+    }
+    fwd_store<DP>(out, NULL, o, st, ra, rb, nq, h, H, D);
+}
+
+/* ---- backward ---- */
+__global__ static void flash_delta_k(float *delta, const float *dout, const float *o, int nq,
+                                     int H, int D)
+{
+    int lane = threadIdx.x & 31;
+    long long task = (long long)blockIdx.x * FL_WARPS + (threadIdx.x >> 5);
+    if (task >= (long long)nq * H) return; /* the whole warp */
+    const float *a = dout + (size_t)task * D, *b = o + (size_t)task * D;
+    float s = 0.0f;
+    for (int d = lane; d < D; d += 32) s += a[d] * b[d];
+    for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) delta[task] = s;
+}
+
+template <int DP>
+static size_t dq_smem(void)
+{
+    return sizeof(uint16_t) * 4 * FL_BKEYS * (DP + 8); /* K and V, two buffers */
+}
+
+template <int DP>
+__global__ static void __launch_bounds__(FL_THREADS)
+    flash_dq_k(float *dq, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
+               const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
+               int nq, int nk, int H, int K, int D, float scale)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BKEYS / 8, RS = DP + 8;
+    MMA_DYN_SMEM(fl_smem);
+    uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_BKEYS * RS;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, kvh = h / (H / K);
+    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    int pa = ra < nq ? q_pos[ra] : -1, pb = rb < nq ? q_pos[rb] : -1; /* -1: no key */
+    float scale2 = scale * FL_LOG2E;
+    float lsa = ra < nq ? lse[(size_t)ra * H + h] * FL_LOG2E : 0.0f;
+    float lsb = rb < nq ? lse[(size_t)rb * H + h] * FL_LOG2E : 0.0f;
+    float dla = ra < nq ? delta[(size_t)ra * H + h] : 0.0f;
+    float dlb = rb < nq ? delta[(size_t)rb * H + h] : 0.0f;
+    int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_BKEYS + 1;
+    size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
+    const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
+    kv_first<DP, FL_BKEYS>(kbuf, vbuf, kh, vh, ldk, nk);
+    uint32_t qa[NK][4], da[NK][4];
+    load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
+    load_a<DP>(da, dout + (size_t)h * DP, ldq, ra, nq);
+    float acc[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+
+    for (int it = 0; it < tiles; it++) {
+        int j0 = it * FL_BKEYS;
+        kv_ready<DP, FL_BKEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
+        const uint16_t *ks = kbuf + (it & 1) * FL_BKEYS * RS, *vs = vbuf + (it & 1) * FL_BKEYS * RS;
+        float s[NS][4], dp[NS][4];
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
+            const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
+            const uint16_t *vr = vs + (8 * n + g) * RS + 2 * t;
+#pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
+                mma16816(dp[n], da[kk], word(vr + 16 * kk), word(vr + 16 * kk + 8));
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) { /* s becomes dS */
+                int key = j0 + 8 * n + 2 * t + (i & 1);
+                float p = key <= (i < 2 ? pa : pb)
+                              ? exp2f(s[n][i] * scale2 - (i < 2 ? lsa : lsb)) : 0.0f;
+                s[n][i] = p * (dp[n][i] - (i < 2 ? dla : dlb));
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < FL_BKEYS / 16; kk++) {
+            uint32_t a4[4];
+            acc_to_a(a4, s, kk);
+            mma_rows<NO, RS>(acc, a4, ks, 16 * kk);
+        }
+        __syncthreads(); /* this buffer is refilled by the next iteration */
+    }
+    size_t ldo = (size_t)H * D;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        int c = 8 * n + 2 * t;
+        if (c >= D) continue;
+        if (ra < nq) {
+            float2 *p = (float2 *)(dq + (size_t)ra * ldo + h * D + c);
+            float2 x = *p;
+            *p = make_float2(x.x + scale * acc[n][0], x.y + scale * acc[n][1]);
+        }
+        if (rb < nq) {
+            float2 *p = (float2 *)(dq + (size_t)rb * ldo + h * D + c);
+            float2 x = *p;
+            *p = make_float2(x.x + scale * acc[n][2], x.y + scale * acc[n][3]);
+        }
+    }
+}
+
+/* dk/dv: shared memory (dynamic): K and V of the block's FL_ROWS keys, then two
+ * buffers of a query tile's Q and dO, all as (row, d) bf16 rows, and per buffer the
+ * tile's positions, lse (log2 units) and delta. */
+template <int DP>
+static size_t dkv_smem(void)
+{
+    return sizeof(uint16_t) * (2 * FL_ROWS * (DP + 8) + 4 * FL_BROWS * (DP + 8)) +
+           2 * FL_BROWS * (sizeof(int) + 2 * sizeof(float));
+}
+
+/* The first query row at or after which some row attends key j0 (nq if none): the
+ * dk/dv block starts its query tiles there (rows before it see none of its keys). */
+__device__ static int first_row_seeing(const int32_t *q_pos, int nq, int j0)
+{
+    __shared__ int s_first;
+    if (threadIdx.x == 0) s_first = nq;
+    __syncthreads();
+    for (int i = threadIdx.x; i < nq; i += FL_THREADS)
+        if (q_pos[i] >= j0) {
+            atomicMin(&s_first, i);
+            break;
+        }
+    __syncthreads();
+    int f = s_first;
+    __syncthreads();
+    return f;
+}
+
+template <int DP>
+__global__ static void __launch_bounds__(FL_THREADS)
+    flash_dkv_k(float *dk, float *dv, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
+                const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
+                int nq, int nk, int H, int K, int D, float scale)
+{
+    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BROWS / 8, RS = DP + 8;
+    MMA_DYN_SMEM(fl_smem);
+    uint16_t *ks = (uint16_t *)fl_smem, *vs = ks + FL_ROWS * RS;
+    uint16_t *qbuf = vs + FL_ROWS * RS, *dbuf = qbuf + 2 * FL_BROWS * RS;
+    int *pbuf = (int *)(dbuf + 2 * FL_BROWS * RS);
+    float *lbuf = (float *)(pbuf + 2 * FL_BROWS), *dlbuf = lbuf + 2 * FL_BROWS;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int kvh = blockIdx.y, rep = H / K;
+    int j0 = blockIdx.x * FL_ROWS, ka = j0 + 16 * warp + g, kb = ka + 8; /* this thread's keys */
+    float scale2 = scale * FL_LOG2E;
+    size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
+    /* query tiles: for each head of the group, rows i_lo, i_lo + FL_BROWS, .. < nq */
+    int i_lo = first_row_seeing(q_pos, nq, j0) / FL_BROWS * FL_BROWS;
+    int per_head = (nq - i_lo + FL_BROWS - 1) / FL_BROWS, tiles = rep * per_head;
+    stage<DP>(ks, k + (size_t)kvh * DP, ldk, j0, FL_ROWS, nk);
+    stage<DP>(vs, v + (size_t)kvh * DP, ldk, j0, FL_ROWS, nk);
+    cp_commit(); /* done before tile 0 is computed (at most tile 1 still in flight) */
+    float dka[NO][4], dva[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
+    const uint16_t *kw = ks + (16 * warp + g) * RS + 2 * t, *vw = vs + (16 * warp + g) * RS + 2 * t;
+
+    for (int it = 0; it <= tiles; it++) {
+        /* iteration it starts the copy of tile it and computes tile it - 1 */
+        if (it < tiles) {
+            int b = it & 1, h = kvh * rep + it / per_head, i0 = i_lo + (it % per_head) * FL_BROWS;
+            stage<DP>(qbuf + b * FL_BROWS * RS, q + (size_t)h * DP, ldq, i0, FL_BROWS, nq);
+            stage<DP>(dbuf + b * FL_BROWS * RS, dout + (size_t)h * DP, ldq, i0, FL_BROWS, nq);
+            cp_commit();
+            if (threadIdx.x < FL_BROWS) {
+                int i = i0 + (int)threadIdx.x, in = i < nq;
+                pbuf[b * FL_BROWS + threadIdx.x] = in ? q_pos[i] : -1; /* -1: no key */
+                lbuf[b * FL_BROWS + threadIdx.x] = in ? lse[(size_t)i * H + h] * FL_LOG2E : 0.0f;
+                dlbuf[b * FL_BROWS + threadIdx.x] = in ? delta[(size_t)i * H + h] : 0.0f;
+            }
+        }
+        if (it == 0) continue;
+        if (it < tiles) cp_wait<1>();
+        else cp_wait<0>();
+        __syncthreads();
+        int b = (it - 1) & 1;
+        const uint16_t *qs = qbuf + b * FL_BROWS * RS, *dos = dbuf + b * FL_BROWS * RS;
+        const int *s_pos = pbuf + b * FL_BROWS;
+        const float *s_lse = lbuf + b * FL_BROWS, *s_dl = dlbuf + b * FL_BROWS;
+        float s[NS][4], dp[NS][4]; /* (keys ka/kb, rows 8n + 2t ..) */
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
+            const uint16_t *qr = qs + (8 * n + g) * RS + 2 * t;
+            const uint16_t *dr = dos + (8 * n + g) * RS + 2 * t;
+#pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                uint32_t kfr[4] = {word(kw + 16 * kk), word(kw + 8 * RS + 16 * kk),
+                                   word(kw + 16 * kk + 8), word(kw + 8 * RS + 16 * kk + 8)};
+                uint32_t vfr[4] = {word(vw + 16 * kk), word(vw + 8 * RS + 16 * kk),
+                                   word(vw + 16 * kk + 8), word(vw + 8 * RS + 16 * kk + 8)};
+                mma16816(s[n], kfr, word(qr + 16 * kk), word(qr + 16 * kk + 8));
+                mma16816(dp[n], vfr, word(dr + 16 * kk), word(dr + 16 * kk + 8));
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) { /* s becomes P^T, dp becomes dS^T */
+                int row = 8 * n + 2 * t + (e & 1), key = e < 2 ? ka : kb;
+                float p = key <= s_pos[row] ? exp2f(s[n][e] * scale2 - s_lse[row]) : 0.0f;
+                s[n][e] = p;
+                dp[n][e] = p * (dp[n][e] - s_dl[row]);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < FL_BROWS / 16; kk++) {
+            uint32_t pa4[4], ds4[4];
+            acc_to_a(pa4, s, kk);
+            acc_to_a(ds4, dp, kk);
+            mma_rows<NO, RS>(dva, pa4, dos, 16 * kk);
+            mma_rows<NO, RS>(dka, ds4, qs, 16 * kk);
+        }
+        __syncthreads(); /* this buffer is refilled by the next iteration */
+    }
+    cp_wait<0>(); /* no tile at all: K and V still land before the block ends */
+    size_t ldo = (size_t)K * D;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        int c = 8 * n + 2 * t;
+        if (c >= D) continue;
+        for (int half = 0; half < 2; half++) {
+            int key = half ? kb : ka;
+            if (key >= nk) continue;
+            float2 *pk = (float2 *)(dk + (size_t)key * ldo + kvh * D + c);
+            float2 *pv = (float2 *)(dv + (size_t)key * ldo + kvh * D + c);
+            float2 x = *pk, y = *pv;
+            *pk = make_float2(x.x + scale * dka[n][2 * half], x.y + scale * dka[n][2 * half + 1]);
+            *pv = make_float2(y.x + dva[n][2 * half], y.y + dva[n][2 * half + 1]);
+        }
+    }
+}
+
+/* ---- the bf16 copies ---- */
+/* dst (rows, DP) = src (rows, D) rounded to bf16, zero past D. */
+__global__ static void to_bf16_pad_k(uint16_t *dst, const float *src, long long rows, int D,
+                                     int DP)
+{
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= rows * DP) return;
+    long long r = e / DP;
+    int d = (int)(e % DP);
+    dst[e] = d < D ? f32_to_bf16_rne(src[r * D + d]) : (uint16_t)0;
+}
+
+#endif

@@ -1,0 +1,395 @@
+/*
+ * The tensor-core attention kernels (src/device/cuda/cuda_flash_kernels.cuh: flash_fwd,
+ * flash_bwd's delta / dq / dk-dv passes, the paged prefill, the bf16 copies) compiled
+ * as C++ and run on CPU threads (tests/cuda_block_emu.h), with the warp-level
+ * primitives of cuda_mma.cuh emulated here as the PTX ISA defines them:
+ *   mma16816       the warp's 32 lanes exchange their fragments (A 16 x 16, B 16 x 8,
+ *                  bf16; C 16 x 8 float32); each lane forms its four outputs, C plus
+ *                  the exact products summed in k order
+ *   ldsm_x4_trans  four 8 x 8 bf16 matrices from the lanes' row addresses (16-byte
+ *                  aligned, checked), transposed into each lane's registers
+ *   cp16 / cp_commit / cp_wait   copies queued per thread and carried out only at the
+ *                  wait that lets them land (a kernel reading a tile it has not waited
+ *                  for reads old memory here too); addresses 16-byte aligned; none may
+ *                  be in flight when a block ends
+ * against the CPU references (attn_forward / attn_backward on bf16-rounded inputs), with
+ * test_cuda's bounds: forward and prefill 1e-2 of the largest, lse 1e-4, backward 2e-2.
+ * A kernel that passes here has its indexing, fragments, tiles, masks, online softmax
+ * and pipelining right, with FL_WARPS as built (make check builds it once with the
+ * default and once with -DFL_WARPS=8); its speed and the hardware's own rounding of
+ * the products' sums need a GPU (test_cuda).
+ */
+#define _POSIX_C_SOURCE 200809L /* pthread barriers */
+
+#include <math.h>
+
+#include "cuda_block_emu.h"
+extern "C" {
+#include "libra/cpu_ops.h"
+#include "libra/safetensors.h"
+#include "testutil.h"
+}
+
+#include "../src/device/cuda/cuda_device.cuh"
+
+/* ---- the primitives of cuda_mma.cuh, emulated ---- */
+#define LIBRA_CUDA_MMA_CUH
+#define __launch_bounds__(n)
+#define __align__(n) __attribute__((aligned(n)))
+
+struct float2 {
+    float x, y;
+};
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+struct uint2 {
+    unsigned x, y;
+};
+static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+
+static int emu_faults; /* broken rules of the primitives, counted (reported by each test) */
+static void emu_fault(const char *what)
+{
+    if (__atomic_fetch_add(&emu_faults, 1, __ATOMIC_SEQ_CST) < 5)
+        fprintf(stderr, "\nemulated primitive: %s (thread %u, block %u,%u)\n", what, threadIdx.x,
+                blockIdx.x, blockIdx.y);
+}
+
+/* a warp's exchange: A fragments, B fragments, ldmatrix row addresses */
+static struct {
+    uint32_t a[32][4], b[32][2];
+    const uint16_t *row[32];
+} emu_warp[EMU_MAX_THREADS / 32];
+
+static void emu_warp_sync(void) { pthread_barrier_wait(&emu_warp_barrier[threadIdx.x / 32]); }
+
+static inline float half_of(uint32_t w, int hi)
+{
+    return bf16_to_f32((uint16_t)(hi ? w >> 16 : w & 0xffffu));
+}
+
+/* A (row r, k) lives in lane (r % 8) 4 + (k % 8) / 2, register (r / 8) + 2 (k / 8);
+ * B (k, column n) in lane 4 n + (k % 8) / 2, register k / 8; the lower k in the low half. */
+static inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    unsigned lane = threadIdx.x & 31;
+    auto &x = emu_warp[threadIdx.x / 32];
+    for (int i = 0; i < 4; i++) x.a[lane][i] = a[i];
+    x.b[lane][0] = b0;
+    x.b[lane][1] = b1;
+    emu_warp_sync();
+    int g = (int)lane >> 2, t = (int)lane & 3;
+    float d[4];
+    for (int i = 0; i < 4; i++) {
+        int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
+        float s = c[i];
+        for (int k = 0; k < 16; k++)
+            s += half_of(x.a[(r & 7) * 4 + (k & 7) / 2][(r >> 3) + 2 * (k >> 3)], k & 1) *
+                 half_of(x.b[n * 4 + (k & 7) / 2][k >> 3], k & 1);
+        d[i] = s;
+    }
+    emu_warp_sync();
+    for (int i = 0; i < 4; i++) c[i] = d[i];
+}
+
+/* Matrix m's row r is the 8 values at lane 8 m + r's address; lane l gets (2 (l % 4),
+ * l / 4) and (2 (l % 4) + 1, l / 4) of each. */
+static inline void ldsm_x4_trans(uint32_t b[4], const uint16_t *p)
+{
+    unsigned lane = threadIdx.x & 31;
+    auto &x = emu_warp[threadIdx.x / 32];
+    if ((uintptr_t)p % 16) emu_fault("ldmatrix row address not 16-byte aligned");
+    x.row[lane] = p;
+    emu_warp_sync();
+    int r = 2 * (int)(lane & 3), c = (int)lane >> 2;
+    for (int m = 0; m < 4; m++)
+        b[m] = (uint32_t)x.row[8 * m + r][c] | (uint32_t)x.row[8 * m + r + 1][c] << 16;
+    emu_warp_sync();
+}
+
+/* cp.async: this thread's copies in order, and where each committed group ends */
+enum { EMU_CP_MAX = 512, EMU_CP_GROUPS = 16 };
+struct emu_cp {
+    uint16_t *dst;
+    const uint16_t *src;
+    int valid;
+};
+static thread_local emu_cp cp_q[EMU_CP_MAX];
+static thread_local int cp_n, cp_end[EMU_CP_GROUPS], cp_groups;
+
+static inline void cp16(uint16_t *dst, const uint16_t *src, int valid)
+{
+    if ((uintptr_t)dst % 16 || (uintptr_t)src % 16) emu_fault("cp.async address not 16-byte aligned");
+    if (cp_n == EMU_CP_MAX) {
+        emu_fault("too many copies in flight");
+        return;
+    }
+    cp_q[cp_n++] = emu_cp{dst, src, valid};
+}
+
+static inline void cp_commit(void)
+{
+    if (cp_groups == EMU_CP_GROUPS) {
+        emu_fault("too many copy groups in flight");
+        return;
+    }
+    cp_end[cp_groups++] = cp_n;
+}
+
+/* The oldest groups land until at most n committed groups are in flight. */
+template <int n>
+static inline void cp_wait(void)
+{
+    int land = cp_groups - n;
+    if (land <= 0) return;
+    int upto = cp_end[land - 1];
+    for (int i = 0; i < upto; i++) {
+        if (cp_q[i].valid)
+            memcpy(cp_q[i].dst, cp_q[i].src, 16);
+        else
+            memset(cp_q[i].dst, 0, 16);
+    }
+    memmove(cp_q, cp_q + upto, (size_t)(cp_n - upto) * sizeof cp_q[0]);
+    cp_n -= upto;
+    for (int g = land; g < cp_groups; g++) cp_end[g - land] = cp_end[g] - upto;
+    cp_groups -= land;
+}
+
+/* a block's dynamic shared memory (the H100's 227 KiB at most), and the copies it left */
+enum { EMU_SMEM = 227 * 1024 };
+alignas(16) static unsigned char emu_smem[EMU_SMEM];
+#define MMA_DYN_SMEM(name) unsigned char *name = emu_smem
+
+static void block_end(void)
+{
+    if (cp_n || cp_groups) emu_fault("copies still in flight at the block's end");
+    cp_n = cp_groups = 0;
+}
+
+#pragma GCC diagnostic ignored "-Wunused-function" /* the size helpers of other passes */
+#include "../src/device/cuda/cuda_flash_kernels.cuh"
+
+/* ---- launches ---- */
+struct args {
+    int nq, nk, H, K, D, DP, P;
+    float *out, *lse, *delta, *dq, *dk, *dv;
+    const float *fq, *fo, *fdo;
+    const uint16_t *q, *k, *v, *dout, *kp, *vp;
+    const int32_t *pos, *table;
+    uint16_t *dst;
+    const float *src;
+    long long rows;
+};
+
+template <int DP>
+static void fwd_body(void *p)
+{
+    const args *a = (const args *)p;
+    flash_fwd_k<DP>(a->out, a->lse, a->q, a->k, a->v, a->pos, a->nq, a->nk, a->H, a->K, a->D,
+                    FL_LOG2E / sqrtf((float)a->D));
+    block_end();
+}
+template <int DP>
+static void dq_body(void *p)
+{
+    const args *a = (const args *)p;
+    flash_dq_k<DP>(a->dq, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->nq, a->nk,
+                   a->H, a->K, a->D, 1.0f / sqrtf((float)a->D));
+    block_end();
+}
+template <int DP>
+static void dkv_body(void *p)
+{
+    const args *a = (const args *)p;
+    flash_dkv_k<DP>(a->dk, a->dv, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->nq,
+                    a->nk, a->H, a->K, a->D, 1.0f / sqrtf((float)a->D));
+    block_end();
+}
+template <int DP>
+static void paged_body(void *p)
+{
+    const args *a = (const args *)p;
+    flash_paged_k<DP>(a->out, a->fq, a->kp, a->vp, a->table, a->pos, a->nq, a->H, a->K, a->D,
+                      a->P, FL_LOG2E / sqrtf((float)a->D));
+    block_end();
+}
+static void delta_body(void *p)
+{
+    const args *a = (const args *)p;
+    flash_delta_k(a->delta, a->fdo, a->fo, a->nq, a->H, a->D);
+}
+static void pad_body(void *p)
+{
+    const args *a = (const args *)p;
+    to_bf16_pad_k(a->dst, a->src, a->rows, a->D, a->DP);
+}
+
+typedef void (*body_fn)(void *);
+#define BY_DP(DP, fn)                                                                        \
+    ((DP) == 32 ? fn<32> : (DP) == 64 ? fn<64> : (DP) == 80 ? fn<80> : fn<128>)
+
+static unsigned blocks(long long n, int per) { return (unsigned)((n + per - 1) / per); }
+
+/* src (rows, D) float32 as (rows, DP) bf16, zero-padded, by the kernel. */
+static uint16_t *padded(const float *src, long long rows, int D, int DP)
+{
+    uint16_t *dst = (uint16_t *)malloc((size_t)(rows * DP) * sizeof *dst);
+    args a = {};
+    a.dst = dst, a.src = src, a.rows = rows, a.D = D, a.DP = DP;
+    emu_launch(blocks(rows * DP, 256), 256, pad_body, &a);
+    return dst;
+}
+
+/* Values that bf16 holds exactly, so the reference sees the kernels' inputs. */
+static void fill_bf16(float *x, size_t n, uint64_t seed, float scale)
+{
+    test_fill_uniform(x, n, seed, scale);
+    for (size_t i = 0; i < n; i++) x[i] = st_bf16_to_f32(st_f32_to_bf16(x[i]));
+}
+
+static double largest_diff(const float *got, const float *ref, size_t n)
+{
+    double big = 0.0, d = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        big = fmax(big, fabs((double)ref[i]));
+        d = fmax(d, fabs((double)got[i] - ref[i]));
+    }
+    return big > 0.0 ? d / big : d;
+}
+
+static void expect_within(const char *what, const float *got, const float *ref, size_t n,
+                          double tol)
+{
+    double e = largest_diff(got, ref, n);
+    printf("[%s %.1e] ", what, e);
+    CU_ASSERT(e <= tol);
+}
+
+/* ---- the training kernels: forward, then the backward's three passes ---- */
+static void test_forward_backward(void)
+{
+    static const struct { int nq, nk, H, K, D, shuffled; } cases[] = {
+        {37, 37, 4, 2, 64, 0}, {70, 70, 2, 1, 24, 0}, {5, 50, 2, 2, 128, 0},
+        {29, 40, 2, 1, 80, 1}, {130, 130, 1, 1, 32, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
+        int DP = (D + 15) / 16 * 16;
+        size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * K * D, nr = (size_t)nq * H;
+        float *q = (float *)malloc(nqe * sizeof *q), *k = (float *)malloc(nke * sizeof *k);
+        float *v = (float *)malloc(nke * sizeof *v), *dout = (float *)malloc(nqe * sizeof *dout);
+        float *ref = (float *)malloc(nqe * sizeof *ref), *out = (float *)malloc(nqe * sizeof *out);
+        float *lse = (float *)malloc(nr * sizeof *lse), *ref_lse = (float *)malloc(nr * sizeof *lse);
+        float *delta = (float *)malloc(nr * sizeof *delta);
+        float *dq = (float *)malloc(nqe * sizeof *dq), *rdq = (float *)malloc(nqe * sizeof *dq);
+        float *dk = (float *)malloc(nke * sizeof *dk), *rdk = (float *)malloc(nke * sizeof *dk);
+        float *dv = (float *)malloc(nke * sizeof *dv), *rdv = (float *)malloc(nke * sizeof *dv);
+        float *scratch = (float *)malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
+        int32_t *pos = (int32_t *)malloc((size_t)nq * sizeof *pos);
+        int *ipos = (int *)malloc((size_t)nq * sizeof *ipos);
+        fill_bf16(q, nqe, 10 + c, 2.0f);
+        fill_bf16(k, nke, 20 + c, 2.0f);
+        fill_bf16(v, nke, 30 + c, 1.0f);
+        fill_bf16(dout, nqe, 40 + c, 1.0f);
+        test_fill_uniform(dq, nqe, 50 + c, 0.1f); /* the gradients accumulate */
+        test_fill_uniform(dk, nke, 60 + c, 0.1f);
+        test_fill_uniform(dv, nke, 70 + c, 0.1f);
+        memcpy(rdq, dq, nqe * sizeof *dq);
+        memcpy(rdk, dk, nke * sizeof *dk);
+        memcpy(rdv, dv, nke * sizeof *dv);
+        for (int i = 0; i < nq; i++)
+            pos[i] = ipos[i] = cases[c].shuffled ? (int)(((long)i * 37 + 11) % nk) : nk - nq + i;
+        test_attn_lse(ref_lse, q, k, ipos, nq, H, K, D);
+        attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        attn_backward(rdq, rdk, rdv, dout, q, k, v, ipos, nq, nk, H, K, D, scratch);
+
+        uint16_t *qb = padded(q, (long long)nq * H, D, DP), *kb = padded(k, (long long)nk * K, D, DP);
+        uint16_t *vb = padded(v, (long long)nk * K, D, DP);
+        uint16_t *db = padded(dout, (long long)nq * H, D, DP);
+        args a = {};
+        a.nq = nq, a.nk = nk, a.H = H, a.K = K, a.D = D, a.DP = DP;
+        a.out = out, a.lse = lse, a.delta = delta, a.dq = dq, a.dk = dk, a.dv = dv;
+        a.q = qb, a.k = kb, a.v = vb, a.dout = db, a.pos = pos, a.fo = out, a.fdo = dout;
+        emu_faults = 0;
+        emu_launch_2d(blocks(nq, FL_ROWS), (unsigned)H, FL_THREADS, BY_DP(DP, fwd_body), &a);
+        emu_launch(blocks((long long)nq * H, FL_WARPS), FL_THREADS, delta_body, &a);
+        emu_launch_2d(blocks(nq, FL_ROWS), (unsigned)H, FL_THREADS, BY_DP(DP, dq_body), &a);
+        emu_launch_2d(blocks(nk, FL_ROWS), (unsigned)K, FL_THREADS, BY_DP(DP, dkv_body), &a);
+        printf("\n    nq %d nk %d H %d K %d D %d%s: ", nq, nk, H, K, D,
+               cases[c].shuffled ? " (positions in no order)" : "");
+        expect_within("out", out, ref, nqe, 1e-2);
+        expect_within("lse", lse, ref_lse, nr, 1e-4);
+        expect_within("dq", dq, rdq, nqe, 2e-2);
+        expect_within("dk", dk, rdk, nke, 2e-2);
+        expect_within("dv", dv, rdv, nke, 2e-2);
+        CU_ASSERT_EQUAL(emu_faults, 0);
+        float *fb[] = {q, k, v, dout, ref, out, lse, ref_lse, delta, dq, rdq, dk, rdk, dv, rdv,
+                       scratch};
+        for (size_t i = 0; i < sizeof fb / sizeof fb[0]; i++) free(fb[i]);
+        free(qb), free(kb), free(vb), free(db), free(pos), free(ipos);
+    }
+}
+
+/* ---- the prefill over a paged pool: blocks in no order, a chunk after a prefix ---- */
+static void test_paged_prefill(void)
+{
+    enum { P = 16, NB = 12 };
+    static const struct { int nq, nk, H, K, D; } cases[] = {{20, 70, 4, 2, 64}, {9, 9, 2, 1, 24}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
+        int KD = K * D, DP = (D + 15) / 16 * 16;
+        size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * KD, pool_n = (size_t)NB * P * KD;
+        float *q = (float *)malloc(nqe * sizeof *q), *k = (float *)malloc(nke * sizeof *k);
+        float *v = (float *)malloc(nke * sizeof *v), *ref = (float *)malloc(nqe * sizeof *ref);
+        float *out = (float *)malloc(nqe * sizeof *out);
+        float *scratch = (float *)malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
+        uint16_t *kp = (uint16_t *)calloc(pool_n, sizeof *kp);
+        uint16_t *vp = (uint16_t *)calloc(pool_n, sizeof *vp);
+        int32_t table[NB], pos[64];
+        int ipos[64];
+        fill_bf16(q, nqe, 80 + c, 2.0f);
+        fill_bf16(k, nke, 90 + c, 2.0f);
+        fill_bf16(v, nke, 100 + c, 1.0f);
+        for (int b = 0; b < NB; b++) table[b] = (b * 5 + 3) % NB; /* 5 is prime to 12 */
+        for (int j = 0; j < nk; j++) {
+            size_t row = (size_t)table[j / P] * P + (size_t)(j % P);
+            for (int e = 0; e < KD; e++) {
+                kp[row * KD + (size_t)e] = st_f32_to_bf16(k[(size_t)j * KD + (size_t)e]);
+                vp[row * KD + (size_t)e] = st_f32_to_bf16(v[(size_t)j * KD + (size_t)e]);
+            }
+        }
+        for (int i = 0; i < nq; i++) pos[i] = ipos[i] = nk - nq + i;
+        attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        args a = {};
+        a.nq = nq, a.H = H, a.K = K, a.D = D, a.DP = DP, a.P = P;
+        a.out = out, a.fq = q, a.kp = kp, a.vp = vp, a.table = table, a.pos = pos;
+        emu_faults = 0;
+        emu_launch_2d(blocks(nq, FL_ROWS), (unsigned)H, FL_THREADS, BY_DP(DP, paged_body), &a);
+        printf("\n    nq %d nk %d H %d K %d D %d: ", nq, nk, H, K, D);
+        expect_within("out", out, ref, nqe, 1e-2);
+        CU_ASSERT_EQUAL(emu_faults, 0);
+        free(q), free(k), free(v), free(ref), free(out), free(scratch), free(kp), free(vp);
+    }
+}
+
+/* Each pass's dynamic shared memory fits the emulated block's (the H100's limit). */
+static void test_shared_memory(void)
+{
+    CU_ASSERT(fwd_smem<128>() <= EMU_SMEM);
+    CU_ASSERT(dq_smem<128>() <= EMU_SMEM);
+    CU_ASSERT(dkv_smem<128>() <= EMU_SMEM);
+    printf("[FL_WARPS %d: forward %zu, dq %zu, dk/dv %zu bytes at D 128] ", FL_WARPS,
+           fwd_smem<128>(), dq_smem<128>(), dkv_smem<128>());
+}
+
+int main(void)
+{
+    static const struct test_case tc[] = {
+        {"flash_fwd, flash_bwd (delta, dq, dk/dv) vs attn_forward / attn_backward",
+         test_forward_backward},
+        {"prefill_attn over a paged pool vs attn_forward", test_paged_prefill},
+        {"shared memory within a block's", test_shared_memory},
+        {NULL, NULL}};
+    static const struct test_suite suites[] = {
+        {"the CUDA tensor-core attention on CPU threads", tc}, {NULL, NULL}};
+    return test_main(suites);
+}
