@@ -6,8 +6,9 @@
  *   mma16816       the warp's 32 lanes exchange their fragments (A 16 x 16, B 16 x 8,
  *                  bf16; C 16 x 8 float32); each lane forms its four outputs, C plus
  *                  the exact products summed in k order
- *   ldsm_x4_trans  four 8 x 8 bf16 matrices from the lanes' row addresses (16-byte
- *                  aligned, checked), transposed into each lane's registers
+ *   ldsm_x4_trans, ldsm_x4, ldsm_x2   four (two) 8 x 8 bf16 matrices from the lanes'
+ *                  row addresses (16-byte aligned, checked) into each lane's registers,
+ *                  transposed or not
  *   cp16 / cp_commit / cp_wait   copies queued per thread and carried out only at the
  *                  wait that lets them land (a kernel reading a tile it has not waited
  *                  for reads old memory here too); addresses 16-byte aligned; none may
@@ -15,8 +16,8 @@
  * against the CPU references (attn_forward / attn_backward on bf16-rounded inputs), with
  * test_cuda's bounds: forward and prefill 1e-2 of the largest, lse 1e-4, backward 2e-2.
  * A kernel that passes here has its indexing, fragments, tiles, masks, online softmax
- * and pipelining right, with FL_WARPS as built (make check builds it once with the
- * default and once with -DFL_WARPS=8); its speed and the hardware's own rounding of
+ * and pipelining right, with FL_WARPS and FL_LDSM as built (make check builds it once
+ * with the defaults and once with -DFL_WARPS=8 -DFL_LDSM=1); its speed and the hardware's own rounding of
  * the products' sums need a GPU (test_cuda).
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers */
@@ -105,6 +106,24 @@ static inline void ldsm_x4_trans(uint32_t b[4], const uint16_t *p)
         b[m] = (uint32_t)x.row[8 * m + r][c] | (uint32_t)x.row[8 * m + r + 1][c] << 16;
     emu_warp_sync();
 }
+
+/* Without transposition: lane l gets (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of
+ * each of the M matrices (rows from lanes 8m .. 8m + 7). */
+template <int M>
+static inline void ldsm(uint32_t *b, const uint16_t *p)
+{
+    unsigned lane = threadIdx.x & 31;
+    auto &x = emu_warp[threadIdx.x / 32];
+    if (lane < 8 * M && (uintptr_t)p % 16) emu_fault("ldmatrix row address not 16-byte aligned");
+    x.row[lane] = p;
+    emu_warp_sync();
+    int r = (int)lane >> 2, c = 2 * (int)(lane & 3);
+    for (int m = 0; m < M; m++)
+        b[m] = (uint32_t)x.row[8 * m + r][c] | (uint32_t)x.row[8 * m + r][c + 1] << 16;
+    emu_warp_sync();
+}
+static inline void ldsm_x4(uint32_t b[4], const uint16_t *p) { ldsm<4>(b, p); }
+static inline void ldsm_x2(uint32_t b[2], const uint16_t *p) { ldsm<2>(b, p); }
 
 /* cp.async: this thread's copies in order, and where each committed group ends */
 enum { EMU_CP_MAX = 512, EMU_CP_GROUPS = 16 };
@@ -377,8 +396,8 @@ static void test_shared_memory(void)
     CU_ASSERT(fwd_smem<128>() <= EMU_SMEM);
     CU_ASSERT(dq_smem<128>() <= EMU_SMEM);
     CU_ASSERT(dkv_smem<128>() <= EMU_SMEM);
-    printf("[FL_WARPS %d: forward %zu, dq %zu, dk/dv %zu bytes at D 128] ", FL_WARPS,
-           fwd_smem<128>(), dq_smem<128>(), dkv_smem<128>());
+    printf("[FL_WARPS %d, FL_LDSM %d: forward %zu, dq %zu, dk/dv %zu bytes at D 128] ",
+           FL_WARPS, FL_LDSM, fwd_smem<128>(), dq_smem<128>(), dkv_smem<128>());
 }
 
 int main(void)

@@ -49,6 +49,9 @@
 #ifndef FL_WARPS /* a build may try another (-DFL_WARPS=8); every kernel follows it */
 #define FL_WARPS 4
 #endif
+#ifndef FL_LDSM /* 1: the B fragments of Q K^T and dO V^T by ldmatrix (mma_keys) */
+#define FL_LDSM 0
+#endif
 #define FL_THREADS (32 * FL_WARPS)
 #define FL_ROWS (16 * FL_WARPS) /* query rows of a forward / dq block */
 #define FL_KEYS 64              /* keys per tile, forward */
@@ -131,6 +134,38 @@ __device__ static void load_a(uint32_t a[DP / 16][4], const uint16_t *x, size_t 
             }
 }
 
+/* c += A B^T over the DP / 16 k-steps (a[kk]: A's fragments), B^T's 8 rows the
+ * (key, d) bf16 rows row0 .. row0 + 7 of a tile of row stride DP + 8 (Q K^T, dO V^T).
+ * FL_LDSM: ldmatrix, two k-steps' fragments an instruction; else two 32-bit loads a
+ * k-step. The same products in the same order either way (the same bits). */
+template <int DP>
+__device__ static inline void mma_keys(float c[4], const uint32_t (*a)[4], const uint16_t *tile,
+                                       int row0)
+{
+    constexpr int NK = DP / 16, RS = DP + 8;
+    int lane = threadIdx.x & 31;
+#if FL_LDSM
+    /* lanes 8m .. 8m + 7 address matrix m: rows row0 .., columns 8m from a k-step pair */
+    const uint16_t *p = tile + (row0 + (lane & 7)) * RS + 8 * (lane >> 3);
+#pragma unroll
+    for (int kk = 0; kk + 1 < NK; kk += 2) {
+        uint32_t b[4];
+        ldsm_x4(b, p + 16 * kk);
+        mma16816(c, a[kk], b[0], b[1]);
+        mma16816(c, a[kk + 1], b[2], b[3]);
+    }
+    if (NK & 1) {
+        uint32_t b[2];
+        ldsm_x2(b, p + 16 * (NK - 1));
+        mma16816(c, a[NK - 1], b[0], b[1]);
+    }
+#else
+    const uint16_t *r = tile + (row0 + (lane >> 2)) * RS + 2 * (lane & 3);
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++) mma16816(c, a[kk], word(r + 16 * kk), word(r + 16 * kk + 8));
+#endif
+}
+
 /* The highest q_pos of rows r0 .. r0 + n - 1 (below nq), for the whole block. */
 __device__ static int block_max_pos(const int32_t *q_pos, int r0, int n, int nq)
 {
@@ -189,16 +224,13 @@ __device__ static inline void fwd_tile(float (*o)[4], const uint32_t (*qa)[4], c
                                        const uint16_t *vs, int j0, int pa, int pb, float scale2,
                                        struct row_state &st)
 {
-    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_KEYS / 8, RS = DP + 8;
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    constexpr int NO = DP / 8, NS = FL_KEYS / 8, RS = DP + 8;
+    int t = threadIdx.x & 3;
     float s[NS][4];
 #pragma unroll
     for (int n = 0; n < NS; n++) {
         s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-        const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
-#pragma unroll
-        for (int kk = 0; kk < NK; kk++)
-            mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
+        mma_keys<DP>(s[n], qa, ks, 8 * n);
     }
     float ta = -INFINITY, tb = -INFINITY;
 #pragma unroll
@@ -444,13 +476,8 @@ __global__ static void __launch_bounds__(FL_THREADS)
         for (int n = 0; n < NS; n++) {
             s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
             dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
-            const uint16_t *kr = ks + (8 * n + g) * RS + 2 * t;
-            const uint16_t *vr = vs + (8 * n + g) * RS + 2 * t;
-#pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                mma16816(s[n], qa[kk], word(kr + 16 * kk), word(kr + 16 * kk + 8));
-                mma16816(dp[n], da[kk], word(vr + 16 * kk), word(vr + 16 * kk + 8));
-            }
+            mma_keys<DP>(s[n], qa, ks, 8 * n);
+            mma_keys<DP>(dp[n], da, vs, 8 * n);
 #pragma unroll
             for (int i = 0; i < 4; i++) { /* s becomes dS */
                 int key = j0 + 8 * n + 2 * t + (i & 1);

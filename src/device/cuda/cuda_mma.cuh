@@ -1,8 +1,9 @@
 /*
  * The warp-level primitives of the tensor-core attention (cuda_flash_kernels.cuh), the
  * only inline PTX of the module: mma.sync m16n8k16 (bf16 operands, float32
- * accumulators), ldmatrix x4 with transposition, cp.async of 16 bytes (zero-filled
- * when not valid) with its commit and wait, and the kernels' dynamic shared memory.
+ * accumulators), ldmatrix (x4 with transposition; x4 and x2 without), cp.async of 16
+ * bytes (zero-filled when not valid) with its commit and wait, and the kernels' dynamic
+ * shared memory.
  * tests/test_cuda_flash_emu.cc defines LIBRA_CUDA_MMA_CUH and its own forms of these
  * (the same fragments, on CPU threads), then includes the kernels.
  */
@@ -42,6 +43,24 @@ __device__ static inline void ldsm_x4_trans(uint32_t b[4], const uint16_t *p)
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(a));
+}
+
+/* Without transposition: matrix m's rows from lanes 8m .. 8m + 7 (x4: four matrices,
+ * x2: two, from lanes 0-15); b[m] holds its elements (lane / 4, 2 (lane % 4)) and
+ * (lane / 4, 2 (lane % 4) + 1) -- an mma B fragment of a (n, k) row-major tile. */
+__device__ static inline void ldsm_x4(uint32_t b[4], const uint16_t *p)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(a));
+}
+__device__ static inline void ldsm_x2(uint32_t b[2], const uint16_t *p)
+{
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(b[0]), "=r"(b[1])
                  : "r"(a));
 }
 
