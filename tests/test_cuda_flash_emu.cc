@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "cuda_block_emu.h"
+#include "cuda_emu_cxx.h"
 extern "C" {
 #include "libra/cpu_ops.h"
 #include "libra/safetensors.h"
@@ -35,17 +36,6 @@ extern "C" {
 
 /* ---- the primitives of cuda_mma.cuh, emulated ---- */
 #define LIBRA_CUDA_MMA_CUH
-#define __launch_bounds__(n)
-#define __align__(n) __attribute__((aligned(n)))
-
-struct float2 {
-    float x, y;
-};
-static inline float2 make_float2(float x, float y) { return float2{x, y}; }
-struct uint2 {
-    unsigned x, y;
-};
-static inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 
 static int emu_faults; /* broken rules of the primitives, counted (reported by each test) */
 static void emu_fault(const char *what)
