@@ -535,6 +535,9 @@ static void gpu_round(struct worker *w, const struct plan *p, int round, int gpu
     }
     outbox_drain(&w->ob);
     CU_ASSERT_EQUAL(w->sync.gpu, gpu);
+    if (sender && gpu) /* beside the next step, or inline (train.sync_side_stream 0) */
+        CU_ASSERT_EQUAL(w->ops->last_send(w->dev),
+                        w->cfg->train.sync_side_stream ? DEV_SEND_BESIDE : DEV_SEND_INLINE);
     if (a->role == ROLE_ROLLOUT) {
         /* a TP instance's members swap when its leader says (each rank's own pace) */
         for (long it = 0; it < 10000000 && w->ops->version(w->dev) != round; it++)
@@ -605,7 +608,8 @@ static void test_sync_gpu_tp1(void)
  * blocks on both sides as the senders'), each instance's two ranks taking their runs
  * together, fed by the last TP-1 rank, which packs their column halves. Then all of it
  * again in bands of 1,000 bytes (check_chunked), and once more without the sync
- * buffer (rollout.sync_buffer 0: the runs go straight into the GPU models). */
+ * buffer (rollout.sync_buffer 0: the runs go straight into the GPU models) nor the
+ * senders' side stream (train.sync_side_stream 0). */
 static void test_sync_gpu_tp2(void)
 {
     setenv("LIBRA_TEST_SYNC_GPU", "host", 1);
@@ -614,6 +618,7 @@ static void test_sync_gpu_tp2(void)
     static const int tp[] = {2, 2, 1, 1, 1};
     struct libra_config straight = g_cuda_cfg; /* no sync buffer: into the model */
     straight.rollout.sync_buffer = 0;
+    straight.train.sync_side_stream = 0; /* the senders' runs inline */
     /* pass 0 whole; 1 in bands (small runs and groups); 2 in bands, straight in */
     for (int pass = 0; pass < 3; pass++) {
         int banded = pass > 0;

@@ -101,6 +101,7 @@ struct train_config {
     int sync_interval; /* optimizer steps between weight syncs to rollout */
     int colocate;      /* 1: every GPU alternates rollout and training (devices cpu, emu) */
     int verify_syncs;  /* 1: every weight sync checked end to end (fingerprints) */
+    int sync_side_stream; /* cuda: a sender's GPU-to-GPU sync beside the next step */
     /* cpu: AdamW */
     double lr, beta1, beta2, weight_decay, clip_norm;
     int warmup_steps;

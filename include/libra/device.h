@@ -151,6 +151,13 @@ enum dev_install {
     DEV_INSTALL_BUFFERED = 2, /* through the sync buffer, filled while decoding went on */
 };
 
+/* How a sender issued its last GPU-to-GPU sync (last_send). */
+enum dev_send {
+    DEV_SEND_NONE = 0,   /* none yet */
+    DEV_SEND_BESIDE = 1, /* on the side stream, beside the next training step */
+    DEV_SEND_INLINE = 2, /* on the kernels' stream: the next step waits for it */
+};
+
 struct device;      /* a device's state on one worker rank */
 struct dev_inst;    /* a rollout instance's engine on one of its ranks */
 
@@ -283,6 +290,9 @@ struct device_ops {
      * buffer -- a second copy on the GPU, filled while decoding goes on
      * (rollout.sync_buffer) -- where they have one. */
     int (*last_install)(const struct device *d);
+    /* Optional: how this rank sent its last GPU-to-GPU sync (DEV_SEND_*): beside the
+     * next step on the side stream, or inline with train.sync_side_stream = 0. */
+    int (*last_send)(const struct device *d);
     /* A fingerprint of the weights (replicas compare theirs after every step). */
     uint64_t (*weights_hash)(const struct device *d);
     /* Training root: the weights and optimizer state as a model file in dir. 0, or -1

@@ -183,6 +183,11 @@ const struct cfg_key cfg_schema[] = {
             "weights it got against its senders' of what they sent; a mismatch ends the job "
             "(costs a pass over every member's shard a sync, on device cuda a read of a GPU "
             "receiver's weights)"),
+    INT_KEY("train", "sync_side_stream", train.sync_side_stream, 1, 0, 1, "",
+            "cuda: 1: a training rank sends a GPU-to-GPU weight sync on a second stream "
+            "while its next step's forward and backward run (the update waits for the "
+            "sends); 0: on the kernels' stream, the next step waiting for the transfer -- "
+            "with rollout.sync_buffer 0 no NCCL communicator then runs beside another"),
     INT_KEY("train", "colocate", train.colocate, 0, 0, 1, "",
             "1: every GPU alternates rollout and training, on-policy, no overlap (verl's "
             "default); needs max_staleness = 0 and a static plan whose n_train equals its "

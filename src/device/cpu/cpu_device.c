@@ -258,6 +258,8 @@ static int cpu_version(const struct device *d) { return d->version; }
 
 static int cpu_last_install(const struct device *d) { return d->last_install; }
 
+static int cpu_last_send(const struct device *d) { return d->last_send; }
+
 /* Device cpu: XXH3 of the host weights. Device cuda: the sum fingerprint, which a
  * trainer whose weights stay on the GPU computes there (every replica uses it). */
 static uint64_t cpu_weights_hash(const struct device *d)
@@ -310,7 +312,7 @@ static double no_extra(struct device *d, int n)
     .state_cut = cpu_state_cut, .slices = cpu_slices, .read_slices = cpu_read_slices,     \
     .send_bf16 = cpu_send_bf16,                                                           \
     .weights_staged = cpu_weights_staged, .weights_unstage = cpu_weights_unstage,         \
-    .version = cpu_version, .last_install = cpu_last_install,                             \
+    .version = cpu_version, .last_install = cpu_last_install, .last_send = cpu_last_send, \
     .stage_bf16 = cpu_stage_bf16, .weights_staged_bf16 = cpu_weights_staged_bf16,         \
     .gsync_on = cpu_gsync_on, .gsync_send = cpu_gsync_send, .gsync_recv = gsync_recv,     \
     .gsync_landed = cpu_gsync_landed,                                                     \

@@ -320,11 +320,16 @@ void cpu_gsync_send(struct device *d, const struct dev_gmsg *m, int n)
     for (int k = 0; k < n; k++) at[k] = w + off[k];
     free(off);
     /* on the side stream, so the next step's forward and backward run meanwhile; its
-     * update waits for them before it writes the copy they read */
-    gpu_side_begin(d->gpu);
+     * update waits for them before it writes the copy they read. Inline
+     * (train.sync_side_stream 0), the next step's kernels queue behind them. */
+    int beside = d->a.cfg->train.sync_side_stream;
+    if (beside) gpu_side_begin(d->gpu);
     by_groups(d, m, n, at, 1);
-    gpu_side_end(d->gpu);
-    gpu_trainer_lend_weights16(d->gtr);
+    if (beside) {
+        gpu_side_end(d->gpu);
+        gpu_trainer_lend_weights16(d->gtr);
+    }
+    d->last_send = beside ? DEV_SEND_BESIDE : DEV_SEND_INLINE;
     free(at);
 }
 

@@ -137,6 +137,7 @@ struct device {
     struct cpu_gsync gs;
     struct cpu_syncbuf sb;
     int last_install;          /* DEV_INSTALL_*: how the last weights went in */
+    int last_send;             /* DEV_SEND_*: how the last GPU-to-GPU sync was sent */
     int version;               /* of the weights held; -1 none */
     int staged_version;        /* the stage holds this version, not yet swapped in; -1 none */
     struct dev_inst *inst;     /* the instance this rank belongs to, if any */
