@@ -1069,7 +1069,9 @@ static void test_decode_attention(void)
     free(kp), free(vp), free(kp16), free(vp16);
 }
 
-/* The log-softmax over a full-size vocabulary at a temperature, and its backward. */
+/* The log-softmax over a full-size vocabulary at a temperature, and its backward,
+ * accumulating in float32 and written in bf16 (over old values: as expect_bf16_pools
+ * against logsoftmax_backward's terms rounded). */
 static void test_logsoftmax(void)
 {
     enum { N = 6, V = 151936 };
@@ -1087,7 +1089,7 @@ static void test_logsoftmax(void)
     void *d_lp = dev_copy(NULL, sizeof lp), *d_e = dev_copy(NULL, sizeof ent);
     void *d_dl = dev_copy(dl, n * sizeof *dl), *d_dlp = dev_copy(dlp, sizeof dlp);
     CU_OK(api->logsoftmax_fwd(d_lp, d_e, d_x, d_t, N, V, 0.8f));
-    CU_OK(api->logsoftmax_bwd(d_dl, d_dlp, d_x, d_t, N, V, 0.8f));
+    CU_OK(api->logsoftmax_bwd(d_dl, NULL, d_dlp, d_x, d_t, N, V, 0.8f));
     CU_OK(api->sync());
     CU_OK(api->to_host(lp, d_lp, sizeof lp));
     CU_OK(api->to_host(ent, d_e, sizeof ent));
@@ -1096,9 +1098,19 @@ static void test_logsoftmax(void)
     expect_close("logsoftmax_fwd entropy", ent, ref_ent, N, 2e-6);
     CU_ASSERT_EQUAL(lp[2], 0.0f); /* no target */
     expect_close("logsoftmax_bwd", got_dl, ref_dl, n, 1e-6);
-    void *bufs[] = {d_x, d_t, d_lp, d_e, d_dl, d_dlp};
+    uint16_t *got16 = malloc(n * 2), *ref16 = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) got16[i] = (uint16_t)(0x3f80 + i % 7); /* old values */
+    void *d_16 = dev_copy(got16, n * 2);
+    memset(ref_dl, 0, n * sizeof *ref_dl);
+    logsoftmax_backward(ref_dl, dlp, logits, tg, N, V, 0.8f);
+    st_f32_to_bf16_n(ref_dl, ref16, n);
+    CU_OK(api->logsoftmax_bwd(NULL, d_16, d_dlp, d_x, d_t, N, V, 0.8f));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got16, d_16, n * 2));
+    expect_bf16_pools("logsoftmax_bwd bf16", got16, ref16, n);
+    void *bufs[] = {d_x, d_t, d_lp, d_e, d_dl, d_dlp, d_16};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
-    free(logits), free(dl), free(ref_dl), free(got_dl);
+    free(logits), free(dl), free(ref_dl), free(got_dl), free(got16), free(ref16);
 }
 
 /* The entropy term's backward over a full-size vocabulary (whole rows), and over 3
@@ -1178,6 +1190,7 @@ static void test_vocab_parallel(void)
     const float temp = 0.7f;
     float *x = malloc(sizeof(float) * N * V), *dref = calloc((size_t)N * V, sizeof(float));
     float *dgot = malloc(sizeof(float) * N * V), lp_ref[N], ent_ref[N], dlp[N];
+    uint16_t *dgot16 = malloc(2 * (size_t)N * V), *dref16 = malloc(2 * (size_t)N * V);
     int32_t tgt[N];
     fill_normal(x, (size_t)N * V, 77, 3.0f);
     for (int i = 0; i < N; i++) {
@@ -1217,13 +1230,22 @@ static void test_vocab_parallel(void)
                 for (int k = 0; k < 3 * N; k++) sums[k] += s[k];
             } else { /* each shard's columns of the backward */
                 float *ds = calloc((size_t)N * Vl, sizeof(float));
+                uint16_t *h16 = malloc((size_t)N * Vl * 2);
+                for (int k = 0; k < N * Vl; k++) h16[k] = 0x3f80; /* old values */
                 void *d_d = dev_copy(ds, sizeof(float) * N * Vl);
-                CU_OK(api->vocab_logsoftmax_bwd(d_d, d_dlp, d_x, d_t, d_mx, d_lsum, N, Vl, temp));
+                void *d_16 = dev_copy(h16, (size_t)N * Vl * 2);
+                CU_OK(api->vocab_logsoftmax_bwd(d_d, NULL, d_dlp, d_x, d_t, d_mx, d_lsum, N, Vl,
+                                                temp));
+                CU_OK(api->vocab_logsoftmax_bwd(NULL, d_16, d_dlp, d_x, d_t, d_mx, d_lsum, N, Vl,
+                                                temp));
                 CU_OK(api->to_host(ds, d_d, sizeof(float) * N * Vl));
-                for (int i = 0; i < N; i++)
+                CU_OK(api->to_host(h16, d_16, (size_t)N * Vl * 2));
+                for (int i = 0; i < N; i++) {
                     memcpy(dgot + (size_t)i * V + v0[r], ds + (size_t)i * Vl, sizeof(float) * Vl);
-                api->free(d_d);
-                free(ds);
+                    memcpy(dgot16 + (size_t)i * V + v0[r], h16 + (size_t)i * Vl, 2 * (size_t)Vl);
+                }
+                api->free(d_d), api->free(d_16);
+                free(ds), free(h16);
             }
             api->free(d_x);
             api->free(d_t);
@@ -1244,6 +1266,9 @@ static void test_vocab_parallel(void)
     double err = test_rel_err(dgot, dref, (size_t)N * V);
     printf("[backward %.1e of the largest] ", err);
     CU_ASSERT(err <= 1e-5);
+    st_f32_to_bf16_n(dref, dref16, (size_t)N * V); /* the bf16 form: those terms, rounded */
+    expect_bf16_pools("vocab_logsoftmax_bwd bf16", dgot16, dref16, (size_t)N * V);
+    free(dgot16), free(dref16);
     api->free(d_mx);
     api->free(d_sums);
     api->free(d_lsum);

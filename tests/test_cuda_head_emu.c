@@ -9,6 +9,8 @@
  *                                group's all-reduces would: log-probs and entropies
  *                                1e-5, the backward 1e-6 of the largest
  *   entropy_bwd, vocab_entropy_bwd   entropy_backward: 1e-6 of the largest, H 1e-9
+ *   the backwards' bf16 form     the float32 form's terms (added to zeros) rounded by
+ *                                st_f32_to_bf16, bit for bit, written over old values
  * The kernels' own code, where there is no GPU; test_cuda runs them on the GPU.
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers */
@@ -18,6 +20,7 @@
 #include "cuda_block_emu.h"
 #include "libra/cpu_ops.h"
 #include "libra/rng.h"
+#include "libra/safetensors.h"
 #include "testutil.h"
 
 #include "../src/device/cuda/cuda_device.cuh"
@@ -33,6 +36,7 @@ static const float ew[N] = {0.5f, 0.0f, -0.25f, 1.0f, 0.125f, 2.0f, 0.3f};
 struct head_call {
     int kind;
     float *lp, *ent, *d, *mx_out;
+    uint16_t *d16; /* the backwards' bf16 form (d NULL) */
     double *H, *sums;
     const float *x, *dlp, *ew, *mx;
     const int32_t *tgt;
@@ -46,10 +50,12 @@ static void run_head(void *p)
     const struct head_call *a = p;
     switch (a->kind) {
     case FWD: logsoftmax_fwd_k(a->lp, a->ent, a->x, a->tgt, a->V, temp); break;
-    case BWD: logsoftmax_bwd_k(a->d, a->dlp, a->x, a->tgt, a->V, temp); break;
+    case BWD: logsoftmax_bwd_k(a->d, a->d16, a->dlp, a->x, a->tgt, a->V, temp); break;
     case VMAX: vocab_max_k(a->mx_out, a->x, a->V, temp); break;
     case VSUMS: vocab_sums_k(a->sums, a->x, a->mx, a->tgt, a->V, temp); break;
-    case VBWD: vocab_logsoftmax_bwd_k(a->d, a->dlp, a->x, a->tgt, a->mx, a->lsum, a->V, temp); break;
+    case VBWD:
+        vocab_logsoftmax_bwd_k(a->d, a->d16, a->dlp, a->x, a->tgt, a->mx, a->lsum, a->V, temp);
+        break;
     case ENT: entropy_bwd_k(a->d, a->H, a->ew, a->x, a->V, temp); break;
     default: vocab_entropy_bwd_k(a->d, a->ew, a->x, a->mx, a->lsum, a->H_in, a->V, temp); break;
     }
@@ -84,7 +90,16 @@ static void test_logsoftmax(void)
     c = (struct head_call){.kind = BWD, .d = d, .x = x, .dlp = dlp, .tgt = tgt, .V = V};
     launch(&c);
     test_expect_close("backward", d, ref, n, 1e-6);
-    free(x), free(d), free(ref);
+    /* the bf16 form: the float32 terms on zeros, rounded, over old values */
+    uint16_t *d16 = malloc(n * 2), *want = malloc(n * 2);
+    memset(d, 0, n * sizeof *d);
+    launch(&c);
+    st_f32_to_bf16_n(d, want, n);
+    for (size_t i = 0; i < n; i++) d16[i] = 0x7fc1;
+    c.d = NULL, c.d16 = d16;
+    launch(&c);
+    CU_ASSERT(memcmp(d16, want, n * 2) == 0);
+    free(x), free(d), free(ref), free(d16), free(want);
 }
 
 static void test_vocab_parallel(void)
@@ -129,7 +144,24 @@ static void test_vocab_parallel(void)
     printf("[log-probs and entropies %.1e] ", worst);
     CU_ASSERT(worst <= 1e-5);
     test_expect_close("backward", d, ref, n, 1e-6);
-    free(x), free(d), free(ref), free(xs), free(ds);
+    /* each shard's bf16 form: its float32 terms on zeros, rounded */
+    uint16_t *d16 = malloc(n * 2), *want = malloc(n * 2);
+    for (int r = 0; r < S; r++) {
+        int c0 = r * V / S, Vl = (r + 1) * V / S - c0;
+        int32_t lt[N];
+        for (int i = 0; i < N; i++) lt[i] = tgt[i] >= c0 && tgt[i] < c0 + Vl ? tgt[i] - c0 : -1;
+        columns(xs, x, r, 0);
+        memset(ds, 0, n * sizeof *ds);
+        struct head_call c = {.kind = VBWD, .x = xs, .V = Vl, .tgt = lt, .mx = mx, .d = ds,
+                              .dlp = vdlp, .lsum = lsum};
+        launch(&c);
+        st_f32_to_bf16_n(ds, want, (size_t)N * Vl);
+        for (size_t i = 0; i < (size_t)N * Vl; i++) d16[i] = 0x7fc1;
+        c.d = NULL, c.d16 = d16;
+        launch(&c);
+        CU_ASSERT(memcmp(d16, want, (size_t)N * Vl * 2) == 0);
+    }
+    free(x), free(d), free(ref), free(xs), free(ds), free(d16), free(want);
 }
 
 static void test_entropy(void)

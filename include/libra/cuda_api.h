@@ -84,7 +84,10 @@
  *                  -- those kernels' arithmetic in one launch; D <= 256
  * Log-softmax at a temperature (one row per token, any V):
  *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
- *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature
+ *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature; or, dlogits
+ *                  NULL, dl16 (N, V) = those terms rounded to bf16 (written, zero rows
+ *                  where there is no target or dlogprob is 0): the output head's
+ *                  backward operand without a float32 pass
  * The same, vocabulary-parallel (logits (N, V): a TP rank's columns of each row; targets
  * in those columns, -1 where another rank holds the row's target or it has none; z =
  * logit / temperature; the caller all-reduces mx (max) and sums (sum) over the group):
@@ -93,7 +96,7 @@
  *                  expf(z - mx) (z - mx), and the target's z - mx (0 without one here)
  *   vocab_logsoftmax_bwd  dlogits += dlogprob (onehot - exp(z - mx - lsum)) / temperature
  *                  with lsum (N) doubles = log of the group's first sum; rows with
- *                  dlogprob 0 untouched
+ *                  dlogprob 0 untouched; or dl16 written as logsoftmax_bwd's
  * The entropy term of the loss (J = ... - sum ew_i H_i; entropy_backward and
  * vocab_entropy_backward of include/libra/cpu_ops.h):
  *   entropy_bwd    for rows with ew[i] != 0: H[i] (N doubles) = the row's entropy and
@@ -136,7 +139,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 21 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 22 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -267,8 +270,9 @@ struct cuda_api {
                       int K, int D, int P);
     int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,
                           const int32_t *targets, int N, int V, float temperature);
-    int (*logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,
-                          const int32_t *targets, int N, int V, float temperature);
+    int (*logsoftmax_bwd)(float *dlogits, uint16_t *dl16, const float *dlogprob,
+                          const float *logits, const int32_t *targets, int N, int V,
+                          float temperature);
     int (*sample)(int32_t *tok, float *logprob, const float *logits, int B, int V,
                   const int64_t *traj, const int64_t *pos, float temperature, int top_k,
                   float top_p, uint64_t seed, float *scratch);
@@ -290,9 +294,9 @@ struct cuda_api {
     int (*vocab_max)(float *mx, const float *logits, int N, int V, float temperature);
     int (*vocab_sums)(double *sums, const float *logits, const float *mx, const int32_t *targets,
                       int N, int V, float temperature);
-    int (*vocab_logsoftmax_bwd)(float *dlogits, const float *dlogprob, const float *logits,
-                                const int32_t *targets, const float *mx, const double *lsum,
-                                int N, int V, float temperature);
+    int (*vocab_logsoftmax_bwd)(float *dlogits, uint16_t *dl16, const float *dlogprob,
+                                const float *logits, const int32_t *targets, const float *mx,
+                                const double *lsum, int N, int V, float temperature);
     /* ---- NCCL: a TP group's communicator; all-reduces on the kernels' stream (in
      * order with them, and recordable in a CUDA graph) ---- */
     /* A new unique id into id (cap >= CUDA_NCCL_ID_BYTES), on one rank of the group. */

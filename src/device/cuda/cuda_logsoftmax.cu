@@ -19,12 +19,13 @@ extern "C" int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *lo
     return 0;
 }
 
-extern "C" int cu_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
-                                 const int32_t *targets, int N, int V, float temperature)
+extern "C" int cu_logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob,
+                                 const float *logits, const int32_t *targets, int N, int V,
+                                 float temperature)
 {
     if (N <= 0) return 0;
-    logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dlogprob, logits, targets, V,
-                                                        temperature);
+    logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dl16, dlogprob, logits, targets,
+                                                        V, temperature);
     CU_LAUNCHED("logsoftmax_bwd");
     return 0;
 }
@@ -46,14 +47,14 @@ extern "C" int cu_vocab_sums(double *sums, const float *logits, const float *mx,
     return 0;
 }
 
-extern "C" int cu_vocab_logsoftmax_bwd(float *dlogits, const float *dlogprob,
+extern "C" int cu_vocab_logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob,
                                        const float *logits, const int32_t *targets,
                                        const float *mx, const double *lsum, int N, int V,
                                        float temperature)
 {
     if (N <= 0) return 0;
-    vocab_logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dlogprob, logits, targets,
-                                                              mx, lsum, V, temperature);
+    vocab_logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dl16, dlogprob, logits,
+                                                              targets, mx, lsum, V, temperature);
     CU_LAUNCHED("vocab_logsoftmax_bwd");
     return 0;
 }

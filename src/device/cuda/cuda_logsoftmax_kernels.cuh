@@ -73,19 +73,49 @@ __global__ static void logsoftmax_fwd_k(float *logprob, float *entropy, const fl
 }
 
 /* dlogits += dlogprob (onehot - p) / temperature, rows without a target untouched. */
-__global__ static void logsoftmax_bwd_k(float *dlogits, const float *dlogprob,
+/* A row of zeros in bf16. */
+__device__ static void bf16_zeros(uint16_t *hi, int V)
+{
+    for (int j = threadIdx.x; j < V; j += blockDim.x) hi[j] = 0;
+}
+
+/* A row's backward terms written in bf16: the float each would have been added to a
+ * zero as (0 - c p_j, c more at the target t if 0 <= t < V), rounded -- the bits of the
+ * float32 form's row converted by f32_to_bf16. */
+__device__ static void bf16_terms(uint16_t *hi, const float *xi, int V, float temperature,
+                                  float mx, double lsum, double c, int32_t t)
+{
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float v = 0.0f - (float)(c * exp((double)(xi[j] / temperature - mx) - lsum));
+        if (j == t) v += (float)c;
+        hi[j] = f32_to_bf16_rne(v);
+    }
+}
+
+/* dlogits (N, V) += dlogprob (onehot - p) / temperature, rows without a target or with
+ * dlogprob 0 untouched; with dl16 the terms written there in bf16 instead (bf16_terms;
+ * zero rows). */
+__global__ static void logsoftmax_bwd_k(float *dlogits, uint16_t *dl16, const float *dlogprob,
                                         const float *logits, const int32_t *targets, int V,
                                         float temperature)
 {
     int i = blockIdx.x;
     int32_t t = targets[i];
-    if (t < 0 || dlogprob[i] == 0.0f) return; /* the whole block: a uniform branch */
+    uint16_t *hi = dl16 ? dl16 + (size_t)i * V : NULL;
+    if (t < 0 || dlogprob[i] == 0.0f) { /* the whole block: a uniform branch */
+        if (hi) bf16_zeros(hi, V);
+        return;
+    }
     const float *xi = logits + (size_t)i * V;
     float *di = dlogits + (size_t)i * V;
     float mx;
     double sum;
     row_stats(xi, V, temperature, &mx, &sum, NULL);
     double lsum = log(sum), c = (double)dlogprob[i] / temperature;
+    if (hi) {
+        bf16_terms(hi, xi, V, temperature, mx, lsum, c, t);
+        return;
+    }
     for (int j = threadIdx.x; j < V; j += blockDim.x)
         di[j] -= (float)(c * exp((double)(xi[j] / temperature - mx) - lsum));
     __syncthreads();
@@ -123,18 +153,27 @@ __global__ static void vocab_sums_k(double *sums, const float *logits, const flo
 
 /* dlogits (N, V) += dlogprob (onehot - p) / temperature over this rank's columns, p =
  * exp(z - mx - lsum) from the global statistics; rows with dlogprob 0 untouched, the
- * onehot term only where this rank holds the target. */
-__global__ static void vocab_logsoftmax_bwd_k(float *dlogits, const float *dlogprob,
-                                              const float *logits, const int32_t *targets,
-                                              const float *mx, const double *lsum, int V,
-                                              float temperature)
+ * onehot term only where this rank holds the target. With dl16 those terms written
+ * there in bf16 instead (bf16_terms; zero rows for dlogprob 0). */
+__global__ static void vocab_logsoftmax_bwd_k(float *dlogits, uint16_t *dl16,
+                                              const float *dlogprob, const float *logits,
+                                              const int32_t *targets, const float *mx,
+                                              const double *lsum, int V, float temperature)
 {
     int i = blockIdx.x;
-    if (dlogprob[i] == 0.0f) return; /* the whole block: a uniform branch */
+    uint16_t *hi = dl16 ? dl16 + (size_t)i * V : NULL;
+    if (dlogprob[i] == 0.0f) { /* the whole block: a uniform branch */
+        if (hi) bf16_zeros(hi, V);
+        return;
+    }
     const float *xi = logits + (size_t)i * V;
     float *di = dlogits + (size_t)i * V;
     float m = mx[i];
     double ls = lsum[i], c = (double)dlogprob[i] / temperature;
+    if (hi) {
+        bf16_terms(hi, xi, V, temperature, m, ls, c, targets[i]);
+        return;
+    }
     for (int j = threadIdx.x; j < V; j += blockDim.x)
         di[j] -= (float)(c * exp((double)(xi[j] / temperature - m) - ls));
     __syncthreads();

@@ -222,11 +222,13 @@ static int logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
     return LAUNCH(ch_logsoftmax_fwd, a);
 }
 
-static int logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
-                          const int32_t *targets, int N, int V, float temperature)
+static int logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob,
+                          const float *logits, const int32_t *targets, int N, int V,
+                          float temperature)
 {
-    struct logsoftmax_args a = {.dlogits = dlogits, .dlogprob = dlogprob, .logits = logits,
-                                .targets = targets, .N = N, .V = V, .temperature = temperature};
+    struct logsoftmax_args a = {.dlogits = dlogits, .dl16 = dl16, .dlogprob = dlogprob,
+                                .logits = logits, .targets = targets, .N = N, .V = V,
+                                .temperature = temperature};
     return LAUNCH(ch_logsoftmax_bwd, a);
 }
 
@@ -245,13 +247,13 @@ static int vocab_sums(double *sums, const float *logits, const float *mx, const 
     return LAUNCH(ch_vocab_sums, a);
 }
 
-static int vocab_logsoftmax_bwd(float *dlogits, const float *dlogprob, const float *logits,
-                                const int32_t *targets, const float *mx, const double *lsum,
-                                int N, int V, float temperature)
+static int vocab_logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob,
+                                const float *logits, const int32_t *targets, const float *mx,
+                                const double *lsum, int N, int V, float temperature)
 {
-    struct logsoftmax_args a = {.dlogits = dlogits, .dlogprob = dlogprob, .logits = logits,
-                                .targets = targets, .mx_in = mx, .lsum = lsum, .N = N, .V = V,
-                                .temperature = temperature};
+    struct logsoftmax_args a = {.dlogits = dlogits, .dl16 = dl16, .dlogprob = dlogprob,
+                                .logits = logits, .targets = targets, .mx_in = mx, .lsum = lsum,
+                                .N = N, .V = V, .temperature = temperature};
     return LAUNCH(ch_vocab_logsoftmax_bwd, a);
 }
 

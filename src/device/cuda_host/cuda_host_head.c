@@ -24,6 +24,7 @@
 #include "libra/cpu_ops.h"
 #include "libra/hash.h"
 #include "libra/log.h"
+#include "libra/safetensors.h"
 #include "libra/sampler.h"
 
 int ch_logsoftmax_fwd(const void *args)
@@ -34,9 +35,25 @@ int ch_logsoftmax_fwd(const void *args)
     return 0;
 }
 
+/* The float32 terms of a backward into zeros, then rounded into a->dl16. */
+static void to_bf16_rows(const struct logsoftmax_args *a, int (*bwd)(const void *))
+{
+    size_t n = (size_t)(a->N > 0 ? a->N : 0) * (size_t)a->V;
+    struct logsoftmax_args f = *a;
+    f.dl16 = NULL;
+    f.dlogits = xcalloc(n ? n : 1, sizeof *f.dlogits);
+    bwd(&f);
+    st_f32_to_bf16_n(f.dlogits, a->dl16, n);
+    free(f.dlogits);
+}
+
 int ch_logsoftmax_bwd(const void *args)
 {
     const struct logsoftmax_args *a = args;
+    if (a->dl16) {
+        to_bf16_rows(a, ch_logsoftmax_bwd);
+        return 0;
+    }
     logsoftmax_backward(a->dlogits, a->dlogprob, a->logits, a->targets, a->N, a->V,
                         a->temperature);
     return 0;
@@ -82,6 +99,10 @@ int ch_vocab_sums(const void *args)
 int ch_vocab_logsoftmax_bwd(const void *args)
 {
     const struct logsoftmax_args *a = args;
+    if (a->dl16) {
+        to_bf16_rows(a, ch_vocab_logsoftmax_bwd);
+        return 0;
+    }
     for (int i = 0; i < a->N; i++) {
         if (a->dlogprob[i] == 0.0f) continue;
         const float *xi = a->logits + (size_t)i * a->V;

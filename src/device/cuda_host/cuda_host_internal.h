@@ -125,6 +125,7 @@ struct paged_args { /* kv_append, decode_attn, decode_qkv, prefill_attn */
 };
 struct logsoftmax_args { /* also the vocab_* kernels (mx, sums, lsum) */
     float *logprob, *entropy, *dlogits;
+    uint16_t *dl16; /* the backwards' bf16 form */
     const float *logits, *dlogprob;
     const int32_t *targets;
     int N, V;

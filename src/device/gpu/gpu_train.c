@@ -589,21 +589,25 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
             GPU_CHECK(api, api->logsoftmax_fwd(t->lp + r0, entropy ? t->ent + r0 : NULL,
                                                t->logits, t->d_tgt + r0, n, V, b->temperature));
         if (!backward) continue;
-        zero(t, t->dlogits, (size_t)n * V);
+        /* the products' bf16 operand: written straight by the log-softmax's backward,
+         * or, with the entropy term's added, formed in float32 and rounded */
+        float *dl = t->has_ew ? t->dlogits : NULL;
+        uint16_t *dl16 = t->has_ew ? NULL : t->dyb;
+        if (dl) zero(t, dl, (size_t)n * V);
         if (t->comm)
-            GPU_CHECK(api, api->vocab_logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits,
+            GPU_CHECK(api, api->vocab_logsoftmax_bwd(dl, dl16, t->dlp + r0, t->logits,
                                                      t->d_tgt + r0, t->d_mx, t->d_lsum, n, V,
                                                      b->temperature));
         else
-            GPU_CHECK(api, api->logsoftmax_bwd(t->dlogits, t->dlp + r0, t->logits, t->d_tgt + r0,
+            GPU_CHECK(api, api->logsoftmax_bwd(dl, dl16, t->dlp + r0, t->logits, t->d_tgt + r0,
                                                n, V, b->temperature));
         if (t->has_ew && t->comm)
-            GPU_CHECK(api, api->vocab_entropy_bwd(t->dlogits, t->d_ew + r0, t->logits, t->d_mx,
+            GPU_CHECK(api, api->vocab_entropy_bwd(dl, t->d_ew + r0, t->logits, t->d_mx,
                                                   t->d_lsum, t->d_H + r0, n, V, b->temperature));
         else if (t->has_ew)
-            GPU_CHECK(api, api->entropy_bwd(t->dlogits, t->d_H + r0, t->d_ew + r0, t->logits, n, V,
+            GPU_CHECK(api, api->entropy_bwd(dl, t->d_H + r0, t->d_ew + r0, t->logits, n, V,
                                             b->temperature));
-        bf16(t, t->dyb, t->dlogits, (size_t)n * V);
+        if (dl) bf16(t, t->dyb, dl, (size_t)n * V);
         GPU_CHECK(api, api->linear_bwd(t->dh + (size_t)r0 * C, G(t, t->at.lm_head), t->dyb, hc,
                                        W(t, t->at.lm_head), n, C, V, 0));
     }
