@@ -49,7 +49,8 @@
 #ifndef FL_WARPS /* a build may try another (-DFL_WARPS=8); every kernel follows it */
 #define FL_WARPS 4
 #endif
-#ifndef FL_LDSM /* 1: the B fragments of Q K^T and dO V^T by ldmatrix (mma_keys) */
+#ifndef FL_LDSM /* 1: the fragments read from shared memory by ldmatrix (mma_keys,
+                   dkv_scores) */
 #define FL_LDSM 0
 #endif
 #define FL_THREADS (32 * FL_WARPS)
@@ -540,13 +541,69 @@ __device__ static int first_row_seeing(const int32_t *q_pos, int nq, int j0)
     return f;
 }
 
+/* The dk/dv pass's scores of a query tile for the warp's 16 keys: s = K Q^T and dp =
+ * V dO^T (n-tile n: the tile's rows 8n .. 8n + 7), each summed over the k-steps in
+ * order. The keys' A fragments are the same for every n-tile: FL_LDSM loads them once a
+ * k-step by ldmatrix (and the rows' B fragments too), else two 32-bit loads a
+ * register for every n-tile. The same products in the same order either way. */
+template <int DP>
+__device__ static inline void dkv_scores(float (*s)[4], float (*dp)[4], const uint16_t *ks,
+                                         const uint16_t *vs, const uint16_t *qs,
+                                         const uint16_t *dos)
+{
+    constexpr int NK = DP / 16, NS = FL_BROWS / 8, RS = DP + 8;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int n = 0; n < NS; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#if FL_LDSM
+    /* A: lanes 0-7 rows 0-7, 8-15 rows 8-15 (k 0-7), 16-31 the same rows at k 8-15;
+     * B: lanes 0-7 the n-tile's rows at k 0-7, 8-15 at k 8-15 */
+    int ar = 16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8, ac = (lane >> 4) * 8;
+    const uint16_t *ka = ks + ar * RS + ac, *va = vs + ar * RS + ac;
+    int br = lane & 7, bc = ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++) {
+        uint32_t kfr[4], vfr[4];
+        ldsm_x4(kfr, ka + 16 * kk);
+        ldsm_x4(vfr, va + 16 * kk);
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+            uint32_t qb[2], db[2];
+            ldsm_x2(qb, qs + (8 * n + br) * RS + 16 * kk + bc);
+            ldsm_x2(db, dos + (8 * n + br) * RS + 16 * kk + bc);
+            mma16816(s[n], kfr, qb[0], qb[1]);
+            mma16816(dp[n], vfr, db[0], db[1]);
+        }
+    }
+#else
+    int g = lane >> 2, t = lane & 3;
+    const uint16_t *kw = ks + (16 * warp + g) * RS + 2 * t, *vw = vs + (16 * warp + g) * RS + 2 * t;
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+        const uint16_t *qr = qs + (8 * n + g) * RS + 2 * t;
+        const uint16_t *dr = dos + (8 * n + g) * RS + 2 * t;
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++) {
+            uint32_t kfr[4] = {word(kw + 16 * kk), word(kw + 8 * RS + 16 * kk),
+                               word(kw + 16 * kk + 8), word(kw + 8 * RS + 16 * kk + 8)};
+            uint32_t vfr[4] = {word(vw + 16 * kk), word(vw + 8 * RS + 16 * kk),
+                               word(vw + 16 * kk + 8), word(vw + 8 * RS + 16 * kk + 8)};
+            mma16816(s[n], kfr, word(qr + 16 * kk), word(qr + 16 * kk + 8));
+            mma16816(dp[n], vfr, word(dr + 16 * kk), word(dr + 16 * kk + 8));
+        }
+    }
+#endif
+}
+
 template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
     flash_dkv_k(float *dk, float *dv, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
                 const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
                 int nq, int nk, int H, int K, int D, float scale)
 {
-    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BROWS / 8, RS = DP + 8;
+    constexpr int NO = DP / 8, NS = FL_BROWS / 8, RS = DP + 8;
     MMA_DYN_SMEM(fl_smem);
     uint16_t *ks = (uint16_t *)fl_smem, *vs = ks + FL_ROWS * RS;
     uint16_t *qbuf = vs + FL_ROWS * RS, *dbuf = qbuf + 2 * FL_BROWS * RS;
@@ -568,7 +625,6 @@ __global__ static void __launch_bounds__(FL_THREADS)
     for (int n = 0; n < NO; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) dka[n][i] = dva[n][i] = 0.0f;
-    const uint16_t *kw = ks + (16 * warp + g) * RS + 2 * t, *vw = vs + (16 * warp + g) * RS + 2 * t;
 
     for (int it = 0; it <= tiles; it++) {
         /* iteration it starts the copy of tile it and computes tile it - 1 */
@@ -593,21 +649,9 @@ __global__ static void __launch_bounds__(FL_THREADS)
         const int *s_pos = pbuf + b * FL_BROWS;
         const float *s_lse = lbuf + b * FL_BROWS, *s_dl = dlbuf + b * FL_BROWS;
         float s[NS][4], dp[NS][4]; /* (keys ka/kb, rows 8n + 2t ..) */
+        dkv_scores<DP>(s, dp, ks, vs, qs, dos);
 #pragma unroll
         for (int n = 0; n < NS; n++) {
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
-            const uint16_t *qr = qs + (8 * n + g) * RS + 2 * t;
-            const uint16_t *dr = dos + (8 * n + g) * RS + 2 * t;
-#pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                uint32_t kfr[4] = {word(kw + 16 * kk), word(kw + 8 * RS + 16 * kk),
-                                   word(kw + 16 * kk + 8), word(kw + 8 * RS + 16 * kk + 8)};
-                uint32_t vfr[4] = {word(vw + 16 * kk), word(vw + 8 * RS + 16 * kk),
-                                   word(vw + 16 * kk + 8), word(vw + 8 * RS + 16 * kk + 8)};
-                mma16816(s[n], kfr, word(qr + 16 * kk), word(qr + 16 * kk + 8));
-                mma16816(dp[n], vfr, word(dr + 16 * kk), word(dr + 16 * kk + 8));
-            }
 #pragma unroll
             for (int e = 0; e < 4; e++) { /* s becomes P^T, dp becomes dS^T */
                 int row = 8 * n + 2 * t + (e & 1), key = e < 2 ? ka : kb;
