@@ -7,7 +7,8 @@
  *   swiglu_fwd     1e-6 relative (expf of the device vs the host's)
  *   swiglu_fwd16, swiglu_bwd16   bf16 outputs within one ulp of the rounded reference,
  *                  at most 1 % not bitwise equal
- *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order)
+ *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order);
+ *                  rmsnorm_fwd16 exactly its values rounded (the same kernel)
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
  *                  (atomic and reduction order, fused multiply-adds)
  *   linear_fwd, linear_bwd, bias_bwd   1e-5 of the largest (bf16 operands, float32
@@ -185,6 +186,17 @@ static void test_rmsnorm(void)
         double e = test_rel_err(got, ref, n);
         CU_ASSERT(e <= 2e-6);
         if (e > 2e-6) fprintf(stderr, "\nrmsnorm %dx%d: %.3g\n", N, C, e);
+        /* rmsnorm_fwd16: the same values rounded, exactly */
+        uint16_t *got16 = malloc(n * 2), *want16 = malloc(n * 2);
+        st_f32_to_bf16_n(got, want16, n);
+        for (size_t i = 0; i < n; i++) got16[i] = 0x7fc1; /* written over */
+        void *d_16 = dev_copy(got16, n * 2);
+        CU_OK(api->rmsnorm_fwd16(d_16, d_x, d_w, N, C, 1e-6f));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got16, d_16, n * 2));
+        CU_ASSERT(memcmp(got16, want16, n * 2) == 0);
+        api->free(d_16);
+        free(got16), free(want16);
         api->free(d_x);
         api->free(d_w);
         api->free(d_y);
@@ -1711,7 +1723,7 @@ int main(void)
         {"embed_gather: bf16 rows widened exactly, zero rows outside the vocabulary; "
          "embed_scatter_add's bad token reported", test_embed_gather},
         {"f32_to_bf16: round to nearest even, specials", test_f32_to_bf16},
-        {"rmsnorm_fwd vs rmsnorm_forward (2e-6)", test_rmsnorm},
+        {"rmsnorm_fwd vs rmsnorm_forward (2e-6); rmsnorm_fwd16 its bits rounded", test_rmsnorm},
         {"rope_fwd vs rope_forward (1e-6)", test_rope},
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
         {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},

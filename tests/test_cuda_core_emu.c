@@ -6,7 +6,8 @@
  *   embed_gather       the rows widened from bf16 exactly; -1 gives zeros; a token
  *                      outside the vocabulary raises the device error with its value
  *   embed_scatter_add  embed_backward's sums (rows sharing a token: atomics), 1e-6
- *   rmsnorm_fwd        rmsnorm_forward, 2e-6 of the largest
+ *   rmsnorm_fwd        rmsnorm_forward, 2e-6 of the largest; its bf16 form
+ *                      (rmsnorm_fwd16) the float32 form's values rounded, bit for bit
  *   rmsnorm_bwd + the column sums   rmsnorm_backward's dx and dw (2 row chunks), 1e-5
  *   rope               rope_forward / rope_backward, 1e-6
  *   swiglu_fwd / _bwd  swiglu_forward / swiglu_backward, 1e-6
@@ -66,7 +67,7 @@ static void run(void *p)
     switch (a->kind) {
     case GATHER: embed_gather_k(a->y, a->w16, a->tok, a->c, V); break;
     case SCATTER: embed_scatter_add_k(a->y, a->x, a->tok, a->c, V); break;
-    case NORM: rmsnorm_fwd_k(a->y, a->x, a->w16, a->c, 1e-6f); break;
+    case NORM: rmsnorm_fwd_k(a->y, a->y16, a->x, a->w16, a->c, 1e-6f); break;
     case NORM_BWD: rmsnorm_bwd_dx_k(a->dx, a->dy, a->x, a->w, a->rstd, a->c, 1e-6f); break;
     case COLSUM: colsum_part_k(a->part, a->dy, a->x, a->rstd, a->n, a->c); break;
     case COLSUM_FIN: colsum_final_k(a->dw, a->part, a->chunks, a->c); break;
@@ -142,6 +143,13 @@ static void test_rmsnorm(void)
     struct call c = {.kind = NORM, .y = y, .x = x, .w16 = w16, .c = C};
     launch(&c, NB, ROW_THREADS);
     test_expect_close("forward", y, ref, (size_t)NB * C, 2e-6);
+    uint16_t *y16 = malloc(sizeof(uint16_t) * NB * C), *want16 = malloc(sizeof(uint16_t) * NB * C);
+    st_f32_to_bf16_n(y, want16, (size_t)NB * C);
+    for (int i = 0; i < NB * C; i++) y16[i] = 0x7fc1; /* written over */
+    c = (struct call){.kind = NORM, .y16 = y16, .x = x, .w16 = w16, .c = C};
+    launch(&c, NB, ROW_THREADS);
+    CU_ASSERT(memcmp(y16, want16, sizeof(uint16_t) * NB * C) == 0); /* rmsnorm_fwd16 */
+    free(y16), free(want16);
     test_fill_uniform(dx, (size_t)NB * C, 7, 0.1f);
     memcpy(dx_ref, dx, sizeof(float) * NB * C);
     test_fill_uniform(dw, C, 8, 0.1f);

@@ -26,6 +26,8 @@
  *                  rank's), any other token outside [0, V) is reported by the next sync
  *   rmsnorm_fwd    y (N, C) = x / sqrt(mean(x^2) + eps) * float(w)   w (C) bf16;
  *                  qwen3's per-head q/k norm: N = rows * heads, C = D
+ *   rmsnorm_fwd16  the same y rounded to bf16 (y16): the training path's operand of the
+ *                  next matrix product, without a float32 copy
  *   rope_fwd       rotate-half rotary on x (N, heads * D) in place, table (n_pos, D)
  *                  cos | sin as rope_table builds it
  *   swiglu_fwd     y (n) = (g * sig) * u, sig = sigmoid(g) written too unless NULL
@@ -139,7 +141,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 22 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 23 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -222,6 +224,8 @@ struct cuda_api {
     int (*embed_gather)(float *x, const uint16_t *embed, const int32_t *tokens, int N, int C,
                         int V);
     int (*rmsnorm_fwd)(float *y, const float *x, const uint16_t *w, int N, int C, float eps);
+    int (*rmsnorm_fwd16)(uint16_t *y16, const float *x, const uint16_t *w, int N, int C,
+                         float eps);
     int (*rope_fwd)(float *x, const int32_t *pos, int N, int n_heads, int D,
                     const float *rope);
     int (*swiglu_fwd)(float *y, float *sig, const float *g, const float *u, int64_t n);

@@ -284,6 +284,7 @@ static const struct cuda_api api = {
     cu_sync,
     cu_embed_gather,
     cu_rmsnorm_fwd,
+    cu_rmsnorm_fwd16,
     cu_rope_fwd,
     cu_swiglu_fwd,
     cu_swiglu_fwd16,

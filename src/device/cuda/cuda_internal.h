@@ -53,6 +53,7 @@ int cu_device_error_check(void);
 extern "C" {
 int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *tokens, int N, int C, int V);
 int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C, float eps);
+int cu_rmsnorm_fwd16(uint16_t *y16, const float *x, const uint16_t *w, int N, int C, float eps);
 int cu_rope_fwd(float *x, const int32_t *pos, int N, int n_heads, int D, const float *rope);
 int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n);
 int cu_swiglu_fwd16(uint16_t *y16, float *sig, const float *g, const float *u, int64_t n);

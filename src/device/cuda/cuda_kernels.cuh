@@ -59,16 +59,23 @@ __global__ static void embed_scatter_add_k(float *dembed, const float *dx,
 }
 
 /* ---- RMSNorm: one block per row, sum of squares reduced in float32 ---- */
-__global__ static void rmsnorm_fwd_k(float *y, const float *x, const uint16_t *w, int C,
-                                     float eps)
+/* y, or with y16 (y NULL) the same values rounded to bf16. */
+__global__ static void rmsnorm_fwd_k(float *y, uint16_t *y16, const float *x, const uint16_t *w,
+                                     int C, float eps)
 {
     __shared__ float part[ROW_THREADS];
-    const float *xr = x + (size_t)blockIdx.x * C;
-    float *yr = y + (size_t)blockIdx.x * C;
+    size_t o = (size_t)blockIdx.x * C;
+    const float *xr = x + o;
     float s = 0.0f;
     for (int j = threadIdx.x; j < C; j += blockDim.x) s += xr[j] * xr[j];
     float r = 1.0f / sqrtf(block_sum(s, part) / (float)C + eps);
-    for (int j = threadIdx.x; j < C; j += blockDim.x) yr[j] = (xr[j] * r) * bf16_to_f32(w[j]);
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        float v = (xr[j] * r) * bf16_to_f32(w[j]);
+        if (y16)
+            y16[o + j] = f32_to_bf16_rne(v);
+        else
+            y[o + j] = v;
+    }
 }
 
 /* Backward, dx: xhat = x r, g = dy w:  dx += r (g - xhat mean(g xhat)); the row's r

@@ -31,6 +31,13 @@ static int rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C
     return LAUNCH(ch_rmsnorm_fwd, a);
 }
 
+static int rmsnorm_fwd16(uint16_t *y16, const float *x, const uint16_t *w, int N, int C,
+                         float eps)
+{
+    struct rmsnorm_args a = {.y16 = y16, .x = x, .w16 = w, .N = N, .C = C, .eps = eps};
+    return LAUNCH(ch_rmsnorm_fwd, a);
+}
+
 static int rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                        float *rstd, int N, int C, float eps)
 {
@@ -340,7 +347,8 @@ static const struct cuda_api api = {
     .device_describe = ch_device_describe, .set_device = ch_set_device, .versions = ch_versions,
     .alloc = ch_alloc, .free = ch_free, .to_device = ch_to_device, .to_host = ch_to_host,
     .copy = ch_copy, .zero = ch_zero, .mem_info = ch_mem_info, .sync = ch_sync,
-    .embed_gather = embed_gather, .rmsnorm_fwd = rmsnorm_fwd, .rope_fwd = rope_fwd,
+    .embed_gather = embed_gather, .rmsnorm_fwd = rmsnorm_fwd,
+    .rmsnorm_fwd16 = rmsnorm_fwd16, .rope_fwd = rope_fwd,
     .swiglu_fwd = swiglu_fwd, .swiglu_fwd16 = swiglu_fwd16, .f32_to_bf16 = f32_to_bf16,
     .embed_scatter_add = embed_scatter_add, .rmsnorm_bwd = rmsnorm_bwd, .rope_bwd = rope_bwd,
     .swiglu_bwd = swiglu_bwd, .swiglu_bwd16 = swiglu_bwd16, .linear_fwd = linear_fwd, .add_bias = add_bias,

@@ -75,7 +75,11 @@ int ch_rmsnorm_fwd(const void *args)
     const struct rmsnorm_args *a = args;
     if (a->N <= 0) return 0;
     float *w = ch_widen(a->w16, (size_t)a->C);
-    rmsnorm_forward(a->y, a->x, w, a->N, a->C, a->eps);
+    size_t n = (size_t)a->N * a->C;
+    float *y = a->y16 ? xmalloc(n * sizeof *y) : a->y; /* rmsnorm_fwd16: then rounded */
+    rmsnorm_forward(y, a->x, w, a->N, a->C, a->eps);
+    if (a->y16) st_f32_to_bf16_n(y, a->y16, n);
+    if (y != a->y) free(y);
     free(w);
     return 0;
 }

@@ -69,7 +69,7 @@ struct gpu_trainer {
      * which the backward refills by running layer l's forward again. */
     int recompute;
     struct layer_acts work;
-    float *x, *hf, *rope, *rstd, *stats;
+    float *x, *rope, *rstd, *stats;
     float *dx, *dh, *dact, *datt, *dq, *dk, *dv, *dqlin, *dklin;
     uint16_t *dgate16, *dup16; /* (T, F): SwiGLU's backward, the gate / up operands */
     float *logits, *dlogits, *lp, *dlp, *ent;
@@ -114,7 +114,7 @@ static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T, int 
     size_t layer = T * (3 * C + 2 * HD + 3 * KD + qk + 3 * F + (size_t)c->n_heads) * 4 +
                    2 * T * C * 2;
     size_t rows = T > ch ? T : ch;
-    size_t scratch = T * (4 * C + 3 * HD + 2 * KD + qk + 2 * F + 2 * (size_t)c->n_heads + 4) * 4 +
+    size_t scratch = T * (3 * C + 3 * HD + 2 * KD + qk + 2 * F + 2 * (size_t)c->n_heads + 4) * 4 +
                      2 * ch * V * 4 + T * widest(c, 0) * 2 + T * C * 2 +
                      rows * widest(c, 1) * 2 + T * (size_t)c->head_dim * 4;
     size_t acts = recompute ? layer + (L - 1) * T * C * 4 : L * layer;
@@ -261,7 +261,6 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
         a->xin = dev(t, T * C * f);
     }
     t->x = dev(t, T * C * f);
-    t->hf = dev(t, T * C * f);
     t->dx = dev(t, T * C * f);
     t->dh = dev(t, T * C * f);
     t->dact = dev(t, T * F * f);
@@ -334,7 +333,7 @@ void gpu_trainer_free(struct gpu_trainer *t)
         if (!t->recompute) free_internals(t, &t->acts[l]);
     }
     if (t->recompute) free_internals(t, &t->work);
-    void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->hf, t->rope, t->rstd, t->stats,
+    void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->rope, t->rstd, t->stats,
                  t->dx, t->dh, t->dact, t->dgate16, t->dup16, t->datt, t->dq, t->dk, t->dv,
                  t->dqlin, t->dklin, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
                  t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->ent, t->d_mx, t->d_sums,
@@ -483,11 +482,9 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     struct layer_at w = layer_at(t, l);
     int C = c->hidden_size, H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
     int F = c->intermediate_size, HD = H * D, KD = K * D;
-    size_t TC = (size_t)T * C;
     float eps = c->rms_norm_eps;
 
-    GPU_CHECK(api, api->rmsnorm_fwd(t->hf, a->xin, W(t, w.ln1), T, C, eps));
-    bf16(t, a->h1b, t->hf, TC);
+    GPU_CHECK(api, api->rmsnorm_fwd16(a->h1b, a->xin, W(t, w.ln1), T, C, eps));
     float *qp = c->qk_norm ? a->qlin : a->q, *kp = c->qk_norm ? a->klin : a->k;
     linear(t, qp, a->h1b, w.wq, w.bq, T, C, HD, 0);
     linear(t, kp, a->h1b, w.wk, w.bk, T, C, KD, 0);
@@ -513,8 +510,7 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     bf16(t, t->ab, a->att, (size_t)T * HD);
     residual_add(t, a->xmid, a->xin, t->ab, w.wo, T, HD);
 
-    GPU_CHECK(api, api->rmsnorm_fwd(t->hf, a->xmid, W(t, w.ln2), T, C, eps));
-    bf16(t, a->h2b, t->hf, TC);
+    GPU_CHECK(api, api->rmsnorm_fwd16(a->h2b, a->xmid, W(t, w.ln2), T, C, eps));
     linear(t, a->gate, a->h2b, w.wg, TFM_ABSENT, T, C, F, 0);
     linear(t, a->up, a->h2b, w.wu, TFM_ABSENT, T, C, F, 0);
     if (!x_out) return;
@@ -531,8 +527,8 @@ static void trunk_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
                                            c->vocab_size));
     group_sum(t, t->acts[0].xin, (size_t)T * C);
     for (int l = 0; l < L; l++) layer_forward(t, b, l, T, l + 1 < L ? t->acts[l + 1].xin : t->x);
-    GPU_CHECK(t->api, t->api->rmsnorm_fwd(t->hf, t->x, W(t, t->at.ln_f), T, C, c->rms_norm_eps));
-    bf16(t, t->hfb, t->hf, (size_t)T * C);
+    GPU_CHECK(t->api, t->api->rmsnorm_fwd16(t->hfb, t->x, W(t, t->at.ln_f), T, C,
+                                            c->rms_norm_eps));
 }
 
 static void zero(const struct gpu_trainer *t, float *x, size_t n)
