@@ -930,12 +930,14 @@ static int parse_double(const char *flag, const char *s, double *out)
 
 /* ---- mode 4: two model files hold the same parameters ---- */
 
-/* The largest |x - y| over the largest |x| (0 when both are all zero). */
+/* The largest |x - y| over the largest |x| (0 when both are all zero; infinite where
+ * one holds a NaN, which fmax would pass over). */
 static double rel_to_largest(const float *x, const float *y, size_t n)
 {
     double d = 0, big = 0;
     for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)x[i] - y[i]));
+        double e = fabs((double)x[i] - y[i]);
+        d = isnan(e) && !(isnan(x[i]) && isnan(y[i])) ? INFINITY : fmax(d, e);
         big = fmax(big, fabs((double)x[i]));
     }
     return big > 0 ? d / big : d;

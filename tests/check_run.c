@@ -650,7 +650,7 @@ static void check_breakdown(const struct run *r)
                 prop_fail(&p, what, ">= 0", b);
             }
         double step = v[B_STEP_S][i], tol = 1e-9 * (1 + step);
-        if (fabs(v[B_WAIT][i] + v[B_TRAIN][i] - step) > tol) {
+        if (!(fabs(v[B_WAIT][i] + v[B_TRAIN][i] - step) <= tol)) { /* a NaN fails too */
             snprintf(what, sizeof what, "/steps rollout_wait_s + train_s == step_s (step %zu)", i + 1);
             snprintf(a, sizeof a, "%.9g", step);
             snprintf(b, sizeof b, "%.9g", v[B_WAIT][i] + v[B_TRAIN][i]);

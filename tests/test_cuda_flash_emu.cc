@@ -255,20 +255,10 @@ static void fill_bf16(float *x, size_t n, uint64_t seed, float scale)
     for (size_t i = 0; i < n; i++) x[i] = st_bf16_to_f32(st_f32_to_bf16(x[i]));
 }
 
-static double largest_diff(const float *got, const float *ref, size_t n)
-{
-    double big = 0.0, d = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        big = fmax(big, fabs((double)ref[i]));
-        d = fmax(d, fabs((double)got[i] - ref[i]));
-    }
-    return big > 0.0 ? d / big : d;
-}
-
 static void expect_within(const char *what, const float *got, const float *ref, size_t n,
                           double tol)
 {
-    double e = largest_diff(got, ref, n);
+    double e = test_rel_err(got, ref, n);
     printf("[%s %.1e] ", what, e);
     CU_ASSERT(e <= tol);
 }

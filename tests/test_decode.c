@@ -75,7 +75,7 @@ static void test_logprob_consistency(void)
         double worst = 0;
         for (int i = PROMPT - 1; i + 1 < N; i++) {
             double got = logprob_of(logits, c->vocab_size, 0.7f, tok[i + 1]);
-            worst = fmax(worst, fabs(got - lp[i]));
+            worst = test_worse(worst, fabs(got - lp[i]));
             int slot = 1;
             CU_ASSERT_EQUAL_FATAL(tfm_decoder_step(d, &slot, &tok[i + 1], 1, logits), 0);
         }
@@ -137,7 +137,7 @@ static void test_greedy_is_training_argmax(void)
 static double max_diff(const float *a, const float *b, int n)
 {
     double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    for (int i = 0; i < n; i++) m = test_worse(m, fabs((double)a[i] - b[i]));
     return m;
 }
 

@@ -120,7 +120,7 @@ static void test_gradients(void)
             double J_gpu = gpu_trainer_backward(t, &d.b);
             gpu_trainer_grads(t, &g_gpu);
             double lp_err = 0;
-            for (int i = 0; i < T; i++) lp_err = fmax(lp_err, fabs((double)lp_gpu[i] - lp_cpu[i]));
+            for (int i = 0; i < T; i++) lp_err = test_worse(lp_err, fabs((double)lp_gpu[i] - lp_cpu[i]));
             double cosine = test_cosine(g_gpu.mem, g_cpu.mem, p.n);
             double g_err = test_rel_err(g_gpu.mem, g_cpu.mem, p.n);
             double J_err = fabs(J_gpu - J_cpu) / fabs(J_cpu);
@@ -223,7 +223,7 @@ static void test_training(void)
         J_gpu = gpu_trainer_backward(t, &d.b);
         gpu_trainer_step(t);
         if (k == 0) J0_cpu = J_cpu, J0_gpu = J_gpu;
-        worst = fmax(worst, fabs(J_gpu - J_cpu) / J0_cpu);
+        worst = test_worse(worst, fabs(J_gpu - J_cpu) / J0_cpu);
     }
     printf("[J %.4f -> %.4f on the CPU, %.4f -> %.4f on the GPU; at most %.1e of J0 apart] ",
            J0_cpu, J_cpu, J0_gpu, J_gpu, worst);
@@ -396,7 +396,7 @@ static void test_recompute(void)
             gpu_trainer_grads(keep, &g0);
             gpu_trainer_grads(rec, &g1);
             double lp_err = 0;
-            for (int i = 0; i < T; i++) lp_err = fmax(lp_err, fabs((double)lp1[i] - lp0[i]));
+            for (int i = 0; i < T; i++) lp_err = test_worse(lp_err, fabs((double)lp1[i] - lp0[i]));
             double g_err = test_rel_err(g1.mem, g0.mem, p.n);
             int same = memcmp(g0.mem, g1.mem, p.n * sizeof(float)) == 0 && J0 == J1;
             printf("[family %d, %s: log-probs %.1e, J %.1e, gradients %.1e%s] ", f,

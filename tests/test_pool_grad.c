@@ -165,7 +165,7 @@ static double rel_diff(const float *a, const float *b, size_t n)
 {
     double d = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
+        d = test_worse(d, fabs((double)a[i] - b[i]));
         m = fmax(m, fabs((double)b[i]));
     }
     return m > 0 ? d / m : d;

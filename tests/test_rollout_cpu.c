@@ -302,7 +302,7 @@ static double logp_gap(const struct tfm_params *p, const int32_t *ctx, int n_ctx
     double worst = 0;
     for (int i = from; i < to; i++)
         if (ver < 0 || rec->ver[i] == ver)
-            worst = fmax(worst, fabs((double)rec->logp[i] - lp[n_ctx - 1 + i]));
+            worst = test_worse(worst, fabs((double)rec->logp[i] - lp[n_ctx - 1 + i]));
     tfm_state_free(s);
     free(tok);
     free(tgt);
@@ -350,7 +350,7 @@ static double compare_trajs(const struct traj *a, const struct traj *b, int n)
             CU_ASSERT(ids_equal(x->ids, y->ids, x->n_gen));
             CU_ASSERT(ids_equal(x->ver, y->ver, x->n_gen));
             for (int j = 0; j < x->n_gen; j++)
-                worst = fmax(worst, fabs((double)x->logp[j] - y->logp[j]));
+                worst = test_worse(worst, fabs((double)x->logp[j] - y->logp[j]));
         }
     }
     CU_ASSERT(worst <= TOL);
@@ -635,7 +635,7 @@ static void test_prefix_reuse(void)
         CU_ASSERT(rec1.n_gen == ref.n_gen && ids_equal(rec1.ids, ref.ids, ref.n_gen));
         CU_ASSERT(rec1.n_gen > 1 || c == 2);
         for (int j = 0; j < rec1.n_gen && j < ref.n_gen; j++)
-            worst = fmax(worst, fabs((double)rec1.logp[j] - ref.logp[j]));
+            worst = test_worse(worst, fabs((double)rec1.logp[j] - ref.logp[j]));
         double gap = logp_gap(&p, ctx1, n1, &rec1, 0, rec1.n_gen, -1, rc.temperature);
         CU_ASSERT(gap <= TOL);
         worst = fmax(worst, gap);

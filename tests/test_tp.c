@@ -359,7 +359,7 @@ static void test_decode(void)
                     bad_tok += memcmp(j.out[r].tok, ref.tok, sizeof ref.tok) != 0;
                     for (int s = 0; s < N_SLOTS; s++)
                         for (int i = 0; i < N_STEPS; i++)
-                            worst = fmax(worst, fabs(j.out[r].lp[s][i] - ref.lp[s][i]));
+                            worst = test_worse(worst, fabs(j.out[r].lp[s][i] - ref.lp[s][i]));
                     CU_ASSERT_EQUAL(memcmp(j.out[r].lp, j.out[0].lp, sizeof ref.lp), 0);
                 }
                 CU_ASSERT_EQUAL(bad_tok, 0);
@@ -507,7 +507,7 @@ static void train_check(const struct train_case *tc)
     CU_ASSERT_EQUAL(bad_repl, 0);
     /* the step moved the parameters (the comparison is not vacuous) */
     double moved = 0;
-    for (size_t i = 0; i < p1.n; i++) moved = fmax(moved, fabs(p1.mem[i] - p0.mem[i]));
+    for (size_t i = 0; i < p1.n; i++) moved = test_worse(moved, fabs(p1.mem[i] - p0.mem[i]));
     CU_ASSERT(moved > 1e-3);
     for (int r = 0; r < t; r++) {
         tfm_params_free(&j.p[r]);

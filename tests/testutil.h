@@ -7,6 +7,7 @@
 #define LIBRA_TESTUTIL_H
 
 #include <CUnit/CUnit.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,12 @@ void test_expect_close(const char *what, const float *got, const float *ref, siz
 void test_fill_uniform(float *x, size_t n, uint64_t seed, float scale);
 /* a . b / (|a| |b|) in double (0 when either is all zeros). */
 double test_cosine(const float *a, const float *b, size_t n);
+/* The worse of two errors, a NaN the worst of all (fmax would drop it: a kernel that
+ * writes NaNs would pass). Every test's running maximum of differences uses it. */
+static inline double test_worse(double worst, double e)
+{
+    return isnan(e) ? INFINITY : e > worst ? e : worst;
+}
 /* lse (nq, H): each query row's log-sum-exp of its scaled scores q.k / sqrt(D) over
  * keys 0 .. pos[i] of its kv head (GQA), in double: the tensor-core attention's lse. */
 void test_attn_lse(float *lse, const float *q, const float *k, const int *pos, int nq, int H,
