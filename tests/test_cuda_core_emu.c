@@ -72,10 +72,12 @@ static void run(void *p)
     case COLSUM: colsum_part_k(a->part, a->dy, a->x, a->rstd, a->n, a->c); break;
     case COLSUM_FIN: colsum_final_k(a->dw, a->part, a->chunks, a->c); break;
     case ROPE: rope_k(a->y, a->pos, a->n, H, D, a->rope, a->sign); break;
-    case SWI: swiglu_fwd_k(a->y, a->sig, a->g, a->u, a->n); break;
-    case SWI_BWD: swiglu_bwd_k(a->dx, a->dw, a->dy, a->g, a->u, a->sig, a->n); break;
-    case SWI16: swiglu_fwd16_k(a->y16, a->sig, a->g, a->u, a->n); break;
-    case SWI_BWD16: swiglu_bwd16_k(a->y16, a->z16, a->dy, a->g, a->u, a->sig, a->n); break;
+    case SWI: swiglu_fwd_k(a->y, NULL, a->sig, a->g, a->u, a->n); break;
+    case SWI_BWD: swiglu_bwd_k(a->dx, a->dw, NULL, NULL, a->dy, a->g, a->u, a->sig, a->n); break;
+    case SWI16: swiglu_fwd_k(NULL, a->y16, a->sig, a->g, a->u, a->n); break;
+    case SWI_BWD16:
+        swiglu_bwd_k(NULL, NULL, a->y16, a->z16, a->dy, a->g, a->u, a->sig, a->n);
+        break;
     case BF16: f32_to_bf16_k(a->y16, a->x, a->n); break;
     case SSQ: sum_squares_k(a->dpart, a->x, a->n); break;
     case SSQ_FIN: sum_parts_k(a->out, a->dpart, a->nb); break;

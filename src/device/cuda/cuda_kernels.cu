@@ -27,22 +27,25 @@ extern "C" int cu_embed_scatter_add(float *dembed, const float *dx, const int32_
     return 0;
 }
 
+static int rmsnorm_launch(float *y, uint16_t *y16, const float *x, const uint16_t *w, int N,
+                          int C, float eps)
+{
+    if (N <= 0) return 0;
+    rmsnorm_fwd_k<<<N, ROW_THREADS, 0, cu_stream()>>>(y, y16, x, w, C, eps);
+    CU_LAUNCHED("rmsnorm_fwd");
+    return 0;
+}
+
 extern "C" int cu_rmsnorm_fwd(float *y, const float *x, const uint16_t *w, int N, int C,
                               float eps)
 {
-    if (N <= 0) return 0;
-    rmsnorm_fwd_k<<<N, ROW_THREADS, 0, cu_stream()>>>(y, NULL, x, w, C, eps);
-    CU_LAUNCHED("rmsnorm_fwd");
-    return 0;
+    return rmsnorm_launch(y, NULL, x, w, N, C, eps);
 }
 
 extern "C" int cu_rmsnorm_fwd16(uint16_t *y16, const float *x, const uint16_t *w, int N, int C,
                                 float eps)
 {
-    if (N <= 0) return 0;
-    rmsnorm_fwd_k<<<N, ROW_THREADS, 0, cu_stream()>>>(NULL, y16, x, w, C, eps);
-    CU_LAUNCHED("rmsnorm_fwd16");
-    return 0;
+    return rmsnorm_launch(NULL, y16, x, w, N, C, eps);
 }
 
 extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
@@ -80,39 +83,47 @@ extern "C" int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, in
     return rope_launch(dx, pos, N, n_heads, D, rope, -1.0f);
 }
 
-extern "C" int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n)
+static int swiglu_fwd_launch(float *y, uint16_t *y16, float *sig, const float *g,
+                             const float *u, int64_t n)
 {
     if (n <= 0) return 0;
-    swiglu_fwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y, sig, g, u, n);
+    swiglu_fwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y, y16, sig, g, u, n);
     CU_LAUNCHED("swiglu_fwd");
     return 0;
+}
+
+extern "C" int cu_swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n)
+{
+    return swiglu_fwd_launch(y, NULL, sig, g, u, n);
 }
 
 extern "C" int cu_swiglu_fwd16(uint16_t *y16, float *sig, const float *g, const float *u,
                                int64_t n)
 {
+    return swiglu_fwd_launch(NULL, y16, sig, g, u, n);
+}
+
+static int swiglu_bwd_launch(float *dg, float *du, uint16_t *dg16, uint16_t *du16,
+                             const float *dy, const float *g, const float *u, const float *sig,
+                             int64_t n)
+{
     if (n <= 0) return 0;
-    swiglu_fwd16_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(y16, sig, g, u, n);
-    CU_LAUNCHED("swiglu_fwd16");
+    swiglu_bwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dg, du, dg16, du16, dy, g, u,
+                                                              sig, n);
+    CU_LAUNCHED("swiglu_bwd");
     return 0;
 }
 
 extern "C" int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g,
                              const float *u, const float *sig, int64_t n)
 {
-    if (n <= 0) return 0;
-    swiglu_bwd_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dg, du, dy, g, u, sig, n);
-    CU_LAUNCHED("swiglu_bwd");
-    return 0;
+    return swiglu_bwd_launch(dg, du, NULL, NULL, dy, g, u, sig, n);
 }
 
 extern "C" int cu_swiglu_bwd16(uint16_t *dg16, uint16_t *du16, const float *dy, const float *g,
                                const float *u, const float *sig, int64_t n)
 {
-    if (n <= 0) return 0;
-    swiglu_bwd16_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(dg16, du16, dy, g, u, sig, n);
-    CU_LAUNCHED("swiglu_bwd16");
-    return 0;
+    return swiglu_bwd_launch(NULL, NULL, dg16, du16, dy, g, u, sig, n);
 }
 
 extern "C" int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n)

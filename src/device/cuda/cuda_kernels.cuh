@@ -117,47 +117,37 @@ __global__ static void rope_k(float *x, const int32_t *pos, int N, int n_heads, 
 }
 
 /* ---- SwiGLU and bf16 conversion: one thread per element ---- */
-__global__ static void swiglu_fwd_k(float *y, float *sig_out, const float *g, const float *u,
-                                    int64_t n)
+/* y = (g sig) u, or with y16 (y NULL) that rounded to bf16 (the down projection's
+ * operand); sig written too unless NULL. */
+__global__ static void swiglu_fwd_k(float *y, uint16_t *y16, float *sig_out, const float *g,
+                                    const float *u, int64_t n)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
     float sig = 1.0f / (1.0f + expf(-g[k]));
     if (sig_out) sig_out[k] = sig;
-    y[k] = (g[k] * sig) * u[k];
+    float v = (g[k] * sig) * u[k];
+    if (y16)
+        y16[k] = f32_to_bf16_rne(v);
+    else
+        y[k] = v;
 }
 
-/* swiglu_fwd_k's y rounded to bf16 (the down projection's operand). */
-__global__ static void swiglu_fwd16_k(uint16_t *y16, float *sig_out, const float *g,
-                                      const float *u, int64_t n)
+/* dg += dy u sig (1 + g (1 - sig)); du += dy (g sig), as swiglu_backward; with dg16 /
+ * du16 (dg, du NULL) those terms added to zeros and rounded to bf16, written: the gate
+ * and up projections' backward operands. */
+__global__ static void swiglu_bwd_k(float *dg, float *du, uint16_t *dg16, uint16_t *du16,
+                                    const float *dy, const float *g, const float *u,
+                                    const float *sig, int64_t n)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
-    float sig = 1.0f / (1.0f + expf(-g[k]));
-    if (sig_out) sig_out[k] = sig;
-    y16[k] = f32_to_bf16_rne((g[k] * sig) * u[k]);
-}
-
-/* dg += dy u sig (1 + g (1 - sig)); du += dy (g sig), as swiglu_backward. */
-__global__ static void swiglu_bwd_k(float *dg, float *du, const float *dy, const float *g,
-                                    const float *u, const float *sig, int64_t n)
-{
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n) return;
-    if (dg) dg[k] += dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k]));
-    if (du) du[k] += dy[k] * (g[k] * sig[k]);
-}
-
-/* swiglu_bwd_k's terms written (not added) as bf16: the gate and up projections'
- * backward operands. */
-__global__ static void swiglu_bwd16_k(uint16_t *dg16, uint16_t *du16, const float *dy,
-                                      const float *g, const float *u, const float *sig,
-                                      int64_t n)
-{
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n) return;
-    if (dg16) dg16[k] = f32_to_bf16_rne(dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k])));
-    if (du16) du16[k] = f32_to_bf16_rne(dy[k] * (g[k] * sig[k]));
+    float tg = dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k]));
+    float tu = dy[k] * (g[k] * sig[k]);
+    if (dg) dg[k] += tg;
+    if (du) du[k] += tu;
+    if (dg16) dg16[k] = f32_to_bf16_rne(0.0f + tg);
+    if (du16) du16[k] = f32_to_bf16_rne(0.0f + tu);
 }
 
 __global__ static void f32_to_bf16_k(uint16_t *y, const float *x, int64_t n)
