@@ -861,7 +861,11 @@ static void test_flash_attention(void)
         void *d_do = dev_copy(dout, nqe * sizeof *dout), *d_dq = dev_copy(dq, nqe * sizeof *dq);
         void *d_dk = dev_copy(dk, nke * sizeof *dk), *d_dv = dev_copy(dv, nke * sizeof *dv);
         void *d_dl = dev_copy(NULL, nr * sizeof(float));
-        CU_OK(api->flash_fwd(d_o, d_l, d_q, d_k, d_v, d_p, nq, nk, H, K, D));
+        int32_t qs[2] = {0, nq}, ks[2] = {0, nk};
+        void *d_qs = dev_copy(qs, sizeof qs), *d_ks = dev_copy(ks, sizeof ks);
+        struct cuda_seqs sq = {.q_start = d_qs, .k_start = d_ks, .n = 1, .nq = nq, .nk = nk,
+                               .max_q = nq, .max_k = nk};
+        CU_OK(api->flash_fwd(d_o, d_l, d_q, d_k, d_v, d_p, &sq, H, K, D));
         CU_OK(api->sync());
         CU_OK(api->to_host(got, d_o, nqe * sizeof *got));
         CU_OK(api->to_host(got_lse, d_l, nr * sizeof *lse));
@@ -873,8 +877,8 @@ static void test_flash_attention(void)
         report_close(what, got_lse, lse, nr, 1e-4);
 
         attn_backward(dq, dk, dv, dout, q, k, v, ipos, nq, nk, H, K, D, scratch);
-        CU_OK(api->flash_bwd(d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v, d_o, d_l, d_p, nq, nk, H, K,
-                             D, d_dl));
+        CU_OK(api->flash_bwd(d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v, d_o, d_l, d_p, &sq, H, K, D,
+                             d_dl));
         CU_OK(api->sync());
         CU_OK(api->to_host(got, d_dq, nqe * sizeof *got));
         CU_OK(api->to_host(got_k, d_dk, nke * sizeof *got_k));
@@ -885,18 +889,112 @@ static void test_flash_attention(void)
         report_close(what, got_k, dk, nke, 2e-2);
         snprintf(what, sizeof what, "bwd dv nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
         report_close(what, got_v, dv, nke, 2e-2);
-        void *bufs[] = {d_q, d_k, d_v, d_o, d_l, d_p, d_do, d_dq, d_dk, d_dv, d_dl};
+        void *bufs[] = {d_q, d_k, d_v, d_o, d_l, d_p, d_do, d_dq, d_dk, d_dv, d_dl, d_qs, d_ks};
         for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
         float *hb[] = {q, k, v, dout, ref, got, lse, got_lse, dq, dk, dv, got_k, got_v, scratch};
         for (size_t b = 0; b < sizeof hb / sizeof hb[0]; b++) free(hb[b]);
         free(pos), free(ipos);
     }
     /* head dimensions the tiles do not take are refused with a message */
-    CU_ASSERT_EQUAL(api->flash_fwd(NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 1, 130), -1);
+    struct cuda_seqs one = {.n = 0};
+    CU_ASSERT_EQUAL(api->flash_fwd(NULL, NULL, NULL, NULL, NULL, NULL, &one, 1, 1, 130), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 130"));
-    CU_ASSERT_EQUAL(api->flash_bwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1,
-                                   1, 1, 1, 66, NULL), -1);
+    CU_ASSERT_EQUAL(api->flash_bwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                   &one, 1, 1, 66, NULL), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "head_dim 66"));
+    /* and batches whose sizes do not hold together: the kernels would trust them */
+    struct cuda_seqs bad[] = {
+        {.n = 0, .nq = 5},                                /* rows without a sequence */
+        {.n = 1, .nq = 4, .nk = 4, .max_q = 4, .max_k = 4}, /* no offsets */
+        {.q_start = (int32_t *)8, .k_start = (int32_t *)8, .n = 1, .nq = 4, .nk = 4,
+         .max_q = 5, .max_k = 4},                         /* longer than all of it */
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        CU_ASSERT_EQUAL(api->flash_fwd(NULL, NULL, NULL, NULL, NULL, NULL, &bad[b], 2, 1, 64), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(api->last_error(), "do not hold together"));
+        CU_ASSERT_EQUAL(api->flash_bwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                       &bad[b], 2, 1, 64, NULL), -1);
+    }
+    CU_ASSERT_EQUAL(api->flash_fwd(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2, 1, 64), -1);
+    CU_ASSERT_EQUAL(api->flash_fwd(NULL, NULL, NULL, NULL, NULL, NULL, &one, 2, 1, 64), 0);
+}
+
+/* One launch over a packed batch of sequences -- of other lengths, rows after a prefix,
+ * an empty one, positions in no order -- gives each sequence exactly what a launch of
+ * that sequence alone gives (the same blocks do the same arithmetic, wherever in the
+ * grid they fall), the gradients accumulating into what was there. */
+static void test_flash_packed(void)
+{
+    enum { S = 6, H = 4, K = 2, D = 64, HD = H * D, KD = K * D };
+    static const int seq_q[S] = {37, 5, 1, 0, 130, 29}, seq_k[S] = {37, 50, 1, 0, 130, 40};
+    int32_t qs[S + 1] = {0}, ks[S + 1] = {0};
+    for (int s = 0; s < S; s++) {
+        qs[s + 1] = qs[s] + seq_q[s];
+        ks[s + 1] = ks[s] + seq_k[s];
+    }
+    int nq = qs[S], nk = ks[S];
+    size_t nqe = (size_t)nq * HD, nke = (size_t)nk * KD, nr = (size_t)nq * H;
+    float *q = malloc(nqe * sizeof *q), *k = malloc(nke * sizeof *k), *v = malloc(nke * sizeof *v);
+    float *dout = malloc(nqe * sizeof *dout), *g0 = malloc((nqe + 2 * nke) * sizeof *g0);
+    int32_t *pos = malloc((size_t)nq * sizeof *pos);
+    fill_bf16(q, nqe, 201);
+    fill_bf16(k, nke, 202);
+    fill_bf16(v, nke, 203);
+    fill_bf16(dout, nqe, 204);
+    fill_normal(g0, nqe + 2 * nke, 205, 0.1f);
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < seq_q[s]; i++)
+            pos[qs[s] + i] = s == S - 1 ? (int)(((long)i * 37 + 11) % seq_k[s])
+                                        : seq_k[s] - seq_q[s] + i;
+    void *d_q = dev_copy(q, nqe * 4), *d_k = dev_copy(k, nke * 4), *d_v = dev_copy(v, nke * 4);
+    void *d_do = dev_copy(dout, nqe * 4), *d_p = dev_copy(pos, (size_t)nq * 4);
+    void *d_qs = dev_copy(qs, sizeof qs), *d_ks = dev_copy(ks, sizeof ks);
+    float *out[2], *lse[2], *grads[2]; /* [0] packed, [1] a sequence a launch */
+    for (int w = 0; w < 2; w++) {
+        float *d_o = dev_copy(NULL, nqe * 4), *d_l = dev_copy(NULL, nr * 4);
+        float *d_dl = dev_copy(NULL, nr * 4), *d_g = dev_copy(g0, (nqe + 2 * nke) * 4);
+        float *d_dq = d_g, *d_dk = d_g + nqe, *d_dv = d_dk + nke;
+        for (int s = 0; s < (w ? S : 1); s++) {
+            int32_t one_q[2] = {0, seq_q[s]}, one_k[2] = {0, seq_k[s]};
+            void *d_1q = dev_copy(one_q, sizeof one_q), *d_1k = dev_copy(one_k, sizeof one_k);
+            struct cuda_seqs all = {.q_start = d_qs, .k_start = d_ks, .n = S, .nq = nq,
+                                    .nk = nk, .max_q = 130, .max_k = 130};
+            struct cuda_seqs alone = {.q_start = d_1q, .k_start = d_1k, .n = 1, .nq = seq_q[s],
+                                      .nk = seq_k[s], .max_q = seq_q[s], .max_k = seq_k[s]};
+            const struct cuda_seqs *sq = w ? &alone : &all;
+            size_t qo = w ? (size_t)qs[s] : 0, ko = w ? (size_t)ks[s] : 0;
+            CU_OK(api->flash_fwd(d_o + qo * HD, d_l + qo * H, (float *)d_q + qo * HD,
+                                 (float *)d_k + ko * KD, (float *)d_v + ko * KD,
+                                 (int32_t *)d_p + qo, sq, H, K, D));
+            CU_OK(api->flash_bwd(d_dq + qo * HD, d_dk + ko * KD, d_dv + ko * KD,
+                                 (float *)d_do + qo * HD, (float *)d_q + qo * HD,
+                                 (float *)d_k + ko * KD, (float *)d_v + ko * KD, d_o + qo * HD,
+                                 d_l + qo * H, (int32_t *)d_p + qo, sq, H, K, D, d_dl + qo * H));
+            CU_OK(api->sync());
+            api->free(d_1q), api->free(d_1k);
+        }
+        out[w] = malloc(nqe * 4), lse[w] = malloc(nr * 4), grads[w] = malloc((nqe + 2 * nke) * 4);
+        CU_OK(api->to_host(out[w], d_o, nqe * 4));
+        CU_OK(api->to_host(lse[w], d_l, nr * 4));
+        CU_OK(api->to_host(grads[w], d_g, (nqe + 2 * nke) * 4));
+        api->free(d_o), api->free(d_l), api->free(d_dl), api->free(d_g);
+    }
+    CU_ASSERT(memcmp(out[0], out[1], nqe * 4) == 0);
+    CU_ASSERT(memcmp(lse[0], lse[1], nr * 4) == 0);
+    CU_ASSERT(memcmp(grads[0], grads[1], (nqe + 2 * nke) * 4) == 0);
+    /* and the packed launch is right, not only consistent: the last sequence's output */
+    int s = S - 1, *ipos = malloc((size_t)seq_q[s] * sizeof *ipos);
+    for (int i = 0; i < seq_q[s]; i++) ipos[i] = pos[qs[s] + i];
+    float *ref = malloc((size_t)seq_q[s] * HD * sizeof *ref);
+    float *scratch = malloc(attn_scratch_floats(seq_q[s], seq_k[s], H, K, D) * sizeof *scratch);
+    attn_forward(ref, q + (size_t)qs[s] * HD, k + (size_t)ks[s] * KD, v + (size_t)ks[s] * KD,
+                 ipos, seq_q[s], seq_k[s], H, K, D, scratch);
+    report_close("packed batch, its last sequence", out[0] + (size_t)qs[s] * HD, ref,
+                 (size_t)seq_q[s] * HD, 1e-2);
+    void *bufs[] = {d_q, d_k, d_v, d_do, d_p, d_qs, d_ks};
+    for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) api->free(bufs[b]);
+    for (int w = 0; w < 2; w++) free(out[w]), free(lse[w]), free(grads[w]);
+    free(q), free(k), free(v), free(dout), free(g0), free(pos), free(ipos), free(ref), free(scratch);
 }
 
 /* prefill_attn: the rows of one sequence against its keys in a paged pool whose blocks
@@ -1737,6 +1835,7 @@ int main(void)
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"attention backward vs attn_backward (1e-5)", test_attention_backward},
         {"tensor-core attention vs attn_forward/backward (1e-2, 2e-2)", test_flash_attention},
+        {"tensor-core attention: a packed batch = each sequence alone", test_flash_packed},
         {"column sums over row chunks: rmsnorm_bwd dw, bias_bwd (1e-5)", test_column_sums},
         {"tensor-core prefill attention over a paged pool vs attn_forward (1e-2)",
          test_prefill_attention},

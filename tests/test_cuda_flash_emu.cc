@@ -180,6 +180,7 @@ static void block_end(void)
 /* ---- launches ---- */
 struct args {
     int nq, nk, H, K, D, DP, P;
+    fl_seqs sq; /* the packed batch of the training kernels */
     float *out, *lse, *delta, *dq, *dk, *dv;
     const float *fq, *fo, *fdo;
     const uint16_t *q, *k, *v, *dout, *kp, *vp;
@@ -193,7 +194,7 @@ template <int DP>
 static void fwd_body(void *p)
 {
     const args *a = (const args *)p;
-    flash_fwd_k<DP>(a->out, a->lse, a->q, a->k, a->v, a->pos, a->nq, a->nk, a->H, a->K, a->D,
+    flash_fwd_k<DP>(a->out, a->lse, a->q, a->k, a->v, a->pos, a->sq, a->H, a->K, a->D,
                     FL_LOG2E / sqrtf((float)a->D));
     block_end();
 }
@@ -201,16 +202,16 @@ template <int DP>
 static void dq_body(void *p)
 {
     const args *a = (const args *)p;
-    flash_dq_k<DP>(a->dq, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->nq, a->nk,
-                   a->H, a->K, a->D, 1.0f / sqrtf((float)a->D));
+    flash_dq_k<DP>(a->dq, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->sq, a->H,
+                   a->K, a->D, 1.0f / sqrtf((float)a->D));
     block_end();
 }
 template <int DP>
 static void dkv_body(void *p)
 {
     const args *a = (const args *)p;
-    flash_dkv_k<DP>(a->dk, a->dv, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->nq,
-                    a->nk, a->H, a->K, a->D, 1.0f / sqrtf((float)a->D));
+    flash_dkv_k<DP>(a->dk, a->dv, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->sq,
+                    a->H, a->K, a->D, 1.0f / sqrtf((float)a->D));
     block_end();
 }
 template <int DP>
@@ -264,16 +265,36 @@ static void expect_within(const char *what, const float *got, const float *ref, 
 }
 
 /* ---- the training kernels: forward, then the backward's three passes ---- */
+/* Each launch takes a packed batch of sequences (other lengths, rows after a prefix, an
+ * empty one, positions in no order), each sequence held to the references on its own. */
+enum { MAX_SEQS = 4 };
+struct seq_case {
+    int nq, nk, shuffled;
+};
 static void test_forward_backward(void)
 {
-    static const struct { int nq, nk, H, K, D, shuffled; } cases[] = {
-        {37, 37, 4, 2, 64, 0}, {70, 70, 2, 1, 24, 0}, {5, 50, 2, 2, 128, 0},
-        {29, 40, 2, 1, 80, 1}, {130, 130, 1, 1, 32, 0},
+    static const struct {
+        int H, K, D, n;
+        seq_case seq[MAX_SEQS];
+    } cases[] = {
+        {4, 2, 64, 4, {{37, 37, 0}, {5, 50, 0}, {0, 0, 0}, {20, 20, 0}}},
+        {2, 1, 24, 1, {{70, 70, 0}}},
+        {2, 2, 128, 2, {{5, 50, 0}, {1, 1, 0}}},
+        {2, 1, 80, 2, {{29, 40, 1}, {16, 16, 0}}},
+        {1, 1, 32, 2, {{130, 130, 0}, {3, 3, 0}}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
-        int DP = (D + 15) / 16 * 16;
-        size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * K * D, nr = (size_t)nq * H;
+        int H = cases[c].H, K = cases[c].K, D = cases[c].D, S = cases[c].n;
+        int DP = (D + 15) / 16 * 16, HD = H * D, KD = K * D, max_q = 0, max_k = 0;
+        int32_t qs[MAX_SEQS + 1] = {0}, ks[MAX_SEQS + 1] = {0};
+        for (int s = 0; s < S; s++) {
+            qs[s + 1] = qs[s] + cases[c].seq[s].nq;
+            ks[s + 1] = ks[s] + cases[c].seq[s].nk;
+            max_q = cases[c].seq[s].nq > max_q ? cases[c].seq[s].nq : max_q;
+            max_k = cases[c].seq[s].nk > max_k ? cases[c].seq[s].nk : max_k;
+        }
+        int nq = qs[S], nk = ks[S];
+        size_t nqe = (size_t)nq * HD, nke = (size_t)nk * KD, nr = (size_t)nq * H;
         float *q = (float *)malloc(nqe * sizeof *q), *k = (float *)malloc(nke * sizeof *k);
         float *v = (float *)malloc(nke * sizeof *v), *dout = (float *)malloc(nqe * sizeof *dout);
         float *ref = (float *)malloc(nqe * sizeof *ref), *out = (float *)malloc(nqe * sizeof *out);
@@ -282,9 +303,10 @@ static void test_forward_backward(void)
         float *dq = (float *)malloc(nqe * sizeof *dq), *rdq = (float *)malloc(nqe * sizeof *dq);
         float *dk = (float *)malloc(nke * sizeof *dk), *rdk = (float *)malloc(nke * sizeof *dk);
         float *dv = (float *)malloc(nke * sizeof *dv), *rdv = (float *)malloc(nke * sizeof *dv);
-        float *scratch = (float *)malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
-        int32_t *pos = (int32_t *)malloc((size_t)nq * sizeof *pos);
-        int *ipos = (int *)malloc((size_t)nq * sizeof *ipos);
+        float *scratch =
+            (float *)malloc(attn_scratch_floats(max_q, max_k, H, K, D) * sizeof *scratch);
+        int32_t *pos = (int32_t *)malloc((size_t)(nq + 1) * sizeof *pos);
+        int *ipos = (int *)malloc((size_t)(nq + 1) * sizeof *ipos);
         fill_bf16(q, nqe, 10 + c, 2.0f);
         fill_bf16(k, nke, 20 + c, 2.0f);
         fill_bf16(v, nke, 30 + c, 1.0f);
@@ -295,26 +317,40 @@ static void test_forward_backward(void)
         memcpy(rdq, dq, nqe * sizeof *dq);
         memcpy(rdk, dk, nke * sizeof *dk);
         memcpy(rdv, dv, nke * sizeof *dv);
-        for (int i = 0; i < nq; i++)
-            pos[i] = ipos[i] = cases[c].shuffled ? (int)(((long)i * 37 + 11) % nk) : nk - nq + i;
-        test_attn_lse(ref_lse, q, k, ipos, nq, H, K, D);
-        attn_forward(ref, q, k, v, ipos, nq, nk, H, K, D, scratch);
-        attn_backward(rdq, rdk, rdv, dout, q, k, v, ipos, nq, nk, H, K, D, scratch);
+        for (int s = 0; s < S; s++) { /* the references, a sequence at a time */
+            const seq_case &x = cases[c].seq[s];
+            for (int i = 0; i < x.nq; i++)
+                pos[qs[s] + i] = ipos[qs[s] + i] =
+                    x.shuffled ? (int)(((long)i * 37 + 11) % x.nk) : x.nk - x.nq + i;
+            size_t qo = (size_t)qs[s], ko = (size_t)ks[s];
+            if (x.nq == 0) continue;
+            const float *qq = q + qo * HD, *kk = k + ko * KD, *vv = v + ko * KD;
+            test_attn_lse(ref_lse + qo * H, qq, kk, ipos + qo, x.nq, H, K, D);
+            attn_forward(ref + qo * HD, qq, kk, vv, ipos + qo, x.nq, x.nk, H, K, D, scratch);
+            attn_backward(rdq + qo * HD, rdk + ko * KD, rdv + ko * KD, dout + qo * HD, qq, kk, vv,
+                          ipos + qo, x.nq, x.nk, H, K, D, scratch);
+        }
 
         uint16_t *qb = padded(q, (long long)nq * H, D, DP), *kb = padded(k, (long long)nk * K, D, DP);
         uint16_t *vb = padded(v, (long long)nk * K, D, DP);
         uint16_t *db = padded(dout, (long long)nq * H, D, DP);
         args a = {};
         a.nq = nq, a.nk = nk, a.H = H, a.K = K, a.D = D, a.DP = DP;
+        a.sq = fl_seqs{qs, ks, S};
         a.out = out, a.lse = lse, a.delta = delta, a.dq = dq, a.dk = dk, a.dv = dv;
         a.q = qb, a.k = kb, a.v = vb, a.dout = db, a.pos = pos, a.fo = out, a.fdo = dout;
         emu_faults = 0;
-        emu_launch_2d(blocks(nq, FL_ROWS), (unsigned)H, FL_THREADS, BY_DP(DP, fwd_body), &a);
+        /* the grids of cuda_flash.cu: S blocks a tile rank of the longest sequence */
+        unsigned gq = (unsigned)S * blocks(max_q, FL_ROWS), gk = (unsigned)S * blocks(max_k, FL_ROWS);
+        emu_launch_2d(gq, (unsigned)H, FL_THREADS, BY_DP(DP, fwd_body), &a);
         emu_launch(blocks((long long)nq * H, FL_WARPS), FL_THREADS, delta_body, &a);
-        emu_launch_2d(blocks(nq, FL_ROWS), (unsigned)H, FL_THREADS, BY_DP(DP, dq_body), &a);
-        emu_launch_2d(blocks(nk, FL_ROWS), (unsigned)K, FL_THREADS, BY_DP(DP, dkv_body), &a);
-        printf("\n    nq %d nk %d H %d K %d D %d%s: ", nq, nk, H, K, D,
-               cases[c].shuffled ? " (positions in no order)" : "");
+        emu_launch_2d(gq, (unsigned)H, FL_THREADS, BY_DP(DP, dq_body), &a);
+        emu_launch_2d(gk, (unsigned)K, FL_THREADS, BY_DP(DP, dkv_body), &a);
+        printf("\n    H %d K %d D %d, %d sequences of", H, K, D, S);
+        for (int s = 0; s < S; s++)
+            printf(" %d/%d%s", cases[c].seq[s].nq, cases[c].seq[s].nk,
+                   cases[c].seq[s].shuffled ? " (positions in no order)" : "");
+        printf(" rows/keys: ");
         expect_within("out", out, ref, nqe, 1e-2);
         expect_within("lse", lse, ref_lse, nr, 1e-4);
         expect_within("dq", dq, rdq, nqe, 2e-2);

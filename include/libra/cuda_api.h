@@ -67,9 +67,10 @@
  * Attention on the tensor cores (the training path; bf16 operands -- Q, K, V, dO and
  * the probabilities -- float32 sums; D a multiple of 4, at most 128: cuda_flash_supports):
  *   flash_fwd      attn_fwd's out, and lse (nq, H) the natural log-sum-exp of each
- *                  row's scaled scores (NULL: not kept)
+ *                  row's scaled scores (NULL: not kept), for every sequence of a packed
+ *                  batch (struct cuda_seqs) in one launch
  *   flash_bwd      attn_bwd's dq +=, dk +=, dv += from flash_fwd's out and lse;
- *                  delta (nq, H) floats of scratch
+ *                  delta (nq, H) floats of scratch; the same packed batch
  *   prefill_attn   the rows of one sequence (a prefill chunk: q (nq, H*D), positions
  *                  q_pos) against its keys 0 .. q_pos[i] in a paged KV pool (as
  *                  decode_attn's, one block table): flash_fwd's out
@@ -141,7 +142,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 23 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 24 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -189,6 +190,25 @@ static inline const char *cuda_gemv_refusal(const struct cuda_gemv *g)
     }
     if (rows > (1LL << 30)) return "too many rows";
     return NULL;
+}
+
+/* A packed batch of sequences for flash_fwd / flash_bwd: sequence s is the q rows
+ * q_start[s] .. q_start[s + 1] - 1 against the k rows k_start[s] .. k_start[s + 1] - 1
+ * (device arrays of n + 1 entries from 0; the two may be one array), its key j the k
+ * row k_start[s] + j, which row i attends when j <= q_pos[i]. nq = q_start[n] and nk =
+ * k_start[n] rows in all; max_q, max_k the longest sequence's rows and keys. */
+struct cuda_seqs {
+    const int32_t *q_start, *k_start;
+    int n, nq, nk, max_q, max_k;
+};
+
+/* The sizes of a packed batch hold together (its offsets live on the device, and the
+ * kernels trust them: q_start[n] = nq, k_start[n] = nk, each non-decreasing). */
+static inline int cuda_seqs_valid(const struct cuda_seqs *sq)
+{
+    return sq && sq->n >= 0 && sq->max_q >= 0 && sq->max_k >= 0 && sq->max_q <= sq->nq &&
+           sq->max_k <= sq->nk && (sq->n == 0 || (sq->q_start && sq->k_start)) &&
+           (sq->n > 0 || (sq->nq == 0 && sq->nk == 0));
 }
 
 /* Head dimensions flash_fwd and flash_bwd take (float4 loads, tiles of up to 128). */
@@ -254,10 +274,11 @@ struct cuda_api {
                     const float *k, const float *v, const int32_t *q_pos, int nq, int nk,
                     int H, int K, int D, float *stats);
     int (*flash_fwd)(float *out, float *lse, const float *q, const float *k, const float *v,
-                     const int32_t *q_pos, int nq, int nk, int H, int K, int D);
+                     const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D);
     int (*flash_bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
                      const float *k, const float *v, const float *out, const float *lse,
-                     const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
+                     const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D,
+                     float *delta);
     int (*prefill_attn)(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                         const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D,
                         int P);

@@ -282,20 +282,22 @@ static void bench_weights(struct gpu_model *m, double h2d)
     GPU_CHECK(api, api->free(buf));
 }
 
-/* Causal attention of one sequence of len tokens with the shape's heads, forward and
- * backward, on the tensor cores (flash_*) and on the float32 kernels (attn_*): TFLOP/s
- * of the useful products (forward 2 of len^2 / 2 x H x D multiply-adds, backward 5),
- * mean of 3 after 1 untimed. */
-static void bench_attention(const struct cuda_api *api, const struct tfm_config *c, int len,
-                            double tflops)
+/* Causal attention of n_seq sequences of len tokens with the shape's heads, forward
+ * and backward, on the tensor cores (flash_*: the packed batch in one launch) and on
+ * the float32 kernels (attn_*: a launch a sequence): TFLOP/s of the useful products
+ * (forward 2 of len^2 / 2 x H x D multiply-adds a sequence, backward 5), mean of 3
+ * after 1 untimed. */
+static void bench_attention(const struct cuda_api *api, const struct tfm_config *c, int n_seq,
+                            int len, double tflops)
 {
-    int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim;
-    size_t nq = (size_t)len * H * D, nk = (size_t)len * K * D;
+    int H = c->n_heads, K = c->n_kv_heads, D = c->head_dim, T = n_seq * len;
+    size_t nq = (size_t)T * H * D, nk = (size_t)T * K * D;
     float *q = dev_alloc(api, nq * 4), *k = dev_alloc(api, nk * 4), *v = dev_alloc(api, nk * 4);
     float *o = dev_alloc(api, nq * 4), *dout = dev_alloc(api, nq * 4), *dq = dev_alloc(api, nq * 4);
     float *dk = dev_alloc(api, nk * 4), *dv = dev_alloc(api, nk * 4);
-    float *lse = dev_alloc(api, (size_t)len * H * 4), *st = dev_alloc(api, (size_t)len * H * 8);
-    int32_t *pos = dev_alloc(api, (size_t)len * 4), *hp = xmalloc((size_t)len * 4);
+    float *lse = dev_alloc(api, (size_t)T * H * 4), *st = dev_alloc(api, (size_t)T * H * 8);
+    int32_t *pos = dev_alloc(api, (size_t)T * 4), *hp = xmalloc((size_t)(T + n_seq + 1) * 4);
+    int32_t *start = dev_alloc(api, (size_t)(n_seq + 1) * 4);
     float *hx = xmalloc((nq + 16) * 4); /* k and v read it at offsets 7 and 13 */
     for (size_t i = 0; i < nq + 16; i++)
         hx[i] = (float)((i * 2654435761u >> 20) % 2001) / 1000.0f - 1.0f;
@@ -303,9 +305,13 @@ static void bench_attention(const struct cuda_api *api, const struct tfm_config 
     GPU_CHECK(api, api->to_device(dout, hx, nq * 4));
     GPU_CHECK(api, api->to_device(k, hx + 7, nk * 4));
     GPU_CHECK(api, api->to_device(v, hx + 13, nk * 4));
-    for (int i = 0; i < len; i++) hp[i] = i;
-    GPU_CHECK(api, api->to_device(pos, hp, (size_t)len * 4));
-    double fwd = 2.0 * 2.0 * (double)len * (len + 1) / 2.0 * H * D;
+    for (int i = 0; i < T; i++) hp[i] = i % len;
+    GPU_CHECK(api, api->to_device(pos, hp, (size_t)T * 4));
+    for (int s = 0; s <= n_seq; s++) hp[s] = s * len;
+    GPU_CHECK(api, api->to_device(start, hp, (size_t)(n_seq + 1) * 4));
+    struct cuda_seqs sq = {.q_start = start, .k_start = start, .n = n_seq, .nq = T, .nk = T,
+                           .max_q = len, .max_k = len};
+    double fwd = 2.0 * 2.0 * (double)len * (len + 1) / 2.0 * H * D * n_seq;
     for (int flash = 1; flash >= 0; flash--) {
         if (flash && !cuda_flash_supports(D)) continue;
         double t[2];
@@ -317,26 +323,30 @@ static void bench_attention(const struct cuda_api *api, const struct tfm_config 
                     t0 = wall_time();
                 }
                 if (pass == 0 && flash)
-                    GPU_CHECK(api, api->flash_fwd(o, lse, q, k, v, pos, len, len, H, K, D));
-                else if (pass == 0)
-                    GPU_CHECK(api, api->attn_fwd(o, q, k, v, pos, len, len, H, K, D));
-                else if (flash)
-                    GPU_CHECK(api, api->flash_bwd(dq, dk, dv, dout, q, k, v, o, lse, pos, len, len,
-                                                  H, K, D, st));
-                else
-                    GPU_CHECK(api, api->attn_bwd(dq, dk, dv, dout, q, k, v, pos, len, len, H, K,
-                                                 D, st));
+                    GPU_CHECK(api, api->flash_fwd(o, lse, q, k, v, pos, &sq, H, K, D));
+                else if (pass == 1 && flash)
+                    GPU_CHECK(api, api->flash_bwd(dq, dk, dv, dout, q, k, v, o, lse, pos, &sq, H,
+                                                  K, D, st));
+                for (size_t s = 0; s < (size_t)n_seq && !flash; s++) {
+                    size_t a = s * len * (size_t)H * D, b = s * len * (size_t)K * D;
+                    if (pass == 0)
+                        GPU_CHECK(api, api->attn_fwd(o + a, q + a, k + b, v + b, pos, len, len, H,
+                                                     K, D));
+                    else
+                        GPU_CHECK(api, api->attn_bwd(dq + a, dk + b, dv + b, dout + a, q + a,
+                                                     k + b, v + b, pos, len, len, H, K, D, st));
+                }
             }
             GPU_CHECK(api, api->sync());
             t[pass] = (wall_time() - t0) / 3;
         }
         double rf = fwd / t[0] / 1e12, rb = 2.5 * fwd / t[1] / 1e12;
-        printf("  attention %-11s %d tokens: forward %7.2f ms = %6.1f TFLOP/s (%4.1f %% of gemm)"
-               "   backward %7.2f ms = %6.1f TFLOP/s (%4.1f %%)\n",
-               flash ? "tensor-core" : "float32", len, 1e3 * t[0], rf, 100 * rf / tflops,
+        printf("  attention %-11s %d x %d tokens: forward %7.2f ms = %6.1f TFLOP/s (%4.1f %% of "
+               "gemm)   backward %7.2f ms = %6.1f TFLOP/s (%4.1f %%)\n",
+               flash ? "tensor-core" : "float32", n_seq, len, 1e3 * t[0], rf, 100 * rf / tflops,
                1e3 * t[1], rb, 100 * rb / tflops);
     }
-    void *b[] = {q, k, v, o, dout, dq, dk, dv, lse, st, pos};
+    void *b[] = {q, k, v, o, dout, dq, dk, dv, lse, st, pos, start};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
     free(hp), free(hx);
 }
@@ -520,7 +530,7 @@ int cmd_bench_gpu(int argc, char **argv)
         bench_weights(m, h2d);
         gpu_model_free(m);
         if (train[0] > 0) {
-            bench_attention(api, c, train[1], tflops);
+            bench_attention(api, c, train[0], train[1], tflops);
             for (int flash = cuda_flash_supports(c->head_dim); flash >= 0; flash--)
                 if (train_att == 2 || train_att == !flash)
                     bench_train(api, c, train[0], train[1], flash, train_reps, tflops);

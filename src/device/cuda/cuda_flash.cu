@@ -55,22 +55,36 @@ static int flash_check(const char *what, int H, int K, int D)
         }                                                                                    \
     } while (0)
 
+/* The grid of a packed batch: n blocks for each tile rank (of `per` rows or keys) of
+ * the longest sequence, by y. */
+static dim3 seq_grid(const struct cuda_seqs *sq, int longest, int per, int y)
+{
+    return dim3((unsigned)(sq->n * ((longest + per - 1) / per)), (unsigned)y);
+}
+
+static struct fl_seqs fl_seqs_of(const struct cuda_seqs *sq)
+{
+    struct fl_seqs f = {sq->q_start, sq->k_start, sq->n};
+    return f;
+}
+
 template <int DP>
 static int fwd_launch(float *out, float *lse, const float *q, const float *k, const float *v,
-                      const int32_t *q_pos, int nq, int nk, int H, int K, int D)
+                      const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D)
 {
     static int attr;
     FL_SMEM(flash_fwd_k<DP>, fwd_smem<DP>(), attr);
-    size_t nqe = (size_t)nq * H * DP, nke = (size_t)nk * K * DP;
+    size_t nqe = (size_t)sq->nq * H * DP, nke = (size_t)sq->nk * K * DP;
     uint16_t *qb = flash_scratch(nqe + 2 * nke);
     if (!qb) return -1;
     uint16_t *kb = qb + nqe, *vb = kb + nke;
-    if (to_bf16(qb, q, (long long)nq * H, D, DP) ||
-        to_bf16(kb, k, (long long)nk * K, D, DP) || to_bf16(vb, v, (long long)nk * K, D, DP))
+    if (to_bf16(qb, q, (long long)sq->nq * H, D, DP) ||
+        to_bf16(kb, k, (long long)sq->nk * K, D, DP) ||
+        to_bf16(vb, v, (long long)sq->nk * K, D, DP))
         return -1;
-    dim3 grid((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);
-    flash_fwd_k<DP><<<grid, FL_THREADS, fwd_smem<DP>(), cu_stream()>>>(
-        out, lse, qb, kb, vb, q_pos, nq, nk, H, K, D, FL_LOG2E / sqrtf((float)D));
+    flash_fwd_k<DP><<<seq_grid(sq, sq->max_q, FL_ROWS, H), FL_THREADS, fwd_smem<DP>(),
+                      cu_stream()>>>(out, lse, qb, kb, vb, q_pos, fl_seqs_of(sq), H, K, D,
+                                     FL_LOG2E / sqrtf((float)D));
     CU_LAUNCHED("flash_fwd");
     return 0;
 }
@@ -78,27 +92,28 @@ static int fwd_launch(float *out, float *lse, const float *q, const float *k, co
 template <int DP>
 static int bwd_launch(float *dq, float *dk, float *dv, const float *dout, const float *q,
                       const float *k, const float *v, const float *lse, const float *delta,
-                      const int32_t *q_pos, int nq, int nk, int H, int K, int D)
+                      const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D)
 {
     static int attr_dq, attr_dkv;
     FL_SMEM(flash_dq_k<DP>, dq_smem<DP>(), attr_dq);
     FL_SMEM(flash_dkv_k<DP>, dkv_smem<DP>(), attr_dkv);
-    size_t nqe = (size_t)nq * H * DP, nke = (size_t)nk * K * DP;
+    size_t nqe = (size_t)sq->nq * H * DP, nke = (size_t)sq->nk * K * DP;
     uint16_t *qb = flash_scratch(2 * nqe + 2 * nke);
     if (!qb) return -1;
     uint16_t *db = qb + nqe, *kb = db + nqe, *vb = kb + nke;
-    if (to_bf16(qb, q, (long long)nq * H, D, DP) ||
-        to_bf16(db, dout, (long long)nq * H, D, DP) || to_bf16(kb, k, (long long)nk * K, D, DP) ||
-        to_bf16(vb, v, (long long)nk * K, D, DP))
+    if (to_bf16(qb, q, (long long)sq->nq * H, D, DP) ||
+        to_bf16(db, dout, (long long)sq->nq * H, D, DP) ||
+        to_bf16(kb, k, (long long)sq->nk * K, D, DP) ||
+        to_bf16(vb, v, (long long)sq->nk * K, D, DP))
         return -1;
     float scale = 1.0f / sqrtf((float)D);
-    dim3 gq((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);
-    flash_dq_k<DP><<<gq, FL_THREADS, dq_smem<DP>(), cu_stream()>>>(
-        dq, db, qb, kb, vb, lse, delta, q_pos, nq, nk, H, K, D, scale);
+    flash_dq_k<DP><<<seq_grid(sq, sq->max_q, FL_ROWS, H), FL_THREADS, dq_smem<DP>(),
+                     cu_stream()>>>(dq, db, qb, kb, vb, lse, delta, q_pos, fl_seqs_of(sq), H, K,
+                                    D, scale);
     CU_LAUNCHED("flash_bwd dq");
-    dim3 gk((unsigned)((nk + FL_ROWS - 1) / FL_ROWS), (unsigned)K);
-    flash_dkv_k<DP><<<gk, FL_THREADS, dkv_smem<DP>(), cu_stream()>>>(
-        dk, dv, db, qb, kb, vb, lse, delta, q_pos, nq, nk, H, K, D, scale);
+    flash_dkv_k<DP><<<seq_grid(sq, sq->max_k, FL_ROWS, K), FL_THREADS, dkv_smem<DP>(),
+                      cu_stream()>>>(dk, dv, db, qb, kb, vb, lse, delta, q_pos, fl_seqs_of(sq),
+                                     H, K, D, scale);
     CU_LAUNCHED("flash_bwd dk dv");
     return 0;
 }
@@ -129,27 +144,40 @@ static int paged_launch(float *out, const float *q, const uint16_t *k_pool, cons
     default: return fn<128>(__VA_ARGS__);                                                    \
     }
 
-extern "C" int cu_flash_fwd(float *out, float *lse, const float *q, const float *k,
-                            const float *v, const int32_t *q_pos, int nq, int nk, int H, int K,
-                            int D)
+/* The batch's sizes, checked: 1 if it holds no rows, -1 (recorded) if they do not hold
+ * together. */
+static int seqs_check(const char *what, const struct cuda_seqs *sq)
 {
-    if (nq <= 0) return 0;
+    if (cuda_seqs_valid(sq)) return sq->nq == 0;
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s: a packed batch whose sizes do not hold together", what);
+    return cu_fail(msg, cudaSuccess, __FILE__, __LINE__);
+}
+
+extern "C" int cu_flash_fwd(float *out, float *lse, const float *q, const float *k,
+                            const float *v, const int32_t *q_pos, const struct cuda_seqs *sq,
+                            int H, int K, int D)
+{
     if (flash_check("flash_fwd", H, K, D)) return -1;
-    FL_BY_DP(D, fwd_launch, out, lse, q, k, v, q_pos, nq, nk, H, K, D)
+    int e = seqs_check("flash_fwd", sq);
+    if (e) return e < 0 ? -1 : 0;
+    FL_BY_DP(D, fwd_launch, out, lse, q, k, v, q_pos, sq, H, K, D)
 }
 
 extern "C" int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                             const float *k, const float *v, const float *out, const float *lse,
-                            const int32_t *q_pos, int nq, int nk, int H, int K, int D,
-                            float *delta)
+                            const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K,
+                            int D, float *delta)
 {
-    if (nq <= 0 || nk <= 0) return 0;
     if (flash_check("flash_bwd", H, K, D)) return -1;
-    long long rows = (long long)nq * H;
+    int e = seqs_check("flash_bwd", sq);
+    if (e) return e < 0 ? -1 : 0;
+    if (sq->nk == 0) return 0;
+    long long rows = (long long)sq->nq * H;
     flash_delta_k<<<(unsigned)((rows + FL_WARPS - 1) / FL_WARPS), FL_THREADS, 0, cu_stream()>>>(
-        delta, dout, out, nq, H, D);
+        delta, dout, out, sq->nq, H, D);
     CU_LAUNCHED("flash_bwd delta");
-    FL_BY_DP(D, bwd_launch, dq, dk, dv, dout, q, k, v, lse, delta, q_pos, nq, nk, H, K, D)
+    FL_BY_DP(D, bwd_launch, dq, dk, dv, dout, q, k, v, lse, delta, q_pos, sq, H, K, D)
 }
 
 extern "C" int cu_prefill_attn(float *out, const float *q, const uint16_t *k_pool,

@@ -24,8 +24,12 @@
  * Prefill (prefill_attn): the forward's tiles for the rows of one sequence against its
  * keys in the decoder's paged bf16 KV pool, staged through the block table
  * (flash_paged_k; nothing allocated, so it can be recorded in a CUDA graph).
- * Blocks of the forward and dq passes are numbered from the last rows (the most keys)
- * down, so the longest ones start first.
+ * A launch takes a packed batch of sequences (struct fl_seqs: each its own rows and
+ * keys, its key j at its first key row + j). Block b does tile rank b / n of sequence
+ * b % n, where rank 0 is a sequence's tile with the most work -- the forward's and dq's
+ * last rows, the dk/dv pass's first keys -- so the longest blocks of the whole batch
+ * start first and the short ones fill in behind them; a block past its sequence's tiles
+ * ends at once.
  * Rounding: Q, K, V, dO, P and dS enter the products as bf16 (round to nearest even),
  * all sums are float32 -- the precision of the matrix products elsewhere on the GPU.
  *
@@ -66,6 +70,31 @@ __device__ static inline uint32_t pack2(float lo, float hi)
 }
 
 __device__ static inline uint32_t word(const uint16_t *p) { return *(const uint32_t *)p; }
+
+/* A packed batch: sequence s is q rows q_start[s] .. q_start[s + 1] - 1 against k rows
+ * k_start[s] .. k_start[s + 1] - 1 (n + 1 entries each, in device memory). */
+struct fl_seqs {
+    const int32_t *q_start, *k_start;
+    int n;
+};
+
+/* Block b's sequence: its first q and k rows, its rows and keys, and the block's tile
+ * rank (0: the sequence's tile with the most work). */
+struct fl_seq {
+    int q0, nq, k0, nk, rank;
+};
+
+__device__ static inline struct fl_seq fl_seq_of(struct fl_seqs sq, unsigned b)
+{
+    int s = (int)(b % (unsigned)sq.n);
+    struct fl_seq x;
+    x.q0 = sq.q_start[s];
+    x.nq = sq.q_start[s + 1] - x.q0;
+    x.k0 = sq.k_start[s];
+    x.nk = sq.k_start[s + 1] - x.k0;
+    x.rank = (int)(b / (unsigned)sq.n);
+    return x;
+}
 
 /* Starts copying rows r0 .. r0 + n - 1 (zero past `rows`) of a bf16 matrix of row
  * stride ld whose DP columns start at x, into shared memory rows of DP + 8. */
@@ -317,14 +346,23 @@ static size_t fwd_smem(void)
 template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
     flash_fwd_k(float *out, float *lse, const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                const int32_t *q_pos, int nq, int nk, int H, int K, int D, float scale2)
+                const int32_t *q_pos, struct fl_seqs sq, int H, int K, int D, float scale2)
 {
     constexpr int NK = DP / 16, NO = DP / 8, RS = DP + 8;
+    struct fl_seq x = fl_seq_of(sq, blockIdx.x);
+    int nq = x.nq, nk = x.nk, row_tiles = (nq + FL_ROWS - 1) / FL_ROWS;
+    if (x.rank >= row_tiles) return;
+    out += (size_t)x.q0 * H * D;
+    if (lse) lse += (size_t)x.q0 * H;
+    q += (size_t)x.q0 * H * DP;
+    q_pos += x.q0;
+    k += (size_t)x.k0 * K * DP;
+    v += (size_t)x.k0 * K * DP;
     MMA_DYN_SMEM(fl_smem);
     uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_KEYS * RS;
     int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     int h = blockIdx.y, kvh = h / (H / K);
-    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    int r0 = (row_tiles - 1 - x.rank) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     /* rows past nq attend key 0 only (finite, never stored) */
     int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
@@ -420,6 +458,24 @@ __global__ static void __launch_bounds__(FL_THREADS)
 }
 
 /* ---- backward ---- */
+/* The backward passes' inputs moved to the block's sequence: its rows of dO and Q (bf16,
+ * DP columns), lse, delta and positions, its keys of K and V. */
+template <int DP>
+__device__ static inline void seq_inputs(const struct fl_seq &x, int H, int K,
+                                         const uint16_t *&dout, const uint16_t *&q,
+                                         const float *&lse, const float *&delta,
+                                         const int32_t *&q_pos, const uint16_t *&k,
+                                         const uint16_t *&v)
+{
+    dout += (size_t)x.q0 * H * DP;
+    q += (size_t)x.q0 * H * DP;
+    lse += (size_t)x.q0 * H;
+    delta += (size_t)x.q0 * H;
+    q_pos += x.q0;
+    k += (size_t)x.k0 * K * DP;
+    v += (size_t)x.k0 * K * DP;
+}
+
 __global__ static void flash_delta_k(float *delta, const float *dout, const float *o, int nq,
                                      int H, int D)
 {
@@ -443,14 +499,19 @@ template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
     flash_dq_k(float *dq, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
                const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
-               int nq, int nk, int H, int K, int D, float scale)
+               struct fl_seqs sq, int H, int K, int D, float scale)
 {
     constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BKEYS / 8, RS = DP + 8;
+    struct fl_seq x = fl_seq_of(sq, blockIdx.x);
+    int nq = x.nq, nk = x.nk, row_tiles = (nq + FL_ROWS - 1) / FL_ROWS;
+    if (x.rank >= row_tiles) return;
+    dq += (size_t)x.q0 * H * D;
+    seq_inputs<DP>(x, H, K, dout, q, lse, delta, q_pos, k, v);
     MMA_DYN_SMEM(fl_smem);
     uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_BKEYS * RS;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, kvh = h / (H / K);
-    int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
+    int r0 = (row_tiles - 1 - x.rank) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     int pa = ra < nq ? q_pos[ra] : -1, pb = rb < nq ? q_pos[rb] : -1; /* -1: no key */
     float scale2 = scale * FL_LOG2E;
     float lsa = ra < nq ? lse[(size_t)ra * H + h] * FL_LOG2E : 0.0f;
@@ -601,9 +662,15 @@ template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
     flash_dkv_k(float *dk, float *dv, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
                 const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
-                int nq, int nk, int H, int K, int D, float scale)
+                struct fl_seqs sq, int H, int K, int D, float scale)
 {
     constexpr int NO = DP / 8, NS = FL_BROWS / 8, RS = DP + 8;
+    struct fl_seq x = fl_seq_of(sq, blockIdx.x);
+    int nq = x.nq, nk = x.nk, j0 = x.rank * FL_ROWS; /* the block's first key */
+    if (j0 >= nk) return;
+    dk += (size_t)x.k0 * K * D;
+    dv += (size_t)x.k0 * K * D;
+    seq_inputs<DP>(x, H, K, dout, q, lse, delta, q_pos, k, v);
     MMA_DYN_SMEM(fl_smem);
     uint16_t *ks = (uint16_t *)fl_smem, *vs = ks + FL_ROWS * RS;
     uint16_t *qbuf = vs + FL_ROWS * RS, *dbuf = qbuf + 2 * FL_BROWS * RS;
@@ -611,7 +678,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
     float *lbuf = (float *)(pbuf + 2 * FL_BROWS), *dlbuf = lbuf + 2 * FL_BROWS;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int kvh = blockIdx.y, rep = H / K;
-    int j0 = blockIdx.x * FL_ROWS, ka = j0 + 16 * warp + g, kb = ka + 8; /* this thread's keys */
+    int ka = j0 + 16 * warp + g, kb = ka + 8; /* this thread's keys */
     float scale2 = scale * FL_LOG2E;
     size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
     /* query tiles: for each head of the group, rows i_lo, i_lo + FL_BROWS, .. < nq */

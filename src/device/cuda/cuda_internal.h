@@ -106,10 +106,11 @@ int cu_vocab_sample_pick(double *res, const float *logits, const float *p, const
 int cu_attn_fwd(float *out, const float *q, const float *k, const float *v,
                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
 int cu_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                 const int32_t *q_pos, int nq, int nk, int H, int K, int D);
+                 const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D);
 int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                  const float *k, const float *v, const float *out, const float *lse,
-                 const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta);
+                 const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D,
+                 float *delta);
 int cu_prefill_attn(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                     const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P);
 int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,

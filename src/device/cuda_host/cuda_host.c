@@ -150,24 +150,29 @@ static int attn_bwd(float *dq, float *dk, float *dv, const float *dout, const fl
 }
 
 static int flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
-                     const int32_t *q_pos, int nq, int nk, int H, int K, int D)
+                     const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D)
 {
-    if (nq <= 0) return 0;
     if (ch_flash_check("flash_fwd", H, K, D)) return -1;
+    int e = ch_seqs_check("flash_fwd", sq);
+    if (e) return e < 0 ? -1 : 0;
     struct attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .q_pos = q_pos,
-                          .nq = nq, .nk = nk, .H = H, .K = K, .D = D};
+                          .q_start = sq->q_start, .k_start = sq->k_start, .n_seq = sq->n,
+                          .nq = sq->nq, .nk = sq->nk, .H = H, .K = K, .D = D};
     return LAUNCH(ch_flash_fwd, a);
 }
 
 static int flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
                      const float *k, const float *v, const float *out, const float *lse,
-                     const int32_t *q_pos, int nq, int nk, int H, int K, int D, float *delta)
+                     const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D,
+                     float *delta)
 {
-    if (nq <= 0 || nk <= 0) return 0;
     if (ch_flash_check("flash_bwd", H, K, D)) return -1;
+    int e = ch_seqs_check("flash_bwd", sq);
+    if (e) return e < 0 ? -1 : 0;
     struct attn_args a = {.dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v,
-                          .o = out, .lse_in = lse, .q_pos = q_pos, .nq = nq, .nk = nk, .H = H,
-                          .K = K, .D = D, .scratch = delta};
+                          .o = out, .lse_in = lse, .q_pos = q_pos, .q_start = sq->q_start,
+                          .k_start = sq->k_start, .n_seq = sq->n, .nq = sq->nq, .nk = sq->nk,
+                          .H = H, .K = K, .D = D, .scratch = delta};
     return LAUNCH(ch_flash_bwd, a);
 }
 

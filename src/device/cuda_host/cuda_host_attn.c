@@ -40,6 +40,12 @@ int ch_flash_check(const char *what, int H, int K, int D)
                    what, D, H, K);
 }
 
+int ch_seqs_check(const char *what, const struct cuda_seqs *sq)
+{
+    if (cuda_seqs_valid(sq)) return sq->nq == 0;
+    return CH_FAIL("%s: a packed batch whose sizes do not hold together", what);
+}
+
 int ch_decode_qkv_check(int H, int K, int D)
 {
     if (D <= 256 && D % 2 == 0 && H >= 1 && K >= 1) return 0;
@@ -129,15 +135,40 @@ static void flash_rows(float *out, float *lse, const float *q, const float *kb, 
     free(acc);
 }
 
+/* Sequence s of a packed batch (its offsets read where the kernel runs, in stream
+ * order): its first q and k rows, its rows and keys; -1 if the offsets break the
+ * batch's sizes (the kernels would read outside the buffers). */
+static int seq_of(const struct attn_args *a, int s, int *q0, int *nq, int *k0, int *nk)
+{
+    *q0 = a->q_start[s];
+    *nq = a->q_start[s + 1] - *q0;
+    *k0 = a->k_start[s];
+    *nk = a->k_start[s + 1] - *k0;
+    if (s == 0 && (*q0 != 0 || *k0 != 0)) return -1;
+    if (*nq < 0 || *nk < 0 || *q0 + *nq > a->nq || *k0 + *nk > a->nk) return -1;
+    if (s == a->n_seq - 1 && (*q0 + *nq != a->nq || *k0 + *nk != a->nk)) return -1;
+    return 0;
+}
+
 int ch_flash_fwd(const void *args)
 {
     const struct attn_args *a = args;
     size_t nke = (size_t)a->nk * a->K * a->D;
     float *kb = bf16_copy(a->k, nke), *vb = bf16_copy(a->v, nke);
-    flash_rows(a->out, a->lse, a->q, kb, vb, a->q_pos, a->nq, a->H, a->K, a->D);
+    int rc = 0;
+    for (int s = 0; s < a->n_seq && rc == 0; s++) {
+        int q0, nq, k0, nk;
+        if (seq_of(a, s, &q0, &nq, &k0, &nk)) {
+            rc = CH_FAIL("flash_fwd: sequence %d's offsets outside the batch's rows", s);
+            break;
+        }
+        size_t qo = (size_t)q0 * a->H, ko = (size_t)k0 * a->K * a->D;
+        flash_rows(a->out + qo * a->D, a->lse ? a->lse + qo : NULL, a->q + qo * a->D, kb + ko,
+                   vb + ko, a->q_pos + q0, nq, a->H, a->K, a->D);
+    }
     free(kb);
     free(vb);
-    return 0;
+    return rc;
 }
 
 /* flash_bwd (flash_delta_k, flash_dq_k, flash_dkv_k): delta_i = dO_i . O_i in float32
@@ -145,24 +176,28 @@ int ch_flash_fwd(const void *args)
  * bf16, P = exp2(scale log2e Q.K - lse log2e), dS = P (dO.V - delta); dq += scale sum_j
  * bf16(dS) K_j, dk += scale sum_i bf16(dS) Q_i, dv += sum_i bf16(P) dO_i, each sum
  * formed in float32 and then added to the gradient. */
-int ch_flash_bwd(const void *args)
+static void flash_bwd_seq(const struct attn_args *a, int q0, int nq, int k0, int nk)
 {
-    const struct attn_args *a = args;
-    int nq = a->nq, nk = a->nk, H = a->H, K = a->K, D = a->D, KD = K * D, rep = H / K;
-    size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * KD;
-    float scale = 1.0f / sqrtf((float)D), scale2 = scale * FLASH_LOG2E, *delta = a->scratch;
-    for (size_t r = 0; r < (size_t)nq * H; r++) delta[r] = dot(a->dout + r * D, a->o + r * D, D);
-    float *qb = bf16_copy(a->q, nqe), *db = bf16_copy(a->dout, nqe);
-    float *kb = bf16_copy(a->k, nke), *vb = bf16_copy(a->v, nke);
+    int H = a->H, K = a->K, D = a->D, KD = K * D, rep = H / K;
+    size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * KD, qo = (size_t)q0 * H * D;
+    size_t ko = (size_t)k0 * KD;
+    float scale = 1.0f / sqrtf((float)D), scale2 = scale * FLASH_LOG2E;
+    float *delta = a->scratch + (size_t)q0 * H;
+    const float *lse = a->lse_in + (size_t)q0 * H;
+    const int32_t *q_pos = a->q_pos + q0;
+    for (size_t r = 0; r < (size_t)nq * H; r++)
+        delta[r] = dot(a->dout + qo + r * D, a->o + qo + r * D, D);
+    float *qb = bf16_copy(a->q + qo, nqe), *db = bf16_copy(a->dout + qo, nqe);
+    float *kb = bf16_copy(a->k + ko, nke), *vb = bf16_copy(a->v + ko, nke);
     float *dka = xcalloc(nke ? nke : 1, sizeof *dka), *dva = xcalloc(nke ? nke : 1, sizeof *dva);
     float *dqa = xmalloc((size_t)D * sizeof *dqa);
     for (int i = 0; i < nq; i++)
         for (int h = 0; h < H; h++) {
             size_t row = (size_t)i * H + h, g = (size_t)(h / rep) * D;
             const float *qi = qb + row * D, *di = db + row * D;
-            float ls = a->lse_in[row] * FLASH_LOG2E;
+            float ls = lse[row] * FLASH_LOG2E;
             memset(dqa, 0, (size_t)D * sizeof *dqa);
-            for (int j = 0; j <= a->q_pos[i]; j++) {
+            for (int j = 0; j <= q_pos[i]; j++) {
                 const float *kj = kb + (size_t)j * KD + g, *vj = vb + (size_t)j * KD + g;
                 float p = exp2f(dot(qi, kj, D) * scale2 - ls);
                 float ds = ch_bf16r(p * (dot(di, vj, D) - delta[row])), pb = ch_bf16r(p);
@@ -173,15 +208,26 @@ int ch_flash_bwd(const void *args)
                     dvj[d] += pb * di[d];
                 }
             }
-            float *dq = a->dq + row * D;
+            float *dq = a->dq + qo + row * D;
             for (int d = 0; d < D; d++) dq[d] += scale * dqa[d];
         }
     for (size_t e = 0; e < nke; e++) {
-        a->dk[e] += scale * dka[e];
-        a->dv[e] += dva[e];
+        a->dk[ko + e] += scale * dka[e];
+        a->dv[ko + e] += dva[e];
     }
     float *bufs[] = {qb, db, kb, vb, dka, dva, dqa};
     for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) free(bufs[b]);
+}
+
+int ch_flash_bwd(const void *args)
+{
+    const struct attn_args *a = args;
+    for (int s = 0; s < a->n_seq; s++) {
+        int q0, nq, k0, nk;
+        if (seq_of(a, s, &q0, &nq, &k0, &nk))
+            return CH_FAIL("flash_bwd: sequence %d's offsets outside the batch's rows", s);
+        flash_bwd_seq(a, q0, nq, k0, nk);
+    }
     return 0;
 }
 

@@ -108,11 +108,12 @@ struct linear_args { /* linear_fwd, linear_bwd, add_bias, bias_bwd */
 struct gemv_args {
     struct cuda_gemv g;
 };
-struct attn_args { /* attn_fwd / attn_bwd / flash_fwd / flash_bwd of one sequence */
+struct attn_args { /* attn_fwd / attn_bwd of one sequence; flash_fwd / flash_bwd of the
+                      packed batch q_start, k_start (n_seq; nq, nk rows in all) */
     float *out, *lse, *dq, *dk, *dv, *scratch;
     const float *q, *k, *v, *dout, *o, *lse_in;
-    const int32_t *q_pos;
-    int nq, nk, H, K, D;
+    const int32_t *q_pos, *q_start, *k_start;
+    int nq, nk, H, K, D, n_seq;
 };
 struct paged_args { /* kv_append, decode_attn, decode_qkv, prefill_attn */
     float *out, *q;
@@ -190,6 +191,7 @@ int ch_gemv(const void *args);
 /* cuda_host_attn.c: attention, the paged KV cache */
 int ch_heads_check(const char *what, int H, int K, int D); /* D <= 256, K | H */
 int ch_flash_check(const char *what, int H, int K, int D); /* cuda_flash_supports(D), K | H */
+int ch_seqs_check(const char *what, const struct cuda_seqs *sq); /* 1: no rows, -1: malformed */
 int ch_decode_qkv_check(int H, int K, int D);
 int ch_attn_fwd(const void *args);
 int ch_attn_bwd(const void *args);

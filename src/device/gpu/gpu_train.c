@@ -83,6 +83,8 @@ struct gpu_trainer {
     uint16_t *dyb;          /* bf16 output gradients: (max(T, chunk), max(C, HD, KD, F, V)) */
     int32_t *d_tok, *d_tgt, *d_pos;
     int *pos;               /* host (T) */
+    int32_t *d_start, *h_start; /* (T + 1) first rows of the batch's non-empty sequences */
+    struct cuda_seqs seqs;  /* the batch for flash_fwd / flash_bwd */
     float *h_lp;            /* host (T) */
     size_t bytes;
 };
@@ -291,6 +293,8 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     t->d_tok = dev(t, T * sizeof(int32_t));
     t->d_tgt = dev(t, T * sizeof(int32_t));
     t->d_pos = dev(t, T * sizeof(int32_t));
+    t->d_start = dev(t, (T + 1) * sizeof(int32_t));
+    t->h_start = xmalloc((T + 1) * sizeof *t->h_start);
     float *rope = xmalloc(T * (size_t)c->head_dim * f);
     rope_table(rope, max_tokens, c);
     t->rope = dev(t, T * (size_t)c->head_dim * f);
@@ -336,7 +340,7 @@ void gpu_trainer_free(struct gpu_trainer *t)
     void *b[] = {t->p, t->g, t->m, t->v, t->w, t->x, t->rope, t->rstd, t->stats,
                  t->dx, t->dh, t->dact, t->dgate16, t->dup16, t->datt, t->dq, t->dk, t->dv,
                  t->dqlin, t->dklin, t->logits, t->dlogits, t->lp, t->dlp, t->ab,
-                 t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->ent, t->d_mx, t->d_sums,
+                 t->hfb, t->dyb, t->d_tok, t->d_tgt, t->d_pos, t->d_start, t->ent, t->d_mx, t->d_sums,
                  t->d_lsum, t->d_ew, t->d_H};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(api, api->free(b[i]));
     free(t->h_sums);
@@ -349,6 +353,7 @@ void gpu_trainer_free(struct gpu_trainer *t)
     free(t->h_tgt);
     free(t->acts);
     free(t->pos);
+    free(t->h_start);
     free(t->h_lp);
     free(t);
 }
@@ -415,13 +420,18 @@ static int stage_batch(struct gpu_trainer *t, const struct tfm_batch *b)
 {
     if (!(b->temperature > 0.0f) || !isfinite(b->temperature))
         FATAL("gpu trainer: temperature %g must be positive and finite", (double)b->temperature);
-    int T = 0;
+    int T = 0, n = 0, longest = 0;
+    t->h_start[0] = 0;
     for (int i = 0; i < b->n_seq; i++) {
         if (b->seq_len[i] < 0) FATAL("gpu trainer: seq_len[%d] = %d", i, b->seq_len[i]);
         if (T + b->seq_len[i] > t->max_tokens)
             FATAL("gpu trainer: the batch exceeds max_tokens = %d", t->max_tokens);
         for (int j = 0; j < b->seq_len[i]; j++) t->pos[T++] = j;
+        if (b->seq_len[i] > 0) t->h_start[++n] = T; /* empty ones left out: n <= T */
+        if (b->seq_len[i] > longest) longest = b->seq_len[i];
     }
+    t->seqs = (struct cuda_seqs){.q_start = t->d_start, .k_start = t->d_start, .n = n,
+                                 .nq = T, .nk = T, .max_q = longest, .max_k = longest};
     int V = t->V_full;
     for (int i = 0; i < T; i++)
         if (b->tokens[i] < 0 || b->tokens[i] >= V || b->targets[i] < -1 || b->targets[i] >= V)
@@ -441,6 +451,7 @@ static int stage_batch(struct gpu_trainer *t, const struct tfm_batch *b)
     GPU_CHECK(t->api, t->api->to_device(t->d_tok, tok, (size_t)T * sizeof(int32_t)));
     GPU_CHECK(t->api, t->api->to_device(t->d_tgt, tgt, (size_t)T * sizeof(int32_t)));
     GPU_CHECK(t->api, t->api->to_device(t->d_pos, t->pos, (size_t)T * sizeof(int32_t)));
+    GPU_CHECK(t->api, t->api->to_device(t->d_start, t->h_start, (size_t)(n + 1) * sizeof(int32_t)));
     t->has_ew = 0;
     for (int i = 0; i < T && b->entropy_weights; i++) {
         t->h_ew[i] = b->targets[i] < 0 ? 0.0f : b->entropy_weights[i];
@@ -495,14 +506,12 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     }
     GPU_CHECK(api, api->rope_fwd(a->q, t->d_pos, T, H, D, t->rope));
     GPU_CHECK(api, api->rope_fwd(a->k, t->d_pos, T, K, D, t->rope));
-    size_t t0 = 0;
-    for (int i = 0; i < b->n_seq; i++) {
+    if (t->flash) /* every sequence in one launch */
+        GPU_CHECK(api, api->flash_fwd(a->att, a->lse, a->q, a->k, a->v, t->d_pos, &t->seqs, H,
+                                      K, D));
+    for (size_t i = 0, t0 = 0; i < (size_t)b->n_seq && !t->flash; i++) {
         int n = b->seq_len[i];
-        if (n > 0 && t->flash)
-            GPU_CHECK(api, api->flash_fwd(a->att + t0 * HD, a->lse + t0 * H, a->q + t0 * HD,
-                                          a->k + t0 * KD, a->v + t0 * KD, t->d_pos + t0, n, n,
-                                          H, K, D));
-        else if (n > 0)
+        if (n > 0)
             GPU_CHECK(api, api->attn_fwd(a->att + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
                                          a->v + t0 * KD, t->d_pos + t0, n, n, H, K, D));
         t0 += (size_t)n;
@@ -688,15 +697,12 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     zero(t, t->dq, (size_t)T * HD);
     zero(t, t->dk, (size_t)T * KD);
     zero(t, t->dv, (size_t)T * KD);
-    size_t t0 = 0;
-    for (int i = 0; i < b->n_seq; i++) {
+    if (t->flash)
+        GPU_CHECK(api, api->flash_bwd(t->dq, t->dk, t->dv, t->datt, a->q, a->k, a->v, a->att,
+                                      a->lse, t->d_pos, &t->seqs, H, K, D, t->stats));
+    for (size_t i = 0, t0 = 0; i < (size_t)b->n_seq && !t->flash; i++) {
         int n = b->seq_len[i];
-        if (n > 0 && t->flash)
-            GPU_CHECK(api, api->flash_bwd(t->dq + t0 * HD, t->dk + t0 * KD, t->dv + t0 * KD,
-                                          t->datt + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
-                                          a->v + t0 * KD, a->att + t0 * HD, a->lse + t0 * H,
-                                          t->d_pos + t0, n, n, H, K, D, t->stats));
-        else if (n > 0)
+        if (n > 0)
             GPU_CHECK(api, api->attn_bwd(t->dq + t0 * HD, t->dk + t0 * KD, t->dv + t0 * KD,
                                          t->datt + t0 * HD, a->q + t0 * HD, a->k + t0 * KD,
                                          a->v + t0 * KD, t->d_pos + t0, n, n, H, K, D,
