@@ -23,7 +23,8 @@ struct test_suite {
     const struct test_case *cases; /* terminated by {NULL, NULL} */
 };
 
-/* Runs the suites (terminated by {NULL, NULL}); returns the process exit code. */
+/* Runs the suites (terminated by {NULL, NULL}); returns the process exit code.
+ * LIBRA_TEST_ONLY=A,B,... runs only the tests whose names hold one of those strings. */
 int test_main(const struct test_suite *suites);
 /* Multi-rank suites (every test collective; MPI initialised by the caller): every
  * rank runs them, rank 0 prints (LIBRA_TEST_ALL_RANKS=1: every rank), and the exit
