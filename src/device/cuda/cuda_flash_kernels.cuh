@@ -604,9 +604,9 @@ __device__ static int first_row_seeing(const int32_t *q_pos, int nq, int j0)
 
 /* The dk/dv pass's scores of a query tile for the warp's 16 keys: s = K Q^T and dp =
  * V dO^T (n-tile n: the tile's rows 8n .. 8n + 7), each summed over the k-steps in
- * order. The keys' A fragments are the same for every n-tile: FL_LDSM loads them once a
- * k-step by ldmatrix (and the rows' B fragments too), else two 32-bit loads a
- * register for every n-tile. The same products in the same order either way. */
+ * order. The keys' A fragments are the same for every n-tile, so both forms load them
+ * once a k-step: FL_LDSM by ldmatrix (and the rows' B fragments too), else as 32-bit
+ * words. The same products in the same order either way. */
 template <int DP>
 __device__ static inline void dkv_scores(float (*s)[4], float (*dp)[4], const uint16_t *ks,
                                          const uint16_t *vs, const uint16_t *qs,
@@ -639,20 +639,22 @@ __device__ static inline void dkv_scores(float (*s)[4], float (*dp)[4], const ui
         }
     }
 #else
+    /* a k-step's key and value fragments loaded once for all the n-tiles (the compiler
+     * does not merge the loads across the mma asm) */
     int g = lane >> 2, t = lane & 3;
     const uint16_t *kw = ks + (16 * warp + g) * RS + 2 * t, *vw = vs + (16 * warp + g) * RS + 2 * t;
 #pragma unroll
-    for (int n = 0; n < NS; n++) {
-        const uint16_t *qr = qs + (8 * n + g) * RS + 2 * t;
-        const uint16_t *dr = dos + (8 * n + g) * RS + 2 * t;
+    for (int kk = 0; kk < NK; kk++) {
+        uint32_t kfr[4] = {word(kw + 16 * kk), word(kw + 8 * RS + 16 * kk),
+                           word(kw + 16 * kk + 8), word(kw + 8 * RS + 16 * kk + 8)};
+        uint32_t vfr[4] = {word(vw + 16 * kk), word(vw + 8 * RS + 16 * kk),
+                           word(vw + 16 * kk + 8), word(vw + 8 * RS + 16 * kk + 8)};
 #pragma unroll
-        for (int kk = 0; kk < NK; kk++) {
-            uint32_t kfr[4] = {word(kw + 16 * kk), word(kw + 8 * RS + 16 * kk),
-                               word(kw + 16 * kk + 8), word(kw + 8 * RS + 16 * kk + 8)};
-            uint32_t vfr[4] = {word(vw + 16 * kk), word(vw + 8 * RS + 16 * kk),
-                               word(vw + 16 * kk + 8), word(vw + 8 * RS + 16 * kk + 8)};
-            mma16816(s[n], kfr, word(qr + 16 * kk), word(qr + 16 * kk + 8));
-            mma16816(dp[n], vfr, word(dr + 16 * kk), word(dr + 16 * kk + 8));
+        for (int n = 0; n < NS; n++) {
+            const uint16_t *qr = qs + (8 * n + g) * RS + 2 * t + 16 * kk;
+            const uint16_t *dr = dos + (8 * n + g) * RS + 2 * t + 16 * kk;
+            mma16816(s[n], kfr, word(qr), word(qr + 8));
+            mma16816(dp[n], vfr, word(dr), word(dr + 8));
         }
     }
 #endif
