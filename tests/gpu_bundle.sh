@@ -55,12 +55,18 @@ done
 for f in /usr/bin/orterun /usr/bin/orted $hide; do mount --bind /dev/null "\$f"; done
 set +e
 ! command -v ompi_info > /dev/null || ! ompi_info > /dev/null 2>&1 || { echo "Open MPI still visible"; exit 1; }
-LIBRA_TEST_NEED_GPU=0 LIBRA_CUDA_MODULE=host tools/gpu-check --bundle "$dir/bundle" \
+# one light test of each program (their suites ran already): what is checked here is
+# that they load, and that mpirun starts 4 ranks, from the bundle
+LIBRA_TEST_ONLY="packed,a full pool,a GRPO step,is refused" \
+    LIBRA_TEST_NEED_GPU=0 LIBRA_CUDA_MODULE=host tools/gpu-check --bundle "$dir/bundle" \
     --out "$dir/check" --deadline 400 units
 EOF
 unshare -m sh "$dir/hidden.sh" || { cat "$dir/check/units.log" 2> /dev/null; fail "gpu-check units from the bundle"; }
 grep -q "^units: passed" "$dir/check/summary.txt" || fail "no units: passed in the summary"
 grep -q "ok: the GPU engine's tensor parallelism over MPI" "$dir/check/units.log" ||
     fail "mpi_gpu_tp.sh did not run from the bundle"
+# each of the 4 programs ran a test, and none failed (CUnit's summaries)
+[ "$(awk '$1 == "tests" && $3 >= 1 && $5 == 0' "$dir/check/units.log" | wc -l)" = 4 ] ||
+    fail "not every program ran a test from the bundle"
 echo "ok: tools/gpu-bundle, tools/gpu-check units from it with this machine's libraries hidden"
 rm -rf "$dir"
