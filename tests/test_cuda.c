@@ -536,6 +536,51 @@ static void test_gemv_norm(void)
     }
 }
 
+/* Overlapped launches (launch_overlap): a chain of gemvs, each reading the one before's
+ * output (norm folded in) and adding into the buffer that one read, gives the bits of
+ * plain launches. A gemv that read its input, or wrote its output, before its
+ * grid_wait would race with the kernel before it on a GPU that overlaps (compute
+ * capability 9.0 on); elsewhere launch_overlap(1) says 0 and both runs are plain. */
+static void test_gemv_overlap(void)
+{
+    enum { IN = 1024, N = 2, LINKS = 8 };
+    size_t nx = (size_t)N * IN, nw = (size_t)IN * IN;
+    float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *got[2];
+    uint16_t *w16 = malloc(nw * sizeof *w16), ln16[IN];
+    fill_normal(x, nx, 180, 1.0f);
+    fill_normal(w, nw, 181, 0.03f);
+    for (size_t i = 0; i < nw; i++) w16[i] = st_f32_to_bf16(w[i]);
+    for (int i = 0; i < IN; i++) ln16[i] = st_f32_to_bf16(1.0f + 0.01f * (float)(i % 7));
+    void *d_w = dev_copy(w16, nw * sizeof *w16), *d_ln = dev_copy(ln16, sizeof ln16);
+    void *buf[2] = {dev_copy(NULL, nx * sizeof *x), dev_copy(NULL, nx * sizeof *x)};
+    int on = 0;
+    for (int run = 0; run < 2; run++) {
+        int r = api->launch_overlap(run);
+        CU_ASSERT(run ? r == 0 || r == 1 : r == 0);
+        on |= run && r == 1;
+        CU_OK(api->to_device(buf[0], x, nx * sizeof *x));
+        CU_OK(api->zero(buf[1], nx * sizeof *x));
+        for (int k = 0; k < LINKS; k++) { /* buf[k % 2] -> buf[(k + 1) % 2], added to */
+            struct cuda_gemv g = {.x = buf[k % 2], .N = N, .in = IN, .n_mats = 1,
+                                  .accumulate = 1, .norm = k % 3 ? d_ln : NULL, .eps = 1e-6f};
+            g.m[0].w = d_w, g.m[0].y = buf[(k + 1) % 2], g.m[0].out = IN;
+            CU_OK(api->gemv(&g));
+        }
+        CU_OK(api->sync());
+        got[run] = malloc(nx * sizeof *got[run]);
+        CU_OK(api->to_host(got[run], buf[LINKS % 2], nx * sizeof *got[run]));
+    }
+    CU_ASSERT(api->launch_overlap(0) == 0);
+    printf("[overlapped launches %s] ", on ? "on" : "not on this GPU");
+    double big = 0;
+    for (size_t i = 0; i < nx; i++) big = fmax(big, fabs(got[0][i]));
+    CU_ASSERT(big > 0 && isfinite(big));
+    CU_ASSERT(memcmp(got[0], got[1], nx * sizeof *got[0]) == 0);
+    void *bufs[] = {d_w, d_ln, buf[0], buf[1]};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(x), free(w), free(w16), free(got[0]), free(got[1]);
+}
+
 /* The bf16 values of two pools agree: at most one unit in the last place apart (a
  * float32 input 1e-6 apart may round either way at a midpoint), and at most 1 % not
  * bitwise equal. */
@@ -1831,6 +1876,8 @@ int main(void)
          test_linear_backward},
         {"gemv: small-batch products, q/k/v and gate/up in one launch (1e-5)", test_gemv},
         {"gemv with the RMSNorm folded in: rmsnorm_fwd's bits", test_gemv_norm},
+        {"gemv launched overlapped: a chain of dependent gemvs gives the plain bits",
+         test_gemv_overlap},
         {"decode_qkv: q/k norm, rotary and KV append in one launch (1e-6)", test_decode_qkv},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"attention backward vs attn_backward (1e-5)", test_attention_backward},

@@ -348,35 +348,50 @@ static void test_fork(void)
     free(fresh);
 }
 
-/* CUDA graphs replay the kernels they recorded: the same bits as launching them. */
+/* CUDA graphs replay the kernels they recorded, and overlapped launches only start a
+ * kernel early, before it waits for the one ahead: four decoders -- kernel by kernel,
+ * graphs, each with overlapped launches -- give the same bits, on steps of 3 rows
+ * (cuBLASLt) and of 1 (gemv, which loads weights before its wait). A kernel that read
+ * an earlier kernel's output before grid_wait would see it unfinished on a GPU of
+ * compute capability 9.0 on; elsewhere overlapped launches are refused (set_overlap
+ * 0) and the check is the graphs' alone. */
 static void test_graphs(void)
 {
-    enum { S = 3, CAP = 40 };
+    enum { S = 3, CAP = 40, N = 4 };
     struct tfm_config c = model_of(TFM_QWEN2);
     struct tfm_params p;
     test_bf16_params(&p, &c, 21);
     int V = c.vocab_size;
     struct gpu_model *m = upload(&c, &p);
-    struct gpu_decoder *d[2] = {decoder(m, S, CAP, 8, 0), decoder(m, S, CAP, 8, 0)};
-    gpu_decoder_set_graphs(d[0], 0);
-    gpu_decoder_set_graphs(d[1], 1);
-    float *out[2] = {malloc((size_t)S * V * sizeof(float)), malloc((size_t)S * V * sizeof(float))};
+    struct gpu_decoder *d[N];
+    float *out[N];
+    int overlap = 0;
+    for (int k = 0; k < N; k++) {
+        d[k] = decoder(m, S, CAP, 8, 0);
+        CU_ASSERT_EQUAL(gpu_decoder_set_graphs(d[k], k & 1), k & 1);
+        overlap = gpu_decoder_set_overlap(d[k], k >> 1);
+        CU_ASSERT(k < 2 ? overlap == 0 : overlap == 0 || overlap == 1);
+        out[k] = malloc((size_t)S * V * sizeof(float));
+    }
+    printf("[overlapped launches %s] ", overlap ? "on" : "not on this GPU");
     int32_t tok[20];
     int slots[S] = {2, 0, 1};
     int32_t next[S] = {3, 4, 5};
     int same = 1;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < N; k++) {
         for (int s = 0; s < S; s++) {
             tokens_of(tok, 11 + 3 * s, V, s); /* 2 chunks, the last of 3..7 rows */
             CU_ASSERT(gpu_decoder_prefill(d[k], s, tok, 11 + 3 * s, NULL) == 0);
         }
     }
-    for (int step = 0; step < 4; step++) { /* the graphs are recorded at step 0 */
-        for (int k = 0; k < 2; k++) CU_ASSERT(gpu_decoder_step(d[k], slots, next, S, out[k]) == 0);
-        same &= memcmp(out[0], out[1], (size_t)S * V * sizeof(float)) == 0;
+    for (int step = 0; step < 6; step++) { /* the graphs are recorded at steps 0 and 1 */
+        int R = step % 2 ? 1 : S;
+        for (int k = 0; k < N; k++) CU_ASSERT(gpu_decoder_step(d[k], slots, next, R, out[k]) == 0);
+        for (int k = 1; k < N; k++)
+            same &= memcmp(out[0], out[k], (size_t)R * V * sizeof(float)) == 0;
     }
     CU_ASSERT(same);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < N; k++) {
         gpu_decoder_free(d[k]);
         free(out[k]);
     }
@@ -647,7 +662,8 @@ int main(void)
         {"prefill (3 chunks) and steps vs CPU forwards, llama / qwen2 / qwen3", test_parity},
         {"a batched step of 5 slots equals one slot at a time", test_batched_step},
         {"fork shares blocks, copies on write, gives every block back", test_fork},
-        {"CUDA graphs give the bits of launching kernel by kernel", test_graphs},
+        {"CUDA graphs and overlapped launches give the bits of launching kernel by kernel",
+         test_graphs},
         {"decode steps through gemv agree with cuBLASLt", test_gemv_path},
         {"greedy decoding of the calc model: the CPU's tokens up to a near tie",
          test_greedy_calc},

@@ -142,7 +142,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 24 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 25 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -387,6 +387,13 @@ struct cuda_api {
     int (*side_mark)(void);
     int (*side_done)(void);
     int (*side_join)(void);
+    /* ---- overlapped launches: while on, the decode step's kernels (embed_gather,
+     * gemv, decode_qkv, decode_attn) are launched with programmatic dependent launch,
+     * so each may start -- and load its weights -- while the kernel before it finishes;
+     * it waits for that kernel before reading anything it wrote, so the results are
+     * the same bits. Recorded into graphs as they are made. Returns 1 if on, 0 if off
+     * (asked for off, or a GPU below compute capability 9.0), -1 on an error. ---- */
+    int (*launch_overlap)(int on);
 };
 
 /* The one symbol the module exports. */

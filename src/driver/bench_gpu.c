@@ -113,7 +113,7 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
 {
     char err[512];
     const struct tfm_config *c = &m->c;
-    int cap = context + 3 * (steps + 1) + 1;
+    int cap = context + 4 * (steps + 1) + 1;
     struct gpu_decoder *d = gpu_decoder_create(m, B, cap, 512, 0, err, sizeof err);
     if (!d) {
         printf("  decode  batch %4d: %s\n", B, err);
@@ -130,17 +130,20 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
         traj[s] = s;
         tok[s] = (int32_t)(s % c->vocab_size);
     }
-    /* three passes, step 0 of each untimed (a pass's graphs are recorded there):
+    /* four passes, step 0 of each untimed (a pass's graphs are recorded there):
      * launched kernel by kernel; as CUDA graphs with cuBLASLt for every product (only
-     * where gemv would take the step); as CUDA graphs with the default path */
+     * where gemv would take the step); as CUDA graphs with the default path; the same
+     * with overlapped launches (where the GPU has them) */
     int gemv = B <= gpu_decoder_set_gemv(d, gemv_rows);
+    int overlap = gpu_decoder_set_overlap(d, 1);
     const struct sampler_config plain = {1.0f, 1.0f, 0, 1}, top_k = {1.0f, 1.0f, 50, 1},
                                 top_p = {1.0f, 0.95f, 0, 1};
-    double t_plain = 0, t_lt = 0, t_step = 0, t_sample = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        if (pass == 1 && !gemv) continue;
+    double t_plain = 0, t_lt = 0, t_step = 0, t_sample = 0, t_overlap = 0;
+    for (int pass = 0; pass < 4; pass++) {
+        if ((pass == 1 && !gemv) || (pass == 3 && !overlap)) continue;
         gpu_decoder_set_graphs(d, pass != 0);
         gpu_decoder_set_gemv(d, pass != 1 ? gemv_rows : 0);
+        gpu_decoder_set_overlap(d, pass == 3);
         for (int i = 0; i <= steps; i++) {
             double t0 = wall_time();
             if (gpu_decoder_step(d, slots, tok, B, NULL)) FATAL("--bench-gpu: step failed");
@@ -150,6 +153,7 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
             if (i == 0) continue;
             if (pass == 0) t_plain += t1 - t0;
             if (pass == 1) t_lt += t1 - t0;
+            if (pass == 3) t_overlap += t1 - t0;
             if (pass == 2) {
                 t_step += t1 - t0;
                 t_sample += wall_time() - t1;
@@ -165,6 +169,7 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
         t_top[k] = (wall_time() - t0) / steps;
     }
     t_lt /= steps;
+    t_overlap /= steps;
     t_plain /= steps;
     t_step /= steps;
     t_sample /= steps;
@@ -176,11 +181,15 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
     double kv = (double)B * (context + steps / 2.0) * c->n_layers * 2.0 * c->n_kv_heads *
                 c->head_dim * 2;
     double bw = (w + kv) / t_step / 1e9;
-    char lt[40] = "";
+    char lt[40] = "", ov[80] = "";
     if (gemv) snprintf(lt, sizeof lt, ", %6.2f with cuBLASLt", 1e3 * t_lt);
+    if (overlap)
+        snprintf(ov, sizeof ov, "; overlapped launches: forward %6.2f ms = %4.1f %% of copy",
+                 1e3 * t_overlap, 100 * (w + kv) / t_overlap / 1e9 / gbs);
     printf("  decode  batch %4d   %8.0f tokens/s   %6.2f ms a step (forward %6.2f [%6.2f without "
-           "graphs%s], sampling %5.2f)   forward reads %6.0f GB/s = %4.1f %% of copy\n", B, B / t,
-           1e3 * t, 1e3 * t_step, 1e3 * t_plain, lt, 1e3 * t_sample, bw, 100 * bw / gbs);
+           "graphs%s], sampling %5.2f)   forward reads %6.0f GB/s = %4.1f %% of copy%s\n", B,
+           B / t, 1e3 * t, 1e3 * t_step, 1e3 * t_plain, lt, 1e3 * t_sample, bw, 100 * bw / gbs,
+           ov);
     printf("  sample  batch %4d   %6.2f ms plain, %6.2f top-k 50, %6.2f top-p 0.95\n", B,
            1e3 * t_sample, 1e3 * t_top[0], 1e3 * t_top[1]);
     free(tok);

@@ -131,6 +131,19 @@ int cu_scratch_grow(void **p, size_t *have, size_t bytes)
     return 0;
 }
 
+int cu_overlap;
+
+static int cu_launch_overlap(int on)
+{
+    int dev = 0, major = 0;
+    if (on) {
+        CU_CHECK(cudaGetDevice(&dev));
+        CU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    }
+    cu_overlap = on && major >= 9; /* programmatic dependent launch: sm_90 on */
+    return cu_overlap;
+}
+
 static int cu_set_device(int i)
 {
     CU_CHECK(cudaSetDevice(i));
@@ -343,6 +356,7 @@ static const struct cuda_api api = {
     cu_side_mark,
     cu_side_done,
     cu_side_join,
+    cu_launch_overlap,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *libra_cuda_api(void)

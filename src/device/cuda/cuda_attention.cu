@@ -69,15 +69,12 @@ extern "C" int cu_decode_attn(float *out, const float *q, const uint16_t *k_pool
     if (S > 1 && (size_t)B * H * S * (D + 2) > dec_part_floats)
         return cu_fail("decode_attn: split scratch too small", cudaSuccess, __FILE__, __LINE__);
     dim3 grid((unsigned)blocks, (unsigned)S);
-    decode_attn_k<<<grid, 32 * DEC_WARPS, 0, cu_stream()>>>(
-        out, q, k_pool, v_pool, table, max_blocks, len, H, K, D, P, chunks,
-        1.0f / sqrtf((float)D), dec_part);
-    CU_LAUNCHED("decode_attn");
-    if (S > 1) {
-        decode_merge_k<<<(unsigned)(B * H), (unsigned)D, 0, cu_stream()>>>(out, dec_part, D,
-                                                                         (int)S);
-        CU_LAUNCHED("decode_attn merge");
-    }
+    CU_CHECK(cu_launch_overlapped(decode_attn_k, grid, dim3(32 * DEC_WARPS), out, q, k_pool,
+                                  v_pool, table, max_blocks, len, H, K, D, P, chunks,
+                                  1.0f / sqrtf((float)D), dec_part));
+    if (S > 1)
+        CU_CHECK(cu_launch_overlapped(decode_merge_k, dim3((unsigned)(B * H)), dim3((unsigned)D),
+                                      out, (const float *)dec_part, D, (int)S));
     return 0;
 }
 
@@ -124,9 +121,8 @@ extern "C" int cu_decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const
         return cu_fail("decode_qkv: head_dim above 256 or odd, or no heads", cudaSuccess,
                        __FILE__, __LINE__);
     dim3 grid((unsigned)B, (unsigned)(H + K));
-    decode_qkv_k<<<grid, ROW_THREADS, 0, cu_stream()>>>(q, k_pool, v_pool, qlin, klin, v, q_norm,
-                                                         k_norm, eps, pos, rope, table,
-                                                         max_blocks, len, H, K, D, P);
-    CU_LAUNCHED("decode_qkv");
+    CU_CHECK(cu_launch_overlapped(decode_qkv_k, grid, dim3(ROW_THREADS), q, k_pool, v_pool, qlin,
+                                  klin, v, q_norm, k_norm, eps, pos, rope, table, max_blocks,
+                                  len, H, K, D, P));
     return 0;
 }

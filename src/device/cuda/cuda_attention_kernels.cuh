@@ -238,7 +238,9 @@ __global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const flo
  * With few sequences there are too few such blocks to fill the GPU (batch 1 of a model
  * with 8 kv heads: 8 blocks): then the keys of a sequence are split S ways between
  * blocks (gridDim.y), each writing its partial state (m, l, unnormalised acc) to the
- * module's scratch, and decode_merge_k combines the S states in split order. */
+ * module's scratch, and decode_merge_k combines the S states in split order.
+ * decode_attn_k, decode_merge_k and decode_qkv_k may be launched overlapped (the
+ * decode step's kernels, cuda_device.cuh): each begins with grid_release, grid_wait. */
 #define DEC_WARPS 8
 #define DEC_GMAX 4
 
@@ -249,6 +251,8 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
 {
     __shared__ float s_acc[DEC_WARPS][32 * ATT_MAX_PER_LANE];
     __shared__ float s_m[DEC_WARPS], s_l[DEC_WARPS];
+    grid_release();
+    grid_wait();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, S = gridDim.y, split = blockIdx.y;
     int G = H / K, b = blockIdx.x;
     int s = b / (K * chunks), g = (b / chunks) % K, h0 = g * G + (b % chunks) * DEC_GMAX;
@@ -327,6 +331,8 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
  * thread per dimension. */
 __global__ static void decode_merge_k(float *out, const float *part, int D, int S)
 {
+    grid_release();
+    grid_wait();
     int row = blockIdx.x, d = threadIdx.x;
     if (d >= D) return;
     const float *pr = part + (size_t)row * S * (D + 2);
@@ -355,6 +361,8 @@ __global__ static void decode_qkv_k(float *q, uint16_t *k_pool, uint16_t *v_pool
                                     const int32_t *len, int H, int K, int D, int P)
 {
     __shared__ float part[ROW_THREADS], xs[ROW_THREADS];
+    grid_release();
+    grid_wait();
     int r = blockIdx.x, is_q = (int)blockIdx.y < H, h = is_q ? blockIdx.y : blockIdx.y - H;
     int j = threadIdx.x, half = D / 2;
     const float *src = is_q ? qlin + ((size_t)r * H + h) * D : klin + ((size_t)r * K + h) * D;

@@ -19,6 +19,28 @@ __device__ static inline uint16_t f32_to_bf16_rne(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* Programmatic dependent launch (sm_90 on), for the kernels of a decode step, which
+ * cu_launch_overlapped launches with it when the module's overlap is on: such a kernel
+ * may start while the kernel before it in the stream is still running. grid_wait()
+ * returns once the earlier kernels have finished and their writes are visible: before
+ * it a kernel may only read what no kernel of the step writes (the weights), and every
+ * block must reach it. grid_release() lets the next kernel start now (its blocks take
+ * the SMs' free slots and load their weights). Both do nothing below sm_90, in a
+ * launch without the attribute and on CPU threads. */
+__device__ static inline void grid_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ static inline void grid_release(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 /* Threads of a row-reduction block (a power of two), and the block's reductions of
  * every thread's v in a fixed tree (every thread gets the result; part: ROW_THREADS
  * values of shared memory, reused by the next call): block_sum of floats, block_max_f32,

@@ -9,20 +9,19 @@
 #include "cuda_gemv_kernels.cuh"
 
 template <int SWIGLU>
-static void launch(const struct cuda_gemv &g, int rows)
+static cudaError_t launch(const struct cuda_gemv &g, int rows)
 {
     unsigned blocks = (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS);
     dim3 grid(blocks), block(GEMV_WARPS * 32);
-    cudaStream_t s = cu_stream();
     switch (g.N) {
-    case 1: gemv_k<1, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
-    case 2: gemv_k<2, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
-    case 3: gemv_k<3, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
-    case 4: gemv_k<4, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
-    case 5: gemv_k<5, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
-    case 6: gemv_k<6, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
-    case 7: gemv_k<7, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
-    default: gemv_k<8, SWIGLU><<<grid, block, 0, s>>>(g, rows); break;
+    case 1: return cu_launch_overlapped(gemv_k<1, SWIGLU>, grid, block, g, rows);
+    case 2: return cu_launch_overlapped(gemv_k<2, SWIGLU>, grid, block, g, rows);
+    case 3: return cu_launch_overlapped(gemv_k<3, SWIGLU>, grid, block, g, rows);
+    case 4: return cu_launch_overlapped(gemv_k<4, SWIGLU>, grid, block, g, rows);
+    case 5: return cu_launch_overlapped(gemv_k<5, SWIGLU>, grid, block, g, rows);
+    case 6: return cu_launch_overlapped(gemv_k<6, SWIGLU>, grid, block, g, rows);
+    case 7: return cu_launch_overlapped(gemv_k<7, SWIGLU>, grid, block, g, rows);
+    default: return cu_launch_overlapped(gemv_k<8, SWIGLU>, grid, block, g, rows);
     }
 }
 
@@ -40,10 +39,6 @@ extern "C" int cu_gemv(const struct cuda_gemv *g)
     long long rows = 0;
     for (int i = 0; i < g->n_mats; i++) rows += g->m[i].out;
     if (g->swiglu) rows = g->m[0].out;
-    if (g->swiglu)
-        launch<1>(*g, (int)rows);
-    else
-        launch<0>(*g, (int)rows);
-    CU_LAUNCHED("gemv");
+    CU_CHECK(g->swiglu ? launch<1>(*g, (int)rows) : launch<0>(*g, (int)rows));
     return 0;
 }

@@ -23,7 +23,9 @@
  * The kernel only, in C++ with nothing but CUDA's vector types and intrinsics, so
  * tests/test_cuda_gemv_emu.cc can run it on CPU threads; cuda_gemv.cu launches it.
  * GEMV_PREFETCH=1 (a build's variant) keeps the next tile's weights loading while a
- * tile is used: the same products in the same order.
+ * tile is used: the same products in the same order. A block's first tile of weights
+ * is loaded before grid_wait (cuda_device.cuh): under an overlapped launch it streams
+ * in while the kernel before is still running.
  */
 #ifndef LIBRA_CUDA_GEMV_KERNELS_CUH
 #define LIBRA_CUDA_GEMV_KERNELS_CUH
@@ -125,32 +127,36 @@ __global__ static void __launch_bounds__(GEMV_WARPS * 32) gemv_k(struct cuda_gem
 {
     __shared__ __align__(16) uint16_t xs[NR * GEMV_TK];
     __shared__ float part[ROW_THREADS], rstd[NR];
+    grid_release();
     int lane = threadIdx.x & 31, row = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    if (g.norm) { /* each row's 1 / rms, summed as rmsnorm_fwd sums (a block is a row's) */
-        for (int n = 0; n < NR; n++) {
-            const float *xr = g.x + (size_t)n * g.in;
-            float s = 0.0f;
-            for (int j = threadIdx.x; j < g.in; j += ROW_THREADS) s += xr[j] * xr[j];
-            float r = 1.0f / sqrtf(block_sum(s, part) / (float)g.in + g.eps);
-            if (threadIdx.x == 0) rstd[n] = r;
-        }
-        __syncthreads();
-    }
     int live = row < rows, r = row, i = 0;
     if (r >= g.m[0].out && g.n_mats > 1) r -= g.m[0].out, i = 1;
     if (i == 1 && r >= g.m[1].out && g.n_mats > 2) r -= g.m[1].out, i = 2;
     const uint16_t *w0 = MAT(g, i, w) + (size_t)r * g.in;
     const uint16_t *w1 = SWIGLU ? g.m[1].w + (size_t)r * g.in : w0;
-    float a0[NR], a1[NR];
-#pragma unroll
-    for (int n = 0; n < NR; n++) a0[n] = 0.0f, a1[n] = 0.0f;
+    /* the first tile's weights load before anything an earlier kernel writes is read:
+     * under an overlapped launch, while that kernel still runs */
     uint4 p0[GEMV_PIECES], p1[GEMV_PIECES];
-#if GEMV_PREFETCH
-    uint4 q0[GEMV_PIECES], q1[GEMV_PIECES]; /* the next tile's pieces, loading meanwhile */
     if (live) {
         load_row(p0, w0, lane, min(GEMV_TK, g.in));
         if (SWIGLU) load_row(p1, w1, lane, min(GEMV_TK, g.in));
     }
+    grid_wait();
+    if (g.norm) { /* each row's 1 / rms, summed as rmsnorm_fwd sums (a block is a row's) */
+        for (int n = 0; n < NR; n++) {
+            const float *xr = g.x + (size_t)n * g.in;
+            float s = 0.0f;
+            for (int j = threadIdx.x; j < g.in; j += ROW_THREADS) s += xr[j] * xr[j];
+            float rr = 1.0f / sqrtf(block_sum(s, part) / (float)g.in + g.eps);
+            if (threadIdx.x == 0) rstd[n] = rr;
+        }
+        __syncthreads();
+    }
+    float a0[NR], a1[NR];
+#pragma unroll
+    for (int n = 0; n < NR; n++) a0[n] = 0.0f, a1[n] = 0.0f;
+#if GEMV_PREFETCH
+    uint4 q0[GEMV_PIECES], q1[GEMV_PIECES]; /* the next tile's pieces, loading meanwhile */
 #endif
     for (int t0 = 0; t0 < g.in; t0 += GEMV_TK) {
         int tn = min(GEMV_TK, g.in - t0);
@@ -161,7 +167,7 @@ __global__ static void __launch_bounds__(GEMV_WARPS * 32) gemv_k(struct cuda_gem
             if (SWIGLU) load_row(q1, w1 + t1, lane, min(GEMV_TK, g.in - t1));
         }
 #else
-        if (live) { /* the weights' loads first: they overlap the staging of x */
+        if (live && t0 > 0) { /* the weights' loads first: they overlap the staging of x */
             load_row(p0, w0 + t0, lane, tn);
             if (SWIGLU) load_row(p1, w1 + t0, lane, tn);
         }

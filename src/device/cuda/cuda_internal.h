@@ -31,6 +31,30 @@ int cu_fail(const char *what, cudaError_t e, const char *file, int line);
  * the current device by set_device, or at first use): a blocking stream, so the
  * runtime's synchronous copies order with it; graph_begin / graph_end record it. */
 cudaStream_t cu_stream(void);
+/* 1 while launch_overlap is on (a device of compute capability 9.0 or more). */
+extern int cu_overlap;
+
+/* Launches kernel k (grid, block, no dynamic shared memory) on the module's stream,
+ * with programmatic dependent launch while cu_overlap is on: for kernels that call
+ * grid_wait() in every block before touching what an earlier kernel writes
+ * (cuda_device.cuh). The launch's error, as cudaLaunchKernelEx gives it. */
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch_overlapped(void (*k)(P...), dim3 grid, dim3 block,
+                                               A &&...args)
+{
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = cu_stream();
+    cfg.attrs = &at;
+    cfg.numAttrs = cu_overlap ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...);
+}
+
 /* cuBLASLt's handle and workspace, made before a graph is recorded (no allocation
  * may happen inside a recording). */
 int cu_gemm_prepare(void);

@@ -13,8 +13,8 @@ extern "C" int cu_embed_gather(float *x, const uint16_t *embed, const int32_t *t
                                int C, int V)
 {
     if (N <= 0) return 0;
-    embed_gather_k<<<N, 128, 0, cu_stream()>>>(x, embed, tokens, C, V);
-    CU_LAUNCHED("embed_gather");
+    CU_CHECK(cu_launch_overlapped(embed_gather_k, dim3((unsigned)N), dim3(128), x, embed, tokens,
+                                  C, V));
     return 0;
 }
 

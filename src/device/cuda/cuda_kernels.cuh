@@ -26,6 +26,8 @@ __device__ static void cu_raise_bad_token(long long t)
 __global__ static void embed_gather_k(float *x, const uint16_t *embed, const int32_t *tokens,
                                       int C, int V)
 {
+    grid_release();
+    grid_wait();
     int r = blockIdx.x;
     int32_t t = tokens[r];
     float *xr = x + (size_t)r * C;

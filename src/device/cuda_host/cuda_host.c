@@ -347,6 +347,10 @@ static int adamw_update(float *params, float *m, float *v, const float *grads, i
     return LAUNCH(ch_adamw_update, a);
 }
 
+/* Every call runs to its end before the next starts here, which is all an overlapped
+ * launch promises: on whenever asked. */
+static int launch_overlap(int on) { return on != 0; }
+
 static const struct cuda_api api = {
     .abi = LIBRA_CUDA_ABI, .device_count = ch_device_count,
     .device_describe = ch_device_describe, .set_device = ch_set_device, .versions = ch_versions,
@@ -375,7 +379,7 @@ static const struct cuda_api api = {
     /* no NCCL: nccl_send, nccl_recv and nccl_group NULL (weight syncs go through MPI) */
     .copy2d = ch_copy2d, .side_stream = ch_side_stream,
     .to_device_async = ch_to_device, .side_mark = ch_side_mark,
-    .side_done = ch_side_done, .side_join = ch_side_join,
+    .side_done = ch_side_done, .side_join = ch_side_join, .launch_overlap = launch_overlap,
 };
 
 const struct cuda_api *cuda_host_api(void) { return &api; }

@@ -49,6 +49,7 @@ struct gpu_decoder {
     int small;               /* forwards of up to this many rows take the gemv path */
     int flash;               /* prefill chunks' attention on the tensor cores (prefill_attn) */
     int one_seq;             /* the current forward's rows: one sequence's tokens in order */
+    int overlap;             /* the decode kernels launched overlapped (launch_overlap) */
     void **graph;            /* (max_rows + 1) x 3 x 2: per R, logit mode and one_seq,
                                 NULL until made */
     /* device */
@@ -287,6 +288,23 @@ int gpu_decoder_set_flash(struct gpu_decoder *d, int on)
     if (now != was) graphs_drop(d); /* recorded with the other kernel */
     d->flash = now;
     return was;
+}
+
+/* The module's launch_overlap(on): 1 if on, 0 if not. */
+static int overlap_set(const struct gpu_decoder *d, int on)
+{
+    int r = d->api->launch_overlap(on);
+    if (r < 0) FATAL("CUDA: launch_overlap(%d): %s", on, d->api->last_error());
+    return r;
+}
+
+int gpu_decoder_set_overlap(struct gpu_decoder *d, int on)
+{
+    int now = on && overlap_set(d, 1);
+    overlap_set(d, 0);
+    if (now != d->overlap) graphs_drop(d); /* recorded with the other launches */
+    d->overlap = now;
+    return now;
 }
 
 int gpu_decoder_set_gemv(struct gpu_decoder *d, int rows)
@@ -574,6 +592,16 @@ static void forward_kernels(struct gpu_decoder *d, int R, int first_logit)
     linear(d, d->logits, d->hb, head, NULL, n, C, V, 0);
 }
 
+/* forward_kernels, its decode kernels launched overlapped when d->overlap (the
+ * module's setting is on for these launches only). */
+static void overlapped_kernels(struct gpu_decoder *d, int R, int first_logit)
+{
+    if (d->overlap && !overlap_set(d, 1))
+        FATAL("gpu decoder: overlapped launches, on before, are refused now");
+    forward_kernels(d, R, first_logit);
+    if (d->overlap) overlap_set(d, 0);
+}
+
 /* The forward of R rows whose tokens are given and whose positions, lengths and
  * tables are staged (h_pos, h_len, h_table) -- one_seq: the rows are one sequence's
  * tokens in order (a prefill chunk) --: the inputs are copied to the GPU, then the
@@ -597,7 +625,7 @@ static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, in
     d->logit_rows = R - first_logit;
     d->one_seq = one_seq;
     if (!d->graphs) {
-        forward_kernels(d, R, first_logit);
+        overlapped_kernels(d, R, first_logit);
         return;
     }
     int mode = first_logit == R ? 0 : first_logit == 0 ? 1 : 2;
@@ -607,7 +635,7 @@ static void rows_forward(struct gpu_decoder *d, const int32_t *tokens, int R, in
               first_logit, R);
     if (!*g) {
         GPU_CHECK(api, api->graph_begin());
-        forward_kernels(d, R, first_logit);
+        overlapped_kernels(d, R, first_logit);
         GPU_CHECK(api, api->graph_end(g));
     }
     GPU_CHECK(api, api->graph_launch(*g));
