@@ -1,27 +1,49 @@
 /*
- * CUDA thread blocks on CPU threads, for kernels written in the C subset of CUDA
- * (shared memory, __syncthreads, atomicAdd of unsigned and float, atomicCAS of int,
- * __shfl_xor_sync of floats): a test
- * includes the kernel's file after this header and runs it with emu_launch. Each
- * block runs on `threads` POSIX threads, one per CUDA thread, that meet at a barrier
- * wherever the kernel calls __syncthreads; a warp's 32 threads meet at the warp's own
- * barrier for a shuffle. The threads are made once a launch and run the blocks one
- * after another (the grid's x, then y) together, so a kernel's __shared__ variables
- * (static here) belong to the running block. A kernel
- * whose threads reach different numbers of barriers hangs here, as it would be
- * undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test file,
- * which defines _POSIX_C_SOURCE >= 200112L (barriers) before its first include. It
- * compiles as C11 and as C++ (the tensor-core kernels' test, with atomicMin of int).
+ * CUDA thread blocks on the CPU, for kernels written in the C subset of CUDA (shared
+ * memory, __syncthreads, atomicAdd of unsigned and float, atomicCAS of int,
+ * __shfl_xor_sync of floats): a test includes the kernel's file after this header and
+ * runs it with emu_launch. Each CUDA thread of a block is a fiber (ucontext) with a
+ * stack of its own, all on the calling thread: a thread runs until it reaches a
+ * barrier -- __syncthreads, or its warp's for a shuffle -- then the next ready thread
+ * runs, and the last to arrive releases the others. So a block runs the same way each
+ * time, and a missing barrier shows: the first thread runs ahead through the place the
+ * barrier should be, reading shared memory the others have not written yet (or
+ * writing what they have still to read). The blocks run one after another (the grid's
+ * x, then y), so a kernel's __shared__ variables (static here) belong to the running
+ * block. A kernel whose threads reach different barriers aborts with a message, as it
+ * would be undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test
+ * file; it compiles as C11 and as C++ (the tensor-core kernels' test, with atomicMin of
+ * int). AddressSanitizer is told of each switch of stacks (it still warns once that
+ * it does not fully support swapcontext), valgrind of the stacks.
+ * (It ran a POSIX thread per CUDA thread until the barriers' futex waits took some
+ * 50 s of system time for the gemv's test on 2 cores.)
  */
 #ifndef LIBRA_TESTS_CUDA_BLOCK_EMU_H
 #define LIBRA_TESTS_CUDA_BLOCK_EMU_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ucontext.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define EMU_VALGRIND 1
+#endif
+#endif
 
 #define __global__
 #define __device__
@@ -30,32 +52,80 @@
 #pragma GCC diagnostic ignored "-Wunknown-pragmas" /* the kernels' #pragma unroll */
 
 #define EMU_MAX_THREADS 1024
-
-#ifdef __cplusplus
-#define EMU_THREAD_LOCAL thread_local
-#else
-#define EMU_THREAD_LOCAL _Thread_local
-#endif
+#define EMU_STACK_BYTES (256 * 1024) /* a CUDA thread's stack (its registers' arrays) */
 
 struct emu_dim {
     unsigned x, y;
 };
-static EMU_THREAD_LOCAL struct emu_dim threadIdx, blockIdx;
+static struct emu_dim threadIdx, blockIdx; /* the running thread's, set at each switch */
 static struct emu_dim blockDim, gridDim;
-static pthread_barrier_t emu_barrier, emu_warp_barrier[EMU_MAX_THREADS / 32];
 static float emu_shfl[EMU_MAX_THREADS];
 
-static inline void __syncthreads(void) { pthread_barrier_wait(&emu_barrier); }
+/* A barrier of `need` threads from `first` on. */
+struct emu_bar {
+    unsigned first, need, arrived;
+};
+enum { EMU_READY, EMU_WAITING, EMU_DONE };
+struct emu_fiber {
+    ucontext_t ctx;
+    char *stack; /* EMU_STACK_BYTES, made at its first use and kept */
+    int state;
+    const struct emu_bar *at; /* the barrier it waits at */
+    void *asan_fake;          /* AddressSanitizer's fake stack while switched out */
+};
+static struct emu_fiber emu_fib[EMU_MAX_THREADS];
+static ucontext_t emu_main;    /* the launching thread's context: the scheduler */
+static unsigned emu_cur;       /* the running fiber */
+static struct emu_bar emu_block_bar, emu_warp_bar[EMU_MAX_THREADS / 32];
+static void (*emu_body)(void *);
+static void *emu_body_arg;
+#ifdef EMU_ASAN
+static const void *emu_main_bottom; /* the scheduler's stack, for AddressSanitizer */
+static size_t emu_main_size;
+#endif
+
+/* From the running fiber back to the scheduler (dying: it will not be resumed). */
+static void emu_yield(int dying)
+{
+    struct emu_fiber *f = &emu_fib[emu_cur];
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(dying ? NULL : &f->asan_fake, emu_main_bottom, emu_main_size);
+#else
+    (void)dying;
+#endif
+    if (swapcontext(&f->ctx, &emu_main)) abort();
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(f->asan_fake, &emu_main_bottom, &emu_main_size);
+#endif
+}
+
+/* The running thread arrives at b: the last to arrive makes the others ready and goes
+ * on; the others wait for the scheduler to resume them. */
+static void emu_bar_wait(struct emu_bar *b)
+{
+    if (++b->arrived == b->need) {
+        b->arrived = 0;
+        for (unsigned i = b->first; i < b->first + b->need; i++)
+            if (emu_fib[i].state == EMU_WAITING && emu_fib[i].at == b) emu_fib[i].state = EMU_READY;
+        return;
+    }
+    emu_fib[emu_cur].state = EMU_WAITING;
+    emu_fib[emu_cur].at = b;
+    emu_yield(0);
+}
+
+static inline void __syncthreads(void) { emu_bar_wait(&emu_block_bar); }
+/* The running thread's warp meets (every lane of it calls). */
+static inline void emu_warp_wait(void) { emu_bar_wait(&emu_warp_bar[threadIdx.x / 32]); }
 /* The value of lane (this lane ^ o) of the warp (every lane of it calls). */
 static inline float __shfl_xor_sync(unsigned mask, float v, int o)
 {
     (void)mask;
     unsigned t = threadIdx.x;
-    pthread_barrier_t *w = &emu_warp_barrier[t / 32];
     emu_shfl[t] = v;
-    pthread_barrier_wait(w);
+    emu_warp_wait();
     float r = emu_shfl[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
-    pthread_barrier_wait(w);
+    emu_warp_wait();
     return r;
 }
 static inline unsigned emu_atomic_add_u32(unsigned *p, unsigned v)
@@ -103,67 +173,102 @@ static inline float __uint_as_float(unsigned u)
     return f;
 }
 
-struct emu_thread {
-    unsigned thread;
-    void (*body)(void *);
-    void *arg;
-};
-static pthread_barrier_t emu_block_end;
-
-/* One CUDA thread index through every block of the grid, in order; the block-end
- * barrier keeps a block's shared memory its own until every thread has left it. */
-static void *emu_thread_main(void *p)
+static void emu_fiber_main(void)
 {
-    const struct emu_thread *t = (const struct emu_thread *)p;
-    threadIdx.x = t->thread;
-    threadIdx.y = 0;
-    for (unsigned by = 0; by < gridDim.y; by++)
-        for (unsigned bx = 0; bx < gridDim.x; bx++) {
-            blockIdx.x = bx;
-            blockIdx.y = by;
-            t->body(t->arg);
-            pthread_barrier_wait(&emu_block_end);
-        }
-    return NULL;
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &emu_main_bottom, &emu_main_size);
+#endif
+    emu_body(emu_body_arg);
+    emu_fib[emu_cur].state = EMU_DONE;
+    emu_yield(1);
 }
 
-/* body(arg) as a grid of gx x gy blocks of `threads` threads (body calls the kernel);
- * the threads are made once a launch and walk the blocks together. */
+/* Fiber i set to run the kernel from its start (its own function: getcontext returns
+ * twice, so no caller's loop may share its frame). */
+__attribute__((noinline)) static void emu_fiber_start(unsigned i)
+{
+    struct emu_fiber *f = &emu_fib[i];
+    if (!f->stack) {
+        f->stack = (char *)malloc(EMU_STACK_BYTES);
+        if (!f->stack) {
+            fprintf(stderr, "emu_launch: out of memory for the threads' stacks\n");
+            abort();
+        }
+#ifdef EMU_VALGRIND
+        VALGRIND_STACK_REGISTER(f->stack, f->stack + EMU_STACK_BYTES);
+#endif
+    }
+    if (getcontext(&f->ctx)) abort();
+    f->ctx.uc_stack.ss_sp = f->stack;
+    f->ctx.uc_stack.ss_size = EMU_STACK_BYTES;
+    f->ctx.uc_link = NULL; /* a fiber ends by emu_yield(1), never by returning */
+    makecontext(&f->ctx, emu_fiber_main, 0);
+    f->state = EMU_READY;
+}
+
+/* Runs fiber i until it waits or ends (apart from emu_run_block's loop: nothing of a
+ * frame that calls swapcontext may change between its returns). */
+__attribute__((noinline)) static void emu_resume(unsigned i)
+{
+    struct emu_fiber *f = &emu_fib[i];
+    emu_cur = i;
+    threadIdx.x = i;
+    threadIdx.y = 0;
+#ifdef EMU_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, f->stack, EMU_STACK_BYTES);
+#endif
+    if (swapcontext(&emu_main, &f->ctx)) abort();
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+/* Runs block (bx, by) of `threads` fibers to its end. */
+static void emu_run_block(unsigned threads)
+{
+    for (unsigned i = 0; i < threads; i++) emu_fiber_start(i);
+    for (unsigned done = 0; done < threads;) {
+        int ran = 0;
+        for (unsigned i = 0; i < threads; i++) {
+            struct emu_fiber *f = &emu_fib[i];
+            if (f->state != EMU_READY) continue;
+            emu_resume(i);
+            ran = 1;
+            done += f->state == EMU_DONE;
+        }
+        if (!ran) {
+            fprintf(stderr, "emu_launch: block (%u, %u): its threads wait at different barriers "
+                    "(undefined on a GPU)\n", blockIdx.x, blockIdx.y);
+            abort();
+        }
+    }
+}
+
+/* body(arg) as a grid of gx x gy blocks of `threads` threads (body calls the kernel),
+ * the blocks one after another. */
 static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*body)(void *),
                           void *arg)
 {
-    pthread_t *th = (pthread_t *)malloc(threads * sizeof *th);
-    struct emu_thread *t = (struct emu_thread *)malloc(threads * sizeof *t);
-    if (!th || !t || threads > EMU_MAX_THREADS) {
-        fprintf(stderr, "emu_launch: out of memory, or %u threads a block\n", threads);
+    if (threads == 0 || threads > EMU_MAX_THREADS) {
+        fprintf(stderr, "emu_launch: %u threads a block (1 .. %d)\n", threads, EMU_MAX_THREADS);
         abort();
     }
     blockDim.x = threads;
     blockDim.y = 1;
     gridDim.x = gx;
     gridDim.y = gy;
-    if (pthread_barrier_init(&emu_barrier, NULL, threads) ||
-        pthread_barrier_init(&emu_block_end, NULL, threads))
-        abort();
-    for (unsigned w = 0; w * 32 < threads; w++) {
-        unsigned n = threads - w * 32 < 32 ? threads - w * 32 : 32;
-        if (pthread_barrier_init(&emu_warp_barrier[w], NULL, n)) abort();
-    }
-    for (unsigned i = 0; i < threads; i++) {
-        t[i].thread = i;
-        t[i].body = body;
-        t[i].arg = arg;
-        if (pthread_create(&th[i], NULL, emu_thread_main, &t[i])) {
-            fprintf(stderr, "emu_launch: pthread_create failed\n");
-            abort();
+    emu_body = body;
+    emu_body_arg = arg;
+    emu_block_bar = (struct emu_bar){0, threads, 0};
+    for (unsigned w = 0; w * 32 < threads; w++)
+        emu_warp_bar[w] = (struct emu_bar){w * 32, threads - w * 32 < 32 ? threads - w * 32 : 32, 0};
+    for (unsigned by = 0; by < gy; by++)
+        for (unsigned bx = 0; bx < gx; bx++) {
+            blockIdx.x = bx;
+            blockIdx.y = by;
+            emu_run_block(threads);
         }
-    }
-    for (unsigned i = 0; i < threads; i++) pthread_join(th[i], NULL);
-    pthread_barrier_destroy(&emu_barrier);
-    pthread_barrier_destroy(&emu_block_end);
-    for (unsigned w = 0; w * 32 < threads; w++) pthread_barrier_destroy(&emu_warp_barrier[w]);
-    free(th);
-    free(t);
 }
 
 static void emu_launch(unsigned grid, unsigned threads, void (*body)(void *), void *arg)

@@ -20,7 +20,6 @@
  *   sum_hash           weights_sum_hash's bits (more elements than the grid's threads)
  * The kernels' own code, where there is no GPU; test_cuda runs them on the GPU.
  */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 
 #include <math.h>
 

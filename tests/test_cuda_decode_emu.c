@@ -1,7 +1,7 @@
 /*
  * The CUDA attention kernels of the decode path (src/device/cuda/
- * cuda_attention_kernels.cuh) compiled as C11 and run on CPU threads
- * (tests/cuda_block_emu.h: a POSIX thread per CUDA thread, a barrier per
+ * cuda_attention_kernels.cuh) compiled as C11 and run on the CPU
+ * (tests/cuda_block_emu.h: a fiber per CUDA thread, a barrier per
  * __syncthreads, a warp's barrier per shuffle), against the CPU references:
  *   kv_append    the new rows rounded as st_f32_to_bf16, exactly, nothing else written
  *   decode_attn  attn_forward of each sequence's last token over its keys widened from
@@ -15,7 +15,6 @@
  * This runs the kernels' own code -- their indexing, shuffles, online softmax and
  * merges -- where there is no GPU; test_cuda runs them on the GPU where there is one.
  */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 
 #include <math.h>
 

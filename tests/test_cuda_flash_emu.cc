@@ -20,7 +20,6 @@
  * with the defaults and once with -DFL_WARPS=8 -DFL_LDSM=1); its speed and the hardware's own rounding of
  * the products' sums need a GPU (test_cuda).
  */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 
 #include <math.h>
 
@@ -51,7 +50,7 @@ static struct {
     const uint16_t *row[32];
 } emu_warp[EMU_MAX_THREADS / 32];
 
-static void emu_warp_sync(void) { pthread_barrier_wait(&emu_warp_barrier[threadIdx.x / 32]); }
+static void emu_warp_sync(void) { emu_warp_wait(); }
 
 static inline float half_of(uint32_t w, int hi)
 {

@@ -11,7 +11,6 @@
  * With GEMV_PREFETCH as built (make check builds it once with the default and once
  * with -DGEMV_PREFETCH=1: the next tile's weights loading during a tile).
  */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 
 #include <math.h>
 

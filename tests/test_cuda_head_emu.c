@@ -13,7 +13,6 @@
  *                                st_f32_to_bf16, bit for bit, written over old values
  * The kernels' own code, where there is no GPU; test_cuda runs them on the GPU.
  */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 
 #include <math.h>
 

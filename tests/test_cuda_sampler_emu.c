@@ -1,7 +1,7 @@
 /*
  * The GPU sampler's kernel (src/device/cuda/cuda_sampler_kernel.cuh) compiled as C11
- * and run on CPU threads (tests/cuda_block_emu.h: one POSIX thread per CUDA thread of
- * a block, a barrier at every __syncthreads), against sampler_sample: the same tokens
+ * and run on the CPU (tests/cuda_block_emu.h: a fiber per CUDA thread of a block, a
+ * barrier at every __syncthreads), against sampler_sample: the same tokens
  * and log-probs (1e-5 relative) under greedy, temperature, top-k, top-p and both.
  * This tests the kernel's own code -- its radix selection, id-ordered gathers, bitonic
  * sort and nucleus walk, and its barriers -- without a GPU; test_cuda runs the same
@@ -13,7 +13,6 @@
  * tied on top, two rows of normal logits; and vocabularies of 1,001, 50 (threads with
  * no ids) and 2.
  */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 
 #include <math.h>
 
