@@ -14,7 +14,7 @@ out=$(scratch unresponsive)
 config() { # FILE METRICS [PLAN]
     plan=${3:-'plan = { n_train = 1; rollout_tp = [1, 1]; };'}
     cat > "$1" <<CFG
-run = { name = "liveness"; steps = 100000; seed = 7; progress_interval_s = 60.0;
+run = { name = "liveness"; steps = 100000; seed = 7; progress_interval_s = 0.5;
         heartbeat_s = 0.2; unresponsive_s = 3.0; };
 device = { type = "emu"; hardware = "hardware/a800.cfg"; time_scale = 50.0; };
 model = { profile = "models/qwen3-4b.cfg"; };
@@ -42,7 +42,7 @@ stop_case() {
     job=$!
     n=0
     pid=""
-    while [ -z "$pid" ] || ! grep -q "step 1" "$out/$1.out" 2> /dev/null; do
+    while [ -z "$pid" ] || ! grep -q "^step [1-9]" "$out/$1.out" 2> /dev/null; do
         n=$((n + 1))
         kill -0 $job 2> /dev/null || { cat "$out/$1.err"; fail "$1: the job ended early"; }
         [ $n -le 600 ] || { kill -9 $job; fail "$1: no step after 60 s"; }
