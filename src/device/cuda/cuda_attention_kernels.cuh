@@ -243,28 +243,44 @@ __global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const flo
  * decode step's kernels, cuda_device.cuh): each begins with grid_release, grid_wait. */
 #define DEC_WARPS 8
 #define DEC_GMAX 4
+/* Lanes that share a key: 32 as built (a warp takes one key at a time, its lanes
+ * splitting the head dimension, a five-step shuffle sum a score); a variant build
+ * (-DDEC_KEY_LANES=8, tools/gpu-bundle --variants) gives each key a group of 8 lanes,
+ * so a warp has 4 keys in flight and a score takes three shuffle steps; the groups'
+ * states are merged at the end as the warps' are. Every lane of a group keeps the
+ * group's softmax state. */
+#ifndef DEC_KEY_LANES
+#define DEC_KEY_LANES 32
+#endif
+#define DEC_KEY_GROUPS (32 / DEC_KEY_LANES)      /* keys a warp has in flight */
+/* the head dimensions decode_attn takes: the variant holds at most 16 a lane (D <= 128,
+ * every Qwen3 and Llama shape), since a lane keeps q and the sums of DEC_GMAX heads */
+#define DEC_MAX_D (DEC_KEY_LANES == 32 ? 32 * ATT_MAX_PER_LANE : 16 * DEC_KEY_LANES)
+#define DEC_PER_LANE (DEC_MAX_D / DEC_KEY_LANES) /* dimensions a lane holds */
+#define DEC_STATES (DEC_WARPS * DEC_KEY_GROUPS)  /* partial states of a block */
 
 __global__ static void decode_attn_k(float *out, const float *q, const uint16_t *k_pool,
                                      const uint16_t *v_pool, const int32_t *table, int max_blocks,
                                      const int32_t *len, int H, int K, int D, int P, int chunks,
                                      float scale, float *part)
 {
-    __shared__ float s_acc[DEC_WARPS][32 * ATT_MAX_PER_LANE];
-    __shared__ float s_m[DEC_WARPS], s_l[DEC_WARPS];
+    __shared__ float s_acc[DEC_STATES][DEC_MAX_D];
+    __shared__ float s_m[DEC_STATES], s_l[DEC_STATES];
     grid_release();
     grid_wait();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, S = gridDim.y, split = blockIdx.y;
+    int grp = lane / DEC_KEY_LANES, sub = lane % DEC_KEY_LANES, state = warp * DEC_KEY_GROUPS + grp;
     int G = H / K, b = blockIdx.x;
     int s = b / (K * chunks), g = (b / chunks) % K, h0 = g * G + (b % chunks) * DEC_GMAX;
     int nh = g * G + G - h0 < DEC_GMAX ? g * G + G - h0 : DEC_GMAX;
     const int32_t *tab = table + (size_t)s * max_blocks;
-    float qr[DEC_GMAX][ATT_MAX_PER_LANE], acc[DEC_GMAX][ATT_MAX_PER_LANE];
+    float qr[DEC_GMAX][DEC_PER_LANE], acc[DEC_GMAX][DEC_PER_LANE];
     float m[DEC_GMAX], l[DEC_GMAX];
 #pragma unroll
     for (int hh = 0; hh < DEC_GMAX; hh++) {
         const float *qs = q + (size_t)s * H * D + (size_t)(h0 + hh) * D;
-        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
-            int d = lane + 32 * e;
+        for (int e = 0; e < DEC_PER_LANE; e++) {
+            int d = sub + DEC_KEY_LANES * e;
             qr[hh][e] = hh < nh && d < D ? qs[d] : 0.0f;
             acc[hh][e] = 0.0f;
         }
@@ -273,44 +289,52 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
     }
     int n = len[s], span = (n + S - 1) / S, j0 = split * span;
     int j1 = j0 + span < n ? j0 + span : n;
-    for (int j = j0 + warp; j < j1; j += DEC_WARPS) {
-        size_t off = (paged_row(tab, j, P) * K + g) * D;
-        float kr[ATT_MAX_PER_LANE], vr[ATT_MAX_PER_LANE];
-        for (int e = 0; e < ATT_MAX_PER_LANE; e++) {
-            int d = lane + 32 * e;
-            kr[e] = d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
-            vr[e] = d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
+    /* a round: key j0 + (round's base) + grp for each group of each warp; every lane
+     * takes part in the shuffles, a group past j1 with zeros */
+    for (int base = j0 + warp * DEC_KEY_GROUPS; base < j1; base += DEC_WARPS * DEC_KEY_GROUPS) {
+        int j = base + grp, live = j < j1;
+        size_t off = live ? (paged_row(tab, j, P) * K + g) * D : 0;
+        float kr[DEC_PER_LANE], vr[DEC_PER_LANE];
+        for (int e = 0; e < DEC_PER_LANE; e++) {
+            int d = sub + DEC_KEY_LANES * e;
+            kr[e] = live && d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
+            vr[e] = live && d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
         }
 #pragma unroll
         for (int hh = 0; hh < DEC_GMAX; hh++) {
-            if (hh >= nh) continue;
+            if (hh >= nh) continue; /* uniform in the block */
             float sc = 0.0f;
-            for (int e = 0; e < ATT_MAX_PER_LANE; e++) sc += qr[hh][e] * kr[e];
-            for (int o = 16; o > 0; o /= 2) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+            for (int e = 0; e < DEC_PER_LANE; e++) sc += qr[hh][e] * kr[e];
+            for (int o = DEC_KEY_LANES / 2; o > 0; o /= 2)
+                sc += __shfl_xor_sync(0xffffffffu, sc, o);
+            if (!live) continue;
             sc *= scale;
             float m_new = sc > m[hh] ? sc : m[hh];
             float keep = expf(m[hh] - m_new), p = expf(sc - m_new);
             l[hh] = l[hh] * keep + p;
-            for (int e = 0; e < ATT_MAX_PER_LANE; e++) acc[hh][e] = acc[hh][e] * keep + p * vr[e];
+            for (int e = 0; e < DEC_PER_LANE; e++) acc[hh][e] = acc[hh][e] * keep + p * vr[e];
             m[hh] = m_new;
         }
     }
 #pragma unroll
     for (int hh = 0; hh < DEC_GMAX; hh++) {
         if (hh >= nh) continue; /* uniform in the block: the barriers below are safe */
-        if (lane == 0) {
-            s_m[warp] = m[hh];
-            s_l[warp] = l[hh];
+        if (sub == 0) {
+            s_m[state] = m[hh];
+            s_l[state] = l[hh];
         }
-        for (int e = 0; e < ATT_MAX_PER_LANE; e++) s_acc[warp][lane + 32 * e] = acc[hh][e];
+        for (int e = 0; e < DEC_PER_LANE; e++) {
+            int d = sub + DEC_KEY_LANES * e;
+            if (d < DEC_MAX_D) s_acc[state][d] = acc[hh][e];
+        }
         __syncthreads();
         int d = threadIdx.x;
         if (d < D) {
             float M = -INFINITY;
-            for (int w = 0; w < DEC_WARPS; w++) M = s_m[w] > M ? s_m[w] : M;
+            for (int w = 0; w < DEC_STATES; w++) M = s_m[w] > M ? s_m[w] : M;
             float sum = 0.0f, o = 0.0f;
-            for (int w = 0; w < DEC_WARPS; w++) {
-                if (s_m[w] == -INFINITY) continue; /* a warp that saw no key */
+            for (int w = 0; w < DEC_STATES; w++) {
+                if (s_m[w] == -INFINITY) continue; /* a state that saw no key */
                 float f = expf(s_m[w] - M);
                 sum += s_l[w] * f;
                 o += s_acc[w][d] * f;
