@@ -133,12 +133,18 @@ int cu_scratch_grow(void **p, size_t *have, size_t bytes)
 
 int cu_overlap;
 
+/* The decoder turns it on around each forward, inside a graph's recording too: the
+ * device's compute capability is asked once a device, not at every call. */
 static int cu_launch_overlap(int on)
 {
-    int dev = 0, major = 0;
+    static int asked_dev = -1, major;
+    int dev = 0;
     if (on) {
         CU_CHECK(cudaGetDevice(&dev));
-        CU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        if (dev != asked_dev) {
+            CU_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+            asked_dev = dev;
+        }
     }
     cu_overlap = on && major >= 9; /* programmatic dependent launch: sm_90 on */
     return cu_overlap;
