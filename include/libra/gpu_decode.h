@@ -112,16 +112,16 @@ void gpu_decoder_blocks(const struct gpu_decoder *d, int *free_blocks, int *tota
  * cannot be recorded (gpu_comm.graph_safe 0) launches one by one whatever is asked.
  * Returns the setting now in force. */
 int gpu_decoder_set_graphs(struct gpu_decoder *d, int on);
-/* Prefill chunks of GPU_PREFILL_FLASH_ROWS rows or more attend on the tensor cores
- * (prefill_attn: bf16 probabilities) when on and the head dimension allows
- * (cuda_flash_supports), else with decode attention (float32); on by default.
- * Returns the previous setting. */
 /* 1: the decode kernels of a forward (embedding, gemv, q/k/v, attention) are launched
  * with programmatic dependent launch (the module's launch_overlap): each starts, and
  * loads its first weights, while the one before it finishes. The same bits either
  * way. Off by default; on only where the GPU has it (compute capability 9.0 on).
  * Returns the setting now in force. */
 int gpu_decoder_set_overlap(struct gpu_decoder *d, int on);
+/* Prefill chunks of GPU_PREFILL_FLASH_ROWS rows or more attend on the tensor cores
+ * (prefill_attn: bf16 probabilities) when on and the head dimension allows
+ * (cuda_flash_supports), else with decode attention (float32); on by default.
+ * Returns the previous setting. */
 #define GPU_PREFILL_FLASH_ROWS 8
 int gpu_decoder_set_flash(struct gpu_decoder *d, int on);
 /* Forwards of up to `rows` rows (decode steps of few slots; at most

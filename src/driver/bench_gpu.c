@@ -180,12 +180,12 @@ static void bench_decode(const struct gpu_model *m, int B, int context, int step
     double w = ((double)m->at.n - embed_rows) * 2;
     double kv = (double)B * (context + steps / 2.0) * c->n_layers * 2.0 * c->n_kv_heads *
                 c->head_dim * 2;
-    double bw = (w + kv) / t_step / 1e9;
+    double bw = (w + kv) / t_step / 1e9, bw_overlap = overlap ? (w + kv) / t_overlap / 1e9 : 0;
     char lt[40] = "", ov[80] = "";
     if (gemv) snprintf(lt, sizeof lt, ", %6.2f with cuBLASLt", 1e3 * t_lt);
     if (overlap)
         snprintf(ov, sizeof ov, "; overlapped launches: forward %6.2f ms = %4.1f %% of copy",
-                 1e3 * t_overlap, 100 * (w + kv) / t_overlap / 1e9 / gbs);
+                 1e3 * t_overlap, 100 * bw_overlap / gbs);
     printf("  decode  batch %4d   %8.0f tokens/s   %6.2f ms a step (forward %6.2f [%6.2f without "
            "graphs%s], sampling %5.2f)   forward reads %6.0f GB/s = %4.1f %% of copy%s\n", B,
            B / t, 1e3 * t, 1e3 * t_step, 1e3 * t_plain, lt, 1e3 * t_sample, bw, 100 * bw / gbs,
