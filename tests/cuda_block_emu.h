@@ -60,6 +60,7 @@ struct emu_dim {
 static struct emu_dim threadIdx, blockIdx; /* the running thread's, set at each switch */
 static struct emu_dim blockDim, gridDim;
 static float emu_shfl[EMU_MAX_THREADS];
+static int emu_vote[EMU_MAX_THREADS];
 
 /* A barrier of `need` threads from `first` on. */
 struct emu_bar {
@@ -128,6 +129,18 @@ static inline float __shfl_xor_sync(unsigned mask, float v, int o)
     emu_warp_wait();
     return r;
 }
+/* Whether pred is nonzero in any lane of the warp (every lane of it calls). */
+static inline int __any_sync(unsigned mask, int pred)
+{
+    (void)mask;
+    unsigned t = threadIdx.x, w = t & ~31u;
+    emu_vote[t] = pred != 0;
+    emu_warp_wait();
+    int any = 0;
+    for (unsigned l = 0; l < 32; l++) any |= emu_vote[w + l];
+    emu_warp_wait();
+    return any;
+}
 static inline unsigned emu_atomic_add_u32(unsigned *p, unsigned v)
 {
     return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
@@ -172,6 +185,13 @@ static inline float __uint_as_float(unsigned u)
     memcpy(&f, &u, sizeof f);
     return f;
 }
+#ifdef __cplusplus
+/* the int form (its bits through the float exchange) */
+static inline int __shfl_xor_sync(unsigned mask, int v, int o)
+{
+    return (int)__float_as_uint(__shfl_xor_sync(mask, __uint_as_float((unsigned)v), o));
+}
+#endif
 
 static void emu_fiber_main(void)
 {

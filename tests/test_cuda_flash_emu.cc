@@ -13,11 +13,12 @@
  *                  wait that lets them land (a kernel reading a tile it has not waited
  *                  for reads old memory here too); addresses 16-byte aligned; none may
  *                  be in flight when a block ends
+ *   bf16x2_rne, exp2_ftz   f32_to_bf16_rne on each of the pair; exp2f, zero below 2^-126
  * against the CPU references (attn_forward / attn_backward on bf16-rounded inputs), with
  * test_cuda's bounds: forward and prefill 1e-2 of the largest, lse 1e-4, backward 2e-2.
  * A kernel that passes here has its indexing, fragments, tiles, masks, online softmax
  * and pipelining right, with FL_WARPS and FL_LDSM as built (make check builds it once
- * with the defaults and once with -DFL_WARPS=8 -DFL_LDSM=1); its speed and the hardware's own rounding of
+ * with the defaults and once with -DFL_WARPS=8 -DFL_LDSM=0); its speed and the hardware's own rounding of
  * the products' sums need a GPU (test_cuda).
  */
 
@@ -114,52 +115,71 @@ static inline void ldsm(uint32_t *b, const uint16_t *p)
 static inline void ldsm_x4(uint32_t b[4], const uint16_t *p) { ldsm<4>(b, p); }
 static inline void ldsm_x2(uint32_t b[2], const uint16_t *p) { ldsm<2>(b, p); }
 
-/* cp.async: this thread's copies in order, and where each committed group ends */
-enum { EMU_CP_MAX = 512, EMU_CP_GROUPS = 16 };
+/* cp.async: each emulated thread's copies in order, and where each committed group
+ * ends (per thread: the threads are fibers of one host thread) */
+enum { EMU_CP_MAX = 128, EMU_CP_GROUPS = 16 };
 struct emu_cp {
     uint16_t *dst;
     const uint16_t *src;
     int valid;
 };
-static thread_local emu_cp cp_q[EMU_CP_MAX];
-static thread_local int cp_n, cp_end[EMU_CP_GROUPS], cp_groups;
+static struct emu_cp_queue {
+    emu_cp q[EMU_CP_MAX];
+    int n, end[EMU_CP_GROUPS], groups;
+} emu_cpq[EMU_MAX_THREADS];
 
 static inline void cp16(uint16_t *dst, const uint16_t *src, int valid)
 {
+    emu_cp_queue &c = emu_cpq[threadIdx.x];
     if ((uintptr_t)dst % 16 || (uintptr_t)src % 16) emu_fault("cp.async address not 16-byte aligned");
-    if (cp_n == EMU_CP_MAX) {
+    if (c.n == EMU_CP_MAX) {
         emu_fault("too many copies in flight");
         return;
     }
-    cp_q[cp_n++] = emu_cp{dst, src, valid};
+    c.q[c.n++] = emu_cp{dst, src, valid};
 }
 
 static inline void cp_commit(void)
 {
-    if (cp_groups == EMU_CP_GROUPS) {
+    emu_cp_queue &c = emu_cpq[threadIdx.x];
+    if (c.groups == EMU_CP_GROUPS) {
         emu_fault("too many copy groups in flight");
         return;
     }
-    cp_end[cp_groups++] = cp_n;
+    c.end[c.groups++] = c.n;
 }
 
-/* The oldest groups land until at most n committed groups are in flight. */
+/* The oldest groups of this thread land until at most n committed groups are in
+ * flight. */
 template <int n>
 static inline void cp_wait(void)
 {
-    int land = cp_groups - n;
+    emu_cp_queue &c = emu_cpq[threadIdx.x];
+    int land = c.groups - n;
     if (land <= 0) return;
-    int upto = cp_end[land - 1];
+    int upto = c.end[land - 1];
     for (int i = 0; i < upto; i++) {
-        if (cp_q[i].valid)
-            memcpy(cp_q[i].dst, cp_q[i].src, 16);
+        if (c.q[i].valid)
+            memcpy(c.q[i].dst, c.q[i].src, 16);
         else
-            memset(cp_q[i].dst, 0, 16);
+            memset(c.q[i].dst, 0, 16);
     }
-    memmove(cp_q, cp_q + upto, (size_t)(cp_n - upto) * sizeof cp_q[0]);
-    cp_n -= upto;
-    for (int g = land; g < cp_groups; g++) cp_end[g - land] = cp_end[g] - upto;
-    cp_groups -= land;
+    memmove(c.q, c.q + upto, (size_t)(c.n - upto) * sizeof c.q[0]);
+    c.n -= upto;
+    for (int g = land; g < c.groups; g++) c.end[g - land] = c.end[g] - upto;
+    c.groups -= land;
+}
+
+/* cvt.rn.bf16x2.f32 and ex2.approx.ftz.f32 (the host's exp2f; the GPU's own rounding of
+ * it is test_cuda's) */
+static inline uint32_t bf16x2_rne(float lo, float hi)
+{
+    return (uint32_t)f32_to_bf16_rne(lo) | (uint32_t)f32_to_bf16_rne(hi) << 16;
+}
+static inline float exp2_ftz(float x)
+{
+    float y = exp2f(x);
+    return y < 0x1p-126f ? 0.0f : y;
 }
 
 /* a block's dynamic shared memory (the H100's 227 KiB at most), and the copies it left */
@@ -169,8 +189,9 @@ alignas(16) static unsigned char emu_smem[EMU_SMEM];
 
 static void block_end(void)
 {
-    if (cp_n || cp_groups) emu_fault("copies still in flight at the block's end");
-    cp_n = cp_groups = 0;
+    emu_cp_queue &c = emu_cpq[threadIdx.x];
+    if (c.n || c.groups) emu_fault("copies still in flight at the block's end");
+    c.n = c.groups = 0;
 }
 
 #pragma GCC diagnostic ignored "-Wunused-function" /* the size helpers of other passes */
@@ -268,19 +289,40 @@ static void expect_within(const char *what, const float *got, const float *ref, 
  * empty one, positions in no order), each sequence held to the references on its own. */
 enum { MAX_SEQS = 4 };
 struct seq_case {
-    int nq, nk, shuffled;
+    int nq, nk, shuffled, ramp; /* ramp: scores that rise with the key (ramp_scores) */
 };
+
+/* Sequence s's scores made to rise with the key (positive queries, keys with a ramp of
+ * 0.02 a key in every element), so that a row's latest visible keys carry most of its
+ * weight and a key a mask wrongly lets in carries more: a mask one key off moves that
+ * row's output and gradients by a good part of their size, far past the bounds. */
+static void ramp_scores(float *q, float *k, int q0, int nq, int k0, int nk, int H, int K, int D)
+{
+    for (size_t i = (size_t)q0 * H * D; i < (size_t)(q0 + nq) * H * D; i++)
+        q[i] = st_bf16_to_f32(st_f32_to_bf16(0.5f + 0.25f * fabsf(q[i])));
+    for (int j = 0; j < nk; j++)
+        for (int e = 0; e < K * D; e++) {
+            float *x = k + (size_t)(k0 + j) * K * D + e;
+            *x = st_bf16_to_f32(st_f32_to_bf16(0.25f * *x + 0.02f * (float)j));
+        }
+}
 static void test_forward_backward(void)
 {
     static const struct {
         int H, K, D, n;
         seq_case seq[MAX_SEQS];
     } cases[] = {
-        {4, 2, 64, 4, {{37, 37, 0}, {5, 50, 0}, {0, 0, 0}, {20, 20, 0}}},
-        {2, 1, 24, 1, {{70, 70, 0}}},
-        {2, 2, 128, 2, {{5, 50, 0}, {1, 1, 0}}},
-        {2, 1, 80, 2, {{29, 40, 1}, {16, 16, 0}}},
-        {1, 1, 32, 2, {{130, 130, 0}, {3, 3, 0}}},
+        {4, 2, 64, 4, {{37, 37, 0, 0}, {5, 50, 0, 0}, {0, 0, 0, 0}, {20, 20, 0, 0}}},
+        {2, 1, 24, 1, {{70, 70, 0, 0}}},
+        {2, 2, 128, 2, {{5, 50, 0, 0}, {1, 1, 0, 0}}},
+        {2, 1, 80, 2, {{29, 40, 1, 0}, {16, 16, 0, 0}}},
+        {1, 1, 32, 2, {{130, 130, 0, 0}, {3, 3, 0, 0}}},
+        /* the tiles that need no mask: rows after prefixes of 61 and 62 keys put a
+         * warp's lowest position 1-3 keys short of a tile's last key (forward, dq) and
+         * a query tile's lowest position one key short of a dk/dv warp's last key;
+         * positions in no order put a warp's lowest in any lane */
+        {2, 1, 64, 2, {{100, 161, 0, 1}, {90, 152, 0, 1}}},
+        {1, 1, 128, 1, {{130, 200, 1, 1}}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int H = cases[c].H, K = cases[c].K, D = cases[c].D, S = cases[c].n;
@@ -316,6 +358,9 @@ static void test_forward_backward(void)
         memcpy(rdq, dq, nqe * sizeof *dq);
         memcpy(rdk, dk, nke * sizeof *dk);
         memcpy(rdv, dv, nke * sizeof *dv);
+        for (int s = 0; s < S; s++)
+            if (cases[c].seq[s].ramp)
+                ramp_scores(q, k, qs[s], cases[c].seq[s].nq, ks[s], cases[c].seq[s].nk, H, K, D);
         for (int s = 0; s < S; s++) { /* the references, a sequence at a time */
             const seq_case &x = cases[c].seq[s];
             for (int i = 0; i < x.nq; i++)
@@ -347,8 +392,9 @@ static void test_forward_backward(void)
         emu_launch_2d(gk, (unsigned)K, FL_THREADS, BY_DP(DP, dkv_body), &a);
         printf("\n    H %d K %d D %d, %d sequences of", H, K, D, S);
         for (int s = 0; s < S; s++)
-            printf(" %d/%d%s", cases[c].seq[s].nq, cases[c].seq[s].nk,
-                   cases[c].seq[s].shuffled ? " (positions in no order)" : "");
+            printf(" %d/%d%s%s", cases[c].seq[s].nq, cases[c].seq[s].nk,
+                   cases[c].seq[s].shuffled ? " (positions in no order)" : "",
+                   cases[c].seq[s].ramp ? " (rising scores)" : "");
         printf(" rows/keys: ");
         expect_within("out", out, ref, nqe, 1e-2);
         expect_within("lse", lse, ref_lse, nr, 1e-4);

@@ -54,8 +54,8 @@
 #define FL_WARPS 4
 #endif
 #ifndef FL_LDSM /* 1: the fragments read from shared memory by ldmatrix (mma_keys,
-                   dkv_scores) */
-#define FL_LDSM 0
+                   dkv_scores); 0: as 32-bit words, four times the instructions */
+#define FL_LDSM 1
 #endif
 #define FL_THREADS (32 * FL_WARPS)
 #define FL_ROWS (16 * FL_WARPS) /* query rows of a forward / dq block */
@@ -64,10 +64,7 @@
 #define FL_BROWS 32             /* query rows per tile, dk/dv pass */
 #define FL_LOG2E 1.4426950408889634f
 
-__device__ static inline uint32_t pack2(float lo, float hi)
-{
-    return (uint32_t)f32_to_bf16_rne(lo) | ((uint32_t)f32_to_bf16_rne(hi) << 16);
-}
+__device__ static inline uint32_t pack2(float lo, float hi) { return bf16x2_rne(lo, hi); }
 
 __device__ static inline uint32_t word(const uint16_t *p) { return *(const uint32_t *)p; }
 
@@ -96,14 +93,45 @@ __device__ static inline struct fl_seq fl_seq_of(struct fl_seqs sq, unsigned b)
     return x;
 }
 
-/* Starts copying rows r0 .. r0 + n - 1 (zero past `rows`) of a bf16 matrix of row
- * stride ld whose DP columns start at x, into shared memory rows of DP + 8. */
-template <int DP>
-__device__ static void stage(uint16_t *sm, const uint16_t *x, size_t ld, int r0, int n, int rows)
+/* Starts copying rows r0 .. r0 + N - 1 (zero past `rows`) of a bf16 matrix of row
+ * stride ld whose DP columns start at x, into shared memory rows of DP + 8. N is a
+ * constant, so the loop unrolls; when a row's 16-byte pieces divide the block's threads
+ * (DP 128, 64, ...), a thread copies the same column of every STEP-th row and a copy is
+ * a pointer step, a compare and the cp.async. */
+template <int DP, int N>
+__device__ static void stage(uint16_t *sm, const uint16_t *x, size_t ld, int r0, int rows)
 {
-    for (int e = threadIdx.x; e < n * (DP / 8); e += FL_THREADS) {
-        int r = e / (DP / 8), c = (e % (DP / 8)) * 8, ok = r0 + r < rows;
-        cp16(sm + r * (DP + 8) + c, x + (size_t)(ok ? r0 + r : 0) * ld + c, ok);
+    constexpr int PER_ROW = DP / 8, TOTAL = N * PER_ROW;
+    if constexpr (FL_THREADS % PER_ROW == 0) {
+        constexpr int STEP = FL_THREADS / PER_ROW;
+        int r = (int)threadIdx.x / PER_ROW, c = ((int)threadIdx.x % PER_ROW) * 8;
+        const uint16_t *src = x + (size_t)(r0 + r) * ld + c;
+        uint16_t *dst = sm + r * (DP + 8) + c;
+        if (r0 + N <= rows) { /* every row there (all but a sequence's last tile) */
+#pragma unroll
+            for (int i = 0; i < N; i += STEP) {
+                if (N % STEP == 0 || r + i < N) cp16(dst + i * (DP + 8), src, 1);
+                src += (size_t)STEP * ld;
+            }
+            return;
+        }
+#pragma unroll
+        for (int i = 0; i < N; i += STEP) {
+            if (N % STEP == 0 || r + i < N) {
+                int ok = r0 + r + i < rows;
+                cp16(dst + i * (DP + 8), ok ? src : x, ok);
+            }
+            src += (size_t)STEP * ld;
+        }
+    } else {
+#pragma unroll
+        for (int e0 = 0; e0 < TOTAL; e0 += FL_THREADS) {
+            int e = e0 + (int)threadIdx.x;
+            if (TOTAL % FL_THREADS == 0 || e < TOTAL) {
+                int r = e / PER_ROW, c = (e % PER_ROW) * 8, ok = r0 + r < rows;
+                cp16(sm + r * (DP + 8) + c, x + (size_t)(ok ? r0 + r : 0) * ld + c, ok);
+            }
+        }
     }
 }
 
@@ -164,46 +192,69 @@ __device__ static void load_a(uint32_t a[DP / 16][4], const uint16_t *x, size_t 
             }
 }
 
-/* c += A B^T over the DP / 16 k-steps (a[kk]: A's fragments), B^T's 8 rows the
- * (key, d) bf16 rows row0 .. row0 + 7 of a tile of row stride DP + 8 (Q K^T, dO V^T).
+/* c[n] = A B^T over the DP / 16 k-steps (a[kk]: A's fragments) for the NS n-tiles of a
+ * tile of keys: n-tile n's 8 rows of B^T are the (key, d) bf16 rows 8n .. 8n + 7 of a
+ * tile of row stride DP + 8 (Q K^T, dO V^T). The loop over k-steps is the outer one, so
+ * consecutive products go to different accumulators (a chain of products into one
+ * accumulator waits for each); each still sums its k-steps in order.
  * FL_LDSM: ldmatrix, two k-steps' fragments an instruction; else two 32-bit loads a
  * k-step. The same products in the same order either way (the same bits). */
-template <int DP>
-__device__ static inline void mma_keys(float c[4], const uint32_t (*a)[4], const uint16_t *tile,
-                                       int row0)
+template <int DP, int NS>
+__device__ static inline void mma_keys(float (*c)[4], const uint32_t (*a)[4], const uint16_t *tile)
 {
     constexpr int NK = DP / 16, RS = DP + 8;
     int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int n = 0; n < NS; n++) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
 #if FL_LDSM
-    /* lanes 8m .. 8m + 7 address matrix m: rows row0 .., columns 8m from a k-step pair */
-    const uint16_t *p = tile + (row0 + (lane & 7)) * RS + 8 * (lane >> 3);
+    /* lanes 8m .. 8m + 7 address matrix m: rows 8n .., columns 8m from a k-step pair */
+    const uint16_t *p = tile + (lane & 7) * RS + 8 * (lane >> 3);
 #pragma unroll
     for (int kk = 0; kk + 1 < NK; kk += 2) {
-        uint32_t b[4];
-        ldsm_x4(b, p + 16 * kk);
-        mma16816(c, a[kk], b[0], b[1]);
-        mma16816(c, a[kk + 1], b[2], b[3]);
-    }
-    if (NK & 1) {
-        uint32_t b[2];
-        ldsm_x2(b, p + 16 * (NK - 1));
-        mma16816(c, a[NK - 1], b[0], b[1]);
-    }
-#else
-    const uint16_t *r = tile + (row0 + (lane >> 2)) * RS + 2 * (lane & 3);
+        uint32_t hi[NS][2]; /* the second k-step's fragments, for the second sweep */
 #pragma unroll
-    for (int kk = 0; kk < NK; kk++) mma16816(c, a[kk], word(r + 16 * kk), word(r + 16 * kk + 8));
+        for (int n = 0; n < NS; n++) {
+            uint32_t b[4];
+            ldsm_x4(b, p + 8 * n * RS + 16 * kk);
+            mma16816(c[n], a[kk], b[0], b[1]);
+            hi[n][0] = b[2];
+            hi[n][1] = b[3];
+        }
+#pragma unroll
+        for (int n = 0; n < NS; n++) mma16816(c[n], a[kk + 1], hi[n][0], hi[n][1]);
+    }
+    if (NK & 1)
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+            uint32_t b[2];
+            ldsm_x2(b, p + 8 * n * RS + 16 * (NK - 1));
+            mma16816(c[n], a[NK - 1], b[0], b[1]);
+        }
+#else
+    const uint16_t *r = tile + (lane >> 2) * RS + 2 * (lane & 3);
+#pragma unroll
+    for (int kk = 0; kk < NK; kk++)
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+            mma16816(c[n], a[kk], word(r + 8 * n * RS + 16 * kk),
+                     word(r + 8 * n * RS + 16 * kk + 8));
 #endif
 }
 
-/* The highest q_pos of rows r0 .. r0 + n - 1 (below nq), for the whole block. */
+/* The highest q_pos of rows r0 .. r0 + n - 1 (below nq), for the whole block: warp 0's
+ * lanes read n / 32 of them each and take the maximum by shuffles. */
 __device__ static int block_max_pos(const int32_t *q_pos, int r0, int n, int nq)
 {
     __shared__ int s_max;
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < 32) {
         int m = 0;
-        for (int r = r0; r < r0 + n && r < nq; r++) m = q_pos[r] > m ? q_pos[r] : m;
-        s_max = m;
+        for (int r = r0 + (int)threadIdx.x; r < r0 + n && r < nq; r += 32)
+            m = q_pos[r] > m ? q_pos[r] : m;
+        for (int off = 16; off > 0; off /= 2) {
+            int o = __shfl_xor_sync(0xffffffffu, m, off);
+            m = o > m ? o : m;
+        }
+        if (threadIdx.x == 0) s_max = m;
     }
     __syncthreads();
     int m = s_max;
@@ -219,8 +270,8 @@ template <int DP, int KEYS>
 __device__ static void kv_first(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *kh,
                                 const uint16_t *vh, size_t ldk, int nk)
 {
-    stage<DP>(kbuf, kh, ldk, 0, KEYS, nk);
-    stage<DP>(vbuf, vh, ldk, 0, KEYS, nk);
+    stage<DP, KEYS>(kbuf, kh, ldk, 0, nk);
+    stage<DP, KEYS>(vbuf, vh, ldk, 0, nk);
     cp_commit();
 }
 
@@ -230,8 +281,8 @@ __device__ static void kv_ready(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *
 {
     if (it + 1 < tiles) {
         size_t nb = (size_t)((it + 1) & 1) * KEYS * (DP + 8);
-        stage<DP>(kbuf + nb, kh, ldk, (it + 1) * KEYS, KEYS, nk);
-        stage<DP>(vbuf + nb, vh, ldk, (it + 1) * KEYS, KEYS, nk);
+        stage<DP, KEYS>(kbuf + nb, kh, ldk, (it + 1) * KEYS, nk);
+        stage<DP, KEYS>(vbuf + nb, vh, ldk, (it + 1) * KEYS, nk);
         cp_commit();
         cp_wait<1>();
     } else {
@@ -248,8 +299,11 @@ struct row_state {
 };
 
 /* One tile of FL_KEYS keys (from j0) for the warp's 16 rows: S = Q K^T from the staged
- * K rows, masked by the rows' positions (pa, pb), the online softmax, O += P V. */
-template <int DP>
+ * K rows, masked by the rows' positions (pa, pb) when MASK (a tile some key of which
+ * lies past some row's position; the others need none), the online softmax, O += P V.
+ * The maxima are taken of the raw scores (scale2 > 0 keeps their order) and kept
+ * scaled, so that each probability is one fused multiply-add and one exp2. */
+template <int DP, bool MASK>
 __device__ static inline void fwd_tile(float (*o)[4], const uint32_t (*qa)[4], const uint16_t *ks,
                                        const uint16_t *vs, int j0, int pa, int pb, float scale2,
                                        struct row_state &st)
@@ -257,46 +311,44 @@ __device__ static inline void fwd_tile(float (*o)[4], const uint32_t (*qa)[4], c
     constexpr int NO = DP / 8, NS = FL_KEYS / 8, RS = DP + 8;
     int t = threadIdx.x & 3;
     float s[NS][4];
-#pragma unroll
-    for (int n = 0; n < NS; n++) {
-        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-        mma_keys<DP>(s[n], qa, ks, 8 * n);
-    }
+    mma_keys<DP, NS>(s, qa, ks);
     float ta = -INFINITY, tb = -INFINITY;
 #pragma unroll
     for (int n = 0; n < NS; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            int key = j0 + 8 * n + 2 * t + (i & 1);
-            float x = key <= (i < 2 ? pa : pb) ? s[n][i] * scale2 : -INFINITY;
-            s[n][i] = x;
-            if (i < 2) ta = fmaxf(ta, x);
-            else tb = fmaxf(tb, x);
+            if (MASK && j0 + 8 * n + 2 * t + (i & 1) > (i < 2 ? pa : pb)) s[n][i] = -INFINITY;
+            if (i < 2) ta = fmaxf(ta, s[n][i]);
+            else tb = fmaxf(tb, s[n][i]);
         }
     for (int off = 1; off < 4; off *= 2) {
         ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, off));
         tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, off));
     }
     /* key 0 <= pos for every row, and tile 0 comes first: the maxima are finite */
-    float na = fmaxf(st.ma, ta), nb = fmaxf(st.mb, tb);
-    float ka = exp2f(st.ma - na), kb = exp2f(st.mb - nb);
+    float na = fmaxf(st.ma, ta * scale2), nb = fmaxf(st.mb, tb * scale2);
+    /* the accumulator rescaled only if some row's maximum rose (else by 2^0 = 1): the
+     * same bits, and 66 multiplications fewer on every tile past a warp's maxima */
+    if (__any_sync(0xffffffffu, na != st.ma || nb != st.mb)) {
+        float ka = exp2_ftz(st.ma - na), kb = exp2_ftz(st.mb - nb);
+        st.la *= ka;
+        st.lb *= kb;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            o[n][0] *= ka;
+            o[n][1] *= ka;
+            o[n][2] *= kb;
+            o[n][3] *= kb;
+        }
+    }
     st.ma = na;
     st.mb = nb;
-    st.la *= ka;
-    st.lb *= kb;
-#pragma unroll
-    for (int n = 0; n < NO; n++) {
-        o[n][0] *= ka;
-        o[n][1] *= ka;
-        o[n][2] *= kb;
-        o[n][3] *= kb;
-    }
 #pragma unroll
     for (int n = 0; n < NS; n++) {
-        s[n][0] = exp2f(s[n][0] - na);
-        s[n][1] = exp2f(s[n][1] - na);
-        s[n][2] = exp2f(s[n][2] - nb);
-        s[n][3] = exp2f(s[n][3] - nb);
+        s[n][0] = exp2_ftz(fmaf(s[n][0], scale2, -na));
+        s[n][1] = exp2_ftz(fmaf(s[n][1], scale2, -na));
+        s[n][2] = exp2_ftz(fmaf(s[n][2], scale2, -nb));
+        s[n][3] = exp2_ftz(fmaf(s[n][3], scale2, -nb));
         st.la += s[n][0] + s[n][1];
         st.lb += s[n][2] + s[n][3];
     }
@@ -306,6 +358,30 @@ __device__ static inline void fwd_tile(float (*o)[4], const uint32_t (*qa)[4], c
         acc_to_a(pa4, s, kk);
         mma_rows<NO, RS>(o, pa4, vs, 16 * kk);
     }
+}
+
+/* The lowest position of the warp's rows (each thread's pa, pb): a tile of keys j0 ..
+ * j0 + n - 1 needs no mask when j0 + n - 1 <= it. */
+__device__ static inline int warp_min_pos(int pa, int pb)
+{
+    int m = pa < pb ? pa : pb;
+    for (int off = 1; off < 32; off *= 2) {
+        int o = __shfl_xor_sync(0xffffffffu, m, off);
+        m = o < m ? o : m;
+    }
+    return m;
+}
+
+/* fwd_tile with the mask only where some key of the tile passes some row's position */
+template <int DP>
+__device__ static inline void fwd_tile_at(float (*o)[4], const uint32_t (*qa)[4],
+                                          const uint16_t *ks, const uint16_t *vs, int j0, int pa,
+                                          int pb, int pmin, float scale2, struct row_state &st)
+{
+    if (j0 + FL_KEYS - 1 <= pmin)
+        fwd_tile<DP, false>(o, qa, ks, vs, j0, pa, pb, scale2, st);
+    else
+        fwd_tile<DP, true>(o, qa, ks, vs, j0, pa, pb, scale2, st);
 }
 
 /* O / l of the thread's rows into out (nq, H*D) float32, and their log-sum-exps. */
@@ -365,6 +441,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
     int r0 = (row_tiles - 1 - x.rank) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     /* rows past nq attend key 0 only (finite, never stored) */
     int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
+    int pmin = warp_min_pos(pa, pb);
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
     size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
     const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
@@ -378,8 +455,8 @@ __global__ static void __launch_bounds__(FL_THREADS)
 
     for (int it = 0; it < tiles; it++) {
         kv_ready<DP, FL_KEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
-        fwd_tile<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS,
-                     it * FL_KEYS, pa, pb, scale2, st);
+        fwd_tile_at<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS,
+                        it * FL_KEYS, pa, pb, pmin, scale2, st);
         __syncthreads(); /* this buffer is refilled by the next iteration */
     }
     fwd_store<DP>(out, lse, o, st, ra, rb, nq, h, H, D);
@@ -440,6 +517,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
     int h = blockIdx.y, kvh = h / (H / K);
     int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
+    int pmin = warp_min_pos(pa, pb);
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq);
     uint32_t qa[NK][4];
     load_a_f32<DP>(qa, q + (size_t)h * D, (size_t)H * D, ra, nq, D);
@@ -452,7 +530,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
         stage_paged<DP>(ks, k_pool, table, kvh, K, D, P, j0, last);
         stage_paged<DP>(vs, v_pool, table, kvh, K, D, P, j0, last);
         __syncthreads();
-        fwd_tile<DP>(o, qa, ks, vs, j0, pa, pb, scale2, st);
+        fwd_tile_at<DP>(o, qa, ks, vs, j0, pa, pb, pmin, scale2, st);
     }
     fwd_store<DP>(out, NULL, o, st, ra, rb, nq, h, H, D);
 }
@@ -495,13 +573,51 @@ static size_t dq_smem(void)
     return sizeof(uint16_t) * 4 * FL_BKEYS * (DP + 8); /* K and V, two buffers */
 }
 
+/* The dq pass's rows (each thread's two): positions (-1 past the sequence), lse in log2
+ * units, delta. */
+struct dq_rows {
+    int pa, pb;
+    float lsa, lsb, dla, dlb;
+};
+
+/* One tile of FL_BKEYS keys (from j0) for the warp's 16 rows: P = exp2(scale2 Q K^T -
+ * lse) (masked by the rows' positions when MASK), dP = dO V^T, dS = P (dP - delta),
+ * acc += dS K. */
+template <int DP, bool MASK>
+__device__ static inline void dq_tile(float (*acc)[4], const uint32_t (*qa)[4],
+                                      const uint32_t (*da)[4], const uint16_t *ks,
+                                      const uint16_t *vs, int j0, const struct dq_rows &rw,
+                                      float scale2)
+{
+    constexpr int NO = DP / 8, NS = FL_BKEYS / 8, RS = DP + 8;
+    int t = threadIdx.x & 3;
+    float s[NS][4], dp[NS][4];
+    mma_keys<DP, NS>(s, qa, ks);
+    mma_keys<DP, NS>(dp, da, vs);
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) { /* s becomes dS */
+            float p = exp2_ftz(fmaf(s[n][i], scale2, -(i < 2 ? rw.lsa : rw.lsb)));
+            if (MASK && j0 + 8 * n + 2 * t + (i & 1) > (i < 2 ? rw.pa : rw.pb)) p = 0.0f;
+            s[n][i] = p * (dp[n][i] - (i < 2 ? rw.dla : rw.dlb));
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < FL_BKEYS / 16; kk++) {
+        uint32_t a4[4];
+        acc_to_a(a4, s, kk);
+        mma_rows<NO, RS>(acc, a4, ks, 16 * kk);
+    }
+}
+
 template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
     flash_dq_k(float *dq, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
                const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
                struct fl_seqs sq, int H, int K, int D, float scale)
 {
-    constexpr int NK = DP / 16, NO = DP / 8, NS = FL_BKEYS / 8, RS = DP + 8;
+    constexpr int NK = DP / 16, NO = DP / 8, RS = DP + 8;
     struct fl_seq x = fl_seq_of(sq, blockIdx.x);
     int nq = x.nq, nk = x.nk, row_tiles = (nq + FL_ROWS - 1) / FL_ROWS;
     if (x.rank >= row_tiles) return;
@@ -512,12 +628,15 @@ __global__ static void __launch_bounds__(FL_THREADS)
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, kvh = h / (H / K);
     int r0 = (row_tiles - 1 - x.rank) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
-    int pa = ra < nq ? q_pos[ra] : -1, pb = rb < nq ? q_pos[rb] : -1; /* -1: no key */
+    struct dq_rows rw;
+    rw.pa = ra < nq ? q_pos[ra] : -1; /* -1: no key */
+    rw.pb = rb < nq ? q_pos[rb] : -1;
+    rw.lsa = ra < nq ? lse[(size_t)ra * H + h] * FL_LOG2E : 0.0f;
+    rw.lsb = rb < nq ? lse[(size_t)rb * H + h] * FL_LOG2E : 0.0f;
+    rw.dla = ra < nq ? delta[(size_t)ra * H + h] : 0.0f;
+    rw.dlb = rb < nq ? delta[(size_t)rb * H + h] : 0.0f;
+    int pmin = warp_min_pos(rw.pa, rw.pb);
     float scale2 = scale * FL_LOG2E;
-    float lsa = ra < nq ? lse[(size_t)ra * H + h] * FL_LOG2E : 0.0f;
-    float lsb = rb < nq ? lse[(size_t)rb * H + h] * FL_LOG2E : 0.0f;
-    float dla = ra < nq ? delta[(size_t)ra * H + h] : 0.0f;
-    float dlb = rb < nq ? delta[(size_t)rb * H + h] : 0.0f;
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_BKEYS + 1;
     size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
     const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
@@ -533,27 +652,10 @@ __global__ static void __launch_bounds__(FL_THREADS)
         int j0 = it * FL_BKEYS;
         kv_ready<DP, FL_BKEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
         const uint16_t *ks = kbuf + (it & 1) * FL_BKEYS * RS, *vs = vbuf + (it & 1) * FL_BKEYS * RS;
-        float s[NS][4], dp[NS][4];
-#pragma unroll
-        for (int n = 0; n < NS; n++) {
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
-            mma_keys<DP>(s[n], qa, ks, 8 * n);
-            mma_keys<DP>(dp[n], da, vs, 8 * n);
-#pragma unroll
-            for (int i = 0; i < 4; i++) { /* s becomes dS */
-                int key = j0 + 8 * n + 2 * t + (i & 1);
-                float p = key <= (i < 2 ? pa : pb)
-                              ? exp2f(s[n][i] * scale2 - (i < 2 ? lsa : lsb)) : 0.0f;
-                s[n][i] = p * (dp[n][i] - (i < 2 ? dla : dlb));
-            }
-        }
-#pragma unroll
-        for (int kk = 0; kk < FL_BKEYS / 16; kk++) {
-            uint32_t a4[4];
-            acc_to_a(a4, s, kk);
-            mma_rows<NO, RS>(acc, a4, ks, 16 * kk);
-        }
+        if (j0 + FL_BKEYS - 1 <= pmin)
+            dq_tile<DP, false>(acc, qa, da, ks, vs, j0, rw, scale2);
+        else
+            dq_tile<DP, true>(acc, qa, da, ks, vs, j0, rw, scale2);
         __syncthreads(); /* this buffer is refilled by the next iteration */
     }
     size_t ldo = (size_t)H * D;
@@ -576,12 +678,12 @@ __global__ static void __launch_bounds__(FL_THREADS)
 
 /* dk/dv: shared memory (dynamic): K and V of the block's FL_ROWS keys, then two
  * buffers of a query tile's Q and dO, all as (row, d) bf16 rows, and per buffer the
- * tile's positions, lse (log2 units) and delta. */
+ * tile's positions, lse (log2 units) and delta, and the lowest of its positions. */
 template <int DP>
 static size_t dkv_smem(void)
 {
     return sizeof(uint16_t) * (2 * FL_ROWS * (DP + 8) + 4 * FL_BROWS * (DP + 8)) +
-           2 * FL_BROWS * (sizeof(int) + 2 * sizeof(float));
+           2 * FL_BROWS * (sizeof(int) + 2 * sizeof(float)) + 2 * sizeof(int);
 }
 
 /* The first query row at or after which some row attends key j0 (nq if none): the
@@ -660,13 +762,48 @@ __device__ static inline void dkv_scores(float (*s)[4], float (*dp)[4], const ui
 #endif
 }
 
+/* One query tile for the warp's 16 keys (ka, kb: this thread's): P^T = exp2(scale2 K Q^T
+ * - lse) (masked by the rows' positions s_pos when MASK), dS^T = P^T (V dO^T - delta),
+ * dva += P^T dO, dka += dS^T Q. */
+template <int DP, bool MASK>
+__device__ static inline void dkv_tile(float (*dka)[4], float (*dva)[4], const uint16_t *ks,
+                                       const uint16_t *vs, const uint16_t *qs,
+                                       const uint16_t *dos, const int *s_pos, const float *s_lse,
+                                       const float *s_dl, int ka, int kb, float scale2)
+{
+    constexpr int NO = DP / 8, NS = FL_BROWS / 8, RS = DP + 8;
+    int t = threadIdx.x & 3;
+    float s[NS][4], dp[NS][4]; /* (keys ka/kb, rows 8n + 2t ..) */
+    dkv_scores<DP>(s, dp, ks, vs, qs, dos);
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) { /* s becomes P^T, dp becomes dS^T */
+            int row = 8 * n + 2 * t + (e & 1);
+            float p = exp2_ftz(fmaf(s[n][e], scale2, -s_lse[row]));
+            if (MASK && (e < 2 ? ka : kb) > s_pos[row]) p = 0.0f;
+            s[n][e] = p;
+            dp[n][e] = p * (dp[n][e] - s_dl[row]);
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < FL_BROWS / 16; kk++) {
+        uint32_t pa4[4], ds4[4];
+        acc_to_a(pa4, s, kk);
+        acc_to_a(ds4, dp, kk);
+        mma_rows<NO, RS>(dva, pa4, dos, 16 * kk);
+        mma_rows<NO, RS>(dka, ds4, qs, 16 * kk);
+    }
+}
+
 template <int DP>
 __global__ static void __launch_bounds__(FL_THREADS)
     flash_dkv_k(float *dk, float *dv, const uint16_t *dout, const uint16_t *q, const uint16_t *k,
                 const uint16_t *v, const float *lse, const float *delta, const int32_t *q_pos,
                 struct fl_seqs sq, int H, int K, int D, float scale)
 {
-    constexpr int NO = DP / 8, NS = FL_BROWS / 8, RS = DP + 8;
+    constexpr int NO = DP / 8, RS = DP + 8;
+    static_assert(FL_BROWS == 32, "a query tile's rows are staged by warp 0's lanes");
     struct fl_seq x = fl_seq_of(sq, blockIdx.x);
     int nq = x.nq, nk = x.nk, j0 = x.rank * FL_ROWS; /* the block's first key */
     if (j0 >= nk) return;
@@ -678,6 +815,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
     uint16_t *qbuf = vs + FL_ROWS * RS, *dbuf = qbuf + 2 * FL_BROWS * RS;
     int *pbuf = (int *)(dbuf + 2 * FL_BROWS * RS);
     float *lbuf = (float *)(pbuf + 2 * FL_BROWS), *dlbuf = lbuf + 2 * FL_BROWS;
+    int *pmbuf = (int *)(dlbuf + 2 * FL_BROWS);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int kvh = blockIdx.y, rep = H / K;
     int ka = j0 + 16 * warp + g, kb = ka + 8; /* this thread's keys */
@@ -686,8 +824,8 @@ __global__ static void __launch_bounds__(FL_THREADS)
     /* query tiles: for each head of the group, rows i_lo, i_lo + FL_BROWS, .. < nq */
     int i_lo = first_row_seeing(q_pos, nq, j0) / FL_BROWS * FL_BROWS;
     int per_head = (nq - i_lo + FL_BROWS - 1) / FL_BROWS, tiles = rep * per_head;
-    stage<DP>(ks, k + (size_t)kvh * DP, ldk, j0, FL_ROWS, nk);
-    stage<DP>(vs, v + (size_t)kvh * DP, ldk, j0, FL_ROWS, nk);
+    stage<DP, FL_ROWS>(ks, k + (size_t)kvh * DP, ldk, j0, nk);
+    stage<DP, FL_ROWS>(vs, v + (size_t)kvh * DP, ldk, j0, nk);
     cp_commit(); /* done before tile 0 is computed (at most tile 1 still in flight) */
     float dka[NO][4], dva[NO][4];
 #pragma unroll
@@ -699,14 +837,16 @@ __global__ static void __launch_bounds__(FL_THREADS)
         /* iteration it starts the copy of tile it and computes tile it - 1 */
         if (it < tiles) {
             int b = it & 1, h = kvh * rep + it / per_head, i0 = i_lo + (it % per_head) * FL_BROWS;
-            stage<DP>(qbuf + b * FL_BROWS * RS, q + (size_t)h * DP, ldq, i0, FL_BROWS, nq);
-            stage<DP>(dbuf + b * FL_BROWS * RS, dout + (size_t)h * DP, ldq, i0, FL_BROWS, nq);
+            stage<DP, FL_BROWS>(qbuf + b * FL_BROWS * RS, q + (size_t)h * DP, ldq, i0, nq);
+            stage<DP, FL_BROWS>(dbuf + b * FL_BROWS * RS, dout + (size_t)h * DP, ldq, i0, nq);
             cp_commit();
-            if (threadIdx.x < FL_BROWS) {
-                int i = i0 + (int)threadIdx.x, in = i < nq;
-                pbuf[b * FL_BROWS + threadIdx.x] = in ? q_pos[i] : -1; /* -1: no key */
+            if (threadIdx.x < FL_BROWS) { /* warp 0, every lane */
+                int i = i0 + (int)threadIdx.x, in = i < nq, pos = in ? q_pos[i] : -1;
+                pbuf[b * FL_BROWS + threadIdx.x] = pos; /* -1: no key */
                 lbuf[b * FL_BROWS + threadIdx.x] = in ? lse[(size_t)i * H + h] * FL_LOG2E : 0.0f;
                 dlbuf[b * FL_BROWS + threadIdx.x] = in ? delta[(size_t)i * H + h] : 0.0f;
+                pos = warp_min_pos(pos, pos);
+                if (threadIdx.x == 0) pmbuf[b] = pos;
             }
         }
         if (it == 0) continue;
@@ -717,26 +857,10 @@ __global__ static void __launch_bounds__(FL_THREADS)
         const uint16_t *qs = qbuf + b * FL_BROWS * RS, *dos = dbuf + b * FL_BROWS * RS;
         const int *s_pos = pbuf + b * FL_BROWS;
         const float *s_lse = lbuf + b * FL_BROWS, *s_dl = dlbuf + b * FL_BROWS;
-        float s[NS][4], dp[NS][4]; /* (keys ka/kb, rows 8n + 2t ..) */
-        dkv_scores<DP>(s, dp, ks, vs, qs, dos);
-#pragma unroll
-        for (int n = 0; n < NS; n++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) { /* s becomes P^T, dp becomes dS^T */
-                int row = 8 * n + 2 * t + (e & 1), key = e < 2 ? ka : kb;
-                float p = key <= s_pos[row] ? exp2f(s[n][e] * scale2 - s_lse[row]) : 0.0f;
-                s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - s_dl[row]);
-            }
-        }
-#pragma unroll
-        for (int kk = 0; kk < FL_BROWS / 16; kk++) {
-            uint32_t pa4[4], ds4[4];
-            acc_to_a(pa4, s, kk);
-            acc_to_a(ds4, dp, kk);
-            mma_rows<NO, RS>(dva, pa4, dos, 16 * kk);
-            mma_rows<NO, RS>(dka, ds4, qs, 16 * kk);
-        }
+        if (j0 + 16 * warp + 15 <= pmbuf[b])
+            dkv_tile<DP, false>(dka, dva, ks, vs, qs, dos, s_pos, s_lse, s_dl, ka, kb, scale2);
+        else
+            dkv_tile<DP, true>(dka, dva, ks, vs, qs, dos, s_pos, s_lse, s_dl, ka, kb, scale2);
         __syncthreads(); /* this buffer is refilled by the next iteration */
     }
     cp_wait<0>(); /* no tile at all: K and V still land before the block ends */

@@ -2,8 +2,9 @@
  * The warp-level primitives of the tensor-core attention (cuda_flash_kernels.cuh), the
  * only inline PTX of the module: mma.sync m16n8k16 (bf16 operands, float32
  * accumulators), ldmatrix (x4 with transposition; x4 and x2 without), cp.async of 16
- * bytes (zero-filled when not valid) with its commit and wait, and the kernels' dynamic
- * shared memory.
+ * bytes (zero-filled when not valid) with its commit and wait, the kernels' dynamic
+ * shared memory, and two conversions the softmax needs once a score: a float32 pair
+ * to bf16x2 and 2^x, one instruction each.
  * tests/test_cuda_flash_emu.cc defines LIBRA_CUDA_MMA_CUH and its own forms of these
  * (the same fragments, on CPU threads), then includes the kernels.
  */
@@ -62,6 +63,25 @@ __device__ static inline void ldsm_x2(uint32_t b[2], const uint16_t *p)
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
                  : "=r"(b[0]), "=r"(b[1])
                  : "r"(a));
+}
+
+/* lo and hi rounded to bf16, round to nearest even (NaN stays a NaN), lo in the low
+ * half: cvt.rn.bf16x2.f32, the bits of f32_to_bf16_rne for every number. */
+__device__ static inline uint32_t bf16x2_rne(float lo, float hi)
+{
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+/* 2^x by the special-function unit (ex2.approx.ftz.f32): exp2f's value wherever that is
+ * a normal number (exp2f is this instruction plus a rescaling for x < -126), and zero
+ * below 2^-126, where exp2f's result is subnormal. */
+__device__ static inline float exp2_ftz(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 
 /* A kernel's dynamic shared memory, 16-byte aligned, as bytes named `name`. */
