@@ -185,6 +185,13 @@ static inline float __uint_as_float(unsigned u)
     memcpy(&f, &u, sizeof f);
     return f;
 }
+#ifndef __cplusplus
+/* CUDA's vector of four unsigned ints, for a C kernel's 16-byte loads (the C++ tests
+ * take cuda_emu_cxx.h's) */
+typedef struct {
+    unsigned x, y, z, w;
+} uint4;
+#endif
 #ifdef __cplusplus
 /* the int form (its bits through the float exchange) */
 static inline int __shfl_xor_sync(unsigned mask, int v, int o)

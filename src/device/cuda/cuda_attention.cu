@@ -59,10 +59,12 @@ extern "C" int cu_decode_attn(float *out, const float *q, const uint16_t *k_pool
 {
     if (B <= 0) return 0;
     if (check_heads("decode_attn", H, K, D)) return -1;
-    if (D > DEC_MAX_D) { /* a build with fewer lanes a key (DEC_KEY_LANES) */
-        char msg[96];
-        snprintf(msg, sizeof msg, "decode_attn: head_dim %d (at most %d in this build)", D,
-                 DEC_MAX_D);
+    if (D > DEC_MAX_D || (DEC_KEY_LANES < 32 && D % 8)) { /* a build with fewer lanes a
+                                                              key (DEC_KEY_LANES) */
+        char msg[112];
+        snprintf(msg, sizeof msg,
+                 "decode_attn: head_dim %d (at most %d, a multiple of %d, in this build)", D,
+                 DEC_MAX_D, DEC_KEY_LANES < 32 ? 8 : 4);
         return cu_fail(msg, cudaSuccess, __FILE__, __LINE__);
     }
     if (cu_attention_prepare()) return -1;

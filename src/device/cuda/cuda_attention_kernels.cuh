@@ -258,6 +258,25 @@ __global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const flo
 #define DEC_MAX_D (DEC_KEY_LANES == 32 ? 32 * ATT_MAX_PER_LANE : 16 * DEC_KEY_LANES)
 #define DEC_PER_LANE (DEC_MAX_D / DEC_KEY_LANES) /* dimensions a lane holds */
 #define DEC_STATES (DEC_WARPS * DEC_KEY_GROUPS)  /* partial states of a block */
+/* Dimension e of lane `sub`'s share: as built, lane sub holds sub, sub + 32, ... (a
+ * warp's loads of a row are 64 contiguous bytes); with fewer lanes a key, lane sub
+ * holds 16 sub .. 16 sub + 15, read as two 16-byte loads a row (D % 8 == 0, which
+ * that build's launcher requires). */
+#if DEC_KEY_LANES == 32
+#define DEC_DIM(sub, e) ((sub) + 32 * (e))
+#else
+#define DEC_DIM(sub, e) ((sub) * DEC_PER_LANE + (e))
+#endif
+
+/* x[0..7] as float32 from 8 packed bf16 (a 16-byte load). */
+__device__ static inline void dec_unpack8(uint4 v, float *x)
+{
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; i++) {
+        x[2 * i] = __uint_as_float(u[i] << 16);
+        x[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+}
 
 __global__ static void decode_attn_k(float *out, const float *q, const uint16_t *k_pool,
                                      const uint16_t *v_pool, const int32_t *table, int max_blocks,
@@ -280,7 +299,7 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
     for (int hh = 0; hh < DEC_GMAX; hh++) {
         const float *qs = q + (size_t)s * H * D + (size_t)(h0 + hh) * D;
         for (int e = 0; e < DEC_PER_LANE; e++) {
-            int d = sub + DEC_KEY_LANES * e;
+            int d = DEC_DIM(sub, e);
             qr[hh][e] = hh < nh && d < D ? qs[d] : 0.0f;
             acc[hh][e] = 0.0f;
         }
@@ -295,26 +314,48 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
         int j = base + grp, live = j < j1;
         size_t off = live ? (paged_row(tab, j, P) * K + g) * D : 0;
         float kr[DEC_PER_LANE], vr[DEC_PER_LANE];
+#if DEC_KEY_LANES == 32
         for (int e = 0; e < DEC_PER_LANE; e++) {
-            int d = sub + DEC_KEY_LANES * e;
+            int d = DEC_DIM(sub, e);
             kr[e] = live && d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
             vr[e] = live && d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
         }
+#else
+        for (int e = 0; e < DEC_PER_LANE; e += 8) { /* D % 8 == 0: whole pieces */
+            int d = DEC_DIM(sub, e);
+            uint4 kp = {0u, 0u, 0u, 0u}, vp = {0u, 0u, 0u, 0u};
+            if (live && d < D) {
+                kp = *(const uint4 *)(k_pool + off + d);
+                vp = *(const uint4 *)(v_pool + off + d);
+            }
+            dec_unpack8(kp, kr + e);
+            dec_unpack8(vp, vr + e);
+        }
+#endif
+        /* the group's heads side by side, each dimension's product for every head in
+         * turn (a head's score still sums its dimensions in order) */
+        float sc[DEC_GMAX], keep[DEC_GMAX], p[DEC_GMAX];
+#pragma unroll
+        for (int hh = 0; hh < DEC_GMAX; hh++) sc[hh] = 0.0f;
+        for (int e = 0; e < DEC_PER_LANE; e++)
+#pragma unroll
+            for (int hh = 0; hh < DEC_GMAX; hh++) sc[hh] += qr[hh][e] * kr[e];
 #pragma unroll
         for (int hh = 0; hh < DEC_GMAX; hh++) {
+            keep[hh] = 1.0f, p[hh] = 0.0f; /* a group past j1: nothing changes */
             if (hh >= nh) continue; /* uniform in the block */
-            float sc = 0.0f;
-            for (int e = 0; e < DEC_PER_LANE; e++) sc += qr[hh][e] * kr[e];
             for (int o = DEC_KEY_LANES / 2; o > 0; o /= 2)
-                sc += __shfl_xor_sync(0xffffffffu, sc, o);
+                sc[hh] += __shfl_xor_sync(0xffffffffu, sc[hh], o);
             if (!live) continue;
-            sc *= scale;
-            float m_new = sc > m[hh] ? sc : m[hh];
-            float keep = expf(m[hh] - m_new), p = expf(sc - m_new);
-            l[hh] = l[hh] * keep + p;
-            for (int e = 0; e < DEC_PER_LANE; e++) acc[hh][e] = acc[hh][e] * keep + p * vr[e];
+            float x = sc[hh] * scale, m_new = x > m[hh] ? x : m[hh];
+            keep[hh] = expf(m[hh] - m_new), p[hh] = expf(x - m_new);
+            l[hh] = l[hh] * keep[hh] + p[hh];
             m[hh] = m_new;
         }
+        for (int e = 0; e < DEC_PER_LANE; e++)
+#pragma unroll
+            for (int hh = 0; hh < DEC_GMAX; hh++)
+                if (hh < nh) acc[hh][e] = acc[hh][e] * keep[hh] + p[hh] * vr[e];
     }
 #pragma unroll
     for (int hh = 0; hh < DEC_GMAX; hh++) {
@@ -324,7 +365,7 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
             s_l[state] = l[hh];
         }
         for (int e = 0; e < DEC_PER_LANE; e++) {
-            int d = sub + DEC_KEY_LANES * e;
+            int d = DEC_DIM(sub, e);
             if (d < DEC_MAX_D) s_acc[state][d] = acc[hh][e];
         }
         __syncthreads();
