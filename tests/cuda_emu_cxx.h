@@ -7,7 +7,7 @@
 #ifndef LIBRA_TESTS_CUDA_EMU_CXX_H
 #define LIBRA_TESTS_CUDA_EMU_CXX_H
 
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 
 struct float2 {

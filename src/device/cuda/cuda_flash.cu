@@ -72,8 +72,14 @@ template <int DP>
 static int fwd_launch(float *out, float *lse, const float *q, const float *k, const float *v,
                       const int32_t *q_pos, const struct cuda_seqs *sq, int H, int K, int D)
 {
-    static int attr;
+    static int attr, carveout;
     FL_SMEM(flash_fwd_k<DP>, fwd_smem<DP>(), attr);
+    if (FL_FWD_MIN_BLOCKS > 2 && !carveout) { /* shared memory for that many blocks' tiles */
+        CU_CHECK(cudaFuncSetAttribute(flash_fwd_k<DP>,
+                                      cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared));
+        carveout = 1;
+    }
     size_t nqe = (size_t)sq->nq * H * DP, nke = (size_t)sq->nk * K * DP;
     uint16_t *qb = flash_scratch(nqe + 2 * nke);
     if (!qb) return -1;

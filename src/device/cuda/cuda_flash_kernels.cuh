@@ -57,6 +57,16 @@
                    dkv_scores); 0: as 32-bit words, four times the instructions */
 #define FL_LDSM 1
 #endif
+#ifndef FL_FWD_MIN_BLOCKS /* forward blocks an SM the compiler must leave room for: a
+                             build may try 3 (12 warps an SM at 168 registers, a few
+                             spilled, where 2 blocks of 175 fit as built) */
+#define FL_FWD_MIN_BLOCKS 1
+#endif
+#if FL_FWD_MIN_BLOCKS > 1
+#define FL_FWD_BOUNDS __launch_bounds__(FL_THREADS, FL_FWD_MIN_BLOCKS)
+#else /* not (FL_THREADS, 1): that lets ptxas take 219 registers where it takes 175 */
+#define FL_FWD_BOUNDS __launch_bounds__(FL_THREADS)
+#endif
 #define FL_THREADS (32 * FL_WARPS)
 #define FL_ROWS (16 * FL_WARPS) /* query rows of a forward / dq block */
 #define FL_KEYS 64              /* keys per tile, forward */
@@ -420,7 +430,7 @@ static size_t fwd_smem(void)
 }
 
 template <int DP>
-__global__ static void __launch_bounds__(FL_THREADS)
+__global__ static void FL_FWD_BOUNDS
     flash_fwd_k(float *out, float *lse, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                 const int32_t *q_pos, struct fl_seqs sq, int H, int K, int D, float scale2)
 {
