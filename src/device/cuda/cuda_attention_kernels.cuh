@@ -340,6 +340,11 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
         for (int e = 0; e < DEC_PER_LANE; e++)
 #pragma unroll
             for (int hh = 0; hh < DEC_GMAX; hh++) sc[hh] += qr[hh][e] * kr[e];
+        /* the online softmax: a score above the head's maximum becomes the maximum (its
+         * p is exp(0) = 1, the sums scaled by keep), any other leaves it (keep is 1):
+         * one exponential a head, and the sums rescaled only when some group of the warp
+         * has a new maximum -- the same bits as scaling by 1 */
+        int grow = 0;
 #pragma unroll
         for (int hh = 0; hh < DEC_GMAX; hh++) {
             keep[hh] = 1.0f, p[hh] = 0.0f; /* a group past j1: nothing changes */
@@ -347,15 +352,27 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
             for (int o = DEC_KEY_LANES / 2; o > 0; o /= 2)
                 sc[hh] += __shfl_xor_sync(0xffffffffu, sc[hh], o);
             if (!live) continue;
-            float x = sc[hh] * scale, m_new = x > m[hh] ? x : m[hh];
-            keep[hh] = expf(m[hh] - m_new), p[hh] = expf(x - m_new);
+            float x = sc[hh] * scale;
+            if (x > m[hh]) {
+                keep[hh] = expf(m[hh] - x), p[hh] = 1.0f;
+                m[hh] = x;
+                grow = 1;
+            } else {
+                p[hh] = expf(x - m[hh]);
+            }
             l[hh] = l[hh] * keep[hh] + p[hh];
-            m[hh] = m_new;
         }
-        for (int e = 0; e < DEC_PER_LANE; e++)
+        if (__any_sync(0xffffffffu, grow)) {
+            for (int e = 0; e < DEC_PER_LANE; e++)
 #pragma unroll
-            for (int hh = 0; hh < DEC_GMAX; hh++)
-                if (hh < nh) acc[hh][e] = acc[hh][e] * keep[hh] + p[hh] * vr[e];
+                for (int hh = 0; hh < DEC_GMAX; hh++)
+                    if (hh < nh) acc[hh][e] = fmaf(p[hh], vr[e], acc[hh][e] * keep[hh]);
+        } else {
+            for (int e = 0; e < DEC_PER_LANE; e++)
+#pragma unroll
+                for (int hh = 0; hh < DEC_GMAX; hh++)
+                    if (hh < nh) acc[hh][e] = fmaf(p[hh], vr[e], acc[hh][e]);
+        }
     }
 #pragma unroll
     for (int hh = 0; hh < DEC_GMAX; hh++) {
