@@ -9,7 +9,7 @@
  *   ldsm_x4_trans, ldsm_x4, ldsm_x2   four (two) 8 x 8 bf16 matrices from the lanes'
  *                  row addresses (16-byte aligned, checked) into each lane's registers,
  *                  transposed or not
- *   cp16 / cp_commit / cp_wait   copies queued per thread and carried out only at the
+ *   cp16, cp8 / cp_commit / cp_wait   copies queued per thread and carried out only at the
  *                  wait that lets them land (a kernel reading a tile it has not waited
  *                  for reads old memory here too); addresses 16-byte aligned; none may
  *                  be in flight when a block ends
@@ -121,23 +121,27 @@ enum { EMU_CP_MAX = 128, EMU_CP_GROUPS = 16 };
 struct emu_cp {
     uint16_t *dst;
     const uint16_t *src;
-    int valid;
+    int valid, bytes;
 };
 static struct emu_cp_queue {
     emu_cp q[EMU_CP_MAX];
     int n, end[EMU_CP_GROUPS], groups;
 } emu_cpq[EMU_MAX_THREADS];
 
-static inline void cp16(uint16_t *dst, const uint16_t *src, int valid)
+static inline void cp_bytes(uint16_t *dst, const uint16_t *src, int valid, int bytes)
 {
     emu_cp_queue &c = emu_cpq[threadIdx.x];
-    if ((uintptr_t)dst % 16 || (uintptr_t)src % 16) emu_fault("cp.async address not 16-byte aligned");
+    if ((uintptr_t)dst % bytes || (uintptr_t)src % bytes)
+        emu_fault(bytes == 16 ? "cp.async address not 16-byte aligned"
+                              : "cp.async address not 8-byte aligned");
     if (c.n == EMU_CP_MAX) {
         emu_fault("too many copies in flight");
         return;
     }
-    c.q[c.n++] = emu_cp{dst, src, valid};
+    c.q[c.n++] = emu_cp{dst, src, valid, bytes};
 }
+static inline void cp16(uint16_t *dst, const uint16_t *src, int valid) { cp_bytes(dst, src, valid, 16); }
+static inline void cp8(uint16_t *dst, const uint16_t *src, int valid) { cp_bytes(dst, src, valid, 8); }
 
 static inline void cp_commit(void)
 {
@@ -160,9 +164,9 @@ static inline void cp_wait(void)
     int upto = c.end[land - 1];
     for (int i = 0; i < upto; i++) {
         if (c.q[i].valid)
-            memcpy(c.q[i].dst, c.q[i].src, 16);
+            memcpy(c.q[i].dst, c.q[i].src, (size_t)c.q[i].bytes);
         else
-            memset(c.q[i].dst, 0, 16);
+            memset(c.q[i].dst, 0, (size_t)c.q[i].bytes);
     }
     memmove(c.q, c.q + upto, (size_t)(c.n - upto) * sizeof c.q[0]);
     c.n -= upto;
@@ -412,10 +416,17 @@ static void test_forward_backward(void)
 /* ---- the prefill over a paged pool: blocks in no order, a chunk after a prefix ---- */
 static void test_paged_prefill(void)
 {
-    enum { P = 16, NB = 12 };
-    static const struct { int nq, nk, H, K, D; } cases[] = {{20, 70, 4, 2, 64}, {9, 9, 2, 1, 24}};
+    enum { MAX_NB = 64, MAX_Q = 64 };
+    /* blocks of P tokens: the staging steps through the block table a key at a time (D
+     * 64, 24, 128: a thread's keys 8, 16 and 4 apart, past several blocks a step when
+     * P = 3) or looks each key up (D 80) */
+    static const struct { int nq, nk, H, K, D, P; } cases[] = {
+        {20, 70, 4, 2, 64, 16}, {9, 9, 2, 1, 24, 16}, {40, 150, 2, 1, 80, 6},
+        {30, 140, 2, 2, 128, 3}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int nq = cases[c].nq, nk = cases[c].nk, H = cases[c].H, K = cases[c].K, D = cases[c].D;
+        int P = cases[c].P, NB = (nk + P - 1) / P + 1;
+        if (NB % 5 == 0) NB++; /* the table below is a permutation when 5 is prime to NB */
         int KD = K * D, DP = (D + 15) / 16 * 16;
         size_t nqe = (size_t)nq * H * D, nke = (size_t)nk * KD, pool_n = (size_t)NB * P * KD;
         float *q = (float *)malloc(nqe * sizeof *q), *k = (float *)malloc(nke * sizeof *k);
@@ -424,8 +435,9 @@ static void test_paged_prefill(void)
         float *scratch = (float *)malloc(attn_scratch_floats(nq, nk, H, K, D) * sizeof *scratch);
         uint16_t *kp = (uint16_t *)calloc(pool_n, sizeof *kp);
         uint16_t *vp = (uint16_t *)calloc(pool_n, sizeof *vp);
-        int32_t table[NB], pos[64];
-        int ipos[64];
+        int32_t table[MAX_NB], pos[MAX_Q];
+        int ipos[MAX_Q];
+        CU_ASSERT_FATAL(NB <= MAX_NB && nq <= MAX_Q);
         fill_bf16(q, nqe, 80 + c, 2.0f);
         fill_bf16(k, nke, 90 + c, 2.0f);
         fill_bf16(v, nke, 100 + c, 1.0f);
@@ -444,7 +456,7 @@ static void test_paged_prefill(void)
         a.out = out, a.fq = q, a.kp = kp, a.vp = vp, a.table = table, a.pos = pos;
         emu_faults = 0;
         emu_launch_2d(blocks(nq, FL_ROWS), (unsigned)H, FL_THREADS, BY_DP(DP, paged_body), &a);
-        printf("\n    nq %d nk %d H %d K %d D %d: ", nq, nk, H, K, D);
+        printf("\n    nq %d nk %d H %d K %d D %d P %d: ", nq, nk, H, K, D, P);
         expect_within("out", out, ref, nqe, 1e-2);
         CU_ASSERT_EQUAL(emu_faults, 0);
         free(q), free(k), free(v), free(ref), free(out), free(scratch), free(kp), free(vp);
@@ -457,8 +469,11 @@ static void test_shared_memory(void)
     CU_ASSERT(fwd_smem<128>() <= EMU_SMEM);
     CU_ASSERT(dq_smem<128>() <= EMU_SMEM);
     CU_ASSERT(dkv_smem<128>() <= EMU_SMEM);
-    printf("[FL_WARPS %d, FL_LDSM %d: forward %zu, dq %zu, dk/dv %zu bytes at D 128] ",
-           FL_WARPS, FL_LDSM, fwd_smem<128>(), dq_smem<128>(), dkv_smem<128>());
+    CU_ASSERT(paged_smem<128>() <= EMU_SMEM);
+    printf("[FL_WARPS %d, FL_LDSM %d: forward %zu, dq %zu, dk/dv %zu, paged prefill %zu bytes "
+           "at D 128] ",
+           FL_WARPS, FL_LDSM, fwd_smem<128>(), dq_smem<128>(), dkv_smem<128>(),
+           paged_smem<128>());
 }
 
 int main(void)

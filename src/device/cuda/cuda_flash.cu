@@ -129,10 +129,11 @@ static int paged_launch(float *out, const float *q, const uint16_t *k_pool, cons
                         const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D,
                         int P)
 {
+    static int attr;
+    FL_SMEM(flash_paged_k<DP>, paged_smem<DP>(), attr);
     dim3 grid((unsigned)((nq + FL_ROWS - 1) / FL_ROWS), (unsigned)H);
-    flash_paged_k<DP><<<grid, FL_THREADS, 0, cu_stream()>>>(out, q, k_pool, v_pool, table, q_pos,
-                                                           nq, H, K, D, P,
-                                                           FL_LOG2E / sqrtf((float)D));
+    flash_paged_k<DP><<<grid, FL_THREADS, paged_smem<DP>(), cu_stream()>>>(
+        out, q, k_pool, v_pool, table, q_pos, nq, H, K, D, P, FL_LOG2E / sqrtf((float)D));
     CU_LAUNCHED("prefill_attn");
     return 0;
 }

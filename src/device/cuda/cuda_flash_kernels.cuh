@@ -473,21 +473,36 @@ __global__ static void FL_FWD_BOUNDS
 }
 
 /* ---- prefill over a paged KV cache ---- */
-/* Stages keys j0 .. j0 + FL_KEYS - 1 (zero past last) of kv head kvh from a bf16 pool
- * of blocks of P tokens -- key j at pool row table[j / P] P + j % P, (row K + kvh) D --
- * as bf16 rows of DP + 8: four values (8 bytes; D is a multiple of 4) a copy. */
+/* Starts copying keys j0 .. j0 + FL_KEYS - 1 (zero past last) of kv head kvh from a
+ * bf16 pool of blocks of P tokens -- key j at pool row table[j / P] P + j % P, (row K +
+ * kvh) D -- into bf16 rows of DP + 8, four values (8 bytes; D is a multiple of 4) a
+ * cp.async. When a row's pieces divide the block's threads (DP 128, 64, 32, 16), a
+ * thread copies the same column of every STEP-th key and steps through the block table
+ * (one division a tile, not one a copy). */
 template <int DP>
 __device__ static void stage_paged(uint16_t *sm, const uint16_t *pool, const int32_t *table,
                                    int kvh, int K, int D, int P, int j0, int last)
 {
-    for (int e = threadIdx.x; e < FL_KEYS * (DP / 4); e += FL_THREADS) {
-        int r = e / (DP / 4), c = (e % (DP / 4)) * 4, j = j0 + r;
-        uint2 f = make_uint2(0u, 0u);
-        if (j <= last && c < D) {
-            size_t row = (size_t)table[j / P] * P + (size_t)(j % P);
-            f = *(const uint2 *)(pool + (row * K + kvh) * D + c);
+    constexpr int PER_ROW = DP / 4;
+    if constexpr (FL_THREADS % PER_ROW == 0) {
+        constexpr int STEP = FL_THREADS / PER_ROW;
+        int r = (int)threadIdx.x / PER_ROW, c = ((int)threadIdx.x % PER_ROW) * 4;
+        int j = j0 + r, blk = j / P, in = j % P; /* key j is entry `in` of block blk */
+#pragma unroll
+        for (int i = 0; i < FL_KEYS; i += STEP) {
+            int ok = j + i <= last && c < D;
+            const uint16_t *src = pool;
+            if (ok) src += (((size_t)table[blk] * P + (size_t)in) * K + kvh) * D + c;
+            cp8(sm + (r + i) * (DP + 8) + c, src, ok);
+            for (in += STEP; in >= P; in -= P) blk++;
         }
-        *(uint2 *)(sm + r * (DP + 8) + c) = f;
+    } else {
+        for (int e = threadIdx.x; e < FL_KEYS * PER_ROW; e += FL_THREADS) {
+            int r = e / PER_ROW, c = (e % PER_ROW) * 4, j = j0 + r, ok = j <= last && c < D;
+            const uint16_t *src = pool;
+            if (ok) src += (((size_t)table[j / P] * P + (size_t)(j % P)) * K + kvh) * D + c;
+            cp8(sm + r * (DP + 8) + c, src, ok);
+        }
     }
 }
 
@@ -513,34 +528,53 @@ __device__ static void load_a_f32(uint32_t a[DP / 16][4], const float *x, size_t
 
 /* The rows of one sequence (a prefill chunk) against that sequence's keys 0 .. q_pos[i]
  * in the pool: flash_fwd_k's tiles, staged from the bf16 pool through the block table
- * (one buffer). */
+ * by cp.async, the next tile's copy in flight while a tile is computed (two buffers).
+ * Two blocks an SM asked for: left to itself ptxas holds the kernel to 168 registers
+ * and spills. */
 template <int DP>
-__global__ static void __launch_bounds__(FL_THREADS)
+static size_t paged_smem(void)
+{
+    return sizeof(uint16_t) * 4 * FL_KEYS * (DP + 8); /* K and V, two buffers */
+}
+
+template <int DP>
+__global__ static void __launch_bounds__(FL_THREADS, 2)
     flash_paged_k(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                   const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P,
                   float scale2)
 {
     constexpr int NK = DP / 16, NO = DP / 8, RS = DP + 8;
-    __shared__ __align__(16) uint16_t ks[FL_KEYS * RS];
-    __shared__ __align__(16) uint16_t vs[FL_KEYS * RS];
+    MMA_DYN_SMEM(fl_smem);
+    uint16_t *kbuf = (uint16_t *)fl_smem, *vbuf = kbuf + 2 * FL_KEYS * RS;
     int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
     int h = blockIdx.y, kvh = h / (H / K);
     int r0 = (gridDim.x - 1 - blockIdx.x) * FL_ROWS, ra = r0 + 16 * warp + g, rb = ra + 8;
     int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
     int pmin = warp_min_pos(pa, pb);
-    int last = block_max_pos(q_pos, r0, FL_ROWS, nq);
+    int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
+    stage_paged<DP>(kbuf, k_pool, table, kvh, K, D, P, 0, last);
+    stage_paged<DP>(vbuf, v_pool, table, kvh, K, D, P, 0, last);
+    cp_commit();
     uint32_t qa[NK][4];
     load_a_f32<DP>(qa, q + (size_t)h * D, (size_t)H * D, ra, nq, D);
     float o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
-    for (int j0 = 0; j0 <= last; j0 += FL_KEYS) {
-        __syncthreads(); /* the previous tile is read */
-        stage_paged<DP>(ks, k_pool, table, kvh, K, D, P, j0, last);
-        stage_paged<DP>(vs, v_pool, table, kvh, K, D, P, j0, last);
+    for (int it = 0; it < tiles; it++) {
+        if (it + 1 < tiles) { /* the next tile into the other buffer */
+            size_t nb = (size_t)((it + 1) & 1) * FL_KEYS * RS;
+            stage_paged<DP>(kbuf + nb, k_pool, table, kvh, K, D, P, (it + 1) * FL_KEYS, last);
+            stage_paged<DP>(vbuf + nb, v_pool, table, kvh, K, D, P, (it + 1) * FL_KEYS, last);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
         __syncthreads();
-        fwd_tile_at<DP>(o, qa, ks, vs, j0, pa, pb, pmin, scale2, st);
+        fwd_tile_at<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS,
+                        it * FL_KEYS, pa, pb, pmin, scale2, st);
+        __syncthreads(); /* this buffer is refilled by the next iteration */
     }
     fwd_store<DP>(out, NULL, o, st, ra, rb, nq, h, H, D);
 }

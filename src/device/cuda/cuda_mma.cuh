@@ -2,7 +2,7 @@
  * The warp-level primitives of the tensor-core attention (cuda_flash_kernels.cuh), the
  * only inline PTX of the module: mma.sync m16n8k16 (bf16 operands, float32
  * accumulators), ldmatrix (x4 with transposition; x4 and x2 without), cp.async of 16
- * bytes (zero-filled when not valid) with its commit and wait, the kernels' dynamic
+ * and 8 bytes (zero-filled when not valid) with its commit and wait, the kernels' dynamic
  * shared memory, and two conversions the softmax needs once a score: a float32 pair
  * to bf16x2 and 2^x, one instruction each.
  * tests/test_cuda_flash_emu.cc defines LIBRA_CUDA_MMA_CUH and its own forms of these
@@ -26,6 +26,14 @@ __device__ static inline void cp16(uint16_t *dst, const uint16_t *src, int valid
     uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
                  "r"(valid ? 16 : 0));
+}
+/* cp.async of 8 bytes (through the level-1 cache: .ca, the only form below 16 bytes),
+ * zero-filled when !valid. */
+__device__ static inline void cp8(uint16_t *dst, const uint16_t *src, int valid)
+{
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+                 "r"(valid ? 8 : 0));
 }
 __device__ static inline void cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 /* Waits until at most n of this thread's committed copies are still in flight. */
