@@ -47,6 +47,7 @@
 
 #define __global__
 #define __device__
+#define __forceinline__ inline
 #define __shared__ static
 
 #pragma GCC diagnostic ignored "-Wunknown-pragmas" /* the kernels' #pragma unroll */

@@ -258,14 +258,14 @@ __global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const flo
 #define DEC_MAX_D (DEC_KEY_LANES == 32 ? 32 * ATT_MAX_PER_LANE : 16 * DEC_KEY_LANES)
 #define DEC_PER_LANE (DEC_MAX_D / DEC_KEY_LANES) /* dimensions a lane holds */
 #define DEC_STATES (DEC_WARPS * DEC_KEY_GROUPS)  /* partial states of a block */
-/* Dimension e of lane `sub`'s share: as built, lane sub holds sub, sub + 32, ... (a
- * warp's loads of a row are 64 contiguous bytes); with fewer lanes a key, lane sub
- * holds 16 sub .. 16 sub + 15, read as two 16-byte loads a row (D % 8 == 0, which
+/* Dimension e of lane `sub`'s share of `per`: as built, lane sub holds sub, sub + 32,
+ * ... (a warp's loads of a row are 64 contiguous bytes); with fewer lanes a key, lane
+ * sub holds per sub .. per sub + per - 1, read 16 bytes at a time (D % 8 == 0, which
  * that build's launcher requires). */
 #if DEC_KEY_LANES == 32
-#define DEC_DIM(sub, e) ((sub) + 32 * (e))
+#define DEC_DIM(sub, e, per) ((sub) + 32 * (e))
 #else
-#define DEC_DIM(sub, e) ((sub) * DEC_PER_LANE + (e))
+#define DEC_DIM(sub, e, per) ((sub) * (per) + (e))
 #endif
 
 /* x[0..7] as float32 from 8 packed bf16 (a 16-byte load). */
@@ -278,10 +278,16 @@ __device__ static inline void dec_unpack8(uint4 v, float *x)
     }
 }
 
-__global__ static void decode_attn_k(float *out, const float *q, const uint16_t *k_pool,
-                                     const uint16_t *v_pool, const int32_t *table, int max_blocks,
-                                     const int32_t *len, int H, int K, int D, int P, int chunks,
-                                     float scale, float *part)
+/* The kernel's body for a lane share of PER dimensions (a constant in each kernel
+ * below, so the loops over them unroll to that many and no register holds a dimension
+ * past the head's). */
+__device__ static __forceinline__ void decode_attn_body(float *out, const float *q,
+                                                        const uint16_t *k_pool,
+                                                        const uint16_t *v_pool,
+                                                        const int32_t *table, int max_blocks,
+                                                        const int32_t *len, int H, int K, int D,
+                                                        int P, int chunks, float scale,
+                                                        float *part, const int PER)
 {
     __shared__ float s_acc[DEC_STATES][DEC_MAX_D];
     __shared__ float s_m[DEC_STATES], s_l[DEC_STATES];
@@ -298,8 +304,8 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
 #pragma unroll
     for (int hh = 0; hh < DEC_GMAX; hh++) {
         const float *qs = q + (size_t)s * H * D + (size_t)(h0 + hh) * D;
-        for (int e = 0; e < DEC_PER_LANE; e++) {
-            int d = DEC_DIM(sub, e);
+        for (int e = 0; e < PER; e++) {
+            int d = DEC_DIM(sub, e, PER);
             qr[hh][e] = hh < nh && d < D ? qs[d] : 0.0f;
             acc[hh][e] = 0.0f;
         }
@@ -315,14 +321,14 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
         size_t off = live ? (paged_row(tab, j, P) * K + g) * D : 0;
         float kr[DEC_PER_LANE], vr[DEC_PER_LANE];
 #if DEC_KEY_LANES == 32
-        for (int e = 0; e < DEC_PER_LANE; e++) {
-            int d = DEC_DIM(sub, e);
+        for (int e = 0; e < PER; e++) {
+            int d = DEC_DIM(sub, e, PER);
             kr[e] = live && d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
             vr[e] = live && d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
         }
 #else
-        for (int e = 0; e < DEC_PER_LANE; e += 8) { /* D % 8 == 0: whole pieces */
-            int d = DEC_DIM(sub, e);
+        for (int e = 0; e < PER; e += 8) { /* D % 8 == 0: whole pieces */
+            int d = DEC_DIM(sub, e, PER);
             uint4 kp = {0u, 0u, 0u, 0u}, vp = {0u, 0u, 0u, 0u};
             if (live && d < D) {
                 kp = *(const uint4 *)(k_pool + off + d);
@@ -337,7 +343,7 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
         float sc[DEC_GMAX], keep[DEC_GMAX], p[DEC_GMAX];
 #pragma unroll
         for (int hh = 0; hh < DEC_GMAX; hh++) sc[hh] = 0.0f;
-        for (int e = 0; e < DEC_PER_LANE; e++)
+        for (int e = 0; e < PER; e++)
 #pragma unroll
             for (int hh = 0; hh < DEC_GMAX; hh++) sc[hh] += qr[hh][e] * kr[e];
         /* the online softmax: a score above the head's maximum becomes the maximum (its
@@ -363,12 +369,12 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
             l[hh] = l[hh] * keep[hh] + p[hh];
         }
         if (__any_sync(0xffffffffu, grow)) {
-            for (int e = 0; e < DEC_PER_LANE; e++)
+            for (int e = 0; e < PER; e++)
 #pragma unroll
                 for (int hh = 0; hh < DEC_GMAX; hh++)
                     if (hh < nh) acc[hh][e] = fmaf(p[hh], vr[e], acc[hh][e] * keep[hh]);
         } else {
-            for (int e = 0; e < DEC_PER_LANE; e++)
+            for (int e = 0; e < PER; e++)
 #pragma unroll
                 for (int hh = 0; hh < DEC_GMAX; hh++)
                     if (hh < nh) acc[hh][e] = fmaf(p[hh], vr[e], acc[hh][e]);
@@ -381,8 +387,8 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
             s_m[state] = m[hh];
             s_l[state] = l[hh];
         }
-        for (int e = 0; e < DEC_PER_LANE; e++) {
-            int d = DEC_DIM(sub, e);
+        for (int e = 0; e < PER; e++) {
+            int d = DEC_DIM(sub, e, PER);
             if (d < DEC_MAX_D) s_acc[state][d] = acc[hh][e];
         }
         __syncthreads();
@@ -408,6 +414,29 @@ __global__ static void decode_attn_k(float *out, const float *q, const uint16_t 
         __syncthreads();
     }
 }
+
+/* decode_attn's kernels: lanes holding a quarter, a half or all of DEC_PER_LANE
+ * dimensions (as built 2, 4, 8: head dimensions up to 64, 128, 256; the 8-lane
+ * variant 8, 8, 16, since it reads its dimensions 8 at a time); DEC_ATTN_FOR(D) is the
+ * narrowest that holds D. */
+#define DEC_ATTN_PARAMS                                                                      \
+    float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,              \
+        const int32_t *table, int max_blocks, const int32_t *len, int H, int K, int D, int P, \
+        int chunks, float scale, float *part
+#define DEC_ATTN_KERNEL(name, per)                                                           \
+    __global__ static void name(DEC_ATTN_PARAMS)                                             \
+    {                                                                                        \
+        decode_attn_body(out, q, k_pool, v_pool, table, max_blocks, len, H, K, D, P, chunks,  \
+                         scale, part, per);                                                  \
+    }
+#define DEC_PER_QUARTER (DEC_KEY_LANES == 32 ? DEC_PER_LANE / 4 : DEC_PER_LANE / 2)
+DEC_ATTN_KERNEL(decode_attn_k, DEC_PER_LANE)
+DEC_ATTN_KERNEL(decode_attn_half_k, DEC_PER_LANE / 2)
+DEC_ATTN_KERNEL(decode_attn_quarter_k, DEC_PER_QUARTER)
+#define DEC_ATTN_FOR(D)                                                                      \
+    ((D) <= DEC_KEY_LANES * DEC_PER_QUARTER        ? decode_attn_quarter_k                   \
+     : (D) <= DEC_KEY_LANES * (DEC_PER_LANE / 2) ? decode_attn_half_k                        \
+                                                 : decode_attn_k)
 
 /* out of row (s, h) from its S partial states, in split order: one block per row, a
  * thread per dimension. */
