@@ -5,7 +5,9 @@
  * primitives of cuda_mma.cuh emulated here as the PTX ISA defines them:
  *   mma16816       the warp's 32 lanes exchange their fragments (A 16 x 16, B 16 x 8,
  *                  bf16; C 16 x 8 float32); each lane forms its four outputs, C plus
- *                  the exact products summed in k order
+ *                  the exact products summed in k order; every lane must make the
+ *                  call from the same place (.aligned: no divergent code), as for
+ *                  ldmatrix
  *   ldsm_x4_trans, ldsm_x4, ldsm_x2   four (two) 8 x 8 bf16 matrices from the lanes'
  *                  row addresses (16-byte aligned, checked) into each lane's registers,
  *                  transposed or not
@@ -45,13 +47,28 @@ static void emu_fault(const char *what)
                 blockIdx.x, blockIdx.y);
 }
 
-/* a warp's exchange: A fragments, B fragments, ldmatrix row addresses */
+/* a warp's exchange: A fragments, B fragments, ldmatrix row addresses, and where in
+ * the kernel each lane made the call */
 static struct {
     uint32_t a[32][4], b[32][2];
     const uint16_t *row[32];
+    void *site[32];
 } emu_warp[EMU_MAX_THREADS / 32];
 
 static void emu_warp_sync(void) { emu_warp_wait(); }
+
+/* mma.sync and ldmatrix are .aligned: every lane of the warp must execute the same
+ * instruction. A lane that makes the call from another place in the kernel (the other
+ * side of a branch that divides the warp: say, each lane choosing a masked or a
+ * mask-free tile by its own rows) breaks that, which no value here would show: a fault.
+ * `site` is the caller's return address (the primitives are not inlined), posted before
+ * the exchange's barrier and compared after it. */
+static inline void emu_site_post(void *site) { emu_warp[threadIdx.x / 32].site[threadIdx.x & 31] = site; }
+static inline void emu_site_check(void)
+{
+    auto &x = emu_warp[threadIdx.x / 32];
+    if (x.site[threadIdx.x & 31] != x.site[0]) emu_fault("mma.sync / ldmatrix from divergent code");
+}
 
 static inline float half_of(uint32_t w, int hi)
 {
@@ -60,14 +77,17 @@ static inline float half_of(uint32_t w, int hi)
 
 /* A (row r, k) lives in lane (r % 8) 4 + (k % 8) / 2, register (r / 8) + 2 (k / 8);
  * B (k, column n) in lane 4 n + (k % 8) / 2, register k / 8; the lower k in the low half. */
-static inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+__attribute__((noinline)) static void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
 {
+    emu_site_post(__builtin_return_address(0));
     unsigned lane = threadIdx.x & 31;
     auto &x = emu_warp[threadIdx.x / 32];
     for (int i = 0; i < 4; i++) x.a[lane][i] = a[i];
     x.b[lane][0] = b0;
     x.b[lane][1] = b1;
     emu_warp_sync();
+    emu_site_check();
     int g = (int)lane >> 2, t = (int)lane & 3;
     float d[4];
     for (int i = 0; i < 4; i++) {
@@ -84,13 +104,15 @@ static inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32
 
 /* Matrix m's row r is the 8 values at lane 8 m + r's address; lane l gets (2 (l % 4),
  * l / 4) and (2 (l % 4) + 1, l / 4) of each. */
-static inline void ldsm_x4_trans(uint32_t b[4], const uint16_t *p)
+__attribute__((noinline, unused)) static void ldsm_x4_trans(uint32_t b[4], const uint16_t *p)
 {
+    emu_site_post(__builtin_return_address(0));
     unsigned lane = threadIdx.x & 31;
     auto &x = emu_warp[threadIdx.x / 32];
     if ((uintptr_t)p % 16) emu_fault("ldmatrix row address not 16-byte aligned");
     x.row[lane] = p;
     emu_warp_sync();
+    emu_site_check();
     int r = 2 * (int)(lane & 3), c = (int)lane >> 2;
     for (int m = 0; m < 4; m++)
         b[m] = (uint32_t)x.row[8 * m + r][c] | (uint32_t)x.row[8 * m + r + 1][c] << 16;
@@ -100,20 +122,28 @@ static inline void ldsm_x4_trans(uint32_t b[4], const uint16_t *p)
 /* Without transposition: lane l gets (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of
  * each of the M matrices (rows from lanes 8m .. 8m + 7). */
 template <int M>
-static inline void ldsm(uint32_t *b, const uint16_t *p)
+__attribute__((noinline)) static void ldsm(uint32_t *b, const uint16_t *p, void *site)
 {
+    emu_site_post(site);
     unsigned lane = threadIdx.x & 31;
     auto &x = emu_warp[threadIdx.x / 32];
     if (lane < 8 * M && (uintptr_t)p % 16) emu_fault("ldmatrix row address not 16-byte aligned");
     x.row[lane] = p;
     emu_warp_sync();
+    emu_site_check();
     int r = (int)lane >> 2, c = 2 * (int)(lane & 3);
     for (int m = 0; m < M; m++)
         b[m] = (uint32_t)x.row[8 * m + r][c] | (uint32_t)x.row[8 * m + r][c + 1] << 16;
     emu_warp_sync();
 }
-static inline void ldsm_x4(uint32_t b[4], const uint16_t *p) { ldsm<4>(b, p); }
-static inline void ldsm_x2(uint32_t b[2], const uint16_t *p) { ldsm<2>(b, p); }
+__attribute__((noinline, unused)) static void ldsm_x4(uint32_t b[4], const uint16_t *p)
+{
+    ldsm<4>(b, p, __builtin_return_address(0));
+}
+__attribute__((noinline, unused)) static void ldsm_x2(uint32_t b[2], const uint16_t *p)
+{
+    ldsm<2>(b, p, __builtin_return_address(0));
+}
 
 /* cp.async: each emulated thread's copies in order, and where each committed group
  * ends (per thread: the threads are fibers of one host thread) */
