@@ -268,16 +268,6 @@ __global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const flo
 #define DEC_DIM(sub, e, per) ((sub) * (per) + (e))
 #endif
 
-/* x[0..7] as float32 from 8 packed bf16 (a 16-byte load). */
-__device__ static inline void dec_unpack8(uint4 v, float *x)
-{
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-    for (int i = 0; i < 4; i++) {
-        x[2 * i] = __uint_as_float(u[i] << 16);
-        x[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-    }
-}
-
 /* The kernel's body for a lane share of PER dimensions (a constant in each kernel
  * below, so the loops over them unroll to that many and no register holds a dimension
  * past the head's). */
@@ -334,8 +324,8 @@ __device__ static __forceinline__ void decode_attn_body(float *out, const float 
                 kp = *(const uint4 *)(k_pool + off + d);
                 vp = *(const uint4 *)(v_pool + off + d);
             }
-            dec_unpack8(kp, kr + e);
-            dec_unpack8(vp, vr + e);
+            bf16x8_to_f32(kp, kr + e);
+            bf16x8_to_f32(vp, vr + e);
         }
 #endif
         /* the group's heads side by side, each dimension's product for every head in

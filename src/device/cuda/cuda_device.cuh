@@ -10,6 +10,17 @@
 /* bf16 (the upper half of a float32) to float32, exactly. */
 __device__ static inline float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
+/* x[0..7] as float32 from 8 packed bf16 (a 16-byte load), exactly. */
+__device__ static inline void bf16x8_to_f32(uint4 v, float *x)
+{
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        x[2 * i] = __uint_as_float(u[i] << 16);
+        x[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+}
+
 /* float32 to bf16, round to nearest even; NaN stays a (quiet) NaN. */
 __device__ static inline uint16_t f32_to_bf16_rne(float f)
 {

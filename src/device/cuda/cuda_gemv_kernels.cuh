@@ -38,22 +38,11 @@
 #endif
 static_assert(GEMV_WARPS * 32 == ROW_THREADS, "a gemv block sums a row as rmsnorm_fwd does");
 
-/* x[0..7] as float32 from 8 packed bf16. */
-__device__ static inline void unpack8(const uint4 v, float *x)
-{
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        x[2 * i] = __uint_as_float(u[i] << 16);
-        x[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-    }
-}
-
 /* The sum of 8 products, in column order, added to acc. */
 __device__ static inline float dot8(float acc, const float *w, const uint4 xv)
 {
     float x[8];
-    unpack8(xv, x);
+    bf16x8_to_f32(xv, x);
 #pragma unroll
     for (int i = 0; i < 8; i++) acc = fmaf(w[i], x[i], acc);
     return acc;
@@ -104,7 +93,7 @@ __device__ static inline void row_tile(float *acc, const uint4 *p, const uint16_
         int j = (lane + 32 * k) * 8;
         if (j >= tn) break;
         float w[8];
-        unpack8(p[k], w);
+        bf16x8_to_f32(p[k], w);
 #pragma unroll
         for (int n = 0; n < NR; n++)
             acc[n] = dot8(acc[n], w, *(const uint4 *)(xs + (size_t)n * GEMV_TK + j));
