@@ -1,10 +1,10 @@
 /*
  * CUDA thread blocks on the CPU, for kernels written in the C subset of CUDA (shared
- * memory, __syncthreads, atomicAdd of unsigned and float, atomicCAS of int,
+ * memory, __syncthreads, __syncwarp, atomicAdd of unsigned and float, atomicCAS of int,
  * __shfl_xor_sync of floats): a test includes the kernel's file after this header and
  * runs it with emu_launch. Each CUDA thread of a block is a fiber (ucontext) with a
  * stack of its own, all on the calling thread: a thread runs until it reaches a
- * barrier -- __syncthreads, or its warp's for a shuffle -- then the next ready thread
+ * barrier -- __syncthreads, or its warp's for __syncwarp or a shuffle -- then the next ready thread
  * runs, and the last to arrive releases the others. So a block runs the same way each
  * time, and a missing barrier shows: the first thread runs ahead through the place the
  * barrier should be, reading shared memory the others have not written yet (or
@@ -119,6 +119,12 @@ static void emu_bar_wait(struct emu_bar *b)
 static inline void __syncthreads(void) { emu_bar_wait(&emu_block_bar); }
 /* The running thread's warp meets (every lane of it calls). */
 static inline void emu_warp_wait(void) { emu_bar_wait(&emu_warp_bar[threadIdx.x / 32]); }
+/* The warp's lanes meet: the shared memory one wrote before is seen by the others. */
+static inline void __syncwarp(unsigned mask)
+{
+    (void)mask;
+    emu_warp_wait();
+}
 /* The value of lane (this lane ^ o) of the warp (every lane of it calls). */
 static inline float __shfl_xor_sync(unsigned mask, float v, int o)
 {

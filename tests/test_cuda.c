@@ -12,10 +12,12 @@
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
  *                  (atomic and reduction order, fused multiply-adds)
  *   linear_fwd, linear_bwd, bias_bwd   1e-5 of the largest (bf16 operands, float32
- *                  accumulation)
+ *                  accumulation); linear_fwd_res 1e-6 of accumulating in place
  *   attn_fwd, attn_bwd, decode_attn   1e-5 of the largest (online softmax in float32;
  *                  the backward recomputes the probabilities; decode_attn on a bf16 pool,
  *                  against attn_forward on its widened values)
+ *   qk_norm_rope_fwd / _bwd   within 1e-6 (forward, dy rotated back) and 1e-5 (dx,
+ *                  dw) of the largest of the kernels they fuse
  *   kv_append, decode_qkv   k and v rounded to bf16 in the pool: exact against
  *                  st_f32_to_bf16; the fused decode_qkv within one bf16 ulp of the
  *                  separate kernels (at most 1 % of the values not bitwise equal)
@@ -383,7 +385,21 @@ static void test_linear(void)
         CU_OK(api->to_host(got, d_y, ny * sizeof *got));
         for (size_t i = 0; i < ny; i++) ref[i] = 2.0f * ref[i] - b[i % (size_t)out];
         expect_close("linear_fwd accumulate", got, ref, ny, 1e-5);
-        void *bufs[] = {d_x, d_w, d_b, d_y};
+        /* linear_fwd_res into another matrix against accumulating into y in place (the
+         * same algorithm: 1e-6 of the largest), y left as it was */
+        void *d_z = dev_copy(NULL, ny * sizeof *got);
+        CU_OK(api->linear_fwd_res(d_z, d_y, d_x, d_w, N, in, out));
+        CU_OK(api->sync());
+        float *kept = malloc(ny * sizeof *kept);
+        CU_OK(api->to_host(kept, d_y, ny * sizeof *kept));
+        CU_ASSERT(memcmp(kept, got, ny * sizeof *got) == 0);
+        CU_OK(api->linear_fwd(d_y, d_x, d_w, N, in, out, 1));
+        CU_OK(api->sync());
+        CU_OK(api->to_host(got, d_z, ny * sizeof *got));
+        CU_OK(api->to_host(ref, d_y, ny * sizeof *ref));
+        expect_close("linear_fwd_res", got, ref, ny, 1e-6);
+        free(kept);
+        void *bufs[] = {d_x, d_w, d_b, d_y, d_z};
         for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
         free(x), free(w), free(b), free(ref), free(got), free(x16), free(w16);
     }
@@ -635,10 +651,86 @@ static void test_swiglu16(void)
     CU_OK(api->to_host(got16, d_du, n * 2));
     st_f32_to_bf16_n(du, ref16, n);
     expect_bf16_pools("swiglu_bwd16 du", got16, ref16, n);
+    CU_OK(api->to_device(d_du, junk, n * 2)); /* without sig: formed again from g */
+    CU_OK(api->swiglu_bwd16(d_dg, d_du, d_dy, d_g, d_u, NULL, (int64_t)n));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(got16, d_du, n * 2));
+    expect_bf16_pools("swiglu_bwd16 du, sig formed again", got16, ref16, n);
     void *bufs[] = {d_g, d_u, d_dy, d_sig, d_y, d_dg, d_du};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
     free(g), free(u), free(dy), free(y), free(sig), free(got), free(dg), free(du), free(ref16);
     free(got16), free(junk);
+}
+
+/* qk_norm_rope_fwd / _bwd against the kernels they fuse, on the device: y against
+ * rmsnorm_fwd then rope_fwd, and backward dy (rotated back in place) against rope_bwd's,
+ * dx (written over junk) against rmsnorm_bwd's into zeros, dw against its dw -- 1e-6,
+ * 1e-6, 1e-5 and 1e-5 of the largest (fused multiply-adds may be placed otherwise);
+ * D 128 and 80 over rows not a multiple of a block's 8; an odd D refused. */
+static void qk_case(int N, int H, int D, uint64_t seed)
+{
+    enum { NPOS = 64 };
+    struct tfm_config c = {.family = TFM_QWEN3, .vocab_size = 16, .hidden_size = H * D,
+                           .n_layers = 1, .n_heads = H, .n_kv_heads = H, .head_dim = D,
+                           .intermediate_size = 8, .max_position_embeddings = NPOS,
+                           .rms_norm_eps = 1e-6f, .rope_theta = 1e6f};
+    size_t n = (size_t)N * H * D;
+    float *rope = malloc(sizeof(float) * NPOS * D), *x = malloc(n * sizeof *x);
+    float *dy = malloc(n * sizeof *dy), *got = malloc(n * sizeof *got);
+    float *ref = malloc(n * sizeof *ref), *w = malloc(D * sizeof *w);
+    uint16_t *w16 = malloc(D * sizeof *w16);
+    int32_t *pos = malloc(N * sizeof *pos);
+    rope_table(rope, NPOS, &c);
+    for (int i = 0; i < N; i++) pos[i] = (i * 7 + 2) % NPOS;
+    fill_normal(x, n, seed, 1.5f);
+    fill_normal(dy, n, seed + 1, 1.0f);
+    fill_normal(w, D, seed + 2, 1.0f);
+    for (int i = 0; i < D; i++) w16[i] = st_f32_to_bf16(w[i]);
+    void *d_x = dev_copy(x, n * sizeof *x), *d_w16 = dev_copy(w16, D * sizeof *w16);
+    void *d_w = dev_copy(w, D * sizeof *w), *d_rope = dev_copy(rope, sizeof(float) * NPOS * D);
+    void *d_pos = dev_copy(pos, N * sizeof *pos), *d_y[2], *d_dy[2], *d_dx[2], *d_dw[2];
+    void *d_r = dev_copy(NULL, (size_t)N * H * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        d_y[k] = dev_copy(NULL, n * sizeof(float));
+        d_dy[k] = dev_copy(dy, n * sizeof *dy);
+        d_dx[k] = dev_copy(x, n * sizeof *x); /* junk: [0] written, [1] zeroed below */
+        d_dw[k] = dev_copy(w, D * sizeof *w);
+    }
+    CU_OK(api->qk_norm_rope_fwd(d_y[0], d_x, d_w16, d_pos, d_rope, N, H, D, 1e-6f));
+    CU_OK(api->rmsnorm_fwd(d_y[1], d_x, d_w16, N * H, D, 1e-6f));
+    CU_OK(api->rope_fwd(d_y[1], d_pos, N, H, D, d_rope));
+    CU_OK(api->qk_norm_rope_bwd(d_dx[0], d_dw[0], d_dy[0], d_x, d_w, d_r, d_pos, d_rope, N, H,
+                                D, 1e-6f));
+    CU_OK(api->rope_bwd(d_dy[1], d_pos, N, H, D, d_rope));
+    CU_OK(api->zero(d_dx[1], n * sizeof(float)));
+    CU_OK(api->rmsnorm_bwd(d_dx[1], d_dw[1], d_dy[1], d_x, d_w, d_r, N * H, D, 1e-6f));
+    CU_OK(api->sync());
+    const char *what[4] = {"qk_norm_rope_fwd", "qk_norm_rope_bwd dy", "qk_norm_rope_bwd dx",
+                           "qk_norm_rope_bwd dw"};
+    void **bufs[4] = {d_y, d_dy, d_dx, d_dw};
+    double tol[4] = {1e-6, 1e-6, 1e-5, 1e-5};
+    for (int b = 0; b < 4; b++) {
+        size_t m = b == 3 ? (size_t)D : n;
+        CU_OK(api->to_host(got, bufs[b][0], m * sizeof *got));
+        CU_OK(api->to_host(ref, bufs[b][1], m * sizeof *ref));
+        expect_close(what[b], got, ref, m, tol[b]);
+    }
+    for (int k = 0; k < 2; k++) api->free(d_y[k]), api->free(d_dy[k]), api->free(d_dx[k]), api->free(d_dw[k]);
+    void *rest[] = {d_x, d_w16, d_w, d_rope, d_pos, d_r};
+    for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++) api->free(rest[k]);
+    free(rope), free(x), free(dy), free(got), free(ref), free(w), free(w16), free(pos);
+}
+
+static void test_qk_norm_rope(void)
+{
+    qk_case(37, 3, 128, 150);
+    qk_case(5, 2, 80, 160);
+    float *junk = NULL; /* refused before any memory is touched */
+    CU_ASSERT_EQUAL(api->qk_norm_rope_fwd(junk, junk, NULL, NULL, NULL, 4, 2, 63, 1e-6f), -1);
+    CU_ASSERT(strstr(api->last_error(), "odd") != NULL);
+    CU_ASSERT_EQUAL(api->qk_norm_rope_bwd(junk, NULL, junk, junk, junk, junk, NULL, NULL, 4, 2,
+                                          258, 1e-6f),
+                    -1);
 }
 
 /* decode_qkv against the kernels it fuses (rmsnorm_fwd per head, rope_fwd, kv_append),
@@ -1871,13 +1963,16 @@ int main(void)
         {"swiglu_fwd vs swiglu_forward (1e-6)", test_swiglu},
         {"backward: rmsnorm, embedding scatter-add, rope, swiglu (1e-5)", test_backward},
         {"swiglu_fwd16 / swiglu_bwd16: bf16 outputs within one ulp", test_swiglu16},
-        {"cuBLASLt linear (bf16 in, f32 out) vs linear_forward (1e-5)", test_linear},
+        {"cuBLASLt linear (bf16 in, f32 out) vs linear_forward (1e-5); the residual form",
+         test_linear},
         {"cuBLASLt linear backward (dx, dw) and the bias gradient (1e-5)",
          test_linear_backward},
         {"gemv: small-batch products, q/k/v and gate/up in one launch (1e-5)", test_gemv},
         {"gemv with the RMSNorm folded in: rmsnorm_fwd's bits", test_gemv_norm},
         {"gemv launched overlapped: a chain of dependent gemvs gives the plain bits",
          test_gemv_overlap},
+        {"qk_norm_rope_fwd / _bwd: the q/k norm and rotary in one pass, both ways",
+         test_qk_norm_rope},
         {"decode_qkv: q/k norm, rotary and KV append in one launch (1e-6)", test_decode_qkv},
         {"causal GQA attention vs attn_forward (1e-5)", test_attention},
         {"attention backward vs attn_backward (1e-5)", test_attention_backward},

@@ -10,9 +10,14 @@
  *                      (rmsnorm_fwd16) the float32 form's values rounded, bit for bit
  *   rmsnorm_bwd + the column sums   rmsnorm_backward's dx and dw (2 row chunks), 1e-5
  *   rope               rope_forward / rope_backward, 1e-6
+ *   qk_norm_rope / _bwd  (a warp per row) rmsnorm_fwd then rope's bits, and rope's
+ *                      backward then rmsnorm_bwd's into zeros, bit for bit, with the
+ *                      same r kept; D 16, 80 and 256, rows not a multiple of the 8 a
+ *                      block; against rmsnorm_forward + rope_forward, 2e-6
  *   swiglu_fwd / _bwd  swiglu_forward / swiglu_backward, 1e-6
  *   swiglu_fwd16 / _bwd16  their results rounded by st_f32_to_bf16, bit for bit; the
- *                      bf16 outputs written over what was there
+ *                      bf16 outputs written over what was there; _bwd16 without sig
+ *                      (formed again) the same bits
  *   f32_to_bf16        st_f32_to_bf16 bit for bit, NaN and infinities included
  *   sum_squares        the double sum, 1e-12 relative (more elements than the grid's
  *                      threads)
@@ -52,13 +57,12 @@ struct call {
     const float *x, *dy, *w, *rope, *g, *u;
     const uint16_t *w16;
     const int32_t *tok, *pos;
-    int n, c, nb, chunks;
+    int n, c, nb, chunks, heads, dim;
     float sign;
     struct cuda_adamw adam;
 };
-enum { GATHER, SCATTER, NORM, NORM_BWD, COLSUM, COLSUM_FIN, ROPE, SWI, SWI_BWD, SWI16, SWI_BWD16,
-       BF16, SSQ,
-       SSQ_FIN, HASH, HASH_FIN, ADAM };
+enum { GATHER, SCATTER, NORM, NORM_BWD, COLSUM, COLSUM_FIN, ROPE, QK, QK_BWD, SWI, SWI_BWD,
+       SWI16, SWI_BWD16, BF16, SSQ, SSQ_FIN, HASH, HASH_FIN, ADAM };
 
 static void run(void *p)
 {
@@ -70,7 +74,15 @@ static void run(void *p)
     case NORM_BWD: rmsnorm_bwd_dx_k(a->dx, a->dy, a->x, a->w, a->rstd, a->c, 1e-6f); break;
     case COLSUM: colsum_part_k(a->part, a->dy, a->x, a->rstd, a->n, a->c); break;
     case COLSUM_FIN: colsum_final_k(a->dw, a->part, a->chunks, a->c); break;
-    case ROPE: rope_k(a->y, a->pos, a->n, H, D, a->rope, a->sign); break;
+    case ROPE: rope_k(a->y, a->pos, a->n, a->heads, a->dim, a->rope, a->sign); break;
+    case QK:
+        qk_norm_rope_k(a->y, a->x, a->w16, a->pos, a->rope, (long long)a->n * a->heads, a->heads,
+                       a->dim, 1e-6f);
+        break;
+    case QK_BWD:
+        qk_norm_rope_bwd_k(a->dx, a->y, a->x, a->w, a->rstd, a->pos, a->rope,
+                           (long long)a->n * a->heads, a->heads, a->dim, 1e-6f);
+        break;
     case SWI: swiglu_fwd_k(a->y, NULL, a->sig, a->g, a->u, a->n); break;
     case SWI_BWD: swiglu_bwd_k(a->dx, a->dw, NULL, NULL, a->dy, a->g, a->u, a->sig, a->n); break;
     case SWI16: swiglu_fwd_k(NULL, a->y16, a->sig, a->g, a->u, a->n); break;
@@ -184,11 +196,82 @@ static void test_rope(void)
         memcpy(ref, x, sizeof x);
         if (sign > 0) rope_forward(ref, ipos, N, H, D, rope);
         else rope_backward(ref, ipos, N, H, D, rope);
-        struct call c = {.kind = ROPE, .y = x, .pos = pos, .rope = rope, .n = N,
-                         .sign = (float)sign};
+        struct call c = {.kind = ROPE, .y = x, .pos = pos, .rope = rope, .n = N, .heads = H,
+                         .dim = D, .sign = (float)sign};
         launch(&c, EW_GRID(N * H * (D / 2)), EW);
         test_expect_close(sign > 0 ? "forward" : "backward", x, ref, N * H * D, 1e-6);
     }
+}
+
+/* The rows (N x heads) of dimension dim through qk_norm_rope_k and _bwd_k against the
+ * separate kernels. */
+static void qk_case(int heads, int dim, uint64_t seed)
+{
+    struct tfm_config cfg = {.family = TFM_QWEN3, .vocab_size = V, .hidden_size = heads * dim,
+                             .n_layers = 1, .n_heads = heads, .n_kv_heads = heads,
+                             .head_dim = dim, .intermediate_size = 8,
+                             .max_position_embeddings = NPOS, .rms_norm_eps = 1e-6f,
+                             .rope_theta = 1e6f};
+    int rows = N * heads;
+    size_t n = (size_t)rows * dim;
+    float *rope = malloc(sizeof(float) * NPOS * dim), *x = malloc(sizeof(float) * n);
+    float *y = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
+    float *dy = malloc(sizeof(float) * n), *dyw = malloc(sizeof(float) * n);
+    float *dx = malloc(sizeof(float) * n), *dxw = malloc(sizeof(float) * n);
+    float *w = malloc(sizeof(float) * dim), *wf = malloc(sizeof(float) * dim);
+    float *rstd = malloc(sizeof(float) * rows), *rstdw = malloc(sizeof(float) * rows);
+    uint16_t *w16 = malloc(sizeof(uint16_t) * dim);
+    int32_t pos[N];
+    int ipos[N];
+    rope_table(rope, NPOS, &cfg);
+    for (int r = 0; r < N; r++) ipos[r] = pos[r] = (r * 5 + 3) % NPOS;
+    test_fill_uniform(x, n, seed, 3.0f);
+    test_fill_uniform(w, dim, seed + 1, 1.5f);
+    for (int j = 0; j < dim; j++) wf[j] = st_bf16_to_f32(w16[j] = st_f32_to_bf16(w[j]));
+    x[dim + 1] = 0.0f; /* a zero among the squares */
+
+    /* forward: the norm's kernel, then the rotation's, against the fused one */
+    struct call c = {.kind = NORM, .y = want, .x = x, .w16 = w16, .c = dim};
+    launch(&c, (unsigned)rows, ROW_THREADS);
+    c = (struct call){.kind = ROPE, .y = want, .pos = pos, .rope = rope, .n = N, .heads = heads,
+                      .dim = dim, .sign = 1.0f};
+    launch(&c, EW_GRID(rows * (dim / 2)), EW);
+    for (size_t i = 0; i < n; i++) y[i] = NAN; /* every value written */
+    c = (struct call){.kind = QK, .y = y, .x = x, .w16 = w16, .pos = pos, .rope = rope, .n = N,
+                      .heads = heads, .dim = dim};
+    launch(&c, (unsigned)((rows + 7) / 8), ROW_THREADS);
+    CU_ASSERT(memcmp(y, want, sizeof(float) * n) == 0);
+    float *ref = malloc(sizeof(float) * n);
+    rmsnorm_forward(ref, x, wf, rows, dim, 1e-6f);
+    rope_forward(ref, ipos, N, heads, dim, rope);
+    test_expect_close("qk_norm_rope", y, ref, n, 2e-6);
+
+    /* backward: the rotation back, then the norm's dx into zeros */
+    test_fill_uniform(dy, n, seed + 2, 1.0f);
+    memcpy(dyw, dy, sizeof(float) * n);
+    c = (struct call){.kind = ROPE, .y = dyw, .pos = pos, .rope = rope, .n = N, .heads = heads,
+                      .dim = dim, .sign = -1.0f};
+    launch(&c, EW_GRID(rows * (dim / 2)), EW);
+    memset(dxw, 0, sizeof(float) * n);
+    c = (struct call){.kind = NORM_BWD, .dx = dxw, .dy = dyw, .x = x, .w = w, .rstd = rstdw,
+                      .c = dim};
+    launch(&c, (unsigned)rows, ROW_THREADS);
+    for (size_t i = 0; i < n; i++) dx[i] = NAN; /* written, not added to */
+    c = (struct call){.kind = QK_BWD, .dx = dx, .y = dy, .x = x, .w = w, .rstd = rstd,
+                      .pos = pos, .rope = rope, .n = N, .heads = heads, .dim = dim};
+    launch(&c, (unsigned)((rows + 7) / 8), ROW_THREADS);
+    CU_ASSERT(memcmp(dy, dyw, sizeof(float) * n) == 0); /* rotated back in place */
+    CU_ASSERT(memcmp(dx, dxw, sizeof(float) * n) == 0);
+    CU_ASSERT(memcmp(rstd, rstdw, sizeof(float) * rows) == 0);
+    free(rope), free(x), free(y), free(want), free(dy), free(dyw), free(dx), free(dxw);
+    free(w), free(wf), free(rstd), free(rstdw), free(w16), free(ref);
+}
+
+static void test_qk_norm_rope(void)
+{
+    qk_case(3, 16, 30);  /* 27 rows: the last block's warps 3 .. 7 have none */
+    qk_case(2, 80, 40);  /* lanes 0 .. 7 rotate two pairs */
+    qk_case(1, 256, 50); /* every lane's 8 values */
 }
 
 static void test_swiglu(void)
@@ -230,6 +313,13 @@ static void test_swiglu(void)
     CU_ASSERT(memcmp(y16, want, sizeof want) == 0);
     st_f32_to_bf16_n(zu, want, M);
     CU_ASSERT(memcmp(z16, want, sizeof want) == 0);
+    /* without sig: the sigmoid formed again, the same bits */
+    for (int i = 0; i < M; i++) y16[i] = z16[i] = 0x7fc1;
+    c.sig = NULL;
+    launch(&c, EW_GRID(M), EW);
+    CU_ASSERT(memcmp(z16, want, sizeof want) == 0);
+    st_f32_to_bf16_n(zg, want, M);
+    CU_ASSERT(memcmp(y16, want, sizeof want) == 0);
 }
 
 static void test_bf16(void)
@@ -301,6 +391,7 @@ int main(void)
         {"embed_gather, embed_scatter_add and the bad-token error", test_embedding},
         {"rmsnorm_fwd, rmsnorm_bwd and the column sums", test_rmsnorm},
         {"rope forward and backward", test_rope},
+        {"qk_norm_rope (a warp per row) against rmsnorm and rope, both ways", test_qk_norm_rope},
         {"swiglu forward and backward, float32 and bf16 outputs", test_swiglu},
         {"f32_to_bf16, NaN, infinities and ties", test_bf16},
         {"sum_squares, the weights' sum hash and adamw", test_optimizer},

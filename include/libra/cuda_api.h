@@ -30,6 +30,9 @@
  *                  next matrix product, without a float32 copy
  *   rope_fwd       rotate-half rotary on x (N, heads * D) in place, table (n_pos, D)
  *                  cos | sin as rope_table builds it
+ *   qk_norm_rope_fwd  y (N, heads * D) = rope_fwd(rmsnorm_fwd(x, w over D)): qwen3's
+ *                  q/k norm and the rotation in one pass, the two kernels' bits; D even,
+ *                  at most 256
  *   swiglu_fwd     y (n) = (g * sig) * u, sig = sigmoid(g) written too unless NULL
  *   swiglu_fwd16   the same y rounded to bf16 (y16), sig float32 as swiglu_fwd
  *   f32_to_bf16    y (n) = x rounded to bf16, round to nearest even
@@ -39,12 +42,19 @@
  *   rmsnorm_bwd    dx (N, C) +=, dw (C) += (either may be NULL); w float32; rstd (N)
  *                  scratch
  *   rope_bwd       the transpose rotation of rope_fwd, in place
- *   swiglu_bwd     dg +=, du += from swiglu_fwd's sig
+ *   qk_norm_rope_bwd  qk_norm_rope_fwd's: dy (N, heads * D) rotated back IN PLACE
+ *                  (rope_bwd), then rmsnorm_bwd's dx WRITTEN (=, the bits it adds to
+ *                  zeros) and dw +=; rstd (N * heads) scratch
+ *   swiglu_bwd     dg +=, du += from swiglu_fwd's sig, or with sig NULL the same
+ *                  sigmoid formed again from g (the same bits)
  *   swiglu_bwd16   dg16 =, du16 = the same terms rounded to bf16 (written, not added:
  *                  the operands of the gate / up projections' backward products)
  * Linear layers (cuBLASLt: bf16 operands, float32 accumulation and output):
  *   linear_fwd     y (N, out) = x (N, in) W^T, or += with accumulate; x and W (out, in)
  *                  bf16; the algorithm of a shape is chosen once by the heuristic
+ *   linear_fwd_res y (N, out) = res + x W^T: a residual and a product in one pass (res
+ *                  float32 (N, out), read where linear_fwd's accumulate reads y; may be
+ *                  y), the bits of copying res to y and accumulating
  *   add_bias       y (N, out) += b (out), b float32 (qwen2's q/k/v biases)
  *   linear_bwd     dx (N, in) = dy W, or += with accumulate; dw (out, in) += dy^T x
  *                  (either may be NULL); dy, x, W bf16, dx and dw float32
@@ -142,7 +152,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 25 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 26 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -257,12 +267,19 @@ struct cuda_api {
                        float *rstd, int N, int C, float eps);
     int (*rope_bwd)(float *dx, const int32_t *pos, int N, int n_heads, int D,
                     const float *rope);
+    int (*qk_norm_rope_fwd)(float *y, const float *x, const uint16_t *w, const int32_t *pos,
+                            const float *rope, int N, int n_heads, int D, float eps);
+    int (*qk_norm_rope_bwd)(float *dx, float *dw, float *dy, const float *x, const float *w,
+                            float *rstd, const int32_t *pos, const float *rope, int N,
+                            int n_heads, int D, float eps);
     int (*swiglu_bwd)(float *dg, float *du, const float *dy, const float *g, const float *u,
                       const float *sig, int64_t n);
     int (*swiglu_bwd16)(uint16_t *dg16, uint16_t *du16, const float *dy, const float *g,
                         const float *u, const float *sig, int64_t n);
     int (*linear_fwd)(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
                       int accumulate);
+    int (*linear_fwd_res)(float *y, const float *res, const uint16_t *x, const uint16_t *w,
+                          int N, int in, int out);
     int (*add_bias)(float *y, const float *b, int N, int out);
     int (*linear_bwd)(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
                       const uint16_t *w, int N, int in, int out, int accumulate);

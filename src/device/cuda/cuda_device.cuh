@@ -81,4 +81,21 @@ BLOCK_REDUCTION(block_max_f32, float, BLOCK_MAX)
 BLOCK_REDUCTION(block_sum_f64, double, BLOCK_ADD)
 BLOCK_REDUCTION(block_max_f64, double, BLOCK_MAX)
 
+/* block_sum's tree for a row one warp holds: lane l has in v[i] what thread l + 32 i of
+ * a ROW_THREADS block would have passed to block_sum. The first steps add v[i + k] to
+ * v[i] (the block's steps 128, 64, 32), the shuffles the rest; since a + b == b + a,
+ * every lane gets block_sum's bits, with no barrier. v is consumed. */
+#define ROW_WARP_VALS (ROW_THREADS / 32)
+__device__ static inline float warp_row_sum(float *v)
+{
+#pragma unroll
+    for (int k = ROW_WARP_VALS / 2; k > 0; k /= 2)
+#pragma unroll
+        for (int i = 0; i < k; i++) v[i] += v[i + k];
+    float s = v[0];
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) s += __shfl_xor_sync(0xffffffffu, s, m);
+    return s;
+}
+
 #endif

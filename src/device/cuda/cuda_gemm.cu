@@ -118,30 +118,38 @@ static int shape_of(int m, int n, int k, int ta, int tb, int accumulate,
     return 0;
 }
 
-/* D (m, n) (+)= op(A) op(B) (see shape_init). */
-static int gemm(float *d, const uint16_t *a, const uint16_t *b, int m, int n, int k, int ta,
-                int tb, int accumulate)
+/* D (m, n) = C + op(A) op(B) (see shape_init), or without C (NULL) the product
+ * alone; C (m, n) may be D (accumulating in place) or another matrix of its shape
+ * (cuBLASLt's out-of-place form: the same algorithm, no copy first). */
+static int gemm(float *d, const float *c, const uint16_t *a, const uint16_t *b, int m, int n,
+                int k, int ta, int tb)
 {
     if (m <= 0 || n <= 0) return 0;
     struct gemm_shape *s = NULL;
-    if (shape_of(m, n, k, ta, tb, accumulate, &s)) return -1;
-    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    LT_CHECK(cublasLtMatmul(lt, s->op, &alpha, a, s->a, b, s->b, &beta, d, s->d, d, s->d,
-                            &s->algo, workspace, GEMM_WORKSPACE, cu_stream()));
+    if (shape_of(m, n, k, ta, tb, c != NULL, &s)) return -1;
+    float alpha = 1.0f, beta = c ? 1.0f : 0.0f;
+    LT_CHECK(cublasLtMatmul(lt, s->op, &alpha, a, s->a, b, s->b, &beta, c ? c : d, s->d, d,
+                            s->d, &s->algo, workspace, GEMM_WORKSPACE, cu_stream()));
     return 0;
 }
 
 extern "C" int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int in,
                              int out, int accumulate)
 {
-    return gemm(y, w, x, out, N, in, 1, 0, accumulate);
+    return gemm(y, accumulate ? y : NULL, w, x, out, N, in, 1, 0);
+}
+
+extern "C" int cu_linear_fwd_res(float *y, const float *res, const uint16_t *x,
+                                 const uint16_t *w, int N, int in, int out)
+{
+    return gemm(y, res, w, x, out, N, in, 1, 0);
 }
 
 extern "C" int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x,
                              const uint16_t *w, int N, int in, int out, int accumulate)
 {
-    if (dx && gemm(dx, w, dy, in, N, out, 0, 0, accumulate)) return -1;
-    if (dw && gemm(dw, x, dy, in, out, N, 0, 1, 1)) return -1;
+    if (dx && gemm(dx, accumulate ? dx : NULL, w, dy, in, N, out, 0, 0)) return -1;
+    if (dw && gemm(dw, dw, x, dy, in, out, N, 0, 1)) return -1;
     return 0;
 }
 

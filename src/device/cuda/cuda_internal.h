@@ -87,6 +87,11 @@ int cu_embed_scatter_add(float *dembed, const float *dx, const int32_t *tokens, 
 int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
                    float *rstd, int N, int C, float eps);
 int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, const float *rope);
+int cu_qk_norm_rope_fwd(float *y, const float *x, const uint16_t *w, const int32_t *pos,
+                        const float *rope, int N, int n_heads, int D, float eps);
+int cu_qk_norm_rope_bwd(float *dx, float *dw, float *dy, const float *x, const float *w,
+                        float *rstd, const int32_t *pos, const float *rope, int N, int n_heads,
+                        int D, float eps);
 int cu_swiglu_bwd(float *dg, float *du, const float *dy, const float *g, const float *u,
                   const float *sig, int64_t n);
 int cu_swiglu_bwd16(uint16_t *dg16, uint16_t *du16, const float *dy, const float *g,
@@ -95,6 +100,8 @@ int cu_sum_squares(double *out, const float *x, int64_t n);
 int cu_weights_hash(uint64_t *out, const float *x, int64_t n);
 int cu_linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int in, int out,
                   int accumulate);
+int cu_linear_fwd_res(float *y, const float *res, const uint16_t *x, const uint16_t *w, int N,
+                      int in, int out);
 int cu_add_bias(float *y, const float *b, int N, int out);
 int cu_linear_bwd(float *dx, float *dw, const uint16_t *dy, const uint16_t *x, const uint16_t *w,
                   int N, int in, int out, int accumulate);

@@ -4,6 +4,7 @@
  */
 #include "cuda_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -81,6 +82,46 @@ extern "C" int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, in
                            const float *rope)
 {
     return rope_launch(dx, pos, N, n_heads, D, rope, -1.0f);
+}
+
+/* The rows (N x n_heads) of qk_norm_rope's kernels, or -1 for a head size they do
+ * not take (D odd or above ROW_THREADS) or more rows than the column sums count. */
+static long long qk_rows(const char *what, int N, int n_heads, int D)
+{
+    long long rows = (long long)N * n_heads;
+    if (rows > 0 && (D < 2 || D % 2 || D > ROW_THREADS || rows > INT_MAX)) {
+        cu_fail(what, cudaSuccess, __FILE__, __LINE__);
+        return -1;
+    }
+    return rows;
+}
+
+#define QK_GRID(rows) ((unsigned)(((rows) + ROW_WARPS - 1) / ROW_WARPS))
+
+extern "C" int cu_qk_norm_rope_fwd(float *y, const float *x, const uint16_t *w,
+                                   const int32_t *pos, const float *rope, int N, int n_heads,
+                                   int D, float eps)
+{
+    long long rows = qk_rows("qk_norm_rope_fwd: head_dim odd or above 256", N, n_heads, D);
+    if (rows <= 0) return (int)rows;
+    qk_norm_rope_k<<<QK_GRID(rows), ROW_THREADS, 0, cu_stream()>>>(y, x, w, pos, rope, rows,
+                                                                  n_heads, D, eps);
+    CU_LAUNCHED("qk_norm_rope_fwd");
+    return 0;
+}
+
+extern "C" int cu_qk_norm_rope_bwd(float *dx, float *dw, float *dy, const float *x,
+                                   const float *w, float *rstd, const int32_t *pos,
+                                   const float *rope, int N, int n_heads, int D, float eps)
+{
+    long long rows = qk_rows("qk_norm_rope_bwd: head_dim odd or above 256", N, n_heads, D);
+    if (rows <= 0) return (int)rows;
+    qk_norm_rope_bwd_k<<<QK_GRID(rows), ROW_THREADS, 0, cu_stream()>>>(dx, dy, x, w, rstd, pos,
+                                                                      rope, rows, n_heads, D,
+                                                                      eps);
+    CU_LAUNCHED("qk_norm_rope_bwd");
+    if (dw && cu_column_sums(dw, dy, x, rstd, (int)rows, D)) return -1;
+    return 0;
 }
 
 static int swiglu_fwd_launch(float *y, uint16_t *y16, float *sig, const float *g,

@@ -118,6 +118,96 @@ __global__ static void rope_k(float *x, const int32_t *pos, int N, int n_heads, 
     xh[half + i] = b * c + a * s;
 }
 
+/* ---- qwen3's q/k norm and the rotation (the training path): a warp per (row, head)
+ * of D <= ROW_THREADS values, ROW_WARPS rows a block, with warp_row_sum's copy of
+ * block_sum's tree -- rmsnorm_fwd_k's and rmsnorm_bwd_dx_k's sums and expressions,
+ * rope_k's rotation, so the bits of the separate kernels, without their barriers (a
+ * 128-value row had a 256-thread block and 10 of them, 20 backward) or a second pass over the
+ * rows ---- */
+#define ROW_WARPS (ROW_THREADS / 32)
+
+/* y = rope_fwd(rmsnorm_fwd(x, w)) for rows (row, head) of D; pos per row. */
+__global__ static void qk_norm_rope_k(float *y, const float *x, const uint16_t *w,
+                                      const int32_t *pos, const float *rope, long long rows,
+                                      int n_heads, int D, float eps)
+{
+    __shared__ float ys[ROW_WARPS][ROW_THREADS];
+    int wp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, half = D / 2;
+    long long row = (long long)blockIdx.x * ROW_WARPS + wp;
+    if (row >= rows) return; /* the whole warp */
+    const float *xr = x + row * D;
+    float xv[ROW_WARP_VALS], v[ROW_WARP_VALS];
+#pragma unroll
+    for (int i = 0; i < ROW_WARP_VALS; i++) {
+        int j = lane + 32 * i;
+        xv[i] = j < D ? xr[j] : 0.0f;
+        v[i] = 0.0f;
+        v[i] += xv[i] * xv[i];
+    }
+    float r = 1.0f / sqrtf(warp_row_sum(v) / (float)D + eps);
+    float *yw = ys[wp];
+#pragma unroll
+    for (int i = 0; i < ROW_WARP_VALS; i++) {
+        int j = lane + 32 * i;
+        if (j < D) yw[j] = (xv[i] * r) * bf16_to_f32(w[j]);
+    }
+    __syncwarp(0xffffffffu);
+    const float *cs = rope + (size_t)pos[row / n_heads] * D;
+    float *yr = y + row * D;
+    for (int i = lane; i < half; i += 32) {
+        float c = cs[i], s = 1.0f * cs[half + i], a = yw[i], b = yw[half + i];
+        yr[i] = a * c - b * s;
+        yr[half + i] = b * c + a * s;
+    }
+}
+
+/* Its backward: dy rotated back in place (rope_bwd's; the column sums of the norm's
+ * weight gradient read it), then rmsnorm_bwd_dx_k's dx WRITTEN -- 0 + its term, the
+ * bits it adds to zeros -- and the row's r into rstd. */
+__global__ static void qk_norm_rope_bwd_k(float *dx, float *dy, const float *x, const float *w,
+                                          float *rstd, const int32_t *pos, const float *rope,
+                                          long long rows, int n_heads, int D, float eps)
+{
+    __shared__ float gs[ROW_WARPS][ROW_THREADS];
+    int wp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, half = D / 2;
+    long long row = (long long)blockIdx.x * ROW_WARPS + wp;
+    if (row >= rows) return;
+    float *dyr = dy + row * D, *gw = gs[wp];
+    const float *xr = x + row * D, *cs = rope + (size_t)pos[row / n_heads] * D;
+    for (int i = lane; i < half; i += 32) {
+        float c = cs[i], s = -1.0f * cs[half + i], a = dyr[i], b = dyr[half + i];
+        dyr[i] = gw[i] = a * c - b * s;
+        dyr[half + i] = gw[half + i] = b * c + a * s;
+    }
+    __syncwarp(0xffffffffu);
+    float xv[ROW_WARP_VALS], gv[ROW_WARP_VALS], wv[ROW_WARP_VALS];
+    float ss[ROW_WARP_VALS], d[ROW_WARP_VALS];
+#pragma unroll
+    for (int i = 0; i < ROW_WARP_VALS; i++) {
+        int j = lane + 32 * i;
+        xv[i] = j < D ? xr[j] : 0.0f;
+        gv[i] = j < D ? gw[j] : 0.0f;
+        wv[i] = j < D ? w[j] : 0.0f;
+        ss[i] = 0.0f;
+        ss[i] += xv[i] * xv[i];
+        d[i] = 0.0f;
+        d[i] += gv[i] * wv[i] * xv[i];
+    }
+    float r = 1.0f / sqrtf(warp_row_sum(ss) / (float)D + eps);
+    float m = warp_row_sum(d) * r / (float)D;
+    if (lane == 0) rstd[row] = r;
+    float *dxr = dx + row * D;
+#pragma unroll
+    for (int i = 0; i < ROW_WARP_VALS; i++) {
+        int j = lane + 32 * i;
+        if (j < D) {
+            float t = 0.0f;
+            t += r * (gv[i] * wv[i] - xv[i] * r * m);
+            dxr[j] = t;
+        }
+    }
+}
+
 /* ---- SwiGLU and bf16 conversion: one thread per element ---- */
 /* y = (g sig) u, or with y16 (y NULL) that rounded to bf16 (the down projection's
  * operand); sig written too unless NULL. */
@@ -137,15 +227,17 @@ __global__ static void swiglu_fwd_k(float *y, uint16_t *y16, float *sig_out, con
 
 /* dg += dy u sig (1 + g (1 - sig)); du += dy (g sig), as swiglu_backward; with dg16 /
  * du16 (dg, du NULL) those terms added to zeros and rounded to bf16, written: the gate
- * and up projections' backward operands. */
+ * and up projections' backward operands. sig NULL: formed again from g (swiglu_fwd_k's
+ * expression, its bits), so the training path keeps no sigmoid. */
 __global__ static void swiglu_bwd_k(float *dg, float *du, uint16_t *dg16, uint16_t *du16,
                                     const float *dy, const float *g, const float *u,
                                     const float *sig, int64_t n)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
-    float tg = dy[k] * u[k] * sig[k] * (1.0f + g[k] * (1.0f - sig[k]));
-    float tu = dy[k] * (g[k] * sig[k]);
+    float sg = sig ? sig[k] : 1.0f / (1.0f + expf(-g[k]));
+    float tg = dy[k] * u[k] * sg * (1.0f + g[k] * (1.0f - sg));
+    float tu = dy[k] * (g[k] * sg);
     if (dg) dg[k] += tg;
     if (du) du[k] += tu;
     if (dg16) dg16[k] = f32_to_bf16_rne(0.0f + tg);

@@ -58,6 +58,25 @@ static int rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, co
     return LAUNCH(ch_rope_bwd, a);
 }
 
+static int qk_norm_rope_fwd(float *y, const float *x, const uint16_t *w, const int32_t *pos,
+                            const float *rope, int N, int n_heads, int D, float eps)
+{
+    struct qk_args a = {.y = y, .x = x, .w16 = w, .pos = pos, .rope = rope, .N = N,
+                        .n_heads = n_heads, .D = D, .eps = eps};
+    return LAUNCH(ch_qk_norm_rope_fwd, a);
+}
+
+/* rstd is the CUDA kernel's scratch: not used here. */
+static int qk_norm_rope_bwd(float *dx, float *dw, float *dy, const float *x, const float *w,
+                            float *rstd, const int32_t *pos, const float *rope, int N,
+                            int n_heads, int D, float eps)
+{
+    (void)rstd;
+    struct qk_args a = {.dx = dx, .dw = dw, .dy = dy, .x = x, .w = w, .pos = pos,
+                        .rope = rope, .N = N, .n_heads = n_heads, .D = D, .eps = eps};
+    return LAUNCH(ch_qk_norm_rope_bwd, a);
+}
+
 static int swiglu_fwd(float *y, float *sig, const float *g, const float *u, int64_t n)
 {
     struct swiglu_args a = {.y = y, .sig = sig, .g = g, .u = u, .n = n};
@@ -97,6 +116,13 @@ static int linear_fwd(float *y, const uint16_t *x, const uint16_t *w, int N, int
 {
     struct linear_args a = {.y = y, .x = x, .w = w, .N = N, .in = in, .out = out,
                             .accumulate = accumulate};
+    return LAUNCH(ch_linear_fwd, a);
+}
+
+static int linear_fwd_res(float *y, const float *res, const uint16_t *x, const uint16_t *w,
+                          int N, int in, int out)
+{
+    struct linear_args a = {.y = y, .res = res, .x = x, .w = w, .N = N, .in = in, .out = out};
     return LAUNCH(ch_linear_fwd, a);
 }
 
@@ -360,7 +386,9 @@ static const struct cuda_api api = {
     .rmsnorm_fwd16 = rmsnorm_fwd16, .rope_fwd = rope_fwd,
     .swiglu_fwd = swiglu_fwd, .swiglu_fwd16 = swiglu_fwd16, .f32_to_bf16 = f32_to_bf16,
     .embed_scatter_add = embed_scatter_add, .rmsnorm_bwd = rmsnorm_bwd, .rope_bwd = rope_bwd,
-    .swiglu_bwd = swiglu_bwd, .swiglu_bwd16 = swiglu_bwd16, .linear_fwd = linear_fwd, .add_bias = add_bias,
+    .qk_norm_rope_fwd = qk_norm_rope_fwd, .qk_norm_rope_bwd = qk_norm_rope_bwd,
+    .swiglu_bwd = swiglu_bwd, .swiglu_bwd16 = swiglu_bwd16, .linear_fwd = linear_fwd,
+    .linear_fwd_res = linear_fwd_res, .add_bias = add_bias,
     .linear_bwd = linear_bwd, .bias_bwd = bias_bwd, .gemv = gemv, .attn_fwd = attn_fwd,
     .attn_bwd = attn_bwd, .flash_fwd = flash_fwd, .flash_bwd = flash_bwd,
     .prefill_attn = prefill_attn, .kv_append = kv_append, .decode_attn = decode_attn,

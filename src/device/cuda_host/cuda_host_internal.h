@@ -88,6 +88,14 @@ struct rope_args {
     int N, n_heads, D;
     const float *rope;
 };
+struct qk_args { /* qk_norm_rope_fwd (y, w16), qk_norm_rope_bwd (dx, dw, dy, w) */
+    float *y, *dx, *dw, *dy;
+    const float *x, *w, *rope;
+    const uint16_t *w16;
+    const int32_t *pos;
+    int N, n_heads, D;
+    float eps;
+};
 struct swiglu_args { /* forward: y or y16, sig; backward: dg, du or dg16, du16 from dy */
     float *y, *sig, *dg, *du;
     uint16_t *y16, *dg16, *du16;
@@ -99,10 +107,10 @@ struct convert_args { /* f32_to_bf16 */
     const float *x;
     int64_t n;
 };
-struct linear_args { /* linear_fwd, linear_bwd, add_bias, bias_bwd */
+struct linear_args { /* linear_fwd (res: linear_fwd_res), linear_bwd, add_bias, bias_bwd */
     float *y, *dx, *dw;
     const uint16_t *x, *w, *dy;
-    const float *b, *dyf;
+    const float *b, *dyf, *res;
     int N, in, out, accumulate;
 };
 struct gemv_args {
@@ -176,6 +184,8 @@ int ch_rmsnorm_fwd(const void *args);
 int ch_rmsnorm_bwd(const void *args);
 int ch_rope_fwd(const void *args);
 int ch_rope_bwd(const void *args);
+int ch_qk_norm_rope_fwd(const void *args);
+int ch_qk_norm_rope_bwd(const void *args);
 int ch_swiglu_fwd(const void *args);
 int ch_swiglu_bwd(const void *args);
 int ch_swiglu_fwd16(const void *args);

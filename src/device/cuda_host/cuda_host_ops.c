@@ -106,6 +106,41 @@ int ch_rope_bwd(const void *args)
     return 0;
 }
 
+/* The (row, head) rows of a qk_norm_rope call; -1 (failed) for a head size the CUDA
+ * kernels refuse. */
+static int qk_rows(const struct qk_args *a, const char *what)
+{
+    int rows = a->N * a->n_heads;
+    if (rows > 0 && (a->D < 2 || a->D % 2 || a->D > 256))
+        return CH_FAIL("%s: head_dim %d odd or above 256", what, a->D);
+    return rows;
+}
+
+/* rmsnorm_forward over each head's D values, then rope_forward. */
+int ch_qk_norm_rope_fwd(const void *args)
+{
+    const struct qk_args *a = args;
+    int rows = qk_rows(a, "qk_norm_rope_fwd");
+    if (rows <= 0) return rows < 0 ? -1 : 0;
+    float *w = ch_widen(a->w16, (size_t)a->D);
+    rmsnorm_forward(a->y, a->x, w, rows, a->D, a->eps);
+    rope_forward(a->y, a->pos, a->N, a->n_heads, a->D, a->rope);
+    free(w);
+    return 0;
+}
+
+/* rope_backward on dy in place, then rmsnorm_backward into a zeroed dx. */
+int ch_qk_norm_rope_bwd(const void *args)
+{
+    const struct qk_args *a = args;
+    int rows = qk_rows(a, "qk_norm_rope_bwd");
+    if (rows <= 0) return rows < 0 ? -1 : 0;
+    rope_backward(a->dy, a->pos, a->N, a->n_heads, a->D, a->rope);
+    memset(a->dx, 0, (size_t)rows * a->D * sizeof *a->dx);
+    rmsnorm_backward(a->dx, a->dw, a->dy, a->x, a->w, rows, a->D, a->eps);
+    return 0;
+}
+
 int ch_swiglu_fwd(const void *args)
 {
     const struct swiglu_args *a = args;
@@ -113,10 +148,27 @@ int ch_swiglu_fwd(const void *args)
     return 0;
 }
 
+/* The backward's sigmoid: sig_in, or (NULL) swiglu_forward's formed here into *own
+ * (free it). */
+static const float *sig_of(const struct swiglu_args *a, float **own)
+{
+    *own = NULL;
+    if (a->sig_in) return a->sig_in;
+    size_t n = (size_t)a->n;
+    float *y = xmalloc(n * sizeof *y);
+    *own = xmalloc(n * sizeof **own);
+    swiglu_forward(y, *own, a->g, a->u, a->n);
+    free(y);
+    return *own;
+}
+
 int ch_swiglu_bwd(const void *args)
 {
     const struct swiglu_args *a = args;
-    swiglu_backward(a->dg, a->du, a->dy, a->g, a->u, a->sig_in, a->n);
+    if (a->n <= 0) return 0;
+    float *own;
+    swiglu_backward(a->dg, a->du, a->dy, a->g, a->u, sig_of(a, &own), a->n);
+    free(own);
     return 0;
 }
 
@@ -139,11 +191,11 @@ int ch_swiglu_bwd16(const void *args)
     if (a->n <= 0) return 0;
     size_t n = (size_t)a->n;
     float *dg = a->dg16 ? xcalloc(n, sizeof *dg) : NULL;
-    float *du = a->du16 ? xcalloc(n, sizeof *du) : NULL;
-    swiglu_backward(dg, du, a->dy, a->g, a->u, a->sig_in, a->n);
+    float *du = a->du16 ? xcalloc(n, sizeof *du) : NULL, *own;
+    swiglu_backward(dg, du, a->dy, a->g, a->u, sig_of(a, &own), a->n);
     if (dg) st_f32_to_bf16_n(dg, a->dg16, n);
     if (du) st_f32_to_bf16_n(du, a->du16, n);
-    free(dg), free(du);
+    free(dg), free(du), free(own);
     return 0;
 }
 
@@ -178,8 +230,10 @@ int ch_linear_fwd(const void *args)
 {
     const struct linear_args *a = args;
     if (a->N <= 0 || a->out <= 0) return 0;
+    if (a->res && a->res != a->y) /* linear_fwd_res: y = res, then accumulated into */
+        memcpy(a->y, a->res, (size_t)a->N * a->out * sizeof *a->y);
     float *x = ch_widen(a->x, (size_t)a->N * a->in);
-    product(a->y, x, a->w, NULL, a->N, a->in, a->out, a->accumulate);
+    product(a->y, x, a->w, NULL, a->N, a->in, a->out, a->accumulate || a->res);
     free(x);
     return 0;
 }

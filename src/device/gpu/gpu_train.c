@@ -4,7 +4,7 @@
  * kernels. Layer l keeps, for the backward: its input xin, the residual xmid, the
  * normed inputs of its projections in bf16 (h1b, h2b: the matrix products' operands),
  * q / k after rotary (and before the q/k norm: qlin, klin), v, the attention output
- * (and its rows' log-sum-exps), gate, up and sigmoid(gate). The head forms logits
+ * (and its rows' log-sum-exps), gate and up. The head forms logits
  * `chunk` rows at a time. Attention runs on the tensor cores (flash_fwd / flash_bwd)
  * when the head dimension allows, else on the float32 kernels (attn_fwd / attn_bwd).
  *
@@ -17,7 +17,7 @@
  * q/k norms and replicated kv heads partial until tfm_tp_reduce_grads.
  *
  * Device memory: the parameters three times in float32 (master, gradient; the AdamW
- * moments twice) and once in bf16; per layer T x (3C + 2HD + 3KD (+ HD + KD) + 3F + H)
+ * moments twice) and once in bf16; per layer T x (3C + 2HD + 3KD (+ HD + KD) + 2F + H)
  * floats and 2 T C bf16 (recomputing: T C floats per layer and that once); scratch
  * for one layer's gradients and a logit chunk.
  */
@@ -34,7 +34,7 @@
 #define TRAIN_LOGIT_CHUNK 256 /* rows of logits formed at a time */
 
 struct layer_acts {
-    float *xin, *xmid, *qlin, *klin, *q, *k, *v, *att, *gate, *up, *sig;
+    float *xin, *xmid, *qlin, *klin, *q, *k, *v, *att, *gate, *up;
     float *lse; /* (T, H): the tensor-core attention's row log-sum-exps */
     uint16_t *h1b, *h2b;
 };
@@ -113,7 +113,7 @@ static size_t trainer_bytes(const struct tfm_config *c, size_t n, size_t T, int 
     size_t KD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size;
     size_t V = (size_t)c->vocab_size, L = (size_t)c->n_layers, ch = TRAIN_LOGIT_CHUNK;
     size_t qk = c->qk_norm ? HD + KD : 0;
-    size_t layer = T * (3 * C + 2 * HD + 3 * KD + qk + 3 * F + (size_t)c->n_heads) * 4 +
+    size_t layer = T * (3 * C + 2 * HD + 3 * KD + qk + 2 * F + (size_t)c->n_heads) * 4 +
                    2 * T * C * 2;
     size_t rows = T > ch ? T : ch;
     size_t scratch = T * (3 * C + 3 * HD + 2 * KD + qk + 2 * F + 2 * (size_t)c->n_heads + 4) * 4 +
@@ -138,7 +138,6 @@ static void alloc_internals(struct gpu_trainer *t, struct layer_acts *a, size_t 
     a->lse = dev(t, T * (size_t)c->n_heads * f);
     a->gate = dev(t, T * F * f);
     a->up = dev(t, T * F * f);
-    a->sig = dev(t, T * F * f);
     a->h1b = dev(t, T * C * 2);
     a->h2b = dev(t, T * C * 2);
     if (c->qk_norm) {
@@ -150,7 +149,7 @@ static void alloc_internals(struct gpu_trainer *t, struct layer_acts *a, size_t 
 static void free_internals(const struct gpu_trainer *t, struct layer_acts *a)
 {
     void *b[] = {a->xmid, a->qlin, a->klin, a->q, a->k, a->v, a->att, a->lse,
-                 a->gate, a->up, a->sig, a->h1b, a->h2b};
+                 a->gate, a->up, a->h1b, a->h2b};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) GPU_CHECK(t->api, t->api->free(b[i]));
 }
 
@@ -467,17 +466,18 @@ static void group_sum(const struct gpu_trainer *t, float *x, size_t n)
     if (t->comm) t->comm->allreduce_f32(t->comm->ctx, x, n, TFM_RED_SUM);
 }
 
-/* y (T, C) = x + a W^T for a row-parallel product (a bf16 (T, in)): at TP > 1 rank 0
- * adds its partial product to the replicated x, the others write theirs alone, and
- * the group's sum is x plus the whole product on every rank. */
+/* y (T, C) = x + a W^T for a row-parallel product (a bf16 (T, in)), in one pass: at
+ * TP > 1 rank 0 adds its partial product to the replicated x, the others write theirs
+ * alone, and the group's sum is x plus the whole product on every rank. */
 static void residual_add(const struct gpu_trainer *t, float *y, const float *x,
                          const uint16_t *a, size_t w_at, int T, int in)
 {
-    size_t TC = (size_t)T * t->c.hidden_size;
-    int acc = t->tp_rank == 0;
-    if (acc) GPU_CHECK(t->api, t->api->copy(y, x, TC * sizeof(float)));
-    linear(t, y, a, w_at, TFM_ABSENT, T, in, t->c.hidden_size, acc);
-    group_sum(t, y, TC);
+    int C = t->c.hidden_size;
+    if (t->tp_rank == 0)
+        GPU_CHECK(t->api, t->api->linear_fwd_res(y, x, a, W(t, w_at), T, in, C));
+    else
+        linear(t, y, a, w_at, TFM_ABSENT, T, in, C, 0);
+    group_sum(t, y, (size_t)T * C);
 }
 
 /* Layer l's forward from acts[l].xin into x_out. With x_out NULL (the backward's
@@ -500,12 +500,15 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     linear(t, qp, a->h1b, w.wq, w.bq, T, C, HD, 0);
     linear(t, kp, a->h1b, w.wk, w.bk, T, C, KD, 0);
     linear(t, a->v, a->h1b, w.wv, w.bv, T, C, KD, 0);
-    if (c->qk_norm) {
-        GPU_CHECK(api, api->rmsnorm_fwd(a->q, a->qlin, W(t, w.qn), T * H, D, eps));
-        GPU_CHECK(api, api->rmsnorm_fwd(a->k, a->klin, W(t, w.kn), T * K, D, eps));
+    if (c->qk_norm) { /* the norm and the rotation in one pass */
+        GPU_CHECK(api, api->qk_norm_rope_fwd(a->q, a->qlin, W(t, w.qn), t->d_pos, t->rope, T, H,
+                                             D, eps));
+        GPU_CHECK(api, api->qk_norm_rope_fwd(a->k, a->klin, W(t, w.kn), t->d_pos, t->rope, T, K,
+                                             D, eps));
+    } else {
+        GPU_CHECK(api, api->rope_fwd(a->q, t->d_pos, T, H, D, t->rope));
+        GPU_CHECK(api, api->rope_fwd(a->k, t->d_pos, T, K, D, t->rope));
     }
-    GPU_CHECK(api, api->rope_fwd(a->q, t->d_pos, T, H, D, t->rope));
-    GPU_CHECK(api, api->rope_fwd(a->k, t->d_pos, T, K, D, t->rope));
     if (t->flash) /* every sequence in one launch */
         GPU_CHECK(api, api->flash_fwd(a->att, a->lse, a->q, a->k, a->v, t->d_pos, &t->seqs, H,
                                       K, D));
@@ -523,7 +526,7 @@ static void layer_forward(struct gpu_trainer *t, const struct tfm_batch *b, int 
     linear(t, a->gate, a->h2b, w.wg, TFM_ABSENT, T, C, F, 0);
     linear(t, a->up, a->h2b, w.wu, TFM_ABSENT, T, C, F, 0);
     if (!x_out) return;
-    GPU_CHECK(api, api->swiglu_fwd16(t->ab, a->sig, a->gate, a->up, (int64_t)T * F));
+    GPU_CHECK(api, api->swiglu_fwd16(t->ab, NULL, a->gate, a->up, (int64_t)T * F));
     residual_add(t, x_out, a->xmid, t->ab, w.wd, T, F);
 }
 
@@ -678,12 +681,11 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     float eps = c->rms_norm_eps;
 
     /* MLP: x_out = xmid + act Wd^T, act = silu(h2 Wg^T) * (h2 Wu^T) formed again in
-     * bf16 (sigmoid(gate) too after a recomputation, which stops before SwiGLU); its
-     * backward's terms go straight to bf16, the operands of the gate / up products */
-    GPU_CHECK(api, api->swiglu_fwd16(t->ab, t->recompute ? a->sig : NULL, a->gate, a->up,
-                                     (int64_t)TF));
+     * bf16; its backward's terms (sigmoid(gate) formed again too) go straight to bf16,
+     * the operands of the gate / up products */
+    GPU_CHECK(api, api->swiglu_fwd16(t->ab, NULL, a->gate, a->up, (int64_t)TF));
     linear_back(t, t->dact, 0, t->dx, t->ab, w.wd, TFM_ABSENT, T, F, C);
-    GPU_CHECK(api, api->swiglu_bwd16(t->dgate16, t->dup16, t->dact, a->gate, a->up, a->sig,
+    GPU_CHECK(api, api->swiglu_bwd16(t->dgate16, t->dup16, t->dact, a->gate, a->up, NULL,
                                      (int64_t)TF));
     linear_back16(t, t->dh, 0, t->dgate16, a->h2b, w.wg, T, C, F);
     linear_back16(t, t->dh, 1, t->dup16, a->h2b, w.wu, T, C, F);
@@ -709,18 +711,17 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
                                          t->stats));
         t0 += (size_t)n;
     }
-    GPU_CHECK(api, api->rope_bwd(t->dq, t->d_pos, T, H, D, t->rope));
-    GPU_CHECK(api, api->rope_bwd(t->dk, t->d_pos, T, K, D, t->rope));
     float *dqp = t->dq, *dkp = t->dk;
-    if (c->qk_norm) {
-        zero(t, t->dqlin, (size_t)T * HD);
-        zero(t, t->dklin, (size_t)T * KD);
-        GPU_CHECK(api, api->rmsnorm_bwd(t->dqlin, G(t, w.qn), t->dq, a->qlin, P(t, w.qn), t->rstd,
-                                        T * H, D, eps));
-        GPU_CHECK(api, api->rmsnorm_bwd(t->dklin, G(t, w.kn), t->dk, a->klin, P(t, w.kn), t->rstd,
-                                        T * K, D, eps));
+    if (c->qk_norm) { /* the rotation's and the norm's backward in one pass */
+        GPU_CHECK(api, api->qk_norm_rope_bwd(t->dqlin, G(t, w.qn), t->dq, a->qlin, P(t, w.qn),
+                                             t->rstd, t->d_pos, t->rope, T, H, D, eps));
+        GPU_CHECK(api, api->qk_norm_rope_bwd(t->dklin, G(t, w.kn), t->dk, a->klin, P(t, w.kn),
+                                             t->rstd, t->d_pos, t->rope, T, K, D, eps));
         dqp = t->dqlin;
         dkp = t->dklin;
+    } else {
+        GPU_CHECK(api, api->rope_bwd(t->dq, t->d_pos, T, H, D, t->rope));
+        GPU_CHECK(api, api->rope_bwd(t->dk, t->d_pos, T, K, D, t->rope));
     }
     linear_back(t, t->dh, 0, dqp, a->h1b, w.wq, w.bq, T, C, HD);
     linear_back(t, t->dh, 1, dkp, a->h1b, w.wk, w.bk, T, C, KD);
