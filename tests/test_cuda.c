@@ -1704,7 +1704,8 @@ static void test_vocab_sampler(void)
     free(x), free(ref_s);
 }
 
-/* The global norm's sum of squares, and AdamW steps against adamw_step. */
+/* The global norm's sum of squares, and AdamW steps against adamw_step (the last one
+ * also writing the bf16 copy: the new weights rounded, bit for bit). */
 static void test_optimizer(void)
 {
     enum { N = 5003 };
@@ -1723,6 +1724,7 @@ static void test_optimizer(void)
     adamw_init(&o, &ac, N);
     memcpy(p_ref, p, sizeof p);
     void *d_p = dev_copy(p, sizeof p), *d_m = dev_copy(NULL, sizeof p), *d_v = dev_copy(NULL, sizeof p);
+    void *d_w = dev_copy(NULL, N * sizeof(uint16_t));
     static const float zeros[N];
     CU_OK(api->to_device(d_m, zeros, sizeof zeros));
     CU_OK(api->to_device(d_v, zeros, sizeof zeros));
@@ -1735,13 +1737,17 @@ static void test_optimizer(void)
         double coef = ac.clip_norm / (norm + 1e-6);
         struct cuda_adamw cs = {s.decay, s.step_size, s.bc2_sqrt, s.beta2, s.w1, s.w2, s.eps,
                                 coef < 1.0 ? (float)coef : 1.0f};
-        CU_OK(api->adamw_update(d_p, d_m, d_v, d_g, N, &cs));
+        CU_OK(api->adamw_update(d_p, d_m, d_v, step == 3 ? d_w : NULL, d_g, N, &cs));
     }
     CU_OK(api->sync());
     CU_OK(api->to_host(got, d_p, sizeof got));
     expect_close("adamw_update (3 steps)", got, p_ref, N, 1e-5);
+    uint16_t w16[N], want[N]; /* the last step's bf16 copy: its weights rounded */
+    CU_OK(api->to_host(w16, d_w, sizeof w16));
+    st_f32_to_bf16_n(got, want, N);
+    CU_ASSERT(memcmp(w16, want, sizeof want) == 0);
     adamw_free(&o);
-    api->free(d_g), api->free(d_p), api->free(d_m), api->free(d_v);
+    api->free(d_g), api->free(d_p), api->free(d_m), api->free(d_v), api->free(d_w);
 }
 
 /* The replicas' fingerprint of weights on the GPU: more elements than the grid's

@@ -21,7 +21,8 @@
  *   f32_to_bf16        st_f32_to_bf16 bit for bit, NaN and infinities included
  *   sum_squares        the double sum, 1e-12 relative (more elements than the grid's
  *                      threads)
- *   adamw              adamw_update_elems, clipped and not: 1e-6 of the largest
+ *   adamw              adamw_update_elems, clipped and not: 1e-6 of the largest; its
+ *                      bf16 copy of the new weights st_f32_to_bf16's, bit for bit
  *   sum_hash           weights_sum_hash's bits (more elements than the grid's threads)
  * The kernels' own code, where there is no GPU; test_cuda runs them on the GPU.
  */
@@ -94,7 +95,7 @@ static void run(void *p)
     case SSQ_FIN: sum_parts_k(a->out, a->dpart, a->nb); break;
     case HASH: sum_hash_k(a->hpart, a->x, a->n); break;
     case HASH_FIN: sum_hash_parts_k(a->hout, a->hpart, a->nb); break;
-    default: adamw_k(a->y, a->m, a->v, a->g, a->n, a->adam); break;
+    default: adamw_k(a->y, a->m, a->v, a->y16, a->g, a->n, a->adam); break;
     }
 }
 
@@ -374,11 +375,18 @@ static void test_optimizer(void)
         adamw_scalars_of(&ac, 3, &s);
         float clip = clipped ? 0.37f : 1.0f;
         adamw_update_elems(pr, mr, vr, x, MA, &s, clip);
-        c = (struct call){.kind = ADAM, .y = p, .m = m, .v = v, .g = x, .n = MA,
+        uint16_t *w16 = clipped ? malloc(sizeof(uint16_t) * M) : NULL, *want = NULL;
+        c = (struct call){.kind = ADAM, .y = p, .m = m, .v = v, .y16 = w16, .g = x, .n = MA,
                           .adam = {s.decay, s.step_size, s.bc2_sqrt, s.beta2, s.w1, s.w2,
                                    s.eps, clip}};
         launch(&c, EW_GRID(MA), EW);
         test_expect_close(clipped ? "adamw, clipped" : "adamw", p, pr, M, 1e-6);
+        if (w16) { /* the bf16 copy: the new weights rounded, bit for bit */
+            want = malloc(sizeof(uint16_t) * MA);
+            st_f32_to_bf16_n(p, want, MA);
+            CU_ASSERT(memcmp(w16, want, sizeof(uint16_t) * MA) == 0);
+        }
+        free(w16), free(want);
         test_expect_close("m", m, mr, M, 1e-6);
         test_expect_close("v", v, vr, M, 1e-6);
     }

@@ -141,7 +141,8 @@
  *   sum_squares    *out (host) = sum x^2 in double (the global gradient norm; the same
  *                  bits every call: replicas clip by it)
  *   adamw_update   the element update of include/libra/adamw.h with its per-step
- *                  scalars, on grads scaled by clip (1 = unclipped)
+ *                  scalars, on grads scaled by clip (1 = unclipped); the new params
+ *                  rounded to bf16 into w16 too unless NULL (f32_to_bf16's bits)
  *   weights_hash   *out (host) = weights_sum_hash(x, n) of include/libra/hash.h (the
  *                  training replicas' fingerprint of weights that stay on the GPU)
  * Shapes: N rows, C channels, D head dimension (even), V vocabulary.
@@ -152,7 +153,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 26 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 27 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -319,8 +320,8 @@ struct cuda_api {
                   const int64_t *traj, const int64_t *pos, float temperature, int top_k,
                   float top_p, uint64_t seed, float *scratch);
     int (*sum_squares)(double *out, const float *x, int64_t n);
-    int (*adamw_update)(float *params, float *m, float *v, const float *grads, int64_t n,
-                        const struct cuda_adamw *s);
+    int (*adamw_update)(float *params, float *m, float *v, uint16_t *w16, const float *grads,
+                        int64_t n, const struct cuda_adamw *s);
     /* ---- CUDA graphs ---- */
     /* Between graph_begin and graph_end the kernels and matrix products this thread
      * asks for are recorded, not run (no memory call may come between them); the

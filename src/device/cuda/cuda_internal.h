@@ -166,8 +166,8 @@ int cu_nccl_send(void *comm, const void *buf, size_t bytes, int peer);
 int cu_nccl_recv(void *comm, void *buf, size_t bytes, int peer);
 int cu_nccl_group(int begin);
 struct cuda_adamw;
-int cu_adamw_update(float *params, float *m, float *v, const float *grads, int64_t n,
-                    const struct cuda_adamw *s);
+int cu_adamw_update(float *params, float *m, float *v, uint16_t *w16, const float *grads,
+                    int64_t n, const struct cuda_adamw *s);
 }
 
 #endif

@@ -55,11 +55,11 @@ extern "C" int cu_weights_hash(uint64_t *out, const float *x, int64_t n)
     return 0;
 }
 
-extern "C" int cu_adamw_update(float *params, float *m, float *v, const float *grads,
-                               int64_t n, const struct cuda_adamw *s)
+extern "C" int cu_adamw_update(float *params, float *m, float *v, uint16_t *w16,
+                               const float *grads, int64_t n, const struct cuda_adamw *s)
 {
     if (n <= 0) return 0;
-    adamw_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(params, m, v, grads, n, *s);
+    adamw_k<<<EW_BLOCKS(n), EW_THREADS, 0, cu_stream()>>>(params, m, v, w16, grads, n, *s);
     CU_LAUNCHED("adamw_update");
     return 0;
 }

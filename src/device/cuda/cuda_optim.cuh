@@ -65,8 +65,10 @@ __global__ static void sum_hash_parts_k(unsigned long long *out, const unsigned 
     SS_TREE_SUM(unsigned long long, s, out);
 }
 
-__global__ static void adamw_k(float *p, float *m, float *v, const float *grads, int64_t n,
-                               struct cuda_adamw s)
+/* The AdamW element update; with w16 the new weight rounded to bf16 there too (the
+ * forward's copy, without a pass of its own over the weights). */
+__global__ static void adamw_k(float *p, float *m, float *v, uint16_t *w16, const float *grads,
+                               int64_t n, struct cuda_adamw s)
 {
     int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
@@ -77,7 +79,9 @@ __global__ static void adamw_k(float *p, float *m, float *v, const float *grads,
     float denom = sqrtf(vk) / s.bc2_sqrt + s.eps;
     m[k] = mk;
     v[k] = vk;
-    p[k] = pk - s.step_size * mk / denom;
+    float pn = pk - s.step_size * mk / denom;
+    p[k] = pn;
+    if (w16) w16[k] = f32_to_bf16_rne(pn);
 }
 
 #endif

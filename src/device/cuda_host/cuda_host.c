@@ -366,10 +366,10 @@ static int sample(int32_t *tok, float *logprob, const float *logits, int B, int 
     return LAUNCH(ch_sample, a);
 }
 
-static int adamw_update(float *params, float *m, float *v, const float *grads, int64_t n,
-                        const struct cuda_adamw *s)
+static int adamw_update(float *params, float *m, float *v, uint16_t *w16, const float *grads,
+                        int64_t n, const struct cuda_adamw *s)
 {
-    struct adamw_args a = {params, m, v, grads, n, *s};
+    struct adamw_args a = {params, m, v, w16, grads, n, *s};
     return LAUNCH(ch_adamw_update, a);
 }
 

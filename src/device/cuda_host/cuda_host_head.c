@@ -232,5 +232,6 @@ int ch_adamw_update(const void *args)
     struct adamw_scalars s = {a->s.decay, a->s.step_size, a->s.bc2_sqrt, a->s.beta2, a->s.w1,
                               a->s.w2, a->s.eps};
     adamw_update_elems(a->params, a->m, a->v, a->grads, (size_t)a->n, &s, a->s.clip);
+    if (a->w16) st_f32_to_bf16_n(a->params, a->w16, (size_t)a->n);
     return 0;
 }

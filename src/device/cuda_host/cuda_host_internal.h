@@ -172,6 +172,7 @@ struct vocab_sample_args { /* vocab_greedy_stats, vocab_sample_max / _sums / _pi
 };
 struct adamw_args {
     float *params, *m, *v;
+    uint16_t *w16;
     const float *grads;
     int64_t n;
     struct cuda_adamw s;

@@ -796,15 +796,19 @@ uint64_t gpu_trainer_hash(struct gpu_trainer *t)
     return h;
 }
 
-/* The AdamW update of the masters from the gradient block (scaled by clip), then the
- * bf16 copy refreshed (queued on the stream). */
+/* The AdamW update of the masters from the gradient block (scaled by clip) and the
+ * bf16 copy refreshed (queued on the stream): in the same pass, or, while side-stream
+ * work still reads the copy (a weight sync), after the update, which overlaps it. */
 static void update(struct gpu_trainer *t, float clip, const struct adamw_scalars *s)
 {
     struct cuda_adamw cs = {s->decay, s->step_size, s->bc2_sqrt, s->beta2, s->w1, s->w2, s->eps,
                             clip};
-    GPU_CHECK(t->api, t->api->adamw_update(t->p, t->m, t->v, t->g, (int64_t)t->at.n, &cs));
+    int64_t n = (int64_t)t->at.n;
+    int lent = t->w_lent;
+    GPU_CHECK(t->api, t->api->adamw_update(t->p, t->m, t->v, lent ? NULL : t->w, t->g, n, &cs));
+    if (!lent) return;
     w_back(t);
-    GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, (int64_t)t->at.n));
+    GPU_CHECK(t->api, t->api->f32_to_bf16(t->w, t->p, n));
 }
 
 double gpu_trainer_step(struct gpu_trainer *t)
