@@ -7,8 +7,9 @@
  *   decode_attn  attn_forward of each sequence's last token over its keys widened from
  *                the bf16 pool (blocks shared between sequences, a sequence of one
  *                token and one of 300, head dimensions 40, 64 and 200, query heads
- *                per kv head 3 and 8), the keys in one split and in three
- *                (decode_merge): 1e-5 of the largest
+ *                per kv head 3 and 8), the keys in one split, in three and in
+ *                DEC_SPLIT_MAX (decode_merge; splits that see no key): 1e-5 of the
+ *                largest
  *   decode_qkv   rmsnorm_forward per head, rope_forward, the append: q 1e-6 of the
  *                largest, the pools' new rows within one bf16 ulp, v exact
  *   attn_fwd     attn_forward, causal, D 40 and 130: 1e-5 of the largest
@@ -146,11 +147,12 @@ static void test_decode_attn(void)
     table2[1][0] = 0, table2[1][1] = NBLK2 - 1;
     const struct pool pools[2] = {{B, MAXB, NBLK, &table[0][0], seq_len},
                                   {B2, MAXB2, NBLK2, &table2[0][0], seq_len2}};
+    static const int splits[] = {1, 3, DEC_SPLIT_MAX};
     for (int k = 0; k < 2; k++)
         for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
-            for (int S = 1; S <= 3; S += 2) {
+            for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
                 if (shapes[c][2] > DEC_MAX_D) continue; /* not in this build (its launcher refuses) */
-                decode_case(&pools[k], shapes[c][0], shapes[c][1], shapes[c][2], S);
+                decode_case(&pools[k], shapes[c][0], shapes[c][1], shapes[c][2], splits[i]);
             }
 }
 

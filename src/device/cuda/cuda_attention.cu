@@ -32,9 +32,9 @@ static int check_heads(const char *what, int H, int K, int D)
 }
 
 /* The key splits' scratch, sized for the most partial states a launch can ask for
- * (splits are used only while the blocks without them number at most DEC_SPLIT_FILL x
- * the SMs), made before a graph is recorded (cu_attention_prepare). */
-#define DEC_SPLIT_MAX 16
+ * (splits, at most DEC_SPLIT_MAX, are used only while the blocks without them number
+ * at most DEC_SPLIT_FILL x the SMs), made before a graph is recorded
+ * (cu_attention_prepare). */
 #define DEC_SPLIT_FILL 2 /* aim: this many blocks per SM */
 static float *dec_part;
 static size_t dec_part_floats;

@@ -243,6 +243,7 @@ __global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const flo
  * decode step's kernels, cuda_device.cuh): each begins with grid_release, grid_wait. */
 #define DEC_WARPS 8
 #define DEC_GMAX 4
+#define DEC_SPLIT_MAX 16 /* splits of a sequence's keys, at most */
 /* Lanes that share a key: 32 as built (a warp takes one key at a time, its lanes
  * splitting the head dimension, a five-step shuffle sum a score); a variant build
  * (-DDEC_KEY_LANES=8, tools/gpu-bundle --variants) gives each key a group of 8 lanes,
@@ -428,8 +429,10 @@ DEC_ATTN_KERNEL(decode_attn_quarter_k, DEC_PER_QUARTER)
      : (D) <= DEC_KEY_LANES * (DEC_PER_LANE / 2) ? decode_attn_half_k                        \
                                                  : decode_attn_k)
 
-/* out of row (s, h) from its S partial states, in split order: one block per row, a
- * thread per dimension. */
+/* out of row (s, h) from its S (<= DEC_SPLIT_MAX) partial states, in split order: one
+ * block per row, a thread per dimension. Every split's three values are loaded first,
+ * all in flight together (at batch 1 the loop that loaded them as it went waited a
+ * round trip to L2 per split); splits past S count as having seen no key. */
 __global__ static void decode_merge_k(float *out, const float *part, int D, int S)
 {
     grid_release();
@@ -437,15 +440,24 @@ __global__ static void decode_merge_k(float *out, const float *part, int D, int 
     int row = blockIdx.x, d = threadIdx.x;
     if (d >= D) return;
     const float *pr = part + (size_t)row * S * (D + 2);
-    float M = -INFINITY;
-    for (int i = 0; i < S; i++) M = pr[(size_t)i * (D + 2)] > M ? pr[(size_t)i * (D + 2)] : M;
-    float sum = 0.0f, o = 0.0f;
-    for (int i = 0; i < S; i++) {
+    float pm[DEC_SPLIT_MAX], pl[DEC_SPLIT_MAX], po[DEC_SPLIT_MAX];
+#pragma unroll
+    for (int i = 0; i < DEC_SPLIT_MAX; i++) {
         const float *ps = pr + (size_t)i * (D + 2);
-        if (ps[0] == -INFINITY) continue; /* a split that saw no key */
-        float f = expf(ps[0] - M);
-        sum += ps[1] * f;
-        o += ps[2 + d] * f;
+        pm[i] = i < S ? ps[0] : -INFINITY;
+        pl[i] = i < S ? ps[1] : 0.0f;
+        po[i] = i < S ? ps[2 + d] : 0.0f;
+    }
+    float M = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < DEC_SPLIT_MAX; i++) M = pm[i] > M ? pm[i] : M;
+    float sum = 0.0f, o = 0.0f;
+#pragma unroll
+    for (int i = 0; i < DEC_SPLIT_MAX; i++) {
+        if (pm[i] == -INFINITY) continue; /* a split that saw no key */
+        float f = expf(pm[i] - M);
+        sum += pl[i] * f;
+        o += po[i] * f;
     }
     out[(size_t)row * D + d] = o / sum;
 }
