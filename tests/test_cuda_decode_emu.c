@@ -92,7 +92,7 @@ static void run_decode_attn(void *p)
 {
     const struct attn_call *a = p;
     /* the kernel the launcher takes for this head dimension */
-    DEC_ATTN_FOR(a->D)(a->out, a->q, a->kp, a->vp, a->pl->table, a->pl->maxb, a->pl->len, a->H,
+    DEC_ATTN_FOR(a->D, a->S)(a->out, a->q, a->kp, a->vp, a->pl->table, a->pl->maxb, a->pl->len, a->H,
                        a->K, a->D, P, a->chunks, 1.0f / sqrtf((float)a->D), a->part);
 }
 static void run_decode_merge(void *p)

@@ -77,7 +77,7 @@ extern "C" int cu_decode_attn(float *out, const float *q, const uint16_t *k_pool
     if (S > 1 && (size_t)B * H * S * (D + 2) > dec_part_floats)
         return cu_fail("decode_attn: split scratch too small", cudaSuccess, __FILE__, __LINE__);
     dim3 grid((unsigned)blocks, (unsigned)S);
-    CU_CHECK(cu_launch_overlapped(DEC_ATTN_FOR(D), grid, dim3(32 * DEC_WARPS), out, q, k_pool,
+    CU_CHECK(cu_launch_overlapped(DEC_ATTN_FOR(D, S), grid, dim3(32 * DEC_WARPS), out, q, k_pool,
                                   v_pool, table, max_blocks, len, H, K, D, P, chunks,
                                   1.0f / sqrtf((float)D), dec_part));
     if (S > 1)

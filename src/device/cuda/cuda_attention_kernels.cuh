@@ -269,19 +269,43 @@ __global__ static void kv_append_k(uint16_t *k_pool, uint16_t *v_pool, const flo
 #define DEC_DIM(sub, e, per) ((sub) * (per) + (e))
 #endif
 
+/* Key j's rows (k, v) of kv head g, the lane's PER dimensions of each widened to
+ * float32, or zeros for a key at or past j1 (32 lanes a key). */
+__device__ static __forceinline__ void dec_load_rows(float *kr, float *vr,
+                                                     const uint16_t *k_pool,
+                                                     const uint16_t *v_pool,
+                                                     const int32_t *tab, int j, int j1, int P,
+                                                     int K, int g, int D, int sub,
+                                                     const int PER)
+{
+    int live = j < j1;
+    size_t off = live ? (paged_row(tab, j, P) * K + g) * D : 0;
+    for (int e = 0; e < PER; e++) {
+        int d = DEC_DIM(sub, e, PER);
+        kr[e] = live && d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
+        vr[e] = live && d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
+    }
+}
+
 /* The kernel's body for a lane share of PER dimensions (a constant in each kernel
  * below, so the loops over them unroll to that many and no register holds a dimension
- * past the head's). */
+ * past the head's). With PF (also a constant; 32 lanes a key only) the next round's
+ * key and value rows are loaded while this round's are used: for launches with key
+ * splits (few sequences), where a warp has a few keys and each waited for its own
+ * loads; without splits the kernel is bound by instruction issue, and the prefetch
+ * costs some 20 instructions a key (the next row's address, the copies). */
 __device__ static __forceinline__ void decode_attn_body(float *out, const float *q,
                                                         const uint16_t *k_pool,
                                                         const uint16_t *v_pool,
                                                         const int32_t *table, int max_blocks,
                                                         const int32_t *len, int H, int K, int D,
                                                         int P, int chunks, float scale,
-                                                        float *part, const int PER)
+                                                        float *part, const int PER,
+                                                        const int PF)
 {
     __shared__ float s_acc[DEC_STATES][DEC_MAX_D];
     __shared__ float s_m[DEC_STATES], s_l[DEC_STATES];
+    (void)PF; /* a build of fewer lanes a key has no prefetch */
     grid_release();
     grid_wait();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, S = gridDim.y, split = blockIdx.y;
@@ -307,17 +331,24 @@ __device__ static __forceinline__ void decode_attn_body(float *out, const float 
     int j1 = j0 + span < n ? j0 + span : n;
     /* a round: key j0 + (round's base) + grp for each group of each warp; every lane
      * takes part in the shuffles, a group past j1 with zeros */
-    for (int base = j0 + warp * DEC_KEY_GROUPS; base < j1; base += DEC_WARPS * DEC_KEY_GROUPS) {
-        int j = base + grp, live = j < j1;
-        size_t off = live ? (paged_row(tab, j, P) * K + g) * D : 0;
-        float kr[DEC_PER_LANE], vr[DEC_PER_LANE];
+    const int ROUND = DEC_WARPS * DEC_KEY_GROUPS;
+    float kr[DEC_PER_LANE], vr[DEC_PER_LANE];
 #if DEC_KEY_LANES == 32
-        for (int e = 0; e < PER; e++) {
-            int d = DEC_DIM(sub, e, PER);
-            kr[e] = live && d < D ? bf16_to_f32(k_pool[off + d]) : 0.0f;
-            vr[e] = live && d < D ? bf16_to_f32(v_pool[off + d]) : 0.0f;
+    float kn[DEC_PER_LANE], vn[DEC_PER_LANE]; /* PF: the next round's rows */
+    if (PF)
+        dec_load_rows(kn, vn, k_pool, v_pool, tab, j0 + warp, j1, P, K, g, D, sub, PER);
+#endif
+    for (int base = j0 + warp * DEC_KEY_GROUPS; base < j1; base += ROUND) {
+        int j = base + grp, live = j < j1;
+#if DEC_KEY_LANES == 32
+        if (PF) {
+            for (int e = 0; e < PER; e++) kr[e] = kn[e], vr[e] = vn[e];
+            dec_load_rows(kn, vn, k_pool, v_pool, tab, j + ROUND, j1, P, K, g, D, sub, PER);
+        } else {
+            dec_load_rows(kr, vr, k_pool, v_pool, tab, j, j1, P, K, g, D, sub, PER);
         }
 #else
+        size_t off = live ? (paged_row(tab, j, P) * K + g) * D : 0;
         for (int e = 0; e < PER; e += 8) { /* D % 8 == 0: whole pieces */
             int d = DEC_DIM(sub, e, PER);
             uint4 kp = {0u, 0u, 0u, 0u}, vp = {0u, 0u, 0u, 0u};
@@ -408,26 +439,39 @@ __device__ static __forceinline__ void decode_attn_body(float *out, const float 
 
 /* decode_attn's kernels: lanes holding a quarter, a half or all of DEC_PER_LANE
  * dimensions (as built 2, 4, 8: head dimensions up to 64, 128, 256; the 8-lane
- * variant 8, 8, 16, since it reads its dimensions 8 at a time); DEC_ATTN_FOR(D) is the
- * narrowest that holds D. */
+ * variant 8, 8, 16, since it reads its dimensions 8 at a time), each with and without
+ * the prefetch (_pf); DEC_ATTN_FOR(D, S) is the narrowest that holds D, prefetching
+ * when the keys are split (S > 1) in a build of 32 lanes a key. */
 #define DEC_ATTN_PARAMS                                                                      \
     float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,              \
         const int32_t *table, int max_blocks, const int32_t *len, int H, int K, int D, int P, \
         int chunks, float scale, float *part
-#define DEC_ATTN_KERNEL(name, per)                                                           \
+#define DEC_ATTN_KERNEL(name, per, pf)                                                       \
     __global__ static void name(DEC_ATTN_PARAMS)                                             \
     {                                                                                        \
         decode_attn_body(out, q, k_pool, v_pool, table, max_blocks, len, H, K, D, P, chunks,  \
-                         scale, part, per);                                                  \
+                         scale, part, per, pf);                                              \
     }
 #define DEC_PER_QUARTER (DEC_KEY_LANES == 32 ? DEC_PER_LANE / 4 : DEC_PER_LANE / 2)
-DEC_ATTN_KERNEL(decode_attn_k, DEC_PER_LANE)
-DEC_ATTN_KERNEL(decode_attn_half_k, DEC_PER_LANE / 2)
-DEC_ATTN_KERNEL(decode_attn_quarter_k, DEC_PER_QUARTER)
-#define DEC_ATTN_FOR(D)                                                                      \
+DEC_ATTN_KERNEL(decode_attn_k, DEC_PER_LANE, 0)
+DEC_ATTN_KERNEL(decode_attn_half_k, DEC_PER_LANE / 2, 0)
+DEC_ATTN_KERNEL(decode_attn_quarter_k, DEC_PER_QUARTER, 0)
+#if DEC_KEY_LANES == 32
+DEC_ATTN_KERNEL(decode_attn_pf_k, DEC_PER_LANE, 1)
+DEC_ATTN_KERNEL(decode_attn_half_pf_k, DEC_PER_LANE / 2, 1)
+DEC_ATTN_KERNEL(decode_attn_quarter_pf_k, DEC_PER_QUARTER, 1)
+#define DEC_ATTN_FOR(D, S)                                                                   \
+    ((D) <= DEC_KEY_LANES * DEC_PER_QUARTER                                                  \
+         ? ((S) > 1 ? decode_attn_quarter_pf_k : decode_attn_quarter_k)                      \
+     : (D) <= DEC_KEY_LANES * (DEC_PER_LANE / 2)                                             \
+         ? ((S) > 1 ? decode_attn_half_pf_k : decode_attn_half_k)                            \
+         : ((S) > 1 ? decode_attn_pf_k : decode_attn_k))
+#else
+#define DEC_ATTN_FOR(D, S)                                                                   \
     ((D) <= DEC_KEY_LANES * DEC_PER_QUARTER        ? decode_attn_quarter_k                   \
      : (D) <= DEC_KEY_LANES * (DEC_PER_LANE / 2) ? decode_attn_half_k                        \
                                                  : decode_attn_k)
+#endif
 
 /* out of row (s, h) from its S (<= DEC_SPLIT_MAX) partial states, in split order: one
  * block per row, a thread per dimension. Every split's three values are loaded first,
