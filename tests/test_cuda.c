@@ -985,7 +985,7 @@ static void test_flash_attention(void)
         fill_bf16(k, nke, 130 + c);
         fill_bf16(v, nke, 140 + c);
         fill_bf16(dout, nqe, 150 + c);
-        fill_normal(dq, nqe, 160 + c, 0.1f); /* the gradients accumulate */
+        fill_normal(dq, nqe, 160 + c, 0.1f); /* junk, written over */
         fill_normal(dk, nke, 170 + c, 0.1f);
         fill_normal(dv, nke, 180 + c, 0.1f);
         for (int i = 0; i < nq; i++)
@@ -1013,6 +1013,9 @@ static void test_flash_attention(void)
         snprintf(what, sizeof what, "lse nq %d nk %d H %d K %d D %d", nq, nk, H, K, D);
         report_close(what, got_lse, lse, nr, 1e-4);
 
+        memset(dq, 0, nqe * sizeof *dq); /* the reference's: added to zeros */
+        memset(dk, 0, nke * sizeof *dk);
+        memset(dv, 0, nke * sizeof *dv);
         attn_backward(dq, dk, dv, dout, q, k, v, ipos, nq, nk, H, K, D, scratch);
         CU_OK(api->flash_bwd(d_dq, d_dk, d_dv, d_do, d_q, d_k, d_v, d_o, d_l, d_p, &sq, H, K, D,
                              d_dl));
@@ -1059,7 +1062,7 @@ static void test_flash_attention(void)
 /* One launch over a packed batch of sequences -- of other lengths, rows after a prefix,
  * an empty one, positions in no order -- gives each sequence exactly what a launch of
  * that sequence alone gives (the same blocks do the same arithmetic, wherever in the
- * grid they fall), the gradients accumulating into what was there. */
+ * grid they fall), the gradients written over what was there. */
 static void test_flash_packed(void)
 {
     enum { S = 6, H = 4, K = 2, D = 64, HD = H * D, KD = K * D };

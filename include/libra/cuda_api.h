@@ -79,7 +79,8 @@
  *   flash_fwd      attn_fwd's out, and lse (nq, H) the natural log-sum-exp of each
  *                  row's scaled scores (NULL: not kept), for every sequence of a packed
  *                  batch (struct cuda_seqs) in one launch
- *   flash_bwd      attn_bwd's dq +=, dk +=, dv += from flash_fwd's out and lse;
+ *   flash_bwd      attn_bwd's gradients from flash_fwd's out and lse, WRITTEN (dq =,
+ *                  dk =, dv =: every row, no zeroing first);
  *                  delta (nq, H) floats of scratch; the same packed batch
  *   prefill_attn   the rows of one sequence (a prefill chunk: q (nq, H*D), positions
  *                  q_pos) against its keys 0 .. q_pos[i] in a paged KV pool (as

@@ -17,10 +17,11 @@
  * Backward, by recomputation from that log-sum-exp, deterministic (no atomics):
  *   flash_delta_k  delta_i = dO_i . O_i, one warp per (row, head), float32;
  *   flash_dq_k     per 16 query rows: P = exp(scale Q K^T - lse), dP = dO V^T,
- *                  dS = P (dP - delta), dq += scale dS K, keys in tiles of FL_BKEYS;
+ *                  dS = P (dP - delta), dq = scale dS K, keys in tiles of FL_BKEYS;
  *   flash_dkv_k    per 16 keys of a kv head: the same P^T and dS^T over the query
  *                  rows of every head of the group, in tiles of FL_BROWS,
- *                  dv += P^T dO, dk += scale dS^T Q.
+ *                  dv = P^T dO, dk = scale dS^T Q. Each block writes its rows (keys)
+ *                  once, every one of them: the gradients are written, not added.
  * Prefill (prefill_attn): the forward's tiles for the rows of one sequence against its
  * keys in the decoder's paged bf16 KV pool, staged through the block table
  * (flash_paged_k; nothing allocated, so it can be recorded in a CUDA graph).
@@ -707,16 +708,12 @@ __global__ static void __launch_bounds__(FL_THREADS)
     for (int n = 0; n < NO; n++) {
         int c = 8 * n + 2 * t;
         if (c >= D) continue;
-        if (ra < nq) {
-            float2 *p = (float2 *)(dq + (size_t)ra * ldo + h * D + c);
-            float2 x = *p;
-            *p = make_float2(x.x + scale * acc[n][0], x.y + scale * acc[n][1]);
-        }
-        if (rb < nq) {
-            float2 *p = (float2 *)(dq + (size_t)rb * ldo + h * D + c);
-            float2 x = *p;
-            *p = make_float2(x.x + scale * acc[n][2], x.y + scale * acc[n][3]);
-        }
+        if (ra < nq)
+            *(float2 *)(dq + (size_t)ra * ldo + h * D + c) =
+                make_float2(scale * acc[n][0], scale * acc[n][1]);
+        if (rb < nq)
+            *(float2 *)(dq + (size_t)rb * ldo + h * D + c) =
+                make_float2(scale * acc[n][2], scale * acc[n][3]);
     }
 }
 
@@ -916,11 +913,10 @@ __global__ static void __launch_bounds__(FL_THREADS)
         for (int half = 0; half < 2; half++) {
             int key = half ? kb : ka;
             if (key >= nk) continue;
-            float2 *pk = (float2 *)(dk + (size_t)key * ldo + kvh * D + c);
-            float2 *pv = (float2 *)(dv + (size_t)key * ldo + kvh * D + c);
-            float2 x = *pk, y = *pv;
-            *pk = make_float2(x.x + scale * dka[n][2 * half], x.y + scale * dka[n][2 * half + 1]);
-            *pv = make_float2(y.x + dva[n][2 * half], y.y + dva[n][2 * half + 1]);
+            *(float2 *)(dk + (size_t)key * ldo + kvh * D + c) =
+                make_float2(scale * dka[n][2 * half], scale * dka[n][2 * half + 1]);
+            *(float2 *)(dv + (size_t)key * ldo + kvh * D + c) =
+                make_float2(dva[n][2 * half], dva[n][2 * half + 1]);
         }
     }
 }

@@ -173,9 +173,9 @@ int ch_flash_fwd(const void *args)
 
 /* flash_bwd (flash_delta_k, flash_dq_k, flash_dkv_k): delta_i = dO_i . O_i in float32
  * (into the caller's scratch, as the kernels keep it); with Q, K, V, dO rounded to
- * bf16, P = exp2(scale log2e Q.K - lse log2e), dS = P (dO.V - delta); dq += scale sum_j
- * bf16(dS) K_j, dk += scale sum_i bf16(dS) Q_i, dv += sum_i bf16(P) dO_i, each sum
- * formed in float32 and then added to the gradient. */
+ * bf16, P = exp2(scale log2e Q.K - lse log2e), dS = P (dO.V - delta); dq = scale sum_j
+ * bf16(dS) K_j, dk = scale sum_i bf16(dS) Q_i, dv = sum_i bf16(P) dO_i, each sum
+ * formed in float32 and then written. */
 static void flash_bwd_seq(const struct attn_args *a, int q0, int nq, int k0, int nk)
 {
     int H = a->H, K = a->K, D = a->D, KD = K * D, rep = H / K;
@@ -209,11 +209,11 @@ static void flash_bwd_seq(const struct attn_args *a, int q0, int nq, int k0, int
                 }
             }
             float *dq = a->dq + qo + row * D;
-            for (int d = 0; d < D; d++) dq[d] += scale * dqa[d];
+            for (int d = 0; d < D; d++) dq[d] = scale * dqa[d];
         }
     for (size_t e = 0; e < nke; e++) {
-        a->dk[ko + e] += scale * dka[e];
-        a->dv[ko + e] += dva[e];
+        a->dk[ko + e] = scale * dka[e];
+        a->dv[ko + e] = dva[e];
     }
     float *bufs[] = {qb, db, kb, vb, dka, dva, dqa};
     for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) free(bufs[b]);

@@ -696,9 +696,11 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     /* attention: xmid = x_in + att Wo^T */
     bf16(t, t->ab, a->att, (size_t)T * HD);
     linear_back(t, t->datt, 0, t->dx, t->ab, w.wo, TFM_ABSENT, T, HD, C);
-    zero(t, t->dq, (size_t)T * HD);
-    zero(t, t->dk, (size_t)T * KD);
-    zero(t, t->dv, (size_t)T * KD);
+    if (!t->flash) { /* attn_bwd adds; flash_bwd writes */
+        zero(t, t->dq, (size_t)T * HD);
+        zero(t, t->dk, (size_t)T * KD);
+        zero(t, t->dv, (size_t)T * KD);
+    }
     if (t->flash)
         GPU_CHECK(api, api->flash_bwd(t->dq, t->dk, t->dv, t->datt, a->q, a->k, a->v, a->att,
                                       a->lse, t->d_pos, &t->seqs, H, K, D, t->stats));
