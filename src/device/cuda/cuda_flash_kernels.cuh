@@ -276,24 +276,34 @@ __device__ static int block_max_pos(const int32_t *q_pos, int r0, int n, int nq)
 /* Double-buffered tiles of KEYS keys: kv_first starts tile 0's copy into buffer 0;
  * kv_ready, at iteration `it`, starts tile it + 1's copy into the other buffer (when
  * there is one), waits for tile it and syncs the block. The caller syncs again after
- * computing, before the next kv_ready refills that buffer. */
+ * computing, before the next kv_ready refills that buffer. kv(kdst, vdst, j0) starts
+ * the copies of keys j0 .. j0 + KEYS - 1 of K and of V: dense_kv from a packed batch's
+ * rows, paged_kv (below) from the decoder's pool. */
 template <int DP, int KEYS>
-__device__ static void kv_first(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *kh,
-                                const uint16_t *vh, size_t ldk, int nk)
+struct dense_kv {
+    const uint16_t *kh, *vh; /* the kv head's first column */
+    size_t ldk;
+    int nk;
+    __device__ void operator()(uint16_t *kd, uint16_t *vd, int j0) const
+    {
+        stage<DP, KEYS>(kd, kh, ldk, j0, nk);
+        stage<DP, KEYS>(vd, vh, ldk, j0, nk);
+    }
+};
+
+template <int DP, int KEYS, class KV>
+__device__ static void kv_first(uint16_t *kbuf, uint16_t *vbuf, const KV &kv)
 {
-    stage<DP, KEYS>(kbuf, kh, ldk, 0, nk);
-    stage<DP, KEYS>(vbuf, vh, ldk, 0, nk);
+    kv(kbuf, vbuf, 0);
     cp_commit();
 }
 
-template <int DP, int KEYS>
-__device__ static void kv_ready(uint16_t *kbuf, uint16_t *vbuf, const uint16_t *kh,
-                                const uint16_t *vh, size_t ldk, int nk, int it, int tiles)
+template <int DP, int KEYS, class KV>
+__device__ static void kv_ready(uint16_t *kbuf, uint16_t *vbuf, const KV &kv, int it, int tiles)
 {
     if (it + 1 < tiles) {
         size_t nb = (size_t)((it + 1) & 1) * KEYS * (DP + 8);
-        stage<DP, KEYS>(kbuf + nb, kh, ldk, (it + 1) * KEYS, nk);
-        stage<DP, KEYS>(vbuf + nb, vh, ldk, (it + 1) * KEYS, nk);
+        kv(kbuf + nb, vbuf + nb, (it + 1) * KEYS);
         cp_commit();
         cp_wait<1>();
     } else {
@@ -456,7 +466,8 @@ __global__ static void FL_FWD_BOUNDS
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
     size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
     const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
-    kv_first<DP, FL_KEYS>(kbuf, vbuf, kh, vh, ldk, nk);
+    const dense_kv<DP, FL_KEYS> kv = {kh, vh, ldk, nk};
+    kv_first<DP, FL_KEYS>(kbuf, vbuf, kv);
     uint32_t qa[NK][4];
     load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
     float o[NO][4];
@@ -465,7 +476,7 @@ __global__ static void FL_FWD_BOUNDS
     struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
 
     for (int it = 0; it < tiles; it++) {
-        kv_ready<DP, FL_KEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
+        kv_ready<DP, FL_KEYS>(kbuf, vbuf, kv, it, tiles);
         fwd_tile_at<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS,
                         it * FL_KEYS, pa, pb, pmin, scale2, st);
         __syncthreads(); /* this buffer is refilled by the next iteration */
@@ -506,6 +517,19 @@ __device__ static void stage_paged(uint16_t *sm, const uint16_t *pool, const int
         }
     }
 }
+
+/* kv_first / kv_ready's copies from a paged pool (stage_paged) for keys up to last. */
+template <int DP>
+struct paged_kv {
+    const uint16_t *k_pool, *v_pool;
+    const int32_t *table;
+    int kvh, K, D, P, last;
+    __device__ void operator()(uint16_t *kd, uint16_t *vd, int j0) const
+    {
+        stage_paged<DP>(kd, k_pool, table, kvh, K, D, P, j0, last);
+        stage_paged<DP>(vd, v_pool, table, kvh, K, D, P, j0, last);
+    }
+};
 
 /* The A fragments of 16 rows (ra, rb = ra + 8) of a float32 matrix of row stride ld
  * whose D columns start at x (zero past D and past `rows`), rounded to bf16. */
@@ -553,9 +577,8 @@ __global__ static void __launch_bounds__(FL_THREADS, 2)
     int pa = ra < nq ? q_pos[ra] : 0, pb = rb < nq ? q_pos[rb] : 0;
     int pmin = warp_min_pos(pa, pb);
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_KEYS + 1;
-    stage_paged<DP>(kbuf, k_pool, table, kvh, K, D, P, 0, last);
-    stage_paged<DP>(vbuf, v_pool, table, kvh, K, D, P, 0, last);
-    cp_commit();
+    const paged_kv<DP> kv = {k_pool, v_pool, table, kvh, K, D, P, last};
+    kv_first<DP, FL_KEYS>(kbuf, vbuf, kv);
     uint32_t qa[NK][4];
     load_a_f32<DP>(qa, q + (size_t)h * D, (size_t)H * D, ra, nq, D);
     float o[NO][4];
@@ -563,16 +586,7 @@ __global__ static void __launch_bounds__(FL_THREADS, 2)
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     struct row_state st = {-INFINITY, -INFINITY, 0.0f, 0.0f};
     for (int it = 0; it < tiles; it++) {
-        if (it + 1 < tiles) { /* the next tile into the other buffer */
-            size_t nb = (size_t)((it + 1) & 1) * FL_KEYS * RS;
-            stage_paged<DP>(kbuf + nb, k_pool, table, kvh, K, D, P, (it + 1) * FL_KEYS, last);
-            stage_paged<DP>(vbuf + nb, v_pool, table, kvh, K, D, P, (it + 1) * FL_KEYS, last);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
+        kv_ready<DP, FL_KEYS>(kbuf, vbuf, kv, it, tiles);
         fwd_tile_at<DP>(o, qa, kbuf + (it & 1) * FL_KEYS * RS, vbuf + (it & 1) * FL_KEYS * RS,
                         it * FL_KEYS, pa, pb, pmin, scale2, st);
         __syncthreads(); /* this buffer is refilled by the next iteration */
@@ -685,7 +699,8 @@ __global__ static void __launch_bounds__(FL_THREADS)
     int last = block_max_pos(q_pos, r0, FL_ROWS, nq), tiles = last / FL_BKEYS + 1;
     size_t ldq = (size_t)H * DP, ldk = (size_t)K * DP;
     const uint16_t *kh = k + (size_t)kvh * DP, *vh = v + (size_t)kvh * DP;
-    kv_first<DP, FL_BKEYS>(kbuf, vbuf, kh, vh, ldk, nk);
+    const dense_kv<DP, FL_BKEYS> kv = {kh, vh, ldk, nk};
+    kv_first<DP, FL_BKEYS>(kbuf, vbuf, kv);
     uint32_t qa[NK][4], da[NK][4];
     load_a<DP>(qa, q + (size_t)h * DP, ldq, ra, nq);
     load_a<DP>(da, dout + (size_t)h * DP, ldq, ra, nq);
@@ -695,7 +710,7 @@ __global__ static void __launch_bounds__(FL_THREADS)
 
     for (int it = 0; it < tiles; it++) {
         int j0 = it * FL_BKEYS;
-        kv_ready<DP, FL_BKEYS>(kbuf, vbuf, kh, vh, ldk, nk, it, tiles);
+        kv_ready<DP, FL_BKEYS>(kbuf, vbuf, kv, it, tiles);
         const uint16_t *ks = kbuf + (it & 1) * FL_BKEYS * RS, *vs = vbuf + (it & 1) * FL_BKEYS * RS;
         if (j0 + FL_BKEYS - 1 <= pmin)
             dq_tile<DP, false>(acc, qa, da, ks, vs, j0, rw, scale2);
