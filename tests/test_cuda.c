@@ -24,7 +24,9 @@
  *   flash_fwd, flash_bwd   1e-2 and 2e-2 of the largest on bf16 inputs (the tensor
  *                  cores take the probabilities and dS as bf16); lse 1e-4
  *   prefill_attn   1e-2 of the largest on bf16 inputs, paged keys
- *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6
+ *   logsoftmax_fwd 2e-6 of the largest (double sums in another order); _bwd 1e-6;
+ *                  the row statistics: max exact, log-sum 1e-9; _bwd from them its
+ *                  bits without them
  *   sample         the same tokens as sampler_sample (greedy, T, top-k, top-p);
  *                  log-probs 1e-5 of the largest
  *   vocab_greedy_stats, vocab_sample_max / _sums / _pick / _topk   rows split over 3 ranks'
@@ -1321,7 +1323,9 @@ static void test_decode_attention(void)
 
 /* The log-softmax over a full-size vocabulary at a temperature, and its backward,
  * accumulating in float32 and written in bf16 (over old values: as expect_bf16_pools
- * against logsoftmax_backward's terms rounded). */
+ * against logsoftmax_backward's terms rounded); the forward's row statistics against
+ * logsoftmax_row_stats (max exact, log-sum 1e-9), and the bf16 backward that reads them
+ * the bits of the one that forms them again; statistics without their pair refused. */
 static void test_logsoftmax(void)
 {
     enum { N = 6, V = 151936 };
@@ -1338,8 +1342,9 @@ static void test_logsoftmax(void)
     void *d_x = dev_copy(logits, n * sizeof *logits), *d_t = dev_copy(tg, sizeof tg);
     void *d_lp = dev_copy(NULL, sizeof lp), *d_e = dev_copy(NULL, sizeof ent);
     void *d_dl = dev_copy(dl, n * sizeof *dl), *d_dlp = dev_copy(dlp, sizeof dlp);
-    CU_OK(api->logsoftmax_fwd(d_lp, d_e, d_x, d_t, N, V, 0.8f));
-    CU_OK(api->logsoftmax_bwd(d_dl, NULL, d_dlp, d_x, d_t, N, V, 0.8f));
+    void *d_mx = dev_copy(NULL, N * sizeof(float)), *d_ls = dev_copy(NULL, N * sizeof(double));
+    CU_OK(api->logsoftmax_fwd(d_lp, d_e, d_mx, d_ls, d_x, d_t, N, V, 0.8f));
+    CU_OK(api->logsoftmax_bwd(d_dl, NULL, d_dlp, d_x, d_t, NULL, NULL, N, V, 0.8f));
     CU_OK(api->sync());
     CU_OK(api->to_host(lp, d_lp, sizeof lp));
     CU_OK(api->to_host(ent, d_e, sizeof ent));
@@ -1354,11 +1359,28 @@ static void test_logsoftmax(void)
     memset(ref_dl, 0, n * sizeof *ref_dl);
     logsoftmax_backward(ref_dl, dlp, logits, tg, N, V, 0.8f);
     st_f32_to_bf16_n(ref_dl, ref16, n);
-    CU_OK(api->logsoftmax_bwd(NULL, d_16, d_dlp, d_x, d_t, N, V, 0.8f));
+    CU_OK(api->logsoftmax_bwd(NULL, d_16, d_dlp, d_x, d_t, NULL, NULL, N, V, 0.8f));
     CU_OK(api->sync());
     CU_OK(api->to_host(got16, d_16, n * 2));
     expect_bf16_pools("logsoftmax_bwd bf16", got16, ref16, n);
-    void *bufs[] = {d_x, d_t, d_lp, d_e, d_dl, d_dlp, d_16};
+    float mx[N], ref_mx;
+    double ls[N], ref_ls;
+    CU_OK(api->to_host(mx, d_mx, sizeof mx));
+    CU_OK(api->to_host(ls, d_ls, sizeof ls));
+    for (int i = 0; i < N; i++) {
+        logsoftmax_row_stats(logits + (size_t)i * V, V, 0.8f, &ref_mx, &ref_ls);
+        CU_ASSERT_EQUAL(mx[i], ref_mx);
+        CU_ASSERT(fabs(ls[i] - ref_ls) <= 1e-9 * fabs(ref_ls));
+    }
+    uint16_t *again = malloc(n * 2);
+    CU_OK(api->logsoftmax_bwd(NULL, d_16, d_dlp, d_x, d_t, d_mx, d_ls, N, V, 0.8f));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(again, d_16, n * 2));
+    CU_ASSERT(memcmp(again, got16, n * 2) == 0);
+    CU_ASSERT_EQUAL(api->logsoftmax_bwd(NULL, d_16, d_dlp, d_x, d_t, d_mx, NULL, N, V, 0.8f), -1);
+    CU_ASSERT(strstr(api->last_error(), "mx and lsum") != NULL);
+    free(again);
+    void *bufs[] = {d_x, d_t, d_lp, d_e, d_dl, d_dlp, d_16, d_mx, d_ls};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
     free(logits), free(dl), free(ref_dl), free(got_dl), free(got16), free(ref16);
 }

@@ -4,7 +4,9 @@
  * of include/libra/cpu_ops.h, rows of 3,001 ids at T = 0.8, targets of -1 and at both
  * ends of the row, a row whose dlogprob is 0 and one whose entropy weight is 0:
  *   logsoftmax_fwd / _bwd        logsoftmax_forward / _backward: 2e-6 / 1e-6 of the
- *                                largest
+ *                                largest; the forward's row statistics
+ *                                logsoftmax_row_stats' (max exact, log-sum 1e-12), and
+ *                                the backward from them the bits of the one without
  *   vocab_max, vocab_sums, vocab_logsoftmax_bwd   3 ranks' columns combined as the
  *                                group's all-reduces would: log-probs and entropies
  *                                1e-5, the backward 1e-6 of the largest
@@ -36,7 +38,7 @@ struct head_call {
     int kind;
     float *lp, *ent, *d, *mx_out;
     uint16_t *d16; /* the backwards' bf16 form (d NULL) */
-    double *H, *sums;
+    double *H, *sums, *lsum_out;
     const float *x, *dlp, *ew, *mx;
     const int32_t *tgt;
     const double *lsum, *H_in;
@@ -48,8 +50,12 @@ static void run_head(void *p)
 {
     const struct head_call *a = p;
     switch (a->kind) {
-    case FWD: logsoftmax_fwd_k(a->lp, a->ent, a->x, a->tgt, a->V, temp); break;
-    case BWD: logsoftmax_bwd_k(a->d, a->d16, a->dlp, a->x, a->tgt, a->V, temp); break;
+    case FWD:
+        logsoftmax_fwd_k(a->lp, a->ent, a->mx_out, a->lsum_out, a->x, a->tgt, a->V, temp);
+        break;
+    case BWD:
+        logsoftmax_bwd_k(a->d, a->d16, a->dlp, a->x, a->tgt, a->mx, a->lsum, a->V, temp);
+        break;
     case VMAX: vocab_max_k(a->mx_out, a->x, a->V, temp); break;
     case VSUMS: vocab_sums_k(a->sums, a->x, a->mx, a->tgt, a->V, temp); break;
     case VBWD:
@@ -98,7 +104,28 @@ static void test_logsoftmax(void)
     c.d = NULL, c.d16 = d16;
     launch(&c);
     CU_ASSERT(memcmp(d16, want, n * 2) == 0);
-    free(x), free(d), free(ref), free(d16), free(want);
+    /* the forward's row statistics: logsoftmax_row_stats', and the backward reading them
+     * gives the bits of the one that forms them, both forms */
+    float mx[N], ref_mx[N];
+    double lsum[N], ref_lsum[N];
+    c = (struct head_call){.kind = FWD, .lp = lp, .mx_out = mx, .lsum_out = lsum, .x = x,
+                           .tgt = tgt, .V = V};
+    launch(&c);
+    for (int i = 0; i < N; i++) {
+        logsoftmax_row_stats(x + (size_t)i * V, V, temp, &ref_mx[i], &ref_lsum[i]);
+        CU_ASSERT_EQUAL(mx[i], ref_mx[i]);
+        CU_ASSERT(fabs(lsum[i] - ref_lsum[i]) <= 1e-12 * fabs(ref_lsum[i]));
+    }
+    float *d2 = calloc(n, sizeof *d2);
+    c = (struct head_call){.kind = BWD, .d = d2, .x = x, .dlp = dlp, .tgt = tgt, .mx = mx,
+                           .lsum = lsum, .V = V};
+    launch(&c);
+    CU_ASSERT(memcmp(d2, d, n * sizeof *d) == 0); /* d: the terms on zeros, above */
+    for (size_t i = 0; i < n; i++) d16[i] = 0x7fc1;
+    c.d = NULL, c.d16 = d16;
+    launch(&c);
+    CU_ASSERT(memcmp(d16, want, n * 2) == 0);
+    free(x), free(d), free(ref), free(d16), free(want), free(d2);
 }
 
 static void test_vocab_parallel(void)

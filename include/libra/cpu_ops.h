@@ -105,6 +105,9 @@ void swiglu_backward(float *dg, float *du, const float *dy, const float *g, cons
  * -sum p lp. logits (N, V); targets (N) in [-1, V). */
 void logsoftmax_forward(float *logprob, float *entropy, const float *logits,
                         const int32_t *targets, int N, int V, float temperature);
+/* The row statistics both use, of one row x (V): mx = max z (float32) and lsum = log sum
+ * exp(z - mx) (the sum in double, in index order). */
+void logsoftmax_row_stats(const float *x, int V, float temperature, float *mx, double *lsum);
 /* Given dlogprob (N) = dJ/dlogprob, dlogits (N, V) += dlogprob[i] * (onehot - p) /
  * temperature (rows with targets[i] < 0 get nothing). logits (N, V). */
 void logsoftmax_backward(float *dlogits, const float *dlogprob, const float *logits,

@@ -97,11 +97,15 @@
  *                  k_norm (either norm NULL: none), k and v appended as kv_append does
  *                  -- those kernels' arithmetic in one launch; D <= 256
  * Log-softmax at a temperature (one row per token, any V):
- *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL
+ *   logsoftmax_fwd logprob (N) of targets (0 where target < 0), entropy (N) or NULL;
+ *                  mx (N) floats and lsum (N) doubles, the rows' max of z and log sum
+ *                  exp(z - max), unless NULL
  *   logsoftmax_bwd dlogits (N, V) += dlogprob (onehot - p) / temperature; or, dlogits
  *                  NULL, dl16 (N, V) = those terms rounded to bf16 (written, zero rows
  *                  where there is no target or dlogprob is 0): the output head's
- *                  backward operand without a float32 pass
+ *                  backward operand without a float32 pass. With logsoftmax_fwd's mx and
+ *                  lsum of the same logits (both or neither) it reads them instead of
+ *                  forming them again: the same bits, two passes over the rows fewer
  * The same, vocabulary-parallel (logits (N, V): a TP rank's columns of each row; targets
  * in those columns, -1 where another rank holds the row's target or it has none; z =
  * logit / temperature; the caller all-reduces mx (max) and sums (sum) over the group):
@@ -154,7 +158,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 27 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 28 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -312,11 +316,12 @@ struct cuda_api {
                       const uint16_t *k_norm, float eps, const int32_t *pos, const float *rope,
                       const int32_t *table, int max_blocks, const int32_t *len, int B, int H,
                       int K, int D, int P);
-    int (*logsoftmax_fwd)(float *logprob, float *entropy, const float *logits,
-                          const int32_t *targets, int N, int V, float temperature);
-    int (*logsoftmax_bwd)(float *dlogits, uint16_t *dl16, const float *dlogprob,
+    int (*logsoftmax_fwd)(float *logprob, float *entropy, float *mx, double *lsum,
                           const float *logits, const int32_t *targets, int N, int V,
                           float temperature);
+    int (*logsoftmax_bwd)(float *dlogits, uint16_t *dl16, const float *dlogprob,
+                          const float *logits, const int32_t *targets, const float *mx,
+                          const double *lsum, int N, int V, float temperature);
     int (*sample)(int32_t *tok, float *logprob, const float *logits, int B, int V,
                   const int64_t *traj, const int64_t *pos, float temperature, int top_k,
                   float top_p, uint64_t seed, float *scratch);

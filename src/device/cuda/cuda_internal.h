@@ -144,10 +144,12 @@ int cu_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float
                  float *delta);
 int cu_prefill_attn(float *out, const float *q, const uint16_t *k_pool, const uint16_t *v_pool,
                     const int32_t *table, const int32_t *q_pos, int nq, int H, int K, int D, int P);
-int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
-                      const int32_t *targets, int N, int V, float temperature);
+int cu_logsoftmax_fwd(float *logprob, float *entropy, float *mx, double *lsum,
+                      const float *logits, const int32_t *targets, int N, int V,
+                      float temperature);
 int cu_logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob, const float *logits,
-                      const int32_t *targets, int N, int V, float temperature);
+                      const int32_t *targets, const float *mx, const double *lsum, int N, int V,
+                      float temperature);
 int cu_vocab_max(float *mx, const float *logits, int N, int V, float temperature);
 int cu_vocab_sums(double *sums, const float *logits, const float *mx, const int32_t *targets,
                   int N, int V, float temperature);

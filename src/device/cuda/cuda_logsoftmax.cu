@@ -9,23 +9,27 @@
 
 #include "cuda_logsoftmax_kernels.cuh"
 
-extern "C" int cu_logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
-                                 const int32_t *targets, int N, int V, float temperature)
+extern "C" int cu_logsoftmax_fwd(float *logprob, float *entropy, float *mx, double *lsum,
+                                 const float *logits, const int32_t *targets, int N, int V,
+                                 float temperature)
 {
     if (N <= 0) return 0;
-    logsoftmax_fwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(logprob, entropy, logits, targets, V,
-                                                        temperature);
+    logsoftmax_fwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(logprob, entropy, mx, lsum, logits,
+                                                        targets, V, temperature);
     CU_LAUNCHED("logsoftmax_fwd");
     return 0;
 }
 
 extern "C" int cu_logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob,
-                                 const float *logits, const int32_t *targets, int N, int V,
-                                 float temperature)
+                                 const float *logits, const int32_t *targets, const float *mx,
+                                 const double *lsum, int N, int V, float temperature)
 {
     if (N <= 0) return 0;
+    if (!mx != !lsum)
+        return cu_fail("logsoftmax_bwd: mx and lsum go together", cudaSuccess, __FILE__,
+                       __LINE__);
     logsoftmax_bwd_k<<<N, LS_THREADS, 0, cu_stream()>>>(dlogits, dl16, dlogprob, logits, targets,
-                                                        V, temperature);
+                                                        mx, lsum, V, temperature);
     CU_LAUNCHED("logsoftmax_bwd");
     return 0;
 }

@@ -57,7 +57,10 @@ __device__ static void row_stats(const float *x, int V, float temperature, float
     row_sums(x, V, temperature, mx, sum_out, ez_out);
 }
 
-__global__ static void logsoftmax_fwd_k(float *logprob, float *entropy, const float *logits,
+/* logprob, entropy (either NULL); with mx_out / lsum_out the row's max of z and log of
+ * its sum too, the statistics logsoftmax_bwd_k would form again (the same bits). */
+__global__ static void logsoftmax_fwd_k(float *logprob, float *entropy, float *mx_out,
+                                        double *lsum_out, const float *logits,
                                         const int32_t *targets, int V, float temperature)
 {
     int i = blockIdx.x;
@@ -70,6 +73,8 @@ __global__ static void logsoftmax_fwd_k(float *logprob, float *entropy, const fl
     int32_t t = targets[i];
     if (logprob) logprob[i] = t < 0 ? 0.0f : (float)((double)(xi[t] / temperature - mx) - lsum);
     if (entropy) entropy[i] = (float)(lsum - ez / sum);
+    if (mx_out) mx_out[i] = mx;
+    if (lsum_out) lsum_out[i] = lsum;
 }
 
 /* dlogits += dlogprob (onehot - p) / temperature, rows without a target untouched. */
@@ -94,9 +99,11 @@ __device__ static void bf16_terms(uint16_t *hi, const float *xi, int V, float te
 
 /* dlogits (N, V) += dlogprob (onehot - p) / temperature, rows without a target or with
  * dlogprob 0 untouched; with dl16 the terms written there in bf16 instead (bf16_terms;
- * zero rows). */
+ * zero rows). The rows' statistics from logsoftmax_fwd_k (mx, lsum), or, NULL, formed
+ * here (two passes over the row more). */
 __global__ static void logsoftmax_bwd_k(float *dlogits, uint16_t *dl16, const float *dlogprob,
-                                        const float *logits, const int32_t *targets, int V,
+                                        const float *logits, const int32_t *targets,
+                                        const float *mx_in, const double *lsum_in, int V,
                                         float temperature)
 {
     int i = blockIdx.x;
@@ -109,9 +116,16 @@ __global__ static void logsoftmax_bwd_k(float *dlogits, uint16_t *dl16, const fl
     const float *xi = logits + (size_t)i * V;
     float *di = dlogits + (size_t)i * V;
     float mx;
-    double sum;
-    row_stats(xi, V, temperature, &mx, &sum, NULL);
-    double lsum = log(sum), c = (double)dlogprob[i] / temperature;
+    double lsum;
+    if (mx_in) { /* the same for the whole block */
+        mx = mx_in[i];
+        lsum = lsum_in[i];
+    } else {
+        double sum;
+        row_stats(xi, V, temperature, &mx, &sum, NULL);
+        lsum = log(sum);
+    }
+    double c = (double)dlogprob[i] / temperature;
     if (hi) {
         bf16_terms(hi, xi, V, temperature, mx, lsum, c, t);
         return;

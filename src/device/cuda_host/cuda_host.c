@@ -252,18 +252,22 @@ static int decode_qkv(float *q, uint16_t *k_pool, uint16_t *v_pool, const float 
     return LAUNCH(ch_decode_qkv, a);
 }
 
-static int logsoftmax_fwd(float *logprob, float *entropy, const float *logits,
-                          const int32_t *targets, int N, int V, float temperature)
-{
-    struct logsoftmax_args a = {.logprob = logprob, .entropy = entropy, .logits = logits,
-                                .targets = targets, .N = N, .V = V, .temperature = temperature};
-    return LAUNCH(ch_logsoftmax_fwd, a);
-}
-
-static int logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob,
+static int logsoftmax_fwd(float *logprob, float *entropy, float *mx, double *lsum,
                           const float *logits, const int32_t *targets, int N, int V,
                           float temperature)
 {
+    struct logsoftmax_args a = {.logprob = logprob, .entropy = entropy, .mx = mx,
+                                .lsum_out = lsum, .logits = logits, .targets = targets, .N = N,
+                                .V = V, .temperature = temperature};
+    return LAUNCH(ch_logsoftmax_fwd, a);
+}
+
+/* The statistics, when given, are the ones logsoftmax_backward forms again here. */
+static int logsoftmax_bwd(float *dlogits, uint16_t *dl16, const float *dlogprob,
+                          const float *logits, const int32_t *targets, const float *mx,
+                          const double *lsum, int N, int V, float temperature)
+{
+    if (!mx != !lsum) return CH_FAIL("logsoftmax_bwd: mx and lsum go together");
     struct logsoftmax_args a = {.dlogits = dlogits, .dl16 = dl16, .dlogprob = dlogprob,
                                 .logits = logits, .targets = targets, .N = N, .V = V,
                                 .temperature = temperature};

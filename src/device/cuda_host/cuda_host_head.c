@@ -32,6 +32,13 @@ int ch_logsoftmax_fwd(const void *args)
     const struct logsoftmax_args *a = args;
     logsoftmax_forward(a->logprob, a->entropy, a->logits, a->targets, a->N, a->V,
                        a->temperature);
+    for (int i = 0; i < a->N && (a->mx || a->lsum_out); i++) {
+        float mx;
+        double lsum;
+        logsoftmax_row_stats(a->logits + (size_t)i * a->V, a->V, a->temperature, &mx, &lsum);
+        if (a->mx) a->mx[i] = mx;
+        if (a->lsum_out) a->lsum_out[i] = lsum;
+    }
     return 0;
 }
 

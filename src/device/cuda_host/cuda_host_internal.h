@@ -142,7 +142,7 @@ struct logsoftmax_args { /* also the vocab_* kernels (mx, sums, lsum) */
     float temperature;
     float *mx;
     const float *mx_in;
-    double *sums;
+    double *sums, *lsum_out; /* lsum_out: logsoftmax_fwd's statistics, with mx */
     const double *lsum;
     const float *ew;     /* the entropy kernels: per-row weights, */
     double *H;           /* entropies out (entropy_bwd) */

@@ -44,9 +44,9 @@ struct gpu_trainer {
     struct tfm_config c;    /* this rank's shard (the whole model at TP 1) */
     /* tensor parallelism: rank tp_rank of tp_t; vocabulary rows [v0, v0 + c.vocab_size)
      * of V_full; comm the group (NULL at TP 1) and the head's vocabulary-parallel
-     * statistics of a logit chunk: d_mx (ch), d_sums (ch, 3), d_lsum (ch) on the device,
-     * h_sums (ch, 3), h_lsum, h_clp, h_cent (ch each: log-sums, log-probs, entropies) on
-     * the host */
+     * statistics of a logit chunk: d_sums (ch, 3) on the device, h_sums (ch, 3), h_lsum,
+     * h_clp, h_cent (ch each: log-sums, log-probs, entropies) on the host; d_mx, d_lsum
+     * (ch each) the chunk's row maxima and log-sums at any TP, for its backward */
     int tp_t, tp_rank, v0, V_full;
     int kv_replicated;      /* the full model has fewer kv heads than tp_t */
     struct gpu_comm *comm, *kv_comm; /* the group; the kv group (replicated kv heads) */
@@ -174,9 +174,7 @@ struct gpu_trainer *gpu_trainer_create(const struct cuda_api *api, const struct 
 static void tp_buffers(struct gpu_trainer *t)
 {
     size_t ch = TRAIN_LOGIT_CHUNK, T = (size_t)t->max_tokens;
-    t->d_mx = dev(t, ch * sizeof(float));
     t->d_sums = dev(t, 3 * ch * sizeof(double));
-    t->d_lsum = dev(t, ch * sizeof(double));
     t->h_sums = xmalloc(3 * ch * sizeof *t->h_sums);
     t->h_lsum = xmalloc(ch * sizeof *t->h_lsum);
     t->h_clp = xmalloc(ch * sizeof *t->h_clp);
@@ -231,6 +229,8 @@ struct gpu_trainer *gpu_trainer_create_tp(const struct cuda_api *api, const stru
     t->kv_replicated = tp && tp->full.n_kv_heads < tp->t;
     t->comm = t->tp_t > 1 ? comm : NULL;
     if (t->comm) tp_buffers(t);
+    t->d_mx = dev(t, TRAIN_LOGIT_CHUNK * sizeof(float)); /* a logit chunk's row statistics */
+    t->d_lsum = dev(t, TRAIN_LOGIT_CHUNK * sizeof(double));
     size_t n = at.n, T = (size_t)max_tokens, C = (size_t)c->hidden_size;
     size_t HD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
     size_t F = (size_t)c->intermediate_size, V = (size_t)c->vocab_size, f = sizeof(float);
@@ -593,9 +593,11 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
         GPU_CHECK(api, api->linear_fwd(t->logits, hc, W(t, t->at.lm_head), n, C, V, 0));
         if (t->comm)
             vocab_logsoftmax(t, b, r0, n, entropy);
-        else
+        else /* with the backward, the rows' statistics kept for it */
             GPU_CHECK(api, api->logsoftmax_fwd(t->lp + r0, entropy ? t->ent + r0 : NULL,
-                                               t->logits, t->d_tgt + r0, n, V, b->temperature));
+                                               backward ? t->d_mx : NULL,
+                                               backward ? t->d_lsum : NULL, t->logits,
+                                               t->d_tgt + r0, n, V, b->temperature));
         if (!backward) continue;
         /* the products' bf16 operand: written straight by the log-softmax's backward,
          * or, with the entropy term's added, formed in float32 and rounded */
@@ -608,7 +610,7 @@ static void head(struct gpu_trainer *t, const struct tfm_batch *b, int T, int ba
                                                      b->temperature));
         else
             GPU_CHECK(api, api->logsoftmax_bwd(dl, dl16, t->dlp + r0, t->logits, t->d_tgt + r0,
-                                               n, V, b->temperature));
+                                               t->d_mx, t->d_lsum, n, V, b->temperature));
         if (t->has_ew && t->comm)
             GPU_CHECK(api, api->vocab_entropy_bwd(dl, t->d_ew + r0, t->logits, t->d_mx,
                                                   t->d_lsum, t->d_H + r0, n, V, b->temperature));

@@ -433,6 +433,11 @@ static double lse_row(const float *x, int V, float temperature, float *mx_out)
     return sum;
 }
 
+void logsoftmax_row_stats(const float *x, int V, float temperature, float *mx, double *lsum)
+{
+    *lsum = log(lse_row(x, V, temperature, mx));
+}
+
 void logsoftmax_forward(float *logprob, float *entropy, const float *logits,
                         const int32_t *targets, int N, int V, float temperature)
 {
