@@ -10,6 +10,7 @@
  *   rmsnorm_fwd    2e-6 relative (float32 tree reduction vs the host's order);
  *                  rmsnorm_fwd16 exactly its values rounded (the same kernel)
  *   embed_scatter_add, rmsnorm_bwd, rope_bwd, swiglu_bwd, adamw_update   1e-5 relative
+ *                  (rmsnorm_bwd's bf16 copy of the new dx: its values rounded, bit for bit)
  *                  (atomic and reduction order, fused multiply-adds)
  *   linear_fwd, linear_bwd, bias_bwd   1e-5 of the largest (bf16 operands, float32
  *                  accumulation); linear_fwd_res 1e-6 of accumulating in place
@@ -283,10 +284,16 @@ static void test_backward(void)
     void *d_x = dev_copy(x, n * sizeof *x), *d_dy = dev_copy(dy, n * sizeof *dy);
     void *d_w = dev_copy(w, C * sizeof *w), *d_dx = dev_copy(dx, n * sizeof *dx);
     void *d_dw = dev_copy(dw, sizeof dw), *d_r = dev_copy(NULL, N * sizeof(float));
-    CU_OK(api->rmsnorm_bwd(d_dx, d_dw, d_dy, d_x, d_w, d_r, N, C, 1e-6f));
+    uint16_t *dx16 = malloc(n * sizeof *dx16), *want16 = malloc(n * sizeof *want16);
+    void *d_16 = dev_copy(NULL, n * sizeof *dx16);
+    CU_OK(api->rmsnorm_bwd(d_dx, d_16, d_dw, d_dy, d_x, d_w, d_r, N, C, 1e-6f));
     CU_OK(api->sync());
     CU_OK(api->to_host(got, d_dx, n * sizeof *got));
     expect_close("rmsnorm_bwd dx", got, ref_dx, n, 1e-5);
+    CU_OK(api->to_host(dx16, d_16, n * sizeof *dx16)); /* the new dx, rounded: its bits */
+    st_f32_to_bf16_n(got, want16, n);
+    CU_ASSERT(memcmp(dx16, want16, n * sizeof *dx16) == 0);
+    api->free(d_16), free(dx16), free(want16);
     CU_OK(api->to_host(got, d_dw, sizeof dw));
     expect_close("rmsnorm_bwd dw", got, ref_dw, C, 1e-5);
 
@@ -705,7 +712,7 @@ static void qk_case(int N, int H, int D, uint64_t seed)
                                 D, 1e-6f));
     CU_OK(api->rope_bwd(d_dy[1], d_pos, N, H, D, d_rope));
     CU_OK(api->zero(d_dx[1], n * sizeof(float)));
-    CU_OK(api->rmsnorm_bwd(d_dx[1], d_dw[1], d_dy[1], d_x, d_w, d_r, N * H, D, 1e-6f));
+    CU_OK(api->rmsnorm_bwd(d_dx[1], NULL, d_dw[1], d_dy[1], d_x, d_w, d_r, N * H, D, 1e-6f));
     CU_OK(api->sync());
     const char *what[4] = {"qk_norm_rope_fwd", "qk_norm_rope_bwd dy", "qk_norm_rope_bwd dx",
                            "qk_norm_rope_bwd dw"};
@@ -919,7 +926,7 @@ static void test_column_sums(void)
     for (int rep = 0; rep < 2; rep++) {
         void *d_dw = dev_copy(dw, sizeof dw);
         CU_OK(api->zero(d_dx, n * sizeof *dx));
-        CU_OK(api->rmsnorm_bwd(d_dx, d_dw, d_dy, d_x, d_w, d_r, N, C, 1e-6f));
+        CU_OK(api->rmsnorm_bwd(d_dx, NULL, d_dw, d_dy, d_x, d_w, d_r, N, C, 1e-6f));
         CU_OK(api->sync());
         CU_OK(api->to_host(rep ? again : got, d_dw, sizeof dw));
         api->free(d_dw);

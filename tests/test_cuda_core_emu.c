@@ -8,7 +8,8 @@
  *   embed_scatter_add  embed_backward's sums (rows sharing a token: atomics), 1e-6
  *   rmsnorm_fwd        rmsnorm_forward, 2e-6 of the largest; its bf16 form
  *                      (rmsnorm_fwd16) the float32 form's values rounded, bit for bit
- *   rmsnorm_bwd + the column sums   rmsnorm_backward's dx and dw (2 row chunks), 1e-5
+ *   rmsnorm_bwd + the column sums   rmsnorm_backward's dx and dw (2 row chunks), 1e-5;
+ *                      dx's bf16 copy its values rounded, bit for bit
  *   rope               rope_forward / rope_backward, 1e-6
  *   qk_norm_rope / _bwd  (a warp per row) rmsnorm_fwd then rope's bits, and rope's
  *                      backward then rmsnorm_bwd's into zeros, bit for bit, with the
@@ -72,7 +73,9 @@ static void run(void *p)
     case GATHER: embed_gather_k(a->y, a->w16, a->tok, a->c, V); break;
     case SCATTER: embed_scatter_add_k(a->y, a->x, a->tok, a->c, V); break;
     case NORM: rmsnorm_fwd_k(a->y, a->y16, a->x, a->w16, a->c, 1e-6f); break;
-    case NORM_BWD: rmsnorm_bwd_dx_k(a->dx, a->dy, a->x, a->w, a->rstd, a->c, 1e-6f); break;
+    case NORM_BWD:
+        rmsnorm_bwd_dx_k(a->dx, a->y16, a->dy, a->x, a->w, a->rstd, a->c, 1e-6f);
+        break;
     case COLSUM: colsum_part_k(a->part, a->dy, a->x, a->rstd, a->n, a->c); break;
     case COLSUM_FIN: colsum_final_k(a->dw, a->part, a->chunks, a->c); break;
     case ROPE: rope_k(a->y, a->pos, a->n, a->heads, a->dim, a->rope, a->sign); break;
@@ -169,9 +172,14 @@ static void test_rmsnorm(void)
     test_fill_uniform(dw, C, 8, 0.1f);
     memcpy(dw_ref, dw, sizeof dw);
     rmsnorm_backward(dx_ref, dw_ref, dy, x, w, NB, C, 1e-6f);
-    c = (struct call){.kind = NORM_BWD, .dx = dx, .dy = dy, .x = x, .w = w, .rstd = rstd, .c = C};
+    uint16_t *dx16 = malloc(sizeof(uint16_t) * NB * C), *dx16w = malloc(sizeof(uint16_t) * NB * C);
+    c = (struct call){.kind = NORM_BWD, .dx = dx, .y16 = dx16, .dy = dy, .x = x, .w = w,
+                      .rstd = rstd, .c = C};
     launch(&c, NB, ROW_THREADS);
     test_expect_close("backward dx", dx, dx_ref, (size_t)NB * C, 1e-5);
+    st_f32_to_bf16_n(dx, dx16w, (size_t)NB * C); /* the bf16 copy: the new dx rounded */
+    CU_ASSERT(memcmp(dx16, dx16w, sizeof(uint16_t) * NB * C) == 0);
+    free(dx16), free(dx16w);
     c = (struct call){.kind = COLSUM, .part = part, .dy = dy, .x = x, .rstd = rstd, .n = NB,
                       .c = C};
     emu_launch_2d((unsigned)chunks, (C + CS_COLS - 1) / CS_COLS, CS_COLS * CS_LANES, run, &c);

@@ -40,7 +40,8 @@
  *   embed_scatter_add  dembed rows tokens[i] += dx[i] (atomic: repeated tokens add in
  *                      any order); tokens of -1 add nothing (as embed_gather)
  *   rmsnorm_bwd    dx (N, C) +=, dw (C) += (either may be NULL); w float32; rstd (N)
- *                  scratch
+ *                  scratch; with dx16 the new dx rounded to bf16 there too (f32_to_bf16's
+ *                  bits: the next product's operand, without a conversion pass)
  *   rope_bwd       the transpose rotation of rope_fwd, in place
  *   qk_norm_rope_bwd  qk_norm_rope_fwd's: dy (N, heads * D) rotated back IN PLACE
  *                  (rope_bwd), then rmsnorm_bwd's dx WRITTEN (=, the bits it adds to
@@ -158,7 +159,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIBRA_CUDA_ABI 28 /* bumped whenever struct cuda_api changes */
+#define LIBRA_CUDA_ABI 29 /* bumped whenever struct cuda_api changes */
 #define CUDA_SAMPLE_SCRATCH 3 /* sample's scratch: floats a row per id of the vocabulary */
 
 /* gemv's matrices: up to 3 products of one input x (N rows), in one launch. */
@@ -269,8 +270,8 @@ struct cuda_api {
     int (*f32_to_bf16)(uint16_t *y, const float *x, int64_t n);
     int (*embed_scatter_add)(float *dembed, const float *dx, const int32_t *tokens, int N,
                              int C, int V);
-    int (*rmsnorm_bwd)(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                       float *rstd, int N, int C, float eps);
+    int (*rmsnorm_bwd)(float *dx, uint16_t *dx16, float *dw, const float *dy, const float *x,
+                       const float *w, float *rstd, int N, int C, float eps);
     int (*rope_bwd)(float *dx, const int32_t *pos, int N, int n_heads, int D,
                     const float *rope);
     int (*qk_norm_rope_fwd)(float *y, const float *x, const uint16_t *w, const int32_t *pos,

@@ -84,8 +84,8 @@ int cu_swiglu_fwd16(uint16_t *y16, float *sig, const float *g, const float *u, i
 int cu_f32_to_bf16(uint16_t *y, const float *x, int64_t n);
 int cu_embed_scatter_add(float *dembed, const float *dx, const int32_t *tokens, int N, int C,
                          int V);
-int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                   float *rstd, int N, int C, float eps);
+int cu_rmsnorm_bwd(float *dx, uint16_t *dx16, float *dw, const float *dy, const float *x,
+                   const float *w, float *rstd, int N, int C, float eps);
 int cu_rope_bwd(float *dx, const int32_t *pos, int N, int n_heads, int D, const float *rope);
 int cu_qk_norm_rope_fwd(float *y, const float *x, const uint16_t *w, const int32_t *pos,
                         const float *rope, int N, int n_heads, int D, float eps);

@@ -49,11 +49,12 @@ extern "C" int cu_rmsnorm_fwd16(uint16_t *y16, const float *x, const uint16_t *w
     return rmsnorm_launch(NULL, y16, x, w, N, C, eps);
 }
 
-extern "C" int cu_rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x,
-                              const float *w, float *rstd, int N, int C, float eps)
+extern "C" int cu_rmsnorm_bwd(float *dx, uint16_t *dx16, float *dw, const float *dy,
+                              const float *x, const float *w, float *rstd, int N, int C,
+                              float eps)
 {
     if (N <= 0) return 0;
-    rmsnorm_bwd_dx_k<<<N, ROW_THREADS, 0, cu_stream()>>>(dx, dy, x, w, rstd, C, eps);
+    rmsnorm_bwd_dx_k<<<N, ROW_THREADS, 0, cu_stream()>>>(dx, dx16, dy, x, w, rstd, C, eps);
     CU_LAUNCHED("rmsnorm_bwd (dx)");
     if (dw) {
         /* dw (C) += sum over rows of dy * x r (cuda_colsum.cu) */

@@ -80,10 +80,12 @@ __global__ static void rmsnorm_fwd_k(float *y, uint16_t *y16, const float *x, co
     }
 }
 
-/* Backward, dx: xhat = x r, g = dy w:  dx += r (g - xhat mean(g xhat)); the row's r
- * is kept in rstd for the dw kernel. One block per row. */
-__global__ static void rmsnorm_bwd_dx_k(float *dx, const float *dy, const float *x,
-                                        const float *w, float *rstd, int C, float eps)
+/* Backward, dx: xhat = x r, g = dy w:  dx += r (g - xhat mean(g xhat)), and with dx16
+ * the new dx rounded to bf16 there too (the next product's operand); the row's r is
+ * kept in rstd for the dw kernel. One block per row. */
+__global__ static void rmsnorm_bwd_dx_k(float *dx, uint16_t *dx16, const float *dy,
+                                        const float *x, const float *w, float *rstd, int C,
+                                        float eps)
 {
     __shared__ float part[ROW_THREADS];
     size_t o = (size_t)blockIdx.x * C;
@@ -96,8 +98,11 @@ __global__ static void rmsnorm_bwd_dx_k(float *dx, const float *dy, const float 
     float m = block_sum(d, part) * r / (float)C;
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
     if (!dx) return;
-    for (int j = threadIdx.x; j < C; j += blockDim.x)
-        dx[o + j] += r * (dy[o + j] * w[j] - x[o + j] * r * m);
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        float v = dx[o + j] + r * (dy[o + j] * w[j] - x[o + j] * r * m);
+        dx[o + j] = v;
+        if (dx16) dx16[o + j] = f32_to_bf16_rne(v);
+    }
 }
 
 /* ---- rotary (rotate-half): one thread per (row, head, pair); sign -1 rotates back

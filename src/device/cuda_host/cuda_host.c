@@ -38,11 +38,11 @@ static int rmsnorm_fwd16(uint16_t *y16, const float *x, const uint16_t *w, int N
     return LAUNCH(ch_rmsnorm_fwd, a);
 }
 
-static int rmsnorm_bwd(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                       float *rstd, int N, int C, float eps)
+static int rmsnorm_bwd(float *dx, uint16_t *dx16, float *dw, const float *dy, const float *x,
+                       const float *w, float *rstd, int N, int C, float eps)
 {
-    struct rmsnorm_args a = {.dx = dx, .dw = dw, .dy = dy, .x = x, .w = w, .rstd = rstd,
-                             .N = N, .C = C, .eps = eps};
+    struct rmsnorm_args a = {.dx = dx, .y16 = dx16, .dw = dw, .dy = dy, .x = x, .w = w,
+                             .rstd = rstd, .N = N, .C = C, .eps = eps};
     return LAUNCH(ch_rmsnorm_bwd, a);
 }
 

@@ -74,7 +74,8 @@ struct embed_args { /* embed_gather (x = out), embed_scatter_add (x = dembed, in
     const int32_t *tokens;
     int N, C, V;
 };
-struct rmsnorm_args { /* rmsnorm_fwd (w16; y or y16), rmsnorm_bwd (dx, dw, dy, w, rstd) */
+struct rmsnorm_args { /* rmsnorm_fwd (w16; y or y16), rmsnorm_bwd (dx, y16 its bf16 copy, dw,
+                        dy, w, rstd) */
     float *y, *dx, *dw, *rstd;
     uint16_t *y16;
     const float *x, *dy, *w;

@@ -84,11 +84,13 @@ int ch_rmsnorm_fwd(const void *args)
     return 0;
 }
 
-/* rstd is the CUDA kernels' scratch: not used here. */
+/* rstd is the CUDA kernels' scratch: not used here; y16: the new dx in bf16. */
 int ch_rmsnorm_bwd(const void *args)
 {
     const struct rmsnorm_args *a = args;
-    if (a->N > 0) rmsnorm_backward(a->dx, a->dw, a->dy, a->x, a->w, a->N, a->C, a->eps);
+    if (a->N <= 0) return 0;
+    rmsnorm_backward(a->dx, a->dw, a->dy, a->x, a->w, a->N, a->C, a->eps);
+    if (a->dx && a->y16) st_f32_to_bf16_n(a->dx, a->y16, (size_t)a->N * a->C);
     return 0;
 }
 

@@ -684,20 +684,21 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
 
     /* MLP: x_out = xmid + act Wd^T, act = silu(h2 Wg^T) * (h2 Wu^T) formed again in
      * bf16; its backward's terms (sigmoid(gate) formed again too) go straight to bf16,
-     * the operands of the gate / up products */
+     * the operands of the gate / up products. dJ/dx_out in bf16 is in t->dyb: the norm
+     * backward before (the final norm's, or layer l + 1's first) wrote it */
     GPU_CHECK(api, api->swiglu_fwd16(t->ab, NULL, a->gate, a->up, (int64_t)TF));
-    linear_back(t, t->dact, 0, t->dx, t->ab, w.wd, TFM_ABSENT, T, F, C);
+    linear_back16(t, t->dact, 0, t->dyb, t->ab, w.wd, T, F, C);
     GPU_CHECK(api, api->swiglu_bwd16(t->dgate16, t->dup16, t->dact, a->gate, a->up, NULL,
                                      (int64_t)TF));
     linear_back16(t, t->dh, 0, t->dgate16, a->h2b, w.wg, T, C, F);
     linear_back16(t, t->dh, 1, t->dup16, a->h2b, w.wu, T, C, F);
     group_sum(t, t->dh, TC);
-    GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln2), t->dh, a->xmid, P(t, w.ln2), t->rstd, T,
-                                    C, eps));
+    GPU_CHECK(api, api->rmsnorm_bwd(t->dx, t->dyb, G(t, w.ln2), t->dh, a->xmid, P(t, w.ln2),
+                                    t->rstd, T, C, eps));
 
-    /* attention: xmid = x_in + att Wo^T */
+    /* attention: xmid = x_in + att Wo^T (dx in bf16 from the norm's backward) */
     bf16(t, t->ab, a->att, (size_t)T * HD);
-    linear_back(t, t->datt, 0, t->dx, t->ab, w.wo, TFM_ABSENT, T, HD, C);
+    linear_back16(t, t->datt, 0, t->dyb, t->ab, w.wo, T, HD, C);
     if (!t->flash) { /* attn_bwd adds; flash_bwd writes */
         zero(t, t->dq, (size_t)T * HD);
         zero(t, t->dk, (size_t)T * KD);
@@ -731,8 +732,8 @@ static void layer_backward(struct gpu_trainer *t, const struct tfm_batch *b, int
     linear_back(t, t->dh, 1, dkp, a->h1b, w.wk, w.bk, T, C, KD);
     linear_back(t, t->dh, 1, t->dv, a->h1b, w.wv, w.bv, T, C, KD);
     group_sum(t, t->dh, TC);
-    GPU_CHECK(api, api->rmsnorm_bwd(t->dx, G(t, w.ln1), t->dh, a->xin, P(t, w.ln1), t->rstd, T,
-                                    C, eps));
+    GPU_CHECK(api, api->rmsnorm_bwd(t->dx, l > 0 ? t->dyb : NULL, G(t, w.ln1), t->dh, a->xin,
+                                    P(t, w.ln1), t->rstd, T, C, eps));
 }
 
 double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b)
@@ -755,8 +756,8 @@ double gpu_trainer_backward(struct gpu_trainer *t, const struct tfm_batch *b)
             if (t->h_ew[i] != 0.0f) J -= t->h_ew[i] * t->h_H[i];
     }
     zero(t, t->dx, (size_t)T * C);
-    GPU_CHECK(t->api, t->api->rmsnorm_bwd(t->dx, G(t, t->at.ln_f), t->dh, t->x, P(t, t->at.ln_f),
-                                          t->rstd, T, C, c->rms_norm_eps));
+    GPU_CHECK(t->api, t->api->rmsnorm_bwd(t->dx, t->dyb, G(t, t->at.ln_f), t->dh, t->x,
+                                          P(t, t->at.ln_f), t->rstd, T, C, c->rms_norm_eps));
     for (int l = c->n_layers - 1; l >= 0; l--) {
         /* the layer's internals again, from its kept input */
         if (t->recompute) layer_forward(t, b, l, T, NULL);
