@@ -534,8 +534,9 @@ __global__ static void decode_qkv_k(float *q, uint16_t *k_pool, uint16_t *v_pool
     if (j >= D) return;
     const float *cs = rope + (size_t)pos[r] * D;
     int i = j < half ? j : j - half;
-    float c = cs[i], s = 1.0f * cs[half + i], a = xs[i], b = xs[half + i];
-    float y = j < half ? a * c - b * s : b * c + a * s;
+    float y0, y1;
+    rope_pair(cs, i, half, 1.0f, xs[i], xs[half + i], &y0, &y1);
+    float y = j < half ? y0 : y1;
     if (is_q) {
         q[((size_t)r * H + h) * D + j] = y;
         return;

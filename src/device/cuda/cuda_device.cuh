@@ -52,6 +52,17 @@ __device__ static inline void grid_release(void)
 #endif
 }
 
+/* Pair i of a head's rotate-half rotation: (a, b) = (x_i, x_{i + half}) turned by the
+ * angle of rope table row cs (cos | sin), sign -1 the way back, into *y0, *y1 --
+ * rope_fwd / rope_bwd's arithmetic, which the kernels that fuse the rotation share. */
+__device__ static inline void rope_pair(const float *cs, int i, int half, float sign, float a,
+                                        float b, float *y0, float *y1)
+{
+    float c = cs[i], s = sign * cs[half + i];
+    *y0 = a * c - b * s;
+    *y1 = b * c + a * s;
+}
+
 /* Threads of a row-reduction block (a power of two), and the block's reductions of
  * every thread's v in a fixed tree (every thread gets the result; part: ROW_THREADS
  * values of shared memory, reused by the next call): block_sum of floats, block_max_f32,

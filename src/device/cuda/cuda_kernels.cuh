@@ -118,9 +118,7 @@ __global__ static void rope_k(float *x, const int32_t *pos, int N, int n_heads, 
     int r = (int)(rh / n_heads);
     float *xh = x + rh * D;
     const float *cs = rope + (size_t)pos[r] * D;
-    float c = cs[i], s = sign * cs[half + i], a = xh[i], b = xh[half + i];
-    xh[i] = a * c - b * s;
-    xh[half + i] = b * c + a * s;
+    rope_pair(cs, i, half, sign, xh[i], xh[half + i], &xh[i], &xh[half + i]);
 }
 
 /* ---- qwen3's q/k norm and the rotation (the training path): a warp per (row, head)
@@ -159,11 +157,8 @@ __global__ static void qk_norm_rope_k(float *y, const float *x, const uint16_t *
     __syncwarp(0xffffffffu);
     const float *cs = rope + (size_t)pos[row / n_heads] * D;
     float *yr = y + row * D;
-    for (int i = lane; i < half; i += 32) {
-        float c = cs[i], s = 1.0f * cs[half + i], a = yw[i], b = yw[half + i];
-        yr[i] = a * c - b * s;
-        yr[half + i] = b * c + a * s;
-    }
+    for (int i = lane; i < half; i += 32)
+        rope_pair(cs, i, half, 1.0f, yw[i], yw[half + i], &yr[i], &yr[half + i]);
 }
 
 /* Its backward: dy rotated back in place (rope_bwd's; the column sums of the norm's
@@ -180,9 +175,10 @@ __global__ static void qk_norm_rope_bwd_k(float *dx, float *dy, const float *x, 
     float *dyr = dy + row * D, *gw = gs[wp];
     const float *xr = x + row * D, *cs = rope + (size_t)pos[row / n_heads] * D;
     for (int i = lane; i < half; i += 32) {
-        float c = cs[i], s = -1.0f * cs[half + i], a = dyr[i], b = dyr[half + i];
-        dyr[i] = gw[i] = a * c - b * s;
-        dyr[half + i] = gw[half + i] = b * c + a * s;
+        float y0, y1;
+        rope_pair(cs, i, half, -1.0f, dyr[i], dyr[half + i], &y0, &y1);
+        dyr[i] = gw[i] = y0;
+        dyr[half + i] = gw[half + i] = y1;
     }
     __syncwarp(0xffffffffu);
     float xv[ROW_WARP_VALS], gv[ROW_WARP_VALS], wv[ROW_WARP_VALS];
