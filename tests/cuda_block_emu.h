@@ -194,8 +194,9 @@ static inline float __uint_as_float(unsigned u)
 }
 #ifndef __cplusplus
 /* CUDA's vector of four unsigned ints, for a C kernel's 16-byte loads (the C++ tests
- * take cuda_emu_cxx.h's) */
-typedef struct {
+ * take cuda_emu_cxx.h's), 16-byte aligned as on the GPU: UBSan's alignment check then
+ * catches a misaligned load, which the GPU would fault on */
+typedef struct __attribute__((aligned(16))) {
     unsigned x, y, z, w;
 } uint4;
 #endif

@@ -10,16 +10,18 @@
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 
-struct float2 {
+/* aligned as CUDA's are, so that UBSan's alignment check catches a misaligned vector
+ * access, which the GPU would fault on */
+struct alignas(8) float2 {
     float x, y;
 };
-struct float4 {
+struct alignas(16) float4 {
     float x, y, z, w;
 };
-struct uint2 {
+struct alignas(8) uint2 {
     unsigned x, y;
 };
-struct uint4 {
+struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 static inline float2 make_float2(float x, float y) { return float2{x, y}; }
