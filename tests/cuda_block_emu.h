@@ -8,9 +8,10 @@
  * runs, and the last to arrive releases the others. So a block runs the same way each
  * time, and a missing barrier shows: the first thread runs ahead through the place the
  * barrier should be, reading shared memory the others have not written yet (or
- * writing what they have still to read). The blocks run one after another (the grid's
- * x, then y), so a kernel's __shared__ variables (static here) belong to the running
- * block. A kernel whose threads reach different barriers aborts with a message, as it
+ * writing what they have still to read). Every other block runs its threads backwards
+ * (emu_next_launch), so the thread that runs ahead is the lowest in one and the highest
+ * in the next. The blocks run one after another (the grid's x, then y), so a
+ * kernel's __shared__ variables (static here) belong to the running block. A kernel whose threads reach different barriers aborts with a message, as it
  * would be undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test
  * file; it compiles as C11 and as C++ (the tensor-core kernels' test, with atomicMin of
  * int). AddressSanitizer is told of each switch of stacks (it still warns once that
@@ -259,13 +260,43 @@ __attribute__((noinline)) static void emu_resume(unsigned i)
 #endif
 }
 
+/* The order of a block's threads: every other block runs them backwards (the highest
+ * first), and every other launch shifts which ones and runs its blocks backwards too
+ * (the last first), so a missing barrier shows whichever side of it the reader is on --
+ * forwards, a thread that reads what a higher one writes runs ahead of the write;
+ * backwards, one that reads what a lower one writes does -- in any launch of two
+ * blocks or more, and in every other one of a single block. LIBRA_EMU_ORDER=forward
+ * or =reverse fixes the order (to tell which one a failure needs). */
+static int emu_fixed = -1; /* -1: not read yet, 0: alternate, 1: forward, 2: reverse */
+static int emu_launch_odd; /* alternate: this launch's parity */
+static int emu_reverse;    /* the running block's threads backwards */
+static void emu_next_launch(void)
+{
+    if (emu_fixed < 0) {
+        const char *o = getenv("LIBRA_EMU_ORDER");
+        emu_fixed = !o || !*o ? 0 : !strcmp(o, "forward") ? 1 : !strcmp(o, "reverse") ? 2 : -2;
+        if (emu_fixed == -2) {
+            fprintf(stderr, "LIBRA_EMU_ORDER=%s: forward or reverse (unset: alternate)\n", o);
+            abort();
+        }
+    }
+    emu_launch_odd = !emu_launch_odd;
+}
+
+/* The n-th of `count` in the given direction. */
+static inline unsigned emu_nth(unsigned n, unsigned count, int backwards)
+{
+    return backwards ? count - 1 - n : n;
+}
+
 /* Runs block (bx, by) of `threads` fibers to its end. */
 static void emu_run_block(unsigned threads)
 {
     for (unsigned i = 0; i < threads; i++) emu_fiber_start(i);
     for (unsigned done = 0; done < threads;) {
         int ran = 0;
-        for (unsigned i = 0; i < threads; i++) {
+        for (unsigned n = 0; n < threads; n++) {
+            unsigned i = emu_nth(n, threads, emu_reverse);
             struct emu_fiber *f = &emu_fib[i];
             if (f->state != EMU_READY) continue;
             emu_resume(i);
@@ -298,10 +329,13 @@ static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*bod
     emu_block_bar = (struct emu_bar){0, threads, 0};
     for (unsigned w = 0; w * 32 < threads; w++)
         emu_warp_bar[w] = (struct emu_bar){w * 32, threads - w * 32 < 32 ? threads - w * 32 : 32, 0};
+    emu_next_launch();
+    int back = emu_fixed == 2 || (emu_fixed == 0 && emu_launch_odd);
     for (unsigned by = 0; by < gy; by++)
         for (unsigned bx = 0; bx < gx; bx++) {
-            blockIdx.x = bx;
-            blockIdx.y = by;
+            blockIdx.x = emu_nth(bx, gx, back);
+            blockIdx.y = emu_nth(by, gy, back);
+            emu_reverse = emu_fixed == 0 ? (int)((bx + by + emu_launch_odd) & 1) : back;
             emu_run_block(threads);
         }
 }
