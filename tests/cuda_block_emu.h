@@ -289,7 +289,10 @@ static inline unsigned emu_nth(unsigned n, unsigned count, int backwards)
     return backwards ? count - 1 - n : n;
 }
 
-/* Runs block (bx, by) of `threads` fibers to its end. */
+/* Runs block (bx, by) of `threads` fibers to its end, always resuming the first ready
+ * thread in the block's order: so the first warp runs through everything up to a
+ * __syncthreads before the next warp starts, as far ahead of the others as a GPU could
+ * let it get. */
 static void emu_run_block(unsigned threads)
 {
     for (unsigned i = 0; i < threads; i++) emu_fiber_start(i);
@@ -302,6 +305,7 @@ static void emu_run_block(unsigned threads)
             emu_resume(i);
             ran = 1;
             done += f->state == EMU_DONE;
+            break; /* the first ready thread again: its warp runs as far ahead as it can */
         }
         if (!ran) {
             fprintf(stderr, "emu_launch: block (%u, %u): its threads wait at different barriers "
@@ -310,6 +314,9 @@ static void emu_run_block(unsigned threads)
         }
     }
 }
+
+/* Called before each block's first thread runs, if set (a test's fresh shared memory). */
+static void (*emu_block_start)(void);
 
 /* body(arg) as a grid of gx x gy blocks of `threads` threads (body calls the kernel),
  * the blocks one after another. */
@@ -336,6 +343,7 @@ static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*bod
             blockIdx.x = emu_nth(bx, gx, back);
             blockIdx.y = emu_nth(by, gy, back);
             emu_reverse = emu_fixed == 0 ? (int)((bx + by + emu_launch_odd) & 1) : back;
+            if (emu_block_start) emu_block_start();
             emu_run_block(threads);
         }
 }

@@ -11,10 +11,12 @@
  *   ldsm_x4_trans, ldsm_x4, ldsm_x2   four (two) 8 x 8 bf16 matrices from the lanes'
  *                  row addresses (16-byte aligned, checked) into each lane's registers,
  *                  transposed or not
- *   cp16, cp8 / cp_commit / cp_wait   copies queued per thread and carried out only at the
+ *   cp16, cp8 / cp_commit / cp_wait   copies queued per thread and carried out at the
  *                  wait that lets them land (a kernel reading a tile it has not waited
- *                  for reads old memory here too); addresses 16-byte aligned; none may
- *                  be in flight when a block ends
+ *                  for reads old memory here too), or in other blocks as they are
+ *                  issued (a kernel refilling a buffer others still read overwrites
+ *                  it); addresses 16-byte aligned; none may be in flight when a block
+ *                  ends
  *   bf16x2_rne, exp2_ftz   f32_to_bf16_rne on each of the pair; exp2f, zero below 2^-126
  * against the CPU references (attn_forward / attn_backward on bf16-rounded inputs), with
  * test_cuda's bounds: forward and prefill 1e-2 of the largest, lse 1e-4, backward 2e-2.
@@ -25,6 +27,8 @@
  */
 
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cuda_block_emu.h"
 #include "cuda_emu_cxx.h"
@@ -146,13 +150,27 @@ __attribute__((noinline, unused)) static void ldsm_x2(uint32_t b[2], const uint1
 }
 
 /* cp.async: each emulated thread's copies in order, and where each committed group
- * ends (per thread: the threads are fibers of one host thread) */
+ * ends (per thread: the threads are fibers of one host thread). A copy lands at one of
+ * the two ends of what the GPU allows: at the wait that lets it land (a kernel that
+ * reads a tile before waiting for it reads old bytes) or as it is issued (a kernel
+ * that refills a buffer other threads still read has overwritten it): every other pair
+ * of blocks each way, shifted every other launch (emu_block_copies), or one way for
+ * all with LIBRA_EMU_COPIES=late or =early. */
 enum { EMU_CP_MAX = 128, EMU_CP_GROUPS = 16 };
 struct emu_cp {
-    uint16_t *dst;
+    uint16_t *dst; /* NULL: landed when issued */
     const uint16_t *src;
     int valid, bytes;
 };
+static int emu_cp_early; /* the running block's copies land as they are issued */
+
+static void emu_cp_land(const emu_cp *e)
+{
+    if (e->valid)
+        memcpy(e->dst, e->src, (size_t)e->bytes);
+    else
+        memset(e->dst, 0, (size_t)e->bytes);
+}
 static struct emu_cp_queue {
     emu_cp q[EMU_CP_MAX];
     int n, end[EMU_CP_GROUPS], groups;
@@ -168,7 +186,12 @@ static inline void cp_bytes(uint16_t *dst, const uint16_t *src, int valid, int b
         emu_fault("too many copies in flight");
         return;
     }
-    c.q[c.n++] = emu_cp{dst, src, valid, bytes};
+    emu_cp e = {dst, src, valid, bytes};
+    if (emu_cp_early) {
+        emu_cp_land(&e);
+        e.dst = NULL;
+    }
+    c.q[c.n++] = e;
 }
 static inline void cp16(uint16_t *dst, const uint16_t *src, int valid) { cp_bytes(dst, src, valid, 16); }
 static inline void cp8(uint16_t *dst, const uint16_t *src, int valid) { cp_bytes(dst, src, valid, 8); }
@@ -192,12 +215,8 @@ static inline void cp_wait(void)
     int land = c.groups - n;
     if (land <= 0) return;
     int upto = c.end[land - 1];
-    for (int i = 0; i < upto; i++) {
-        if (c.q[i].valid)
-            memcpy(c.q[i].dst, c.q[i].src, (size_t)c.q[i].bytes);
-        else
-            memset(c.q[i].dst, 0, (size_t)c.q[i].bytes);
-    }
+    for (int i = 0; i < upto; i++)
+        if (c.q[i].dst) emu_cp_land(&c.q[i]);
     memmove(c.q, c.q + upto, (size_t)(c.n - upto) * sizeof c.q[0]);
     c.n -= upto;
     for (int g = land; g < c.groups; g++) c.end[g - land] = c.end[g] - upto;
@@ -216,10 +235,62 @@ static inline float exp2_ftz(float x)
     return y < 0x1p-126f ? 0.0f : y;
 }
 
-/* a block's dynamic shared memory (the H100's 227 KiB at most), and the copies it left */
-enum { EMU_SMEM = 227 * 1024 };
-alignas(16) static unsigned char emu_smem[EMU_SMEM];
-#define MMA_DYN_SMEM(name) unsigned char *name = emu_smem
+/* A block's dynamic shared memory: the size its launch asks for (each body sets
+ * emu_smem_bytes from its kernel's size helper, as the launcher does), at most the
+ * A800/A100's 163 KiB (the H100's is 227), ending where a page no one may touch
+ * begins, and filled with 0xff bytes (bf16 NaNs) before each block. So a kernel that
+ * reads or writes past what its launcher asked for faults here, and one that uses a
+ * tile it has not written gets NaNs: on the GPU it would read another block's
+ * leftovers. */
+enum { EMU_SMEM = 163 * 1024 };
+static unsigned char *emu_smem_guard; /* the first byte of the page no one may touch */
+static size_t emu_smem_bytes;
+
+/* Before each block: fresh shared memory, and when its copies land (LIBRA_EMU_COPIES,
+ * read once; unset: by the block's place and the launch's parity, as cuda_block_emu.h
+ * alternates the threads' order, so the four mixes of the two come round in four
+ * blocks). */
+static void emu_block_fresh(void)
+{
+    static int mode = -1; /* 0 alternate, 1 late, 2 early */
+    if (mode < 0) {
+        const char *m = getenv("LIBRA_EMU_COPIES");
+        mode = !m || !*m ? 0 : !strcmp(m, "late") ? 1 : !strcmp(m, "early") ? 2 : -1;
+        if (mode < 0) {
+            fprintf(stderr, "LIBRA_EMU_COPIES=%s: late or early (unset: alternate)\n", m);
+            abort();
+        }
+    }
+    memset(emu_smem_guard - EMU_SMEM, 0xff, EMU_SMEM);
+    emu_cp_early = mode == 0 ? (int)((((blockIdx.x + blockIdx.y) >> 1) + emu_launch_odd) & 1)
+                             : mode == 2;
+}
+
+/* Maps the region and its guard page (once, before any launch). */
+static void emu_smem_map(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (EMU_SMEM + page - 1) / page * page;
+    void *m = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect((unsigned char *)m + span, page, PROT_NONE)) {
+        perror("test_cuda_flash_emu: the emulated shared memory");
+        exit(1);
+    }
+    emu_smem_guard = (unsigned char *)m + span;
+    emu_block_start = emu_block_fresh;
+}
+
+/* The running block's dynamic shared memory (16-byte aligned, so its last bytes may
+ * pad a size that is not a multiple of 16). */
+static unsigned char *emu_dyn_smem(void)
+{
+    if (emu_smem_bytes == 0 || emu_smem_bytes > EMU_SMEM) {
+        fprintf(stderr, "test_cuda_flash_emu: %zu bytes of dynamic shared memory (1 .. %d)\n",
+                emu_smem_bytes, (int)EMU_SMEM);
+        abort();
+    }
+    return emu_smem_guard - ((emu_smem_bytes + 15) & ~(size_t)15);
+}
+#define MMA_DYN_SMEM(name) unsigned char *name = emu_dyn_smem()
 
 static void block_end(void)
 {
@@ -248,6 +319,7 @@ template <int DP>
 static void fwd_body(void *p)
 {
     const args *a = (const args *)p;
+    emu_smem_bytes = fwd_smem<DP>();
     flash_fwd_k<DP>(a->out, a->lse, a->q, a->k, a->v, a->pos, a->sq, a->H, a->K, a->D,
                     FL_LOG2E / sqrtf((float)a->D));
     block_end();
@@ -256,6 +328,7 @@ template <int DP>
 static void dq_body(void *p)
 {
     const args *a = (const args *)p;
+    emu_smem_bytes = dq_smem<DP>();
     flash_dq_k<DP>(a->dq, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->sq, a->H,
                    a->K, a->D, 1.0f / sqrtf((float)a->D));
     block_end();
@@ -264,6 +337,7 @@ template <int DP>
 static void dkv_body(void *p)
 {
     const args *a = (const args *)p;
+    emu_smem_bytes = dkv_smem<DP>();
     flash_dkv_k<DP>(a->dk, a->dv, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->sq,
                     a->H, a->K, a->D, 1.0f / sqrtf((float)a->D));
     block_end();
@@ -272,6 +346,7 @@ template <int DP>
 static void paged_body(void *p)
 {
     const args *a = (const args *)p;
+    emu_smem_bytes = paged_smem<DP>();
     flash_paged_k<DP>(a->out, a->fq, a->kp, a->vp, a->table, a->pos, a->nq, a->H, a->K, a->D,
                       a->P, FL_LOG2E / sqrtf((float)a->D));
     block_end();
@@ -493,7 +568,7 @@ static void test_paged_prefill(void)
     }
 }
 
-/* Each pass's dynamic shared memory fits the emulated block's (the H100's limit). */
+/* Each pass's dynamic shared memory fits the emulated block's (the A800's limit). */
 static void test_shared_memory(void)
 {
     CU_ASSERT(fwd_smem<128>() <= EMU_SMEM);
@@ -508,6 +583,7 @@ static void test_shared_memory(void)
 
 int main(void)
 {
+    emu_smem_map();
     static const struct test_case tc[] = {
         {"flash_fwd, flash_bwd (delta, dq, dk/dv) vs attn_forward / attn_backward",
          test_forward_backward},
