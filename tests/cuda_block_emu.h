@@ -11,7 +11,8 @@
  * writing what they have still to read). Every other block runs its threads backwards
  * (emu_next_launch), so the thread that runs ahead is the lowest in one and the highest
  * in the next. The blocks run one after another (the grid's x, then y), so a
- * kernel's __shared__ variables (static here) belong to the running block. A kernel whose threads reach different barriers aborts with a message, as it
+ * kernel's __shared__ variables (static here, 0xff bytes at each block's start) belong
+ * to the running block. A kernel whose threads reach different barriers aborts with a message, as it
  * would be undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test
  * file; it compiles as C11 and as C++ (the tensor-core kernels' test, with atomicMin of
  * int). AddressSanitizer is told of each switch of stacks (it still warns once that
@@ -49,7 +50,13 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __shared__ static
+/* A kernel's __shared__ variables: statics in a section of their own, which
+ * emu_launch_2d fills with 0xff bytes (float and double NaNs, int -1) before each block,
+ * as a GPU block finds another's leftovers: a kernel that reads shared memory its block
+ * has not written gets them. */
+#define __shared__ static __attribute__((section("emu_shared")))
+extern unsigned char __start_emu_shared[] __attribute__((weak));
+extern unsigned char __stop_emu_shared[] __attribute__((weak));
 
 #pragma GCC diagnostic ignored "-Wunknown-pragmas" /* the kernels' #pragma unroll */
 
@@ -315,6 +322,13 @@ static void emu_run_block(unsigned threads)
     }
 }
 
+/* The kernels' __shared__ section, 0xff bytes (none if no kernel declares any). */
+static void emu_shared_fresh(void)
+{
+    unsigned char *a = __start_emu_shared, *b = __stop_emu_shared;
+    if (a && b > a) memset(a, 0xff, (size_t)(b - a));
+}
+
 /* Called before each block's first thread runs, if set (a test's fresh shared memory). */
 static void (*emu_block_start)(void);
 
@@ -343,6 +357,7 @@ static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*bod
             blockIdx.x = emu_nth(bx, gx, back);
             blockIdx.y = emu_nth(by, gy, back);
             emu_reverse = emu_fixed == 0 ? (int)((bx + by + emu_launch_odd) & 1) : back;
+            emu_shared_fresh();
             if (emu_block_start) emu_block_start();
             emu_run_block(threads);
         }
