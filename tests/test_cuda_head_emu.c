@@ -13,6 +13,8 @@
  *   entropy_bwd, vocab_entropy_bwd   entropy_backward: 1e-6 of the largest, H 1e-9
  *   the backwards' bf16 form     the float32 form's terms (added to zeros) rounded by
  *                                st_f32_to_bf16, bit for bit, written over old values
+ *   the target's term last       both backwards: the bits of the row's own terms, then
+ *                                the target's added (check_target_last)
  * The kernels' own code, where there is no GPU; test_cuda runs them on the GPU.
  */
 
@@ -67,6 +69,41 @@ static void run_head(void *p)
 }
 
 static void launch(struct head_call *c) { emu_launch(N, LS_THREADS, run_head, c); }
+
+/* A backward (kind BWD or VBWD over rows x of Vv columns, targets t, the scales dl)
+ * adds the target's term after the row's own: over the same old values, every element
+ * has the bits of a run whose targets are one column on, the target's plus (float) c
+ * added last. Thread 0 adds it to an element another thread has just updated: without
+ * the barrier between, the two updates race on a GPU, and here (the first warp running
+ * ahead) the addition comes first, which the bits show. */
+static void check_target_last(int kind, const float *x, int Vv, const int32_t *t,
+                              const float *dl, const float *mx, const double *lsum)
+{
+    size_t n = (size_t)N * Vv;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int32_t t2[N];
+    for (int i = 0; i < N; i++) t2[i] = t[i] < 0 ? -1 : (t[i] + 1) % Vv;
+    test_fill_uniform(a, n, 9, 1e-3f);
+    memcpy(b, a, n * sizeof *a);
+    struct head_call c = {.kind = kind, .d = a, .x = x, .dlp = dl, .tgt = t, .mx = mx,
+                          .lsum = lsum, .V = Vv};
+    launch(&c);
+    c.d = b, c.tgt = t2;
+    launch(&c);
+    size_t bad = 0, added = 0;
+    for (int i = 0; i < N; i++) {
+        int live = dl[i] != 0.0f;
+        for (int j = 0; j < Vv; j++) {
+            float want = b[(size_t)i * Vv + j];
+            if (live && j == t2[i]) continue; /* b's own target */
+            if (live && j == t[i]) want += (float)((double)dl[i] / temp), added++;
+            bad += memcmp(&a[(size_t)i * Vv + j], &want, sizeof want) != 0;
+        }
+    }
+    CU_ASSERT(added >= 3);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(a), free(b);
+}
 
 /* Rank r's columns of rows x (N, V) into xs (N, Vl); back with `back`. */
 static void columns(float *xs, float *x, int r, int back)
@@ -125,6 +162,7 @@ static void test_logsoftmax(void)
     c.d = NULL, c.d16 = d16;
     launch(&c);
     CU_ASSERT(memcmp(d16, want, n * 2) == 0);
+    check_target_last(BWD, x, V, tgt, dlp, NULL, NULL);
     free(x), free(d), free(ref), free(d16), free(want), free(d2);
 }
 
@@ -186,6 +224,7 @@ static void test_vocab_parallel(void)
         c.d = NULL, c.d16 = d16;
         launch(&c);
         CU_ASSERT(memcmp(d16, want, (size_t)N * Vl * 2) == 0);
+        if (r == 0) check_target_last(VBWD, xs, Vl, lt, vdlp, mx, lsum);
     }
     free(x), free(d), free(ref), free(xs), free(ds), free(d16), free(want);
 }
