@@ -4,13 +4,14 @@
  * __shfl_xor_sync of floats): a test includes the kernel's file after this header and
  * runs it with emu_launch. Each CUDA thread of a block is a fiber (ucontext) with a
  * stack of its own, all on the calling thread: a thread runs until it reaches a
- * barrier -- __syncthreads, or its warp's for __syncwarp or a shuffle -- then the next ready thread
- * runs, and the last to arrive releases the others. So a block runs the same way each
- * time, and a missing barrier shows: the first thread runs ahead through the place the
+ * barrier -- __syncthreads, or its warp's for __syncwarp or a shuffle -- then the first
+ * ready thread in the block's order runs, and the last to arrive releases the others.
+ * So a block runs the same way each time, the first warp runs as far ahead as it can,
+ * and a missing barrier shows: the first thread runs ahead through the place the
  * barrier should be, reading shared memory the others have not written yet (or
- * writing what they have still to read). Every other block runs its threads backwards
- * (emu_next_launch), so the thread that runs ahead is the lowest in one and the highest
- * in the next. The blocks run one after another (the grid's x, then y), so a
+ * writing what they have still to read). LIBRA_EMU_ORDER picks the order: forward,
+ * reverse (the highest thread first), or unset, every other block backwards
+ * (emu_next_launch). The blocks run one after another (the grid's x, then y), so a
  * kernel's __shared__ variables (static here, 0xff bytes at each block's start) belong
  * to the running block. A kernel whose threads reach different barriers aborts with a message, as it
  * would be undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test
@@ -277,16 +278,22 @@ __attribute__((noinline)) static void emu_resume(unsigned i)
 static int emu_fixed = -1; /* -1: not read yet, 0: alternate, 1: forward, 2: reverse */
 static int emu_launch_odd; /* alternate: this launch's parity */
 static int emu_reverse;    /* the running block's threads backwards */
+
+/* A test's choice from the environment: 0 if `name` is unset or empty, 1 if it is
+ * `one`, 2 if `two`; anything else aborts with the choices. */
+static int emu_env_choice(const char *name, const char *one, const char *two)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    if (!strcmp(v, one)) return 1;
+    if (!strcmp(v, two)) return 2;
+    fprintf(stderr, "%s=%s: %s or %s (unset: alternate)\n", name, v, one, two);
+    abort();
+}
+
 static void emu_next_launch(void)
 {
-    if (emu_fixed < 0) {
-        const char *o = getenv("LIBRA_EMU_ORDER");
-        emu_fixed = !o || !*o ? 0 : !strcmp(o, "forward") ? 1 : !strcmp(o, "reverse") ? 2 : -2;
-        if (emu_fixed == -2) {
-            fprintf(stderr, "LIBRA_EMU_ORDER=%s: forward or reverse (unset: alternate)\n", o);
-            abort();
-        }
-    }
+    if (emu_fixed < 0) emu_fixed = emu_env_choice("LIBRA_EMU_ORDER", "forward", "reverse");
     emu_launch_odd = !emu_launch_odd;
 }
 

@@ -154,7 +154,7 @@ __attribute__((noinline, unused)) static void ldsm_x2(uint32_t b[2], const uint1
  * the two ends of what the GPU allows: at the wait that lets it land (a kernel that
  * reads a tile before waiting for it reads old bytes) or as it is issued (a kernel
  * that refills a buffer other threads still read has overwritten it): every other pair
- * of blocks each way, shifted every other launch (emu_block_copies), or one way for
+ * of blocks each way, shifted every other launch (emu_block_fresh), or one way for
  * all with LIBRA_EMU_COPIES=late or =early. */
 enum { EMU_CP_MAX = 128, EMU_CP_GROUPS = 16 };
 struct emu_cp {
@@ -253,14 +253,7 @@ static size_t emu_smem_bytes;
 static void emu_block_fresh(void)
 {
     static int mode = -1; /* 0 alternate, 1 late, 2 early */
-    if (mode < 0) {
-        const char *m = getenv("LIBRA_EMU_COPIES");
-        mode = !m || !*m ? 0 : !strcmp(m, "late") ? 1 : !strcmp(m, "early") ? 2 : -1;
-        if (mode < 0) {
-            fprintf(stderr, "LIBRA_EMU_COPIES=%s: late or early (unset: alternate)\n", m);
-            abort();
-        }
-    }
+    if (mode < 0) mode = emu_env_choice("LIBRA_EMU_COPIES", "late", "early");
     memset(emu_smem_guard - EMU_SMEM, 0xff, EMU_SMEM);
     emu_cp_early = mode == 0 ? (int)((((blockIdx.x + blockIdx.y) >> 1) + emu_launch_odd) & 1)
                              : mode == 2;
