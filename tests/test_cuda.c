@@ -29,7 +29,8 @@
  *                  the row statistics: max exact, log-sum 1e-9; _bwd from them its
  *                  bits without them
  *   sample         the same tokens as sampler_sample (greedy, T, top-k, top-p);
- *                  log-probs 1e-5 of the largest
+ *                  log-probs 1e-5 of the largest; on top-p survivors short through
+ *                  rounding, the nucleus redone over every id, as sampler_sample does
  *   vocab_greedy_stats, vocab_sample_max / _sums / _pick / _topk   rows split over 3 ranks'
  *                  columns, combined as the group's all-reduces would: sampler_sample's
  *                  tokens on the whole rows; log-probs 1e-5
@@ -64,6 +65,7 @@
 #include "libra/safetensors.h"
 #include "libra/sampler.h"
 #include "testutil.h"
+#include "top_p_short_row.h"
 
 static const struct cuda_api *api;
 
@@ -1615,6 +1617,45 @@ static void test_sampler(void)
     free(logits), free(scratch);
 }
 
+/* The row of tests/top_p_short_row.h, twice: the GPU sampler redoes top-p's nucleus
+ * over all ids, as sampler_sample does -- every id comes back in order in the
+ * candidates (int32 on the GPU, floats in the host stand-in's sampler_sample), where
+ * the scratch held -1 or NaN -- and draws sampler_sample's tokens. */
+static void test_sampler_short(void)
+{
+    enum { B = 2, V = SHORT_ROW_V };
+    const int gpu = api != cuda_host_api();
+    const struct sampler_config *sc = &short_row_config;
+    size_t scratch_n = CUDA_SAMPLE_SCRATCH * (size_t)B * V;
+    float x[B * V], *scratch = malloc(scratch_n * sizeof *scratch), ref_scratch[2 * V];
+    int64_t traj[B] = {5, 6}, pos[B] = {40, 41};
+    short_row_fill(x);
+    memcpy(x + V, x, V * sizeof *x);
+    memset(scratch, 0xff, scratch_n * sizeof *scratch);
+    void *d_x = dev_copy(x, sizeof x), *d_s = dev_copy(scratch, scratch_n * sizeof *scratch);
+    void *d_tr = dev_copy(traj, sizeof traj), *d_po = dev_copy(pos, sizeof pos);
+    void *d_tok = dev_copy(NULL, sizeof(int32_t) * B), *d_lp = dev_copy(NULL, sizeof(float) * B);
+    int32_t tok[B];
+    float lp[B], ref_lp[B];
+    CU_OK(api->sample(d_tok, d_lp, d_x, B, V, d_tr, d_po, sc->temperature, sc->top_k, sc->top_p,
+                      sc->seed, d_s));
+    CU_OK(api->sync());
+    CU_OK(api->to_host(tok, d_tok, sizeof tok));
+    CU_OK(api->to_host(lp, d_lp, sizeof lp));
+    CU_OK(api->to_host(scratch, d_s, scratch_n * sizeof *scratch));
+    for (int b = 0; b < B; b++) {
+        const float *cand = scratch + (size_t)b * CUDA_SAMPLE_SCRATCH * V + V;
+        int order = 1;
+        for (int i = 0; i < V; i++) order &= gpu ? ((const int *)cand)[i] == i : cand[i] == i;
+        CU_ASSERT(order);
+        CU_ASSERT_EQUAL(tok[b], sampler_sample(sc, x, V, traj[b], pos[b], &ref_lp[b], ref_scratch));
+    }
+    expect_close("sample log-probs (short row)", lp, ref_lp, B, 1e-5);
+    void *bufs[] = {d_x, d_s, d_tr, d_po, d_tok, d_lp};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) api->free(bufs[k]);
+    free(scratch);
+}
+
 /* The vocabulary-parallel sampler's kernels: rows split over 3 "ranks" (column
  * ranges), each rank's vocab_greedy_stats, or vocab_sample_max / _sums / _pick, or
  * vocab_sample_max / _topk, the slots summed (and the max taken) here as the group's
@@ -2025,6 +2066,8 @@ int main(void)
          test_vocab_parallel},
         {"the entropy term's backward, whole rows and 3 ranks' columns (1e-6)", test_entropy},
         {"sampler: sampler_sample's tokens, greedy, T, top-k, top-p, both", test_sampler},
+        {"sampler: top-p survivors short through rounding, the nucleus over all ids",
+         test_sampler_short},
         {"vocabulary-parallel sampler over 3 ranks' columns: sampler_sample's tokens",
          test_vocab_sampler},
         {"optimizer: sum of squares, AdamW steps vs adamw_step", test_optimizer},

@@ -10,8 +10,9 @@
  * Rows (V = 151,936 unless said): a flat row (every id survives top-p's cutoff: the
  * sort over all V, ties ordered by id), logits in steps of 0.5 (ties across the k-th
  * place), 20 finite ids among -inf ones (top-k takes ids of p = 0, by id), ten ids
- * tied on top, two rows of normal logits; and vocabularies of 1,001, 50 (threads with
- * no ids) and 2.
+ * tied on top, two rows of normal logits; vocabularies of 1,001, 50 (threads with
+ * no ids) and 2; and a row whose top-p survivors round short of top_p, so the kernel
+ * redoes the nucleus over all ids (tests/top_p_short_row.h).
  */
 
 #include <math.h>
@@ -22,6 +23,7 @@
 #include "libra/rng_core.h"
 #include "libra/sampler.h"
 #include "testutil.h"
+#include "top_p_short_row.h"
 
 #include "../src/device/cuda/cuda_device.cuh"
 #include "../src/device/cuda/cuda_sampler_kernel.cuh"
@@ -294,11 +296,46 @@ static void test_small(void)
     }
 }
 
+/* Survivors short of top_p through rounding (tests/top_p_short_row.h), two rows: the
+ * kernel redoes the nucleus over all ids -- its candidates come back as every id in
+ * order and the sorted p beside them, where the scratch was NaN (-1 as ids) before --
+ * and draws what sampler_sample draws. */
+static void test_top_p_short(void)
+{
+    enum { B = 2, V = SHORT_ROW_V };
+    float *x = malloc((size_t)B * V * sizeof *x);
+    float *scratch = malloc(CUDA_SAMPLE_SCRATCH * (size_t)B * V * sizeof *scratch);
+    float *ref_scratch = malloc(2 * (size_t)V * sizeof *ref_scratch);
+    CU_ASSERT_FATAL(short_row_is_short());
+    short_row_fill(x);
+    memcpy(x + V, x, V * sizeof *x);
+    memset(scratch, 0xff, CUDA_SAMPLE_SCRATCH * (size_t)B * V * sizeof *scratch);
+    int64_t traj[B] = {5, 6}, pos[B] = {40, 41};
+    int32_t tok[B];
+    float lp[B];
+    struct sample_call call = {tok, lp, x, V, traj, pos, &short_row_config, scratch};
+    emu_launch(B, SAMP_THREADS, run_kernel, &call);
+    for (int b = 0; b < B; b++) {
+        const float *p = scratch + (size_t)b * CUDA_SAMPLE_SCRATCH * V;
+        const int *cand = (const int *)(p + V);
+        const float *q = p + 2 * (size_t)V;
+        int order = 1;
+        for (int i = 0; i < V; i++) order &= cand[i] == i && q[i] == p[i];
+        CU_ASSERT(order);
+        float ref_lp;
+        CU_ASSERT_EQUAL(tok[b], sampler_sample(&short_row_config, x, V, traj[b], pos[b], &ref_lp,
+                                               ref_scratch));
+        CU_ASSERT(fabsf(lp[b] - ref_lp) <= 1e-5f * fmaxf(1.0f, fabsf(ref_lp)));
+    }
+    free(x), free(scratch), free(ref_scratch);
+}
+
 int main(void)
 {
     static const struct test_case tc[] = {
         {"151,936 ids: flat, tied, mostly -inf, tied on top, normal rows", test_vocabulary},
         {"1,001, 50 and 2 ids", test_small},
+        {"top-p survivors short through rounding: the nucleus over all ids", test_top_p_short},
         {"vocabulary-parallel: greedy, T and top-k over 3 ranks' columns (2 and 4 of 50 ids)",
          test_vocab_parallel},
         {NULL, NULL}};

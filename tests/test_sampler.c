@@ -8,6 +8,7 @@
 #include "libra/rng.h"
 #include "libra/sampler.h"
 #include "testutil.h"
+#include "top_p_short_row.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -296,6 +297,28 @@ static void test_top_p_bounds(void)
         CU_ASSERT_EQUAL(sampler_sample(&cp, logits, V, 0, pos, NULL, scratch), 17);
 }
 
+/* Survivors short of top_p through rounding (tests/top_p_short_row.h): the nucleus is
+ * redone over all ids -- the candidates come back as every id, most probable first
+ * (the scratch's [V, 2V) holds them; NaN-filled before, so a nucleus taken from the
+ * one survivor leaves them NaN) -- and the token is drawn from {0, 1}. */
+static void test_top_p_short(void)
+{
+    enum { V = SHORT_ROW_V };
+    static float x[V], scratch[2 * V];
+    short_row_fill(x);
+    CU_ASSERT_FATAL(short_row_is_short());
+    for (int pos = 0; pos < 4; pos++) {
+        for (int i = 0; i < 2 * V; i++) scratch[i] = NAN;
+        float lp;
+        int32_t t = sampler_sample(&short_row_config, x, V, 3, pos, &lp, scratch);
+        CU_ASSERT(t == 0 || t == 1);
+        CU_ASSERT(fabs(lp - ref_logprob(x, V, short_row_config.temperature, t)) < 1e-5);
+        int order = 1;
+        for (int i = 0; i < V; i++) order &= scratch[V + i] == (float)i;
+        CU_ASSERT(order);
+    }
+}
+
 static void test_logprob_values(void)
 {
     /* A Qwen-sized vocabulary with -inf entries (masked) and large magnitudes. */
@@ -342,6 +365,7 @@ int main(void)
         {"frequencies match softmax(logits/T), top-k, top-p (chi-square)", test_frequencies},
         {"top-k never leaves the k best (ties included)", test_top_k_bounds},
         {"top-p never leaves the nucleus; at least one token", test_top_p_bounds},
+        {"top-p survivors short through rounding: the nucleus over all ids", test_top_p_short},
         {"behaviour log-prob = direct double computation (V=151936)", test_logprob_values},
         {NULL, NULL},
     };
