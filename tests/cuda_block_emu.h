@@ -17,7 +17,15 @@
  * would be undefined on the GPU; `#pragma unroll` is ignored. Header only, for one test
  * file; it compiles as C11 and as C++ (the tensor-core kernels' test, with atomicMin of
  * int). AddressSanitizer is told of each switch of stacks (it still warns once that
- * it does not fully support swapcontext), valgrind of the stacks.
+ * it does not fully support swapcontext), valgrind of the stacks. Under
+ * ThreadSanitizer (the *_race builds, tests/emu_race.sh) each CUDA thread is a fiber
+ * of its own whose switches order nothing; each barrier orders what its threads did
+ * before it ahead of what they do after, a block's start and end order it against the
+ * launching thread, and atomics are relaxed, as CUDA's are: so two threads of a block
+ * that touch one location, one of them writing, with no barrier between, are reported
+ * as a data race, whichever ran first (a lost update included, which the orders above
+ * cannot show). The blocks of a launch are ordered one after another there too, so a
+ * race between blocks is not reported.
  * (It ran a POSIX thread per CUDA thread until the barriers' futex waits took some
  * 50 s of system time for the gemv's test on 2 cores.)
  */
@@ -40,6 +48,24 @@
 #endif
 #ifdef EMU_ASAN
 #include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EMU_TSAN 1
+#endif
+#endif
+#ifdef EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+/* The emulator's own code (its scheduler, barriers, shuffles and votes), which the
+ * fibers share, is not instrumented: ThreadSanitizer sees the kernel's accesses only,
+ * ordered by the barriers it is told of. */
+#define EMU_SCHED __attribute__((no_sanitize_thread, noinline))
+#define EMU_SCHED_INLINE static __attribute__((no_sanitize_thread, noinline, unused))
+#else
+#define EMU_SCHED
+#define EMU_SCHED_INLINE static inline
 #endif
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -67,14 +93,24 @@ extern unsigned char __stop_emu_shared[] __attribute__((weak));
 struct emu_dim {
     unsigned x, y;
 };
-static struct emu_dim threadIdx, blockIdx; /* the running thread's, set at each switch */
-static struct emu_dim blockDim, gridDim;
+static struct emu_dim emu_tid;          /* the running thread's, set at each switch */
+static struct emu_dim blockIdx, blockDim, gridDim;
+#ifdef EMU_TSAN
+/* The kernel reads its threadIdx through a call the race detector does not see (the
+ * scheduler rewrites it at every switch). */
+EMU_SCHED_INLINE struct emu_dim emu_tid_get(void) { return emu_tid; }
+#define threadIdx (emu_tid_get())
+#else
+#define threadIdx emu_tid
+#endif
 static float emu_shfl[EMU_MAX_THREADS];
 static int emu_vote[EMU_MAX_THREADS];
 
-/* A barrier of `need` threads from `first` on. */
+/* A barrier of `need` threads from `first` on; under ThreadSanitizer, its passes are
+ * numbered (gen), and the threads of one pass release and acquire sync[gen % 2]. */
 struct emu_bar {
-    unsigned first, need, arrived;
+    unsigned first, need, arrived, gen;
+    char sync[2];
 };
 enum { EMU_READY, EMU_WAITING, EMU_DONE };
 struct emu_fiber {
@@ -83,6 +119,7 @@ struct emu_fiber {
     int state;
     const struct emu_bar *at; /* the barrier it waits at */
     void *asan_fake;          /* AddressSanitizer's fake stack while switched out */
+    void *tsan;               /* ThreadSanitizer's fiber, made at its first use and kept */
 };
 static struct emu_fiber emu_fib[EMU_MAX_THREADS];
 static ucontext_t emu_main;    /* the launching thread's context: the scheduler */
@@ -94,11 +131,20 @@ static void *emu_body_arg;
 static const void *emu_main_bottom; /* the scheduler's stack, for AddressSanitizer */
 static size_t emu_main_size;
 #endif
+#ifdef EMU_TSAN
+static void *emu_tsan_main; /* the scheduler's ThreadSanitizer context */
+/* A block's start (the launching thread's writes before it) and its threads' ends (all
+ * they did, before the launching thread reads the results or starts the next block). */
+static char emu_tsan_start, emu_tsan_end;
+#endif
 
 /* From the running fiber back to the scheduler (dying: it will not be resumed). */
-static void emu_yield(int dying)
+static EMU_SCHED void emu_yield(int dying)
 {
     struct emu_fiber *f = &emu_fib[emu_cur];
+#ifdef EMU_TSAN
+    __tsan_switch_to_fiber(emu_tsan_main, __tsan_switch_to_fiber_no_sync);
+#endif
 #ifdef EMU_ASAN
     __sanitizer_start_switch_fiber(dying ? NULL : &f->asan_fake, emu_main_bottom, emu_main_size);
 #else
@@ -111,23 +157,32 @@ static void emu_yield(int dying)
 }
 
 /* The running thread arrives at b: the last to arrive makes the others ready and goes
- * on; the others wait for the scheduler to resume them. */
-static void emu_bar_wait(struct emu_bar *b)
+ * on; the others wait for the scheduler to resume them. Under ThreadSanitizer each
+ * thread releases what it did before the barrier and acquires what the others did. */
+static EMU_SCHED void emu_bar_wait(struct emu_bar *b)
 {
+#ifdef EMU_TSAN
+    char *sync = &b->sync[b->gen & 1];
+    __tsan_release(sync);
+#endif
     if (++b->arrived == b->need) {
         b->arrived = 0;
+        b->gen++;
         for (unsigned i = b->first; i < b->first + b->need; i++)
             if (emu_fib[i].state == EMU_WAITING && emu_fib[i].at == b) emu_fib[i].state = EMU_READY;
-        return;
+    } else {
+        emu_fib[emu_cur].state = EMU_WAITING;
+        emu_fib[emu_cur].at = b;
+        emu_yield(0);
     }
-    emu_fib[emu_cur].state = EMU_WAITING;
-    emu_fib[emu_cur].at = b;
-    emu_yield(0);
+#ifdef EMU_TSAN
+    __tsan_acquire(sync);
+#endif
 }
 
 static inline void __syncthreads(void) { emu_bar_wait(&emu_block_bar); }
 /* The running thread's warp meets (every lane of it calls). */
-static inline void emu_warp_wait(void) { emu_bar_wait(&emu_warp_bar[threadIdx.x / 32]); }
+static inline void emu_warp_wait(void) { emu_bar_wait(&emu_warp_bar[emu_tid.x / 32]); }
 /* The warp's lanes meet: the shared memory one wrote before is seen by the others. */
 static inline void __syncwarp(unsigned mask)
 {
@@ -135,10 +190,10 @@ static inline void __syncwarp(unsigned mask)
     emu_warp_wait();
 }
 /* The value of lane (this lane ^ o) of the warp (every lane of it calls). */
-static inline float __shfl_xor_sync(unsigned mask, float v, int o)
+EMU_SCHED_INLINE float __shfl_xor_sync(unsigned mask, float v, int o)
 {
     (void)mask;
-    unsigned t = threadIdx.x;
+    unsigned t = emu_tid.x;
     emu_shfl[t] = v;
     emu_warp_wait();
     float r = emu_shfl[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
@@ -146,10 +201,10 @@ static inline float __shfl_xor_sync(unsigned mask, float v, int o)
     return r;
 }
 /* Whether pred is nonzero in any lane of the warp (every lane of it calls). */
-static inline int __any_sync(unsigned mask, int pred)
+EMU_SCHED_INLINE int __any_sync(unsigned mask, int pred)
 {
     (void)mask;
-    unsigned t = threadIdx.x, w = t & ~31u;
+    unsigned t = emu_tid.x, w = t & ~31u;
     emu_vote[t] = pred != 0;
     emu_warp_wait();
     int any = 0;
@@ -157,16 +212,18 @@ static inline int __any_sync(unsigned mask, int pred)
     emu_warp_wait();
     return any;
 }
+/* CUDA's atomics order nothing but themselves: relaxed, so that ThreadSanitizer does
+ * not take one thread's atomic for a barrier with the next. */
 static inline unsigned emu_atomic_add_u32(unsigned *p, unsigned v)
 {
-    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 static inline float emu_atomic_add_f32(float *p, float v)
 {
     float old, sum;
-    __atomic_load(p, &old, __ATOMIC_SEQ_CST);
+    __atomic_load(p, &old, __ATOMIC_RELAXED);
     do sum = old + v;
-    while (!__atomic_compare_exchange(p, &old, &sum, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    while (!__atomic_compare_exchange(p, &old, &sum, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
     return old;
 }
 #ifdef __cplusplus
@@ -174,9 +231,9 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v) { return emu_atomic_ad
 static inline float atomicAdd(float *p, float v) { return emu_atomic_add_f32(p, v); }
 static inline int atomicMin(int *p, int v)
 {
-    int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    while (v < old && !__atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_SEQ_CST,
-                                                   __ATOMIC_SEQ_CST)) {
+    int old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED)) {
     }
     return old;
 }
@@ -186,7 +243,7 @@ static inline int atomicMin(int *p, int v)
 #endif
 static inline int atomicCAS(int *p, int compare, int val)
 {
-    __atomic_compare_exchange_n(p, &compare, val, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    __atomic_compare_exchange_n(p, &compare, val, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return compare; /* the old value */
 }
 static inline unsigned __float_as_uint(float f)
@@ -217,21 +274,30 @@ static inline int __shfl_xor_sync(unsigned mask, int v, int o)
 }
 #endif
 
-static void emu_fiber_main(void)
+static EMU_SCHED void emu_fiber_main(void)
 {
 #ifdef EMU_ASAN
     __sanitizer_finish_switch_fiber(NULL, &emu_main_bottom, &emu_main_size);
 #endif
+#ifdef EMU_TSAN
+    __tsan_acquire(&emu_tsan_start);
+#endif
     emu_body(emu_body_arg);
+#ifdef EMU_TSAN
+    __tsan_release(&emu_tsan_end);
+#endif
     emu_fib[emu_cur].state = EMU_DONE;
     emu_yield(1);
 }
 
 /* Fiber i set to run the kernel from its start (its own function: getcontext returns
  * twice, so no caller's loop may share its frame). */
-__attribute__((noinline)) static void emu_fiber_start(unsigned i)
+__attribute__((noinline)) static EMU_SCHED void emu_fiber_start(unsigned i)
 {
     struct emu_fiber *f = &emu_fib[i];
+#ifdef EMU_TSAN
+    if (!f->tsan) f->tsan = __tsan_create_fiber(0);
+#endif
     if (!f->stack) {
         f->stack = (char *)malloc(EMU_STACK_BYTES);
         if (!f->stack) {
@@ -252,12 +318,15 @@ __attribute__((noinline)) static void emu_fiber_start(unsigned i)
 
 /* Runs fiber i until it waits or ends (apart from emu_run_block's loop: nothing of a
  * frame that calls swapcontext may change between its returns). */
-__attribute__((noinline)) static void emu_resume(unsigned i)
+__attribute__((noinline)) static EMU_SCHED void emu_resume(unsigned i)
 {
     struct emu_fiber *f = &emu_fib[i];
     emu_cur = i;
-    threadIdx.x = i;
-    threadIdx.y = 0;
+    emu_tid.x = i;
+    emu_tid.y = 0;
+#ifdef EMU_TSAN
+    __tsan_switch_to_fiber(f->tsan, __tsan_switch_to_fiber_no_sync);
+#endif
 #ifdef EMU_ASAN
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, f->stack, EMU_STACK_BYTES);
@@ -307,8 +376,12 @@ static inline unsigned emu_nth(unsigned n, unsigned count, int backwards)
  * thread in the block's order: so the first warp runs through everything up to a
  * __syncthreads before the next warp starts, as far ahead of the others as a GPU could
  * let it get. */
-static void emu_run_block(unsigned threads)
+static EMU_SCHED void emu_run_block(unsigned threads)
 {
+#ifdef EMU_TSAN
+    emu_tsan_main = __tsan_get_current_fiber();
+    __tsan_release(&emu_tsan_start);
+#endif
     for (unsigned i = 0; i < threads; i++) emu_fiber_start(i);
     for (unsigned done = 0; done < threads;) {
         int ran = 0;
@@ -327,6 +400,9 @@ static void emu_run_block(unsigned threads)
             abort();
         }
     }
+#ifdef EMU_TSAN
+    __tsan_acquire(&emu_tsan_end);
+#endif
 }
 
 /* The kernels' __shared__ section, 0xff bytes (none if no kernel declares any). */
@@ -354,9 +430,10 @@ static void emu_launch_2d(unsigned gx, unsigned gy, unsigned threads, void (*bod
     gridDim.y = gy;
     emu_body = body;
     emu_body_arg = arg;
-    emu_block_bar = (struct emu_bar){0, threads, 0};
+    emu_block_bar = (struct emu_bar){0, threads, 0, 0, {0, 0}};
     for (unsigned w = 0; w * 32 < threads; w++)
-        emu_warp_bar[w] = (struct emu_bar){w * 32, threads - w * 32 < 32 ? threads - w * 32 : 32, 0};
+        emu_warp_bar[w] = (struct emu_bar){w * 32, threads - w * 32 < 32 ? threads - w * 32 : 32,
+                                           0, 0, {0, 0}};
     emu_next_launch();
     int back = emu_fixed == 2 || (emu_fixed == 0 && emu_launch_odd);
     for (unsigned by = 0; by < gy; by++)

@@ -235,8 +235,8 @@ static inline float exp2_ftz(float x)
     return y < 0x1p-126f ? 0.0f : y;
 }
 
-/* A block's dynamic shared memory: the size its launch asks for (each body sets
- * emu_smem_bytes from its kernel's size helper, as the launcher does), at most the
+/* A block's dynamic shared memory: the size its launch asks for (launch_dyn sets
+ * emu_smem_bytes from the kernel's size helper, as cuda_flash.cu does), at most the
  * A800/A100's 163 KiB (the H100's is 227), ending where a page no one may touch
  * begins, and filled with 0xff bytes (bf16 NaNs) before each block. So a kernel that
  * reads or writes past what its launcher asked for faults here, and one that uses a
@@ -312,7 +312,6 @@ template <int DP>
 static void fwd_body(void *p)
 {
     const args *a = (const args *)p;
-    emu_smem_bytes = fwd_smem<DP>();
     flash_fwd_k<DP>(a->out, a->lse, a->q, a->k, a->v, a->pos, a->sq, a->H, a->K, a->D,
                     FL_LOG2E / sqrtf((float)a->D));
     block_end();
@@ -321,7 +320,6 @@ template <int DP>
 static void dq_body(void *p)
 {
     const args *a = (const args *)p;
-    emu_smem_bytes = dq_smem<DP>();
     flash_dq_k<DP>(a->dq, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->sq, a->H,
                    a->K, a->D, 1.0f / sqrtf((float)a->D));
     block_end();
@@ -330,7 +328,6 @@ template <int DP>
 static void dkv_body(void *p)
 {
     const args *a = (const args *)p;
-    emu_smem_bytes = dkv_smem<DP>();
     flash_dkv_k<DP>(a->dk, a->dv, a->dout, a->q, a->k, a->v, a->lse, a->delta, a->pos, a->sq,
                     a->H, a->K, a->D, 1.0f / sqrtf((float)a->D));
     block_end();
@@ -339,7 +336,6 @@ template <int DP>
 static void paged_body(void *p)
 {
     const args *a = (const args *)p;
-    emu_smem_bytes = paged_smem<DP>();
     flash_paged_k<DP>(a->out, a->fq, a->kp, a->vp, a->table, a->pos, a->nq, a->H, a->K, a->D,
                       a->P, FL_LOG2E / sqrtf((float)a->D));
     block_end();
@@ -360,6 +356,14 @@ typedef void (*body_fn)(void *);
     ((DP) == 32 ? fn<32> : (DP) == 64 ? fn<64> : (DP) == 80 ? fn<80> : fn<128>)
 
 static unsigned blocks(long long n, int per) { return (unsigned)((n + per - 1) / per); }
+
+/* A launch of gx x gy blocks of FL_THREADS with `smem` bytes of dynamic shared memory
+ * (set here, by the launching thread, which the blocks' threads then only read). */
+static void launch_dyn(unsigned gx, unsigned gy, body_fn body, size_t smem, args *a)
+{
+    emu_smem_bytes = smem;
+    emu_launch_2d(gx, gy, FL_THREADS, body, a);
+}
 
 /* src (rows, D) float32 as (rows, DP) bf16, zero-padded, by the kernel. */
 static uint16_t *padded(const float *src, long long rows, int D, int DP)
@@ -488,10 +492,10 @@ static void test_forward_backward(void)
         emu_faults = 0;
         /* the grids of cuda_flash.cu: S blocks a tile rank of the longest sequence */
         unsigned gq = (unsigned)S * blocks(max_q, FL_ROWS), gk = (unsigned)S * blocks(max_k, FL_ROWS);
-        emu_launch_2d(gq, (unsigned)H, FL_THREADS, BY_DP(DP, fwd_body), &a);
+        launch_dyn(gq, (unsigned)H, BY_DP(DP, fwd_body), BY_DP(DP, fwd_smem)(), &a);
         emu_launch(blocks((long long)nq * H, FL_WARPS), FL_THREADS, delta_body, &a);
-        emu_launch_2d(gq, (unsigned)H, FL_THREADS, BY_DP(DP, dq_body), &a);
-        emu_launch_2d(gk, (unsigned)K, FL_THREADS, BY_DP(DP, dkv_body), &a);
+        launch_dyn(gq, (unsigned)H, BY_DP(DP, dq_body), BY_DP(DP, dq_smem)(), &a);
+        launch_dyn(gk, (unsigned)K, BY_DP(DP, dkv_body), BY_DP(DP, dkv_smem)(), &a);
         printf("\n    H %d K %d D %d, %d sequences of", H, K, D, S);
         for (int s = 0; s < S; s++)
             printf(" %d/%d%s%s", cases[c].seq[s].nq, cases[c].seq[s].nk,
@@ -553,7 +557,8 @@ static void test_paged_prefill(void)
         a.nq = nq, a.H = H, a.K = K, a.D = D, a.DP = DP, a.P = P;
         a.out = out, a.fq = q, a.kp = kp, a.vp = vp, a.table = table, a.pos = pos;
         emu_faults = 0;
-        emu_launch_2d(blocks(nq, FL_ROWS), (unsigned)H, FL_THREADS, BY_DP(DP, paged_body), &a);
+        launch_dyn(blocks(nq, FL_ROWS), (unsigned)H, BY_DP(DP, paged_body), BY_DP(DP, paged_smem)(),
+                   &a);
         printf("\n    nq %d nk %d H %d K %d D %d P %d: ", nq, nk, H, K, D, P);
         expect_within("out", out, ref, nqe, 1e-2);
         CU_ASSERT_EQUAL(emu_faults, 0);
